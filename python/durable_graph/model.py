@@ -1,0 +1,372 @@
+"""Values of the store (SPEC §2): frozen, slotted dataclasses with UTC-aware datetimes.
+
+Policies check their own invariants on construction; arguments passed to a store (identifiers,
+JSON values, timestamps) are checked by `durable_graph.validation` before anything is written.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Final, Literal, TypeAlias
+
+from .errors import ValidationError
+from .validation import check_duration
+
+JSON: TypeAlias = bool | int | float | str | list[Any] | dict[str, Any] | None
+"""A JSON value: round-trips exactly through ``json`` (SPEC §2)."""
+
+
+class _AnyTenant(enum.Enum):
+    ANY = "ANY"
+
+    def __repr__(self) -> str:
+        return "ANY"
+
+
+ANY: Final = _AnyTenant.ANY
+"""`lease(tenant=ANY)` and `open_entries(tenant=ANY)`: entries of every tenant (SPEC §8 rule 18)."""
+
+AnyTenant: TypeAlias = Literal[_AnyTenant.ANY]
+TenantFilter: TypeAlias = str | AnyTenant | None
+
+
+# --- policies ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimPolicy:
+    """How long a run claim lives, and how often its holder should renew it."""
+
+    ttl: timedelta = timedelta(seconds=30)
+    renew_every: timedelta = timedelta(seconds=10)
+
+    def __post_init__(self) -> None:
+        check_duration("ttl", self.ttl)
+        check_duration("renew_every", self.renew_every)
+        if self.renew_every >= self.ttl:
+            raise ValidationError("renew_every must be shorter than ttl")
+
+
+@dataclass(frozen=True, slots=True)
+class WatchPolicy:
+    """How often `await_events_after` and `subscribe` poll for new events."""
+
+    poll_interval: timedelta = timedelta(milliseconds=250)
+
+    def __post_init__(self) -> None:
+        check_duration("poll_interval", self.poll_interval)
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionPolicy:
+    """What `prune` may remove: see SPEC §2 and §8 rule 16."""
+
+    keep_last: int | None = None
+    max_age: timedelta | None = None
+
+    def __post_init__(self) -> None:
+        if self.keep_last is None and self.max_age is None:
+            raise ValidationError("RetentionPolicy needs keep_last or max_age")
+        if self.keep_last is not None and (
+            not isinstance(self.keep_last, int)
+            or isinstance(self.keep_last, bool)
+            or self.keep_last < 1
+        ):
+            raise ValidationError(f"keep_last must be an int >= 1, got {self.keep_last!r}")
+        if self.max_age is not None:
+            check_duration("max_age", self.max_age)
+
+
+# --- checkpointer values -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A thread's run claim; ``token`` fences every write made under it."""
+
+    thread_id: str
+    holder: str
+    token: int
+    expires_at: datetime
+    ttl: timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class EventIn:
+    """An event to append. Kinds starting ``store.`` are the store's own."""
+
+    kind: str
+    payload: JSON = None
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """An event of a thread's log, numbered by ``seq`` (1, 2, ... without gaps)."""
+
+    thread_id: str
+    seq: int
+    kind: str
+    payload: JSON
+    run_id: str | None
+    created_at: datetime
+    committed_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class PendingWrite:
+    """A write a task made after a checkpoint, kept until the next checkpoint supersedes it."""
+
+    task_id: str
+    channel: str
+    value: JSON
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """What `Checkpointer.commit` writes: a checkpoint and the events that go with it."""
+
+    checkpoint_id: str
+    parent_id: str | None
+    run_id: str
+    state: JSON
+    metadata: JSON = None
+    next: tuple[str, ...] = ()
+    events: tuple[EventIn, ...] = ()
+    created_at: datetime | None = None
+    parent_thread_id: str | None = None
+    fence: Claim | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A committed checkpoint. ``next == ()`` means the run that produced it finished."""
+
+    thread_id: str
+    checkpoint_id: str
+    parent_id: str | None
+    run_id: str
+    state: JSON
+    metadata: JSON
+    next: tuple[str, ...]
+    created_at: datetime
+    committed_at: datetime
+    seq: int
+    writes: tuple[PendingWrite, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadInfo:
+    """A thread as `Checkpointer.thread` and `threads` describe it."""
+
+    thread_id: str
+    parent_thread_id: str | None
+    head_id: str | None
+    last_seq: int
+    created_at: datetime
+    updated_at: datetime
+    claim_holder: str | None
+    claim_expires_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class EffectRecord:
+    """The first value recorded under an effect key; ``existing`` when an earlier call wrote it."""
+
+    thread_id: str
+    key: str
+    value: JSON
+    run_id: str | None
+    recorded_at: datetime
+    existing: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PruneResult:
+    checkpoints_removed: int
+    events_removed: int
+
+
+# --- run queue values ----------------------------------------------------------------------
+
+
+class Mode(enum.Enum):
+    """What a submission does to the thread's other open entries (SPEC §5)."""
+
+    ENQUEUE = "enqueue"
+    REJECT = "reject"
+    INTERRUPT = "interrupt"
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    thread_id: str
+    input: JSON
+    tenant: str | None = None
+    key: str | None = None
+    mode: Mode = Mode.ENQUEUE
+    max_attempts: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    entry_id: int
+    existing: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    number: int
+    run_id: str
+    started_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """The attempt was recorded under this number (1-based)."""
+
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
+class Exhausted:
+    """``max_attempts`` were already recorded; nothing was recorded."""
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadDeleted:
+    """The entry's thread was deleted; the entry is now closed ``Cancelled("thread_deleted")``."""
+
+
+AttemptStart: TypeAlias = Started | Exhausted | ThreadDeleted
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    output: JSON = None
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    error: str
+
+
+CancelReason: TypeAlias = Literal["thread_deleted", "requested"]
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    reason: CancelReason
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupted:
+    """Closed by the INTERRUPT submission whose entry id is ``by``."""
+
+    by: int
+
+
+EntryOutcome: TypeAlias = Completed | Failed | Cancelled | Interrupted
+
+
+@dataclass(frozen=True, slots=True)
+class QueueEntry:
+    entry_id: int
+    tenant: str | None
+    thread_id: str
+    key: str | None
+    input: JSON
+    mode: Mode
+    max_attempts: int
+    attempts: tuple[Attempt, ...]
+    admitted: bool
+    thread_deleted: bool
+    submitted_at: datetime
+    lease_holder: str | None
+    lease_expires_at: datetime | None
+    outcome: EntryOutcome | None
+    closed_at: datetime | None
+    closed_at_seq: int | None
+
+    @property
+    def closed(self) -> bool:
+        return self.outcome is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A worker's lease on a queue entry; ``token`` fences every call made under it."""
+
+    entry: QueueEntry
+    token: int
+    holder: str
+    expires_at: datetime
+    ttl: timedelta
+    attempt: AttemptStart | None = None
+
+
+# --- attempt planning ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Fresh:
+    """Nothing of the entry was applied: apply its input."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """An earlier attempt committed but did not finish: continue from ``checkpoint``."""
+
+    checkpoint: Checkpoint
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The input was applied (``checkpoint`` is None when that turn was retracted): never again."""
+
+    checkpoint: Checkpoint | None = field(default=None)
+
+
+AttemptPlan: TypeAlias = Fresh | Resume | Finished
+
+
+__all__ = [
+    "ANY",
+    "JSON",
+    "AnyTenant",
+    "Attempt",
+    "AttemptPlan",
+    "AttemptStart",
+    "CancelReason",
+    "Cancelled",
+    "Checkpoint",
+    "Claim",
+    "ClaimPolicy",
+    "Commit",
+    "Completed",
+    "EffectRecord",
+    "EntryOutcome",
+    "Event",
+    "EventIn",
+    "Exhausted",
+    "Failed",
+    "Finished",
+    "Fresh",
+    "Interrupted",
+    "Lease",
+    "Mode",
+    "PendingWrite",
+    "PruneResult",
+    "QueueEntry",
+    "Resume",
+    "RetentionPolicy",
+    "Started",
+    "Submission",
+    "TenantFilter",
+    "ThreadDeleted",
+    "ThreadInfo",
+    "Ticket",
+    "WatchPolicy",
+]

@@ -1,0 +1,87 @@
+"""The RunQueue interface (SPEC §5) and the pure planning rule every worker follows.
+
+Order per thread: open entries that recorded an attempt first, then INTERRUPT entries, then the
+rest, each by entry id. Only the head is ever leased, and only while no other entry of the thread
+holds a live lease.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Protocol, runtime_checkable
+
+from .model import (
+    ANY,
+    AttemptPlan,
+    AttemptStart,
+    Checkpoint,
+    EntryOutcome,
+    Finished,
+    Fresh,
+    Lease,
+    QueueEntry,
+    Resume,
+    Submission,
+    TenantFilter,
+    Ticket,
+)
+
+
+def plan_attempt(entry: QueueEntry, latest: Checkpoint | None) -> AttemptPlan:
+    """What an attempt must do, given the newest checkpoint of the entry's recorded runs.
+
+    ``latest`` must come from `Checkpointer.latest_of_runs` over ``entry.attempts``, with
+    ``entry`` read *after* the thread's claim is held (SPEC §5, at most once).
+    """
+    if latest is None:
+        # Admitted with no checkpoint left: the input was applied, then retracted.
+        return Finished(None) if entry.admitted else Fresh()
+    if latest.next == ():
+        return Finished(latest)
+    return Resume(latest)
+
+
+@runtime_checkable
+class RunQueue(Protocol):
+    """Submitted runs, leased by workers on any machine, attempted and closed once."""
+
+    def submit(self, submission: Submission) -> Ticket:
+        """Enqueue, deduplicated by the tenant's key; REJECT and INTERRUPT per SPEC §5."""
+        ...
+
+    def lease(
+        self,
+        holder: str,
+        ttl: timedelta,
+        tenant: TenantFilter = ANY,
+        run_id: str | None = None,
+    ) -> Lease | None:
+        """Lease the oldest available thread head; with ``run_id`` record the attempt too."""
+        ...
+
+    def renew(self, lease: Lease, ttl: timedelta | None = None) -> Lease: ...
+
+    def release(self, lease: Lease) -> None: ...
+
+    def record_attempt(self, lease: Lease, run_id: str) -> AttemptStart:
+        """Record an attempt durably before returning (SPEC §8 rule 20 for the check order)."""
+        ...
+
+    def close(self, lease: Lease, outcome: EntryOutcome) -> QueueEntry: ...
+
+    def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry: ...
+
+    def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None: ...
+
+    def open_entries(
+        self, tenant: TenantFilter = None, thread_id: str | None = None
+    ) -> list[QueueEntry]: ...
+
+    def await_closed(
+        self, entry_id: int, timeout: timedelta, tenant: str | None = None
+    ) -> QueueEntry | None: ...
+
+    def reclaim(self, older_than: timedelta, batch: int = 1000) -> int: ...
+
+
+__all__ = ["RunQueue", "plan_attempt"]

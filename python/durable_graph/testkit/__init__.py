@@ -1,0 +1,30 @@
+"""Executable contracts of SPEC §4-§5, run by every backend's tests (SPEC §7).
+
+A backend's test module subclasses `CheckpointerContract` and `RunQueueContract` and overrides the
+``harness`` fixture to yield a `Harness` (a fresh store and its clock control).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .harness import ClockControl, Harness, ManualClock
+
+if TYPE_CHECKING:
+    from .checkpointer_contract import CheckpointerContract
+    from .run_queue_contract import RunQueueContract
+
+__all__ = ["CheckpointerContract", "ClockControl", "Harness", "ManualClock", "RunQueueContract"]
+
+
+def __getattr__(name: str) -> Any:
+    # The suites import pytest: load them only when a test suite asks for them.
+    if name == "CheckpointerContract":
+        from .checkpointer_contract import CheckpointerContract
+
+        return CheckpointerContract
+    if name == "RunQueueContract":
+        from .run_queue_contract import RunQueueContract
+
+        return RunQueueContract
+    raise AttributeError(name)

@@ -1,0 +1,442 @@
+"""Argument checks and JSON encoding, written once and called by every backend (SPEC §2, §8).
+
+Every public store method runs its arguments through these functions *before* it touches the
+store, so bad input raises `ValidationError` naming the argument (and the path inside a JSON
+value, e.g. ``commit.state["a"][3]``) and writes nothing.
+
+Values are stored as JSON text: compact (``separators=(",", ":")``, ``ensure_ascii=False``) and
+decoded on read, so every read returns fresh objects and nothing executable is ever stored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from .errors import ValidationError
+
+if TYPE_CHECKING:
+    from . import model as m
+
+MAX_IDENTIFIER_BYTES = 512
+MAX_JSON_DEPTH = 512
+DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024
+INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
+MAX_DURATION = timedelta(days=36500)
+"""Durations longer than a century are refused: store-now + ttl must stay a valid timestamp."""
+
+STORE_EVENT_PREFIX = "store."
+
+
+# --- primitives ----------------------------------------------------------------------------
+
+
+def check_identifier(name: str, value: object) -> str:
+    """A str of 1..512 UTF-8 bytes with no NUL and no lone surrogate."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{name} must be a str, got {type(value).__name__}")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValidationError(f"{name} must not contain lone surrogates") from None
+    if size == 0:
+        raise ValidationError(f"{name} must not be empty")
+    if size > MAX_IDENTIFIER_BYTES:
+        raise ValidationError(f"{name} must be at most {MAX_IDENTIFIER_BYTES} UTF-8 bytes")
+    if "\x00" in value:
+        raise ValidationError(f"{name} must not contain NUL")
+    return value
+
+
+def check_optional_identifier(name: str, value: object) -> str | None:
+    return None if value is None else check_identifier(name, value)
+
+
+def check_int(name: str, value: object, *, minimum: int, maximum: int = INT64_MAX) -> int:
+    """An int (not a bool) in ``minimum..maximum``."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValidationError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum or value > maximum:
+        raise ValidationError(f"{name} must be between {minimum} and {maximum}, got {value}")
+    return value
+
+
+def check_duration(name: str, value: object, *, allow_zero: bool = False) -> timedelta:
+    """A `timedelta`, positive (or zero when allowed), at most a century (SPEC §8 rule 1)."""
+    if not isinstance(value, timedelta):
+        raise ValidationError(f"{name} must be a datetime.timedelta, got {type(value).__name__}")
+    if value < timedelta(0) or (value == timedelta(0) and not allow_zero):
+        raise ValidationError(f"{name} must be {'>= 0' if allow_zero else 'positive'}, got {value}")
+    if value > MAX_DURATION:
+        raise ValidationError(f"{name} must be at most {MAX_DURATION.days} days")
+    return value
+
+
+def check_timestamp(name: str, value: object) -> datetime | None:
+    """None, or a timezone-aware datetime, returned in UTC with its microseconds (rule 3)."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise ValidationError(f"{name} must be a datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValidationError(f"{name} must be timezone-aware")
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValidationError(f"{name} is out of range") from None
+
+
+def check_str(name: str, value: object) -> str:
+    """Any str that can be encoded as UTF-8 (free text such as `Failed.error`)."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{name} must be a str, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError(f"{name} must not contain lone surrogates") from None
+    return value
+
+
+# --- JSON ----------------------------------------------------------------------------------
+
+
+def _path(name: str, parts: list[str | int]) -> str:
+    return name + "".join(f"[{json.dumps(p, ensure_ascii=False)}]" for p in parts)
+
+
+def _check_tree(name: str, value: object, parts: list[str | int], depth: int) -> None:
+    kind = type(value)
+    if value is None or kind is bool or kind is int or kind is str:
+        return
+    if kind is float:
+        if not math.isfinite(value):  # type: ignore[arg-type]
+            raise ValidationError(f"{_path(name, parts)} must be a finite float, got {value!r}")
+        return
+    if isinstance(value, (list, dict)) and (kind is list or kind is dict):
+        if depth >= MAX_JSON_DEPTH:
+            raise ValidationError(
+                f"{_path(name, parts)} nests deeper than {MAX_JSON_DEPTH} containers"
+            )
+        if isinstance(value, list):
+            for index, item in enumerate(value):
+                parts.append(index)
+                _check_tree(name, item, parts, depth + 1)
+                parts.pop()
+        else:
+            for key, item in value.items():
+                if type(key) is not str:
+                    raise ValidationError(
+                        f"{_path(name, parts)} has a key of type {type(key).__name__}; "
+                        "JSON object keys must be str"
+                    )
+                parts.append(key)
+                _check_tree(name, item, parts, depth + 1)
+                parts.pop()
+        return
+    raise ValidationError(
+        f"{_path(name, parts)} is a {kind.__name__}, which is not a JSON value "
+        "(None, bool, int, float, str, list or dict with str keys)"
+    )
+
+
+def _find_surrogate(name: str, value: object, parts: list[str | int]) -> str | None:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return _path(name, parts)
+        return None
+    if isinstance(value, list):
+        items: list[tuple[str | int, object]] = list(enumerate(value))
+    elif isinstance(value, dict):
+        for key in value:
+            try:
+                key.encode("utf-8")
+            except UnicodeEncodeError:
+                return _path(name, parts) + " (a key)"
+        items = list(value.items())
+    else:
+        return None
+    for key, item in items:
+        parts.append(key)
+        found = _find_surrogate(name, item, parts)
+        parts.pop()
+        if found is not None:
+            return found
+    return None
+
+
+def encode_json(name: str, value: object, max_bytes: int, *, canonical: bool = False) -> str:
+    """Check ``value`` is a JSON value that round-trips exactly, and encode it compactly.
+
+    ``canonical`` sorts object keys: the form submissions are compared in (SPEC §8 rule 19).
+    """
+    _check_tree(name, value, [], 0)
+    text = json.dumps(
+        value,
+        ensure_ascii=False,
+        separators=(",", ":"),
+        allow_nan=False,
+        sort_keys=canonical,
+    )
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        where = _find_surrogate(name, value, []) or name
+        raise ValidationError(f"{where} must not contain lone surrogates") from None
+    if size > max_bytes:
+        raise ValidationError(f"{name} encodes to {size} bytes, over the limit of {max_bytes}")
+    return text
+
+
+def decode_json(text: str) -> Any:
+    """Decode stored JSON text into fresh objects."""
+    return json.loads(text)
+
+
+# --- time ----------------------------------------------------------------------------------
+
+
+def from_posix(seconds: float) -> datetime:
+    """A store-clock reading as a UTC datetime, to the microsecond."""
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def to_micros(value: datetime) -> int:
+    """Microseconds since the epoch: how SQLite keeps timestamps, exactly."""
+    delta = value - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_micros(value: int) -> datetime:
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=value)
+
+
+def check_clock(value: object) -> None:
+    if not callable(value):
+        raise ValidationError("clock must be a zero-argument callable returning POSIX seconds")
+
+
+def check_max_value_bytes(value: object) -> int:
+    return check_int("max_value_bytes", value, minimum=1, maximum=2**40)
+
+
+# --- composite arguments ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedEvent:
+    kind: str
+    payload: str
+    created_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedCommit:
+    checkpoint_id: str
+    parent_id: str | None
+    run_id: str
+    state: str
+    metadata: str
+    next: tuple[str, ...]
+    events: tuple[EncodedEvent, ...]
+    created_at: datetime | None
+    parent_thread_id: str | None
+    fence: m.Claim | None
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedWrite:
+    task_id: str
+    channel: str
+    index: int
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedSubmission:
+    thread_id: str
+    input: str
+    """Canonical JSON (sorted keys): stored as is, and compared byte for byte."""
+    tenant: str | None
+    key: str | None
+    mode: m.Mode
+    max_attempts: int
+
+
+def _sequence(name: str, value: object) -> Sequence[object]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise ValidationError(f"{name} must be a tuple or list, got {type(value).__name__}")
+    return value
+
+
+def check_claim(name: str, value: object) -> m.Claim:
+    from .model import Claim
+
+    if not isinstance(value, Claim):
+        raise ValidationError(f"{name} must be a Claim, got {type(value).__name__}")
+    check_identifier(f"{name}.thread_id", value.thread_id)
+    check_int(f"{name}.token", value.token, minimum=0)
+    return value
+
+
+def check_lease(name: str, value: object) -> m.Lease:
+    from .model import Lease, QueueEntry
+
+    if not isinstance(value, Lease) or not isinstance(value.entry, QueueEntry):
+        raise ValidationError(f"{name} must be a Lease, got {type(value).__name__}")
+    check_int(f"{name}.entry.entry_id", value.entry.entry_id, minimum=0)
+    check_int(f"{name}.token", value.token, minimum=0)
+    return value
+
+
+def check_events(name: str, events: object, max_bytes: int) -> tuple[EncodedEvent, ...]:
+    from .model import EventIn
+
+    encoded = []
+    for i, event in enumerate(_sequence(name, events)):
+        where = f"{name}[{i}]"
+        if not isinstance(event, EventIn):
+            raise ValidationError(f"{where} must be an EventIn, got {type(event).__name__}")
+        kind = check_identifier(f"{where}.kind", event.kind)
+        if kind.startswith(STORE_EVENT_PREFIX):
+            raise ValidationError(
+                f"{where}.kind {kind!r}: kinds starting {STORE_EVENT_PREFIX!r} are the store's own"
+            )
+        encoded.append(
+            EncodedEvent(
+                kind=kind,
+                payload=encode_json(f"{where}.payload", event.payload, max_bytes),
+                created_at=check_timestamp(f"{where}.created_at", event.created_at),
+            )
+        )
+    return tuple(encoded)
+
+
+def check_commit(value: object, max_bytes: int) -> EncodedCommit:
+    from .model import Commit
+
+    if not isinstance(value, Commit):
+        raise ValidationError(f"commit must be a Commit, got {type(value).__name__}")
+    next_nodes = tuple(
+        check_identifier(f"commit.next[{i}]", node)
+        for i, node in enumerate(_sequence("commit.next", value.next))
+    )
+    return EncodedCommit(
+        checkpoint_id=check_identifier("commit.checkpoint_id", value.checkpoint_id),
+        parent_id=check_optional_identifier("commit.parent_id", value.parent_id),
+        run_id=check_identifier("commit.run_id", value.run_id),
+        state=encode_json("commit.state", value.state, max_bytes),
+        metadata=encode_json("commit.metadata", value.metadata, max_bytes),
+        next=next_nodes,
+        events=check_events("commit.events", value.events, max_bytes),
+        created_at=check_timestamp("commit.created_at", value.created_at),
+        parent_thread_id=check_optional_identifier(
+            "commit.parent_thread_id", value.parent_thread_id
+        ),
+        fence=None if value.fence is None else check_claim("commit.fence", value.fence),
+    )
+
+
+def check_writes(name: str, writes: object, max_bytes: int) -> tuple[EncodedWrite, ...]:
+    from .model import PendingWrite
+
+    encoded = []
+    for i, write in enumerate(_sequence(name, writes)):
+        where = f"{name}[{i}]"
+        if not isinstance(write, PendingWrite):
+            raise ValidationError(f"{where} must be a PendingWrite, got {type(write).__name__}")
+        encoded.append(
+            EncodedWrite(
+                task_id=check_identifier(f"{where}.task_id", write.task_id),
+                channel=check_identifier(f"{where}.channel", write.channel),
+                index=i,
+                value=encode_json(f"{where}.value", write.value, max_bytes),
+            )
+        )
+    return tuple(encoded)
+
+
+def check_submission(value: object, max_bytes: int) -> EncodedSubmission:
+    from .model import Mode, Submission
+
+    if not isinstance(value, Submission):
+        raise ValidationError(f"submission must be a Submission, got {type(value).__name__}")
+    if not isinstance(value.mode, Mode):
+        raise ValidationError(f"submission.mode must be a Mode, got {value.mode!r}")
+    return EncodedSubmission(
+        thread_id=check_identifier("submission.thread_id", value.thread_id),
+        input=encode_json("submission.input", value.input, max_bytes, canonical=True),
+        tenant=check_optional_identifier("submission.tenant", value.tenant),
+        key=check_optional_identifier("submission.key", value.key),
+        mode=value.mode,
+        max_attempts=check_int(
+            "submission.max_attempts", value.max_attempts, minimum=1, maximum=INT32_MAX
+        ),
+    )
+
+
+def check_retention(value: object) -> m.RetentionPolicy:
+    from .model import RetentionPolicy
+
+    if not isinstance(value, RetentionPolicy):
+        raise ValidationError(f"policy must be a RetentionPolicy, got {type(value).__name__}")
+    if value.max_age is not None:
+        check_duration("policy.max_age", value.max_age)
+    return value
+
+
+def check_tenant_filter(name: str, value: object, *, allow_any: bool) -> m.TenantFilter:
+    from .model import ANY
+
+    if value is ANY:
+        if not allow_any:
+            raise ValidationError(f"{name} must be a str or None")
+        return ANY
+    return check_optional_identifier(name, value)
+
+
+# --- outcomes ------------------------------------------------------------------------------
+
+
+def encode_outcome(value: object, max_bytes: int) -> tuple[str, str]:
+    """An `EntryOutcome` as ``(kind, detail JSON)``: how every backend stores it."""
+    from .model import Cancelled, Completed, Failed, Interrupted
+
+    if isinstance(value, Completed):
+        return "completed", encode_json("outcome.output", value.output, max_bytes)
+    if isinstance(value, Failed):
+        return "failed", json.dumps(check_str("outcome.error", value.error), ensure_ascii=False)
+    if isinstance(value, Cancelled):
+        if value.reason not in ("thread_deleted", "requested"):
+            raise ValidationError(
+                f"outcome.reason must be 'thread_deleted' or 'requested', got {value.reason!r}"
+            )
+        return "cancelled", json.dumps(value.reason)
+    if isinstance(value, Interrupted):
+        return "interrupted", str(check_int("outcome.by", value.by, minimum=1))
+    raise ValidationError(
+        f"outcome must be Completed, Failed, Cancelled or Interrupted, got {type(value).__name__}"
+    )
+
+
+def decode_outcome(kind: str | None, detail: str | None) -> m.EntryOutcome | None:
+    from .model import Cancelled, Completed, Failed, Interrupted
+
+    if kind is None:
+        return None
+    value: Any = decode_json(detail) if detail is not None else None
+    if kind == "completed":
+        return Completed(value)
+    if kind == "failed":
+        return Failed(value)
+    if kind == "cancelled":
+        return Cancelled(value)
+    if kind == "interrupted":
+        return Interrupted(value)
+    raise ValueError(f"unknown outcome kind {kind!r}")

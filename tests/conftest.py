@@ -1,0 +1,70 @@
+"""Shared fixtures: a real PostgreSQL for the whole session.
+
+`DURABLE_GRAPH_TEST_DSN` names a server to use; otherwise a throwaway one is started
+(`durable_graph.testkit.pg_server`) and removed at the end. Each session gets a fresh database
+from pytest-postgresql's `DatabaseJanitor`; each test gets its own schema inside it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from pytest_postgresql.janitor import DatabaseJanitor
+
+from durable_graph.testkit import pg_server
+
+_SERVER: pg_server.PgServer | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _SERVER
+    if not os.environ.get("DURABLE_GRAPH_TEST_DSN") and _SERVER is None:
+        _SERVER = pg_server.start()
+        os.environ["DURABLE_GRAPH_TEST_DSN"] = _SERVER.dsn()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _SERVER
+    if _SERVER is not None:
+        _SERVER.stop()
+        _SERVER = None
+
+
+@pytest.fixture(scope="session")
+def pg_server_handle() -> pg_server.PgServer | None:
+    """The throwaway server when this session started one (None with DURABLE_GRAPH_TEST_DSN)."""
+    return _SERVER
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> Iterator[str]:
+    """A DSN to a database of this session's own, dropped at the end."""
+    base = psycopg.conninfo.conninfo_to_dict(os.environ["DURABLE_GRAPH_TEST_DSN"])
+    dbname = f"dg_test_{uuid.uuid4().hex[:12]}"
+    janitor = DatabaseJanitor(
+        user=str(base.get("user") or "postgres"),
+        host=str(base.get("host") or "127.0.0.1"),
+        port=str(base.get("port") or 5432),
+        dbname=dbname,
+        version=15,
+        password=str(base["password"]) if base.get("password") else None,
+    )
+    janitor.init()
+    try:
+        base["dbname"] = dbname
+        yield psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in base.items()})
+    finally:
+        janitor.drop()
+
+
+@pytest.fixture
+def pg_schema(pg_dsn: str) -> Iterator[str]:
+    """A fresh schema name for one test, dropped afterwards."""
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    yield schema
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
