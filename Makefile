@@ -37,5 +37,21 @@ format: venv
 test: venv pg-deps lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
+# The main job on the embedded default: SQLite in a temporary file, no server.
+demo: venv
+	$(VENV)/bin/durable-graph demo --sqlite "$$(mktemp -d)/demo.db"
+
+# Benchmarks against the anchors on one throwaway PostgreSQL (durable: fsync on).
+bench: venv pg-deps
+	$(VENV)/bin/pip install -q -e '.[test,bench]'
+	$(VENV)/bin/python -m tests.bench.run --out bench-results.md
+
+# Long randomized differential runs and the long chaos run.
+soak: venv pg-deps
+	DURABLE_GRAPH_DIFF_EXAMPLES=2000 $(VENV)/bin/pytest tests/test_differential.py $(PYTEST_ARGS)
+
+chaos: venv pg-deps
+	DURABLE_GRAPH_CHAOS=long $(VENV)/bin/pytest -s tests/test_chaos.py $(PYTEST_ARGS)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache durable_graph.db*

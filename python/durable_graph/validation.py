@@ -401,6 +401,29 @@ def check_tenant_filter(name: str, value: object, *, allow_any: bool) -> m.Tenan
     return check_optional_identifier(name, value)
 
 
+def check_claim_policy(value: object) -> m.ClaimPolicy:
+    from .model import ClaimPolicy
+
+    if not isinstance(value, ClaimPolicy):
+        raise ValidationError(f"policy must be a ClaimPolicy, got {type(value).__name__}")
+    return value
+
+
+def check_watch(value: object) -> m.WatchPolicy:
+    from .model import WatchPolicy
+
+    if not isinstance(value, WatchPolicy):
+        raise ValidationError(f"watch must be a WatchPolicy, got {type(value).__name__}")
+    return value
+
+
+def check_run_ids(value: object) -> tuple[str, ...]:
+    """`latest_of_runs(run_ids=)`: a tuple or list of identifiers."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise ValidationError(f"run_ids must be a tuple or list, got {type(value).__name__}")
+    return tuple(check_identifier(f"run_ids[{i}]", r) for i, r in enumerate(value))
+
+
 # --- outcomes ------------------------------------------------------------------------------
 
 

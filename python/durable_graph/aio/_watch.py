@@ -1,0 +1,115 @@
+"""Async polling shared by every async store: `await_events_after`, `subscribe`, `await_closed`.
+
+They poll with `asyncio.sleep` (never blocking the loop) and time out on the loop's monotonic
+clock (D21), whatever the store's clock says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import timedelta
+
+from ..errors import ValidationError
+from ..model import Event, QueueEntry, WatchPolicy
+from ..validation import check_duration, check_identifier, check_int, check_optional_identifier
+
+EventsAfter = Callable[[str, int], Awaitable[list[Event]]]
+EntryOf = Callable[[int, str | None], Awaitable[QueueEntry | None]]
+CheckOpen = Callable[[], None]
+
+CLOSED_POLL_INTERVAL = WatchPolicy().poll_interval
+"""How often `await_closed` reads the entry (it takes no `WatchPolicy`)."""
+
+
+def check_watch(value: object) -> WatchPolicy:
+    if not isinstance(value, WatchPolicy):
+        raise ValidationError(f"watch must be a WatchPolicy, got {type(value).__name__}")
+    return value
+
+
+def check_await_events_args(
+    thread_id: object, after_seq: object, timeout: object, watch: object
+) -> None:
+    check_identifier("thread_id", thread_id)
+    check_int("after_seq", after_seq, minimum=0)
+    check_duration("timeout", timeout, allow_zero=True)
+    check_watch(watch)
+
+
+async def await_events(
+    events_after: EventsAfter,
+    thread_id: str,
+    after_seq: int,
+    timeout: timedelta,
+    watch: WatchPolicy,
+) -> list[Event]:
+    """The events after ``after_seq`` as soon as there are some; ``[]`` at the timeout."""
+    check_await_events_args(thread_id, after_seq, timeout, watch)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout.total_seconds()
+    poll = watch.poll_interval.total_seconds()
+    while True:
+        events = await events_after(thread_id, after_seq)
+        remaining = deadline - loop.time()
+        if events or remaining <= 0:
+            return events
+        await asyncio.sleep(min(poll, remaining))
+
+
+def subscribe_events(
+    events_after: EventsAfter,
+    check_open: CheckOpen,
+    thread_id: str,
+    after_seq: int,
+    watch: WatchPolicy,
+) -> AsyncIterator[Event]:
+    """Every event after ``after_seq``, in order, forever.
+
+    Arguments and the store being open are checked at once; after ``close()`` the iterator
+    raises `ProcessingError` on its next step (rule 8).
+    """
+    check_identifier("thread_id", thread_id)
+    check_int("after_seq", after_seq, minimum=0)
+    check_watch(watch)
+    check_open()
+    poll = watch.poll_interval.total_seconds()
+    return _subscription(events_after, check_open, thread_id, after_seq, poll)
+
+
+async def _subscription(
+    events_after: EventsAfter, check_open: CheckOpen, thread_id: str, after_seq: int, poll: float
+) -> AsyncIterator[Event]:
+    seq = after_seq
+    while True:
+        events = await events_after(thread_id, seq)
+        for event in events:
+            check_open()
+            seq = event.seq
+            yield event
+        if not events:
+            await asyncio.sleep(poll)
+
+
+async def await_entry_closed(
+    entry_of: EntryOf,
+    entry_id: int,
+    timeout: timedelta,
+    tenant: str | None,
+    poll_interval: timedelta = CLOSED_POLL_INTERVAL,
+) -> QueueEntry | None:
+    """The entry once closed; None while open at the timeout or when not visible to ``tenant``."""
+    check_int("entry_id", entry_id, minimum=0)
+    check_duration("timeout", timeout, allow_zero=True)
+    check_optional_identifier("tenant", tenant)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout.total_seconds()
+    poll = poll_interval.total_seconds()
+    while True:
+        entry = await entry_of(entry_id, tenant)
+        if entry is None or entry.closed:
+            return entry
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return None
+        await asyncio.sleep(min(poll, remaining))

@@ -1,0 +1,624 @@
+"""One pure function per public method: validate the arguments, return the `Call` that does it.
+
+A `Call` is the whole conversation with the database for one method: the statement (``SELECT *
+FROM "<schema>".dg_<method>_v1(...)``, the schema composed with `psycopg.sql.Identifier`), its
+parameters, and the decoder that turns the fetched rows (dicts keyed by column name, shapes in
+``sql/README.md``) into model values. Nothing here does I/O: the sync store
+(`durable_graph.postgres.store`) executes Calls on a pooled connection, and an asyncio caller can
+execute the very same Calls, so there is one copy of every query and every decoder.
+
+Arguments go through `durable_graph.validation` first: bad input raises `ValidationError` naming
+the argument before any SQL is composed.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+
+from psycopg import sql
+
+from ..model import (
+    ANY,
+    Attempt,
+    AttemptStart,
+    Checkpoint,
+    Claim,
+    EffectRecord,
+    Event,
+    Exhausted,
+    Lease,
+    Mode,
+    PendingWrite,
+    PruneResult,
+    QueueEntry,
+    Started,
+    ThreadDeleted,
+    ThreadInfo,
+    Ticket,
+)
+from ..validation import (
+    INT32_MAX,
+    check_claim,
+    check_claim_policy,
+    check_commit,
+    check_duration,
+    check_events,
+    check_identifier,
+    check_int,
+    check_lease,
+    check_optional_identifier,
+    check_retention,
+    check_run_ids,
+    check_submission,
+    check_tenant_filter,
+    check_writes,
+    decode_json,
+    decode_outcome,
+    encode_json,
+    encode_outcome,
+)
+from .config import PostgresConfig
+
+T = TypeVar("T")
+Row = dict[str, Any]
+Rows = list[Row]
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    """One SQL function call: the statement, its parameters, and how to read its rows."""
+
+    name: str
+    query: sql.Composed
+    params: tuple[object, ...]
+    decode: Callable[[Rows], T]
+
+
+@functools.lru_cache(maxsize=512)
+def statement(schema: str, function: str, types: tuple[str, ...]) -> sql.Composed:
+    """``SELECT * FROM "<schema>".<function>(%s::type, ...)``; casts pin the overload."""
+    args = sql.SQL(", ").join(sql.SQL("%s::" + t) for t in types)
+    return sql.SQL("SELECT * FROM {}.{}({})").format(
+        sql.Identifier(schema), sql.Identifier(function), args
+    )
+
+
+def _call(
+    config: PostgresConfig,
+    name: str,
+    function: str,
+    args: Sequence[tuple[str, object]],
+    decode: Callable[[Rows], T],
+) -> Call[T]:
+    types = tuple(t for t, _ in args)
+    return Call(name, statement(config.schema, function, types), tuple(v for _, v in args), decode)
+
+
+# --- argument checks not covered by a shared helper ----------------------------------------
+
+
+def _limit(name: str, value: object) -> int:
+    """A positive int; the functions take ``integer``, and no store holds 2^31 rows of a kind."""
+    return min(check_int(name, value, minimum=1), INT32_MAX)
+
+
+# --- decoders -------------------------------------------------------------------------------
+
+
+def _utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)
+
+
+def _utc_or_none(value: datetime | None) -> datetime | None:
+    return None if value is None else value.astimezone(UTC)
+
+
+def _iso(value: str) -> datetime:
+    return datetime.fromisoformat(value).astimezone(UTC)
+
+
+def _one(rows: Rows) -> Row:
+    if len(rows) != 1:
+        raise RuntimeError(f"expected one row, got {len(rows)}")
+    return rows[0]
+
+
+def checkpoint_of(row: Row) -> Checkpoint:
+    writes = row["writes"] or []
+    return Checkpoint(
+        thread_id=row["thread_id"],
+        checkpoint_id=row["checkpoint_id"],
+        parent_id=row["parent_id"],
+        run_id=row["run_id"],
+        state=decode_json(row["state"]),
+        metadata=decode_json(row["metadata"]),
+        next=tuple(row["next"] or ()),
+        created_at=_utc(row["created_at"]),
+        committed_at=_utc(row["committed_at"]),
+        seq=row["seq"],
+        writes=tuple(PendingWrite(w["task_id"], w["channel"], w["value"]) for w in writes),
+    )
+
+
+def event_of(row: Row) -> Event:
+    return Event(
+        thread_id=row["thread_id"],
+        seq=row["seq"],
+        kind=row["kind"],
+        payload=decode_json(row["payload"]),
+        run_id=row["run_id"],
+        created_at=_utc(row["created_at"]),
+        committed_at=_utc(row["committed_at"]),
+    )
+
+
+def thread_of(row: Row) -> ThreadInfo:
+    return ThreadInfo(
+        thread_id=row["thread_id"],
+        parent_thread_id=row["parent_thread_id"],
+        head_id=row["head_id"],
+        last_seq=row["last_seq"],
+        created_at=_utc(row["created_at"]),
+        updated_at=_utc(row["updated_at"]),
+        claim_holder=row["claim_holder"],
+        claim_expires_at=_utc_or_none(row["claim_expires_at"]),
+    )
+
+
+def effect_of(row: Row) -> EffectRecord:
+    return EffectRecord(
+        thread_id=row["thread_id"],
+        key=row["key"],
+        value=decode_json(row["value"]),
+        run_id=row["run_id"],
+        recorded_at=_utc(row["recorded_at"]),
+        existing=row["existing"],
+    )
+
+
+def claim_of(row: Row) -> Claim:
+    return Claim(
+        thread_id=row["thread_id"],
+        holder=row["holder"],
+        token=row["token"],
+        expires_at=_utc(row["expires_at"]),
+        ttl=row["ttl"],
+    )
+
+
+def entry_of(row: Row) -> QueueEntry:
+    return QueueEntry(
+        entry_id=row["entry_id"],
+        tenant=row["tenant"],
+        thread_id=row["thread_id"],
+        key=row["key"],
+        input=decode_json(row["input"]),
+        mode=Mode(row["mode"]),
+        max_attempts=row["max_attempts"],
+        attempts=tuple(
+            Attempt(a["number"], a["run_id"], _iso(a["started_at"])) for a in row["attempts"] or ()
+        ),
+        admitted=row["admitted"],
+        thread_deleted=row["thread_deleted"],
+        submitted_at=_utc(row["submitted_at"]),
+        lease_holder=row["lease_holder"],
+        lease_expires_at=_utc_or_none(row["lease_expires_at"]),
+        outcome=decode_outcome(row["outcome_kind"], row["outcome_detail"]),
+        closed_at=_utc_or_none(row["closed_at"]),
+        closed_at_seq=row["closed_at_seq"],
+    )
+
+
+def attempt_of(row: Row) -> AttemptStart | None:
+    kind = row["attempt_kind"]
+    if kind is None:
+        return None
+    if kind == "started":
+        return Started(row["attempt_number"])
+    if kind == "exhausted":
+        return Exhausted()
+    if kind == "thread_deleted":
+        return ThreadDeleted()
+    raise RuntimeError(f"unknown attempt kind {kind!r}")
+
+
+def lease_of(row: Row, *, with_attempt: bool = False) -> Lease:
+    """A lease row: the entry row plus ``token, holder, expires_at, ttl`` of the lease issued."""
+    return Lease(
+        entry=entry_of(row),
+        token=row["token"],
+        holder=row["holder"],
+        expires_at=_utc(row["expires_at"]),
+        ttl=row["ttl"],
+        attempt=attempt_of(row) if with_attempt else None,
+    )
+
+
+def _first_or_none(convert: Callable[[Row], T]) -> Callable[[Rows], T | None]:
+    return lambda rows: convert(rows[0]) if rows else None
+
+
+def _each(convert: Callable[[Row], T]) -> Callable[[Rows], list[T]]:
+    return lambda rows: [convert(r) for r in rows]
+
+
+def _exactly_one(convert: Callable[[Row], T]) -> Callable[[Rows], T]:
+    return lambda rows: convert(_one(rows))
+
+
+def _nothing(rows: Rows) -> None:
+    return None
+
+
+# --- checkpointer: claims -------------------------------------------------------------------
+
+
+def claim(config: PostgresConfig, thread_id: object, holder: object, policy: object) -> Call[Claim]:
+    thread_id = check_identifier("thread_id", thread_id)
+    holder = check_identifier("holder", holder)
+    ttl = check_claim_policy(policy).ttl
+    args = [("text", thread_id), ("text", holder), ("interval", ttl)]
+    return _call(config, "claim", "dg_claim_v1", args, _exactly_one(claim_of))
+
+
+def renew_claim(config: PostgresConfig, claim: object) -> Call[Claim]:
+    c = check_claim("claim", claim)
+    args = [("text", c.thread_id), ("bigint", c.token)]
+    return _call(config, "renew_claim", "dg_renew_claim_v1", args, _exactly_one(claim_of))
+
+
+def release_claim(config: PostgresConfig, claim: object) -> Call[None]:
+    c = check_claim("claim", claim)
+    args = [("text", c.thread_id), ("bigint", c.token)]
+    return _call(config, "release_claim", "dg_release_claim_v1", args, _nothing)
+
+
+# --- checkpointer: writes -------------------------------------------------------------------
+
+
+def commit(config: PostgresConfig, claim: object, commit: object) -> Call[Checkpoint]:
+    c = check_claim("claim", claim)
+    cm = check_commit(commit, config.max_value_bytes)
+    args = [
+        ("text", c.thread_id),
+        ("bigint", c.token),
+        ("text", cm.checkpoint_id),
+        ("text", cm.parent_id),
+        ("text", cm.run_id),
+        ("text", cm.state),
+        ("text", cm.metadata),
+        ("text[]", list(cm.next)),
+        ("text[]", [e.kind for e in cm.events]),
+        ("text[]", [e.payload for e in cm.events]),
+        ("timestamptz[]", [e.created_at for e in cm.events]),
+        ("timestamptz", cm.created_at),
+        ("text", cm.parent_thread_id),
+        ("text", None if cm.fence is None else cm.fence.thread_id),
+        ("bigint", None if cm.fence is None else cm.fence.token),
+    ]
+    return _call(config, "commit", "dg_commit_v1", args, _exactly_one(checkpoint_of))
+
+
+def put_writes(
+    config: PostgresConfig, claim: object, checkpoint_id: object, writes: object
+) -> Call[None]:
+    c = check_claim("claim", claim)
+    checkpoint_id = check_identifier("checkpoint_id", checkpoint_id)
+    ws = check_writes("writes", writes, config.max_value_bytes)
+    args = [
+        ("text", c.thread_id),
+        ("bigint", c.token),
+        ("text", checkpoint_id),
+        ("text[]", [w.task_id for w in ws]),
+        ("text[]", [w.channel for w in ws]),
+        ("text[]", [w.value for w in ws]),
+    ]
+    return _call(config, "put_writes", "dg_put_writes_v1", args, _nothing)
+
+
+def append_events(
+    config: PostgresConfig, claim: object, events: object, run_id: object
+) -> Call[list[Event]]:
+    c = check_claim("claim", claim)
+    es = check_events("events", events, config.max_value_bytes)
+    run_id = check_optional_identifier("run_id", run_id)
+    args = [
+        ("text", c.thread_id),
+        ("bigint", c.token),
+        ("text[]", [e.kind for e in es]),
+        ("text[]", [e.payload for e in es]),
+        ("timestamptz[]", [e.created_at for e in es]),
+        ("text", run_id),
+    ]
+    return _call(config, "append_events", "dg_append_events_v1", args, _each(event_of))
+
+
+def record_effect(
+    config: PostgresConfig, claim: object, key: object, value: object, run_id: object
+) -> Call[EffectRecord]:
+    c = check_claim("claim", claim)
+    key = check_identifier("key", key)
+    text = encode_json("value", value, config.max_value_bytes)
+    run_id = check_optional_identifier("run_id", run_id)
+    args = [("text", c.thread_id), ("bigint", c.token), ("text", key), ("text", text)]
+    args.append(("text", run_id))
+    return _call(config, "record_effect", "dg_record_effect_v1", args, _exactly_one(effect_of))
+
+
+def retract_turn(config: PostgresConfig, claim: object) -> Call[Checkpoint | None]:
+    c = check_claim("claim", claim)
+    args = [("text", c.thread_id), ("bigint", c.token)]
+    return _call(config, "retract_turn", "dg_retract_turn_v1", args, _first_or_none(checkpoint_of))
+
+
+def _prune_result(row: Row) -> PruneResult:
+    return PruneResult(int(row["checkpoints_removed"]), int(row["events_removed"]))
+
+
+def prune(config: PostgresConfig, thread_id: object, policy: object) -> Call[PruneResult]:
+    thread_id = check_identifier("thread_id", thread_id)
+    p = check_retention(policy)
+    args = [("text", thread_id), ("integer", p.keep_last), ("interval", p.max_age)]
+    return _call(config, "prune", "dg_prune_v1", args, _exactly_one(_prune_result))
+
+
+@dataclass(frozen=True, slots=True)
+class PruneBatch:
+    """One batch of `prune_all`: its counts, how many threads it saw, and where to go on."""
+
+    result: PruneResult
+    threads_seen: int
+    last_thread_id: str | None
+
+
+def check_prune_all(policy: object, batch: object) -> tuple[object, int]:
+    check_retention(policy)
+    return policy, _limit("batch", batch)
+
+
+def prune_batch(
+    config: PostgresConfig, policy: object, batch: object, after: str | None
+) -> Call[PruneBatch]:
+    """One transaction of `prune_all`: up to ``batch`` threads with id > ``after``."""
+    p = check_retention(policy)
+    size = _limit("batch", batch)
+    args = [
+        ("text", check_optional_identifier("after", after)),
+        ("integer", size),
+        ("integer", p.keep_last),
+        ("interval", p.max_age),
+    ]
+
+    def decode(rows: Rows) -> PruneBatch:
+        row = _one(rows)
+        return PruneBatch(_prune_result(row), int(row["threads_seen"]), row["last_thread_id"])
+
+    return _call(config, "prune_all", "dg_prune_batch_v1", args, decode)
+
+
+def delete_thread(config: PostgresConfig, thread_id: object, fence: object) -> Call[bool]:
+    thread_id = check_identifier("thread_id", thread_id)
+    f = None if fence is None else check_claim("fence", fence)
+    args = [
+        ("text", thread_id),
+        ("text", None if f is None else f.thread_id),
+        ("bigint", None if f is None else f.token),
+    ]
+    return _call(
+        config,
+        "delete_thread",
+        "dg_delete_thread_v1",
+        args,
+        _exactly_one(lambda row: bool(row["existed"])),
+    )
+
+
+# --- checkpointer: reads --------------------------------------------------------------------
+
+
+def get(
+    config: PostgresConfig, thread_id: object, checkpoint_id: object
+) -> Call[Checkpoint | None]:
+    thread_id = check_identifier("thread_id", thread_id)
+    checkpoint_id = check_optional_identifier("checkpoint_id", checkpoint_id)
+    args = [("text", thread_id), ("text", checkpoint_id)]
+    return _call(config, "get", "dg_get_v1", args, _first_or_none(checkpoint_of))
+
+
+def history(
+    config: PostgresConfig, thread_id: object, before: object, limit: object
+) -> Call[list[Checkpoint]]:
+    thread_id = check_identifier("thread_id", thread_id)
+    before = check_optional_identifier("before", before)
+    args = [("text", thread_id), ("text", before), ("integer", _limit("limit", limit))]
+    return _call(config, "history", "dg_history_v1", args, _each(checkpoint_of))
+
+
+def latest_of_runs(
+    config: PostgresConfig, thread_id: object, run_ids: object
+) -> Call[Checkpoint | None]:
+    thread_id = check_identifier("thread_id", thread_id)
+    ids = list(check_run_ids(run_ids))
+    args = [("text", thread_id), ("text[]", ids)]
+    return _call(
+        config, "latest_of_runs", "dg_latest_of_runs_v1", args, _first_or_none(checkpoint_of)
+    )
+
+
+def thread(config: PostgresConfig, thread_id: object) -> Call[ThreadInfo | None]:
+    args = [("text", check_identifier("thread_id", thread_id))]
+    return _call(config, "thread", "dg_thread_v1", args, _first_or_none(thread_of))
+
+
+def threads(config: PostgresConfig, after: object, limit: object) -> Call[list[ThreadInfo]]:
+    args = [
+        ("text", check_optional_identifier("after", after)),
+        ("integer", _limit("limit", limit)),
+    ]
+    return _call(config, "threads", "dg_threads_v1", args, _each(thread_of))
+
+
+def children(config: PostgresConfig, thread_id: object) -> Call[list[str]]:
+    args = [("text", check_identifier("thread_id", thread_id))]
+    return _call(
+        config, "children", "dg_children_v1", args, lambda rows: [r["thread_id"] for r in rows]
+    )
+
+
+def check_after_seq(value: object) -> int:
+    return check_int("after_seq", value, minimum=0)
+
+
+def events_after(
+    config: PostgresConfig, thread_id: object, after_seq: object, limit: object
+) -> Call[list[Event]]:
+    args = [
+        ("text", check_identifier("thread_id", thread_id)),
+        ("bigint", check_after_seq(after_seq)),
+        ("integer", _limit("limit", limit)),
+    ]
+    return _call(config, "events_after", "dg_events_after_v1", args, _each(event_of))
+
+
+def get_effect(config: PostgresConfig, thread_id: object, key: object) -> Call[EffectRecord | None]:
+    args = [
+        ("text", check_identifier("thread_id", thread_id)),
+        ("text", check_identifier("key", key)),
+    ]
+    return _call(config, "get_effect", "dg_get_effect_v1", args, _first_or_none(effect_of))
+
+
+# --- run queue ------------------------------------------------------------------------------
+
+
+def submit(config: PostgresConfig, submission: object) -> Call[Ticket]:
+    s = check_submission(submission, config.max_value_bytes)
+    args = [
+        ("text", s.thread_id),
+        ("text", s.input),
+        ("text", s.tenant),
+        ("text", s.key),
+        ("text", s.mode.value),
+        ("integer", s.max_attempts),
+    ]
+    return _call(
+        config,
+        "submit",
+        "dg_submit_v1",
+        args,
+        _exactly_one(lambda row: Ticket(row["entry_id"], row["existing"])),
+    )
+
+
+def _tenant_args(name: str, tenant: object, *, allow_any: bool) -> list[tuple[str, object]]:
+    t = check_tenant_filter(name, tenant, allow_any=allow_any)
+    if t is ANY:
+        return [("boolean", True), ("text", None)]
+    return [("boolean", False), ("text", t)]
+
+
+def lease(
+    config: PostgresConfig, holder: object, ttl: object, tenant: object, run_id: object
+) -> Call[Lease | None]:
+    args = [
+        ("text", check_identifier("holder", holder)),
+        ("interval", check_duration("ttl", ttl)),
+        *_tenant_args("tenant", tenant, allow_any=True),
+        ("text", check_optional_identifier("run_id", run_id)),
+    ]
+    with_attempt = run_id is not None
+    return _call(
+        config,
+        "lease",
+        "dg_lease_v1",
+        args,
+        _first_or_none(lambda row: lease_of(row, with_attempt=with_attempt)),
+    )
+
+
+def renew(config: PostgresConfig, lease: object, ttl: object) -> Call[Lease]:
+    ls = check_lease("lease", lease)
+    args = [
+        ("bigint", ls.entry.entry_id),
+        ("bigint", ls.token),
+        ("interval", None if ttl is None else check_duration("ttl", ttl)),
+    ]
+    return _call(config, "renew", "dg_renew_v1", args, _exactly_one(lease_of))
+
+
+def release(config: PostgresConfig, lease: object) -> Call[None]:
+    ls = check_lease("lease", lease)
+    args = [("bigint", ls.entry.entry_id), ("bigint", ls.token)]
+    return _call(config, "release", "dg_release_v1", args, _nothing)
+
+
+def _attempt_start(rows: Rows) -> AttemptStart:
+    start = attempt_of(_one(rows))
+    if start is None:
+        raise RuntimeError("dg_record_attempt_v1 returned no attempt kind")
+    return start
+
+
+def record_attempt(config: PostgresConfig, lease: object, run_id: object) -> Call[AttemptStart]:
+    ls = check_lease("lease", lease)
+    args = [
+        ("bigint", ls.entry.entry_id),
+        ("bigint", ls.token),
+        ("text", check_identifier("run_id", run_id)),
+    ]
+    return _call(config, "record_attempt", "dg_record_attempt_v1", args, _attempt_start)
+
+
+def close(config: PostgresConfig, lease: object, outcome: object) -> Call[QueueEntry]:
+    ls = check_lease("lease", lease)
+    kind, detail = encode_outcome(outcome, config.max_value_bytes)
+    args = [("bigint", ls.entry.entry_id), ("bigint", ls.token), ("text", kind), ("text", detail)]
+    return _call(config, "close", "dg_close_v1", args, _exactly_one(entry_of))
+
+
+def _entry_id(value: object) -> int:
+    return check_int("entry_id", value, minimum=0)
+
+
+def cancel(config: PostgresConfig, entry_id: object, tenant: object) -> Call[QueueEntry]:
+    args = [
+        ("bigint", _entry_id(entry_id)),
+        ("text", check_optional_identifier("tenant", tenant)),
+    ]
+    return _call(config, "cancel", "dg_cancel_v1", args, _exactly_one(entry_of))
+
+
+def entry(config: PostgresConfig, entry_id: object, tenant: object) -> Call[QueueEntry | None]:
+    args = [
+        ("bigint", _entry_id(entry_id)),
+        ("text", check_optional_identifier("tenant", tenant)),
+    ]
+    return _call(config, "entry", "dg_entry_v1", args, _first_or_none(entry_of))
+
+
+def open_entries(
+    config: PostgresConfig, tenant: object, thread_id: object
+) -> Call[list[QueueEntry]]:
+    args = [
+        *_tenant_args("tenant", tenant, allow_any=True),
+        ("text", check_optional_identifier("thread_id", thread_id)),
+    ]
+    return _call(config, "open_entries", "dg_open_entries_v1", args, _each(entry_of))
+
+
+def reclaim(config: PostgresConfig, older_than: object, batch: object) -> Call[int]:
+    """`reclaim`: one transaction removing at most ``batch`` entries; returns how many."""
+    args = [
+        ("interval", check_duration("older_than", older_than, allow_zero=True)),
+        ("integer", _limit("batch", batch)),
+    ]
+    return _call(
+        config, "reclaim", "dg_reclaim_v1", args, _exactly_one(lambda row: int(row["removed"]))
+    )
+
+
+__all__ = ["Call", "PruneBatch", "statement"]

@@ -1,0 +1,225 @@
+"""Running one `Call` on a pooled connection, bounded in time (SPEC §6).
+
+`Executor.run(call)` borrows a connection (waiting at most ``connection_timeout``; with a caller's
+pool, the pool's own timeout), executes the call's single statement in autocommit (one statement,
+one implicit transaction, one round trip), decodes the rows and gives the connection back.
+
+Time bound. The server enforces ``call_timeout`` through the session's ``statement_timeout``,
+``lock_timeout`` and ``idle_in_transaction_session_timeout`` (set at connect). The client enforces
+it too: a watchdog timer that, on expiry, cancels the query and shuts the socket down so a recv
+blocked on a stalled network returns. A call that reaches the bound raises `ProcessingError`.
+
+Errors. A ``DGxxx`` SQLSTATE raised by an SQL function becomes its store error class with the
+server's message; every other failure becomes `ProcessingError` with the driver's exception as
+``__cause__``, and the connection is discarded (closed, never reused). After a successful call or
+a ``DGxxx`` error the connection is idle (autocommit rolled the statement back) and goes back to
+the pool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import threading
+import time
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import pq
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ..errors import ProcessingError, StoreError, error_for_sqlstate
+from .calls import Call, Rows
+from .config import PostgresConfig
+
+T = TypeVar("T")
+
+CANCEL_TIMEOUT = 0.5
+"""Seconds the watchdog's cancel request may take (it runs after the call has returned)."""
+
+
+class _Watchdog:
+    """Ends ``conn``'s call if it outlives ``seconds``: shuts the socket down, cancels the query.
+
+    The socket goes first so the caller's blocked recv returns at once, whatever the network
+    does. The cancel request (so the server stops working for nobody, also on a caller's pool
+    without server-side timeouts) then goes out on its own short-lived thread over a cancel
+    connection created beforehand, which does not share the call's connection; it gives up after
+    `CANCEL_TIMEOUT`.
+    """
+
+    def __init__(self, conn: psycopg.Connection[Any], seconds: float) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+        self._done = False
+        self.fired = False
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+
+    def start(self) -> None:
+        self._timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.fired = True
+            cancel_conn: pq.abc.PGcancelConn | None = None
+            with contextlib.suppress(Exception):
+                cancel_conn = self._conn.pgconn.cancel_conn()
+                cancel_conn.start()
+            with contextlib.suppress(Exception):
+                sock = socket.socket(fileno=socket.dup(self._conn.fileno()))
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                finally:
+                    sock.close()
+        if cancel_conn is not None:
+            threading.Thread(
+                target=_send_cancel, args=(cancel_conn,), name="dg-cancel", daemon=True
+            ).start()
+
+    def stop(self) -> None:
+        """Disarm; waits for a firing watchdog to finish (the socket is ours again after)."""
+        self._timer.cancel()
+        with self._lock:
+            self._done = True
+
+
+def _send_cancel(cancel_conn: pq.abc.PGcancelConn) -> None:
+    """Drive a started cancel request to its end, for at most `CANCEL_TIMEOUT` seconds."""
+    deadline = time.monotonic() + CANCEL_TIMEOUT
+    try:
+        while True:
+            status = cancel_conn.poll()
+            if status not in (pq.PollingStatus.READING, pq.PollingStatus.WRITING):
+                return  # OK, or FAILED: nothing more to do either way
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            fd = cancel_conn.socket
+            if status == pq.PollingStatus.READING:
+                select.select([fd], [], [], remaining)
+            else:
+                select.select([], [fd], [], remaining)
+    except Exception:
+        return
+    finally:
+        cancel_conn.finish()
+
+
+class Executor:
+    """Executes Calls for one store: its pool, its config, its closed flag."""
+
+    def __init__(self, pool: ConnectionPool[Any], config: PostgresConfig, *, owns_pool: bool):
+        self.pool = pool
+        self.config = config
+        self._owns_pool = owns_pool
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def check_open(self) -> None:
+        if self._closed:
+            raise ProcessingError("the store is closed")
+
+    def close(self) -> None:
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._owns_pool:
+            self.pool.close()
+
+    def run(self, call: Call[T]) -> T:
+        """Execute ``call`` (one statement) and decode its rows; see the module docstring."""
+        self.check_open()
+        conn = self._getconn()
+        autocommit = conn.autocommit
+        keep = False
+        try:
+            rows, keep = self._execute(conn, call)
+        except StoreError as exc:
+            keep = not isinstance(exc, ProcessingError)
+            raise
+        finally:
+            self._putconn(conn, keep, autocommit)
+        return call.decode(rows)
+
+    def _getconn(self) -> psycopg.Connection[Any]:
+        try:
+            if self._owns_pool:
+                timeout = self.config.connection_timeout.total_seconds()
+                conn: psycopg.Connection[Any] = self.pool.getconn(timeout=timeout)
+            else:
+                conn = self.pool.getconn()
+            return conn
+        except PoolTimeout as exc:
+            raise ProcessingError(f"no database connection available: {exc}") from exc
+        except psycopg.Error as exc:
+            raise ProcessingError(f"could not get a database connection: {exc}") from exc
+        except Exception as exc:
+            if self._closed:
+                raise ProcessingError("the store is closed") from exc
+            raise ProcessingError(f"could not get a database connection: {exc}") from exc
+
+    def _putconn(self, conn: psycopg.Connection[Any], keep: bool, autocommit: bool) -> None:
+        if keep and conn.info.transaction_status == pq.TransactionStatus.IDLE:
+            if conn.autocommit != autocommit:  # a caller's pool: give it back as it was
+                try:
+                    conn.autocommit = autocommit
+                except Exception:
+                    keep = False
+        else:
+            keep = False
+        if not keep:
+            with contextlib.suppress(Exception):
+                conn.close()
+        with contextlib.suppress(Exception):
+            self.pool.putconn(conn)
+
+    def _execute(self, conn: psycopg.Connection[Any], call: Call[T]) -> tuple[Rows, bool]:
+        """Rows of the call and whether the connection may be reused."""
+        if not conn.autocommit:  # a caller's pool: run in autocommit, then put it back
+            try:
+                conn.autocommit = True
+            except psycopg.Error as exc:
+                raise ProcessingError(f"{call.name}: connection not idle: {exc}") from exc
+        watchdog = _Watchdog(conn, self.config.call_timeout.total_seconds())
+        started = time.monotonic()
+        watchdog.start()
+        try:
+            with conn.cursor(row_factory=dict_row) as cursor:
+                cursor.execute(call.query, call.params)
+                rows = cursor.fetchall() if cursor.description is not None else []
+        except psycopg.Error as exc:
+            watchdog.stop()
+            store_error = error_for_sqlstate(exc.sqlstate)
+            if store_error is not None and not watchdog.fired:
+                message = exc.diag.message_primary or str(exc)
+                raise _store_error(store_error, message) from None
+            elapsed = time.monotonic() - started
+            if watchdog.fired:
+                raise ProcessingError(
+                    f"{call.name}: no answer within call_timeout "
+                    f"({self.config.call_timeout_ms} ms); connection discarded"
+                ) from exc
+            raise ProcessingError(f"{call.name} failed after {elapsed:.3f}s: {exc}") from exc
+        except BaseException:
+            watchdog.stop()
+            raise
+        watchdog.stop()
+        # Answered just as the watchdog fired: the socket is gone, do not reuse it.
+        return rows, not watchdog.fired
+
+
+def _store_error(cls: type[StoreError], message: str) -> StoreError:
+    return cls(message)
+
+
+__all__ = ["Executor"]

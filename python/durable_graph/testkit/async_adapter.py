@@ -1,0 +1,291 @@
+"""A sync `Checkpointer` over an async one, so the contract suites run against the async stores.
+
+`SyncAdapter.open(factory)` starts one event loop in a background thread, builds the async store
+on it (``factory`` is a coroutine function: an `AsyncConnectionPool` must be opened on the loop
+that uses it) and returns a `Checkpointer` whose every method runs the async method on that loop
+(`asyncio.run_coroutine_threadsafe`) and waits for its result. Many threads may call it at once:
+their calls run as concurrent tasks on the one loop.
+
+`close()` closes the async store and keeps the loop running, so calls after it raise the store's
+own `ProcessingError`; `shutdown()` closes the store and stops the loop (tests call it at
+teardown). Test and benchmark use only: production code should await the async store directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, Generic, Self, TypeVar
+
+from ..aio.protocols import AsyncCheckpointer, AsyncRunQueue, JSONValue
+from ..model import (
+    ANY,
+    AttemptStart,
+    Checkpoint,
+    Claim,
+    ClaimPolicy,
+    Commit,
+    EffectRecord,
+    EntryOutcome,
+    Event,
+    EventIn,
+    Lease,
+    PendingWrite,
+    PruneResult,
+    QueueEntry,
+    RetentionPolicy,
+    Submission,
+    TenantFilter,
+    ThreadInfo,
+    Ticket,
+    WatchPolicy,
+)
+
+T = TypeVar("T")
+S = TypeVar("S", bound=AsyncCheckpointer)
+
+
+class LoopThread:
+    """One event loop running forever in a daemon thread."""
+
+    def __init__(self, name: str = "durable-graph-async-adapter") -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the loop and wait for its result (or its exception)."""
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("SyncAdapter called from its own event loop: await the store")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def stop(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+        self.loop.close()
+
+
+class SyncRunQueueAdapter:
+    """A sync `RunQueue` over an `AsyncRunQueue`."""
+
+    def __init__(self, target: AsyncRunQueue, runner: LoopThread) -> None:
+        self._q = target
+        self._run = runner.run
+
+    def submit(self, submission: Submission) -> Ticket:
+        return self._run(self._q.submit(submission))
+
+    def lease(
+        self,
+        holder: str,
+        ttl: timedelta,
+        tenant: TenantFilter = ANY,
+        run_id: str | None = None,
+    ) -> Lease | None:
+        return self._run(self._q.lease(holder, ttl, tenant, run_id))
+
+    def renew(self, lease: Lease, ttl: timedelta | None = None) -> Lease:
+        return self._run(self._q.renew(lease, ttl))
+
+    def release(self, lease: Lease) -> None:
+        self._run(self._q.release(lease))
+
+    def record_attempt(self, lease: Lease, run_id: str) -> AttemptStart:
+        return self._run(self._q.record_attempt(lease, run_id))
+
+    def close(self, lease: Lease, outcome: EntryOutcome) -> QueueEntry:
+        return self._run(self._q.close(lease, outcome))
+
+    def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry:
+        return self._run(self._q.cancel(entry_id, tenant))
+
+    def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None:
+        return self._run(self._q.entry(entry_id, tenant))
+
+    def open_entries(
+        self, tenant: TenantFilter = None, thread_id: str | None = None
+    ) -> list[QueueEntry]:
+        return self._run(self._q.open_entries(tenant, thread_id))
+
+    def await_closed(
+        self, entry_id: int, timeout: timedelta, tenant: str | None = None
+    ) -> QueueEntry | None:
+        return self._run(self._q.await_closed(entry_id, timeout, tenant))
+
+    def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
+        return self._run(self._q.reclaim(older_than, batch))
+
+
+class SyncAdapter(Generic[S]):
+    """A sync `Checkpointer` over the async store ``target``, run on ``runner``'s loop."""
+
+    def __init__(self, target: S, runner: LoopThread) -> None:
+        self.target = target
+        self._runner = runner
+        self._run = runner.run
+        self._run_queue = SyncRunQueueAdapter(target.run_queue, runner)
+
+    @classmethod
+    def open(cls, factory: Callable[[], Awaitable[S]]) -> SyncAdapter[S]:
+        """Start a loop thread and build the async store on it with ``factory()``."""
+        runner = LoopThread()
+
+        async def build() -> S:
+            return await factory()
+
+        try:
+            target = runner.run(build())
+        except BaseException:
+            runner.stop()
+            raise
+        return cls(target, runner)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._runner.loop
+
+    @property
+    def run_queue(self) -> SyncRunQueueAdapter:
+        return self._run_queue
+
+    # --- claims ---------------------------------------------------------------------------
+
+    def claim(self, thread_id: str, holder: str, policy: ClaimPolicy = ClaimPolicy()) -> Claim:
+        return self._run(self.target.claim(thread_id, holder, policy))
+
+    def renew_claim(self, claim: Claim) -> Claim:
+        return self._run(self.target.renew_claim(claim))
+
+    def release_claim(self, claim: Claim) -> None:
+        self._run(self.target.release_claim(claim))
+
+    # --- writes ---------------------------------------------------------------------------
+
+    def commit(self, claim: Claim, commit: Commit) -> Checkpoint:
+        return self._run(self.target.commit(claim, commit))
+
+    def put_writes(self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite]) -> None:
+        self._run(self.target.put_writes(claim, checkpoint_id, writes))
+
+    def append_events(
+        self, claim: Claim, events: Sequence[EventIn], run_id: str | None = None
+    ) -> list[Event]:
+        return self._run(self.target.append_events(claim, events, run_id))
+
+    def record_effect(
+        self, claim: Claim, key: str, value: JSONValue, run_id: str | None = None
+    ) -> EffectRecord:
+        return self._run(self.target.record_effect(claim, key, value, run_id))
+
+    def retract_turn(self, claim: Claim) -> Checkpoint | None:
+        return self._run(self.target.retract_turn(claim))
+
+    def prune(self, thread_id: str, policy: RetentionPolicy) -> PruneResult:
+        return self._run(self.target.prune(thread_id, policy))
+
+    def prune_all(self, policy: RetentionPolicy, batch: int = 1000) -> PruneResult:
+        return self._run(self.target.prune_all(policy, batch))
+
+    def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
+        return self._run(self.target.delete_thread(thread_id, fence))
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
+        return self._run(self.target.get(thread_id, checkpoint_id))
+
+    def history(
+        self, thread_id: str, before: str | None = None, limit: int = 100
+    ) -> list[Checkpoint]:
+        return self._run(self.target.history(thread_id, before, limit))
+
+    def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> Checkpoint | None:
+        return self._run(self.target.latest_of_runs(thread_id, run_ids))
+
+    def thread(self, thread_id: str) -> ThreadInfo | None:
+        return self._run(self.target.thread(thread_id))
+
+    def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]:
+        return self._run(self.target.threads(after, limit))
+
+    def children(self, thread_id: str) -> list[str]:
+        return self._run(self.target.children(thread_id))
+
+    def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]:
+        return self._run(self.target.events_after(thread_id, after_seq, limit))
+
+    def await_events_after(
+        self,
+        thread_id: str,
+        after_seq: int,
+        timeout: timedelta,
+        watch: WatchPolicy = WatchPolicy(),
+    ) -> list[Event]:
+        return self._run(self.target.await_events_after(thread_id, after_seq, timeout, watch))
+
+    def subscribe(
+        self, thread_id: str, after_seq: int = 0, watch: WatchPolicy = WatchPolicy()
+    ) -> Iterator[Event]:
+        # Checked now, as the async store checks at call time; read as it is iterated.
+        return self._iterate(self.target.subscribe(thread_id, after_seq, watch))
+
+    def _iterate(self, events: AsyncIterator[Event]) -> Iterator[Event]:
+        async def step() -> tuple[bool, Event | None]:
+            try:
+                return True, await anext(events)
+            except StopAsyncIteration:
+                return False, None
+
+        try:
+            while True:
+                more, event = self._run(step())
+                if not more or event is None:
+                    return
+                yield event
+        finally:
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None and not self.loop.is_closed():
+                self._run(aclose())
+
+    def get_effect(self, thread_id: str, key: str) -> EffectRecord | None:
+        return self._run(self.target.get_effect(thread_id, key))
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the async store; the loop keeps running so later calls raise its errors."""
+        self._run(self.target.close())
+
+    def shutdown(self) -> None:
+        """Close the async store and stop the loop thread."""
+        if self.loop.is_closed():
+            return
+        try:
+            self.close()
+        finally:
+            self._runner.stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+__all__ = ["LoopThread", "SyncAdapter", "SyncRunQueueAdapter"]

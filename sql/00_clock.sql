@@ -1,0 +1,80 @@
+-- The store's clock and the small helpers every other file uses. Installed with search_path set
+-- to the store's schema; every function is pinned to it (SET search_path FROM CURRENT).
+
+-- store_now(): the store's time (SPEC §4 "Time"): clock_timestamp(). Every dg_* function reads it
+-- once, after taking its locks. Tests replace this function in their own schema to move time.
+-- Raises nothing.
+CREATE OR REPLACE FUNCTION store_now() RETURNS timestamptz
+LANGUAGE sql VOLATILE
+SET search_path FROM CURRENT
+AS $$ SELECT clock_timestamp() $$;
+
+-- _dg_iso(ts): a timestamp as ISO-8601 UTC text with microseconds, for timestamps inside json
+-- result columns. Raises nothing.
+CREATE OR REPLACE FUNCTION _dg_iso(p_ts timestamptz) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path FROM CURRENT
+AS $$ SELECT to_char(p_ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"') $$;
+
+-- _dg_check(ok, message): raise DG000 (ValidationError) with message unless ok is true.
+CREATE OR REPLACE FUNCTION _dg_check(p_ok boolean, p_message text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    IF p_ok IS NOT TRUE THEN
+        RAISE EXCEPTION '%', p_message USING ERRCODE = 'DG000';
+    END IF;
+END;
+$$;
+
+-- _dg_lock_thread(thread_id): the thread's row, locked FOR UPDATE; inserted first (invisible:
+-- live = false) when the id was never seen. Raises nothing.
+CREATE OR REPLACE FUNCTION _dg_lock_thread(p_thread_id text) RETURNS threads
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    t threads;
+BEGIN
+    SELECT * INTO t FROM threads WHERE thread_id = p_thread_id FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO threads (thread_id) VALUES (p_thread_id) ON CONFLICT DO NOTHING;
+        SELECT * INTO t FROM threads WHERE thread_id = p_thread_id FOR UPDATE;
+    END IF;
+    RETURN t;
+END;
+$$;
+
+-- _dg_lock_threads(ids): lock the rows of several threads FOR UPDATE in id byte order (COLLATE
+-- "C"), inserting missing ones. Raises nothing.
+CREATE OR REPLACE FUNCTION _dg_lock_threads(p_ids text[]) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    v_id text;
+BEGIN
+    FOR v_id IN
+        SELECT DISTINCT u.id COLLATE "C" FROM unnest(p_ids) AS u(id)
+        WHERE u.id IS NOT NULL ORDER BY 1
+    LOOP
+        PERFORM _dg_lock_thread(v_id);
+    END LOOP;
+END;
+$$;
+
+-- _dg_writes_json(thread_id, checkpoint_id): the checkpoint's pending writes as a json array
+-- [{"task_id", "channel", "value"}] ordered by (task_id bytes, index); values embedded verbatim.
+CREATE OR REPLACE FUNCTION _dg_writes_json(p_thread_id text, p_checkpoint_id text) RETURNS json
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    SELECT coalesce(
+        json_agg(json_build_object('task_id', w.task_id, 'channel', w.channel,
+                                   'value', w.value::json)
+                 ORDER BY w.task_id, w.idx, w.written_order),
+        '[]'::json)
+    FROM pending_writes w
+    WHERE w.thread_id = p_thread_id AND w.checkpoint_id = p_checkpoint_id
+$$;

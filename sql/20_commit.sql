@@ -1,0 +1,123 @@
+-- commit (SPEC §4 commit; D7-D9, rules 10-11).
+
+-- _dg_event_payload_checkpoint: the payload of store.checkpoint, compact JSON.
+CREATE OR REPLACE FUNCTION _dg_json_pair(p_k1 text, p_v1 text, p_k2 text, p_v2 text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path FROM CURRENT
+AS $$ SELECT '{' || to_json(p_k1)::text || ':' || p_v1 || ',' || to_json(p_k2)::text || ':'
+              || p_v2 || '}' $$;
+
+-- dg_commit_v1: append a checkpoint and its events under the thread's current claim. Locks the
+-- thread (and the fence's thread, in id order), then checks in order: claim current (DG002),
+-- fence current on its thread (DG002), p_parent_id is the head (DG003), run is not an attempt of
+-- a delete-marked entry of this thread (DG005), checkpoint id new on the thread (DG006). Numbers
+-- the caller's events, then store.checkpoint; stamps committed_at; marks admitted the open
+-- entries of this thread that recorded p_run_id. DG000 for bad arguments.
+CREATE OR REPLACE FUNCTION dg_commit_v1(
+    p_thread_id text, p_token bigint,
+    p_checkpoint_id text, p_parent_id text, p_run_id text,
+    p_state text, p_metadata text, p_next text[],
+    p_event_kinds text[], p_event_payloads text[], p_event_created_at timestamptz[],
+    p_created_at timestamptz, p_parent_thread_id text,
+    p_fence_thread_id text, p_fence_token bigint)
+RETURNS TABLE (thread_id text, checkpoint_id text, parent_id text, run_id text, state text,
+               metadata text, next text[], created_at timestamptz, committed_at timestamptz,
+               seq bigint, writes json)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    t threads;
+    f threads;
+    v_now timestamptz;
+    v_seq bigint;
+    v_n integer := coalesce(cardinality(p_event_kinds), 0);
+    v_head text;
+    i integer;
+BEGIN
+    PERFORM _dg_check(p_thread_id IS NOT NULL, 'thread_id must not be NULL');
+    PERFORM _dg_check(p_checkpoint_id IS NOT NULL, 'checkpoint_id must not be NULL');
+    PERFORM _dg_check(p_run_id IS NOT NULL, 'run_id must not be NULL');
+    PERFORM _dg_check(p_state IS NOT NULL, 'state must not be NULL (JSON null is ''null'')');
+    PERFORM _dg_check(v_n = coalesce(cardinality(p_event_payloads), 0)
+                      AND v_n = coalesce(cardinality(p_event_created_at), 0),
+                      'event arrays must have equal lengths');
+    PERFORM _dg_check((p_fence_thread_id IS NULL) = (p_fence_token IS NULL),
+                      'fence thread and fence token go together');
+    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM unnest(p_event_kinds) k(kind)
+                                   WHERE k.kind IS NULL OR k.kind LIKE 'store.%'),
+                      'event kinds must not be NULL or start with "store."');
+
+    PERFORM _dg_lock_threads(ARRAY[p_thread_id, p_fence_thread_id]);
+    SELECT * INTO t FROM threads WHERE threads.thread_id = p_thread_id;
+    v_now := store_now();
+
+    IF NOT coalesce(t.claim_token = p_token, false) THEN
+        RAISE EXCEPTION 'claim is not current on thread' USING ERRCODE = 'DG002';
+    END IF;
+    IF p_fence_thread_id IS NOT NULL THEN
+        SELECT * INTO f FROM threads WHERE threads.thread_id = p_fence_thread_id;
+        IF NOT coalesce(f.claim_token = p_fence_token, false) THEN
+            RAISE EXCEPTION 'fence claim is not current on its thread' USING ERRCODE = 'DG002';
+        END IF;
+    END IF;
+    v_head := CASE WHEN t.live THEN t.head_id END;
+    IF p_parent_id IS DISTINCT FROM v_head THEN
+        RAISE EXCEPTION 'parent_id is not the head of the thread' USING ERRCODE = 'DG003';
+    END IF;
+    IF EXISTS (SELECT 1 FROM queue_attempts a JOIN queue_entries e USING (entry_id)
+                WHERE a.thread_id = p_thread_id AND a.run_id = p_run_id
+                  AND e.thread_id = p_thread_id AND e.thread_deleted) THEN
+        RAISE EXCEPTION 'run is an attempt of a queue entry of a deleted thread'
+            USING ERRCODE = 'DG005';
+    END IF;
+    IF EXISTS (SELECT 1 FROM checkpoints c
+                WHERE c.thread_id = p_thread_id AND c.checkpoint_id = p_checkpoint_id) THEN
+        RAISE EXCEPTION 'checkpoint id already names a checkpoint of the thread'
+            USING ERRCODE = 'DG006';
+    END IF;
+
+    v_seq := t.last_seq;
+    FOR i IN 1 .. v_n LOOP
+        v_seq := v_seq + 1;
+        INSERT INTO events (thread_id, seq, kind, payload, run_id, created_at, committed_at)
+        VALUES (p_thread_id, v_seq, p_event_kinds[i], coalesce(p_event_payloads[i], 'null'),
+                p_run_id, coalesce(p_event_created_at[i], v_now), v_now);
+    END LOOP;
+    v_seq := v_seq + 1;
+    INSERT INTO events (thread_id, seq, kind, payload, run_id, created_at, committed_at)
+    VALUES (p_thread_id, v_seq, 'store.checkpoint',
+            _dg_json_pair('checkpoint_id', to_json(p_checkpoint_id)::text,
+                          'run_id', to_json(p_run_id)::text),
+            p_run_id, v_now, v_now);
+
+    INSERT INTO checkpoints (thread_id, checkpoint_id, seq, parent_id, run_id, state, metadata,
+                             next, created_at, committed_at)
+    VALUES (p_thread_id, p_checkpoint_id, v_seq, p_parent_id, p_run_id, p_state,
+            coalesce(p_metadata, 'null'), coalesce(p_next, '{}'),
+            coalesce(p_created_at, v_now), v_now);
+
+    IF t.live THEN
+        UPDATE threads SET last_seq = v_seq, head_id = p_checkpoint_id, updated_at = v_now
+         WHERE threads.thread_id = p_thread_id;
+    ELSE
+        UPDATE threads
+           SET live = true, last_seq = v_seq, head_id = p_checkpoint_id,
+               parent_thread_id = p_parent_thread_id, created_at = v_now, updated_at = v_now,
+               first_commit_order = nextval('thread_first_commit_seq')
+         WHERE threads.thread_id = p_thread_id;
+    END IF;
+
+    UPDATE queue_entries e SET admitted = true
+     WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL AND NOT e.admitted
+       AND EXISTS (SELECT 1 FROM queue_attempts a
+                    WHERE a.entry_id = e.entry_id AND a.run_id = p_run_id);
+
+    RETURN QUERY
+    SELECT p_thread_id, p_checkpoint_id, p_parent_id, p_run_id, p_state,
+           coalesce(p_metadata, 'null'), coalesce(p_next, '{}'::text[]),
+           coalesce(p_created_at, v_now), v_now, v_seq, '[]'::json;
+END;
+$$;

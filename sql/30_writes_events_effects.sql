@@ -1,0 +1,152 @@
+-- put_writes, append_events, record_effect (SPEC §4; D10, rules 11-12).
+
+-- _dg_lock_claimed(thread_id, token): lock the thread FOR UPDATE and run the checks every
+-- claim-taking write starts with (D10): token is the current claim (DG002), then the thread has
+-- a commit (DG404). Returns the locked row.
+CREATE OR REPLACE FUNCTION _dg_lock_claimed(p_thread_id text, p_token bigint) RETURNS threads
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    t threads;
+BEGIN
+    SELECT * INTO t FROM threads WHERE thread_id = p_thread_id FOR UPDATE;
+    IF NOT FOUND OR NOT coalesce(t.claim_token = p_token, false) THEN
+        RAISE EXCEPTION 'claim is not current on thread' USING ERRCODE = 'DG002';
+    END IF;
+    IF NOT t.live THEN
+        RAISE EXCEPTION 'thread has no commit' USING ERRCODE = 'DG404';
+    END IF;
+    RETURN t;
+END;
+$$;
+
+-- _dg_append(thread, events..., run_id, now): number and insert events after the thread's
+-- last seq, move last_seq and updated_at. The caller holds the thread's lock. Returns the new
+-- last seq.
+CREATE OR REPLACE FUNCTION _dg_append(
+    p_thread_id text, p_kinds text[], p_payloads text[], p_created_at timestamptz[],
+    p_run_id text, p_now timestamptz) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    v_seq bigint;
+    v_n integer := coalesce(cardinality(p_kinds), 0);
+    i integer;
+BEGIN
+    SELECT last_seq INTO v_seq FROM threads WHERE thread_id = p_thread_id;
+    IF v_n = 0 THEN
+        RETURN v_seq;
+    END IF;
+    FOR i IN 1 .. v_n LOOP
+        v_seq := v_seq + 1;
+        INSERT INTO events (thread_id, seq, kind, payload, run_id, created_at, committed_at)
+        VALUES (p_thread_id, v_seq, p_kinds[i], coalesce(p_payloads[i], 'null'), p_run_id,
+                coalesce(p_created_at[i], p_now), p_now);
+    END LOOP;
+    UPDATE threads SET last_seq = v_seq, updated_at = p_now WHERE thread_id = p_thread_id;
+    RETURN v_seq;
+END;
+$$;
+
+-- dg_put_writes_v1: attach pending writes to a checkpoint of the thread; a write's index is its
+-- 0-based array position and the first value under (task_id, channel, index) wins. Raises DG002
+-- (claim not current), DG404 (thread has no commit; checkpoint not in the thread), DG000.
+CREATE OR REPLACE FUNCTION dg_put_writes_v1(
+    p_thread_id text, p_token bigint, p_checkpoint_id text,
+    p_task_ids text[], p_channels text[], p_values text[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    v_n integer := coalesce(cardinality(p_task_ids), 0);
+BEGIN
+    PERFORM _dg_check(v_n = coalesce(cardinality(p_channels), 0)
+                      AND v_n = coalesce(cardinality(p_values), 0),
+                      'write arrays must have equal lengths');
+    PERFORM _dg_lock_claimed(p_thread_id, p_token);
+    IF NOT EXISTS (SELECT 1 FROM checkpoints
+                    WHERE thread_id = p_thread_id AND checkpoint_id = p_checkpoint_id) THEN
+        RAISE EXCEPTION 'checkpoint not found in thread' USING ERRCODE = 'DG404';
+    END IF;
+    IF v_n = 0 THEN
+        RETURN;
+    END IF;
+    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM unnest(p_task_ids, p_channels, p_values)
+                                            AS w(task_id, channel, value)
+                                   WHERE w.task_id IS NULL OR w.channel IS NULL
+                                      OR w.value IS NULL),
+                      'task_id, channel and value must not be NULL');
+    INSERT INTO pending_writes (thread_id, checkpoint_id, task_id, channel, idx, value)
+    SELECT p_thread_id, p_checkpoint_id, w.task_id, w.channel, (w.ord - 1)::integer, w.value
+      FROM unnest(p_task_ids, p_channels, p_values) WITH ORDINALITY
+           AS w(task_id, channel, value, ord)
+     ORDER BY w.ord
+    ON CONFLICT DO NOTHING;
+END;
+$$;
+
+-- dg_append_events_v1: append events (in array order) to the thread's log without a
+-- checkpoint, each carrying p_run_id (may be NULL). Returns the appended events. Raises DG002
+-- (claim not current), DG404 (thread has no commit), DG000 (store.* kind, unequal arrays).
+CREATE OR REPLACE FUNCTION dg_append_events_v1(
+    p_thread_id text, p_token bigint,
+    p_kinds text[], p_payloads text[], p_created_at timestamptz[], p_run_id text)
+RETURNS TABLE (thread_id text, seq bigint, kind text, payload text, run_id text,
+               created_at timestamptz, committed_at timestamptz)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    t threads;
+    v_now timestamptz;
+    v_n integer := coalesce(cardinality(p_kinds), 0);
+BEGIN
+    PERFORM _dg_check(v_n = coalesce(cardinality(p_payloads), 0)
+                      AND v_n = coalesce(cardinality(p_created_at), 0),
+                      'event arrays must have equal lengths');
+    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM unnest(p_kinds) k(kind)
+                                   WHERE k.kind IS NULL OR k.kind LIKE 'store.%'),
+                      'event kinds must not be NULL or start with "store."');
+    t := _dg_lock_claimed(p_thread_id, p_token);
+    v_now := store_now();
+    PERFORM _dg_append(p_thread_id, p_kinds, p_payloads, p_created_at, p_run_id, v_now);
+    RETURN QUERY
+    SELECT e.thread_id::text, e.seq, e.kind, e.payload, e.run_id, e.created_at, e.committed_at
+      FROM events e
+     WHERE e.thread_id = p_thread_id AND e.seq > t.last_seq
+     ORDER BY e.seq;
+END;
+$$;
+
+-- dg_record_effect_v1: record an effect's value under a key of the thread; the first write
+-- wins, and a later call returns that first record with existing = true. Raises DG002 (claim
+-- not current), DG404 (thread has no commit), DG000.
+CREATE OR REPLACE FUNCTION dg_record_effect_v1(
+    p_thread_id text, p_token bigint, p_key text, p_value text, p_run_id text)
+RETURNS TABLE (thread_id text, key text, value text, run_id text, recorded_at timestamptz,
+               existing boolean)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    x effects;
+    v_now timestamptz;
+BEGIN
+    PERFORM _dg_check(p_key IS NOT NULL, 'key must not be NULL');
+    PERFORM _dg_lock_claimed(p_thread_id, p_token);
+    SELECT * INTO x FROM effects WHERE effects.thread_id = p_thread_id AND effects.key = p_key;
+    IF FOUND THEN
+        RETURN QUERY SELECT x.thread_id::text, x.key, x.value, x.run_id, x.recorded_at, true;
+        RETURN;
+    END IF;
+    v_now := store_now();
+    INSERT INTO effects (thread_id, key, value, run_id, recorded_at)
+    VALUES (p_thread_id, p_key, coalesce(p_value, 'null'), p_run_id, v_now);
+    RETURN QUERY SELECT p_thread_id, p_key, coalesce(p_value, 'null'), p_run_id, v_now, false;
+END;
+$$;

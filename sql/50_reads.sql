@@ -1,0 +1,133 @@
+-- Checkpointer reads (SPEC §4 reads; D15, rules 14-15). Each is one STABLE SQL statement: one
+-- snapshot, never waiting for writers. Unknown and deleted threads give no rows.
+
+-- dg_get_v1: the checkpoint p_checkpoint_id of the thread, or its head when NULL. Raises nothing.
+CREATE OR REPLACE FUNCTION dg_get_v1(p_thread_id text, p_checkpoint_id text)
+RETURNS TABLE (thread_id text, checkpoint_id text, parent_id text, run_id text, state text,
+               metadata text, next text[], created_at timestamptz, committed_at timestamptz,
+               seq bigint, writes json)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    SELECT c.thread_id, c.checkpoint_id, c.parent_id, c.run_id, c.state, c.metadata, c.next,
+           c.created_at, c.committed_at, c.seq, _dg_writes_json(c.thread_id, c.checkpoint_id)
+      FROM threads t
+      JOIN checkpoints c ON c.thread_id = t.thread_id
+     WHERE t.thread_id = p_thread_id AND t.live
+       AND c.checkpoint_id = coalesce(p_checkpoint_id, t.head_id)
+$$;
+
+-- dg_history_v1: the thread's checkpoints newest first (by seq), strictly before checkpoint
+-- p_before (NULL = from the head; an unknown p_before gives no rows), at most p_limit.
+-- Raises nothing.
+CREATE OR REPLACE FUNCTION dg_history_v1(p_thread_id text, p_before text, p_limit integer)
+RETURNS TABLE (thread_id text, checkpoint_id text, parent_id text, run_id text, state text,
+               metadata text, next text[], created_at timestamptz, committed_at timestamptz,
+               seq bigint, writes json)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    SELECT c.thread_id, c.checkpoint_id, c.parent_id, c.run_id, c.state, c.metadata, c.next,
+           c.created_at, c.committed_at, c.seq, _dg_writes_json(c.thread_id, c.checkpoint_id)
+      FROM threads t
+      JOIN checkpoints c ON c.thread_id = t.thread_id
+     WHERE t.thread_id = p_thread_id AND t.live
+       AND (p_before IS NULL
+            OR c.seq < (SELECT b.seq FROM checkpoints b
+                         WHERE b.thread_id = p_thread_id AND b.checkpoint_id = p_before))
+     ORDER BY c.seq DESC
+     LIMIT p_limit
+$$;
+
+-- dg_latest_of_runs_v1: the newest checkpoint (highest seq) of the thread whose run id is one of
+-- p_run_ids; no row when none. Raises nothing.
+CREATE OR REPLACE FUNCTION dg_latest_of_runs_v1(p_thread_id text, p_run_ids text[])
+RETURNS TABLE (thread_id text, checkpoint_id text, parent_id text, run_id text, state text,
+               metadata text, next text[], created_at timestamptz, committed_at timestamptz,
+               seq bigint, writes json)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    SELECT c.thread_id, c.checkpoint_id, c.parent_id, c.run_id, c.state, c.metadata, c.next,
+           c.created_at, c.committed_at, c.seq, _dg_writes_json(c.thread_id, c.checkpoint_id)
+      FROM threads t
+      JOIN checkpoints c ON c.thread_id = t.thread_id
+     WHERE t.thread_id = p_thread_id AND t.live AND c.run_id = ANY (p_run_ids)
+     ORDER BY c.seq DESC
+     LIMIT 1
+$$;
+
+-- dg_thread_v1: the thread's info; no row for a never-committed or deleted thread.
+-- Raises nothing.
+CREATE OR REPLACE FUNCTION dg_thread_v1(p_thread_id text)
+RETURNS TABLE (thread_id text, parent_thread_id text, head_id text, last_seq bigint,
+               created_at timestamptz, updated_at timestamptz, claim_holder text,
+               claim_expires_at timestamptz)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    SELECT t.thread_id, t.parent_thread_id, t.head_id, t.last_seq, t.created_at, t.updated_at,
+           t.claim_holder, t.claim_expires_at
+      FROM threads t
+     WHERE t.thread_id = p_thread_id AND t.live
+$$;
+
+-- dg_threads_v1: existing threads in id byte order (COLLATE "C"), after p_after (NULL = from
+-- the first), at most p_limit. Raises nothing.
+CREATE OR REPLACE FUNCTION dg_threads_v1(p_after text, p_limit integer)
+RETURNS TABLE (thread_id text, parent_thread_id text, head_id text, last_seq bigint,
+               created_at timestamptz, updated_at timestamptz, claim_holder text,
+               claim_expires_at timestamptz)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    SELECT t.thread_id, t.parent_thread_id, t.head_id, t.last_seq, t.created_at, t.updated_at,
+           t.claim_holder, t.claim_expires_at
+      FROM threads t
+     WHERE t.live AND (p_after IS NULL OR t.thread_id > p_after)
+     ORDER BY t.thread_id
+     LIMIT p_limit
+$$;
+
+-- dg_children_v1: existing threads whose first commit named p_thread_id as parent, in the order
+-- their first commits landed; no rows when p_thread_id does not exist. Raises nothing.
+CREATE OR REPLACE FUNCTION dg_children_v1(p_thread_id text)
+RETURNS TABLE (thread_id text)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    SELECT k.thread_id
+      FROM threads p
+      JOIN threads k ON k.parent_thread_id = p.thread_id AND k.live
+     WHERE p.thread_id = p_thread_id AND p.live
+     ORDER BY k.first_commit_order
+$$;
+
+-- dg_events_after_v1: the thread's events with seq > p_after_seq, ascending, at most p_limit.
+-- Raises nothing.
+CREATE OR REPLACE FUNCTION dg_events_after_v1(p_thread_id text, p_after_seq bigint,
+                                              p_limit integer)
+RETURNS TABLE (thread_id text, seq bigint, kind text, payload text, run_id text,
+               created_at timestamptz, committed_at timestamptz)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    SELECT e.thread_id, e.seq, e.kind, e.payload, e.run_id, e.created_at, e.committed_at
+      FROM events e
+     WHERE e.thread_id = p_thread_id AND e.seq > p_after_seq
+     ORDER BY e.seq
+     LIMIT p_limit
+$$;
+
+-- dg_get_effect_v1: the effect recorded under p_key on the thread, with existing = true (D12);
+-- no row when none. Raises nothing.
+CREATE OR REPLACE FUNCTION dg_get_effect_v1(p_thread_id text, p_key text)
+RETURNS TABLE (thread_id text, key text, value text, run_id text, recorded_at timestamptz,
+               existing boolean)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+    SELECT x.thread_id, x.key, x.value, x.run_id, x.recorded_at, true
+      FROM effects x
+     WHERE x.thread_id = p_thread_id AND x.key = p_key
+$$;

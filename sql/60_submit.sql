@@ -1,0 +1,88 @@
+-- submit (SPEC §5 submit; D17, rule 19).
+
+-- _dg_kept_key(tenant, key): the kept entry holding the tenant's submission key, if any.
+CREATE OR REPLACE FUNCTION _dg_kept_key(p_tenant text, p_key text) RETURNS queue_entries
+LANGUAGE plpgsql STABLE
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    e queue_entries;
+BEGIN
+    IF p_tenant IS NULL THEN
+        SELECT * INTO e FROM queue_entries WHERE tenant IS NULL AND key = p_key;
+    ELSE
+        SELECT * INTO e FROM queue_entries WHERE tenant = p_tenant AND key = p_key;
+    END IF;
+    RETURN e;
+END;
+$$;
+
+-- dg_submit_v1: submit a run. Checks in order (rule 19): the tenant's key of a kept entry (the
+-- identical submission -> that ticket with existing = true; a different one -> DG101), REJECT
+-- with any open entry on the thread -> DG001 ("thread has an open entry"), then INTERRUPT closes
+-- every open INTERRUPT entry of the thread that recorded no attempt (interrupted by the new id),
+-- then inserts. Raises DG101, DG001, DG000.
+CREATE OR REPLACE FUNCTION dg_submit_v1(
+    p_thread_id text, p_input text, p_tenant text, p_key text, p_mode text,
+    p_max_attempts integer)
+RETURNS TABLE (entry_id bigint, existing boolean)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    k queue_entries;
+    v_now timestamptz;
+    v_id bigint;
+    o record;
+BEGIN
+    PERFORM _dg_check(p_thread_id IS NOT NULL, 'thread_id must not be NULL');
+    PERFORM _dg_check(p_input IS NOT NULL, 'input must not be NULL (JSON null is ''null'')');
+    PERFORM _dg_check(p_mode IN ('enqueue', 'reject', 'interrupt'),
+                      'mode must be enqueue, reject or interrupt');
+    PERFORM _dg_check(p_max_attempts >= 1, 'max_attempts must be >= 1');
+    PERFORM _dg_lock_queue_thread(p_thread_id);
+    v_now := store_now();
+
+    IF p_key IS NOT NULL THEN
+        k := _dg_kept_key(p_tenant, p_key);
+        IF k.entry_id IS NOT NULL THEN
+            IF (k.thread_id, k.mode, k.max_attempts, k.input)
+               IS DISTINCT FROM (p_thread_id, p_mode, p_max_attempts, p_input) THEN
+                RAISE EXCEPTION 'submission key names a different submission'
+                    USING ERRCODE = 'DG101';
+            END IF;
+            RETURN QUERY SELECT k.entry_id, true;
+            RETURN;
+        END IF;
+    END IF;
+
+    IF p_mode = 'reject' AND EXISTS (SELECT 1 FROM queue_entries e
+                                      WHERE e.thread_id = p_thread_id
+                                        AND e.outcome_kind IS NULL) THEN
+        RAISE EXCEPTION 'thread has an open entry' USING ERRCODE = 'DG001';
+    END IF;
+
+    BEGIN
+        INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,
+                                   submitted_at)
+        VALUES (p_tenant, p_thread_id, p_key, p_input, p_mode, p_max_attempts, v_now)
+        RETURNING queue_entries.entry_id INTO v_id;
+    EXCEPTION WHEN unique_violation THEN
+        -- The same key was taken by a submission to another thread meanwhile.
+        RAISE EXCEPTION 'submission key names a different submission' USING ERRCODE = 'DG101';
+    END;
+
+    IF p_mode = 'interrupt' THEN
+        FOR o IN SELECT e.entry_id FROM queue_entries e
+                  WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
+                    AND e.mode = 'interrupt' AND e.attempt_count = 0 AND e.entry_id <> v_id
+                  ORDER BY e.entry_id FOR UPDATE
+        LOOP
+            PERFORM _dg_close_entry(o.entry_id, 'interrupted', v_id::text, v_now);
+        END LOOP;
+    END IF;
+    PERFORM _dg_refresh_queue_thread(p_thread_id);
+    RETURN QUERY SELECT v_id, false;
+END;
+$$;

@@ -1,0 +1,105 @@
+-- lease (SPEC §5 lease; D18, rule 18).
+
+-- dg_lease_v1: lease the oldest available thread head. A thread is available when its head
+-- (queue order over every tenant: attempted, then INTERRUPT, then the rest, by entry id) is the
+-- wanted tenant's (p_any_tenant, or tenant IS NOT DISTINCT FROM p_tenant) and no entry of the
+-- thread holds a live lease. Candidates are picked from queue_threads by head entry id and
+-- locked FOR UPDATE SKIP LOCKED (workers never queue behind one row), then re-verified under
+-- the lock; store-now is read once, before picking (picking never waits). Issues a new token, expiry = store-now + p_ttl, and
+-- ends the expired lease of every other entry of the thread. With p_run_id it also does what
+-- dg_record_attempt_v1 does and reports it in attempt_kind / attempt_number ('started' n,
+-- 'exhausted', 'thread_deleted'); both NULL when no run id was given or it was taken (the lease
+-- is still taken). No row when nothing is available. Raises DG000.
+CREATE OR REPLACE FUNCTION dg_lease_v1(
+    p_holder text, p_ttl interval, p_any_tenant boolean, p_tenant text, p_run_id text)
+RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
+               max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
+               submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
+               outcome_kind text, outcome_detail text, closed_at timestamptz,
+               closed_at_seq bigint,
+               token bigint, holder text, expires_at timestamptz, ttl interval,
+               attempt_kind text, attempt_number integer)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz;
+    v_skip text[] := '{}';
+    v_thread text;
+    h queue_entries;
+    v_token bigint;
+    a record;
+    v_kind text;
+    v_number integer;
+BEGIN
+    PERFORM _dg_check(p_holder IS NOT NULL, 'holder must not be NULL');
+    PERFORM _dg_check(p_ttl > interval '0', 'ttl must be positive');
+    PERFORM _dg_check(p_any_tenant IS NOT NULL, 'any_tenant must not be NULL');
+    -- Store time is read once, before picking: picking never waits (SKIP LOCKED), and the
+    -- same reading re-verifies the pick under its locks.
+    v_now := store_now();
+    LOOP
+        IF p_any_tenant THEN
+            SELECT q.thread_id INTO v_thread FROM queue_threads q
+             WHERE q.head_entry_id IS NOT NULL
+               AND (q.lease_expires_at IS NULL OR q.lease_expires_at <= v_now)
+               AND q.thread_id <> ALL (v_skip)
+             ORDER BY q.head_entry_id LIMIT 1
+             FOR UPDATE SKIP LOCKED;
+        ELSIF p_tenant IS NULL THEN
+            SELECT q.thread_id INTO v_thread FROM queue_threads q
+             WHERE q.head_entry_id IS NOT NULL AND q.head_tenant IS NULL
+               AND (q.lease_expires_at IS NULL OR q.lease_expires_at <= v_now)
+               AND q.thread_id <> ALL (v_skip)
+             ORDER BY q.head_entry_id LIMIT 1
+             FOR UPDATE SKIP LOCKED;
+        ELSE
+            SELECT q.thread_id INTO v_thread FROM queue_threads q
+             WHERE q.head_entry_id IS NOT NULL AND q.head_tenant = p_tenant
+               AND (q.lease_expires_at IS NULL OR q.lease_expires_at <= v_now)
+               AND q.thread_id <> ALL (v_skip)
+             ORDER BY q.head_entry_id LIMIT 1
+             FOR UPDATE SKIP LOCKED;
+        END IF;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+        IF p_run_id IS NOT NULL THEN
+            PERFORM _dg_share_thread(v_thread);
+        END IF;
+        SELECT * INTO h FROM queue_entries e
+         WHERE e.thread_id = v_thread AND e.outcome_kind IS NULL
+         ORDER BY e.queue_rank, e.entry_id LIMIT 1
+         FOR UPDATE;
+        EXIT WHEN FOUND
+              AND (p_any_tenant OR h.tenant IS NOT DISTINCT FROM p_tenant)
+              AND NOT EXISTS (SELECT 1 FROM queue_entries o
+                               WHERE o.thread_id = v_thread AND o.outcome_kind IS NULL
+                                 AND o.lease_token IS NOT NULL AND v_now < o.lease_expires_at);
+        v_skip := v_skip || v_thread;
+    END LOOP;
+
+    -- End the (expired) lease of every other entry of the thread.
+    UPDATE queue_entries o
+       SET lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL, lease_ttl = NULL
+     WHERE o.thread_id = v_thread AND o.outcome_kind IS NULL AND o.entry_id <> h.entry_id
+       AND o.lease_token IS NOT NULL;
+    v_token := nextval('fencing_token_seq');
+    UPDATE queue_entries e
+       SET lease_token = v_token, lease_holder = p_holder, lease_expires_at = v_now + p_ttl,
+           lease_ttl = p_ttl
+     WHERE e.entry_id = h.entry_id;
+    IF p_run_id IS NOT NULL THEN
+        SELECT * INTO a FROM _dg_record_attempt_locked(h.entry_id, p_run_id, v_now);
+        IF a.attempt_kind <> 'taken' THEN
+            v_kind := a.attempt_kind;
+            v_number := a.attempt_number;
+        END IF;
+    END IF;
+    PERFORM _dg_refresh_queue_thread(v_thread);
+    RETURN QUERY
+    SELECT x.*, v_token, p_holder, v_now + p_ttl, p_ttl, v_kind, v_number
+      FROM _dg_entry(h.entry_id) x;
+END;
+$$;

@@ -1,0 +1,107 @@
+-- Calls made under a lease: renew, release, record_attempt, close (SPEC §5; D18-D20, rules
+-- 20-21). Each checks first: entry closed or reclaimed -> DG103, then token not the entry's
+-- current lease -> DG102.
+
+-- dg_renew_v1: push the lease's expiry to store-now + (p_ttl, or when NULL the ttl the lease
+-- was taken with), keeping the token. Returns the lease row. Raises DG103, DG102, DG000.
+CREATE OR REPLACE FUNCTION dg_renew_v1(p_entry_id bigint, p_token bigint, p_ttl interval)
+RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
+               max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
+               submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
+               outcome_kind text, outcome_detail text, closed_at timestamptz,
+               closed_at_seq bigint,
+               token bigint, holder text, expires_at timestamptz, ttl interval)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    e queue_entries;
+    v_now timestamptz;
+BEGIN
+    PERFORM _dg_check(p_ttl IS NULL OR p_ttl > interval '0', 'ttl must be positive');
+    e := _dg_lock_lease(p_entry_id, p_token, false);
+    v_now := store_now();
+    UPDATE queue_entries q SET lease_expires_at = v_now + coalesce(p_ttl, e.lease_ttl)
+     WHERE q.entry_id = p_entry_id;
+    PERFORM _dg_refresh_queue_thread(e.thread_id);
+    RETURN QUERY
+    SELECT x.*, e.lease_token, e.lease_holder, v_now + coalesce(p_ttl, e.lease_ttl), e.lease_ttl
+      FROM _dg_entry(p_entry_id) x;
+END;
+$$;
+
+-- dg_release_v1: end the lease; the entry can be leased again at once (D19).
+-- Raises DG103, DG102.
+CREATE OR REPLACE FUNCTION dg_release_v1(p_entry_id bigint, p_token bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    e queue_entries;
+BEGIN
+    e := _dg_lock_lease(p_entry_id, p_token, false);
+    UPDATE queue_entries q
+       SET lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL, lease_ttl = NULL
+     WHERE q.entry_id = p_entry_id;
+    PERFORM _dg_refresh_queue_thread(e.thread_id);
+END;
+$$;
+
+-- dg_record_attempt_v1: record an attempt durably (rule 20, in order): closed -> DG103; token
+-- -> DG102; delete-marked -> close cancelled("thread_deleted"), 'thread_deleted'; max_attempts
+-- recorded -> 'exhausted' (nothing recorded); run id names a checkpoint of the thread or an
+-- attempt of a kept entry of the thread -> DG004; else 'started' with the attempt's number.
+CREATE OR REPLACE FUNCTION dg_record_attempt_v1(p_entry_id bigint, p_token bigint,
+                                                p_run_id text)
+RETURNS TABLE (attempt_kind text, attempt_number integer)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    e queue_entries;
+    v_now timestamptz;
+    a record;
+BEGIN
+    PERFORM _dg_check(p_run_id IS NOT NULL, 'run_id must not be NULL');
+    e := _dg_lock_lease(p_entry_id, p_token, true);
+    v_now := store_now();
+    SELECT * INTO a FROM _dg_record_attempt_locked(p_entry_id, p_run_id, v_now);
+    IF a.attempt_kind = 'taken' THEN
+        RAISE EXCEPTION 'run id already names a run of the thread' USING ERRCODE = 'DG004';
+    END IF;
+    PERFORM _dg_refresh_queue_thread(e.thread_id);
+    RETURN QUERY SELECT a.attempt_kind, a.attempt_number;
+END;
+$$;
+
+-- dg_close_v1: close the entry once with the outcome (p_outcome_kind 'completed' | 'failed' |
+-- 'cancelled' | 'interrupted', p_outcome_detail its JSON detail); stamps closed_at (store-now)
+-- and closed_at_seq, ends the lease. Returns the entry row. Raises DG103, DG102, DG000.
+CREATE OR REPLACE FUNCTION dg_close_v1(p_entry_id bigint, p_token bigint, p_outcome_kind text,
+                                       p_outcome_detail text)
+RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
+               max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
+               submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
+               outcome_kind text, outcome_detail text, closed_at timestamptz,
+               closed_at_seq bigint)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    e queue_entries;
+    v_now timestamptz;
+BEGIN
+    PERFORM _dg_check(p_outcome_kind IN ('completed', 'failed', 'cancelled', 'interrupted'),
+                      'outcome kind must be completed, failed, cancelled or interrupted');
+    PERFORM _dg_check(p_outcome_detail IS NOT NULL, 'outcome detail must not be NULL');
+    e := _dg_lock_lease(p_entry_id, p_token, false);
+    v_now := store_now();
+    PERFORM _dg_close_entry(p_entry_id, p_outcome_kind, p_outcome_detail, v_now);
+    PERFORM _dg_refresh_queue_thread(e.thread_id);
+    RETURN QUERY SELECT * FROM _dg_entry(p_entry_id);
+END;
+$$;

@@ -1,0 +1,462 @@
+"""The worker runtime (durable_graph.worker) on the in-memory store and on real SQLite files.
+
+Crashed attempts are staged with the store's own calls (lease with a run id, claim, commit, then
+nothing — as a SIGKILLed worker leaves it); the store clock is moved past their ttls.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durable_graph import (
+    ClaimLost,
+    ClaimPolicy,
+    Commit,
+    Completed,
+    EntryClosed,
+    Failed,
+    Finished,
+    Fresh,
+    Resume,
+    Submission,
+    ThreadBusy,
+)
+from durable_graph.checkpointer import Checkpointer
+from durable_graph.memory import InMemoryCheckpointer
+from durable_graph.sqlite import SqliteCheckpointer
+from durable_graph.testkit import ManualClock
+from durable_graph.worker import RunContext, Worker, output_effect_key
+
+StoreFactory = Callable[..., Checkpointer]
+
+FAST: dict[str, Any] = {
+    "lease_ttl": timedelta(milliseconds=600),
+    "claim_policy": ClaimPolicy(
+        ttl=timedelta(milliseconds=600), renew_every=timedelta(milliseconds=150)
+    ),
+    "poll_interval": timedelta(milliseconds=50),
+}
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
+    opened: list[Checkpointer] = []
+
+    def make(clock: Callable[[], float] = time.time) -> Checkpointer:
+        store: Checkpointer
+        if request.param == "memory":
+            store = InMemoryCheckpointer(clock=clock)
+        else:
+            store = SqliteCheckpointer.open(tmp_path / f"store{len(opened)}.db", clock=clock)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+def _three_steps(ctx: RunContext) -> Any:
+    """Commit one checkpoint per step, resuming after the last committed one."""
+    steps = ["a", "b", "c"]
+    start = steps.index(ctx.plan.checkpoint.next[0]) if isinstance(ctx.plan, Resume) else 0
+    for i in range(start, len(steps)):
+        ctx.commit(
+            {"step": steps[i]},
+            next=steps[i + 1 : i + 2],
+            metadata={"applied": ctx.entry.entry_id} if i == 0 else {"step": steps[i]},
+        )
+    return {"done": ctx.entry.entry_id}
+
+
+def _stage_crash(
+    store: Checkpointer, clock: ManualClock, *, commits: list[tuple[str, ...]]
+) -> tuple[int, str]:
+    """Submit an entry and leave an attempt as a killed worker would: leased, claimed, committed."""
+    queue = store.run_queue
+    ticket = queue.submit(Submission("t1", {"x": 1}, max_attempts=3))
+    lease = queue.lease("crashed-worker", timedelta(seconds=5), run_id="run-1")
+    assert lease is not None
+    claim = store.claim(
+        "t1", "run-1", ClaimPolicy(ttl=timedelta(seconds=5), renew_every=timedelta(seconds=1))
+    )
+    parent = None
+    for i, nxt in enumerate(commits):
+        cp = store.commit(
+            claim,
+            Commit(
+                f"cp-{i}",
+                parent,
+                "run-1",
+                {"step": "a"},
+                metadata={"applied": ticket.entry_id} if i == 0 else None,
+                next=nxt,
+            ),
+        )
+        parent = cp.checkpoint_id
+    clock.advance(timedelta(seconds=10))  # both the lease and the claim expire
+    return ticket.entry_id, "run-1"
+
+
+def test_completed_run_closes_with_the_handler_output(make_store: StoreFactory) -> None:
+    store = make_store()
+    ticket = store.run_queue.submit(Submission("t1", {"x": 1}))
+    report = Worker(store, _three_steps, **FAST).run_once()
+    assert report is not None and report.note == "completed" and report.plan == Fresh()
+    entry = store.run_queue.entry(ticket.entry_id)
+    assert entry is not None and entry.outcome == Completed({"done": ticket.entry_id})
+    assert [cp.state for cp in store.history("t1")] == [{"step": "c"}, {"step": "b"}, {"step": "a"}]
+    assert Worker(store, _three_steps, **FAST).run_once() is None
+
+
+def test_commits_chain_parent_ids_from_the_thread_head(make_store: StoreFactory) -> None:
+    store = make_store()
+    store.run_queue.submit(Submission("t1", 1))
+    store.run_queue.submit(Submission("t1", 2))
+    worker = Worker(store, _three_steps, **FAST)
+    assert worker.run_once() is not None and worker.run_once() is not None
+    history = list(reversed(store.history("t1")))
+    assert len(history) == 6
+    assert history[0].parent_id is None
+    for parent, child in itertools.pairwise(history):
+        assert child.parent_id == parent.checkpoint_id
+
+
+def test_renewal_keeps_a_long_attempt_alive_past_its_ttl(make_store: StoreFactory) -> None:
+    store = make_store()
+    queue = store.run_queue
+    ticket = queue.submit(Submission("t1", None))
+    seen_by_thief: list[object] = []
+
+    def slow(ctx: RunContext) -> Any:
+        ctx.commit({"n": 0}, next=["more"])
+        for _ in range(3):  # 3 x 0.6 s = three ttls
+            time.sleep(0.6)
+            seen_by_thief.append(queue.lease("thief", timedelta(seconds=5)))
+            with pytest.raises(ThreadBusy):
+                store.claim("t1", "thief")
+            assert not ctx.cancelled
+        ctx.commit({"n": 1})
+        return "ok"
+
+    report = Worker(store, slow, **FAST).run_once()
+    assert report is not None and report.note == "completed"
+    assert seen_by_thief == [None, None, None]
+    entry = queue.entry(ticket.entry_id)
+    assert entry is not None and entry.outcome == Completed("ok") and len(entry.attempts) == 1
+
+
+def test_shutdown_lets_running_attempts_finish(make_store: StoreFactory) -> None:
+    store = make_store()
+    ticket = store.run_queue.submit(Submission("t1", None))
+    started = threading.Event()
+
+    def handler(ctx: RunContext) -> Any:
+        started.set()
+        time.sleep(0.5)
+        ctx.commit({"done": True})
+        return "finished"
+
+    worker = Worker(store, handler, shutdown_deadline=timedelta(seconds=10), **FAST)
+    runner = threading.Thread(target=worker.run)
+    runner.start()
+    assert started.wait(5)
+    worker.stop()
+    runner.join(10)
+    assert not runner.is_alive()
+    entry = store.run_queue.entry(ticket.entry_id)
+    assert entry is not None and entry.outcome == Completed("finished")
+
+
+def test_shutdown_stops_leasing_and_releases_attempts_past_the_deadline(
+    make_store: StoreFactory,
+) -> None:
+    store = make_store()
+    queue = store.run_queue
+    first = queue.submit(Submission("t1", None))
+    release = threading.Event()
+    contexts: list[RunContext] = []
+    errors: list[BaseException] = []
+
+    def stuck(ctx: RunContext) -> Any:
+        contexts.append(ctx)
+        ctx.commit({"step": 1}, next=["step2"])
+        release.wait(10)
+        try:
+            ctx.commit({"step": 2})
+        except ClaimLost as exc:
+            errors.append(exc)
+            raise
+        return "late"
+
+    worker = Worker(store, stuck, shutdown_deadline=timedelta(milliseconds=300), **FAST)
+    runner = threading.Thread(target=worker.run)
+    runner.start()
+    deadline = time.monotonic() + 5
+    while not contexts and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert contexts
+    worker.stop()
+    second = queue.submit(Submission("t2", None))
+    runner.join(5)
+    assert not runner.is_alive()
+
+    # The stuck attempt was cancelled and its claim and lease released...
+    assert contexts[0].cancelled
+    entry = queue.entry(first.entry_id)
+    assert entry is not None and not entry.closed and entry.lease_holder is None
+    info = store.thread("t1")
+    assert info is not None and info.claim_holder is None
+    # ...no new entry was leased after stop()...
+    later = queue.entry(second.entry_id)
+    assert later is not None and later.attempts == () and later.lease_holder is None
+    # ...and the stuck handler, when it wakes, is refused.
+    release.set()
+    time.sleep(0.1)
+    assert errors and isinstance(errors[0], ClaimLost)
+    # Another worker resumes the released entry from its checkpoint.
+    report = Worker(store, _three_steps_from_step, **FAST).run_once()
+    assert report is not None and report.entry_id == first.entry_id
+    assert isinstance(report.plan, Resume) and report.note == "completed"
+
+
+def _three_steps_from_step(ctx: RunContext) -> Any:
+    ctx.commit({"resumed": True})
+    return "resumed"
+
+
+def test_exhausted_entry_closes_failed(make_store: StoreFactory) -> None:
+    clock = ManualClock()
+    store = make_store(clock)
+    queue = store.run_queue
+    ticket = queue.submit(Submission("t1", None, max_attempts=1))
+    assert queue.lease("crashed-worker", timedelta(seconds=5), run_id="run-1") is not None
+    clock.advance(timedelta(seconds=10))
+    called: list[int] = []
+    report = Worker(store, lambda ctx: called.append(1), **FAST).run_once()
+    assert report is not None and report.note == "failed"
+    assert called == []
+    entry = queue.entry(ticket.entry_id)
+    assert entry is not None and entry.outcome == Failed("exhausted")
+
+
+def test_exhausted_entry_whose_run_finished_closes_completed(make_store: StoreFactory) -> None:
+    clock = ManualClock()
+    store = make_store(clock)
+    queue = store.run_queue
+    ticket = queue.submit(Submission("t1", None, max_attempts=1))
+    assert queue.lease("crashed-worker", timedelta(seconds=5), run_id="run-1") is not None
+    claim = store.claim("t1", "run-1")
+    store.commit(claim, Commit("cp-0", None, "run-1", {"done": True}))
+    store.record_effect(claim, output_effect_key(ticket.entry_id), "the output", run_id="run-1")
+    clock.advance(timedelta(seconds=60))
+    report = Worker(store, lambda ctx: pytest.fail("must not run"), **FAST).run_once()
+    assert report is not None and report.note == "completed"
+    entry = queue.entry(ticket.entry_id)
+    assert entry is not None and entry.outcome == Completed("the output")
+
+
+def test_handler_exception_is_retried_then_closes_failed(make_store: StoreFactory) -> None:
+    store = make_store()
+    queue = store.run_queue
+    ticket = queue.submit(Submission("t1", None, max_attempts=2))
+
+    def boom(ctx: RunContext) -> Any:
+        raise RuntimeError(f"boom {ctx.attempt}")
+
+    worker = Worker(store, boom, **FAST)
+    first = worker.run_once()
+    assert first is not None and first.note == "retry"
+    entry = queue.entry(ticket.entry_id)
+    assert entry is not None and not entry.closed and entry.lease_holder is None
+    assert len(entry.attempts) == 1
+    assert store.thread("t1") is None  # nothing committed, no claim left behind
+    second = worker.run_once()
+    assert second is not None and second.note == "failed"
+    entry = queue.entry(ticket.entry_id)
+    assert entry is not None and entry.outcome == Failed("boom 2")
+
+
+def test_retry_after_an_exception_resumes_from_the_last_checkpoint(
+    make_store: StoreFactory,
+) -> None:
+    store = make_store()
+    ticket = store.run_queue.submit(Submission("t1", None))
+    plans: list[object] = []
+
+    def flaky(ctx: RunContext) -> Any:
+        plans.append(ctx.plan)
+        if ctx.attempt == 1:
+            ctx.commit({"step": 1}, next=["two"], metadata={"applied": ctx.entry.entry_id})
+            raise RuntimeError("transient")
+        assert ctx.head is not None and ctx.head.state == {"step": 1}
+        ctx.commit({"step": 2})
+        return "ok"
+
+    worker = Worker(store, flaky, **FAST)
+    assert [worker.run_once(), worker.run_once()][1] is not None
+    assert isinstance(plans[0], Fresh) and isinstance(plans[1], Resume)
+    entry = store.run_queue.entry(ticket.entry_id)
+    assert entry is not None and entry.outcome == Completed("ok")
+    applied = [cp for cp in store.history("t1") if (cp.metadata or {}).get("applied")]  # type: ignore[union-attr]
+    assert len(applied) == 1
+
+
+def test_resume_after_a_crashed_attempt(make_store: StoreFactory) -> None:
+    clock = ManualClock()
+    store = make_store(clock)
+    entry_id, _ = _stage_crash(store, clock, commits=[("b",)])
+    seen: list[RunContext] = []
+
+    def handler(ctx: RunContext) -> Any:
+        seen.append(ctx)
+        ctx.commit({"step": "b"})
+        return "resumed"
+
+    report = Worker(store, handler, **FAST).run_once()
+    assert report is not None and report.note == "completed" and report.attempt == 2
+    ctx = seen[0]
+    assert isinstance(ctx.plan, Resume) and ctx.plan.checkpoint.checkpoint_id == "cp-0"
+    head = store.get("t1")
+    assert head is not None and head.parent_id == "cp-0" and head.run_id == report.run_id
+    entry = store.run_queue.entry(entry_id)
+    assert entry is not None and entry.outcome == Completed("resumed")
+
+
+def test_finished_run_is_not_applied_again(make_store: StoreFactory) -> None:
+    clock = ManualClock()
+    store = make_store(clock)
+    entry_id, _ = _stage_crash(store, clock, commits=[("b",), ()])
+    report = Worker(store, lambda ctx: pytest.fail("must not run"), **FAST).run_once()
+    assert report is not None and report.note == "completed"
+    assert isinstance(report.plan, Finished)
+    assert len(store.history("t1")) == 2
+    entry = store.run_queue.entry(entry_id)
+    assert entry is not None and entry.outcome == Completed(None)
+
+
+def test_busy_thread_is_waited_for_without_burning_attempts(make_store: StoreFactory) -> None:
+    store = make_store()
+    ticket = store.run_queue.submit(Submission("t1", None, max_attempts=1))
+    store.claim(
+        "t1",
+        "someone-else",
+        ClaimPolicy(ttl=timedelta(milliseconds=500), renew_every=timedelta(milliseconds=100)),
+    )
+    report = Worker(store, _three_steps, **FAST).run_once()
+    assert report is not None and report.note == "completed"
+    entry = store.run_queue.entry(ticket.entry_id)
+    assert entry is not None and entry.outcome == Completed({"done": ticket.entry_id})
+    assert len(entry.attempts) == 1
+
+
+def test_cancel_stops_the_attempt_cooperatively(make_store: StoreFactory) -> None:
+    store = make_store()
+    queue = store.run_queue
+    ticket = queue.submit(Submission("t1", None))
+    errors: list[BaseException] = []
+    started = threading.Event()
+
+    def looping(ctx: RunContext) -> Any:
+        ctx.commit({"n": 0}, next=["loop"])
+        started.set()
+        deadline = time.monotonic() + 5
+        while not ctx.cancelled and time.monotonic() < deadline:
+            time.sleep(0.02)
+        try:
+            ctx.commit({"n": 1})
+        except EntryClosed as exc:
+            errors.append(exc)
+            raise
+        return "not reached"
+
+    reports: list[object] = []
+    runner = threading.Thread(
+        target=lambda: reports.append(Worker(store, looping, **FAST).run_once())
+    )
+    runner.start()
+    assert started.wait(5)
+    queue.cancel(ticket.entry_id)
+    runner.join(10)
+    assert errors and isinstance(errors[0], EntryClosed)
+    assert reports and getattr(reports[0], "note", None) == "lost"
+    info = store.thread("t1")
+    assert info is not None and info.claim_holder is None  # the claim was released
+
+
+def test_thread_deleted_entry_is_skipped(make_store: StoreFactory) -> None:
+    store = make_store()
+    ticket = store.run_queue.submit(Submission("t1", None))
+    assert store.delete_thread("t1") is False  # no commit yet, but the open entry is marked
+    report = Worker(store, lambda ctx: pytest.fail("must not run"), **FAST).run_once()
+    assert report is not None and report.note == "thread_deleted"
+    entry = store.run_queue.entry(ticket.entry_id)
+    assert entry is not None and entry.closed
+
+
+def test_invalid_output_closes_failed(make_store: StoreFactory) -> None:
+    store = make_store()
+    ticket = store.run_queue.submit(Submission("t1", None))
+    report = Worker(store, lambda ctx: {"when": object()}, **FAST).run_once()
+    assert report is not None and report.note == "failed"
+    entry = store.run_queue.entry(ticket.entry_id)
+    assert entry is not None and isinstance(entry.outcome, Failed)
+    assert "invalid output" in entry.outcome.error
+
+
+def test_record_effect_runs_the_function_once_and_returns_the_recorded_value(
+    make_store: StoreFactory,
+) -> None:
+    store = make_store()
+    store.run_queue.submit(Submission("t1", None, max_attempts=2))
+    calls: list[int] = []
+
+    def pay() -> int:
+        calls.append(1)
+        return len(calls)
+
+    def handler(ctx: RunContext) -> Any:
+        if ctx.head is None:
+            ctx.commit({"start": True}, next=["act"])
+        value = ctx.record_effect("pay", pay)
+        if ctx.attempt == 1:
+            raise RuntimeError("crash after the effect")
+        ctx.commit({"paid": value})
+        return value
+
+    worker = Worker(store, handler, **FAST)
+    worker.run_once()
+    report = worker.run_once()
+    assert report is not None and report.outcome == Completed(1)
+    assert calls == [1]
+
+
+def test_concurrency_runs_attempts_in_parallel(make_store: StoreFactory) -> None:
+    store = make_store()
+    tickets = [store.run_queue.submit(Submission(f"t{i}", i)) for i in range(3)]
+    barrier = threading.Barrier(3, timeout=10)
+
+    def together(ctx: RunContext) -> Any:
+        barrier.wait()  # passes only when three attempts run at once
+        ctx.commit({"i": ctx.input})
+        return ctx.input
+
+    worker = Worker(store, together, concurrency=3, **FAST)
+    runner = threading.Thread(target=worker.run)
+    runner.start()
+    try:
+        for ticket in tickets:
+            closed = store.run_queue.await_closed(ticket.entry_id, timedelta(seconds=15))
+            assert closed is not None and isinstance(closed.outcome, Completed)
+    finally:
+        worker.stop()
+        runner.join(10)
+    assert not barrier.broken
