@@ -201,6 +201,8 @@ AS $$
 DECLARE
     v_ids text[];
     v_locked text[] := '{}';
+    v_want text[];
+    v_new text[];
     v_existed boolean;
     f threads;
 BEGIN
@@ -217,14 +219,15 @@ BEGIN
              WHERE t.live
         )
         SELECT array_agg(id ORDER BY id) INTO v_ids FROM tree;
-        EXIT WHEN v_ids <@ v_locked
-              AND (p_fence_thread_id IS NULL OR p_fence_thread_id = ANY (v_locked));
-        PERFORM _dg_lock_threads(
-            array_cat(ARRAY(SELECT u FROM unnest(v_ids) u WHERE NOT u = ANY (v_locked)),
-                      CASE WHEN p_fence_thread_id IS NULL
-                                OR p_fence_thread_id = ANY (v_locked) THEN '{}'::text[]
-                           ELSE ARRAY[p_fence_thread_id] END));
-        v_locked := v_locked || v_ids || p_fence_thread_id;
+        IF p_fence_thread_id IS NOT NULL THEN
+            v_want := ARRAY(SELECT DISTINCT u FROM unnest(v_ids || p_fence_thread_id) u);
+        ELSE
+            v_want := v_ids;
+        END IF;
+        v_new := ARRAY(SELECT u FROM unnest(v_want) u WHERE u <> ALL (v_locked));
+        EXIT WHEN cardinality(v_new) = 0;
+        PERFORM _dg_lock_threads(v_new);
+        v_locked := v_locked || v_new;
     END LOOP;
 
     IF p_fence_thread_id IS NOT NULL THEN

@@ -350,7 +350,10 @@ def test_cancelled_calls_on_a_stalled_network_leak_nothing_and_write_all_or_noth
             for i in range(1, STALL_ROUNDS + 1):
                 handles: list[asyncio.TimerHandle] = []
 
-                def stall_soon(after: float = rng.uniform(0, 0.004)) -> None:
+                def stall_soon(
+                    after: float = rng.uniform(0, 0.004),
+                    handles: list[asyncio.TimerHandle] = handles,
+                ) -> None:
                     handles.append(loop.call_later(after, proxy.stall))
 
                 try:

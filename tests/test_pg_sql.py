@@ -37,8 +37,19 @@ def psql(dsn: str, script: str) -> str:
 def psql_error(dsn: str, script: str) -> str:
     """Run ``script`` expecting psql to fail; return the SQLSTATE of the error."""
     result = subprocess.run(
-        [PSQL, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-v", "VERBOSITY=verbose",
-         "-d", dsn],
+        [
+            PSQL,
+            "-X",
+            "-q",
+            "-A",
+            "-t",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-v",
+            "VERBOSITY=verbose",
+            "-d",
+            dsn,
+        ],
         input="\\set VERBOSITY verbose\n" + script,
         capture_output=True,
         text=True,
@@ -84,8 +95,8 @@ def test_full_cycle_through_psql_alone(pg_dsn: str, pg_schema: str) -> None:
         "started|1",
         "2|run-1",
         "c-1|2|[]",
-        "t|completed|{\"ok\":true}|2",
-        "1|said|\"hello\"|run-1",
+        't|completed|{"ok":true}|2',
+        '1|said|"hello"|run-1',
         '2|store.checkpoint|{"checkpoint_id":"c-1","run_id":"run-1"}|run-1',
     ]
 
@@ -94,12 +105,21 @@ def test_errors_carry_their_sqlstate_through_psql(pg_dsn: str, pg_schema: str) -
     migrations.migrate(pg_dsn, pg_schema)
     s = pg_schema
     psql(pg_dsn, f"SELECT * FROM {s}.dg_claim_v1('t', 'a', interval '1 minute');")
-    assert psql_error(pg_dsn, f"SELECT * FROM {s}.dg_claim_v1('t', 'b', interval '1 minute');") == "DG001"
+    assert (
+        psql_error(pg_dsn, f"SELECT * FROM {s}.dg_claim_v1('t', 'b', interval '1 minute');")
+        == "DG001"
+    )
     assert psql_error(pg_dsn, f"SELECT * FROM {s}.dg_renew_claim_v1('t', 999);") == "DG002"
-    assert psql_error(pg_dsn, f"SELECT * FROM {s}.dg_record_effect_v1('t', 1, 'k', '1', NULL);") == "DG404"
+    assert (
+        psql_error(pg_dsn, f"SELECT * FROM {s}.dg_record_effect_v1('t', 1, 'k', '1', NULL);")
+        == "DG404"
+    )
     assert psql_error(pg_dsn, f"SELECT * FROM {s}.dg_cancel_v1(12345, NULL);") == "DG404"
     assert psql_error(pg_dsn, f"SELECT * FROM {s}.dg_release_v1(12345, 1);") == "DG103"
-    assert psql_error(pg_dsn, f"SELECT * FROM {s}.dg_submit_v1('t', '1', NULL, NULL, 'x', 1);") == "DG000"
+    assert (
+        psql_error(pg_dsn, f"SELECT * FROM {s}.dg_submit_v1('t', '1', NULL, NULL, 'x', 1);")
+        == "DG000"
+    )
 
 
 def test_lease_skips_a_thread_another_transaction_holds(pg_dsn: str, pg_schema: str) -> None:
@@ -108,14 +128,20 @@ def test_lease_skips_a_thread_another_transaction_holds(pg_dsn: str, pg_schema: 
     with psycopg.connect(pg_dsn, autocommit=True) as a, psycopg.connect(pg_dsn) as b:
         for thread in ("t-a", "t-b"):
             a.execute(
-                sql.SQL("SELECT * FROM {}.dg_submit_v1(%s, '1', NULL, NULL, 'enqueue', 3)").format(s),
+                sql.SQL("SELECT * FROM {}.dg_submit_v1(%s, '1', NULL, NULL, 'enqueue', 3)").format(
+                    s
+                ),
                 (thread,),
             )
         # b holds t-a's queue row in an open transaction (as a submit in flight would).
-        b.execute(sql.SQL("SELECT 1 FROM {}.queue_threads WHERE thread_id = 't-a' FOR UPDATE").format(s))
+        b.execute(
+            sql.SQL("SELECT 1 FROM {}.queue_threads WHERE thread_id = 't-a' FOR UPDATE").format(s)
+        )
         a.execute("SET lock_timeout = '1s'")
         row = a.execute(
-            sql.SQL("SELECT thread_id FROM {}.dg_lease_v1('w', interval '1 minute', true, NULL, NULL)").format(s)
+            sql.SQL(
+                "SELECT thread_id FROM {}.dg_lease_v1('w', interval '1 minute', true, NULL, NULL)"
+            ).format(s)
         ).fetchone()
         assert row == ("t-b",)
         b.rollback()
@@ -124,10 +150,16 @@ def test_lease_skips_a_thread_another_transaction_holds(pg_dsn: str, pg_schema: 
 def test_two_workers_never_hold_one_thread(pg_dsn: str, pg_schema: str) -> None:
     migrations.migrate(pg_dsn, pg_schema)
     s = sql.Identifier(pg_schema)
-    lease = sql.SQL("SELECT entry_id FROM {}.dg_lease_v1(%s, interval '1 minute', true, NULL, NULL)").format(s)
+    lease = sql.SQL(
+        "SELECT entry_id FROM {}.dg_lease_v1(%s, interval '1 minute', true, NULL, NULL)"
+    ).format(s)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         for _ in range(2):
-            conn.execute(sql.SQL("SELECT * FROM {}.dg_submit_v1('t', '1', NULL, NULL, 'enqueue', 3)").format(s))
+            conn.execute(
+                sql.SQL("SELECT * FROM {}.dg_submit_v1('t', '1', NULL, NULL, 'enqueue', 3)").format(
+                    s
+                )
+            )
         assert conn.execute(lease, ("w1",)).fetchone() == (1,)
         assert conn.execute(lease, ("w2",)).fetchone() is None
 

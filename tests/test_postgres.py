@@ -11,6 +11,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import psycopg
 import pytest
@@ -25,6 +26,7 @@ from durable_graph import (
     PendingWrite,
     ProcessingError,
     Submission,
+    ThreadBusy,
     ValidationError,
 )
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
@@ -97,7 +99,7 @@ def _pg_harness(pg_dsn: str, class_schema: tuple[str, PgClock]) -> Iterator[Harn
 
 if CheckpointerContract is not None:
 
-    class TestPostgresCheckpointerContract(CheckpointerContract):  # type: ignore[misc,valid-type]
+    class TestPostgresCheckpointerContract(CheckpointerContract):
         @pytest.fixture
         def harness(self, pg_dsn: str, class_schema: tuple[str, PgClock]) -> Iterator[Harness]:
             yield from _pg_harness(pg_dsn, class_schema)
@@ -105,7 +107,7 @@ if CheckpointerContract is not None:
 
 if RunQueueContract is not None:
 
-    class TestPostgresRunQueueContract(RunQueueContract):  # type: ignore[misc,valid-type]
+    class TestPostgresRunQueueContract(RunQueueContract):
         @pytest.fixture
         def harness(self, pg_dsn: str, class_schema: tuple[str, PgClock]) -> Iterator[Harness]:
             yield from _pg_harness(pg_dsn, class_schema)
@@ -229,7 +231,7 @@ def test_open_migrates_a_fresh_schema(pg_dsn: str, pg_schema: str) -> None:
         assert store.commit(claim, Commit("c1", None, "r1", {"a": 1})).seq == 1
 
 
-def _pool(dsn: str, config: PostgresConfig) -> ConnectionPool:  # type: ignore[type-arg]
+def _pool(dsn: str, config: PostgresConfig) -> ConnectionPool[Any]:
     return ConnectionPool(dsn, min_size=1, max_size=2, kwargs=config.connection_kwargs())
 
 
@@ -246,7 +248,7 @@ def test_create_on_a_callers_pool_never_closes_it(pg_dsn: str, pg_schema: str) -
         with pytest.raises(ProcessingError):
             store.thread("t")
         again = PostgresCheckpointer.create(pool, config)
-        with pytest.raises(Exception, match="live claim"):
+        with pytest.raises(ThreadBusy, match="live claim"):
             again.claim("t", "other")
         again.close()
         assert not pool.closed

@@ -3,6 +3,7 @@ differential walk that runs the same calls on the in-memory reference and compar
 
 from __future__ import annotations
 
+import gc
 import random
 import sqlite3
 import threading
@@ -20,6 +21,7 @@ from durable_graph import (
     ClaimPolicy,
     Commit,
     Completed,
+    EntryOutcome,
     EventIn,
     Failed,
     Mode,
@@ -36,15 +38,8 @@ from durable_graph.memory import InMemoryCheckpointer
 from durable_graph.run_queue import RunQueue
 from durable_graph.sqlite import SCHEMA_VERSION, SqliteCheckpointer, SqliteConfig
 from durable_graph.testkit import Harness, ManualClock
-
-try:
-    from durable_graph.testkit.checkpointer_contract import CheckpointerContract
-except ImportError:  # pragma: no cover - the suite is being written
-    CheckpointerContract = None  # type: ignore[assignment,misc]
-try:
-    from durable_graph.testkit.run_queue_contract import RunQueueContract
-except ImportError:  # pragma: no cover - the suite is being written
-    RunQueueContract = None  # type: ignore[assignment,misc]
+from durable_graph.testkit.checkpointer_contract import CheckpointerContract
+from durable_graph.testkit.run_queue_contract import RunQueueContract
 
 
 def _sqlite_harness(tmp_path: Path) -> Iterator[Harness]:
@@ -54,20 +49,16 @@ def _sqlite_harness(tmp_path: Path) -> Iterator[Harness]:
     store.close()
 
 
-if CheckpointerContract is not None:
-
-    class TestSqliteCheckpointer(CheckpointerContract):  # type: ignore[misc,valid-type]
-        @pytest.fixture
-        def harness(self, tmp_path: Path) -> Iterator[Harness]:
-            yield from _sqlite_harness(tmp_path)
+class TestSqliteCheckpointer(CheckpointerContract):
+    @pytest.fixture
+    def harness(self, tmp_path: Path) -> Iterator[Harness]:
+        yield from _sqlite_harness(tmp_path)
 
 
-if RunQueueContract is not None:
-
-    class TestSqliteRunQueue(RunQueueContract):  # type: ignore[misc,valid-type]
-        @pytest.fixture
-        def harness(self, tmp_path: Path) -> Iterator[Harness]:
-            yield from _sqlite_harness(tmp_path)
+class TestSqliteRunQueue(RunQueueContract):
+    @pytest.fixture
+    def harness(self, tmp_path: Path) -> Iterator[Harness]:
+        yield from _sqlite_harness(tmp_path)
 
 
 # --- fixtures ------------------------------------------------------------------------------
@@ -302,6 +293,23 @@ def test_many_threads_claim_one_thread_exactly_one_wins(store: SqliteCheckpointe
     assert errors == [] and len(winners) == 1
 
 
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="counts /proc/self/fd")
+def test_connections_of_finished_threads_are_closed(store: SqliteCheckpointer) -> None:
+    _commit(store, "t", "c1", "r1")
+
+    def open_fds() -> int:
+        gc.collect()
+        return len(list(Path("/proc/self/fd").iterdir()))
+
+    before = open_fds()
+    for _ in range(40):
+        reader = threading.Thread(target=lambda: store.get("t"))
+        reader.start()
+        reader.join()
+    assert open_fds() - before < 10  # one connection each would be 40+ files
+    assert store.get("t") is not None
+
+
 def test_values_are_stored_as_json_text(store: SqliteCheckpointer, path: Path) -> None:
     claim = store.claim("t", "r")
     store.commit(claim, Commit("c1", None, "r", {"s": "\u0000😀", "f": 1.5, "l": [1, None]}))
@@ -467,7 +475,9 @@ class _Walk:
             if op == "attempt":
                 return q.record_attempt(lease, f"r{rng.randrange(6)}")
             if op == "close":
-                return q.close(lease, rng.choice([Completed({"n": n}), Failed("boom")]))
+                outcomes: list[EntryOutcome] = [Completed({"n": n}), Failed("boom")]
+                outcome = rng.choice(outcomes)
+                return q.close(lease, outcome)
             if op == "renew":
                 return q.renew(lease)
             return q.release(lease)

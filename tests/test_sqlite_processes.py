@@ -231,7 +231,7 @@ def _work(store: SqliteCheckpointer, log: _Log, rng: random.Random, holder: str)
         log.seqs.extend((thread_id, s) for s in (step1.seq - 1, step1.seq))
         if behaviour == "crash_mid_run":
             return  # the claim and lease expire; the next attempt resumes at step 2
-        parent = step1.checkpoint_id
+        parent: str | None = step1.checkpoint_id
     elif isinstance(plan, Resume):
         head = store.get(thread_id)
         log.ops += 1
@@ -334,8 +334,9 @@ def test_four_processes_share_one_file_without_violations(tmp_path: Path) -> Non
                     violations.append(f"acknowledged submission {ticket} has no entry")
                     continue
                 entries[entry.entry_id] = entry
-                if entry.input["key"] != ticket["key"]:
-                    violations.append(f"ticket {ticket} names entry of key {entry.input['key']}")
+                submitted: dict[str, Any] = entry.input  # type: ignore[assignment]
+                if submitted["key"] != ticket["key"]:
+                    violations.append(f"ticket {ticket} names the entry of {submitted['key']}")
                 if ticket["retry"] and not ticket["existing"]:
                     violations.append(f"identical retry {ticket} was not deduplicated")
         for lease in leases:
@@ -355,11 +356,12 @@ def test_four_processes_share_one_file_without_violations(tmp_path: Path) -> Non
                 violations.append(f"entry {close['entry_id']} closed again after {close}")
 
         # Event numbers: contiguous per thread, and never handed out twice.
-        for thread_id, count in Counter(
-            map(tuple, (s for log in logs for s in log["seqs"]))
-        ).items():
-            if count > 1:
-                violations.append(f"event number {thread_id} was acknowledged {count} times")
+        numbers = Counter((t, seq) for log in logs for t, seq in log["seqs"])
+        violations += [
+            f"event number {seq} of {t} was acknowledged {n} times"
+            for (t, seq), n in numbers.items()
+            if n > 1
+        ]
         for thread_id in THREADS:
             info = store.thread(thread_id)
             events = store.events_after(thread_id, 0, limit=1_000_000)
@@ -368,11 +370,13 @@ def test_four_processes_share_one_file_without_violations(tmp_path: Path) -> Non
                 if seqs:
                     violations.append(f"{thread_id}: deleted but has events")
                 continue
-            if seqs != list(range(seqs[0], seqs[0] + len(seqs))) or seqs[-1] != info.last_seq:
+            if not seqs or seqs != list(range(seqs[0], seqs[-1] + 1)) or seqs[-1] != info.last_seq:
                 violations.append(f"{thread_id}: event numbers are not contiguous")
-            applied = Counter(e.payload["entry_id"] for e in events if e.kind == "applied")
+            applied = Counter(
+                json.dumps(e.payload, sort_keys=True) for e in events if e.kind == "applied"
+            )
             violations += [
-                f"{thread_id}: entry {e} applied {n} times in the log"
+                f"{thread_id}: {e} applied {n} times in the log"
                 for e, n in applied.items()
                 if n > 1
             ]
@@ -396,3 +400,12 @@ def test_four_processes_share_one_file_without_violations(tmp_path: Path) -> Non
     )
     assert violations == [], "\n".join(violations[:50])
     assert completed > 0 and applied_acks, "the soak did no work"
+
+
+def test_overlap_check_finds_two_live_leases_on_one_thread() -> None:
+    def window(token: int, thread_id: str, start: int, end: int) -> dict[str, Any]:
+        return {"token": token, "thread_id": thread_id, "holder": "w", "start": start, "end": end}
+
+    assert _overlaps([window(1, "t", 0, 10), window(2, "t", 10, 20), window(3, "u", 5, 8)]) == []
+    found = _overlaps([window(1, "t", 0, 30), window(2, "t", 10, 20), window(3, "t", 25, 40)])
+    assert len(found) == 2 and "lease 2" in found[0] and "lease 3" in found[1]

@@ -31,11 +31,11 @@ from durable_graph import (
 )
 from durable_graph.checkpointer import Checkpointer
 from durable_graph.memory import InMemoryCheckpointer
+from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.sqlite import SqliteCheckpointer
-from durable_graph.testkit import ManualClock
+from durable_graph.testkit import ClockControl, ManualClock
+from durable_graph.testkit.pg_clock import PgClock
 from durable_graph.worker import RunContext, Worker, output_effect_key
-
-StoreFactory = Callable[..., Checkpointer]
 
 FAST: dict[str, Any] = {
     "lease_ttl": timedelta(milliseconds=600),
@@ -46,21 +46,52 @@ FAST: dict[str, Any] = {
 }
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
-    opened: list[Checkpointer] = []
+class Backend:
+    """Opens the store under test: ``store()`` on the real clock, ``clocked()`` with a movable one."""
 
-    def make(clock: Callable[[], float] = time.time) -> Checkpointer:
+    def __init__(self, kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+        self.kind = kind
+        self._tmp_path = tmp_path
+        self._request = request
+        self.opened: list[Checkpointer] = []
+
+    def _open(self, clock: Callable[[], float]) -> Checkpointer:
         store: Checkpointer
-        if request.param == "memory":
+        if self.kind == "memory":
             store = InMemoryCheckpointer(clock=clock)
+        elif self.kind == "sqlite":
+            store = SqliteCheckpointer.open(self._tmp_path / f"s{len(self.opened)}.db", clock=clock)
         else:
-            store = SqliteCheckpointer.open(tmp_path / f"store{len(opened)}.db", clock=clock)
-        opened.append(store)
+            store = PostgresCheckpointer.open(self._dsn, PostgresConfig(schema=self._schema))
+        self.opened.append(store)
         return store
 
-    yield make
-    for store in opened:
+    @property
+    def _dsn(self) -> str:
+        dsn: str = self._request.getfixturevalue("pg_dsn")
+        return dsn
+
+    @property
+    def _schema(self) -> str:
+        schema: str = self._request.getfixturevalue("pg_schema")
+        return schema
+
+    def store(self) -> Checkpointer:
+        return self._open(time.time)
+
+    def clocked(self) -> tuple[Checkpointer, ClockControl]:
+        if self.kind == "postgres":
+            store = self._open(time.time)
+            return store, PgClock(self._dsn, self._schema)
+        clock = ManualClock()
+        return self._open(clock), clock
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    made = Backend(request.param, tmp_path, request)
+    yield made
+    for store in made.opened:
         store.close()
 
 
@@ -78,7 +109,7 @@ def _three_steps(ctx: RunContext) -> Any:
 
 
 def _stage_crash(
-    store: Checkpointer, clock: ManualClock, *, commits: list[tuple[str, ...]]
+    store: Checkpointer, clock: ClockControl, *, commits: list[tuple[str, ...]]
 ) -> tuple[int, str]:
     """Submit an entry and leave an attempt as a killed worker would: leased, claimed, committed."""
     queue = store.run_queue
@@ -106,8 +137,8 @@ def _stage_crash(
     return ticket.entry_id, "run-1"
 
 
-def test_completed_run_closes_with_the_handler_output(make_store: StoreFactory) -> None:
-    store = make_store()
+def test_completed_run_closes_with_the_handler_output(backend: Backend) -> None:
+    store = backend.store()
     ticket = store.run_queue.submit(Submission("t1", {"x": 1}))
     report = Worker(store, _three_steps, **FAST).run_once()
     assert report is not None and report.note == "completed" and report.plan == Fresh()
@@ -117,8 +148,8 @@ def test_completed_run_closes_with_the_handler_output(make_store: StoreFactory) 
     assert Worker(store, _three_steps, **FAST).run_once() is None
 
 
-def test_commits_chain_parent_ids_from_the_thread_head(make_store: StoreFactory) -> None:
-    store = make_store()
+def test_commits_chain_parent_ids_from_the_thread_head(backend: Backend) -> None:
+    store = backend.store()
     store.run_queue.submit(Submission("t1", 1))
     store.run_queue.submit(Submission("t1", 2))
     worker = Worker(store, _three_steps, **FAST)
@@ -130,8 +161,8 @@ def test_commits_chain_parent_ids_from_the_thread_head(make_store: StoreFactory)
         assert child.parent_id == parent.checkpoint_id
 
 
-def test_renewal_keeps_a_long_attempt_alive_past_its_ttl(make_store: StoreFactory) -> None:
-    store = make_store()
+def test_renewal_keeps_a_long_attempt_alive_past_its_ttl(backend: Backend) -> None:
+    store = backend.store()
     queue = store.run_queue
     ticket = queue.submit(Submission("t1", None))
     seen_by_thief: list[object] = []
@@ -154,8 +185,8 @@ def test_renewal_keeps_a_long_attempt_alive_past_its_ttl(make_store: StoreFactor
     assert entry is not None and entry.outcome == Completed("ok") and len(entry.attempts) == 1
 
 
-def test_shutdown_lets_running_attempts_finish(make_store: StoreFactory) -> None:
-    store = make_store()
+def test_shutdown_lets_running_attempts_finish(backend: Backend) -> None:
+    store = backend.store()
     ticket = store.run_queue.submit(Submission("t1", None))
     started = threading.Event()
 
@@ -177,9 +208,9 @@ def test_shutdown_lets_running_attempts_finish(make_store: StoreFactory) -> None
 
 
 def test_shutdown_stops_leasing_and_releases_attempts_past_the_deadline(
-    make_store: StoreFactory,
+    backend: Backend,
 ) -> None:
-    store = make_store()
+    store = backend.store()
     queue = store.run_queue
     first = queue.submit(Submission("t1", None))
     release = threading.Event()
@@ -233,9 +264,8 @@ def _three_steps_from_step(ctx: RunContext) -> Any:
     return "resumed"
 
 
-def test_exhausted_entry_closes_failed(make_store: StoreFactory) -> None:
-    clock = ManualClock()
-    store = make_store(clock)
+def test_exhausted_entry_closes_failed(backend: Backend) -> None:
+    store, clock = backend.clocked()
     queue = store.run_queue
     ticket = queue.submit(Submission("t1", None, max_attempts=1))
     assert queue.lease("crashed-worker", timedelta(seconds=5), run_id="run-1") is not None
@@ -248,9 +278,8 @@ def test_exhausted_entry_closes_failed(make_store: StoreFactory) -> None:
     assert entry is not None and entry.outcome == Failed("exhausted")
 
 
-def test_exhausted_entry_whose_run_finished_closes_completed(make_store: StoreFactory) -> None:
-    clock = ManualClock()
-    store = make_store(clock)
+def test_exhausted_entry_whose_run_finished_closes_completed(backend: Backend) -> None:
+    store, clock = backend.clocked()
     queue = store.run_queue
     ticket = queue.submit(Submission("t1", None, max_attempts=1))
     assert queue.lease("crashed-worker", timedelta(seconds=5), run_id="run-1") is not None
@@ -264,8 +293,8 @@ def test_exhausted_entry_whose_run_finished_closes_completed(make_store: StoreFa
     assert entry is not None and entry.outcome == Completed("the output")
 
 
-def test_handler_exception_is_retried_then_closes_failed(make_store: StoreFactory) -> None:
-    store = make_store()
+def test_handler_exception_is_retried_then_closes_failed(backend: Backend) -> None:
+    store = backend.store()
     queue = store.run_queue
     ticket = queue.submit(Submission("t1", None, max_attempts=2))
 
@@ -286,9 +315,9 @@ def test_handler_exception_is_retried_then_closes_failed(make_store: StoreFactor
 
 
 def test_retry_after_an_exception_resumes_from_the_last_checkpoint(
-    make_store: StoreFactory,
+    backend: Backend,
 ) -> None:
-    store = make_store()
+    store = backend.store()
     ticket = store.run_queue.submit(Submission("t1", None))
     plans: list[object] = []
 
@@ -310,9 +339,8 @@ def test_retry_after_an_exception_resumes_from_the_last_checkpoint(
     assert len(applied) == 1
 
 
-def test_resume_after_a_crashed_attempt(make_store: StoreFactory) -> None:
-    clock = ManualClock()
-    store = make_store(clock)
+def test_resume_after_a_crashed_attempt(backend: Backend) -> None:
+    store, clock = backend.clocked()
     entry_id, _ = _stage_crash(store, clock, commits=[("b",)])
     seen: list[RunContext] = []
 
@@ -331,9 +359,8 @@ def test_resume_after_a_crashed_attempt(make_store: StoreFactory) -> None:
     assert entry is not None and entry.outcome == Completed("resumed")
 
 
-def test_finished_run_is_not_applied_again(make_store: StoreFactory) -> None:
-    clock = ManualClock()
-    store = make_store(clock)
+def test_finished_run_is_not_applied_again(backend: Backend) -> None:
+    store, clock = backend.clocked()
     entry_id, _ = _stage_crash(store, clock, commits=[("b",), ()])
     report = Worker(store, lambda ctx: pytest.fail("must not run"), **FAST).run_once()
     assert report is not None and report.note == "completed"
@@ -343,8 +370,8 @@ def test_finished_run_is_not_applied_again(make_store: StoreFactory) -> None:
     assert entry is not None and entry.outcome == Completed(None)
 
 
-def test_busy_thread_is_waited_for_without_burning_attempts(make_store: StoreFactory) -> None:
-    store = make_store()
+def test_busy_thread_is_waited_for_without_burning_attempts(backend: Backend) -> None:
+    store = backend.store()
     ticket = store.run_queue.submit(Submission("t1", None, max_attempts=1))
     store.claim(
         "t1",
@@ -358,8 +385,8 @@ def test_busy_thread_is_waited_for_without_burning_attempts(make_store: StoreFac
     assert len(entry.attempts) == 1
 
 
-def test_cancel_stops_the_attempt_cooperatively(make_store: StoreFactory) -> None:
-    store = make_store()
+def test_cancel_stops_the_attempt_cooperatively(backend: Backend) -> None:
+    store = backend.store()
     queue = store.run_queue
     ticket = queue.submit(Submission("t1", None))
     errors: list[BaseException] = []
@@ -392,8 +419,8 @@ def test_cancel_stops_the_attempt_cooperatively(make_store: StoreFactory) -> Non
     assert info is not None and info.claim_holder is None  # the claim was released
 
 
-def test_thread_deleted_entry_is_skipped(make_store: StoreFactory) -> None:
-    store = make_store()
+def test_thread_deleted_entry_is_skipped(backend: Backend) -> None:
+    store = backend.store()
     ticket = store.run_queue.submit(Submission("t1", None))
     assert store.delete_thread("t1") is False  # no commit yet, but the open entry is marked
     report = Worker(store, lambda ctx: pytest.fail("must not run"), **FAST).run_once()
@@ -402,8 +429,8 @@ def test_thread_deleted_entry_is_skipped(make_store: StoreFactory) -> None:
     assert entry is not None and entry.closed
 
 
-def test_invalid_output_closes_failed(make_store: StoreFactory) -> None:
-    store = make_store()
+def test_invalid_output_closes_failed(backend: Backend) -> None:
+    store = backend.store()
     ticket = store.run_queue.submit(Submission("t1", None))
     report = Worker(store, lambda ctx: {"when": object()}, **FAST).run_once()
     assert report is not None and report.note == "failed"
@@ -413,9 +440,9 @@ def test_invalid_output_closes_failed(make_store: StoreFactory) -> None:
 
 
 def test_record_effect_runs_the_function_once_and_returns_the_recorded_value(
-    make_store: StoreFactory,
+    backend: Backend,
 ) -> None:
-    store = make_store()
+    store = backend.store()
     store.run_queue.submit(Submission("t1", None, max_attempts=2))
     calls: list[int] = []
 
@@ -439,8 +466,8 @@ def test_record_effect_runs_the_function_once_and_returns_the_recorded_value(
     assert calls == [1]
 
 
-def test_concurrency_runs_attempts_in_parallel(make_store: StoreFactory) -> None:
-    store = make_store()
+def test_concurrency_runs_attempts_in_parallel(backend: Backend) -> None:
+    store = backend.store()
     tickets = [store.run_queue.submit(Submission(f"t{i}", i)) for i in range(3)]
     barrier = threading.Barrier(3, timeout=10)
 

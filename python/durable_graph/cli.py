@@ -4,7 +4,7 @@ The store is PostgreSQL when ``--dsn`` (or ``DURABLE_GRAPH_DSN``) is given, else
 ``--sqlite PATH`` (default ``./durable_graph.db``). Output is an aligned table by default and JSON
 with ``--json``. Every user mistake — a bad argument, an unknown entry or thread, a refused call,
 a store that cannot be reached — prints one ``error: ...`` line on stderr and exits non-zero
-(1 for store and lookup errors, 2 for usage errors); never a traceback.
+(1 for store and lookup errors, 2 for usage errors); never a traceback (docs/decisions.md D45).
 ``DURABLE_GRAPH_DEBUG=1`` re-raises unexpected errors with their traceback.
 """
 
@@ -144,13 +144,13 @@ def _compact(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def outcome_text(outcome: EntryOutcome | None) -> str:
+def outcome_text(outcome: EntryOutcome | None, limit: int = 40) -> str:
     if outcome is None:
         return "open"
     if isinstance(outcome, Completed):
-        return (
-            "completed" if outcome.output is None else f"completed {_compact(outcome.output, 40)}"
-        )
+        if outcome.output is None:
+            return "completed"
+        return f"completed {_compact(outcome.output, limit)}"
     if isinstance(outcome, Failed):
         return f"failed: {outcome.error}"
     if isinstance(outcome, Cancelled):
@@ -349,8 +349,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(message)s",
     )
     handler = load_app(args.app)
+    renew = args.claim_renew if args.claim_renew is not None else args.claim_ttl / 3
     try:
-        claim_policy = ClaimPolicy(ttl=args.claim_ttl, renew_every=args.claim_renew)
+        claim_policy = ClaimPolicy(ttl=args.claim_ttl, renew_every=renew)
     except ValidationError as exc:
         raise CliError(f"--claim-ttl/--claim-renew: {exc}") from None
     with _store(args, must_exist=False) as store:
@@ -396,7 +397,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         note = " (existing: same keyed submission)" if ticket.existing else ""
         out.line(f"entry {ticket.entry_id}{note}")
         if closed is not None:
-            out.line(outcome_text(closed.outcome))
+            out.line(outcome_text(closed.outcome, limit=100_000))
     return 0
 
 
@@ -834,14 +835,45 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = command("worker", cmd_worker, "run a worker for a handler until SIGTERM/SIGINT")
     worker.add_argument("--app", required=True, help="the handler, as module:function")
-    worker.add_argument("--concurrency", type=_positive_int, default=1, help="attempts at once")
+    worker.add_argument(
+        "--concurrency", type=_positive_int, default=1, metavar="N", help="attempts at once (1)"
+    )
     worker.add_argument("--holder", help="this worker's lease holder name (default host:pid:id)")
     worker.add_argument("--tenant", help="lease only this tenant's entries (default: any)")
-    worker.add_argument("--lease-ttl", type=parse_duration, default=timedelta(seconds=30))
-    worker.add_argument("--claim-ttl", type=parse_duration, default=timedelta(seconds=30))
-    worker.add_argument("--claim-renew", type=parse_duration, default=timedelta(seconds=10))
-    worker.add_argument("--poll-interval", type=parse_duration, default=timedelta(seconds=1))
-    worker.add_argument("--shutdown-deadline", type=parse_duration, default=timedelta(seconds=30))
+    worker.add_argument(
+        "--lease-ttl",
+        type=parse_duration,
+        default=timedelta(seconds=30),
+        metavar="DURATION",
+        help="queue lease ttl (30s)",
+    )
+    worker.add_argument(
+        "--claim-ttl",
+        type=parse_duration,
+        default=timedelta(seconds=30),
+        metavar="DURATION",
+        help="thread claim ttl (30s)",
+    )
+    worker.add_argument(
+        "--claim-renew",
+        type=parse_duration,
+        metavar="DURATION",
+        help="claim renewal period (claim ttl / 3)",
+    )
+    worker.add_argument(
+        "--poll-interval",
+        type=parse_duration,
+        default=timedelta(seconds=1),
+        metavar="DURATION",
+        help="sleep between polls of an empty queue, with jitter (1s)",
+    )
+    worker.add_argument(
+        "--shutdown-deadline",
+        type=parse_duration,
+        default=timedelta(seconds=30),
+        metavar="DURATION",
+        help="on SIGTERM/SIGINT, how long running attempts may finish (30s)",
+    )
     worker.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
@@ -856,7 +888,10 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.ENQUEUE.value)
     submit.add_argument("--max-attempts", type=_positive_int, default=3)
     submit.add_argument(
-        "--wait", type=parse_duration, help="wait up to this long for the entry to close"
+        "--wait",
+        type=parse_duration,
+        metavar="DURATION",
+        help="wait up to this long for the entry to close, then print its outcome",
     )
 
     queue = command("queue", _no_subcommand, "queue entries: ls, show, cancel, reclaim")
@@ -880,7 +915,7 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.add_argument("entry_id", type=_positive_int, metavar="ID")
     cancel.add_argument("--tenant", help="the entry's tenant (default: no tenant)")
     reclaim = queue_action("reclaim", cmd_queue_reclaim, "remove entries closed long ago")
-    reclaim.add_argument("--older-than", type=parse_duration, required=True)
+    reclaim.add_argument("--older-than", type=parse_duration, required=True, metavar="DURATION")
     reclaim.add_argument("--batch", type=_positive_int, default=1000)
 
     thread = command("thread", _no_subcommand, "threads: ls, show, history, children, delete")
@@ -918,8 +953,12 @@ def build_parser() -> argparse.ArgumentParser:
     events.add_argument("--poll-interval", type=parse_duration, default=timedelta(milliseconds=250))
 
     prune = command("prune", cmd_prune, "remove old checkpoints and events (retention)")
-    prune.add_argument("--keep-last", type=_positive_int, help="keep the newest N checkpoints")
-    prune.add_argument("--max-age", type=parse_duration, help="remove what is older than this")
+    prune.add_argument(
+        "--keep-last", type=_positive_int, metavar="N", help="keep the newest N checkpoints"
+    )
+    prune.add_argument(
+        "--max-age", type=parse_duration, metavar="DURATION", help="remove what is older than this"
+    )
     prune.add_argument("--thread", help="prune only this thread")
 
     demo = command(

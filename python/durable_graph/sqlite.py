@@ -42,6 +42,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -336,6 +337,21 @@ def _ts_or_none(value: int | None) -> datetime | None:
 # --- the database: connections, transactions, closed state ---------------------------------
 
 
+class _Held:
+    """An OS thread's connection. The thread's ``threading.local`` holds the only strong
+    reference: when the thread ends, the holder is dropped and closes the connection (the
+    driver's implicit close on garbage collection keeps the files open)."""
+
+    __slots__ = ("__weakref__", "conn")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __del__(self) -> None:
+        with suppress(Exception):
+            self.conn.close()
+
+
 class _Database:
     """One connection per OS thread, the two transaction kinds, and the closed state."""
 
@@ -345,7 +361,7 @@ class _Database:
         self.clock = clock
         self._local = threading.local()
         self._cond = threading.Condition()
-        self._connections: list[sqlite3.Connection] = []
+        self._connections: weakref.WeakSet[_Held] = weakref.WeakSet()
         self._in_flight = 0
         self._closed = False
 
@@ -366,20 +382,21 @@ class _Database:
         return conn
 
     def _connection(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self.connect()
+        held: _Held | None = getattr(self._local, "held", None)
+        if held is None:
+            held = _Held(self.connect())
             with self._cond:
-                self._connections.append(conn)
-            self._local.conn = conn
-        return conn
+                self._connections.add(held)
+            self._local.held = held
+        return held.conn
 
     def _discard(self, conn: sqlite3.Connection) -> None:
-        with self._cond:
-            if conn in self._connections:
-                self._connections.remove(conn)
-        if getattr(self._local, "conn", None) is conn:
-            self._local.conn = None
+        """Forget this thread's connection (after a failed rollback) and close it."""
+        held: _Held | None = getattr(self._local, "held", None)
+        if held is not None and held.conn is conn:
+            with self._cond:
+                self._connections.discard(held)
+            self._local.held = None
         with suppress(sqlite3.Error):
             conn.close()
 
@@ -409,10 +426,11 @@ class _Database:
             deadline = time.monotonic() + self.config.busy_timeout_ms / 1000 + 5
             while self._in_flight > 0 and (remaining := deadline - time.monotonic()) > 0:
                 self._cond.wait(remaining)
-            connections, self._connections = self._connections, []
-        for conn in connections:
+            held = list(self._connections)
+            self._connections.clear()
+        for h in held:
             with suppress(sqlite3.Error):
-                conn.close()
+                h.conn.close()
 
     # transactions
 

@@ -7,7 +7,7 @@ One attempt, in order (the at-most-once protocol):
    ``Failed("exhausted")``); ``ThreadDeleted`` → the store already closed the entry; no attempt
    (the run id was taken) → `record_attempt` with fresh run ids.
 2. ``claim(thread, holder=run_id)``; while another claim is live the worker keeps its lease
-   (renewed) and retries for one claim ttl, then releases the lease and backs off (W2 below).
+   (renewed) and retries for one claim ttl, then releases the lease and backs off (D41).
 3. The entry is read **after** the claim is held, then ``latest_of_runs`` over its attempts, then
    `plan_attempt`. ``Finished`` → close ``Completed`` with the recorded output, without calling
    the handler. ``Fresh`` / ``Resume`` → call ``handler(ctx)``.
@@ -21,11 +21,11 @@ lease_ttl / 3)``. When a renewal learns the attempt lost its lease or claim (`Le
 `ClaimLost`, `EntryClosed` e.g. after `RunQueue.cancel`), the attempt is stopped cooperatively:
 ``ctx.cancelled`` turns true and every further ``ctx`` write raises that error.
 
-Worker decisions (docs/decisions.md D24-D26): W1 the output is recorded as an effect so a later
-attempt that finds the run ``Finished`` closes with the same output; W2 a busy thread is waited
-for while holding the lease, so a crashed worker's live claim does not burn attempts; W3 the
+Worker decisions (docs/decisions.md D40-D44): the output is recorded as an effect so a later
+attempt that finds the run ``Finished`` closes with the same output (D40); a busy thread is waited
+for while holding the lease, so a crashed worker's live claim does not burn attempts (D41); the
 exhausted path still plans, so a run that finished before its worker crashed closes
-``Completed``.
+``Completed`` (D42).
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def new_id() -> str:
 
 
 def output_effect_key(entry_id: int) -> str:
-    """The effect key under which the worker records an entry's output (D24)."""
+    """The effect key under which the worker records an entry's output (D40)."""
     return f"durable_graph.output/{entry_id}"
 
 
@@ -388,6 +388,7 @@ class Worker:
         renew = min(claim_policy.renew_every, lease_ttl / 3)
         self._renew_every = renew.total_seconds()
         self._stop = threading.Event()
+        self._force = threading.Event()
         self._lock = threading.Lock()
         self._slots: list[_Slot] = []
 
@@ -404,8 +405,8 @@ class Worker:
     def run(self) -> None:
         """Run ``concurrency`` attempt loops until `stop` (or SIGTERM/SIGINT), then shut down.
 
-        Shutdown: no new leases; running attempts get ``shutdown_deadline`` to finish; the rest
-        are cancelled (their ``ctx`` raises `WorkerStopped`) and their claims and leases
+        Shutdown: no new leases; running attempts get ``shutdown_deadline`` to finish (a second
+        signal cuts the wait short); the rest are cancelled (their ``ctx`` raises `WorkerStopped`) and their claims and leases
         released, so another worker resumes them at once.
         """
         with self._signals():
@@ -424,8 +425,13 @@ class Worker:
                 pass
             log.info("worker %s stopping", self.holder)
             deadline = time.monotonic() + self.shutdown_deadline.total_seconds()
-            for thread in threads:
-                thread.join(max(0.0, deadline - time.monotonic()))
+            while (
+                any(t.is_alive() for t in threads)
+                and time.monotonic() < deadline
+                and not self._force.is_set()
+            ):
+                for thread in threads:
+                    thread.join(0.1)
             self._abandon_running()
             log.info("worker %s stopped", self.holder)
 
@@ -442,7 +448,12 @@ class Worker:
             return
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
-            log.info("worker %s: %s received", self.holder, signal.Signals(signum).name)
+            name = signal.Signals(signum).name
+            if self._stop.is_set():
+                log.info("worker %s: %s again: not waiting for running attempts", self.holder, name)
+                self._force.set()
+                return
+            log.info("worker %s: %s received: finishing running attempts", self.holder, name)
             self.stop()
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -453,6 +464,7 @@ class Worker:
                 signal.signal(sig, handler)
 
     def _abandon_running(self) -> None:
+        """Past the shutdown deadline: cancel what still runs, release its claim and lease (D44)."""
         with self._lock:
             keepers = [slot.keeper for slot in self._slots if slot.keeper is not None]
         for keeper in keepers:
@@ -495,8 +507,10 @@ class Worker:
             report = self._run_lease(keeper, run_id)
         except BaseException:
             # A store failure mid-protocol: give the entry back at once rather than let it
-            # wait out its lease (a later attempt resumes it).
-            keeper.finish(None)
+            # wait out its lease (a later attempt resumes it); if that fails too, the lease
+            # simply expires.
+            with contextlib.suppress(StoreError):
+                keeper.finish(None)
             raise
         finally:
             slot.keeper = None
@@ -601,7 +615,7 @@ class Worker:
         )
         try:
             output = self.handler(ctx)
-        except Exception as exc:
+        except Exception as exc:  # D43
             if keeper.lost is not None:
                 keeper.finish(None)
                 return report("lost", run=run_id, number=number, plan=plan)

@@ -307,8 +307,11 @@ class AsyncPostgresCheckpointer:
         )
         try:
             await pool.open()
-        except Exception as exc:
-            raise ProcessingError(f"could not open a connection pool: {exc}") from exc
+        except BaseException as exc:
+            await pool.close()
+            if isinstance(exc, Exception):
+                raise ProcessingError(f"could not open a connection pool: {exc}") from exc
+            raise
         return cls(AsyncExecutor(pool, config, owns_pool=True))
 
     @classmethod

@@ -6,12 +6,13 @@ SQLite's I/O and ``busy_timeout`` waits never block the event loop.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Callable
 
 from ..sqlite import SqliteCheckpointer, SqliteConfig
-from ._threaded import ThreadedCheckpointer, in_thread
+from ._threaded import ThreadedCheckpointer
 
 
 class AsyncSqliteCheckpointer(ThreadedCheckpointer):
@@ -28,9 +29,24 @@ class AsyncSqliteCheckpointer(ThreadedCheckpointer):
         config: SqliteConfig | None = None,
         clock: Callable[[], float] = time.time,
     ) -> AsyncSqliteCheckpointer:
-        """Open (creating if needed) the SQLite database at ``path``."""
-        sync = await in_thread(_open_sync, path, config, clock)
+        """Open (creating if needed) the SQLite database at ``path``.
+
+        A task cancelled while the file is being opened gets `CancelledError`; the store opened
+        meanwhile is closed, not leaked.
+        """
+        await asyncio.sleep(0)  # a cancellation requested before opening is raised here
+        opening = asyncio.ensure_future(asyncio.to_thread(_open_sync, path, config, clock))
+        try:
+            sync = await asyncio.shield(opening)
+        except asyncio.CancelledError:
+            opening.add_done_callback(_close_unwanted)
+            raise
         return cls(sync)
+
+
+def _close_unwanted(opening: asyncio.Future[SqliteCheckpointer]) -> None:
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result().close()
 
 
 def _open_sync(

@@ -19,6 +19,8 @@ the pool.
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
 import select
 import socket
 import threading
@@ -41,32 +43,27 @@ CANCEL_TIMEOUT = 0.5
 
 
 class _Watchdog:
-    """Ends ``conn``'s call if it outlives ``seconds``: shuts the socket down, cancels the query.
+    """Ends ``conn``'s call if it outlives its deadline: shuts the socket down, cancels the query.
 
     The socket goes first so the caller's blocked recv returns at once, whatever the network
     does. The cancel request (so the server stops working for nobody, also on a caller's pool
     without server-side timeouts) then goes out on its own short-lived thread over a cancel
     connection created beforehand, which does not share the call's connection; it gives up after
-    `CANCEL_TIMEOUT`.
+    `CANCEL_TIMEOUT`. Armed and fired by `_WATCHDOGS`: one thread for the whole process.
     """
 
-    def __init__(self, conn: psycopg.Connection[Any], seconds: float) -> None:
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self._conn = conn
         self._lock = threading.Lock()
-        self._done = False
+        self.done = False
         self.fired = False
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
 
-    def start(self) -> None:
-        self._timer.start()
-
-    def _fire(self) -> None:
+    def fire(self) -> None:
+        cancel_conn: pq.abc.PGcancelConn | None = None
         with self._lock:
-            if self._done:
+            if self.done:
                 return
             self.fired = True
-            cancel_conn: pq.abc.PGcancelConn | None = None
             with contextlib.suppress(Exception):
                 cancel_conn = self._conn.pgconn.cancel_conn()
                 cancel_conn.start()
@@ -83,9 +80,52 @@ class _Watchdog:
 
     def stop(self) -> None:
         """Disarm; waits for a firing watchdog to finish (the socket is ours again after)."""
-        self._timer.cancel()
         with self._lock:
-            self._done = True
+            self.done = True
+
+
+class _Watchdogs:
+    """One daemon thread firing every armed `_Watchdog` at its deadline (cheaper than a timer
+    thread per call). Disarmed watchdogs are dropped when they reach the front of the heap."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, _Watchdog]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, conn: psycopg.Connection[Any], seconds: float) -> _Watchdog:
+        watchdog = _Watchdog(conn)
+        deadline = time.monotonic() + seconds
+        with self._cond:
+            while self._heap and self._heap[0][2].done:  # finished calls, usually the oldest
+                heapq.heappop(self._heap)
+            heapq.heappush(self._heap, (deadline, next(self._order), watchdog))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="dg-watchdog", daemon=True)
+                self._thread.start()
+            elif self._heap[0][2] is watchdog:
+                self._cond.notify()
+        return watchdog
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    while self._heap and self._heap[0][2].done:
+                        heapq.heappop(self._heap)
+                    if not self._heap:
+                        self._cond.wait()
+                        continue
+                    delay = self._heap[0][0] - time.monotonic()
+                    if delay <= 0:
+                        _, _, due = heapq.heappop(self._heap)
+                        break
+                    self._cond.wait(delay)
+            due.fire()
+
+
+_WATCHDOGS = _Watchdogs()
 
 
 def _send_cancel(cancel_conn: pq.abc.PGcancelConn) -> None:
@@ -190,9 +230,8 @@ class Executor:
                 conn.autocommit = True
             except psycopg.Error as exc:
                 raise ProcessingError(f"{call.name}: connection not idle: {exc}") from exc
-        watchdog = _Watchdog(conn, self.config.call_timeout.total_seconds())
         started = time.monotonic()
-        watchdog.start()
+        watchdog = _WATCHDOGS.arm(conn, self.config.call_timeout.total_seconds())
         try:
             with conn.cursor(row_factory=dict_row) as cursor:
                 cursor.execute(call.query, call.params)
@@ -202,7 +241,7 @@ class Executor:
             store_error = error_for_sqlstate(exc.sqlstate)
             if store_error is not None and not watchdog.fired:
                 message = exc.diag.message_primary or str(exc)
-                raise _store_error(store_error, message) from None
+                raise store_error(message) from None
             elapsed = time.monotonic() - started
             if watchdog.fired:
                 raise ProcessingError(
@@ -216,10 +255,6 @@ class Executor:
         watchdog.stop()
         # Answered just as the watchdog fired: the socket is gone, do not reuse it.
         return rows, not watchdog.fired
-
-
-def _store_error(cls: type[StoreError], message: str) -> StoreError:
-    return cls(message)
 
 
 __all__ = ["Executor"]

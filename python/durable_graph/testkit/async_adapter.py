@@ -14,6 +14,7 @@ teardown). Test and benchmark use only: production code should await the async s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from datetime import timedelta
@@ -256,7 +257,8 @@ class SyncAdapter(Generic[S]):
         finally:
             aclose = getattr(events, "aclose", None)
             if aclose is not None and not self.loop.is_closed():
-                self._run(aclose())
+                with contextlib.suppress(Exception):
+                    self._run(aclose())
 
     def get_effect(self, thread_id: str, key: str) -> EffectRecord | None:
         return self._run(self.target.get_effect(thread_id, key))

@@ -1,0 +1,701 @@
+"""Differential testing: the in-memory, SQLite and PostgreSQL stores run the SAME random sequences
+of every public operation of SPEC §4-§5 and must give the same answers.
+
+A hypothesis `RuleBasedStateMachine` drives the three stores in lock step. After every step the
+results (or error classes) of the three stores are compared, normalised:
+
+- **time**: the in-memory and SQLite stores run on `ManualClock`s that start at the same instant;
+  PostgreSQL's store clock is real time plus a test offset (`PgClock`). Every duration the machine
+  uses that produces a timestamp (claim and lease ttls, clock moves) is a whole number of
+  ``UNIT`` (60 s), so each store timestamp is normalised to ``round((ts - base) / UNIT)`` where
+  ``base`` is the store's time at the start of the example; real time moving under PostgreSQL
+  during one example (well under ``UNIT / 2``) disappears in the rounding. Ages that are only
+  compared (retention ``max_age``, ``reclaim(older_than=)``) are ``k * UNIT + UNIT / 2``, so no
+  comparison ever falls on a boundary where real time could tip it. Producer timestamps (year
+  2001) are kept exactly.
+- **tokens and entry ids** are compared by their order of first appearance (a sequence may skip
+  values on a rolled-back call; SPEC only promises they increase), and a newly seen token must be
+  greater than every token seen before.
+
+Each example starts from empty stores: a new in-memory store, a new SQLite file, and the one
+PostgreSQL schema emptied (tables truncated, sequences restarted, clock offset reset).
+
+``DURABLE_GRAPH_DIFF_EXAMPLES`` sets the number of examples (default 200; `make soak`: 2000).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import fields, is_dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
+from psycopg import sql
+
+from durable_graph import (
+    ANY,
+    Cancelled,
+    ClaimPolicy,
+    Commit,
+    Completed,
+    EventIn,
+    Failed,
+    Mode,
+    PendingWrite,
+    RetentionPolicy,
+    Submission,
+)
+from durable_graph.memory import InMemoryCheckpointer
+from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
+from durable_graph.postgres.migrations import migrate
+from durable_graph.sqlite import SqliteCheckpointer, SqliteConfig
+from durable_graph.testkit.harness import ManualClock
+from durable_graph.testkit.pg_clock import PgClock
+
+EXAMPLES = int(os.environ.get("DURABLE_GRAPH_DIFF_EXAMPLES", "200"))
+STEPS = int(os.environ.get("DURABLE_GRAPH_DIFF_STEPS", "30"))
+
+UNIT = 60.0
+"""Seconds: every timestamp-producing duration is a multiple of it (see the module docstring)."""
+CLOCK_START = 1_750_000_000.0
+PRODUCER_TIME = datetime(2001, 2, 3, 4, 5, 6, 789012, tzinfo=UTC)
+
+THREADS = ["a", "b", "c"]
+HOLDERS = ["h1", "h2"]
+RUNS = ["r1", "r2", "r3", "r4"]
+CHECKPOINTS = ["c1", "c2", "c3", "c4", "c5"]
+TENANTS: list[str | None] = [None, "ta", "tb"]
+KEYS: list[str | None] = [None, "k1", "k2"]
+TASKS = ["t1", "t2"]
+CHANNELS = ["x", "y"]
+EFFECT_KEYS = ["e1", "e2"]
+UNKNOWN_ENTRY_ID = 987_654
+BOOKKEEPING = ("schema_meta", "dg_test_clock")
+OUTCOMES: Counter[tuple[str, str]] = Counter()
+"""How often each operation succeeded or failed with each error class (printed with ``-s``)."""
+
+JSON_VALUES = st.sampled_from(
+    [None, 0, -7, 2.5, "", "x", "nul\u0000 é 😀", [], {}, [1, "two", None], {"k": {"n": [True]}}]
+)
+TTLS = st.sampled_from([timedelta(seconds=60), timedelta(seconds=120), timedelta(seconds=300)])
+AGES = st.sampled_from([timedelta(seconds=s) for s in (30, 90, 150, 630, 3630)])
+ADVANCES = st.sampled_from([timedelta(seconds=s) for s in (60, 120, 240, 600, 3600)])
+
+
+def _retention(keep_last: int | None, max_age: timedelta | None) -> RetentionPolicy:
+    return RetentionPolicy(keep_last=keep_last if keep_last or max_age else 1, max_age=max_age)
+
+
+# --- the stores --------------------------------------------------------------------------------
+
+
+class PgBackend:
+    """One migrated schema for the whole test, emptied before each example."""
+
+    def __init__(self, dsn: str, schema: str) -> None:
+        self.dsn = dsn
+        self.schema = schema
+        migrate(dsn, schema)
+        PgClock(dsn, schema)  # installs the test clock (store_now() = clock_timestamp() + offset)
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        self.tables = [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
+            ).fetchall()
+            if r[0] not in BOOKKEEPING and "yoyo" not in r[0]
+        ]
+        self.sequences = [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT sequencename FROM pg_sequences WHERE schemaname = %s", (schema,)
+            ).fetchall()
+        ]
+        self.store = PostgresCheckpointer.open(
+            dsn, PostgresConfig(schema=schema, auto_migrate=False, max_pool_size=2)
+        )
+
+    def reset(self) -> datetime:
+        """Empty the store, restart its counters and clock; return its time now (the base)."""
+        s = sql.Identifier(self.schema)
+        with self.conn.transaction():
+            self.conn.execute(
+                sql.SQL("TRUNCATE {} RESTART IDENTITY").format(
+                    sql.SQL(", ").join(sql.Identifier(self.schema, t) for t in self.tables)
+                )
+            )
+            for seq in self.sequences:
+                self.conn.execute(
+                    sql.SQL("ALTER SEQUENCE {} RESTART").format(sql.Identifier(self.schema, seq))
+                )
+            self.conn.execute(
+                sql.SQL("UPDATE {}.dg_test_clock SET clock_offset = interval '0'").format(s)
+            )
+        row = self.conn.execute(sql.SQL("SELECT {}.store_now()").format(s)).fetchone()
+        assert row is not None
+        base = row[0]
+        assert isinstance(base, datetime)
+        return base
+
+    def advance(self, delta: timedelta) -> None:
+        self.conn.execute(
+            sql.SQL("UPDATE {}.dg_test_clock SET clock_offset = clock_offset + %s").format(
+                sql.Identifier(self.schema)
+            ),
+            (delta,),
+        )
+
+    def close(self) -> None:
+        self.store.close()
+        self.conn.close()
+
+
+class Normaliser:
+    """Maps one store's results to comparable values (see the module docstring)."""
+
+    def __init__(self, base: datetime) -> None:
+        self.base = base
+        self.tokens: dict[int, int] = {}
+        self.entry_ids: dict[int, int] = {}
+        self.problems: list[str] = []
+
+    def token(self, value: int) -> int:
+        if value not in self.tokens:
+            if self.tokens and value <= max(self.tokens):
+                self.problems.append(f"new token {value} is not above every earlier token")
+            self.tokens[value] = len(self.tokens)
+        return self.tokens[value]
+
+    def entry_id(self, value: int) -> int:
+        if value not in self.entry_ids:
+            self.entry_ids[value] = len(self.entry_ids)
+        return self.entry_ids[value]
+
+    def __call__(self, value: object, field_name: str = "") -> object:
+        if isinstance(value, datetime):
+            if value.year < 2010:
+                return ("producer", value.isoformat())
+            return ("t", round((value - self.base).total_seconds() / UNIT))
+        if isinstance(value, bool) or value is None:
+            return value
+        if isinstance(value, int):
+            if field_name == "token":
+                return ("token", self.token(value))
+            if field_name in ("entry_id", "by"):
+                return ("entry", self.entry_id(value))
+            return value
+        if is_dataclass(value) and not isinstance(value, type):
+            return (
+                type(value).__name__,
+                tuple((f.name, self(getattr(value, f.name), f.name)) for f in fields(value)),
+            )
+        if isinstance(value, (list, tuple)):
+            return (type(value).__name__, tuple(self(v) for v in value))
+        if isinstance(value, dict):
+            return ("dict", tuple((k, self(v)) for k, v in value.items()))
+        return value
+
+
+class Handle:
+    """One thing (a claim, a lease, an entry id) as each store returned it, by store name."""
+
+    def __init__(self, per_store: dict[str, Any]) -> None:
+        self.per_store = per_store
+
+    def __repr__(self) -> str:
+        return f"Handle({next(iter(self.per_store.values()))!r})"
+
+
+Outcome = tuple[str, object]
+
+
+class World:
+    """The three stores of one test, rebuilt (emptied) for every example."""
+
+    def __init__(self, tmp: Path, pg: PgBackend) -> None:
+        self.tmp = tmp
+        self.pg = pg
+        self.counter = itertools.count()
+        self.mem: InMemoryCheckpointer | None = None
+        self.sqlite: SqliteCheckpointer | None = None
+
+    def fresh(
+        self,
+    ) -> tuple[dict[str, Any], dict[str, Normaliser], list[Callable[[timedelta], None]]]:
+        if self.mem is not None:
+            self.mem.close()
+        if self.sqlite is not None:
+            self.sqlite.close()
+        for old in self.tmp.glob("diff-*"):
+            old.unlink()
+        mem_clock = ManualClock(CLOCK_START)
+        sqlite_clock = ManualClock(CLOCK_START)
+        self.mem = InMemoryCheckpointer(clock=mem_clock)
+        self.sqlite = SqliteCheckpointer.open(
+            self.tmp / f"diff-{next(self.counter)}.db",
+            SqliteConfig(synchronous="NORMAL"),
+            clock=sqlite_clock,
+        )
+        pg_base = self.pg.reset()
+        manual_base = datetime.fromtimestamp(CLOCK_START, tz=UTC)
+        stores = {"memory": self.mem, "sqlite": self.sqlite, "postgres": self.pg.store}
+        norms = {
+            "memory": Normaliser(manual_base),
+            "sqlite": Normaliser(manual_base),
+            "postgres": Normaliser(pg_base),
+        }
+        return stores, norms, [mem_clock.advance, sqlite_clock.advance, self.pg.advance]
+
+    def close(self) -> None:
+        if self.mem is not None:
+            self.mem.close()
+        if self.sqlite is not None:
+            self.sqlite.close()
+
+
+# --- the machine -------------------------------------------------------------------------------
+
+
+class DifferentialMachine(RuleBasedStateMachine):
+    world: World
+
+    claims = Bundle("claims")
+    leases = Bundle("leases")
+    entries = Bundle("entries")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stores, self.norms, self.advancers = self.world.fresh()
+
+    # -- running one operation on every store ---------------------------------------------
+
+    def run(self, name: str, op: Callable[[str, Any], object]) -> dict[str, object]:
+        """Run ``op(store_name, store)`` on each store; assert equal normalised outcomes."""
+        raw: dict[str, object] = {}
+        seen: dict[str, Outcome] = {}
+        for store_name, store in self.stores.items():
+            try:
+                value = op(store_name, store)
+            except Exception as exc:  # every store error is compared by class
+                seen[store_name] = ("error", type(exc).__name__)
+                raw[store_name] = exc
+                continue
+            raw[store_name] = value
+            seen[store_name] = ("ok", self.norms[store_name](value))
+        for store_name, norm in self.norms.items():
+            assert not norm.problems, f"{store_name}: {norm.problems}"
+        reference = seen["memory"]
+        OUTCOMES[(name, reference[0] if reference[0] == "ok" else str(reference[1]))] += 1
+        for store_name, outcome in seen.items():
+            assert outcome == reference, (
+                f"{name}: {store_name} differs from memory\n"
+                f"  memory:     {reference!r}\n  {store_name}: {outcome!r}\n"
+                f"  raw memory: {raw['memory']!r}\n  raw {store_name}: {raw[store_name]!r}"
+            )
+        return raw
+
+    def all_ok(self, raw: dict[str, object], cls: type) -> bool:
+        return all(isinstance(v, cls) for v in raw.values())
+
+    def head(self, thread_id: str) -> str | None:
+        """The head checkpoint id as the reference store sees it (to aim commits well)."""
+        cp = self.stores["memory"].get(thread_id)
+        return None if cp is None else str(cp.checkpoint_id)
+
+    # -- setup ----------------------------------------------------------------------------
+
+    @initialize(target=entries)
+    def unknown_entry(self) -> Handle:
+        return Handle({name: UNKNOWN_ENTRY_ID for name in self.stores})
+
+    # -- clock ----------------------------------------------------------------------------
+
+    @rule(delta=ADVANCES)
+    def advance_clock(self, delta: timedelta) -> None:
+        for advance in self.advancers:
+            advance(delta)
+
+    # -- claims ---------------------------------------------------------------------------
+
+    @rule(
+        target=claims, thread_id=st.sampled_from(THREADS), holder=st.sampled_from(HOLDERS), ttl=TTLS
+    )
+    def claim(self, thread_id: str, holder: str, ttl: timedelta) -> Any:
+        policy = ClaimPolicy(ttl=ttl, renew_every=timedelta(seconds=30))
+        raw = self.run("claim", lambda _n, s: s.claim(thread_id, holder, policy))
+        return self._handle_or_nothing(raw)
+
+    def _handle_or_nothing(self, raw: dict[str, object]) -> Any:
+        if all(not isinstance(v, Exception) and v is not None for v in raw.values()):
+            return Handle(dict(raw))
+        from hypothesis.stateful import multiple
+
+        return multiple()
+
+    @rule(claim=claims, retarget=st.sampled_from([None, *THREADS]))
+    def renew_claim(self, claim: Handle, retarget: str | None) -> None:
+        self.run("renew_claim", lambda n, s: s.renew_claim(self._claim(claim, n, retarget)))
+
+    @rule(claim=claims)
+    def release_claim(self, claim: Handle) -> None:
+        self.run("release_claim", lambda n, s: s.release_claim(claim.per_store[n]))
+
+    def _claim(self, claim: Handle, store_name: str, retarget: str | None = None) -> Any:
+        value = claim.per_store[store_name]
+        return value if retarget is None else replace(value, thread_id=retarget)
+
+    # -- checkpointer writes --------------------------------------------------------------
+
+    @rule(
+        claim=claims,
+        checkpoint_id=st.sampled_from(CHECKPOINTS),
+        parent=st.sampled_from(["HEAD", "HEAD", "HEAD", None, *CHECKPOINTS]),
+        run_id=st.sampled_from(RUNS),
+        state=JSON_VALUES,
+        metadata=JSON_VALUES,
+        finished=st.booleans(),
+        events=st.lists(
+            st.builds(
+                EventIn,
+                kind=st.sampled_from(["k1", "k2"]),
+                payload=JSON_VALUES,
+                created_at=st.sampled_from([None, PRODUCER_TIME]),
+            ),
+            max_size=2,
+        ),
+        created_at=st.sampled_from([None, PRODUCER_TIME]),
+        parent_thread_id=st.sampled_from([None, *THREADS]),
+        fence=st.none() | claims,
+    )
+    def commit(
+        self,
+        claim: Handle,
+        checkpoint_id: str,
+        parent: str | None,
+        run_id: str,
+        state: object,
+        metadata: object,
+        finished: bool,
+        events: list[EventIn],
+        created_at: datetime | None,
+        parent_thread_id: str | None,
+        fence: Handle | None,
+    ) -> None:
+        thread_id = claim.per_store["memory"].thread_id
+        parent_id = self.head(thread_id) if parent == "HEAD" else parent
+
+        def op(n: str, s: Any) -> object:
+            return s.commit(
+                claim.per_store[n],
+                Commit(
+                    checkpoint_id=checkpoint_id,
+                    parent_id=parent_id,
+                    run_id=run_id,
+                    state=state,
+                    metadata=metadata,
+                    next=() if finished else ("node",),
+                    events=tuple(events),
+                    created_at=created_at,
+                    parent_thread_id=parent_thread_id,
+                    fence=None if fence is None else fence.per_store[n],
+                ),
+            )
+
+        self.run("commit", op)
+
+    @rule(
+        claim=claims,
+        checkpoint_id=st.sampled_from(["HEAD", *CHECKPOINTS]),
+        writes=st.lists(
+            st.builds(
+                PendingWrite,
+                task_id=st.sampled_from(TASKS),
+                channel=st.sampled_from(CHANNELS),
+                value=JSON_VALUES,
+            ),
+            max_size=3,
+        ),
+    )
+    def put_writes(self, claim: Handle, checkpoint_id: str, writes: list[PendingWrite]) -> None:
+        thread_id = claim.per_store["memory"].thread_id
+        cp = (self.head(thread_id) or "c1") if checkpoint_id == "HEAD" else checkpoint_id
+        self.run("put_writes", lambda n, s: s.put_writes(claim.per_store[n], cp, writes))
+
+    @rule(
+        claim=claims,
+        events=st.lists(
+            st.builds(
+                EventIn,
+                kind=st.sampled_from(["k1", "k2"]),
+                payload=JSON_VALUES,
+                created_at=st.sampled_from([None, PRODUCER_TIME]),
+            ),
+            max_size=3,
+        ),
+        run_id=st.sampled_from([None, *RUNS]),
+    )
+    def append_events(self, claim: Handle, events: list[EventIn], run_id: str | None) -> None:
+        self.run(
+            "append_events", lambda n, s: s.append_events(claim.per_store[n], events, run_id=run_id)
+        )
+
+    @rule(
+        claim=claims,
+        key=st.sampled_from(EFFECT_KEYS),
+        value=JSON_VALUES,
+        run_id=st.sampled_from([None, *RUNS]),
+    )
+    def record_effect(self, claim: Handle, key: str, value: object, run_id: str | None) -> None:
+        self.run(
+            "record_effect",
+            lambda n, s: s.record_effect(claim.per_store[n], key, value, run_id=run_id),
+        )
+
+    @rule(claim=claims)
+    def retract_turn(self, claim: Handle) -> None:
+        self.run("retract_turn", lambda n, s: s.retract_turn(claim.per_store[n]))
+
+    @rule(
+        thread_id=st.sampled_from(THREADS),
+        keep_last=st.sampled_from([None, 1, 2, 3]),
+        max_age=st.sampled_from([None, *[timedelta(seconds=s) for s in (30, 90, 630)]]),
+    )
+    def prune(self, thread_id: str, keep_last: int | None, max_age: timedelta | None) -> None:
+        policy = _retention(keep_last, max_age)
+        self.run("prune", lambda _n, s: s.prune(thread_id, policy))
+
+    @rule(
+        keep_last=st.sampled_from([None, 1, 2]),
+        max_age=st.sampled_from([None, *[timedelta(seconds=s) for s in (30, 90, 630)]]),
+        batch=st.sampled_from([1, 2, 1000]),
+    )
+    def prune_all(self, keep_last: int | None, max_age: timedelta | None, batch: int) -> None:
+        policy = _retention(keep_last, max_age)
+        self.run("prune_all", lambda _n, s: s.prune_all(policy, batch=batch))
+
+    @rule(thread_id=st.sampled_from(THREADS), fence=st.none() | claims)
+    def delete_thread(self, thread_id: str, fence: Handle | None) -> None:
+        self.run(
+            "delete_thread",
+            lambda n, s: s.delete_thread(
+                thread_id, fence=None if fence is None else fence.per_store[n]
+            ),
+        )
+
+    # -- checkpointer reads ---------------------------------------------------------------
+
+    @rule(thread_id=st.sampled_from(THREADS), checkpoint_id=st.sampled_from([None, *CHECKPOINTS]))
+    def get(self, thread_id: str, checkpoint_id: str | None) -> None:
+        self.run("get", lambda _n, s: s.get(thread_id, checkpoint_id))
+
+    @rule(
+        thread_id=st.sampled_from(THREADS),
+        before=st.sampled_from([None, *CHECKPOINTS]),
+        limit=st.sampled_from([1, 2, 100]),
+    )
+    def history(self, thread_id: str, before: str | None, limit: int) -> None:
+        self.run("history", lambda _n, s: s.history(thread_id, before=before, limit=limit))
+
+    @rule(thread_id=st.sampled_from(THREADS), run_ids=st.lists(st.sampled_from(RUNS), max_size=3))
+    def latest_of_runs(self, thread_id: str, run_ids: list[str]) -> None:
+        self.run("latest_of_runs", lambda _n, s: s.latest_of_runs(thread_id, run_ids))
+
+    @rule(thread_id=st.sampled_from(THREADS))
+    def thread(self, thread_id: str) -> None:
+        self.run("thread", lambda _n, s: s.thread(thread_id))
+
+    @rule(after=st.sampled_from([None, *THREADS]), limit=st.sampled_from([1, 2, 100]))
+    def threads(self, after: str | None, limit: int) -> None:
+        self.run("threads", lambda _n, s: s.threads(after=after, limit=limit))
+
+    @rule(thread_id=st.sampled_from(THREADS))
+    def children(self, thread_id: str) -> None:
+        self.run("children", lambda _n, s: s.children(thread_id))
+
+    @rule(
+        thread_id=st.sampled_from(THREADS),
+        after_seq=st.sampled_from([0, 1, 3, 6]),
+        limit=st.sampled_from([1, 2, 1000]),
+    )
+    def events_after(self, thread_id: str, after_seq: int, limit: int) -> None:
+        self.run("events_after", lambda _n, s: s.events_after(thread_id, after_seq, limit=limit))
+
+    @rule(thread_id=st.sampled_from(THREADS), after_seq=st.sampled_from([0, 2, 5]))
+    def await_events_after(self, thread_id: str, after_seq: int) -> None:
+        self.run(
+            "await_events_after",
+            lambda _n, s: s.await_events_after(thread_id, after_seq, timedelta(0)),
+        )
+
+    @rule(
+        thread_id=st.sampled_from(THREADS),
+        after_seq=st.sampled_from([0, 2]),
+        take=st.integers(1, 3),
+    )
+    def subscribe(self, thread_id: str, after_seq: int, take: int) -> None:
+        # Take only events that exist (the iterator waits for more): as many as memory has.
+        available = len(self.stores["memory"].events_after(thread_id, after_seq, limit=take))
+
+        def op(_n: str, s: Any) -> object:
+            iterator: Iterator[Any] = s.subscribe(thread_id, after_seq)
+            try:
+                return list(itertools.islice(iterator, available))
+            finally:
+                close = getattr(iterator, "close", None)
+                if close is not None:
+                    close()
+
+        self.run("subscribe", op)
+
+    @rule(thread_id=st.sampled_from(THREADS), key=st.sampled_from(EFFECT_KEYS))
+    def get_effect(self, thread_id: str, key: str) -> None:
+        self.run("get_effect", lambda _n, s: s.get_effect(thread_id, key))
+
+    # -- run queue ------------------------------------------------------------------------
+
+    @rule(
+        target=entries,
+        thread_id=st.sampled_from(THREADS),
+        value=JSON_VALUES,
+        tenant=st.sampled_from(TENANTS),
+        key=st.sampled_from(KEYS),
+        mode=st.sampled_from(list(Mode)),
+        max_attempts=st.sampled_from([1, 2, 3]),
+    )
+    def submit(
+        self,
+        thread_id: str,
+        value: object,
+        tenant: str | None,
+        key: str | None,
+        mode: Mode,
+        max_attempts: int,
+    ) -> Any:
+        submission = Submission(
+            thread_id, value, tenant=tenant, key=key, mode=mode, max_attempts=max_attempts
+        )
+        raw = self.run("submit", lambda _n, s: s.run_queue.submit(submission))
+        if all(not isinstance(v, Exception) for v in raw.values()):
+            return Handle({n: v.entry_id for n, v in raw.items()})  # type: ignore[attr-defined]
+        return self._handle_or_nothing(raw)
+
+    @rule(
+        target=leases,
+        holder=st.sampled_from(HOLDERS),
+        ttl=TTLS,
+        tenant=st.sampled_from([ANY, ANY, *TENANTS]),
+        run_id=st.sampled_from([None, *RUNS]),
+    )
+    def lease(self, holder: str, ttl: timedelta, tenant: Any, run_id: str | None) -> Any:
+        raw = self.run(
+            "lease", lambda _n, s: s.run_queue.lease(holder, ttl, tenant=tenant, run_id=run_id)
+        )
+        return self._handle_or_nothing(raw)
+
+    @rule(lease=leases, ttl=st.none() | TTLS)
+    def renew(self, lease: Handle, ttl: timedelta | None) -> None:
+        self.run("renew", lambda n, s: s.run_queue.renew(lease.per_store[n], ttl))
+
+    @rule(lease=leases)
+    def release(self, lease: Handle) -> None:
+        self.run("release", lambda n, s: s.run_queue.release(lease.per_store[n]))
+
+    @rule(lease=leases, run_id=st.sampled_from(RUNS))
+    def record_attempt(self, lease: Handle, run_id: str) -> None:
+        self.run(
+            "record_attempt", lambda n, s: s.run_queue.record_attempt(lease.per_store[n], run_id)
+        )
+
+    @rule(
+        lease=leases,
+        outcome=st.sampled_from(
+            [Completed(None), Completed({"out": [1]}), Failed("boom"), Cancelled("requested")]
+        ),
+    )
+    def close(self, lease: Handle, outcome: Any) -> None:
+        self.run("close", lambda n, s: s.run_queue.close(lease.per_store[n], outcome))
+
+    @rule(entry=entries, tenant=st.sampled_from(TENANTS))
+    def cancel(self, entry: Handle, tenant: str | None) -> None:
+        self.run("cancel", lambda n, s: s.run_queue.cancel(entry.per_store[n], tenant=tenant))
+
+    @rule(entry=entries, tenant=st.sampled_from(TENANTS))
+    def entry(self, entry: Handle, tenant: str | None) -> None:
+        self.run("entry", lambda n, s: s.run_queue.entry(entry.per_store[n], tenant=tenant))
+
+    @rule(tenant=st.sampled_from([ANY, *TENANTS]), thread_id=st.sampled_from([None, *THREADS]))
+    def open_entries(self, tenant: Any, thread_id: str | None) -> None:
+        self.run(
+            "open_entries",
+            lambda _n, s: s.run_queue.open_entries(tenant=tenant, thread_id=thread_id),
+        )
+
+    @rule(entry=entries, tenant=st.sampled_from(TENANTS))
+    def await_closed(self, entry: Handle, tenant: str | None) -> None:
+        self.run(
+            "await_closed",
+            lambda n, s: s.run_queue.await_closed(entry.per_store[n], timedelta(0), tenant=tenant),
+        )
+
+    @rule(older_than=AGES)
+    def reclaim(self, older_than: timedelta) -> None:
+        # batch stays large: entries closed at the same manual instant tie on closed_at in
+        # memory and SQLite (then ordered by id) but not under PostgreSQL's moving real time.
+        self.run("reclaim", lambda _n, s: s.run_queue.reclaim(older_than, batch=1000))
+
+    # -- after every step -----------------------------------------------------------------
+
+    @invariant()
+    def same_threads_and_open_entries(self) -> None:
+        self.run("threads()", lambda _n, s: s.threads())
+        self.run("open_entries(ANY)", lambda _n, s: s.run_queue.open_entries(tenant=ANY))
+
+
+# --- the test ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def world(tmp_path: Path, pg_dsn: str) -> Iterator[World]:
+    schema = f"d_{uuid.uuid4().hex[:16]}"
+    pg = PgBackend(pg_dsn, schema)
+    w = World(tmp_path, pg)
+    try:
+        yield w
+    finally:
+        w.close()
+        pg.close()
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def test_memory_sqlite_and_postgres_answer_every_operation_sequence_alike(world: World) -> None:
+    DifferentialMachine.world = world
+    run_state_machine_as_test(
+        DifferentialMachine,
+        settings=settings(
+            max_examples=EXAMPLES,
+            stateful_step_count=STEPS,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            print_blob=True,
+        ),
+    )
+    summary = ", ".join(f"{op}:{kind}={n}" for (op, kind), n in sorted(OUTCOMES.items()))
+    print(f"differential: examples={EXAMPLES} outcomes: {summary}")
