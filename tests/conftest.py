@@ -50,7 +50,6 @@ def pg_dsn() -> Iterator[str]:
         host=str(base.get("host") or "127.0.0.1"),
         port=str(base.get("port") or 5432),
         dbname=dbname,
-        version=15,
         password=str(base["password"]) if base.get("password") else None,
     )
     janitor.init()

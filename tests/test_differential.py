@@ -26,12 +26,13 @@ PostgreSQL schema emptied (tables truncated, sequences restarted, clock offset r
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 import os
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import fields, is_dataclass, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
     invariant,
+    multiple,
     rule,
     run_state_machine_as_test,
 )
@@ -52,17 +54,21 @@ from psycopg import sql
 from durable_graph import (
     ANY,
     Cancelled,
+    Claim,
     ClaimPolicy,
     Commit,
     Completed,
     EventIn,
     Failed,
+    Lease,
     Mode,
     PendingWrite,
+    QueueEntry,
     RetentionPolicy,
     Submission,
 )
 from durable_graph.memory import InMemoryCheckpointer
+from durable_graph.model import JSON
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.postgres.migrations import migrate
 from durable_graph.sqlite import SqliteCheckpointer, SqliteConfig
@@ -91,7 +97,7 @@ BOOKKEEPING = ("schema_meta", "dg_test_clock")
 OUTCOMES: Counter[tuple[str, str]] = Counter()
 """How often each operation succeeded or failed with each error class (printed with ``-s``)."""
 
-JSON_VALUES = st.sampled_from(
+JSON_VALUES: st.SearchStrategy[JSON] = st.sampled_from(
     [None, 0, -7, 2.5, "", "x", "nul\u0000 é 😀", [], {}, [1, "two", None], {"k": {"n": [True]}}]
 )
 TTLS = st.sampled_from([timedelta(seconds=60), timedelta(seconds=120), timedelta(seconds=300)])
@@ -345,8 +351,6 @@ class DifferentialMachine(RuleBasedStateMachine):
     def _handle_or_nothing(self, raw: dict[str, object]) -> Any:
         if all(not isinstance(v, Exception) and v is not None for v in raw.values()):
             return Handle(dict(raw))
-        from hypothesis.stateful import multiple
-
         return multiple()
 
     @rule(claim=claims, retarget=st.sampled_from([None, *THREADS]))
@@ -357,6 +361,9 @@ class DifferentialMachine(RuleBasedStateMachine):
     def release_claim(self, claim: Handle) -> None:
         self.run("release_claim", lambda n, s: s.release_claim(claim.per_store[n]))
 
+    def _commit_as(self, claim: Handle, commit: Commit, store_name: str, store: Any) -> object:
+        return store.commit(claim.per_store[store_name], commit)
+
     def _claim(self, claim: Handle, store_name: str, retarget: str | None = None) -> Any:
         value = claim.per_store[store_name]
         return value if retarget is None else replace(value, thread_id=retarget)
@@ -366,7 +373,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(
         claim=claims,
         checkpoint_id=st.sampled_from(CHECKPOINTS),
-        parent=st.sampled_from(["HEAD", "HEAD", "HEAD", None, *CHECKPOINTS]),
+        parent=st.sampled_from(["HEAD"] * 6 + [None, *CHECKPOINTS]),
         run_id=st.sampled_from(RUNS),
         state=JSON_VALUES,
         metadata=JSON_VALUES,
@@ -390,8 +397,8 @@ class DifferentialMachine(RuleBasedStateMachine):
         checkpoint_id: str,
         parent: str | None,
         run_id: str,
-        state: object,
-        metadata: object,
+        state: JSON,
+        metadata: JSON,
         finished: bool,
         events: list[EventIn],
         created_at: datetime | None,
@@ -499,59 +506,155 @@ class DifferentialMachine(RuleBasedStateMachine):
             ),
         )
 
-    # -- checkpointer reads ---------------------------------------------------------------
-
-    @rule(thread_id=st.sampled_from(THREADS), checkpoint_id=st.sampled_from([None, *CHECKPOINTS]))
-    def get(self, thread_id: str, checkpoint_id: str | None) -> None:
-        self.run("get", lambda _n, s: s.get(thread_id, checkpoint_id))
+    # -- compound steps: whole turns, so histories and admissions actually build up ---------
 
     @rule(
+        target=claims,
         thread_id=st.sampled_from(THREADS),
-        before=st.sampled_from([None, *CHECKPOINTS]),
-        limit=st.sampled_from([1, 2, 100]),
+        run_id=st.sampled_from(RUNS),
+        checkpoint_ids=st.lists(st.sampled_from(CHECKPOINTS), min_size=1, max_size=3),
+        finished=st.booleans(),
+        release=st.booleans(),
     )
-    def history(self, thread_id: str, before: str | None, limit: int) -> None:
-        self.run("history", lambda _n, s: s.history(thread_id, before=before, limit=limit))
-
-    @rule(thread_id=st.sampled_from(THREADS), run_ids=st.lists(st.sampled_from(RUNS), max_size=3))
-    def latest_of_runs(self, thread_id: str, run_ids: list[str]) -> None:
-        self.run("latest_of_runs", lambda _n, s: s.latest_of_runs(thread_id, run_ids))
-
-    @rule(thread_id=st.sampled_from(THREADS))
-    def thread(self, thread_id: str) -> None:
-        self.run("thread", lambda _n, s: s.thread(thread_id))
-
-    @rule(after=st.sampled_from([None, *THREADS]), limit=st.sampled_from([1, 2, 100]))
-    def threads(self, after: str | None, limit: int) -> None:
-        self.run("threads", lambda _n, s: s.threads(after=after, limit=limit))
-
-    @rule(thread_id=st.sampled_from(THREADS))
-    def children(self, thread_id: str) -> None:
-        self.run("children", lambda _n, s: s.children(thread_id))
+    def run_turn(
+        self,
+        thread_id: str,
+        run_id: str,
+        checkpoint_ids: list[str],
+        finished: bool,
+        release: bool,
+    ) -> Any:
+        """claim -> commit on the head (1-3 times) -> maybe release: the common path."""
+        policy = ClaimPolicy(ttl=timedelta(seconds=120), renew_every=timedelta(seconds=30))
+        raw = self.run("claim", lambda _n, s: s.claim(thread_id, run_id, policy))
+        if not self.all_ok(raw, Claim):
+            return multiple()
+        handle = Handle(dict(raw))
+        for i, checkpoint_id in enumerate(checkpoint_ids):
+            last = i == len(checkpoint_ids) - 1
+            commit = Commit(
+                checkpoint_id,
+                self.head(thread_id),
+                run_id,
+                {"i": checkpoint_id},
+                next=() if finished and last else ("n",),
+            )
+            self.run("commit", partial(self._commit_as, handle, commit))
+        if release:
+            self.run("release_claim", lambda n, s: s.release_claim(handle.per_store[n]))
+        return handle
 
     @rule(
-        thread_id=st.sampled_from(THREADS),
-        after_seq=st.sampled_from([0, 1, 3, 6]),
-        limit=st.sampled_from([1, 2, 1000]),
+        holder=st.sampled_from(HOLDERS),
+        tenant=st.sampled_from([ANY, *TENANTS]),
+        run_id=st.sampled_from(RUNS),
+        checkpoint_id=st.sampled_from(CHECKPOINTS),
+        finished=st.booleans(),
+        close=st.booleans(),
     )
-    def events_after(self, thread_id: str, after_seq: int, limit: int) -> None:
-        self.run("events_after", lambda _n, s: s.events_after(thread_id, after_seq, limit=limit))
-
-    @rule(thread_id=st.sampled_from(THREADS), after_seq=st.sampled_from([0, 2, 5]))
-    def await_events_after(self, thread_id: str, after_seq: int) -> None:
-        self.run(
-            "await_events_after",
-            lambda _n, s: s.await_events_after(thread_id, after_seq, timedelta(0)),
+    def work_entry(
+        self,
+        holder: str,
+        tenant: Any,
+        run_id: str,
+        checkpoint_id: str,
+        finished: bool,
+        close: bool,
+    ) -> None:
+        """SPEC §5 protocol: lease(run_id) -> claim -> entry -> latest_of_runs -> commit -> close."""
+        ttl = timedelta(seconds=120)
+        raw = self.run(
+            "lease", lambda _n, s: s.run_queue.lease(holder, ttl, tenant=tenant, run_id=run_id)
         )
+        if not self.all_ok(raw, Lease):
+            return
+        lease = Handle(dict(raw))
+        thread_id = raw["memory"].entry.thread_id  # type: ignore[attr-defined]
+        policy = ClaimPolicy(ttl=timedelta(seconds=120), renew_every=timedelta(seconds=30))
+        raw = self.run("claim", lambda _n, s: s.claim(thread_id, run_id, policy))
+        if not self.all_ok(raw, Claim):
+            return
+        claim = Handle(dict(raw))
+        raw = self.run(
+            "entry",
+            lambda n, s: s.run_queue.entry(
+                lease.per_store[n].entry.entry_id, tenant=lease.per_store[n].entry.tenant
+            ),
+        )
+        entry = raw["memory"]
+        run_ids = [a.run_id for a in entry.attempts] if isinstance(entry, QueueEntry) else []
+        self.run("latest_of_runs", lambda _n, s: s.latest_of_runs(thread_id, run_ids))
+        parent_id = self.head(thread_id)
+        self.run(
+            "commit",
+            lambda n, s: s.commit(
+                claim.per_store[n],
+                Commit(
+                    checkpoint_id, parent_id, run_id, "applied", next=() if finished else ("n",)
+                ),
+            ),
+        )
+        self.run("release_claim", lambda n, s: s.release_claim(claim.per_store[n]))
+        if close:
+            self.run("close", lambda n, s: s.run_queue.close(lease.per_store[n], Completed("done")))
+
+    # -- checkpointer reads (one rule, so reads do not crowd out writes) -----------------
 
     @rule(
+        read=st.sampled_from(
+            [
+                "get",
+                "history",
+                "latest_of_runs",
+                "thread",
+                "threads",
+                "children",
+                "events_after",
+                "await_events_after",
+                "subscribe",
+                "get_effect",
+            ]
+        ),
         thread_id=st.sampled_from(THREADS),
-        after_seq=st.sampled_from([0, 2]),
-        take=st.integers(1, 3),
+        checkpoint_id=st.sampled_from([None, *CHECKPOINTS]),
+        limit=st.sampled_from([1, 2, 100]),
+        run_ids=st.lists(st.sampled_from(RUNS), max_size=3),
+        after=st.sampled_from([None, *THREADS]),
+        after_seq=st.sampled_from([0, 1, 3, 6]),
+        key=st.sampled_from(EFFECT_KEYS),
     )
-    def subscribe(self, thread_id: str, after_seq: int, take: int) -> None:
+    def read(
+        self,
+        read: str,
+        thread_id: str,
+        checkpoint_id: str | None,
+        limit: int,
+        run_ids: list[str],
+        after: str | None,
+        after_seq: int,
+        key: str,
+    ) -> None:
+        ops: dict[str, Callable[[str, Any], object]] = {
+            "get": lambda _n, s: s.get(thread_id, checkpoint_id),
+            "history": lambda _n, s: s.history(thread_id, before=checkpoint_id, limit=limit),
+            "latest_of_runs": lambda _n, s: s.latest_of_runs(thread_id, run_ids),
+            "thread": lambda _n, s: s.thread(thread_id),
+            "threads": lambda _n, s: s.threads(after=after, limit=limit),
+            "children": lambda _n, s: s.children(thread_id),
+            "events_after": lambda _n, s: s.events_after(thread_id, after_seq, limit=limit),
+            "await_events_after": lambda _n, s: s.await_events_after(
+                thread_id, after_seq, timedelta(0)
+            ),
+            "subscribe": self._subscribe_op(thread_id, after_seq, limit),
+            "get_effect": lambda _n, s: s.get_effect(thread_id, key),
+        }
+        self.run(read, ops[read])
+
+    def _subscribe_op(
+        self, thread_id: str, after_seq: int, limit: int
+    ) -> Callable[[str, Any], object]:
         # Take only events that exist (the iterator waits for more): as many as memory has.
-        available = len(self.stores["memory"].events_after(thread_id, after_seq, limit=take))
+        available = len(self.stores["memory"].events_after(thread_id, after_seq, limit=limit))
 
         def op(_n: str, s: Any) -> object:
             iterator: Iterator[Any] = s.subscribe(thread_id, after_seq)
@@ -562,11 +665,7 @@ class DifferentialMachine(RuleBasedStateMachine):
                 if close is not None:
                     close()
 
-        self.run("subscribe", op)
-
-    @rule(thread_id=st.sampled_from(THREADS), key=st.sampled_from(EFFECT_KEYS))
-    def get_effect(self, thread_id: str, key: str) -> None:
-        self.run("get_effect", lambda _n, s: s.get_effect(thread_id, key))
+        return op
 
     # -- run queue ------------------------------------------------------------------------
 
@@ -582,7 +681,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     def submit(
         self,
         thread_id: str,
-        value: object,
+        value: JSON,
         tenant: str | None,
         key: str | None,
         mode: Mode,
@@ -636,23 +735,31 @@ class DifferentialMachine(RuleBasedStateMachine):
     def cancel(self, entry: Handle, tenant: str | None) -> None:
         self.run("cancel", lambda n, s: s.run_queue.cancel(entry.per_store[n], tenant=tenant))
 
-    @rule(entry=entries, tenant=st.sampled_from(TENANTS))
-    def entry(self, entry: Handle, tenant: str | None) -> None:
-        self.run("entry", lambda n, s: s.run_queue.entry(entry.per_store[n], tenant=tenant))
-
-    @rule(tenant=st.sampled_from([ANY, *TENANTS]), thread_id=st.sampled_from([None, *THREADS]))
-    def open_entries(self, tenant: Any, thread_id: str | None) -> None:
-        self.run(
-            "open_entries",
-            lambda _n, s: s.run_queue.open_entries(tenant=tenant, thread_id=thread_id),
-        )
-
-    @rule(entry=entries, tenant=st.sampled_from(TENANTS))
-    def await_closed(self, entry: Handle, tenant: str | None) -> None:
-        self.run(
-            "await_closed",
-            lambda n, s: s.run_queue.await_closed(entry.per_store[n], timedelta(0), tenant=tenant),
-        )
+    @rule(
+        read=st.sampled_from(["entry", "open_entries", "await_closed"]),
+        entry=entries,
+        tenant=st.sampled_from(TENANTS),
+        tenant_filter=st.sampled_from([ANY, *TENANTS]),
+        thread_id=st.sampled_from([None, *THREADS]),
+    )
+    def queue_read(
+        self,
+        read: str,
+        entry: Handle,
+        tenant: str | None,
+        tenant_filter: Any,
+        thread_id: str | None,
+    ) -> None:
+        ops: dict[str, Callable[[str, Any], object]] = {
+            "entry": lambda n, s: s.run_queue.entry(entry.per_store[n], tenant=tenant),
+            "open_entries": lambda _n, s: s.run_queue.open_entries(
+                tenant=tenant_filter, thread_id=thread_id
+            ),
+            "await_closed": lambda n, s: s.run_queue.await_closed(
+                entry.per_store[n], timedelta(0), tenant=tenant
+            ),
+        }
+        self.run(read, ops[read])
 
     @rule(older_than=AGES)
     def reclaim(self, older_than: timedelta) -> None:

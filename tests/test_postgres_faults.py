@@ -26,6 +26,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg_pool import ConnectionPool
 
 from durable_graph import (
     Commit,
@@ -180,6 +181,36 @@ def test_call_waiting_for_a_connection_then_a_lock_stays_within_both_timeouts(
             assert 1.0 < elapsed < bound
             first.join()
         assert store.commit(claim, Commit("c2", "c1", "r1", {})).checkpoint_id == "c2"
+
+
+def test_client_watchdog_bounds_a_call_and_cancels_it_without_server_timeouts(
+    pg_dsn: str, schema: str
+) -> None:
+    config = _config(schema)
+    # A caller's pool without the store's session options: only the client bounds the call.
+    with ConnectionPool(pg_dsn, min_size=1, max_size=2) as pool:
+        store = PostgresCheckpointer.create(pool, config)
+        claim = _committed(store)
+        with _thread_row_locked(pg_dsn, schema, "t"):
+            _timed_failure(
+                "commit blocked, client watchdog only",
+                lambda: store.commit(claim, Commit("c2", "c1", "r1", {})),
+            )
+            # The cancel request ended the server's lock wait too: nothing works for nobody.
+            deadline = time.monotonic() + 2
+            with psycopg.connect(pg_dsn, autocommit=True) as admin:
+                while True:
+                    waiting = admin.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                        " AND wait_event_type = 'Lock' AND query LIKE '%dg_commit_v1%'"
+                    ).fetchone()
+                    if waiting == (0,):
+                        break
+                    assert time.monotonic() < deadline, "the blocked backend was not cancelled"
+                    time.sleep(0.05)
+        assert store.commit(claim, Commit("c2", "c1", "r1", {})).checkpoint_id == "c2"
+        store.close()
+        assert not pool.closed
 
 
 def _catch(errors: list[BaseException], call: Callable[[], object]) -> None:

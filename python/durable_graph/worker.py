@@ -67,6 +67,7 @@ from .model import (
     ClaimPolicy,
     Commit,
     Completed,
+    EffectRecord,
     EntryOutcome,
     Event,
     EventIn,
@@ -133,6 +134,136 @@ class AttemptReport:
 
 class WorkerStopped(ClaimLost):
     """The worker shut down past its deadline and released this attempt's claim and lease."""
+
+
+# --- the protocol's decisions (pure; shared with durable_graph.aio.worker.AsyncWorker) -------
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """A worker's checked configuration, with the timings derived from it (sync and async)."""
+
+    holder: str
+    concurrency: int
+    lease_ttl: timedelta
+    claim_policy: ClaimPolicy
+    tenant: TenantFilter
+    poll_interval: timedelta
+    shutdown_deadline: timedelta
+
+    @classmethod
+    def check(
+        cls,
+        *,
+        holder: str | None,
+        concurrency: int,
+        lease_ttl: timedelta,
+        claim_policy: ClaimPolicy,
+        tenant: TenantFilter,
+        poll_interval: timedelta,
+        shutdown_deadline: timedelta,
+    ) -> WorkerSettings:
+        """Check every argument (`ValidationError` naming it); ``holder=None`` → host:pid:id."""
+        if not isinstance(claim_policy, ClaimPolicy):
+            raise ValidationError("claim_policy must be a ClaimPolicy")
+        return cls(
+            holder=check_identifier(
+                "holder",
+                holder
+                if holder is not None
+                else f"{socket.gethostname()}:{os.getpid()}:{new_id()[:8]}",
+            ),
+            concurrency=check_int("concurrency", concurrency, minimum=1, maximum=1024),
+            lease_ttl=check_duration("lease_ttl", lease_ttl),
+            claim_policy=claim_policy,
+            tenant=check_tenant_filter("tenant", tenant, allow_any=True),
+            poll_interval=check_duration("poll_interval", poll_interval),
+            shutdown_deadline=check_duration("shutdown_deadline", shutdown_deadline),
+        )
+
+    @property
+    def renew_every(self) -> float:
+        """Seconds between renewals of the lease and the claim: ``min(renew_every, ttl / 3)``."""
+        return min(self.claim_policy.renew_every, self.lease_ttl / 3).total_seconds()
+
+    @property
+    def claim_wait(self) -> float:
+        """How long a busy thread's claim is waited for, lease held: one ttl + one renewal (D41)."""
+        return self.claim_policy.ttl.total_seconds() + self.renew_every
+
+    @property
+    def claim_retry_delay(self) -> float:
+        """Seconds between claim tries while the thread is busy (D41)."""
+        return min(_CLAIM_RETRY_DELAY, self.poll_interval.total_seconds())
+
+    def idle_delay(self, scale: float = 1.0) -> float:
+        """Seconds to wait after an empty poll (``scale=2`` after a busy thread, D41), jittered."""
+        return self.poll_interval.total_seconds() * scale * random.uniform(0.5, 1.5)
+
+
+def next_commit(
+    run_id: str,
+    head: Checkpoint | None,
+    state: JSON,
+    next: Sequence[str] = (),
+    metadata: JSON = None,
+    events: Sequence[EventIn] = (),
+) -> Commit:
+    """The attempt's next checkpoint: a fresh id, chained onto ``head`` (the thread's head)."""
+    return Commit(
+        checkpoint_id=new_id(),
+        parent_id=None if head is None else head.checkpoint_id,
+        run_id=run_id,
+        state=state,
+        metadata=metadata,
+        next=tuple(next),
+        events=tuple(events),
+    )
+
+
+def recorded_output(record: EffectRecord | None) -> JSON:
+    """The output recorded under `output_effect_key` (D40); None when none was recorded."""
+    return None if record is None else record.value
+
+
+def exhausted_outcome(plan: AttemptPlan, output: JSON) -> EntryOutcome:
+    """D42: every attempt was used; ``Completed`` if the run finished anyway, else ``Failed``."""
+    return Completed(output) if isinstance(plan, Finished) else Failed("exhausted")
+
+
+def failure_outcome(entry: QueueEntry, exc: BaseException) -> Failed | None:
+    """D43: the handler raised. None → retry (attempts remain); else the entry closes ``Failed``.
+
+    ``entry`` is the entry read after the claim was held (its attempts include this one).
+    """
+    if len(entry.attempts) < entry.max_attempts:
+        return None
+    return Failed(str(exc) or type(exc).__name__)
+
+
+def invalid_output(output: object) -> Failed | None:
+    """D43: an output that is not a JSON value closes ``Failed`` (no retry); None when valid."""
+    try:
+        encode_json("output", output, DEFAULT_MAX_VALUE_BYTES)
+    except ValidationError as exc:
+        return Failed(f"the handler returned an invalid output: {exc}")
+    return None
+
+
+def closing_note(outcome: EntryOutcome, closed: QueueEntry | None) -> Note:
+    """The report's note once the worker tried to close with ``outcome``."""
+    if closed is None:
+        return "lost"  # the lease was gone by the time the worker closed
+    return "completed" if isinstance(outcome, Completed) else "failed"
+
+
+def describe(report: AttemptReport) -> str:
+    """One log line for an attempt."""
+    attempt = report.attempt if report.attempt is not None else "-"
+    plan = "" if report.plan is None else f" (plan {type(report.plan).__name__.lower()})"
+    return (
+        f"entry {report.entry_id} thread {report.thread_id} attempt {attempt}: {report.note}{plan}"
+    )
 
 
 # --- keeping the lease and the claim alive -------------------------------------------------
@@ -308,16 +439,7 @@ class RunContext:
         """Commit a checkpoint whose parent is the current head; ``next=()`` ends the run."""
         self.check()
         checkpoint = self.store.commit(
-            self._claim,
-            Commit(
-                checkpoint_id=new_id(),
-                parent_id=None if self._head is None else self._head.checkpoint_id,
-                run_id=self.run_id,
-                state=state,
-                metadata=metadata,
-                next=tuple(next),
-                events=tuple(events),
-            ),
+            self._claim, next_commit(self.run_id, self._head, state, next, metadata, events)
         )
         self._head = checkpoint
         return checkpoint
@@ -369,24 +491,25 @@ class Worker:
     ) -> None:
         if not callable(handler):
             raise ValidationError("handler must be callable")
-        if not isinstance(claim_policy, ClaimPolicy):
-            raise ValidationError("claim_policy must be a ClaimPolicy")
+        self.settings = settings = WorkerSettings.check(
+            holder=holder,
+            concurrency=concurrency,
+            lease_ttl=lease_ttl,
+            claim_policy=claim_policy,
+            tenant=tenant,
+            poll_interval=poll_interval,
+            shutdown_deadline=shutdown_deadline,
+        )
         self.store = store
         self.handler = handler
-        self.holder = check_identifier(
-            "holder",
-            holder
-            if holder is not None
-            else f"{socket.gethostname()}:{os.getpid()}:{new_id()[:8]}",
-        )
-        self.concurrency = check_int("concurrency", concurrency, minimum=1, maximum=1024)
-        self.lease_ttl = check_duration("lease_ttl", lease_ttl)
-        self.claim_policy = claim_policy
-        self.tenant = check_tenant_filter("tenant", tenant, allow_any=True)
-        self.poll_interval = check_duration("poll_interval", poll_interval)
-        self.shutdown_deadline = check_duration("shutdown_deadline", shutdown_deadline)
-        renew = min(claim_policy.renew_every, lease_ttl / 3)
-        self._renew_every = renew.total_seconds()
+        self.holder = settings.holder
+        self.concurrency = settings.concurrency
+        self.lease_ttl = settings.lease_ttl
+        self.claim_policy = settings.claim_policy
+        self.tenant = settings.tenant
+        self.poll_interval = settings.poll_interval
+        self.shutdown_deadline = settings.shutdown_deadline
+        self._renew_every = settings.renew_every
         self._stop = threading.Event()
         self._force = threading.Event()
         self._lock = threading.Lock()
@@ -474,8 +597,7 @@ class Worker:
             keeper.finish(None)
 
     def _idle(self, scale: float = 1.0) -> None:
-        delay = self.poll_interval.total_seconds() * scale * random.uniform(0.5, 1.5)
-        self._stop.wait(delay)
+        self._stop.wait(self.settings.idle_delay(scale))
 
     def _loop(self, slot: _Slot) -> None:
         while not self._stop.is_set():
@@ -515,14 +637,7 @@ class Worker:
         finally:
             slot.keeper = None
             keeper.stop()
-        log.info(
-            "entry %d thread %s attempt %s: %s%s",
-            report.entry_id,
-            report.thread_id,
-            report.attempt if report.attempt is not None else "-",
-            report.note,
-            "" if report.plan is None else f" (plan {type(report.plan).__name__.lower()})",
-        )
+        log.info("%s", describe(report))
         return report
 
     def _record_attempt(self, keeper: _Keeper, run_id: str) -> tuple[str, AttemptStart]:
@@ -541,21 +656,20 @@ class Worker:
     def _take_claim(self, keeper: _Keeper, holder: str) -> Claim | None:
         """The thread's claim, waiting (lease held) up to one claim ttl while another is live."""
         thread_id = keeper.lease.entry.thread_id
-        deadline = time.monotonic() + self.claim_policy.ttl.total_seconds() + self._renew_every
+        deadline = time.monotonic() + self.settings.claim_wait
         while True:
             try:
                 claim = self.store.claim(thread_id, holder, self.claim_policy)
             except ThreadBusy:
                 if time.monotonic() >= deadline or keeper.lost is not None or self.stopping:
                     return None
-                time.sleep(min(_CLAIM_RETRY_DELAY, self.poll_interval.total_seconds()))
+                time.sleep(self.settings.claim_retry_delay)
                 continue
             keeper.set_claim(claim)
             return claim
 
     def _recorded_output(self, thread_id: str, entry_id: int) -> JSON:
-        record = self.store.get_effect(thread_id, output_effect_key(entry_id))
-        return None if record is None else record.value
+        return recorded_output(self.store.get_effect(thread_id, output_effect_key(entry_id)))
 
     def _run_lease(self, keeper: _Keeper, run_id: str) -> AttemptReport:
         entry = keeper.lease.entry
@@ -598,10 +712,9 @@ class Worker:
         latest = self.store.latest_of_runs(entry.thread_id, [a.run_id for a in current.attempts])
         plan = plan_attempt(current, latest)
         if isinstance(plan, Finished):
-            output = self._recorded_output(entry.thread_id, entry.entry_id)
-            closed = keeper.finish(Completed(output))
-            note: Note = "completed" if closed is not None else "lost"
-            return report(note, Completed(output), run=run_id, number=number, plan=plan)
+            done = Completed(self._recorded_output(entry.thread_id, entry.entry_id))
+            closed = keeper.finish(done)
+            return report(closing_note(done, closed), done, run=run_id, number=number, plan=plan)
 
         ctx = RunContext(
             store=self.store,
@@ -619,7 +732,8 @@ class Worker:
             if keeper.lost is not None:
                 keeper.finish(None)
                 return report("lost", run=run_id, number=number, plan=plan)
-            if len(current.attempts) < current.max_attempts:
+            failed = failure_outcome(current, exc)
+            if failed is None:
                 log.warning(
                     "entry %d attempt %d raised %s: %s (will retry)",
                     entry.entry_id,
@@ -629,36 +743,19 @@ class Worker:
                 )
                 keeper.finish(None)
                 return report("retry", run=run_id, number=number, plan=plan)
-            failed = Failed(str(exc) or type(exc).__name__)
             closed = keeper.finish(failed)
             return report(
-                "failed" if closed is not None else "lost",
-                failed,
-                run=run_id,
-                number=number,
-                plan=plan,
+                closing_note(failed, closed), failed, run=run_id, number=number, plan=plan
             )
 
         if keeper.lost is not None:
             keeper.finish(None)
             return report("lost", run=run_id, number=number, plan=plan)
-        outcome: EntryOutcome
-        try:
-            encode_json("output", output, DEFAULT_MAX_VALUE_BYTES)
-        except ValidationError as exc:
-            outcome = Failed(f"the handler returned an invalid output: {exc}")
-        else:
+        outcome: EntryOutcome | None = invalid_output(output)
+        if outcome is None:
             outcome = Completed(self._record_output(ctx, output))
         closed = keeper.finish(outcome)
-        return report(
-            ("completed" if isinstance(outcome, Completed) else "failed")
-            if closed is not None
-            else "lost",
-            outcome,
-            run=run_id,
-            number=number,
-            plan=plan,
-        )
+        return report(closing_note(outcome, closed), outcome, run=run_id, number=number, plan=plan)
 
     def _record_output(self, ctx: RunContext, output: JSON) -> JSON:
         """Record the output under the claim (first write wins) so a later attempt finds it."""
@@ -687,22 +784,27 @@ class Worker:
             return report("closed")
         latest = self.store.latest_of_runs(entry.thread_id, [a.run_id for a in current.attempts])
         plan = plan_attempt(current, latest)
-        outcome: EntryOutcome
-        if isinstance(plan, Finished):
-            outcome = Completed(self._recorded_output(entry.thread_id, entry.entry_id))
-        else:
-            outcome = Failed("exhausted")
+        output = self._recorded_output(entry.thread_id, entry.entry_id)
+        outcome = exhausted_outcome(plan, output)
         closed = keeper.finish(outcome)
-        note = "lost" if closed is None else "completed" if isinstance(plan, Finished) else "failed"
-        return report(note, outcome, plan=plan)
+        return report(closing_note(outcome, closed), outcome, plan=plan)
 
 
 __all__ = [
     "AttemptReport",
     "Handler",
+    "Note",
     "RunContext",
     "Worker",
+    "WorkerSettings",
     "WorkerStopped",
+    "closing_note",
+    "describe",
+    "exhausted_outcome",
+    "failure_outcome",
+    "invalid_output",
     "new_id",
+    "next_commit",
     "output_effect_key",
+    "recorded_output",
 ]

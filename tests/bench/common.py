@@ -6,11 +6,14 @@ start with ``_`` are *excluded* work (done inside the cycle but not part of what
 e.g. the submit that feeds a worker cycle): their time is subtracted from the cycle's latency
 and from the busy time used for its rate.
 
-`measure` runs ``concurrency`` workers, each in its **own process with its own connection**
-(``spawn`` start method, so nothing is shared with the parent), warms each up, lines them up on
-a barrier, then lets each run cycles back to back for ``duration`` seconds. Throughput is
-``sum over workers of cycles / busy seconds`` (busy = measured time, excluded work removed);
-latencies are pooled over all workers.
+`measure_interleaved` runs each workload as ``concurrency`` workers, each in its **own process
+with its own connection** (``spawn`` start method, nothing shared with the parent), and measures
+the workloads of one comparison in alternating rounds (the machine is shared and noisy: every
+system sees the same noise). In a round each worker warms up, the workers line up on a barrier,
+then each runs cycles back to back for the round's seconds. Throughput is ``concurrency x
+cycles / busy seconds`` over all workers and rounds (busy = measured time, excluded work
+removed); latencies are pooled over
+all workers and rounds.
 """
 
 from __future__ import annotations
@@ -104,7 +107,8 @@ def summarize(
     note: str = "",
 ) -> Result:
     latencies = [v for s in samples for v in s.latencies_ns]
-    rate = sum(s.cycles / (s.busy_ns / 1e9) for s in samples if s.busy_ns)
+    busy = sum(s.busy_ns for s in samples)
+    rate = concurrency * sum(s.cycles for s in samples) / (busy / 1e9) if busy else 0.0
     parts: dict[str, tuple[float, float, float]] = {}
     names: list[str] = []
     for s in samples:
@@ -155,108 +159,176 @@ def _record(sample: Sample, started: int, parts: Mapping[str, int] | None) -> No
     sample.cycles += 1
 
 
-def _run_sync(work: Any, warmup: float, duration: float, barrier: Any) -> Sample:
-    work.setup()
-    try:
-        end = time.monotonic() + warmup
-        while time.monotonic() < end:
-            work.op()
-        barrier.wait()
-        sample = Sample(0, 0, [], {})
-        end = time.monotonic() + duration
-        while time.monotonic() < end:
-            started = ns()
-            parts = work.op()
-            _record(sample, started, parts)
-        sample.retries = int(getattr(work, "retries", 0))
-        return sample
-    finally:
-        work.close()
+def _measure_sync(work: Any, warmup: float, duration: float, barrier: Any) -> Sample:
+    end = time.monotonic() + warmup
+    while time.monotonic() < end:
+        work.op()
+    barrier.wait()
+    work.retries = 0
+    sample = Sample(0, 0, [], {})
+    end = time.monotonic() + duration
+    while time.monotonic() < end:
+        started = ns()
+        parts = work.op()
+        _record(sample, started, parts)
+    sample.retries = int(getattr(work, "retries", 0))
+    return sample
 
 
-async def _run_async(work: Any, warmup: float, duration: float, barrier: Any) -> Sample:
+async def _measure_async(work: Any, warmup: float, duration: float, barrier: Any) -> Sample:
+    end = time.monotonic() + warmup
+    while time.monotonic() < end:
+        await work.op()
+    barrier.wait()
+    work.retries = 0
+    sample = Sample(0, 0, [], {})
+    end = time.monotonic() + duration
+    while time.monotonic() < end:
+        started = ns()
+        parts = await work.op()
+        _record(sample, started, parts)
+    sample.retries = int(getattr(work, "retries", 0))
+    return sample
+
+
+async def _serve_async(work: Any, commands: Any, out: Any, index: int, barrier: Any) -> None:
     await work.setup()
+    out.put((index, "ready", None))
+    loop = asyncio.get_running_loop()
     try:
-        end = time.monotonic() + warmup
-        while time.monotonic() < end:
-            await work.op()
-        barrier.wait()
-        work.retries = 0
-        sample = Sample(0, 0, [], {})
-        end = time.monotonic() + duration
-        while time.monotonic() < end:
-            started = ns()
-            parts = await work.op()
-            _record(sample, started, parts)
-        sample.retries = int(getattr(work, "retries", 0))
-        return sample
+        while True:
+            command = await loop.run_in_executor(None, commands.get)
+            if command is None:
+                return
+            warmup, duration = command
+            out.put((index, await _measure_async(work, warmup, duration, barrier), None))
     finally:
         await work.close()
 
 
+def _serve_sync(work: Any, commands: Any, out: Any, index: int, barrier: Any) -> None:
+    work.setup()
+    out.put((index, "ready", None))
+    try:
+        while True:
+            command = commands.get()
+            if command is None:
+                return
+            warmup, duration = command
+            out.put((index, _measure_sync(work, warmup, duration, barrier), None))
+    finally:
+        work.close()
+
+
 def _child(
-    ref: str,
-    params: dict[str, Any],
-    index: int,
-    warmup: float,
-    duration: float,
-    barrier: Any,
-    out: Any,
+    ref: str, params: dict[str, Any], index: int, barrier: Any, commands: Any, out: Any
 ) -> None:
+    """A worker process: set the workload up, then measure once per command until None."""
     try:
         work = _load(ref)(params, index)
         if inspect.iscoroutinefunction(work.op):
-            sample = asyncio.run(_run_async(work, warmup, duration, barrier))
+            asyncio.run(_serve_async(work, commands, out, index, barrier))
         else:
-            sample = _run_sync(work, warmup, duration, barrier)
-        out.put((index, sample, None))
+            _serve_sync(work, commands, out, index, barrier)
     except BaseException:
         with contextlib.suppress(Exception):
             barrier.abort()
         out.put((index, None, traceback.format_exc()))
 
 
-def measure(
-    ref: str,
-    params: dict[str, Any],
-    concurrency: int,
-    *,
-    warmup: float,
-    duration: float,
-    timeout: float = 120.0,
-) -> list[Sample]:
-    """Run workload ``ref`` ("module:Class") in ``concurrency`` processes; their samples."""
-    ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(concurrency)
-    out = ctx.Queue()
-    procs = [
-        ctx.Process(
-            target=_child,
-            args=(ref, params, i, warmup, duration, barrier, out),
-            name=f"bench-{i}",
-            daemon=True,
-        )
-        for i in range(concurrency)
-    ]
-    for p in procs:
-        p.start()
-    samples: list[Sample] = []
-    errors: list[str] = []
-    deadline = time.monotonic() + timeout + warmup + duration
-    try:
-        for _ in procs:
-            remaining = max(1.0, deadline - time.monotonic())
-            _, sample, error = out.get(timeout=remaining)
+class Group:
+    """``concurrency`` live worker processes of one workload, measured in rounds.
+
+    Every process is spawned and set up once (its own connection); each `round` lines them up
+    on a barrier after a warm-up and measures ``duration`` seconds. Several groups measured in
+    alternating rounds see the same (shared, noisy) machine, which is what makes ratios fair.
+    """
+
+    def __init__(self, ref: str, params: dict[str, Any], concurrency: int) -> None:
+        ctx = mp.get_context("spawn")
+        self.ref = ref
+        self.concurrency = concurrency
+        self.barrier = ctx.Barrier(concurrency)
+        self.out: Any = ctx.Queue()
+        self.commands: list[Any] = [ctx.Queue() for _ in range(concurrency)]
+        self.procs = [
+            ctx.Process(
+                target=_child,
+                args=(ref, params, i, self.barrier, self.commands[i], self.out),
+                name=f"bench-{i}",
+                daemon=True,
+            )
+            for i in range(concurrency)
+        ]
+        for p in self.procs:
+            p.start()
+
+    def _collect(self, timeout: float) -> list[Any]:
+        got: list[Any] = []
+        errors: list[str] = []
+        deadline = time.monotonic() + timeout
+        for _ in self.procs:
+            _, value, error = self.out.get(timeout=max(1.0, deadline - time.monotonic()))
             if error is not None:
                 errors.append(error)
             else:
-                samples.append(sample)
-    finally:
-        for p in procs:
-            p.join(timeout=10)
+                got.append(value)
+        if errors:
+            raise RuntimeError(f"{self.ref} failed:\n" + "\n".join(errors))
+        return got
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        self._collect(timeout)
+
+    def round(self, warmup: float, duration: float, timeout: float = 120.0) -> list[Sample]:
+        for q in self.commands:
+            q.put((warmup, duration))
+        samples: list[Sample] = self._collect(timeout + warmup + duration)
+        return samples
+
+    def stop(self) -> None:
+        for q in self.commands:
+            with contextlib.suppress(Exception):
+                q.put(None)
+        for p in self.procs:
+            p.join(timeout=15)
             if p.is_alive():
                 p.terminate()
                 p.join(timeout=5)
-    if errors:
-        raise RuntimeError(f"{ref} failed:\n" + "\n".join(errors))
-    return samples
+
+
+def measure_interleaved(
+    workloads: list[tuple[str, dict[str, Any]]],
+    concurrency: int,
+    *,
+    rounds: int,
+    warmup: float,
+    duration: float,
+) -> list[list[Sample]]:
+    """Measure each workload ("module:Class", params) for ``duration`` seconds in total, split in
+    ``rounds`` rounds alternating between the workloads; the pooled samples of each.
+    ``"pgbench:<script>"`` (params ``dsn``) runs pgbench's script in the same rounds."""
+    groups: list[Any] = []
+    try:
+        for ref, params in workloads:
+            if ref.startswith("pgbench:"):
+                from .pgbench import PgbenchGroup
+
+                groups.append(PgbenchGroup(params["dsn"], ref.split(":", 1)[1], concurrency))
+            else:
+                groups.append(Group(ref, params, concurrency))
+        for group in groups:
+            group.wait_ready()
+        pooled: list[list[Sample]] = [[] for _ in workloads]
+        for r in range(rounds):
+            order = list(range(len(groups)))
+            if r % 2:
+                order.reverse()
+            for i in order:
+                pooled[i].extend(
+                    groups[i].round(warmup if r == 0 else warmup / 3, duration / rounds)
+                )
+        return pooled
+    finally:
+        for group in groups:
+            group.stop()

@@ -1,8 +1,244 @@
+"""Growth: do our calls stay flat as the store grows?
+
+Two PostgreSQL schemas in the benchmark database, populated with bulk SQL (``INSERT ...
+SELECT generate_series``) straight into the tables of ``migrations/0001.tables.sql``, then
+``VACUUM ANALYZE``-d (as autovacuum would soon do):
+
+* **big**: ``entries`` open queue entries spread round-robin over ``threads`` threads (entry
+  ``i`` on thread ``g-(i mod threads)``, so every thread has entries/threads open entries and a
+  head in ``queue_threads``), plus one thread ``deep`` with ``checkpoints`` checkpoints (ten per
+  run id) and their ``store.checkpoint`` events;
+* **small**: the queue 1000x smaller (100 entries over 10 threads) and a ``deep`` thread of 250
+  checkpoints (so that ``history(before=<middle>, limit=100)`` returns 100 rows on both sides).
+
+Then the same operations are measured through the API, one connection, alternating small and
+big call by call (the machine is shared: both see the same noise):
+
+* ``lease`` — a ``submit`` to a fresh thread first and a ``close`` after (both untimed), so the
+  number of open entries stays constant;
+* ``submit`` — to one of the populated threads, picked at random;
+* ``commit`` — under a claim on a populated queue thread (its admission update reads that
+  thread's open entries), and on ``deep``;
+* ``get`` (head), ``history(limit=100)``, ``history(before=<middle>, limit=100)``,
+  ``latest_of_runs`` with the newest run id and with the oldest one, on ``deep``.
+"""
+
 from __future__ import annotations
-from dataclasses import dataclass
+
+import contextlib
+import random
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
+
+import psycopg
+
+from durable_graph.checkpointer import Checkpointer
+from durable_graph.model import Commit, Completed, Submission
+from durable_graph.validation import encode_json
+
+from .checkpoint import LONG_CLAIM
+from .common import JOB_INPUT, STATE, percentile
+from .stores import open_store
+
+LEASE_TTL = timedelta(minutes=5)
+
+
+@dataclass
+class GrowthRow:
+    operation: str
+    small_p50: float
+    small_p99: float
+    big_p50: float
+    big_p99: float
+
+    @property
+    def ratio(self) -> float:
+        return self.big_p50 / self.small_p50 if self.small_p50 else 0.0
+
+
 @dataclass
 class GrowthReport:
-    rows: list[Any]
-def run(dsn: str, **kw: Any) -> GrowthReport:
-    return GrowthReport([])
+    entries: int
+    threads: int
+    checkpoints: int
+    populate_seconds: float
+    samples: int
+    rows: list[GrowthRow] = field(default_factory=list)
+    schemas: dict[str, str] = field(default_factory=dict)
+    """"small" / "big" -> schema name (the diagnosis explains plans on them)."""
+    deep_thread: str = "deep"
+    queue_thread: str = "g-1"
+
+
+def populate(dsn: str, schema: str, entries: int, threads: int, checkpoints: int) -> None:
+    state = encode_json("state", STATE, 1 << 30)
+    job = encode_json("input", JOB_INPUT, 1 << 30, canonical=True)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'SET search_path = "{schema}"')
+        with conn.transaction():
+            conn.execute(
+                """INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,
+                                              submitted_at)
+                   SELECT NULL, 'g-' || (g %% %(threads)s), NULL, %(input)s, 'enqueue', 3, now()
+                     FROM generate_series(1, %(entries)s) g ORDER BY g""",
+                {"threads": threads, "entries": entries, "input": job},
+            )
+            conn.execute(
+                """INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant)
+                   SELECT thread_id, min(entry_id), NULL FROM queue_entries
+                    WHERE outcome_kind IS NULL GROUP BY thread_id"""
+            )
+            conn.execute(
+                """INSERT INTO threads (thread_id, live, last_seq, head_id, created_at,
+                                        updated_at, first_commit_order)
+                   VALUES ('deep', true, %(n)s, 'c' || %(n)s, now(), now(),
+                           nextval('thread_first_commit_seq'))""",
+                {"n": checkpoints},
+            )
+            conn.execute(
+                """INSERT INTO checkpoints (thread_id, checkpoint_id, seq, parent_id, run_id,
+                                            state, metadata, next, created_at, committed_at)
+                   SELECT 'deep', 'c' || g, g, CASE WHEN g > 1 THEN 'c' || (g - 1) END,
+                          'r' || ((g - 1) / 10), %(state)s, 'null', '{agent}', now(), now()
+                     FROM generate_series(1, %(n)s) g""",
+                {"n": checkpoints, "state": state},
+            )
+            conn.execute(
+                """INSERT INTO events (thread_id, seq, kind, payload, run_id, created_at,
+                                       committed_at)
+                   SELECT 'deep', g, 'store.checkpoint',
+                          json_build_object('checkpoint_id', 'c' || g,
+                                            'run_id', 'r' || ((g - 1) / 10))::text,
+                          'r' || ((g - 1) / 10), now(), now()
+                     FROM generate_series(1, %(n)s) g""",
+                {"n": checkpoints},
+            )
+        for table in ("queue_entries", "queue_threads", "threads", "checkpoints", "events"):
+            conn.execute(f"VACUUM ANALYZE {table}")
+
+
+class _Side:
+    """One store (small or big) and the state its measured operations need."""
+
+    def __init__(self, store: Checkpointer, threads: int, checkpoints: int) -> None:
+        self.store = store
+        self.queue = store.run_queue
+        self.threads = threads
+        self.checkpoints = checkpoints
+        self.times: dict[str, list[int]] = {}
+        self.n = 0
+        self.claims: dict[str, Any] = {}
+        self.heads: dict[str, str | None] = {}
+        self.run = f"bench-{uuid.uuid4().hex[:8]}"
+
+    def timed(self, name: str, fn: Callable[[], Any]) -> Any:
+        t0 = time.perf_counter_ns()
+        value = fn()
+        self.times.setdefault(name, []).append(time.perf_counter_ns() - t0)
+        return value
+
+    def step(self, rng: random.Random) -> None:
+        self.n += 1
+        q, s = self.queue, self.store
+        q.submit(Submission(thread_id=f"fresh-{self.run}-{self.n}", input=JOB_INPUT))
+        lease = self.timed("lease", lambda: q.lease("grower", LEASE_TTL))
+        assert lease is not None
+        q.close(lease, Completed(None))
+        target = f"g-{rng.randrange(self.threads)}"
+        self.timed("submit", lambda: q.submit(Submission(thread_id=target, input=JOB_INPUT)))
+        for label, thread in (("commit (queue thread)", "g-1"), ("commit (deep thread)", "deep")):
+            if thread not in self.claims:
+                self.claims[thread] = s.claim(thread, "grower", LONG_CLAIM)
+                head = s.get(thread)
+                self.heads[thread] = None if head is None else head.checkpoint_id
+            commit = Commit(
+                checkpoint_id=uuid.uuid4().hex,
+                parent_id=self.heads[thread],
+                run_id=self.run,
+                state=STATE,
+                next=("agent",),
+            )
+            claim = self.claims[thread]
+            done = self.timed(label, lambda c=claim, m=commit: s.commit(c, m))  # type: ignore[misc]
+            self.heads[thread] = done.checkpoint_id
+        middle = f"c{self.checkpoints // 2}"
+        newest_run = f"r{(self.checkpoints - 1) // 10}"
+        self.timed("get (head)", lambda: s.get("deep"))
+        self.timed("history(limit=100)", lambda: s.history("deep", limit=100))
+        self.timed("history(before=middle)", lambda: s.history("deep", before=middle, limit=100))
+        self.timed("latest_of_runs(newest run)", lambda: s.latest_of_runs("deep", [newest_run]))
+        self.timed("latest_of_runs(oldest run)", lambda: s.latest_of_runs("deep", ["r0"]))
+
+
+def run(
+    dsn: str,
+    *,
+    entries: int,
+    threads: int,
+    checkpoints: int,
+    samples: int = 200,
+    log: Callable[[str], None] = print,
+) -> GrowthReport:
+    schemas = {"small": "growth_small", "big": "growth_big"}
+    shapes = {
+        "small": (max(1, entries // 1000), max(1, threads // 1000), min(checkpoints, 250)),
+        "big": (entries, threads, checkpoints),
+    }
+    started = time.monotonic()
+    sides: dict[str, _Side] = {}
+    for name, schema in schemas.items():
+        params = {"backend": "postgres", "dsn": dsn, "schema": schema}
+        open_store(params, migrate=True).close()
+        n_entries, n_threads, n_checkpoints = shapes[name]
+        t0 = time.monotonic()
+        populate(dsn, schema, n_entries, n_threads, n_checkpoints)
+        log(
+            f"  growth {name}: {n_entries} open entries over {n_threads} threads, "
+            f"{n_checkpoints} checkpoints, populated in {time.monotonic() - t0:.1f} s"
+        )
+        sides[name] = _Side(open_store(params), n_threads, n_checkpoints)
+    populate_seconds = time.monotonic() - started
+    rng = random.Random(7)
+    try:
+        for _ in range(10):  # warm-up
+            for side in sides.values():
+                side.step(rng)
+        for side in sides.values():
+            side.times.clear()
+        for _ in range(samples):
+            for side in sides.values():
+                side.step(rng)
+    finally:
+        for side in sides.values():
+            for claim in side.claims.values():
+                with contextlib.suppress(Exception):
+                    side.store.release_claim(claim)
+            side.store.close()
+    report = GrowthReport(
+        entries=entries,
+        threads=threads,
+        checkpoints=checkpoints,
+        populate_seconds=populate_seconds,
+        samples=samples,
+        schemas=schemas,
+    )
+    small, big = sides["small"].times, sides["big"].times
+    for name in small:
+        row = GrowthRow(
+            name,
+            percentile(small[name], 0.5) / 1e6,
+            percentile(small[name], 0.99) / 1e6,
+            percentile(big[name], 0.5) / 1e6,
+            percentile(big[name], 0.99) / 1e6,
+        )
+        report.rows.append(row)
+        log(
+            f"  growth {name}: small p50 {row.small_p50:.2f} ms, big p50 {row.big_p50:.2f} ms "
+            f"(x{row.ratio:.2f}; mean big {statistics.fmean(big[name]) / 1e6:.2f} ms)"
+        )
+    return report

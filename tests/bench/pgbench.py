@@ -21,7 +21,7 @@ import psycopg
 
 from durable_graph.testkit import pg_server
 
-from .common import Result, percentile
+from .common import Result, Sample, percentile
 
 SELECT1 = "SELECT 1;\n"
 DURABLE_TXN = """\\set aid random(1, 100000)
@@ -49,7 +49,10 @@ def setup(dsn: str) -> None:
         conn.execute("VACUUM ANALYZE bench_accounts")
 
 
-def run(dsn: str, script_name: str, concurrency: int, duration: float) -> Result:
+def _run_once(
+    dsn: str, script_name: str, concurrency: int, seconds: int
+) -> tuple[float, list[int]]:
+    """One pgbench run: (tps, per-transaction latencies in microseconds)."""
     info = psycopg.conninfo.conninfo_to_dict(dsn)
     pgbench = os.path.join(pg_server.find_bindir(), "pgbench")
     script = SELECT1 if script_name == "select1" else DURABLE_TXN
@@ -71,7 +74,7 @@ def run(dsn: str, script_name: str, concurrency: int, duration: float) -> Result
             "-j",
             str(concurrency),
             "-T",
-            str(max(1, round(duration))),
+            str(seconds),
             "-f",
             path,
             "--log",
@@ -94,13 +97,53 @@ def run(dsn: str, script_name: str, concurrency: int, duration: float) -> Result
                     fields = line.split()
                     if len(fields) >= 3:
                         latencies.append(int(fields[2]))
-    return Result(
-        family="reference",
-        system="pgbench",
-        cycle=script_name,
-        concurrency=concurrency,
-        ops_per_s=tps,
-        p50_ms=percentile(latencies, 0.5) / 1000,
-        p99_ms=percentile(latencies, 0.99) / 1000,
-        cycles=len(latencies),
-    )
+    return tps, latencies
+
+
+def run_rounds(dsn: str, concurrency: int, duration: float, rounds: int) -> list[Result]:
+    """Both scripts at ``concurrency``, alternating, ``duration`` seconds each in ``rounds``
+    rounds (at least 1 s each); pooled tps (weighted by time) and latencies."""
+    per_round = max(1, round(duration / rounds))
+    got: dict[str, list[tuple[float, list[int]]]] = {"select1": [], "durable_txn": []}
+    for r in range(rounds):
+        names = ["select1", "durable_txn"] if r % 2 == 0 else ["durable_txn", "select1"]
+        for name in names:
+            got[name].append(_run_once(dsn, name, concurrency, per_round))
+    results = []
+    for name, runs in got.items():
+        latencies = [v for _, lat in runs for v in lat]
+        results.append(
+            Result(
+                family="reference",
+                system="pgbench",
+                cycle=name,
+                concurrency=concurrency,
+                ops_per_s=sum(t for t, _ in runs) / len(runs),
+                p50_ms=percentile(latencies, 0.5) / 1000,
+                p99_ms=percentile(latencies, 0.99) / 1000,
+                cycles=len(latencies),
+            )
+        )
+    return results
+
+
+class PgbenchGroup:
+    """pgbench as a workload of `common.measure_interleaved`: each round is one pgbench run of
+    ``duration`` seconds (rounded, at least 1); its sample's busy time is the sum of the
+    transaction latencies, so its rate is *c* / mean latency like every other workload's."""
+
+    def __init__(self, dsn: str, script: str, concurrency: int) -> None:
+        self.dsn = dsn
+        self.script = script
+        self.concurrency = concurrency
+
+    def wait_ready(self) -> None:
+        pass
+
+    def round(self, warmup: float, duration: float) -> list[Sample]:
+        _, latencies = _run_once(self.dsn, self.script, self.concurrency, max(1, round(duration)))
+        ns = [v * 1000 for v in latencies]
+        return [Sample(len(ns), sum(ns), ns, {})]
+
+    def stop(self) -> None:
+        pass

@@ -77,7 +77,8 @@ class ProcrastinateLifecycle:
         self.retries = 0
 
     async def setup(self) -> None:
-        from procrastinate import JobManager, PsycopgConnector
+        from procrastinate import PsycopgConnector
+        from procrastinate.manager import JobManager
 
         self.connector = PsycopgConnector(conninfo=self.params["dsn"], min_size=1, max_size=1)
         await self.connector.open_async()
@@ -129,7 +130,7 @@ class PgqueuerLifecycle:
     def __init__(self, params: dict[str, Any], index: int) -> None:
         self.params = params
         self.retries = 0
-        self.manager_id = uuid.uuid4()
+        self.manager_id: Any = uuid.uuid4()
 
     async def setup(self) -> None:
         import psycopg
@@ -138,7 +139,7 @@ class PgqueuerLifecycle:
 
         self.conn = await psycopg.AsyncConnection.connect(self.params["dsn"], autocommit=True)
         self.queries = Queries(PsycopgDriver(self.conn))
-        self.entrypoints = {"bench": EntrypointExecutionParameter(concurrency_limit=0)}
+        self.entrypoints: Any = {"bench": EntrypointExecutionParameter(concurrency_limit=0)}
         self.payload = json.dumps(JOB_INPUT).encode()
 
     async def op(self) -> dict[str, int]:

@@ -29,9 +29,15 @@ from durable_graph.testkit import pg_server
 
 from . import checkpoint, diagnose, growth, pgbench, report
 from . import queue as queue_bench
-from .common import Result, measure, summarize
+from .common import Result, measure_interleaved, summarize
 from .stores import open_store
 
+B = "tests.bench"
+LIFECYCLE = "submit + lease + record_attempt + close"
+FUSED = "submit + lease(run_id) + close"
+WORKER = "lease(run_id) + claim + entry + latest_of_runs + commit + close"
+RUNTIME = "Worker.run_once (handler commits once)"
+EXCLUDED = "feeding submit excluded"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -92,6 +98,12 @@ def server_facts(dsn: str) -> dict[str, str]:
         return {n: str(conn.execute(f"SHOW {n}").fetchone()[0]) for n in names}  # type: ignore[index]
 
 
+def reference(dsn: str, *, both: bool = False) -> list[tuple[str, str, str, dict[str, Any], str]]:
+    """pgbench's minimal durable transaction (and SELECT 1) measured in the same rounds."""
+    names = ["durable_txn", "select1"] if both else ["durable_txn"]
+    return [("pgbench", n, f"pgbench:{n}", {"dsn": dsn}, "same rounds") for n in names]
+
+
 class Runner:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -107,33 +119,33 @@ class Runner:
             log(f"FAILED {label}:\n{traceback.format_exc()}")
             return None
 
-    def cycle(
-        self,
-        family: str,
-        system: str,
-        cycle: str,
-        ref: str,
-        params: dict[str, Any],
-        note: str = "",
+    def compare(
+        self, family: str, entries: list[tuple[str, str, str, dict[str, Any], str]]
     ) -> None:
+        """Measure (system, cycle, "module:Class", params, note) entries against each other, in
+        alternating rounds, at every concurrency."""
         for c in self.args.concurrency:
 
             def go(c: int = c) -> None:
-                samples = measure(
-                    ref,
-                    {**params, "tag": f"{cycle}-{c}"},
+                pooled = measure_interleaved(
+                    [
+                        (ref, {**params, "tag": f"{family}{i}-{c}"})
+                        for i, (_, _, ref, params, _) in enumerate(entries)
+                    ],
                     c,
+                    rounds=self.args.rounds,
                     warmup=self.args.warmup,
                     duration=self.args.duration,
                 )
-                result = summarize(family, system, cycle, c, samples, note)
-                self.results.append(result)
-                log(
-                    f"  {system} {cycle} c={c}: {result.ops_per_s:.0f} ops/s, "
-                    f"p50 {result.p50_ms:.2f} ms, p99 {result.p99_ms:.2f} ms"
-                )
+                for (system, cycle, _, _, note), samples in zip(entries, pooled, strict=True):
+                    result = summarize(family, system, cycle, c, samples, note)
+                    self.results.append(result)
+                    log(
+                        f"  {system} | {cycle} | c={c}: {result.ops_per_s:.0f} ops/s, "
+                        f"p50 {result.p50_ms:.2f} ms, p99 {result.p99_ms:.2f} ms"
+                    )
 
-            self.attempt(f"{family}: {system} {cycle} c={c}", go)
+            self.attempt(f"{family} c={c}: " + " vs ".join(e[0] for e in entries), go)
 
     def skip(self, family: str, system: str, cycle: str, reason: str) -> None:
         for c in self.args.concurrency:
@@ -163,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-docs", action="store_true", help="do not write docs/bench.md")
     parser.add_argument("--duration", type=float, default=6.0, help="seconds measured per run")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up per run")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per comparison")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4])
     parser.add_argument(
         "--only",
@@ -174,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--growth-checkpoints", type=int, default=10_000)
     args = parser.parse_args(argv)
     started = time.monotonic()
+    load_start = "{:.1f} / {:.1f} / {:.1f}".format(*os.getloadavg())
     runner = Runner(args)
     anchors = anchors_available()
     growth_result: growth.GrowthReport | None = None
@@ -189,125 +203,125 @@ def main(argv: list[str] | None = None) -> int:
             open_store(ours, migrate=True).close()
             only = set(args.only)
 
+            pgbench.setup(dsns["ref"])
+
             if "checkpoint" in only:
-                runner.cycle(
-                    "checkpoint",
-                    "durable_graph",
-                    "commit + get",
-                    "tests.bench.checkpoint:OursCheckpointCycle",
-                    ours,
-                )
+                entries = [
+                    (
+                        "durable_graph",
+                        "commit + get",
+                        f"{B}.checkpoint:OursCheckpointCycle",
+                        ours,
+                        "",
+                    )
+                ]
                 if anchors["langgraph"] is None:
                     checkpoint.setup_langgraph(dsns["langgraph"])
-                    runner.cycle(
+                    entries.append(
+                        (
+                            "LangGraph PostgresSaver",
+                            "put + get_tuple",
+                            f"{B}.checkpoint:LangGraphCheckpointCycle",
+                            {"dsn": dsns["langgraph"]},
+                            "",
+                        )
+                    )
+                else:
+                    runner.skip(
                         "checkpoint",
                         "LangGraph PostgresSaver",
                         "put + get_tuple",
-                        "tests.bench.checkpoint:LangGraphCheckpointCycle",
-                        {"dsn": dsns["langgraph"]},
+                        anchors["langgraph"],
                     )
-                else:
-                    runner.skip("checkpoint", "LangGraph", "put + get_tuple", anchors["langgraph"])
+                runner.compare("checkpoint", entries + reference(dsns["ref"], both=True))
 
             if "queue" in only:
-                runner.cycle(
-                    "queue",
-                    "durable_graph",
-                    "submit + lease + record_attempt + close",
-                    "tests.bench.queue:OursQueueLifecycle",
-                    ours,
-                )
-                runner.cycle(
-                    "queue",
-                    "durable_graph",
-                    "submit + lease(run_id) + close",
-                    "tests.bench.queue:OursQueueLifecycle",
-                    {**ours, "fused": True},
-                )
+                entries = [
+                    ("durable_graph", LIFECYCLE, f"{B}.queue:OursQueueLifecycle", ours, ""),
+                    (
+                        "durable_graph",
+                        FUSED,
+                        f"{B}.queue:OursQueueLifecycle",
+                        {**ours, "fused": True},
+                        "",
+                    ),
+                ]
                 if anchors["procrastinate"] is None:
                     asyncio.run(queue_bench.setup_procrastinate(dsns["procrastinate"]))
-                    runner.cycle(
+                    entries.append(
+                        (
+                            "procrastinate",
+                            "defer + fetch_job + finish_job",
+                            f"{B}.queue:ProcrastinateLifecycle",
+                            {"dsn": dsns["procrastinate"]},
+                            "",
+                        )
+                    )
+                else:
+                    runner.skip(
                         "queue",
                         "procrastinate",
                         "defer + fetch_job + finish_job",
-                        "tests.bench.queue:ProcrastinateLifecycle",
-                        {"dsn": dsns["procrastinate"]},
+                        anchors["procrastinate"],
                     )
-                else:
-                    runner.skip("queue", "procrastinate", "defer + fetch + finish", anchors["procrastinate"])
                 if anchors["pgqueuer"] is None:
                     asyncio.run(queue_bench.setup_pgqueuer(dsns["pgqueuer"]))
-                    runner.cycle(
-                        "queue",
-                        "pgqueuer",
-                        "enqueue + dequeue + log_jobs",
-                        "tests.bench.queue:PgqueuerLifecycle",
-                        {"dsn": dsns["pgqueuer"]},
+                    entries.append(
+                        (
+                            "pgqueuer",
+                            "enqueue + dequeue + log_jobs",
+                            f"{B}.queue:PgqueuerLifecycle",
+                            {"dsn": dsns["pgqueuer"]},
+                            "",
+                        )
                     )
                 else:
-                    runner.skip("queue", "pgqueuer", "enqueue + dequeue + complete", anchors["pgqueuer"])
+                    runner.skip(
+                        "queue", "pgqueuer", "enqueue + dequeue + log_jobs", anchors["pgqueuer"]
+                    )
+                runner.compare("queue", entries + reference(dsns["ref"]))
 
             if "worker" in only:
-                runner.cycle(
+                runner.compare(
                     "worker",
-                    "durable_graph",
-                    "lease(run_id) + claim + entry + latest_of_runs + commit + close",
-                    "tests.bench.worker_cycle:WorkerCycle",
-                    ours,
-                    note="feeding submit excluded",
-                )
-                runner.cycle(
-                    "worker",
-                    "durable_graph",
-                    "Worker.run_once (handler commits once)",
-                    "tests.bench.worker_cycle:RuntimeCycle",
-                    ours,
-                    note="feeding submit excluded",
+                    [
+                        ("durable_graph", WORKER, f"{B}.worker_cycle:WorkerCycle", ours, EXCLUDED),
+                        (
+                            "durable_graph",
+                            RUNTIME,
+                            f"{B}.worker_cycle:RuntimeCycle",
+                            ours,
+                            EXCLUDED,
+                        ),
+                    ],
                 )
 
             if "pgbench" in only:
-                pgbench.setup(dsns["ref"])
-                for script in ("select1", "durable_txn"):
-                    for c in args.concurrency:
+                for c in args.concurrency:
 
-                        def bench(script: str = script, c: int = c) -> None:
-                            result = pgbench.run(dsns["ref"], script, c, args.duration)
+                    def bench(c: int = c) -> None:
+                        for result in pgbench.run_rounds(
+                            dsns["ref"], c, args.duration, args.rounds
+                        ):
                             runner.results.append(result)
-                            log(f"  pgbench {script} c={c}: {result.ops_per_s:.0f} tps")
+                            log(
+                                f"  pgbench {result.cycle} c={c}: {result.ops_per_s:.0f} tps, p50 {result.p50_ms:.2f} ms"
+                            )
 
-                        runner.attempt(f"reference: pgbench {script} c={c}", bench)
+                    runner.attempt(f"reference: pgbench c={c}", bench)
 
             if "sqlite" in only:
                 lite: dict[str, Any] = {"backend": "sqlite", "path": os.path.join(tmp, "b.db")}
                 open_store(lite).close()
-                runner.cycle(
+                name = "durable_graph (SQLite)"
+                runner.compare(
                     "sqlite",
-                    "durable_graph (SQLite)",
-                    "commit + get",
-                    "tests.bench.checkpoint:OursCheckpointCycle",
-                    lite,
-                )
-                runner.cycle(
-                    "sqlite",
-                    "durable_graph (SQLite)",
-                    "submit + lease + record_attempt + close",
-                    "tests.bench.queue:OursQueueLifecycle",
-                    lite,
-                )
-                runner.cycle(
-                    "sqlite",
-                    "durable_graph (SQLite)",
-                    "submit + lease(run_id) + close",
-                    "tests.bench.queue:OursQueueLifecycle",
-                    {**lite, "fused": True},
-                )
-                runner.cycle(
-                    "sqlite",
-                    "durable_graph (SQLite)",
-                    "lease(run_id) + claim + entry + latest_of_runs + commit + close",
-                    "tests.bench.worker_cycle:WorkerCycle",
-                    lite,
-                    note="feeding submit excluded",
+                    [
+                        (name, "commit + get", f"{B}.checkpoint:OursCheckpointCycle", lite, ""),
+                        (name, LIFECYCLE, f"{B}.queue:OursQueueLifecycle", lite, ""),
+                        (name, FUSED, f"{B}.queue:OursQueueLifecycle", {**lite, "fused": True}, ""),
+                        (name, WORKER, f"{B}.worker_cycle:WorkerCycle", lite, EXCLUDED),
+                    ],
                 )
 
             if "growth" in only:
@@ -344,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         diagnosis=diagnosis,
         failures=runner.failures,
         elapsed=elapsed,
+        load=(load_start, "{:.1f} / {:.1f} / {:.1f}".format(*os.getloadavg())),
     )
     with open(args.out, "w") as f:
         f.write(text)

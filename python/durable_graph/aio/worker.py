@@ -1,0 +1,780 @@
+"""The async worker runtime: `AsyncWorker` runs ``async def`` handlers, many at once on one loop.
+
+The protocol is the sync `durable_graph.worker.Worker`'s (SPEC §5, D40-D44), told again with
+``await``, in the same order and with the same names; the decisions themselves (settings and
+timings, commit chaining, the recorded output, retry / fail / exhausted outcomes) are the shared
+pure functions of `durable_graph.worker`, so both workers decide alike. One attempt:
+
+1. ``lease(holder, ttl, tenant, run_id=new)`` — records the attempt in the same call;
+   ``Exhausted`` → settle (D42); ``ThreadDeleted`` → the store closed the entry; no attempt (the
+   run id was taken) → `record_attempt` with fresh run ids.
+2. ``claim(thread, holder=run_id)``, waiting (lease held and renewed) while the thread is busy (D41).
+3. The entry is read **after** the claim is held, then ``latest_of_runs``, then `plan_attempt`:
+   ``Finished`` → close ``Completed(recorded output)``; ``Fresh`` / ``Resume`` → ``await
+   handler(ctx)``, in a task of its own.
+4. The output is recorded (D40), the claim released, the entry closed; a raise is retried or closes
+   ``Failed`` (D43).
+
+Concurrency (D52): up to ``concurrency`` attempts run as tasks on the calling event loop; one
+dispatcher leases only while a slot is free, so an idle worker makes one lease call per poll
+whatever its concurrency. Each attempt's lease and claim are renewed by a background task of its
+own. No threads are started: with `AsyncPostgresCheckpointer` the worker is pure asyncio (the
+in-memory and SQLite async stores run each call in a worker thread, as they always do).
+
+Shutdown (D44, D52): `stop` (or SIGTERM / SIGINT with ``install_signal_handlers=True``) wakes the
+dispatcher from its idle wait and stops leasing; running attempts get ``shutdown_deadline`` (a
+second signal cuts it short); then each one still running is lost (``ctx.cancelled``, further
+``ctx`` writes raise `WorkerStopped`), its handler task is cancelled, and its claim and lease are
+released so another worker resumes it at once. Cancelling the task running `run` or `run_once`
+does the same at once, then re-raises `CancelledError`. Releasing and closing are shielded: a
+cancellation never leaves a lease half-closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from datetime import timedelta
+from typing import Any
+
+from ..errors import (
+    ClaimLost,
+    EntryClosed,
+    LeaseLost,
+    NotFound,
+    RunIdTaken,
+    StoreError,
+    ThreadBusy,
+    ValidationError,
+)
+from ..model import (
+    ANY,
+    JSON,
+    AttemptPlan,
+    AttemptStart,
+    Cancelled,
+    Checkpoint,
+    Claim,
+    ClaimPolicy,
+    Completed,
+    EntryOutcome,
+    Event,
+    EventIn,
+    Exhausted,
+    Finished,
+    Lease,
+    QueueEntry,
+    Started,
+    TenantFilter,
+    ThreadDeleted,
+)
+from ..run_queue import plan_attempt
+from ..worker import (
+    AttemptReport,
+    Note,
+    WorkerSettings,
+    WorkerStopped,
+    closing_note,
+    describe,
+    exhausted_outcome,
+    failure_outcome,
+    invalid_output,
+    new_id,
+    next_commit,
+    output_effect_key,
+    recorded_output,
+)
+from .protocols import AsyncCheckpointer, AsyncRunQueue
+
+log = logging.getLogger("durable_graph.aio.worker")
+
+AsyncHandler = Callable[["AsyncRunContext"], Awaitable[Any]]
+"""A user's run: ``async def handler(ctx: AsyncRunContext) -> JSON``."""
+
+_RECORD_ATTEMPT_TRIES = 5
+_ABANDON_GRACE = 5.0
+"""Seconds an abandoned attempt gets to unwind after its handler task was cancelled."""
+
+
+# --- keeping the lease and the claim alive -------------------------------------------------
+
+
+class _Keeper:
+    """One attempt's lease (and claim, once taken): renewed by a task, released or closed once."""
+
+    def __init__(self, store: AsyncCheckpointer, lease: Lease, interval: float) -> None:
+        self._store = store
+        self._queue: AsyncRunQueue = store.run_queue
+        self.lease = lease
+        self.claim: Claim | None = None
+        self.handler_task: asyncio.Task[Any] | None = None
+        self._interval = interval
+        self._lost: StoreError | None = None
+        self._renewer: asyncio.Task[None] | None = None
+        self._stop_renewing = asyncio.Event()
+        self._finishing: asyncio.Future[QueueEntry | None] | None = None
+
+    def start(self) -> None:
+        self._renewer = asyncio.create_task(
+            self._renew(), name=f"dg-renew-{self.lease.entry.entry_id}"
+        )
+
+    @property
+    def lost(self) -> StoreError | None:
+        return self._lost
+
+    def lose(self, error: StoreError) -> None:
+        if self._lost is None:
+            self._lost = error
+
+    @property
+    def finishing(self) -> bool:
+        return self._finishing is not None
+
+    def adopt_claim(self, claim: Claim) -> bool:
+        """Keep ``claim`` renewed; False once the attempt is being finished (caller releases it)."""
+        if self._finishing is not None:
+            return False
+        self.claim = claim
+        return True
+
+    def cancel_handler(self) -> None:
+        if self.handler_task is not None:
+            self.handler_task.cancel()
+
+    async def stop_renewing(self) -> None:
+        """Stop the renewer, letting a renewal in flight finish (a cancelled PostgreSQL call
+        would cost its connection); if we are cancelled meanwhile, cancel it too."""
+        self._stop_renewing.set()
+        renewer = self._renewer
+        if renewer is None or renewer.done():
+            return
+        try:
+            await asyncio.wait({renewer})
+        except asyncio.CancelledError:
+            renewer.cancel()
+            raise
+
+    async def _renew(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop_renewing.wait(), self._interval)
+            if self._stop_renewing.is_set():
+                return
+            try:
+                self.lease = await self._queue.renew(self.lease)
+            except (LeaseLost, EntryClosed) as exc:
+                self.lose(exc)
+                return
+            except StoreError as exc:  # transient: the lease stays current until re-leased
+                log.warning("entry %d: lease renewal failed: %s", self.lease.entry.entry_id, exc)
+            claim = self.claim
+            if claim is None:
+                continue
+            try:
+                renewed = await self._store.renew_claim(claim)
+            except ClaimLost as exc:
+                self.lose(exc)
+                return
+            except StoreError as exc:
+                log.warning("thread %s: claim renewal failed: %s", claim.thread_id, exc)
+                continue
+            if self.claim is claim:
+                self.claim = renewed
+
+    def abandon(self) -> None:
+        """Stop renewing without touching the store (the entry is already closed)."""
+        if self._finishing is None:
+            done: asyncio.Future[QueueEntry | None] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            self._finishing = done
+        self._stop_renewing.set()
+
+    async def finish(self, outcome: EntryOutcome | None) -> QueueEntry | None:
+        """Stop renewing, release the claim, then close (or release) the lease — once.
+
+        The first call decides; later calls (the attempt's own, or the worker's at shutdown) wait
+        for it and get its answer. The work is shielded: cancelling a caller never interrupts a
+        close half-way. Returns the closed entry, or None.
+        """
+        if self._finishing is None:
+            self._finishing = asyncio.ensure_future(self._finish(outcome))
+            self._finishing.add_done_callback(self._log_failure)
+        return await asyncio.shield(self._finishing)
+
+    async def _finish(self, outcome: EntryOutcome | None) -> QueueEntry | None:
+        await self.stop_renewing()
+        # The claim goes first: while the lease is live no other worker can lease the thread,
+        # so nobody meets a claim that is about to be released.
+        claim, self.claim = self.claim, None
+        if claim is not None:
+            with contextlib.suppress(StoreError):
+                await self._store.release_claim(claim)
+        try:
+            if outcome is None:
+                await self._queue.release(self.lease)
+                return None
+            return await self._queue.close(self.lease, outcome)
+        except (LeaseLost, EntryClosed) as exc:
+            self.lose(exc)
+            return None
+
+    def _log_failure(self, finishing: asyncio.Future[QueueEntry | None]) -> None:
+        if not finishing.cancelled() and finishing.exception() is not None:
+            log.warning(
+                "entry %d: releasing the lease failed (it will expire): %s",
+                self.lease.entry.entry_id,
+                finishing.exception(),
+            )
+
+
+# --- what the handler sees ---------------------------------------------------------------
+
+
+class AsyncRunContext:
+    """One attempt of one queue entry, as an async handler sees it.
+
+    ``plan`` says what to do: `Fresh` (apply ``entry.input``) or `Resume` (continue from
+    ``plan.checkpoint``). `commit` chains checkpoints under the attempt's claim; once the attempt
+    has lost its lease or claim, ``cancelled`` is true and every write raises. Await the writes
+    one at a time: each commit's parent is the head the previous one left.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: AsyncCheckpointer,
+        entry: QueueEntry,
+        plan: AttemptPlan,
+        run_id: str,
+        attempt: int,
+        head: Checkpoint | None,
+        keeper: _Keeper,
+        claim: Claim,
+    ) -> None:
+        self.store = store
+        self.entry = entry
+        self.plan = plan
+        self.run_id = run_id
+        self.attempt = attempt
+        self._head = head
+        self._keeper = keeper
+        self._claim = claim
+
+    @property
+    def thread_id(self) -> str:
+        return self.entry.thread_id
+
+    @property
+    def input(self) -> JSON:
+        return self.entry.input
+
+    @property
+    def head(self) -> Checkpoint | None:
+        """The thread's head: read after the claim was taken, then each commit of this attempt."""
+        return self._head
+
+    @property
+    def claim(self) -> Claim:
+        return self._claim
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the attempt lost its lease or claim: stop working and return."""
+        return self._keeper.lost is not None
+
+    def check(self) -> None:
+        """Raise the error that ended the attempt, if it ended (cooperative cancellation)."""
+        lost = self._keeper.lost
+        if lost is not None:
+            raise type(lost)(str(lost))
+
+    async def commit(
+        self,
+        state: JSON,
+        next: Sequence[str] = (),
+        metadata: JSON = None,
+        events: Sequence[EventIn] = (),
+    ) -> Checkpoint:
+        """Commit a checkpoint whose parent is the current head; ``next=()`` ends the run."""
+        self.check()
+        checkpoint = await self.store.commit(
+            self._claim, next_commit(self.run_id, self._head, state, next, metadata, events)
+        )
+        self._head = checkpoint
+        return checkpoint
+
+    async def append_events(self, events: Sequence[EventIn]) -> list[Event]:
+        """Append events to the thread's log (tagged with this run id), without a checkpoint."""
+        self.check()
+        return await self.store.append_events(self._claim, events, run_id=self.run_id)
+
+    async def record_effect(self, key: str, fn: Callable[[], JSON | Awaitable[JSON]]) -> JSON:
+        """The value recorded under ``key``; ``fn`` (sync or async) runs only when none is yet.
+
+        First write wins, as for `durable_graph.worker.RunContext.record_effect`.
+        """
+        self.check()
+        recorded = await self.store.get_effect(self.thread_id, key)
+        if recorded is not None:
+            return recorded.value
+        value = fn()
+        if inspect.isawaitable(value):
+            value = await value
+        self.check()
+        record = await self.store.record_effect(self._claim, key, value, run_id=self.run_id)
+        return record.value
+
+
+# --- the worker ----------------------------------------------------------------------------
+
+
+def _is_async_callable(handler: object) -> bool:
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        getattr(handler, "__call__", None)  # noqa: B004 - an object with an async __call__
+    )
+
+
+class AsyncWorker:
+    """Leases entries from ``store.run_queue`` and awaits ``handler`` for each (SPEC §5)."""
+
+    def __init__(
+        self,
+        store: AsyncCheckpointer,
+        handler: AsyncHandler,
+        *,
+        holder: str | None = None,
+        concurrency: int = 1,
+        lease_ttl: timedelta = timedelta(seconds=30),
+        claim_policy: ClaimPolicy = ClaimPolicy(),
+        tenant: TenantFilter = ANY,
+        poll_interval: timedelta = timedelta(seconds=1),
+        shutdown_deadline: timedelta = timedelta(seconds=30),
+        install_signal_handlers: bool = False,
+    ) -> None:
+        if not _is_async_callable(handler):
+            raise ValidationError("handler must be an async function (async def handler(ctx))")
+        self.settings = WorkerSettings.check(
+            holder=holder,
+            concurrency=concurrency,
+            lease_ttl=lease_ttl,
+            claim_policy=claim_policy,
+            tenant=tenant,
+            poll_interval=poll_interval,
+            shutdown_deadline=shutdown_deadline,
+        )
+        self.store = store
+        self.handler = handler
+        self.holder = self.settings.holder
+        self.install_signal_handlers = bool(install_signal_handlers)
+        self._stopping = False
+        self._forced = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop_event: asyncio.Event | None = None
+        self._force_event: asyncio.Event | None = None
+        self._running: set[asyncio.Task[None]] = set()
+        self._keepers: set[_Keeper] = set()
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    @property
+    def running_attempts(self) -> int:
+        """How many attempts are running now."""
+        return len(self._keepers)
+
+    def stop(self, *, force: bool = False) -> None:
+        """Stop leasing; `run` lets running attempts finish within ``shutdown_deadline``.
+
+        ``force=True`` (or a second call from a signal) does not wait for them. Safe to call from
+        any thread.
+        """
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+            except RuntimeError:
+                current = None
+            if current is not loop:
+                loop.call_soon_threadsafe(self._stop_now, force)
+                return
+        self._stop_now(force)
+
+    def _stop_now(self, force: bool) -> None:
+        self._stopping = True
+        if self._stop_event is not None:
+            self._stop_event.set()
+        if force:
+            self._forced = True
+            if self._force_event is not None:
+                self._force_event.set()
+
+    async def run(self) -> None:
+        """Run attempts, up to ``concurrency`` at once, until `stop`; then shut down (D44)."""
+        self._loop = asyncio.get_running_loop()
+        self._stop_event = asyncio.Event()
+        self._force_event = asyncio.Event()
+        if self._stopping:
+            self._stop_event.set()
+        if self._forced:
+            self._force_event.set()
+        with self._signals():
+            log.info("worker %s started (%d slot(s))", self.holder, self.settings.concurrency)
+            try:
+                await self._dispatch()
+                log.info("worker %s stopping", self.holder)
+                await self._drain()
+            except asyncio.CancelledError:
+                log.info("worker %s cancelled: releasing running attempts", self.holder)
+                self._stopping = True
+                await self._abandon_running()
+                raise
+            await self._abandon_running()
+            log.info("worker %s stopped", self.holder)
+
+    async def run_once(self) -> AttemptReport | None:
+        """Lease and process at most one entry in the calling task; None if none was ready."""
+        run_id = new_id()
+        lease = await self._lease(run_id)
+        if lease is None:
+            return None
+        return await self._process(lease, run_id)
+
+    # --- internals --------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _signals(self) -> Iterator[None]:
+        if not self.install_signal_handlers:
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        for sig in previous:
+            loop.add_signal_handler(sig, self._on_signal, sig)
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                loop.remove_signal_handler(sig)
+                if handler is not None:
+                    signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        if self._stopping:
+            log.info("worker %s: %s again: not waiting for running attempts", self.holder, name)
+            self._stop_now(force=True)
+            return
+        log.info("worker %s: %s received: finishing running attempts", self.holder, name)
+        self._stop_now(force=False)
+
+    async def _wait(self, timeout: float | None, *tasks: asyncio.Future[Any]) -> None:
+        """Sleep up to ``timeout`` seconds, waking early on `stop` or when any of ``tasks`` ends."""
+        assert self._stop_event is not None
+        waiter = asyncio.ensure_future(self._stop_event.wait())
+        try:
+            await asyncio.wait(
+                {waiter, *tasks}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            waiter.cancel()
+
+    async def _lease(self, run_id: str) -> Lease | None:
+        s = self.settings
+        return await self.store.run_queue.lease(
+            s.holder, s.lease_ttl, tenant=s.tenant, run_id=run_id
+        )
+
+    async def _dispatch(self) -> None:
+        """Lease while a slot is free, start each lease as a task; idle when nothing is ready."""
+        while not self._stopping:
+            if len(self._running) >= self.settings.concurrency:
+                await self._wait(None, *self._running)
+                continue
+            run_id = new_id()
+            try:
+                lease = await self._lease(run_id)
+            except StoreError as exc:
+                log.warning("store error: %s", exc)
+                await self._wait(self.settings.idle_delay())
+                continue
+            except Exception:
+                log.exception("unexpected error in worker loop")
+                await self._wait(self.settings.idle_delay())
+                continue
+            if lease is None:
+                await self._wait(self.settings.idle_delay())
+                continue
+            # A lease taken while stop() arrived still runs (within the shutdown deadline): its
+            # attempt is recorded already, and giving it back would burn that attempt.
+            task = asyncio.create_task(
+                self._slot(lease, run_id), name=f"dg-attempt-{lease.entry.entry_id}"
+            )
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+
+    async def _slot(self, lease: Lease, run_id: str) -> None:
+        """One attempt as the dispatcher runs it: errors are logged, a busy thread backs off."""
+        try:
+            report = await self._process(lease, run_id)
+        except StoreError as exc:
+            log.warning("store error: %s", exc)
+            await self._wait(self.settings.idle_delay())
+            return
+        except Exception:
+            log.exception("unexpected error in worker attempt")
+            await self._wait(self.settings.idle_delay())
+            return
+        if report.note == "busy":
+            await self._wait(self.settings.idle_delay(2.0))  # this slot backs off (D41)
+
+    async def _drain(self) -> None:
+        """Give running attempts ``shutdown_deadline`` to finish (a forced stop cuts it short)."""
+        assert self._force_event is not None
+        deadline = time.monotonic() + self.settings.shutdown_deadline.total_seconds()
+        force = asyncio.ensure_future(self._force_event.wait())
+        try:
+            while self._running and not force.done():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                await asyncio.wait(
+                    {force, *self._running}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
+        finally:
+            force.cancel()
+
+    async def _abandon_running(self) -> None:
+        """Cancel what still runs; release its claim and lease (D44); wait for it to unwind."""
+        keepers = list(self._keepers)
+        for keeper in keepers:
+            log.info("entry %d: shutdown; releasing claim and lease", keeper.lease.entry.entry_id)
+            keeper.lose(WorkerStopped("the worker shut down; this attempt's claim was released"))
+            keeper.cancel_handler()
+        results = await asyncio.gather(
+            *(keeper.finish(None) for keeper in keepers), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, StoreError):
+                raise result
+        tasks = set(self._running)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=_ABANDON_GRACE)
+            for task in pending:
+                log.warning("%s ignores cancellation; cancelling its attempt", task.get_name())
+                task.cancel()
+
+    async def _process(self, lease: Lease, run_id: str) -> AttemptReport:
+        """Everything after the lease, with the lease renewed and given back on any failure."""
+        keeper = _Keeper(self.store, lease, self.settings.renew_every)
+        keeper.start()
+        self._keepers.add(keeper)
+        try:
+            report = await self._run_lease(keeper, run_id)
+        except StoreError as exc:
+            # A store failure mid-protocol: give the entry back at once rather than let it wait
+            # out its lease (a later attempt resumes it); if that fails too, the lease expires.
+            with contextlib.suppress(StoreError):
+                await keeper.finish(None)
+            if keeper.lost is None:
+                raise
+            entry = lease.entry  # the attempt was lost meanwhile: that explains the failure
+            report = AttemptReport(entry.entry_id, entry.thread_id, None, None, None, None, "lost")
+            log.info("%s (%s)", describe(report), exc)
+            return report
+        except BaseException:
+            with contextlib.suppress(StoreError):
+                await keeper.finish(None)
+            raise
+        finally:
+            self._keepers.discard(keeper)
+            await keeper.stop_renewing()
+        log.info("%s", describe(report))
+        return report
+
+    async def _record_attempt(self, keeper: _Keeper, run_id: str) -> tuple[str, AttemptStart]:
+        """The lease's attempt, recording one with fresh run ids if the first was taken."""
+        if keeper.lease.attempt is not None:
+            return run_id, keeper.lease.attempt
+        queue = self.store.run_queue
+        for _ in range(_RECORD_ATTEMPT_TRIES):
+            run_id = new_id()
+            try:
+                return run_id, await queue.record_attempt(keeper.lease, run_id)
+            except RunIdTaken:
+                continue
+        raise RunIdTaken(f"could not find a free run id in {_RECORD_ATTEMPT_TRIES} tries")
+
+    async def _take_claim(self, keeper: _Keeper, holder: str) -> Claim | None:
+        """The thread's claim, waiting (lease held) up to one claim ttl while another is live."""
+        thread_id = keeper.lease.entry.thread_id
+        deadline = time.monotonic() + self.settings.claim_wait
+        while True:
+            try:
+                claim = await self.store.claim(thread_id, holder, self.settings.claim_policy)
+            except ThreadBusy:
+                if time.monotonic() >= deadline or keeper.lost is not None or self.stopping:
+                    return None
+                await self._wait_or_sleep(self.settings.claim_retry_delay)
+                continue
+            if not keeper.adopt_claim(claim):  # shut down meanwhile: give the claim back
+                with contextlib.suppress(StoreError):
+                    await self.store.release_claim(claim)
+                return None
+            return claim
+
+    async def _wait_or_sleep(self, delay: float) -> None:
+        if self._stop_event is None or self._stop_event.is_set():  # run_once: nothing to wake us
+            await asyncio.sleep(delay)
+        else:
+            await self._wait(delay)
+
+    async def _recorded_output(self, thread_id: str, entry_id: int) -> JSON:
+        return recorded_output(await self.store.get_effect(thread_id, output_effect_key(entry_id)))
+
+    async def _run_lease(self, keeper: _Keeper, run_id: str) -> AttemptReport:
+        entry = keeper.lease.entry
+        queue = self.store.run_queue
+
+        def report(
+            note: Note,
+            outcome: EntryOutcome | None = None,
+            *,
+            run: str | None = None,
+            number: int | None = None,
+            plan: AttemptPlan | None = None,
+        ) -> AttemptReport:
+            return AttemptReport(entry.entry_id, entry.thread_id, run, number, plan, outcome, note)
+
+        try:
+            run_id, start = await self._record_attempt(keeper, run_id)
+        except EntryClosed:
+            keeper.abandon()
+            return report("closed")
+        if isinstance(start, ThreadDeleted):
+            keeper.abandon()  # the store closed the entry: nothing left to release
+            return report("thread_deleted", Cancelled("thread_deleted"), run=run_id)
+        if isinstance(start, Exhausted):
+            return await self._settle_exhausted(keeper, report)
+        assert isinstance(start, Started)
+        number = start.number
+
+        claim = await self._take_claim(keeper, run_id)
+        if claim is None:
+            await keeper.finish(None)
+            return report("lost" if keeper.lost else "busy", run=run_id, number=number)
+
+        # Read the entry only now that the claim is held (SPEC §5): its attempts include every
+        # attempt another worker recorded before ours.
+        current = await queue.entry(entry.entry_id, tenant=entry.tenant)
+        if current is None or current.closed:
+            keeper.lose(EntryClosed(f"entry {entry.entry_id} was closed"))
+            await keeper.finish(None)
+            return report("closed", run=run_id, number=number)
+        latest = await self.store.latest_of_runs(
+            entry.thread_id, [a.run_id for a in current.attempts]
+        )
+        plan = plan_attempt(current, latest)
+        if isinstance(plan, Finished):
+            done = Completed(await self._recorded_output(entry.thread_id, entry.entry_id))
+            closed = await keeper.finish(done)
+            return report(closing_note(done, closed), done, run=run_id, number=number, plan=plan)
+        if keeper.lost is not None:
+            await keeper.finish(None)
+            return report("lost", run=run_id, number=number, plan=plan)
+
+        ctx = AsyncRunContext(
+            store=self.store,
+            entry=current,
+            plan=plan,
+            run_id=run_id,
+            attempt=number,
+            head=await self.store.get(entry.thread_id),
+            keeper=keeper,
+            claim=claim,
+        )
+        handler_task = asyncio.ensure_future(self.handler(ctx))
+        keeper.handler_task = handler_task
+        try:
+            output = await handler_task
+        except BaseException as exc:  # D43
+            this = asyncio.current_task()
+            if isinstance(exc, asyncio.CancelledError) and this is not None and this.cancelling():
+                raise  # our own task is being cancelled: _process releases, then re-raises
+            if not isinstance(exc, Exception | asyncio.CancelledError):
+                raise  # KeyboardInterrupt, SystemExit
+            if keeper.lost is not None:
+                await keeper.finish(None)
+                return report("lost", run=run_id, number=number, plan=plan)
+            failed = failure_outcome(current, exc)
+            if failed is None:
+                log.warning(
+                    "entry %d attempt %d raised %s: %s (will retry)",
+                    entry.entry_id,
+                    number,
+                    type(exc).__name__,
+                    exc,
+                )
+                await keeper.finish(None)
+                return report("retry", run=run_id, number=number, plan=plan)
+            closed = await keeper.finish(failed)
+            return report(
+                closing_note(failed, closed), failed, run=run_id, number=number, plan=plan
+            )
+        finally:
+            keeper.handler_task = None
+
+        if keeper.lost is not None:
+            await keeper.finish(None)
+            return report("lost", run=run_id, number=number, plan=plan)
+        outcome: EntryOutcome | None = invalid_output(output)
+        if outcome is None:
+            outcome = Completed(await self._record_output(ctx, output))
+        closed = await keeper.finish(outcome)
+        return report(closing_note(outcome, closed), outcome, run=run_id, number=number, plan=plan)
+
+    async def _record_output(self, ctx: AsyncRunContext, output: JSON) -> JSON:
+        """Record the output under the claim (first write wins) so a later attempt finds it."""
+        if ctx.head is None:
+            return output  # nothing committed: there is no thread to record it on
+        try:
+            record = await self.store.record_effect(
+                ctx.claim, output_effect_key(ctx.entry.entry_id), output, run_id=ctx.run_id
+            )
+        except NotFound:
+            return output
+        return record.value
+
+    async def _settle_exhausted(
+        self, keeper: _Keeper, report: Callable[..., AttemptReport]
+    ) -> AttemptReport:
+        """Every attempt was used: close Completed if the run finished anyway, else Failed."""
+        entry = keeper.lease.entry
+        claim = await self._take_claim(keeper, self.holder)
+        if claim is None:
+            await keeper.finish(None)
+            return report("lost" if keeper.lost else "busy")
+        current = await self.store.run_queue.entry(entry.entry_id, tenant=entry.tenant)
+        if current is None or current.closed:
+            await keeper.finish(None)
+            return report("closed")
+        latest = await self.store.latest_of_runs(
+            entry.thread_id, [a.run_id for a in current.attempts]
+        )
+        plan = plan_attempt(current, latest)
+        outcome = exhausted_outcome(
+            plan, await self._recorded_output(entry.thread_id, entry.entry_id)
+        )
+        closed = await keeper.finish(outcome)
+        return report(closing_note(outcome, closed), outcome, plan=plan)
+
+
+__all__ = ["AsyncHandler", "AsyncRunContext", "AsyncWorker", "WorkerStopped"]
