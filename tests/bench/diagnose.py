@@ -83,6 +83,8 @@ class Diagnosis:
     executor_parts_us: dict[str, float] = field(default_factory=dict)
     profiles: dict[str, str] = field(default_factory=dict)
     plans: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+    experiment: list[tuple[str, float]] = field(default_factory=list)
+    """(variant, median µs per call from Python) of the SQL-function experiment."""
 
 
 def _p50_ms(values: list[int]) -> float:
@@ -228,6 +230,7 @@ def run(
         _executor_parts(store, diag, n)
         _profiles(store, diag, tag)
         _plans(raw, config, diag, tag, growth)
+        _sql_function_experiment(dsn, diag, tag)
     finally:
         raw.close()
         store.close()
@@ -506,3 +509,60 @@ def _plans(
         lambda: raw.run(calls.latest_of_runs(big, growth.deep_thread, ["r0"])),
         diag,
     )
+
+
+_REFRESH_BODY = """UPDATE {s}.queue_threads q
+   SET (head_entry_id, head_tenant) =
+           (SELECT e.entry_id, e.tenant FROM {s}.queue_entries e
+             WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
+             ORDER BY e.queue_rank, e.entry_id LIMIT 1),
+       lease_expires_at =
+           (SELECT max(e.lease_expires_at) FROM {s}.queue_entries e
+             WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
+               AND e.lease_token IS NOT NULL)
+ WHERE q.thread_id = p_thread_id"""
+
+
+def _sql_function_experiment(dsn: str, diag: Diagnosis, tag: str, rounds: int = 1000) -> None:
+    """Why do small helpers cost so much? The body of ``_dg_refresh_queue_thread`` called as
+    the store's own ``LANGUAGE sql`` function and as scratch copies (``LANGUAGE sql`` without
+    ``SET search_path``; ``plpgsql`` with and without it), plus ``_dg_entry`` and ``_dg_iso``,
+    interleaved call by call on a plain connection; medians. Scratch functions live in the
+    diagnostic schema only."""
+    body = _REFRESH_BODY.format(s=SCHEMA)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for name, lang, setting in (
+            ("x_sql_noset", "sql", ""),
+            ("x_plpgsql_set", "plpgsql", "SET search_path FROM CURRENT"),
+            ("x_plpgsql_noset", "plpgsql", ""),
+        ):
+            code = body if lang == "sql" else f"BEGIN {body}; END"
+            conn.execute(
+                f"CREATE OR REPLACE FUNCTION {SCHEMA}.{name}(p_thread_id text) RETURNS void "
+                f"LANGUAGE {lang} VOLATILE {setting} AS $fn$ {code} $fn$"
+            )
+        thread = f"raw-{tag}-0"
+        entry_id = conn.execute(
+            f"SELECT min(entry_id) FROM {SCHEMA}.queue_entries WHERE thread_id = %s", (thread,)
+        ).fetchone()
+        eid = entry_id[0] if entry_id else 1
+        variants = [
+            ("round trip floor: SELECT %s", "SELECT %s::text", thread),
+            ("_dg_refresh_queue_thread as shipped (LANGUAGE sql, SET search_path)",
+             f"SELECT {SCHEMA}._dg_refresh_queue_thread(%s)", thread),
+            ("same body, LANGUAGE sql, no SET", f"SELECT {SCHEMA}.x_sql_noset(%s)", thread),
+            ("same body, plpgsql, SET search_path", f"SELECT {SCHEMA}.x_plpgsql_set(%s)", thread),
+            ("same body, plpgsql, no SET", f"SELECT {SCHEMA}.x_plpgsql_noset(%s)", thread),
+            ("_dg_entry(id) as shipped (LANGUAGE sql)", f"SELECT * FROM {SCHEMA}._dg_entry(%s)",
+             eid),
+            ("_dg_iso(now()) as shipped (LANGUAGE sql IMMUTABLE, SET)",
+             f"SELECT {SCHEMA}._dg_iso(now()), %s::text", thread),
+        ]  # fmt: skip
+        times: dict[str, list[int]] = {label: [] for label, _, _ in variants}
+        for r in range(rounds):
+            for label, query, arg in variants:
+                t0 = time.perf_counter_ns()
+                conn.execute(query, (arg,)).fetchall()
+                if r >= rounds // 10:
+                    times[label].append(time.perf_counter_ns() - t0)
+    diag.experiment = [(label, percentile(v, 0.5) / 1000) for label, v in times.items()]

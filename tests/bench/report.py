@@ -272,6 +272,15 @@ def _diagnosis(d: Diagnosis) -> list[str]:
             q = n.query.replace("|", "\\|")
             lines.append(f"| `{q}` | {n.per_call:.2f} | {n.mean_ms:.3f} | {n.share:.0%} |")
         lines.append("")
+    if d.experiment:
+        floor = d.experiment[0][1]
+        lines += ["### Experiment: what a small LANGUAGE sql helper costs per call", "",
+                  "Interleaved call by call on a plain connection (no pg_stat_statements "
+                  "tracking); median µs from Python, and above the round-trip floor.", "",
+                  "| variant | median µs | above floor µs |", "|---|---:|---:|"]  # fmt: skip
+        for label, us in d.experiment:
+            lines.append(f"| {label} | {us:.0f} | {us - floor:.0f} |")
+        lines.append("")
     if d.profiles:
         lines += ["### Client profile (cProfile, sorted by own time)", ""]
         for name, text in d.profiles.items():

@@ -6,7 +6,8 @@
   asyncio on psycopg's `AsyncConnectionPool`, calling the same SQL functions as the sync store.
 
 Each has ``.run_queue`` (an `AsyncRunQueue`), ``await close()`` and ``async with`` support.
-See docs/async.md.
+`AsyncWorker` runs async handlers, many attempts concurrently on one event loop. See
+docs/async.md.
 """
 
 from __future__ import annotations
@@ -19,14 +20,17 @@ from .protocols import AsyncCheckpointer, AsyncRunQueue
 if TYPE_CHECKING:
     from .postgres import AsyncPostgresCheckpointer, AsyncPostgresRunQueue
     from .sqlite import AsyncSqliteCheckpointer
+    from .worker import AsyncRunContext, AsyncWorker
 
 __all__ = [
     "AsyncCheckpointer",
     "AsyncInMemoryCheckpointer",
     "AsyncPostgresCheckpointer",
     "AsyncPostgresRunQueue",
+    "AsyncRunContext",
     "AsyncRunQueue",
     "AsyncSqliteCheckpointer",
+    "AsyncWorker",
 ]
 
 
@@ -40,4 +44,8 @@ def __getattr__(name: str) -> Any:
         from . import postgres
 
         return getattr(postgres, name)
+    if name in ("AsyncWorker", "AsyncRunContext"):
+        from . import worker
+
+        return getattr(worker, name)
     raise AttributeError(name)
