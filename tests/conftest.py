@@ -13,9 +13,12 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from psycopg import sql
 from pytest_postgresql.janitor import DatabaseJanitor
 
+from durable_graph.postgres.migrations import migrate
 from durable_graph.testkit import pg_server
+from durable_graph.testkit.pg_clock import PgClock
 
 _SERVER: pg_server.PgServer | None = None
 
@@ -66,4 +69,18 @@ def pg_schema(pg_dsn: str) -> Iterator[str]:
     schema = f"t_{uuid.uuid4().hex[:16]}"
     yield schema
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture(scope="class")
+def class_schema(pg_dsn: str) -> Iterator[tuple[str, PgClock]]:
+    """A schema migrated once for a whole test class, with a movable clock.
+
+    Tests empty it with `durable_graph.testkit.pg_schema.reset_store` before each run.
+    """
+    schema = f"c_{uuid.uuid4().hex[:16]}"
+    migrate(pg_dsn, schema)
+    clock = PgClock(pg_dsn, schema)
+    yield schema, clock
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))

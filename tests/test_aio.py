@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from durable_graph import (
@@ -41,19 +42,10 @@ from durable_graph.postgres import PostgresConfig
 from durable_graph.run_queue import RunQueue
 from durable_graph.testkit import Harness, ManualClock
 from durable_graph.testkit.async_adapter import SyncAdapter
+from durable_graph.testkit.checkpointer_contract import CheckpointerContract
 from durable_graph.testkit.pg_clock import PgClock
-
-# The PostgreSQL suites reuse test_postgres.py's migrated-once schema and its reset.
-from test_postgres import class_schema, reset_schema  # noqa: F401
-
-try:
-    from durable_graph.testkit.checkpointer_contract import CheckpointerContract
-except ImportError:  # pragma: no cover - the suite is being written
-    CheckpointerContract = None  # type: ignore[assignment,misc]
-try:
-    from durable_graph.testkit.run_queue_contract import RunQueueContract
-except ImportError:  # pragma: no cover - the suite is being written
-    RunQueueContract = None  # type: ignore[assignment,misc]
+from durable_graph.testkit.pg_schema import reset_store
+from durable_graph.testkit.run_queue_contract import RunQueueContract
 
 SEC = timedelta(seconds=1)
 
@@ -88,8 +80,8 @@ def _sqlite_harness(path: Path) -> Iterator[Harness]:
 
 def _postgres_harness(pg_dsn: str, migrated: tuple[str, PgClock]) -> Iterator[Harness]:
     schema, clock = migrated
-    reset_schema(pg_dsn, schema)
-    clock.reset()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        reset_store(conn, schema)
 
     async def factory() -> AsyncCheckpointer:
         config = PostgresConfig(schema=schema, auto_migrate=False)
@@ -98,48 +90,48 @@ def _postgres_harness(pg_dsn: str, migrated: tuple[str, PgClock]) -> Iterator[Ha
     yield from _adapted(factory, clock)
 
 
-if CheckpointerContract is not None:
-
-    class TestAsyncMemoryCheckpointer(CheckpointerContract):
-        @pytest.fixture
-        def harness(self) -> Iterator[Harness]:
-            yield from _memory_harness()
-
-    class TestAsyncSqliteCheckpointer(CheckpointerContract):
-        @pytest.fixture
-        def harness(self, tmp_path: Path) -> Iterator[Harness]:
-            yield from _sqlite_harness(tmp_path)
-
-    class TestAsyncPostgresCheckpointer(CheckpointerContract):
-        @pytest.fixture
-        def harness(
-            self,
-            pg_dsn: str,
-            class_schema: tuple[str, PgClock],
-        ) -> Iterator[Harness]:
-            yield from _postgres_harness(pg_dsn, class_schema)
+class TestAsyncMemoryCheckpointer(CheckpointerContract):
+    @pytest.fixture
+    def harness(self) -> Iterator[Harness]:
+        yield from _memory_harness()
 
 
-if RunQueueContract is not None:
+class TestAsyncSqliteCheckpointer(CheckpointerContract):
+    @pytest.fixture
+    def harness(self, tmp_path: Path) -> Iterator[Harness]:
+        yield from _sqlite_harness(tmp_path)
 
-    class TestAsyncMemoryRunQueue(RunQueueContract):
-        @pytest.fixture
-        def harness(self) -> Iterator[Harness]:
-            yield from _memory_harness()
 
-    class TestAsyncSqliteRunQueue(RunQueueContract):
-        @pytest.fixture
-        def harness(self, tmp_path: Path) -> Iterator[Harness]:
-            yield from _sqlite_harness(tmp_path)
+class TestAsyncPostgresCheckpointer(CheckpointerContract):
+    @pytest.fixture
+    def harness(
+        self,
+        pg_dsn: str,
+        class_schema: tuple[str, PgClock],
+    ) -> Iterator[Harness]:
+        yield from _postgres_harness(pg_dsn, class_schema)
 
-    class TestAsyncPostgresRunQueue(RunQueueContract):
-        @pytest.fixture
-        def harness(
-            self,
-            pg_dsn: str,
-            class_schema: tuple[str, PgClock],
-        ) -> Iterator[Harness]:
-            yield from _postgres_harness(pg_dsn, class_schema)
+
+class TestAsyncMemoryRunQueue(RunQueueContract):
+    @pytest.fixture
+    def harness(self) -> Iterator[Harness]:
+        yield from _memory_harness()
+
+
+class TestAsyncSqliteRunQueue(RunQueueContract):
+    @pytest.fixture
+    def harness(self, tmp_path: Path) -> Iterator[Harness]:
+        yield from _sqlite_harness(tmp_path)
+
+
+class TestAsyncPostgresRunQueue(RunQueueContract):
+    @pytest.fixture
+    def harness(
+        self,
+        pg_dsn: str,
+        class_schema: tuple[str, PgClock],
+    ) -> Iterator[Harness]:
+        yield from _postgres_harness(pg_dsn, class_schema)
 
 
 # --- direct checks, on every async store ---------------------------------------------------

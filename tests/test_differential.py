@@ -74,6 +74,7 @@ from durable_graph.postgres.migrations import migrate
 from durable_graph.sqlite import SqliteCheckpointer, SqliteConfig
 from durable_graph.testkit.harness import ManualClock
 from durable_graph.testkit.pg_clock import PgClock
+from durable_graph.testkit.pg_schema import reset_store
 
 EXAMPLES = int(os.environ.get("DURABLE_GRAPH_DIFF_EXAMPLES", "200"))
 STEPS = int(os.environ.get("DURABLE_GRAPH_DIFF_STEPS", "30"))
@@ -93,7 +94,6 @@ TASKS = ["t1", "t2"]
 CHANNELS = ["x", "y"]
 EFFECT_KEYS = ["e1", "e2"]
 UNKNOWN_ENTRY_ID = 987_654
-BOOKKEEPING = ("schema_meta", "dg_test_clock")
 OUTCOMES: Counter[tuple[str, str]] = Counter()
 """How often each operation succeeded or failed with each error class (printed with ``-s``)."""
 
@@ -121,39 +121,14 @@ class PgBackend:
         migrate(dsn, schema)
         PgClock(dsn, schema)  # installs the test clock (store_now() = clock_timestamp() + offset)
         self.conn = psycopg.connect(dsn, autocommit=True)
-        self.tables = [
-            r[0]
-            for r in self.conn.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
-            ).fetchall()
-            if r[0] not in BOOKKEEPING and "yoyo" not in r[0]
-        ]
-        self.sequences = [
-            r[0]
-            for r in self.conn.execute(
-                "SELECT sequencename FROM pg_sequences WHERE schemaname = %s", (schema,)
-            ).fetchall()
-        ]
         self.store = PostgresCheckpointer.open(
             dsn, PostgresConfig(schema=schema, auto_migrate=False, max_pool_size=2)
         )
 
     def reset(self) -> datetime:
         """Empty the store, restart its counters and clock; return its time now (the base)."""
+        reset_store(self.conn, self.schema)
         s = sql.Identifier(self.schema)
-        with self.conn.transaction():
-            self.conn.execute(
-                sql.SQL("TRUNCATE {} RESTART IDENTITY").format(
-                    sql.SQL(", ").join(sql.Identifier(self.schema, t) for t in self.tables)
-                )
-            )
-            for seq in self.sequences:
-                self.conn.execute(
-                    sql.SQL("ALTER SEQUENCE {} RESTART").format(sql.Identifier(self.schema, seq))
-                )
-            self.conn.execute(
-                sql.SQL("UPDATE {}.dg_test_clock SET clock_offset = interval '0'").format(s)
-            )
         row = self.conn.execute(sql.SQL("SELECT {}.store_now()").format(s)).fetchone()
         assert row is not None
         base = row[0]

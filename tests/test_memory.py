@@ -40,15 +40,8 @@ from durable_graph.checkpointer import Checkpointer
 from durable_graph.memory import InMemoryCheckpointer
 from durable_graph.run_queue import RunQueue
 from durable_graph.testkit import Harness, ManualClock
-
-try:
-    from durable_graph.testkit.checkpointer_contract import CheckpointerContract
-except ImportError:  # pragma: no cover - the suite is being written
-    CheckpointerContract = None  # type: ignore[assignment,misc]
-try:
-    from durable_graph.testkit.run_queue_contract import RunQueueContract
-except ImportError:  # pragma: no cover - the suite is being written
-    RunQueueContract = None  # type: ignore[assignment,misc]
+from durable_graph.testkit.checkpointer_contract import CheckpointerContract
+from durable_graph.testkit.run_queue_contract import RunQueueContract
 
 
 def _memory_harness() -> Iterator[Harness]:
@@ -58,20 +51,16 @@ def _memory_harness() -> Iterator[Harness]:
     store.close()
 
 
-if CheckpointerContract is not None:
-
-    class TestMemoryCheckpointer(CheckpointerContract):
-        @pytest.fixture
-        def harness(self) -> Iterator[Harness]:
-            yield from _memory_harness()
+class TestMemoryCheckpointer(CheckpointerContract):
+    @pytest.fixture
+    def harness(self) -> Iterator[Harness]:
+        yield from _memory_harness()
 
 
-if RunQueueContract is not None:
-
-    class TestMemoryRunQueue(RunQueueContract):
-        @pytest.fixture
-        def harness(self) -> Iterator[Harness]:
-            yield from _memory_harness()
+class TestMemoryRunQueue(RunQueueContract):
+    @pytest.fixture
+    def harness(self) -> Iterator[Harness]:
+        yield from _memory_harness()
 
 
 # --- direct checks ---------------------------------------------------------------------------

@@ -32,64 +32,16 @@ from durable_graph import (
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.postgres.migrations import migrate
 from durable_graph.testkit import Harness
+from durable_graph.testkit.checkpointer_contract import CheckpointerContract
 from durable_graph.testkit.pg_clock import PgClock
-
-try:
-    from durable_graph.testkit.checkpointer_contract import CheckpointerContract
-except ImportError:  # pragma: no cover - the suite is being written
-    CheckpointerContract = None  # type: ignore[assignment,misc]
-try:
-    from durable_graph.testkit.run_queue_contract import RunQueueContract
-except ImportError:  # pragma: no cover - the suite is being written
-    RunQueueContract = None  # type: ignore[assignment,misc]
-
-_BOOKKEEPING = ("schema_meta", "dg_test_clock")
-
-
-def reset_schema(dsn: str, schema: str) -> None:
-    """Empty every table of the store (not its bookkeeping) and restart every sequence."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        tables = [
-            r[0]
-            for r in conn.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
-            ).fetchall()
-            if r[0] not in _BOOKKEEPING and "yoyo" not in r[0]
-        ]
-        sequences = [
-            r[0]
-            for r in conn.execute(
-                "SELECT sequencename FROM pg_sequences WHERE schemaname = %s", (schema,)
-            ).fetchall()
-        ]
-        with conn.transaction():
-            if tables:
-                conn.execute(
-                    sql.SQL("TRUNCATE {} RESTART IDENTITY").format(
-                        sql.SQL(", ").join(sql.Identifier(schema, t) for t in tables)
-                    )
-                )
-            for seq in sequences:
-                conn.execute(
-                    sql.SQL("ALTER SEQUENCE {} RESTART").format(sql.Identifier(schema, seq))
-                )
-
-
-@pytest.fixture(scope="class")
-def class_schema(pg_dsn: str) -> Iterator[tuple[str, PgClock]]:
-    """A migrated schema for one test class, with a movable clock."""
-    schema = f"c_{uuid.uuid4().hex[:16]}"
-    migrate(pg_dsn, schema)
-    clock = PgClock(pg_dsn, schema)
-    yield schema, clock
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+from durable_graph.testkit.pg_schema import reset_store
+from durable_graph.testkit.run_queue_contract import RunQueueContract
 
 
 def _pg_harness(pg_dsn: str, class_schema: tuple[str, PgClock]) -> Iterator[Harness]:
     schema, clock = class_schema
-    reset_schema(pg_dsn, schema)
-    clock.reset()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        reset_store(conn, schema)
     store = PostgresCheckpointer.open(pg_dsn, PostgresConfig(schema=schema, auto_migrate=False))
     try:
         yield Harness(store, clock)
@@ -97,20 +49,16 @@ def _pg_harness(pg_dsn: str, class_schema: tuple[str, PgClock]) -> Iterator[Harn
         store.close()
 
 
-if CheckpointerContract is not None:
-
-    class TestPostgresCheckpointerContract(CheckpointerContract):
-        @pytest.fixture
-        def harness(self, pg_dsn: str, class_schema: tuple[str, PgClock]) -> Iterator[Harness]:
-            yield from _pg_harness(pg_dsn, class_schema)
+class TestPostgresCheckpointerContract(CheckpointerContract):
+    @pytest.fixture
+    def harness(self, pg_dsn: str, class_schema: tuple[str, PgClock]) -> Iterator[Harness]:
+        yield from _pg_harness(pg_dsn, class_schema)
 
 
-if RunQueueContract is not None:
-
-    class TestPostgresRunQueueContract(RunQueueContract):
-        @pytest.fixture
-        def harness(self, pg_dsn: str, class_schema: tuple[str, PgClock]) -> Iterator[Harness]:
-            yield from _pg_harness(pg_dsn, class_schema)
+class TestPostgresRunQueueContract(RunQueueContract):
+    @pytest.fixture
+    def harness(self, pg_dsn: str, class_schema: tuple[str, PgClock]) -> Iterator[Harness]:
+        yield from _pg_harness(pg_dsn, class_schema)
 
 
 # --- PostgresConfig (SPEC §6, rule 27) ----------------------------------------------------
