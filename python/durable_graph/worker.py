@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from types import FrameType
-from typing import Any, Literal
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from .checkpointer import Checkpointer
 from .errors import (
@@ -372,24 +372,33 @@ class _Keeper:
 # --- what the handler sees ---------------------------------------------------------------
 
 
-class RunContext:
-    """One attempt of one queue entry, as the handler sees it.
+class LostFlag(Protocol):
+    """What a context asks its attempt's keeper: the error that ended the attempt, if any."""
 
-    ``plan`` says what to do: `Fresh` (apply ``entry.input``) or `Resume` (continue from
-    ``plan.checkpoint``). `commit` chains checkpoints under the attempt's claim; once the
-    attempt has lost its lease or claim, ``cancelled`` is true and every write raises.
+    @property
+    def lost(self) -> StoreError | None: ...
+
+
+StoreT = TypeVar("StoreT")
+
+
+class RunContextBase(Generic[StoreT]):
+    """What the sync and async run contexts share: the attempt's identity and its state.
+
+    The writes (`commit`, `append_events`, `record_effect`) are the subclasses' own, sync or
+    awaited.
     """
 
     def __init__(
         self,
         *,
-        store: Checkpointer,
+        store: StoreT,
         entry: QueueEntry,
         plan: AttemptPlan,
         run_id: str,
         attempt: int,
         head: Checkpoint | None,
-        keeper: _Keeper,
+        keeper: LostFlag,
         claim: Claim,
     ) -> None:
         self.store = store
@@ -428,6 +437,15 @@ class RunContext:
         lost = self._keeper.lost
         if lost is not None:
             raise type(lost)(str(lost))
+
+
+class RunContext(RunContextBase[Checkpointer]):
+    """One attempt of one queue entry, as the handler sees it.
+
+    ``plan`` says what to do: `Fresh` (apply ``entry.input``) or `Resume` (continue from
+    ``plan.checkpoint``). `commit` chains checkpoints under the attempt's claim; once the
+    attempt has lost its lease or claim, ``cancelled`` is true and every write raises.
+    """
 
     def commit(
         self,
@@ -793,8 +811,10 @@ class Worker:
 __all__ = [
     "AttemptReport",
     "Handler",
+    "LostFlag",
     "Note",
     "RunContext",
+    "RunContextBase",
     "Worker",
     "WorkerSettings",
     "WorkerStopped",

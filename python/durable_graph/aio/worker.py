@@ -77,6 +77,7 @@ from ..run_queue import plan_attempt
 from ..worker import (
     AttemptReport,
     Note,
+    RunContextBase,
     WorkerSettings,
     WorkerStopped,
     closing_note,
@@ -236,7 +237,7 @@ class _Keeper:
 # --- what the handler sees ---------------------------------------------------------------
 
 
-class AsyncRunContext:
+class AsyncRunContext(RunContextBase[AsyncCheckpointer]):
     """One attempt of one queue entry, as an async handler sees it.
 
     ``plan`` says what to do: `Fresh` (apply ``entry.input``) or `Resume` (continue from
@@ -244,55 +245,6 @@ class AsyncRunContext:
     has lost its lease or claim, ``cancelled`` is true and every write raises. Await the writes
     one at a time: each commit's parent is the head the previous one left.
     """
-
-    def __init__(
-        self,
-        *,
-        store: AsyncCheckpointer,
-        entry: QueueEntry,
-        plan: AttemptPlan,
-        run_id: str,
-        attempt: int,
-        head: Checkpoint | None,
-        keeper: _Keeper,
-        claim: Claim,
-    ) -> None:
-        self.store = store
-        self.entry = entry
-        self.plan = plan
-        self.run_id = run_id
-        self.attempt = attempt
-        self._head = head
-        self._keeper = keeper
-        self._claim = claim
-
-    @property
-    def thread_id(self) -> str:
-        return self.entry.thread_id
-
-    @property
-    def input(self) -> JSON:
-        return self.entry.input
-
-    @property
-    def head(self) -> Checkpoint | None:
-        """The thread's head: read after the claim was taken, then each commit of this attempt."""
-        return self._head
-
-    @property
-    def claim(self) -> Claim:
-        return self._claim
-
-    @property
-    def cancelled(self) -> bool:
-        """True once the attempt lost its lease or claim: stop working and return."""
-        return self._keeper.lost is not None
-
-    def check(self) -> None:
-        """Raise the error that ended the attempt, if it ended (cooperative cancellation)."""
-        lost = self._keeper.lost
-        if lost is not None:
-            raise type(lost)(str(lost))
 
     async def commit(
         self,
