@@ -293,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
                             ours,
                             EXCLUDED,
                         ),
+                        *reference(dsns["ref"]),
                     ],
                 )
 
