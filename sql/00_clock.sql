@@ -1,25 +1,27 @@
 -- The store's clock and the small helpers every other file uses. Installed with search_path set
--- to the store's schema; every function is pinned to it (SET search_path FROM CURRENT).
+-- to the store's schema. Public dg_* functions are pinned to it (SET search_path FROM CURRENT);
+-- internal _dg_* helpers and store_now() are not: a SET clause costs a GUC save/restore on every
+-- call and forbids inlining, and they are only ever called from a pinned function, whose
+-- search_path they run under (helpers that read no table name pg_catalog objects only).
 
 -- store_now(): the store's time (SPEC §4 "Time"): clock_timestamp(). Every dg_* function reads it
 -- once, after taking its locks. Tests replace this function in their own schema to move time.
 -- Raises nothing.
+-- Not pinned (no SET) so that it is inlined into the callers' cached plans; replacing it
+-- invalidates them.
 CREATE OR REPLACE FUNCTION store_now() RETURNS timestamptz
 LANGUAGE sql VOLATILE
-SET search_path FROM CURRENT
-AS $$ SELECT clock_timestamp() $$;
+AS $$ SELECT pg_catalog.clock_timestamp() $$;
 
 -- _dg_iso(ts): a timestamp as ISO-8601 UTC text with microseconds, for timestamps inside json
--- result columns. Raises nothing.
+-- result columns. STABLE (to_char is) and not pinned, so that it is inlined. Raises nothing.
 CREATE OR REPLACE FUNCTION _dg_iso(p_ts timestamptz) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path FROM CURRENT
-AS $$ SELECT to_char(p_ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"') $$;
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+AS $$ SELECT pg_catalog.to_char(p_ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"') $$;
 
 -- _dg_check(ok, message): raise DG000 (ValidationError) with message unless ok is true.
 CREATE OR REPLACE FUNCTION _dg_check(p_ok boolean, p_message text) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
-SET search_path FROM CURRENT
 AS $$
 BEGIN
     IF p_ok IS NOT TRUE THEN
@@ -32,15 +34,18 @@ $$;
 -- live = false) when the id was never seen. Raises nothing.
 CREATE OR REPLACE FUNCTION _dg_lock_thread(p_thread_id text) RETURNS threads
 LANGUAGE plpgsql VOLATILE
-SET search_path FROM CURRENT
 AS $$
 DECLARE
     t threads;
 BEGIN
     SELECT * INTO t FROM threads WHERE thread_id = p_thread_id FOR UPDATE;
     IF NOT FOUND THEN
-        INSERT INTO threads (thread_id) VALUES (p_thread_id) ON CONFLICT DO NOTHING;
-        SELECT * INTO t FROM threads WHERE thread_id = p_thread_id FOR UPDATE;
+        -- A row this transaction inserted is as good as locked: others wait on it.
+        INSERT INTO threads (thread_id) VALUES (p_thread_id) ON CONFLICT DO NOTHING
+        RETURNING * INTO t;
+        IF NOT FOUND THEN
+            SELECT * INTO t FROM threads WHERE thread_id = p_thread_id FOR UPDATE;
+        END IF;
     END IF;
     RETURN t;
 END;
@@ -50,7 +55,6 @@ $$;
 -- "C"), inserting missing ones. Raises nothing.
 CREATE OR REPLACE FUNCTION _dg_lock_threads(p_ids text[]) RETURNS void
 LANGUAGE plpgsql VOLATILE
-SET search_path FROM CURRENT
 AS $$
 DECLARE
     v_id text;
@@ -64,17 +68,21 @@ BEGIN
 END;
 $$;
 
--- _dg_writes_json(thread_id, checkpoint_id): the checkpoint's pending writes as a json array
--- [{"task_id", "channel", "value"}] ordered by (task_id bytes, index); values embedded verbatim.
-CREATE OR REPLACE FUNCTION _dg_writes_json(p_thread_id text, p_checkpoint_id text) RETURNS json
+-- _dg_writes(thread_id, checkpoint_id): one row, the checkpoint's pending writes as a json
+-- array [{"task_id", "channel", "value"}] ordered by (task_id bytes, index); values embedded
+-- verbatim. A STABLE SQL set-returning function without SET, so that the planner inlines it
+-- where it is used: `... CROSS JOIN LATERAL _dg_writes(c.thread_id, c.checkpoint_id) w`.
+-- (It replaces the scalar _dg_writes_json of earlier versions, which was planned per call.)
+DROP FUNCTION IF EXISTS _dg_writes_json(text, text);
+CREATE OR REPLACE FUNCTION _dg_writes(p_thread_id text, p_checkpoint_id text)
+RETURNS TABLE (writes json)
 LANGUAGE sql STABLE
-SET search_path FROM CURRENT
 AS $$
     SELECT coalesce(
         json_agg(json_build_object('task_id', w.task_id, 'channel', w.channel,
                                    'value', w.value::json)
                  ORDER BY w.task_id, w.idx, w.written_order),
         '[]'::json)
-    FROM pending_writes w
-    WHERE w.thread_id = p_thread_id AND w.checkpoint_id = p_checkpoint_id
+      FROM pending_writes w
+     WHERE w.thread_id = p_thread_id AND w.checkpoint_id = p_checkpoint_id
 $$;

@@ -1,10 +1,11 @@
 -- commit (SPEC §4 commit; D7-D9, rules 10-11).
 
--- _dg_event_payload_checkpoint: the payload of store.checkpoint, compact JSON.
+-- _dg_json_pair(k1, v1, k2, v2): the compact JSON object {k1: v1, k2: v2} of two keys and two
+-- JSON texts (the payloads of store.checkpoint and store.retracted). STABLE (to_json is) and not
+-- pinned, so that it is inlined into its callers.
 CREATE OR REPLACE FUNCTION _dg_json_pair(p_k1 text, p_v1 text, p_k2 text, p_v2 text)
 RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path FROM CURRENT
+LANGUAGE sql STABLE PARALLEL SAFE
 AS $$ SELECT '{' || to_json(p_k1)::text || ':' || p_v1 || ',' || to_json(p_k2)::text || ':'
               || p_v2 || '}' $$;
 
@@ -35,7 +36,6 @@ DECLARE
     v_seq bigint;
     v_n integer := coalesce(cardinality(p_event_kinds), 0);
     v_head text;
-    i integer;
 BEGIN
     PERFORM _dg_check(p_thread_id IS NOT NULL, 'thread_id must not be NULL');
     PERFORM _dg_check(p_checkpoint_id IS NOT NULL, 'checkpoint_id must not be NULL');
@@ -50,8 +50,13 @@ BEGIN
                                    WHERE k.kind IS NULL OR k.kind LIKE 'store.%'),
                       'event kinds must not be NULL or start with "store."');
 
-    PERFORM _dg_lock_threads(ARRAY[p_thread_id, p_fence_thread_id]);
-    SELECT * INTO t FROM threads WHERE threads.thread_id = p_thread_id;
+    IF p_fence_thread_id IS NULL THEN
+        -- A thread without a row has no claim: t stays NULL and the claim check raises DG002.
+        SELECT * INTO t FROM threads WHERE threads.thread_id = p_thread_id FOR UPDATE;
+    ELSE
+        PERFORM _dg_lock_threads(ARRAY[p_thread_id, p_fence_thread_id]);
+        SELECT * INTO t FROM threads WHERE threads.thread_id = p_thread_id;
+    END IF;
     v_now := store_now();
 
     IF NOT coalesce(t.claim_token = p_token, false) THEN
@@ -73,31 +78,34 @@ BEGIN
         RAISE EXCEPTION 'run is an attempt of a queue entry of a deleted thread'
             USING ERRCODE = 'DG005';
     END IF;
-    IF EXISTS (SELECT 1 FROM checkpoints c
-                WHERE c.thread_id = p_thread_id AND c.checkpoint_id = p_checkpoint_id) THEN
+
+    -- The checkpoint first: its primary key is the DG006 check (nothing is written yet when it
+    -- raises, and the call's transaction rolls back anyway).
+    v_seq := t.last_seq + v_n + 1;
+    INSERT INTO checkpoints (thread_id, checkpoint_id, seq, parent_id, run_id, state, metadata,
+                             next, created_at, committed_at)
+    VALUES (p_thread_id, p_checkpoint_id, v_seq, p_parent_id, p_run_id, p_state,
+            coalesce(p_metadata, 'null'), coalesce(p_next, '{}'),
+            coalesce(p_created_at, v_now), v_now)
+    ON CONFLICT (thread_id, checkpoint_id) DO NOTHING;
+    IF NOT FOUND THEN
         RAISE EXCEPTION 'checkpoint id already names a checkpoint of the thread'
             USING ERRCODE = 'DG006';
     END IF;
 
-    v_seq := t.last_seq;
-    FOR i IN 1 .. v_n LOOP
-        v_seq := v_seq + 1;
+    IF v_n > 0 THEN
         INSERT INTO events (thread_id, seq, kind, payload, run_id, created_at, committed_at)
-        VALUES (p_thread_id, v_seq, p_event_kinds[i], coalesce(p_event_payloads[i], 'null'),
-                p_run_id, coalesce(p_event_created_at[i], v_now), v_now);
-    END LOOP;
-    v_seq := v_seq + 1;
+        SELECT p_thread_id, t.last_seq + x.ord, x.kind, coalesce(x.payload, 'null'), p_run_id,
+               coalesce(x.created_at, v_now), v_now
+          FROM unnest(p_event_kinds, p_event_payloads, p_event_created_at) WITH ORDINALITY
+               AS x(kind, payload, created_at, ord)
+         ORDER BY x.ord;
+    END IF;
     INSERT INTO events (thread_id, seq, kind, payload, run_id, created_at, committed_at)
     VALUES (p_thread_id, v_seq, 'store.checkpoint',
             _dg_json_pair('checkpoint_id', to_json(p_checkpoint_id)::text,
                           'run_id', to_json(p_run_id)::text),
             p_run_id, v_now, v_now);
-
-    INSERT INTO checkpoints (thread_id, checkpoint_id, seq, parent_id, run_id, state, metadata,
-                             next, created_at, committed_at)
-    VALUES (p_thread_id, p_checkpoint_id, v_seq, p_parent_id, p_run_id, p_state,
-            coalesce(p_metadata, 'null'), coalesce(p_next, '{}'),
-            coalesce(p_created_at, v_now), v_now);
 
     IF t.live THEN
         UPDATE threads SET last_seq = v_seq, head_id = p_checkpoint_id, updated_at = v_now

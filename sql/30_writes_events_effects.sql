@@ -5,7 +5,6 @@
 -- a commit (DG404). Returns the locked row.
 CREATE OR REPLACE FUNCTION _dg_lock_claimed(p_thread_id text, p_token bigint) RETURNS threads
 LANGUAGE plpgsql VOLATILE
-SET search_path FROM CURRENT
 AS $$
 DECLARE
     t threads;
@@ -28,7 +27,6 @@ CREATE OR REPLACE FUNCTION _dg_append(
     p_thread_id text, p_kinds text[], p_payloads text[], p_created_at timestamptz[],
     p_run_id text, p_now timestamptz) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
-SET search_path FROM CURRENT
 AS $$
 DECLARE
     v_seq bigint;

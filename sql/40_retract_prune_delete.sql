@@ -50,9 +50,9 @@ BEGIN
                        ARRAY[NULL::timestamptz], NULL, v_now);
     RETURN QUERY
     SELECT cp.thread_id::text, cp.checkpoint_id, cp.parent_id, cp.run_id, cp.state, cp.metadata,
-           cp.next, cp.created_at, cp.committed_at, cp.seq,
-           _dg_writes_json(cp.thread_id, cp.checkpoint_id)
+           cp.next, cp.created_at, cp.committed_at, cp.seq, w.writes
       FROM checkpoints cp
+     CROSS JOIN LATERAL _dg_writes(cp.thread_id, cp.checkpoint_id) w
      WHERE cp.thread_id = p_thread_id AND cp.checkpoint_id = v_new_head;
 END;
 $$;
@@ -63,7 +63,6 @@ CREATE OR REPLACE FUNCTION _dg_prune_thread(
     p_thread_id text, p_keep_last integer, p_max_age interval, p_now timestamptz,
     OUT checkpoints_removed bigint, OUT events_removed bigint)
 LANGUAGE plpgsql VOLATILE
-SET search_path FROM CURRENT
 AS $$
 DECLARE
     v_head text;
@@ -114,7 +113,6 @@ $$;
 CREATE OR REPLACE FUNCTION _dg_check_retention(p_keep_last integer, p_max_age interval)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
-SET search_path FROM CURRENT
 AS $$
 BEGIN
     PERFORM _dg_check(p_keep_last IS NOT NULL OR p_max_age IS NOT NULL,

@@ -1,60 +1,100 @@
--- Checkpointer reads (SPEC §4 reads; D15, rules 14-15). Each is one STABLE SQL statement: one
--- snapshot, never waiting for writers. Unknown and deleted threads give no rows.
+-- Checkpointer reads (SPEC §4 reads; D15, rules 14-15). Each is one STABLE PL/pgSQL function:
+-- one snapshot, never waiting for writers; PL/pgSQL so that its plans are cached per session
+-- (a LANGUAGE sql function with SET is planned again on every call). Unknown and deleted
+-- threads give no rows. A checkpoint's writes come from _dg_writes (sql/00_clock.sql), which the
+-- planner inlines as a per-row subquery.
 
 -- dg_get_v1: the checkpoint p_checkpoint_id of the thread, or its head when NULL. Raises nothing.
 CREATE OR REPLACE FUNCTION dg_get_v1(p_thread_id text, p_checkpoint_id text)
 RETURNS TABLE (thread_id text, checkpoint_id text, parent_id text, run_id text, state text,
                metadata text, next text[], created_at timestamptz, committed_at timestamptz,
                seq bigint, writes json)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
-    SELECT c.thread_id, c.checkpoint_id, c.parent_id, c.run_id, c.state, c.metadata, c.next,
-           c.created_at, c.committed_at, c.seq, _dg_writes_json(c.thread_id, c.checkpoint_id)
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT c.thread_id::text, c.checkpoint_id, c.parent_id, c.run_id, c.state, c.metadata,
+           c.next, c.created_at, c.committed_at, c.seq, w.writes
       FROM threads t
       JOIN checkpoints c ON c.thread_id = t.thread_id
+     CROSS JOIN LATERAL _dg_writes(c.thread_id, c.checkpoint_id) w
      WHERE t.thread_id = p_thread_id AND t.live
-       AND c.checkpoint_id = coalesce(p_checkpoint_id, t.head_id)
+       AND c.checkpoint_id = coalesce(p_checkpoint_id, t.head_id);
+END;
 $$;
 
 -- dg_history_v1: the thread's checkpoints newest first (by seq), strictly before checkpoint
 -- p_before (NULL = from the head; an unknown p_before gives no rows), at most p_limit.
--- Raises nothing.
+-- The two cases are two statements, so that p_before bounds the index scan. Raises nothing.
 CREATE OR REPLACE FUNCTION dg_history_v1(p_thread_id text, p_before text, p_limit integer)
 RETURNS TABLE (thread_id text, checkpoint_id text, parent_id text, run_id text, state text,
                metadata text, next text[], created_at timestamptz, committed_at timestamptz,
                seq bigint, writes json)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
-    SELECT c.thread_id, c.checkpoint_id, c.parent_id, c.run_id, c.state, c.metadata, c.next,
-           c.created_at, c.committed_at, c.seq, _dg_writes_json(c.thread_id, c.checkpoint_id)
+#variable_conflict use_column
+DECLARE
+    v_before bigint;
+BEGIN
+    IF p_before IS NULL THEN
+        RETURN QUERY
+    SELECT c.thread_id::text, c.checkpoint_id, c.parent_id, c.run_id, c.state, c.metadata,
+           c.next, c.created_at, c.committed_at, c.seq, w.writes
+          FROM threads t
+          JOIN checkpoints c ON c.thread_id = t.thread_id
+         CROSS JOIN LATERAL _dg_writes(c.thread_id, c.checkpoint_id) w
+         WHERE t.thread_id = p_thread_id AND t.live
+         ORDER BY c.seq DESC
+         LIMIT p_limit;
+        RETURN;
+    END IF;
+    SELECT b.seq INTO v_before FROM checkpoints b
+     WHERE b.thread_id = p_thread_id AND b.checkpoint_id = p_before;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT c.thread_id::text, c.checkpoint_id, c.parent_id, c.run_id, c.state, c.metadata,
+           c.next, c.created_at, c.committed_at, c.seq, w.writes
       FROM threads t
       JOIN checkpoints c ON c.thread_id = t.thread_id
-     WHERE t.thread_id = p_thread_id AND t.live
-       AND (p_before IS NULL
-            OR c.seq < (SELECT b.seq FROM checkpoints b
-                         WHERE b.thread_id = p_thread_id AND b.checkpoint_id = p_before))
+     CROSS JOIN LATERAL _dg_writes(c.thread_id, c.checkpoint_id) w
+     WHERE t.thread_id = p_thread_id AND t.live AND c.seq < v_before
      ORDER BY c.seq DESC
-     LIMIT p_limit
+     LIMIT p_limit;
+END;
 $$;
 
 -- dg_latest_of_runs_v1: the newest checkpoint (highest seq) of the thread whose run id is one of
--- p_run_ids; no row when none. Raises nothing.
+-- p_run_ids; no row when none. One backward index probe per run id (checkpoints_run_idx), then
+-- the newest of those (a generic plan: left to choose, PL/pgSQL would plan this statement again
+-- on every call, the array's length changing its estimates). Raises nothing.
 CREATE OR REPLACE FUNCTION dg_latest_of_runs_v1(p_thread_id text, p_run_ids text[])
 RETURNS TABLE (thread_id text, checkpoint_id text, parent_id text, run_id text, state text,
                metadata text, next text[], created_at timestamptz, committed_at timestamptz,
                seq bigint, writes json)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
+SET plan_cache_mode = force_generic_plan
 AS $$
-    SELECT c.thread_id, c.checkpoint_id, c.parent_id, c.run_id, c.state, c.metadata, c.next,
-           c.created_at, c.committed_at, c.seq, _dg_writes_json(c.thread_id, c.checkpoint_id)
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT c.thread_id::text, c.checkpoint_id, c.parent_id, c.run_id, c.state, c.metadata,
+           c.next, c.created_at, c.committed_at, c.seq, w.writes
       FROM threads t
-      JOIN checkpoints c ON c.thread_id = t.thread_id
-     WHERE t.thread_id = p_thread_id AND t.live AND c.run_id = ANY (p_run_ids)
-     ORDER BY c.seq DESC
-     LIMIT 1
+     CROSS JOIN LATERAL (
+            SELECT l.* FROM unnest(p_run_ids) AS r(run_id)
+             CROSS JOIN LATERAL (SELECT * FROM checkpoints c0
+                                  WHERE c0.thread_id = p_thread_id AND c0.run_id = r.run_id
+                                  ORDER BY c0.seq DESC LIMIT 1) l
+             ORDER BY l.seq DESC LIMIT 1) c
+     CROSS JOIN LATERAL _dg_writes(c.thread_id, c.checkpoint_id) w
+     WHERE t.thread_id = p_thread_id AND t.live;
+END;
 $$;
 
 -- dg_thread_v1: the thread's info; no row for a never-committed or deleted thread.
@@ -63,13 +103,17 @@ CREATE OR REPLACE FUNCTION dg_thread_v1(p_thread_id text)
 RETURNS TABLE (thread_id text, parent_thread_id text, head_id text, last_seq bigint,
                created_at timestamptz, updated_at timestamptz, claim_holder text,
                claim_expires_at timestamptz)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     SELECT t.thread_id, t.parent_thread_id, t.head_id, t.last_seq, t.created_at, t.updated_at,
            t.claim_holder, t.claim_expires_at
       FROM threads t
-     WHERE t.thread_id = p_thread_id AND t.live
+     WHERE t.thread_id = p_thread_id AND t.live;
+END;
 $$;
 
 -- dg_threads_v1: existing threads in id byte order (COLLATE "C"), after p_after (NULL = from
@@ -78,29 +122,47 @@ CREATE OR REPLACE FUNCTION dg_threads_v1(p_after text, p_limit integer)
 RETURNS TABLE (thread_id text, parent_thread_id text, head_id text, last_seq bigint,
                created_at timestamptz, updated_at timestamptz, claim_holder text,
                claim_expires_at timestamptz)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
+#variable_conflict use_column
+BEGIN
+    IF p_after IS NULL THEN
+        RETURN QUERY
+        SELECT t.thread_id, t.parent_thread_id, t.head_id, t.last_seq, t.created_at,
+               t.updated_at, t.claim_holder, t.claim_expires_at
+          FROM threads t
+         WHERE t.live
+         ORDER BY t.thread_id
+         LIMIT p_limit;
+        RETURN;
+    END IF;
+    RETURN QUERY
     SELECT t.thread_id, t.parent_thread_id, t.head_id, t.last_seq, t.created_at, t.updated_at,
            t.claim_holder, t.claim_expires_at
       FROM threads t
-     WHERE t.live AND (p_after IS NULL OR t.thread_id > p_after)
+     WHERE t.live AND t.thread_id > p_after
      ORDER BY t.thread_id
-     LIMIT p_limit
+     LIMIT p_limit;
+END;
 $$;
 
 -- dg_children_v1: existing threads whose first commit named p_thread_id as parent, in the order
 -- their first commits landed; no rows when p_thread_id does not exist. Raises nothing.
 CREATE OR REPLACE FUNCTION dg_children_v1(p_thread_id text)
 RETURNS TABLE (thread_id text)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     SELECT k.thread_id
       FROM threads p
       JOIN threads k ON k.parent_thread_id = p.thread_id AND k.live
      WHERE p.thread_id = p_thread_id AND p.live
-     ORDER BY k.first_commit_order
+     ORDER BY k.first_commit_order;
+END;
 $$;
 
 -- dg_events_after_v1: the thread's events with seq > p_after_seq, ascending, at most p_limit.
@@ -109,14 +171,18 @@ CREATE OR REPLACE FUNCTION dg_events_after_v1(p_thread_id text, p_after_seq bigi
                                               p_limit integer)
 RETURNS TABLE (thread_id text, seq bigint, kind text, payload text, run_id text,
                created_at timestamptz, committed_at timestamptz)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     SELECT e.thread_id, e.seq, e.kind, e.payload, e.run_id, e.created_at, e.committed_at
       FROM events e
      WHERE e.thread_id = p_thread_id AND e.seq > p_after_seq
      ORDER BY e.seq
-     LIMIT p_limit
+     LIMIT p_limit;
+END;
 $$;
 
 -- dg_get_effect_v1: the effect recorded under p_key on the thread, with existing = true (D12);
@@ -124,10 +190,14 @@ $$;
 CREATE OR REPLACE FUNCTION dg_get_effect_v1(p_thread_id text, p_key text)
 RETURNS TABLE (thread_id text, key text, value text, run_id text, recorded_at timestamptz,
                existing boolean)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     SELECT x.thread_id, x.key, x.value, x.run_id, x.recorded_at, true
       FROM effects x
-     WHERE x.thread_id = p_thread_id AND x.key = p_key
+     WHERE x.thread_id = p_thread_id AND x.key = p_key;
+END;
 $$;

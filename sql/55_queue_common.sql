@@ -1,11 +1,14 @@
 -- Helpers shared by the run-queue functions (SPEC §5). Lock order everywhere:
 -- queue_threads row -> threads row -> queue_entries rows.
 
--- _dg_attempts_json(entry_id): the entry's attempts as a json array
--- [{"number", "run_id", "started_at"}] by number.
-CREATE OR REPLACE FUNCTION _dg_attempts_json(p_entry_id bigint) RETURNS json
+-- _dg_attempts(entry_id): one row, the entry's attempts as a json array
+-- [{"number", "run_id", "started_at"}] by number. _dg_attempts and _dg_entry are STABLE SQL
+-- set-returning functions without SET, so that the planner inlines them into the calling
+-- statement (whose plan PL/pgSQL caches). (_dg_attempts replaces the scalar _dg_attempts_json
+-- of earlier versions, which was planned on every call.)
+DROP FUNCTION IF EXISTS _dg_attempts_json(bigint);
+CREATE OR REPLACE FUNCTION _dg_attempts(p_entry_id bigint) RETURNS TABLE (attempts json)
 LANGUAGE sql STABLE
-SET search_path FROM CURRENT
 AS $$
     SELECT coalesce(json_agg(json_build_object('number', a.number, 'run_id', a.run_id,
                                                'started_at', _dg_iso(a.started_at))
@@ -22,26 +25,29 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                outcome_kind text, outcome_detail text, closed_at timestamptz,
                closed_at_seq bigint)
 LANGUAGE sql STABLE
-SET search_path FROM CURRENT
 AS $$
     SELECT e.entry_id, e.tenant, e.thread_id, e.key, e.input, e.mode, e.max_attempts,
-           _dg_attempts_json(e.entry_id), e.admitted, e.thread_deleted, e.submitted_at,
+           a.attempts, e.admitted, e.thread_deleted, e.submitted_at,
            e.lease_holder, e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
            e.closed_at_seq
-      FROM queue_entries e WHERE e.entry_id = p_entry_id
+      FROM queue_entries e
+     CROSS JOIN LATERAL _dg_attempts(e.entry_id) a
+     WHERE e.entry_id = p_entry_id
 $$;
 
 -- _dg_lock_queue_thread(thread_id): lock the thread's queue_threads row FOR UPDATE, inserting
 -- it first when missing.
 CREATE OR REPLACE FUNCTION _dg_lock_queue_thread(p_thread_id text) RETURNS void
 LANGUAGE plpgsql VOLATILE
-SET search_path FROM CURRENT
 AS $$
 BEGIN
     PERFORM 1 FROM queue_threads WHERE thread_id = p_thread_id FOR UPDATE;
     IF NOT FOUND THEN
+        -- A row this transaction inserted is as good as locked: others wait on it.
         INSERT INTO queue_threads (thread_id) VALUES (p_thread_id) ON CONFLICT DO NOTHING;
-        PERFORM 1 FROM queue_threads WHERE thread_id = p_thread_id FOR UPDATE;
+        IF NOT FOUND THEN
+            PERFORM 1 FROM queue_threads WHERE thread_id = p_thread_id FOR UPDATE;
+        END IF;
     END IF;
 END;
 $$;
@@ -50,33 +56,39 @@ $$;
 -- that no commit or delete of the thread runs while an attempt is being recorded.
 CREATE OR REPLACE FUNCTION _dg_share_thread(p_thread_id text) RETURNS void
 LANGUAGE plpgsql VOLATILE
-SET search_path FROM CURRENT
 AS $$
 BEGIN
     PERFORM 1 FROM threads WHERE thread_id = p_thread_id FOR SHARE;
     IF NOT FOUND THEN
+        -- A row this transaction inserted is as good as locked: others wait on it.
         INSERT INTO threads (thread_id) VALUES (p_thread_id) ON CONFLICT DO NOTHING;
-        PERFORM 1 FROM threads WHERE thread_id = p_thread_id FOR SHARE;
+        IF NOT FOUND THEN
+            PERFORM 1 FROM threads WHERE thread_id = p_thread_id FOR SHARE;
+        END IF;
     END IF;
 END;
 $$;
 
 -- _dg_refresh_queue_thread(thread_id): recompute the thread's head (queue order over every
--- tenant) and current lease expiry in queue_threads. The caller holds that row's lock.
+-- tenant) and current lease expiry in queue_threads; the row is left alone when neither moved.
+-- The caller holds that row's lock.
 CREATE OR REPLACE FUNCTION _dg_refresh_queue_thread(p_thread_id text) RETURNS void
-LANGUAGE sql VOLATILE
-SET search_path FROM CURRENT
+LANGUAGE plpgsql VOLATILE
 AS $$
+BEGIN
     UPDATE queue_threads q
-       SET (head_entry_id, head_tenant) =
-               (SELECT e.entry_id, e.tenant FROM queue_entries e
-                 WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
-                 ORDER BY e.queue_rank, e.entry_id LIMIT 1),
-           lease_expires_at =
-               (SELECT max(e.lease_expires_at) FROM queue_entries e
-                 WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
-                   AND e.lease_token IS NOT NULL)
+       SET head_entry_id = n.entry_id, head_tenant = n.tenant, lease_expires_at = n.expires
+      FROM (SELECT h.entry_id, h.tenant, l.expires
+              FROM (SELECT max(e.lease_expires_at) AS expires FROM queue_entries e
+                     WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
+                       AND e.lease_token IS NOT NULL) l
+              LEFT JOIN LATERAL (SELECT e.entry_id, e.tenant FROM queue_entries e
+                                  WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
+                                  ORDER BY e.queue_rank, e.entry_id LIMIT 1) h ON true) n
      WHERE q.thread_id = p_thread_id
+       AND (q.head_entry_id, q.head_tenant, q.lease_expires_at)
+           IS DISTINCT FROM (n.entry_id, n.tenant, n.expires);
+END;
 $$;
 
 -- _dg_close_entry(entry_id, kind, detail, now): close once: outcome, closed_at, closed_at_seq
@@ -84,55 +96,47 @@ $$;
 -- lease (D19). The caller holds the entry's lock and refreshes queue_threads.
 CREATE OR REPLACE FUNCTION _dg_close_entry(
     p_entry_id bigint, p_kind text, p_detail text, p_now timestamptz) RETURNS void
-LANGUAGE sql VOLATILE
-SET search_path FROM CURRENT
+LANGUAGE plpgsql VOLATILE
 AS $$
+BEGIN
     UPDATE queue_entries e
        SET outcome_kind = p_kind, outcome_detail = p_detail, closed_at = p_now,
            closed_at_seq = coalesce((SELECT t.last_seq FROM threads t
                                       WHERE t.thread_id = e.thread_id), 0),
            lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL, lease_ttl = NULL
-     WHERE e.entry_id = p_entry_id
+     WHERE e.entry_id = p_entry_id;
+END;
 $$;
 
--- _dg_record_attempt_locked(entry_id, run_id, now): rule 20 after the lease checks, on an entry
--- whose queue_threads row, thread row (shared) and own row the caller holds: delete-marked ->
--- close cancelled("thread_deleted"), kind 'thread_deleted'; max_attempts recorded ->
--- 'exhausted'; run id names a checkpoint of the thread or an attempt of a kept entry of the
--- thread -> 'taken' (nothing written); else records the attempt -> 'started', number.
-CREATE OR REPLACE FUNCTION _dg_record_attempt_locked(
-    p_entry_id bigint, p_run_id text, p_now timestamptz,
-    OUT attempt_kind text, OUT attempt_number integer)
-LANGUAGE plpgsql VOLATILE
-SET search_path FROM CURRENT
+-- _dg_attempt_verdict(entry, run_id): rule 20's decision, after the lease checks, for an entry
+-- whose queue_threads row, thread row (shared) and own row the caller holds; writes nothing:
+-- 'thread_deleted' (delete-marked: the caller closes it cancelled("thread_deleted")),
+-- 'exhausted' (max_attempts recorded), 'taken' (the run id names a checkpoint of the thread or an
+-- attempt of a kept entry of the thread), else 'started' (the caller records attempt
+-- attempt_count + 1).
+CREATE OR REPLACE FUNCTION _dg_attempt_verdict(e queue_entries, p_run_id text) RETURNS text
+LANGUAGE plpgsql STABLE
 AS $$
-DECLARE
-    e queue_entries;
 BEGIN
-    SELECT * INTO e FROM queue_entries WHERE entry_id = p_entry_id;
     IF e.thread_deleted THEN
-        PERFORM _dg_close_entry(p_entry_id, 'cancelled', '"thread_deleted"', p_now);
-        attempt_kind := 'thread_deleted';
-        RETURN;
+        RETURN 'thread_deleted';
     END IF;
     IF e.attempt_count >= e.max_attempts THEN
-        attempt_kind := 'exhausted';
-        RETURN;
+        RETURN 'exhausted';
     END IF;
     IF EXISTS (SELECT 1 FROM checkpoints c
                 WHERE c.thread_id = e.thread_id AND c.run_id = p_run_id)
        OR EXISTS (SELECT 1 FROM queue_attempts a
                    WHERE a.thread_id = e.thread_id AND a.run_id = p_run_id) THEN
-        attempt_kind := 'taken';
-        RETURN;
+        RETURN 'taken';
     END IF;
-    attempt_number := e.attempt_count + 1;
-    INSERT INTO queue_attempts (entry_id, number, thread_id, run_id, started_at)
-    VALUES (p_entry_id, attempt_number, e.thread_id, p_run_id, p_now);
-    UPDATE queue_entries SET attempt_count = attempt_number WHERE entry_id = p_entry_id;
-    attempt_kind := 'started';
+    RETURN 'started';
 END;
 $$;
+
+-- (_dg_record_attempt_locked of earlier versions: dg_record_attempt_v1 and dg_lease_v1 now act
+-- on _dg_attempt_verdict themselves.)
+DROP FUNCTION IF EXISTS _dg_record_attempt_locked(bigint, text, timestamptz);
 
 -- _dg_lock_lease(entry_id, token, share_thread): lock the entry of a lease call (its
 -- queue_threads row, optionally its thread row FOR SHARE, then the entry) and check rule 21:
@@ -140,7 +144,6 @@ $$;
 CREATE OR REPLACE FUNCTION _dg_lock_lease(
     p_entry_id bigint, p_token bigint, p_share_thread boolean) RETURNS queue_entries
 LANGUAGE plpgsql VOLATILE
-SET search_path FROM CURRENT
 AS $$
 DECLARE
     v_thread text;

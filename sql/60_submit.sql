@@ -3,7 +3,6 @@
 -- _dg_kept_key(tenant, key): the kept entry holding the tenant's submission key, if any.
 CREATE OR REPLACE FUNCTION _dg_kept_key(p_tenant text, p_key text) RETURNS queue_entries
 LANGUAGE plpgsql STABLE
-SET search_path FROM CURRENT
 AS $$
 DECLARE
     e queue_entries;

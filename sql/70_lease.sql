@@ -5,9 +5,10 @@
 -- wanted tenant's (p_any_tenant, or tenant IS NOT DISTINCT FROM p_tenant) and no entry of the
 -- thread holds a live lease. Candidates are picked from queue_threads by head entry id and
 -- locked FOR UPDATE SKIP LOCKED (workers never queue behind one row), then re-verified under
--- the lock; store-now is read once, before picking (picking never waits). Issues a new token, expiry = store-now + p_ttl, and
--- ends the expired lease of every other entry of the thread. With p_run_id it also does what
--- dg_record_attempt_v1 does and reports it in attempt_kind / attempt_number ('started' n,
+-- the lock; store-now is read once, before picking (picking never waits). Issues a new token,
+-- expiry = store-now + p_ttl, and ends the expired lease of every other entry of the thread.
+-- With p_run_id it also does what dg_record_attempt_v1 does (the lease and the attempt count in
+-- one UPDATE of the entry) and reports it in attempt_kind / attempt_number ('started' n,
 -- 'exhausted', 'thread_deleted'); both NULL when no run id was given or it was taken (the lease
 -- is still taken). No row when nothing is available. Raises DG000.
 CREATE OR REPLACE FUNCTION dg_lease_v1(
@@ -28,8 +29,8 @@ DECLARE
     v_skip text[] := '{}';
     v_thread text;
     h queue_entries;
+    v_leases timestamptz;
     v_token bigint;
-    a record;
     v_kind text;
     v_number integer;
 BEGIN
@@ -41,21 +42,21 @@ BEGIN
     v_now := store_now();
     LOOP
         IF p_any_tenant THEN
-            SELECT q.thread_id INTO v_thread FROM queue_threads q
+            SELECT q.thread_id, q.lease_expires_at INTO v_thread, v_leases FROM queue_threads q
              WHERE q.head_entry_id IS NOT NULL
                AND (q.lease_expires_at IS NULL OR q.lease_expires_at <= v_now)
                AND q.thread_id <> ALL (v_skip)
              ORDER BY q.head_entry_id LIMIT 1
              FOR UPDATE SKIP LOCKED;
         ELSIF p_tenant IS NULL THEN
-            SELECT q.thread_id INTO v_thread FROM queue_threads q
+            SELECT q.thread_id, q.lease_expires_at INTO v_thread, v_leases FROM queue_threads q
              WHERE q.head_entry_id IS NOT NULL AND q.head_tenant IS NULL
                AND (q.lease_expires_at IS NULL OR q.lease_expires_at <= v_now)
                AND q.thread_id <> ALL (v_skip)
              ORDER BY q.head_entry_id LIMIT 1
              FOR UPDATE SKIP LOCKED;
         ELSE
-            SELECT q.thread_id INTO v_thread FROM queue_threads q
+            SELECT q.thread_id, q.lease_expires_at INTO v_thread, v_leases FROM queue_threads q
              WHERE q.head_entry_id IS NOT NULL AND q.head_tenant = p_tenant
                AND (q.lease_expires_at IS NULL OR q.lease_expires_at <= v_now)
                AND q.thread_id <> ALL (v_skip)
@@ -72,32 +73,54 @@ BEGIN
          WHERE e.thread_id = v_thread AND e.outcome_kind IS NULL
          ORDER BY e.queue_rank, e.entry_id LIMIT 1
          FOR UPDATE;
+        -- v_leases: the queue_threads row says no entry of the thread holds a lease token
+        -- (NULL), so there is none to check or end.
         EXIT WHEN FOUND
               AND (p_any_tenant OR h.tenant IS NOT DISTINCT FROM p_tenant)
-              AND NOT EXISTS (SELECT 1 FROM queue_entries o
-                               WHERE o.thread_id = v_thread AND o.outcome_kind IS NULL
-                                 AND o.lease_token IS NOT NULL AND v_now < o.lease_expires_at);
+              AND (v_leases IS NULL
+                   OR NOT EXISTS (SELECT 1 FROM queue_entries o
+                                   WHERE o.thread_id = v_thread AND o.outcome_kind IS NULL
+                                     AND o.lease_token IS NOT NULL
+                                     AND v_now < o.lease_expires_at));
         v_skip := v_skip || v_thread;
     END LOOP;
 
-    -- End the (expired) lease of every other entry of the thread.
-    UPDATE queue_entries o
-       SET lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL, lease_ttl = NULL
-     WHERE o.thread_id = v_thread AND o.outcome_kind IS NULL AND o.entry_id <> h.entry_id
-       AND o.lease_token IS NOT NULL;
-    v_token := nextval('fencing_token_seq');
-    UPDATE queue_entries e
-       SET lease_token = v_token, lease_holder = p_holder, lease_expires_at = v_now + p_ttl,
-           lease_ttl = p_ttl
-     WHERE e.entry_id = h.entry_id;
-    IF p_run_id IS NOT NULL THEN
-        SELECT * INTO a FROM _dg_record_attempt_locked(h.entry_id, p_run_id, v_now);
-        IF a.attempt_kind <> 'taken' THEN
-            v_kind := a.attempt_kind;
-            v_number := a.attempt_number;
-        END IF;
+    IF v_leases IS NOT NULL THEN
+        -- End the (expired) lease of every other entry of the thread.
+        UPDATE queue_entries o
+           SET lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL,
+               lease_ttl = NULL
+         WHERE o.thread_id = v_thread AND o.outcome_kind IS NULL AND o.entry_id <> h.entry_id
+           AND o.lease_token IS NOT NULL;
     END IF;
-    PERFORM _dg_refresh_queue_thread(v_thread);
+    v_token := nextval('fencing_token_seq');
+    IF p_run_id IS NOT NULL THEN
+        v_kind := _dg_attempt_verdict(h, p_run_id);
+    END IF;
+    IF v_kind = 'thread_deleted' THEN
+        -- Leased and closed at once: the entry's own lease columns end up NULL.
+        PERFORM _dg_close_entry(h.entry_id, 'cancelled', '"thread_deleted"', v_now);
+        PERFORM _dg_refresh_queue_thread(v_thread);
+    ELSE
+        IF v_kind = 'started' THEN
+            v_number := h.attempt_count + 1;
+            INSERT INTO queue_attempts (entry_id, number, thread_id, run_id, started_at)
+            VALUES (h.entry_id, v_number, v_thread, p_run_id, v_now);
+        ELSIF v_kind = 'taken' THEN
+            v_kind := NULL;  -- the lease is still taken; no attempt is reported
+        END IF;
+        -- The lease and the attempt count in one UPDATE of the entry (one new row version).
+        UPDATE queue_entries e
+           SET lease_token = v_token, lease_holder = p_holder, lease_expires_at = v_now + p_ttl,
+               lease_ttl = p_ttl, attempt_count = coalesce(v_number, h.attempt_count)
+         WHERE e.entry_id = h.entry_id;
+        -- What _dg_refresh_queue_thread would compute: h stays the head (an attempt only moves
+        -- it forward in queue order) and holds the thread's only lease token.
+        UPDATE queue_threads q
+           SET head_entry_id = h.entry_id, head_tenant = h.tenant,
+               lease_expires_at = v_now + p_ttl
+         WHERE q.thread_id = v_thread;
+    END IF;
     RETURN QUERY
     SELECT x.*, v_token, p_holder, v_now + p_ttl, p_ttl, v_kind, v_number
       FROM _dg_entry(h.entry_id) x;

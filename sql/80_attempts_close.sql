@@ -63,17 +63,25 @@ AS $$
 DECLARE
     e queue_entries;
     v_now timestamptz;
-    a record;
+    v_kind text;
+    v_number integer;
 BEGIN
     PERFORM _dg_check(p_run_id IS NOT NULL, 'run_id must not be NULL');
     e := _dg_lock_lease(p_entry_id, p_token, true);
     v_now := store_now();
-    SELECT * INTO a FROM _dg_record_attempt_locked(p_entry_id, p_run_id, v_now);
-    IF a.attempt_kind = 'taken' THEN
+    v_kind := _dg_attempt_verdict(e, p_run_id);
+    IF v_kind = 'taken' THEN
         RAISE EXCEPTION 'run id already names a run of the thread' USING ERRCODE = 'DG004';
+    ELSIF v_kind = 'thread_deleted' THEN
+        PERFORM _dg_close_entry(p_entry_id, 'cancelled', '"thread_deleted"', v_now);
+    ELSIF v_kind = 'started' THEN
+        v_number := e.attempt_count + 1;
+        INSERT INTO queue_attempts (entry_id, number, thread_id, run_id, started_at)
+        VALUES (p_entry_id, v_number, e.thread_id, p_run_id, v_now);
+        UPDATE queue_entries q SET attempt_count = v_number WHERE q.entry_id = p_entry_id;
     END IF;
     PERFORM _dg_refresh_queue_thread(e.thread_id);
-    RETURN QUERY SELECT a.attempt_kind, a.attempt_number;
+    RETURN QUERY SELECT v_kind, v_number;
 END;
 $$;
 

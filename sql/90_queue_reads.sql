@@ -44,10 +44,14 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
                closed_at_seq bigint)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
-    SELECT x.* FROM _dg_entry(p_entry_id) x WHERE x.tenant IS NOT DISTINCT FROM p_tenant
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT x.* FROM _dg_entry(p_entry_id) x WHERE x.tenant IS NOT DISTINCT FROM p_tenant;
+END;
 $$;
 
 -- dg_open_entries_v1: open entries of the wanted tenant (p_any_tenant, or tenant IS NOT
@@ -61,19 +65,24 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
                closed_at_seq bigint)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
-    SELECT e.entry_id, e.tenant, e.thread_id, e.key, e.input, e.mode, e.max_attempts,
-           _dg_attempts_json(e.entry_id), e.admitted, e.thread_deleted, e.submitted_at,
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT e.entry_id, e.tenant, e.thread_id::text, e.key, e.input, e.mode, e.max_attempts,
+           a.attempts, e.admitted, e.thread_deleted, e.submitted_at,
            e.lease_holder, e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
            e.closed_at_seq
       FROM queue_threads q
       JOIN queue_entries e ON e.thread_id = q.thread_id AND e.outcome_kind IS NULL
+     CROSS JOIN LATERAL _dg_attempts(e.entry_id) a
      WHERE q.head_entry_id IS NOT NULL
        AND (p_thread_id IS NULL OR q.thread_id = p_thread_id)
        AND (p_any_tenant OR e.tenant IS NOT DISTINCT FROM p_tenant)
-     ORDER BY q.head_entry_id, e.queue_rank, e.entry_id
+     ORDER BY q.head_entry_id, e.queue_rank, e.entry_id;
+END;
 $$;
 
 -- dg_reclaim_v1: remove at most p_batch closed entries closed before store-now - p_older_than

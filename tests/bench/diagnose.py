@@ -524,13 +524,16 @@ _REFRESH_BODY = """UPDATE {s}.queue_threads q
 
 
 def _sql_function_experiment(dsn: str, diag: Diagnosis, tag: str, rounds: int = 1000) -> None:
-    """Why do small helpers cost so much? The body of ``_dg_refresh_queue_thread`` called as
-    the store's own ``LANGUAGE sql`` function and as scratch copies (``LANGUAGE sql`` without
+    """Why did small helpers cost so much? The store's own ``_dg_refresh_queue_thread`` (now
+    plpgsql, not pinned) and its original body as scratch copies (``LANGUAGE sql`` without
     ``SET search_path``; ``plpgsql`` with and without it), plus ``_dg_entry`` and ``_dg_iso``,
     interleaved call by call on a plain connection; medians. Scratch functions live in the
     diagnostic schema only."""
     body = _REFRESH_BODY.format(s=SCHEMA)
     with psycopg.connect(dsn, autocommit=True) as conn:
+        # The internal helpers are not pinned to the schema (only the dg_* functions are):
+        # called directly, they run under the session's search_path.
+        conn.execute(f"SET search_path TO {SCHEMA}")
         for name, lang, setting in (
             ("x_sql_noset", "sql", ""),
             ("x_plpgsql_set", "plpgsql", "SET search_path FROM CURRENT"),
@@ -548,14 +551,14 @@ def _sql_function_experiment(dsn: str, diag: Diagnosis, tag: str, rounds: int = 
         eid = entry_id[0] if entry_id else 1
         variants = [
             ("round trip floor: SELECT %s", "SELECT %s::text", thread),
-            ("_dg_refresh_queue_thread as shipped (LANGUAGE sql, SET search_path)",
+            ("_dg_refresh_queue_thread as shipped",
              f"SELECT {SCHEMA}._dg_refresh_queue_thread(%s)", thread),
             ("same body, LANGUAGE sql, no SET", f"SELECT {SCHEMA}.x_sql_noset(%s)", thread),
             ("same body, plpgsql, SET search_path", f"SELECT {SCHEMA}.x_plpgsql_set(%s)", thread),
             ("same body, plpgsql, no SET", f"SELECT {SCHEMA}.x_plpgsql_noset(%s)", thread),
-            ("_dg_entry(id) as shipped (LANGUAGE sql)", f"SELECT * FROM {SCHEMA}._dg_entry(%s)",
+            ("_dg_entry(id) as shipped", f"SELECT * FROM {SCHEMA}._dg_entry(%s)",
              eid),
-            ("_dg_iso(now()) as shipped (LANGUAGE sql IMMUTABLE, SET)",
+            ("_dg_iso(now()) as shipped",
              f"SELECT {SCHEMA}._dg_iso(now()), %s::text", thread),
         ]  # fmt: skip
         times: dict[str, list[int]] = {label: [] for label, _, _ in variants}

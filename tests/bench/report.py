@@ -348,72 +348,97 @@ def render(
 
 
 ANALYSIS = """\
-## Analysis (reference run 2026-11-30, `make bench`, 316 s)
+## Analysis (run 2026-11-30 after issue 7, `make bench`, 317 s)
 
-Machine: 2 vCPUs shared with other jobs (load average 2-5 during the run), local ext4 disk
-(`pg_test_fsync`: fdatasync ~0.9 ms). Absolute numbers are depressed and noisy; the ratios come
-from interleaved rounds, so they are the figures to read.
+Machine: 2 vCPUs shared with other jobs (load average 1-2 during this run, much higher at
+times while measuring), local ext4 disk (`pg_test_fsync`: fdatasync ~0.9 ms). Absolute numbers
+are depressed and noisy (the serial `SELECT 1` floor moved between 0.09 and 0.6 ms over the
+day); the ratios come from interleaved rounds, so they are the figures to read.
 
-**Targets.** Met: growth for lease, submit, commit, get, history (within 1.06x; history with
-`before` 1.25x); `claim` vs the durable transaction at c=1 (0.78x). Missed: the checkpoint cycle
-is 1.35x LangGraph at c=1 and 1.02x at c=4 (goal 2x) and 0.43x / 0.30x of the physical reference
-(goal 0.8x); the queue lifecycle is 0.59x / 0.69x procrastinate and 0.43x / 0.73x pgqueuer (the
-fused `lease(run_id)` variant 0.69x / 0.86x and 0.51x / 0.90x); every queue write call runs at
-0.31x-0.46x of pgbench's minimal durable transaction, `commit` at 0.53x / 0.45x;
-`latest_of_runs` on a 10,000-checkpoint thread is 4.6x slower for an old run id.
+### What changed (issue 7: `sql/` only; signatures, result rows and behaviour unchanged)
 
-**Not the disk.** Every write call does exactly one WAL flush (`pg_stat_wal.wal_sync` = 1.00 per
-call), like the reference transaction, and writes 0.4-2.3 KB of WAL (commit 2,059 B with its
-1 KB state; the reference 1,365 B); no full-page images in steady state. The flush itself is
-0.24-0.45 ms per call.
+1. **No SQL function is planned per call any more.** Every `dg_*` function is PL/pgSQL (the
+   reads were `LANGUAGE sql` with `SET`: planned on every call), so its plans are cached per
+   session. Internal helpers lost `SET search_path` (they run under their pinned caller's path;
+   `sql/README.md` "Names"): scalar SQL helpers are inlined into the calling expression
+   (`store_now`, `_dg_iso` -- now `STABLE` since `to_char` is --, `_dg_json_pair`), the
+   row helpers became `STABLE` set-returning SQL functions that the planner inlines into the
+   calling statement (`_dg_writes` and `_dg_attempts` replace the per-row scalar
+   `_dg_writes_json` / `_dg_attempts_json`, `_dg_entry`), the rest are PL/pgSQL
+   (`_dg_refresh_queue_thread`, `_dg_close_entry`, the lock helpers).
+2. **Fewer statements, locks and row versions per write.** `_dg_refresh_queue_thread` is one
+   `UPDATE` that leaves the row alone when nothing moved; `dg_lease_v1` writes the lease and the
+   attempt count in one `UPDATE` (one row version instead of two), sets `queue_threads` directly,
+   and skips the live-lease re-check and the clearing `UPDATE` when `queue_threads` shows no
+   lease token; `dg_commit_v1` locks its thread with one `SELECT ... FOR UPDATE` when there is
+   no fence, inserts the caller's events in one `INSERT`, and detects a reused checkpoint id by
+   the primary key (`ON CONFLICT DO NOTHING`) -- the old `EXISTS` probe had been given a generic
+   plan on `checkpoints_run_idx` that filtered the whole thread (51 us at 300 checkpoints,
+   growing with the thread); a lock helper that inserts the missing row keeps it as its lock
+   instead of locking it again (one statement and one WAL record less on a new thread).
+3. **Growth.** `dg_latest_of_runs_v1`: one backward probe of `checkpoints_run_idx` per run id
+   (LATERAL over `unnest`), then the newest, with `plan_cache_mode = force_generic_plan` (left
+   to choose, PL/pgSQL re-planned it on every call: 0.50 vs 0.11 ms); `dg_history_v1` and
+   `dg_threads_v1` split the NULL / non-NULL cursor into two statements, so the cursor bounds
+   the index scan.
 
-**Server CPU in the SQL functions is the limit.** Serial, quiet: the function call alone
-executes in 0.24 ms (claim), 0.65 (commit), 0.31 (get), 0.71 (submit), 0.92 (lease), 1.06
-(record_attempt), 1.20 (close), 1.51 (lease(run_id)), 1.00 (latest_of_runs) -- against ~1 ms for
-pgbench's whole durable transaction, flush included. On 2 cores that CPU is what c=4 saturates.
-Where it goes (pg_stat_statements, track = all, see the tables below):
+Server time per call (`pg_stat_statements` mean of the function, serial, quiet; before = the
+shipped functions, same machine and harness, `SELECT 1` floor 0.11 ms; after = floor 0.09-0.21
+ms):
 
-1. **`LANGUAGE sql` helpers are planned again on every call.** PostgreSQL 15 keeps no plan of a
-   non-inlined SQL-language function across calls, and `SET search_path FROM CURRENT` on every
-   function forbids inlining. Measured (experiment table): the same UPDATE body costs 622-718 us
-   above the round trip as `LANGUAGE sql` and 349-376 us as `plpgsql` -- **~270 us per helper
-   call**; `SET search_path` itself ~25 us; `_dg_iso` (one `to_char`) 77 us per call.
-   - `_dg_refresh_queue_thread` (sql): 0.35-0.60 ms in every queue write -- 24-52 % of submit,
-     lease, record_attempt, close, lease(run_id); its UPDATE alone is 0.06-0.12 ms.
-   - `_dg_entry` (sql) -> `_dg_attempts_json` (sql) -> `_dg_iso` (sql, per attempt): 0.31-0.48 ms
-     in lease, close, entry (21-30 % of the call; 77 % of `entry`).
-   - `_dg_close_entry` (sql): 0.27-0.31 ms of close (19-22 %).
-   - reads: `dg_get_v1`, `dg_history_v1`, `dg_latest_of_runs_v1` are `LANGUAGE sql` with `SET`
-     (not inlined, planned per call; the SELECT inside `get` is 0.24 of its 0.31-0.69 ms), and
-     `_dg_writes_json` (sql) runs once per returned row: `history(limit=100)` costs 7-12 ms,
-     ~0.1-0.19 ms per row (auto_explain: 100 nested executions).
-   - commit: `_dg_lock_threads` 0.10-0.20 ms (15-19 %: `SELECT DISTINCT ... unnest` + one
-     `_dg_lock_thread` call per id), and the `store.checkpoint` event INSERT 0.10-0.15 ms
-     (`_dg_json_pair`, sql with `SET`, not inlinable).
-   Fix to route (not done here): write the helpers in plpgsql or inline them into their callers;
-   drop `SET search_path` from the IMMUTABLE helpers (`_dg_iso`, `_dg_json_pair`) so they inline.
-   Expected: ~0.3-0.8 ms less server time per queue write call, ~0.2 ms per commit.
-2. **Four calls where the anchors make three, each with its own flush.** procrastinate and
-   pgqueuer finish a job in three statements; our lifecycle is four calls, four transactions and
-   four flushes. The fused `lease(run_id)` removes one: +18 % (c=1) / +24 % (c=4) ops/s.
-3. **Growth: `latest_of_runs` with an old run id** walks `checkpoints_seq_idx` backward and
-   filters on `run_id = ANY(...)`: 10,201 rows removed by filter, 7.5-28 ms for the call across runs (auto_explain), instead
-   of using `checkpoints_run_idx (thread_id, run_id, seq)`. The worker passes every attempt's
-   run id, so a retry of a long run pays it. Fix: one `ORDER BY seq DESC LIMIT 1` per run id
-   (LATERAL over `unnest(p_run_ids)`), then the max. `history(before=...)`: the condition
-   `(p_before IS NULL OR c.seq < (...))` is a filter, not an index bound (5,212 rows removed on
-   the 10,000-checkpoint thread); split the two cases or bound with `coalesce(..., max bigint)`.
+| call | before ms | after ms | | call | before ms | after ms |
+|---|---:|---:|---|---|---:|---:|
+| claim | 0.25 | 0.16 | | lease | 0.98 | 0.41 |
+| commit | 0.81 | 0.30 | | lease(run_id) | 1.55 | 0.40 |
+| get | 0.35 | 0.07 | | record_attempt | 0.93 | 0.46 |
+| latest_of_runs | 0.81 | 0.11 | | close | 1.56 | 0.29 |
+| entry | 0.41 | 0.07 | | submit | 0.67 | 0.33 |
 
-**The Python caller is not the limit.** Build (validation + JSON encoding) 51-112 us for a
-commit with 1 KB of state (`_check_tree` walk + surrogate scan + `json.dumps`), <= 37 us for
-the others; decoding <= 35 us; the pool checkout 7 us; API minus raw (same `Call` on a bare
-connection) is within noise (-0.4..+1 ms on this machine). cProfile: most client time is
-psycopg waiting for the server. The worker runtime (`Worker.run_once`) adds the output effect
-and `release_claim` (two more durable calls) to the bare cycle: 47 vs 67 ops/s at c=1.
+`latest_of_runs(oldest run)` on the 10,000-checkpoint thread went from 4.6x to 1.00x of the small
+store; `history(limit=100)` from 7-12 ms to 5-6 ms (now mostly decoding 100 x 1 KB states). WAL
+per call is unchanged in kind (one flush per write; `lease(run_id)` 1.6 KB, was 1.8 KB).
 
-**SQLite** runs the same cycles 3.4-4.1x faster than PostgreSQL at c=1 (no network, no PL/pgSQL)
-and 1.4-2.4x at c=4, where its p99 grows to 85-280 ms (processes queue on the single writer
-lock, bounded by `busy_timeout`). Not interleaved with the PostgreSQL runs: compare loosely.
+### Targets (this run, before -> after)
+
+Met now: the fused queue lifecycle `submit + lease(run_id) + close` vs procrastinate at c=1
+(0.69x -> **1.50x**) and vs pgqueuer at c=1 and c=4 (0.51x / 0.90x -> **1.07x / 1.12x**); every
+write call at c=1 (0.31-0.53x -> **0.77-0.92x**, claim 1.42x); claim at c=4 (0.37x -> 0.70x);
+the checkpoint cycle vs the physical reference was met at c=1 in a shorter run of the same code
+(0.89x) but not in this one (0.53x: pgbench's reference round was faster here); growth (all
+within 1.14x). Improved but missed: checkpoint cycle vs LangGraph 1.35x / 1.02x -> 1.59x /
+1.59x (goal 2x), vs the physical reference 0.43x / 0.30x -> 0.53x / 0.41x (goal 0.8x); the fused
+lifecycle vs procrastinate at c=4 0.86x -> 1.20x (goal 1.5x); the four-call lifecycle 0.59x /
+0.69x -> 1.13x / 0.90x procrastinate and 0.43x / 0.73x -> 0.81x / 0.83x pgqueuer; write calls at
+c=4 0.36-0.46x -> 0.58-0.66x (goal 0.7x).
+
+### What limits us now: the client's CPU and the call count, not the SQL
+
+* **Client CPU per call exceeds server CPU.** Measured with `time.process_time` around 400
+  serial calls through the store (quiet moment): commit 0.54 ms of client CPU (0.48 ms on a bare
+  connection, of which building the call 0.05 ms), get 0.43, submit 0.38, lease(run_id) 0.58,
+  close 0.50; psycopg's own `SELECT 1` 0.12 ms. The functions now run in 0.07-0.45 ms. At c=4,
+  four Python clients and four backends share 2 cores: a commit costs ~0.5 ms client + ~0.3 ms
+  server + the WAL writer, against pgbench's durable transaction whose C client costs almost
+  nothing and whose server work is one UPDATE and one INSERT (~0.1-0.2 ms). That is the 0.58x
+  of `commit` at c=4 and the 0.41x of the checkpoint cycle (two Python calls, each sending and
+  getting back a 1 KB state) against "one durable transaction + one `SELECT 1` from pgbench".
+  Closing it is client work (`durable_graph.postgres` executor and `calls`: e.g. not returning
+  the committed state back, fewer psycopg round-trip layers), outside `sql/`.
+* **Server CPU that remains is real work**: 10-15 statements per write call (checks, one row
+  lock per locked row, 2-4 index insertions per new row version: `checkpoints` has three
+  indexes, `queue_entries` four; an attempt changes `queue_rank`, which `queue_entries_open_idx`
+  holds, so that `UPDATE` cannot be HOT). Measured nested calls cost ~2 us each; converting the
+  `PERFORM _dg_check(...)` lines to inline `IF`s would save ~4 us per check (~25 us per commit),
+  not done: small against the client's share.
+* **Four durable calls where the anchors make three.** Each call is its own transaction and WAL
+  flush (0.2-0.6 ms here); the four-call lifecycle pays one more than procrastinate or pgqueuer.
+  The fused `lease(run_id)` (SPEC 5) is our lifecycle and meets pgqueuer; at c=4 it reaches
+  1.20x procrastinate, limited as above by client CPU (four Python processes on 2 cores).
+
+**SQLite** runs the same cycles 2.5-3.6x faster than PostgreSQL at c=1 (was 3.4-4.1x; no
+network, no PL/pgSQL) and 1.0-1.7x at c=4, where its p99 grows to 80-245 ms (processes queue on
+the single writer lock, bounded by `busy_timeout`). Not interleaved with the PostgreSQL runs:
+compare loosely.
 """
 
 
