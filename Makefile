@@ -29,6 +29,7 @@ lint: venv
 	$(VENV)/bin/ruff check python tests
 	$(VENV)/bin/ruff format --check python tests
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --strict tests
 
 format: venv
 	$(VENV)/bin/ruff check --fix python tests

@@ -28,6 +28,7 @@ from durable_graph import (
     Submission,
     ThreadBusy,
     ValidationError,
+    WatchPolicy,
     plan_attempt,
 )
 from durable_graph.aio import (
@@ -296,9 +297,7 @@ def test_subscribe_yields_new_events_in_order_and_fails_after_close(
     asyncio.run(main())
 
 
-def _fast_watch() -> object:
-    from durable_graph import WatchPolicy
-
+def _fast_watch() -> WatchPolicy:
     return WatchPolicy(poll_interval=timedelta(milliseconds=10))
 
 
