@@ -93,6 +93,7 @@ from .model import (
     Ticket,
     WatchPolicy,
 )
+from .polling import follow, poll
 from .validation import (
     DEFAULT_MAX_VALUE_BYTES,
     INT32_MAX,
@@ -1236,11 +1237,12 @@ class SqliteCheckpointer:
         check_int("after_seq", after_seq, minimum=0)
         check_duration("timeout", timeout, allow_zero=True)
         check_watch(watch)
-        deadline = time.monotonic() + timeout.total_seconds()  # D21: wall-clock
-        while True:
-            events = self._events_after(thread_id, after_seq, 1000)
-            if events or not _sleep(deadline, watch.poll_interval.total_seconds()):
-                return events
+        return poll(
+            lambda: self._events_after(thread_id, after_seq, 1000),
+            bool,
+            timeout,
+            watch.poll_interval.total_seconds(),
+        )
 
     def subscribe(
         self, thread_id: str, after_seq: int = 0, watch: WatchPolicy = WatchPolicy()
@@ -1249,19 +1251,12 @@ class SqliteCheckpointer:
         check_int("after_seq", after_seq, minimum=0)
         check_watch(watch)
         self._db.check_open()
-        return self._subscribe(thread_id, after_seq, watch.poll_interval.total_seconds())
-
-    def _subscribe(self, thread_id: str, after_seq: int, poll: float) -> Iterator[Event]:
-        last = after_seq
-        while True:
-            events = self._events_after(thread_id, last, 1000)
-            if not events:
-                time.sleep(poll)
-                continue
-            for event in events:
-                self._db.check_open()  # rule 8: a live iterator fails on its next step
-                last = event.seq
-                yield event
+        return follow(
+            lambda seq: self._events_after(thread_id, seq, 1000),
+            after_seq,
+            watch.poll_interval.total_seconds(),
+            self._db.check_open,
+        )
 
     def get_effect(self, thread_id: str, key: str) -> EffectRecord | None:
         check_identifier("thread_id", thread_id)
@@ -1333,15 +1328,6 @@ def _evidence(tx: _Tx, thread_id: str, newest_first: list[sqlite3.Row]) -> set[s
         if row["run_id"] in runs and row["run_id"] not in evidence:
             evidence[row["run_id"]] = row["checkpoint_id"]
     return set(evidence.values())
-
-
-def _sleep(deadline: float, step: float) -> bool:
-    """Sleep ``step`` or until the deadline; False when the deadline has already passed."""
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        return False
-    time.sleep(min(remaining, step))
-    return True
 
 
 # --- the run queue -------------------------------------------------------------------------
@@ -1524,15 +1510,13 @@ class SqliteRunQueue:
         check_int("entry_id", entry_id, minimum=0)
         check_duration("timeout", timeout, allow_zero=True)
         check_optional_identifier("tenant", tenant)
-        deadline = time.monotonic() + timeout.total_seconds()  # rule 23: wall-clock
-        while True:
-            entry = self._entry(entry_id, tenant)
-            if entry is None:
-                return None
-            if entry.closed:
-                return entry
-            if not _sleep(deadline, _AWAIT_CLOSED_POLL):
-                return None
+        entry = poll(
+            lambda: self._entry(entry_id, tenant),
+            lambda e: e is None or e.closed,
+            timeout,
+            _AWAIT_CLOSED_POLL,
+        )
+        return entry if entry is not None and entry.closed else None
 
     def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
         check_duration("older_than", older_than, allow_zero=True)
