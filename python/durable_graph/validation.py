@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -171,12 +171,44 @@ def _find_surrogate(name: str, value: object, parts: list[str | int]) -> str | N
     return None
 
 
+def _is_tree(value: object) -> bool:
+    """Whether `_check_tree` would accept ``value``: the same rules, walked depth first with a
+    stack of iterators instead of recursion and path bookkeeping (the common case; on False,
+    `_check_tree` names the first bad element). Depth first, like `_check_tree`, so a cycle
+    fails at `MAX_JSON_DEPTH` after as many steps."""
+    stack: list[Iterator[object]] = [iter((value,))]
+    while stack:
+        for item in stack[-1]:
+            kind = type(item)
+            if kind is str or kind is int or kind is bool or item is None:
+                continue
+            if kind is dict:
+                if len(stack) > MAX_JSON_DEPTH:  # the item's depth is len(stack) - 1
+                    return False
+                for key in item:  # type: ignore[attr-defined]
+                    if type(key) is not str:
+                        return False
+                stack.append(iter(item.values()))  # type: ignore[attr-defined]
+                break
+            if kind is list:
+                if len(stack) > MAX_JSON_DEPTH:
+                    return False
+                stack.append(iter(item))  # type: ignore[call-overload]
+                break
+            if kind is not float or not math.isfinite(item):  # type: ignore[arg-type]
+                return False
+        else:
+            stack.pop()
+    return True
+
+
 def encode_json(name: str, value: object, max_bytes: int, *, canonical: bool = False) -> str:
     """Check ``value`` is a JSON value that round-trips exactly, and encode it compactly.
 
     ``canonical`` sorts object keys: the form submissions are compared in (SPEC §8 rule 19).
     """
-    _check_tree(name, value, [], 0)
+    if not _is_tree(value):
+        _check_tree(name, value, [], 0)  # raises, naming the first bad element
     text = json.dumps(
         value,
         ensure_ascii=False,

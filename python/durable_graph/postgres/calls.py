@@ -73,18 +73,24 @@ class Call(Generic[T]):
     """One SQL function call: the statement, its parameters, and how to read its rows."""
 
     name: str
-    query: sql.Composed
+    query: bytes
     params: tuple[object, ...]
     decode: Callable[[Rows], T]
 
 
 @functools.lru_cache(maxsize=512)
-def statement(schema: str, function: str, types: tuple[str, ...]) -> sql.Composed:
-    """``SELECT * FROM "<schema>".<function>(%s::type, ...)``; casts pin the overload."""
+def statement(schema: str, function: str, types: tuple[str, ...]) -> bytes:
+    """``SELECT * FROM "<schema>".<function>(%s::type, ...)``; casts pin the overload.
+
+    Composed with `psycopg.sql.Identifier` and rendered once: psycopg would otherwise render a
+    `sql.Composed` again on every execute. The names are ASCII (`check_schema`, our function
+    names), so the bytes are the same in every client encoding.
+    """
     args = sql.SQL(", ").join(sql.SQL("%s::" + t) for t in types)
-    return sql.SQL("SELECT * FROM {}.{}({})").format(
+    composed = sql.SQL("SELECT * FROM {}.{}({})").format(
         sql.Identifier(schema), sql.Identifier(function), args
     )
+    return composed.as_bytes(None)
 
 
 def _call(

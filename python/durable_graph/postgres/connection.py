@@ -86,13 +86,19 @@ class _Watchdog:
 
 class _Watchdogs:
     """One daemon thread firing every armed `_Watchdog` at its deadline (cheaper than a timer
-    thread per call). Disarmed watchdogs are dropped when they reach the front of the heap."""
+    thread per call). Disarmed watchdogs are dropped when they reach the front of the heap.
+
+    The thread is woken only when a new deadline is earlier than the one it sleeps until (or it
+    sleeps with nothing armed): calls of one timeout arm ever-later deadlines, so a steady stream
+    of calls costs no thread switch per call, only one wake-up per ``call_timeout`` or so.
+    """
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._heap: list[tuple[float, int, _Watchdog]] = []
         self._order = itertools.count()
         self._thread: threading.Thread | None = None
+        self._wakes_at: float | None = None  # the deadline the thread sleeps until; None: idle
 
     def arm(self, conn: psycopg.Connection[Any], seconds: float) -> _Watchdog:
         watchdog = _Watchdog(conn)
@@ -102,9 +108,11 @@ class _Watchdogs:
                 heapq.heappop(self._heap)
             heapq.heappush(self._heap, (deadline, next(self._order), watchdog))
             if self._thread is None or not self._thread.is_alive():
+                self._wakes_at = deadline  # the new thread's first look finds this deadline
                 self._thread = threading.Thread(target=self._run, name="dg-watchdog", daemon=True)
                 self._thread.start()
-            elif self._heap[0][2] is watchdog:
+            elif self._wakes_at is None or deadline < self._wakes_at:
+                self._wakes_at = deadline
                 self._cond.notify()
         return watchdog
 
@@ -115,12 +123,15 @@ class _Watchdogs:
                     while self._heap and self._heap[0][2].done:
                         heapq.heappop(self._heap)
                     if not self._heap:
+                        self._wakes_at = None
                         self._cond.wait()
                         continue
-                    delay = self._heap[0][0] - time.monotonic()
+                    due_at = self._heap[0][0]
+                    delay = due_at - time.monotonic()
                     if delay <= 0:
                         _, _, due = heapq.heappop(self._heap)
                         break
+                    self._wakes_at = due_at
                     self._cond.wait(delay)
             due.fire()
 
@@ -235,7 +246,9 @@ class Executor:
         try:
             with conn.cursor(row_factory=dict_row) as cursor:
                 cursor.execute(call.query, call.params)
-                rows = cursor.fetchall() if cursor.description is not None else []
+                result = cursor.pgresult  # not `description`: it builds a Column per field
+                tuples = result is not None and result.status == pq.ExecStatus.TUPLES_OK
+                rows = cursor.fetchall() if tuples else []
         except psycopg.Error as exc:
             watchdog.stop()
             store_error = error_for_sqlstate(exc.sqlstate)
