@@ -11,7 +11,6 @@ transaction (SPEC §8 rule 16). ``await_events_after``, ``subscribe`` and ``awai
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from types import TracebackType
@@ -43,6 +42,7 @@ from ..model import (
     Ticket,
     WatchPolicy,
 )
+from ..polling import follow, poll
 from ..validation import (
     check_duration,
     check_identifier,
@@ -138,16 +138,13 @@ class PostgresRunQueue:
         check_int("entry_id", entry_id, minimum=0)
         check_duration("timeout", timeout, allow_zero=True)
         check_optional_identifier("tenant", tenant)
-        deadline = time.monotonic() + timeout.total_seconds()
-        poll = AWAIT_CLOSED_POLL.total_seconds()
-        while True:
-            found = self._x.run(calls.entry(self._config, entry_id, tenant))
-            if found is None or found.closed:
-                return found
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            time.sleep(min(poll, remaining))
+        found = poll(
+            lambda: self._x.run(calls.entry(self._config, entry_id, tenant)),
+            lambda e: e is None or e.closed,
+            timeout,
+            AWAIT_CLOSED_POLL.total_seconds(),
+        )
+        return found if found is not None and found.closed else None
 
     def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
         """Remove at most ``batch`` closed entries, oldest closed first, in one transaction."""
@@ -308,16 +305,12 @@ class PostgresCheckpointer:
         check_identifier("thread_id", thread_id)
         calls.check_after_seq(after_seq)
         check_duration("timeout", timeout, allow_zero=True)
-        poll = check_watch(watch).poll_interval.total_seconds()
-        deadline = time.monotonic() + timeout.total_seconds()
-        while True:
-            found = self.events_after(thread_id, after_seq)
-            if found:
-                return found
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return []
-            time.sleep(min(poll, remaining))
+        return poll(
+            lambda: self.events_after(thread_id, after_seq),
+            bool,
+            timeout,
+            check_watch(watch).poll_interval.total_seconds(),
+        )
 
     def subscribe(
         self, thread_id: str, after_seq: int = 0, watch: WatchPolicy = WatchPolicy()
@@ -325,20 +318,11 @@ class PostgresCheckpointer:
         """Every event after ``after_seq``, forever, polling when caught up (rule 8 on close)."""
         check_identifier("thread_id", thread_id)
         calls.check_after_seq(after_seq)
-        poll = check_watch(watch).poll_interval.total_seconds()
+        every = check_watch(watch).poll_interval.total_seconds()
         self._x.check_open()
-        return self._subscription(thread_id, after_seq, poll)
-
-    def _subscription(self, thread_id: str, after_seq: int, poll: float) -> Iterator[Event]:
-        cursor = after_seq
-        while True:
-            batch = self.events_after(thread_id, cursor)
-            for event in batch:
-                self._x.check_open()
-                cursor = event.seq
-                yield event
-            if not batch:
-                time.sleep(poll)
+        return follow(
+            lambda seq: self.events_after(thread_id, seq), after_seq, every, self._x.check_open
+        )
 
     def get_effect(self, thread_id: str, key: str) -> EffectRecord | None:
         return self._x.run(calls.get_effect(self._config, thread_id, key))
