@@ -348,7 +348,76 @@ def render(
 
 
 ANALYSIS = """\
-## Analysis (run 2026-11-30 after issue 7, `make bench`, 317 s)
+## Analysis, second pass: client CPU per call (2026-11-30)
+
+The SQL pass (below) left the Python client as the limit: it spent more CPU per call than the
+server. This pass changed only the client (`durable_graph.postgres.connection`, `.calls`,
+`durable_graph.validation`); the calls, their SQL, their results and their errors are unchanged.
+
+### What changed (each measured; kept only what paid)
+
+1. **The watchdog thread no longer wakes on every call.** Arming a call's watchdog notified the
+   watchdog thread whenever the new deadline reached the front of its heap, which with serial
+   calls was every call: a thread switch and ~40 us of process CPU per call, outside the
+   calling thread (invisible to `thread_time`, visible in `process_time`). The thread now
+   records the deadline it sleeps until, and is notified only for an earlier one (or when it
+   sleeps with nothing armed); calls of one `call_timeout` arm ever-later deadlines, so a
+   steady stream costs about one wake-up per `call_timeout`. The guarantee is unchanged: every
+   armed deadline is examined by the thread before it passes (`tests/test_postgres_faults.py`).
+2. **The statement is rendered once.** `calls.statement()` still composes
+   `SELECT * FROM {schema}.{function}(%s::type, ...)` with `sql.Identifier`, but caches the
+   rendered bytes (`Composed.as_bytes`; schema and function names are ASCII by rule 27, so the
+   bytes are the same in any client encoding). psycopg re-rendered the `Composed` on every
+   execute (~20 nested `as_bytes` calls per statement). `Call.query` is now `bytes`; the
+   async executor passes it to `execute` unchanged.
+3. **No `Column` objects per call.** The executor asked `cursor.description is not None`,
+   which builds one `Column` (with a type lookup) per result field, 11 for a checkpoint row;
+   it now checks the result status (`TUPLES_OK`) directly. `dict_row` only reads field names.
+4. **JSON check without path bookkeeping.** `encode_json` first walks the value depth first
+   with a stack of iterators (no recursion, no path list; a cycle still fails after
+   `MAX_JSON_DEPTH` steps); only when that walk finds a problem does the original
+   recursive `_check_tree` run, to name the first bad element with the same message. 6 us
+   instead of 11-15 us for the ~1 KB state; equivalence checked ad hoc on 20,000 random trees
+   (accepted by one iff by the other), and by `tests/test_fuzz_inputs.py`.
+
+Measured and not changed: binary result format (no faster: the text loaders of these columns
+are C), tuple rows instead of `dict_row` (within noise: the dict is built by a C `zip`),
+psycopg's automatic prepared statements (already in use after 5 executions: bytes queries keep
+one cache key), pool `getconn` + `putconn` (7 us) and a call's build (4-5 us for `get`).
+
+Client CPU per call (`tests/bench/client_cpu.py`: `process_time` over batches of 20 serial
+calls, interleaved, median of 30 batches; three alternating runs of before and after on the
+same server, ranges over the runs; the machine was busy, so absolute values are higher than
+the quiet-moment figures quoted below for the previous run):
+
+| call | before µs | after µs | | call | before µs | after µs |
+|---|---:|---:|---|---|---:|---:|
+| commit (1 KB) | 993-1123 | 608-860 | | lease(run_id) | 831-967 | 460-734 |
+| get | 580-690 | 320-485 | | close | 777-913 | 421-690 |
+| submit | 645-736 | 304-552 | | bare `SELECT 1` | 91-115 | 70-86 |
+
+A separate serial loop of 4 x 300 commits: 570-700 -> 410-455 us process CPU per commit
+(wall 1.25-1.58 -> 1.08-1.20 ms).
+
+The targets table under "Latest results" below is the full `make bench` run made after both
+passes (the SQL pass, next section, and this client pass).
+
+### What limits us now
+
+* **psycopg's own per-statement work.** What remains of a `get` on the client is mostly
+  psycopg: the extended-protocol send of a prepared statement, the per-result loader set-up
+  (one loader lookup per column), row loading and its wait loop, ~180 us against ~120 us for
+  its `SELECT 1` at the same moment, then our decode (~30 us, half of it `json.loads` of the
+  1 KB state, most of the rest the frozen-dataclass construction in `model.py`), the executor
+  (~15 us: pool, watchdog, cursor) and the call's build (~5 us). Cutting deeper means
+  bypassing psycopg's cursor (e.g. libpq `exec_prepared` on `pgconn`), which would change the
+  error and cancellation paths: not done.
+* **The checkpoint cycle vs the physical reference** is two Python round trips carrying a
+  1 KB state each way against pgbench's C client; at c=4 four Python processes and four
+  backends share 2 cores. The reference's `SELECT 1` leg is ~0.05 ms at c=4; ours is a full
+  `get` (~0.3 ms client + 0.07 ms server).
+
+## Analysis, first pass: the SQL functions (run 2026-11-30, `make bench`, 317 s)
 
 Machine: 2 vCPUs shared with other jobs (load average 1-2 during this run, much higher at
 times while measuring), local ext4 disk (`pg_test_fsync`: fdatasync ~0.9 ms). Absolute numbers
