@@ -339,18 +339,14 @@ class _State:
             (e for e in self.kept_entries_of(thread_id) if not e.closed), key=queue_order_key
         )
 
-    def thread_head(self, thread_id: str) -> _EntryRow | None:
-        """The one entry of the thread that may be leased, over every tenant (rule 18)."""
-        entries = self.open_entries_of(thread_id)
-        return entries[0] if entries else None
-
     def threads_with_open_entries(self) -> list[str]:
         return [
             t for t in self.entries_of_thread if any(not e.closed for e in self.kept_entries_of(t))
         ]
 
     def leasable_head(self, thread_id: str, now: datetime) -> _EntryRow | None:
-        """The thread's head when no entry of the thread holds a live lease, else None."""
+        """The thread's head (first in queue order, over every tenant: rule 18) when no entry of
+        the thread holds a live lease, else None."""
         entries = self.open_entries_of(thread_id)
         if not entries or any(lease_is_live(e, now) for e in entries):
             return None

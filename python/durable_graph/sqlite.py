@@ -283,7 +283,7 @@ _QUEUE_ORDER: Final = """
     ) AS q
 """
 """Open entries with their queue rank and their thread's head: memory's `queue_order_key` and
-`thread_head` (SPEC §5 Order: entries that recorded an attempt, then INTERRUPT, then the rest, each
+`open_entries_of` / `leasable_head` (SPEC §5 Order: entries that recorded an attempt, then INTERRUPT, then the rest, each
 by entry id; the head is computed over every tenant, rule 18)."""
 
 

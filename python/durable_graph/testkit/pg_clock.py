@@ -3,9 +3,11 @@
 Every SQL function of the store reads the time through ``store_now()`` (``sql/00_clock.sql``:
 ``clock_timestamp()``). `PgClock` creates a test-only table ``dg_test_clock`` in the store's schema
 and replaces that schema's ``store_now()`` with ``clock_timestamp() + offset`` read from it;
-`advance` grows the offset. Nothing in the package's normal configuration can switch this on: it
-happens only when a test constructs a `PgClock`. Install it after the store is migrated (a later
-``migrate`` reinstalls the real ``store_now()``).
+`advance` grows the offset, and `durable_graph.testkit.pg_schema.reset_store` puts it back to
+zero. Nothing in the package's normal configuration can switch this on: it happens only when a
+test constructs a `PgClock`. Install it after the store is migrated; `migrate` leaves a current
+schema alone, so the clock survives reopening the store, but migrating an out-of-date schema
+reinstalls the real ``store_now()``.
 """
 
 from __future__ import annotations
@@ -48,21 +50,6 @@ class PgClock:
         query = sql.SQL("UPDATE {} SET clock_offset = clock_offset + %s").format(self._table)
         with psycopg.connect(self._dsn, autocommit=True) as conn:
             conn.execute(query, (delta,))
-
-    def reset(self) -> None:
-        """Put the store's clock back on the server's clock."""
-        query = sql.SQL("UPDATE {} SET clock_offset = interval '0'").format(self._table)
-        with psycopg.connect(self._dsn, autocommit=True) as conn:
-            conn.execute(query)
-
-    def offset(self) -> timedelta:
-        query = sql.SQL("SELECT clock_offset FROM {}").format(self._table)
-        with psycopg.connect(self._dsn, autocommit=True) as conn:
-            row = conn.execute(query).fetchone()
-        assert row is not None
-        value = row[0]
-        assert isinstance(value, timedelta)
-        return value
 
 
 __all__ = ["PgClock"]
