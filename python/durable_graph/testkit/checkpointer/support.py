@@ -1,0 +1,183 @@
+"""What every Checkpointer concern module shares: constants, helpers and the fixtures."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from ...checkpointer import Checkpointer
+from ...model import (
+    Checkpoint,
+    Claim,
+    Commit,
+    Event,
+    EventIn,
+    Lease,
+    PendingWrite,
+    Started,
+    Submission,
+    WatchPolicy,
+)
+from ..harness import ClockControl, Harness
+
+T = "thread-1"
+"""The thread most tests work on."""
+
+SLACK = timedelta(seconds=10)
+"""How much real time a test may take between two store-clock readings (PostgreSQL's clock runs)."""
+
+FAST = WatchPolicy(poll_interval=timedelta(milliseconds=20))
+HOUR = timedelta(hours=1)
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+_AUTO: Any = object()
+"""`_commit`'s default state: ``{"at": checkpoint_id}`` (None is a state worth testing)."""
+
+
+def _commit(
+    store: Checkpointer,
+    claim: Claim,
+    checkpoint_id: str,
+    parent_id: str | None,
+    run_id: str = "run-1",
+    state: Any = _AUTO,
+    **fields: Any,
+) -> Checkpoint:
+    return store.commit(
+        claim,
+        Commit(
+            checkpoint_id=checkpoint_id,
+            parent_id=parent_id,
+            run_id=run_id,
+            state={"at": checkpoint_id} if state is _AUTO else state,
+            **fields,
+        ),
+    )
+
+
+def _chain(
+    store: Checkpointer,
+    claim: Claim,
+    ids: Sequence[str],
+    run_id: str = "run-1",
+    parent_id: str | None = None,
+) -> list[Checkpoint]:
+    """Commit ``ids`` one after another, each on the previous one."""
+    out = []
+    for checkpoint_id in ids:
+        out.append(_commit(store, claim, checkpoint_id, parent_id, run_id))
+        parent_id = checkpoint_id
+    return out
+
+
+def _new_thread(
+    store: Checkpointer, thread_id: str = T, ids: Sequence[str] = ("c1",), **fields: Any
+) -> Claim:
+    """Claim ``thread_id`` and commit ``ids`` on it; return the (still current) claim."""
+    claim = store.claim(thread_id, "worker")
+    parent: str | None = None
+    for checkpoint_id in ids:
+        _commit(store, claim, checkpoint_id, parent, **fields)
+        parent = checkpoint_id
+    return claim
+
+
+def _attempt(store: Checkpointer, thread_id: str, run_id: str) -> Lease:
+    """Submit a run for ``thread_id``, lease it and record ``run_id`` as its first attempt."""
+    queue = store.run_queue
+    ticket = queue.submit(Submission(thread_id=thread_id, input={"q": thread_id}))
+    lease = queue.lease("queue-worker", timedelta(minutes=5))
+    assert lease is not None and lease.entry.entry_id == ticket.entry_id
+    assert queue.record_attempt(lease, run_id) == Started(1)
+    return lease
+
+
+def _snapshot(store: Checkpointer, thread_id: str = T) -> tuple[object, ...]:
+    """Everything a test can read about one thread (to show a refused call changed nothing)."""
+    return (
+        store.thread(thread_id),
+        store.history(thread_id),
+        store.events_after(thread_id, 0),
+        store.get_effect(thread_id, "k"),
+        store.threads(),
+        store.children(thread_id),
+    )
+
+
+def _kinds(events: Sequence[Event]) -> list[str]:
+    return [e.kind for e in events]
+
+
+def _same_json(a: object, b: object) -> bool:
+    """Equal as JSON values, telling apart 1 / 1.0 / True and 0.0 / -0.0 (key order aside)."""
+    return a == b and json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def _deep(depth: int) -> Any:
+    """``depth`` nested lists around 0 (depth 0 is the scalar itself, SPEC §8 rule 5)."""
+    value: Any = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _grow(value: Any, key: str) -> None:
+    """Mutate a returned JSON object in place (to show the store kept its own copy)."""
+    value[key].append(99)
+
+
+def _within(delta: timedelta, expected: timedelta) -> bool:
+    """``delta`` is ``expected`` plus at most `SLACK` of real time."""
+    return expected <= delta <= expected + SLACK
+
+
+def _run_threads(n: int, target: Callable[[int], object]) -> list[object]:
+    """Run ``target(i)`` in ``n`` threads released together; each result or raised exception."""
+    barrier = threading.Barrier(n)
+    results: list[object] = [None] * n
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            results[i] = target(i)
+        except BaseException as exc:  # collected and asserted on by the test
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return results
+
+
+class CheckpointerFixtures:
+    """The fixtures every concern module uses; a backend overrides ``harness``."""
+
+    @pytest.fixture
+    def harness(self) -> Iterator[Harness]:
+        raise NotImplementedError("override `harness` to yield a Harness with a fresh store")
+
+    @pytest.fixture
+    def store(self, harness: Harness) -> Checkpointer:
+        return harness.store
+
+    @pytest.fixture
+    def clock(self, harness: Harness) -> ClockControl:
+        return harness.clock
+
+    @pytest.fixture
+    def seeded(self, store: Checkpointer) -> Claim:
+        """Thread T with checkpoint c1 (two events), a write and effect "k"; its current claim."""
+        claim = store.claim(T, "worker")
+        _commit(store, claim, "c1", None, events=(EventIn("e", 1),))
+        store.put_writes(claim, "c1", [PendingWrite("t", "ch", 1)])
+        store.record_effect(claim, "k", {"v": 1})
+        return claim
