@@ -1,4 +1,5 @@
--- Run claims (SPEC §4 claim / renew_claim / release_claim; D1-D3, rule 9).
+-- Run claims (SPEC §4 claim / renew_claim / release_claim; rule 9; D1-D3: live, current,
+-- one token counter).
 
 -- dg_claim_v1: take the thread's run claim with a new fencing token, expiring at store-now + ttl.
 -- Creates nothing visible. Raises DG001 ("thread has a live claim") while any claim is live,

@@ -1,4 +1,4 @@
--- commit (SPEC §4 commit; D7-D9, rules 10-11).
+-- commit (SPEC §4 commit; D7-D9: created_at default, event numbers, check order; rules 10-11).
 
 -- _dg_json_pair(k1, v1, k2, v2): the compact JSON object {k1: v1, k2: v2} of two keys and two
 -- JSON texts (the payloads of store.checkpoint and store.retracted). STABLE (to_json is) and not

@@ -1,4 +1,5 @@
--- put_writes, append_events, record_effect (SPEC §4; D10, rules 11-12).
+-- put_writes, append_events, record_effect (SPEC §4; rules 11-12;
+-- D10: claim checks before existence checks).
 
 -- _dg_lock_claimed(thread_id, token): lock the thread FOR UPDATE and run the checks every
 -- claim-taking write starts with (D10): token is the current claim (DG002), then the thread has

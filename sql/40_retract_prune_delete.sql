@@ -1,4 +1,6 @@
--- retract_turn, prune, prune_all, delete_thread (SPEC §4; D11, D13, D14, D24, rules 13, 16, 17).
+-- retract_turn, prune, prune_all, delete_thread (SPEC §4; rules 13, 16, 17; D11: retract with no
+-- head is a no-op; D13: prune keeps the head, evidence, keep_last and the young; D14: delete checks
+-- the fence first and cascades; D24: retract after prune falls back to the newest remaining).
 
 -- dg_retract_turn_v1: remove the newest turn (from the head back, the checkpoints sharing the
 -- head's run id) with their writes; the new head is the newest remaining checkpoint (D24);
@@ -58,7 +60,7 @@ END;
 $$;
 
 -- _dg_prune_thread(thread, keep_last, max_age, now): retention on one thread whose row the
--- caller holds locked (D13). Returns (checkpoints_removed, events_removed).
+-- caller holds locked (D13: what prune keeps). Returns (checkpoints_removed, events_removed).
 CREATE OR REPLACE FUNCTION _dg_prune_thread(
     p_thread_id text, p_keep_last integer, p_max_age interval, p_now timestamptz,
     OUT checkpoints_removed bigint, OUT events_removed bigint)

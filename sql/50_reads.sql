@@ -1,4 +1,5 @@
--- Checkpointer reads (SPEC §4 reads; D15, rules 14-15). Each is one STABLE PL/pgSQL function:
+-- Checkpointer reads (SPEC §4 reads; rules 14-15; D15: reads include
+-- pending writes). Each is one STABLE PL/pgSQL function:
 -- one snapshot, never waiting for writers; PL/pgSQL so that its plans are cached per session
 -- (a LANGUAGE sql function with SET is planned again on every call). Unknown and deleted
 -- threads give no rows. A checkpoint's writes come from _dg_writes (sql/00_clock.sql), which the

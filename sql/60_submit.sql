@@ -1,4 +1,4 @@
--- submit (SPEC §5 submit; D17, rule 19).
+-- submit (SPEC §5 submit; D17: a kept key deduplicates until reclaim; rule 19).
 
 -- _dg_kept_key(tenant, key): the kept entry holding the tenant's submission key, if any.
 CREATE OR REPLACE FUNCTION _dg_kept_key(p_tenant text, p_key text) RETURNS queue_entries

@@ -1,4 +1,4 @@
--- lease (SPEC §5 lease; D18, rule 18).
+-- lease (SPEC §5 lease; D18: returns the entry after the call; rule 18).
 
 -- dg_lease_v1: lease the oldest available thread head. A thread is available when its head
 -- (queue order over every tenant: attempted, then INTERRUPT, then the rest, by entry id) is the

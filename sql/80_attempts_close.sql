@@ -1,4 +1,5 @@
--- Calls made under a lease: renew, release, record_attempt, close (SPEC §5; D18-D20, rules
+-- Calls made under a lease: renew, release, record_attempt, close (SPEC §5; D18-D20: renew's ttl,
+-- release and close clear the lease, closed_at_seq; rules
 -- 20-21). Each checks first: entry closed or reclaimed -> DG103, then token not the entry's
 -- current lease -> DG102.
 

@@ -1,4 +1,5 @@
--- cancel, reclaim and the queue reads (SPEC §5; D16, rules 22-25). Reads are STABLE: one
+-- cancel, reclaim and the queue reads (SPEC §5; rules 22-25; D16: tenant visibility
+-- first). Reads are STABLE: one
 -- snapshot, never waiting for writers.
 
 -- dg_cancel_v1: close an open entry cancelled("requested"); its worker learns it on its next

@@ -314,7 +314,7 @@ def test_retract_after_prune_makes_the_newest_remaining_checkpoint_the_head(
 def test_lease_calls_on_a_reclaimed_entry_raise_entry_closed(
     store: InMemoryCheckpointer, clock: ManualClock
 ) -> None:
-    # D25: an entry is reclaimed only after it closed.
+    # D25 (lease calls on a reclaimed entry raise EntryClosed): it was closed first.
     q = store.run_queue
     q.submit(Submission("t", 1))
     lease = q.lease("w", 60 * SEC)

@@ -258,7 +258,7 @@ class _State:
     # --- claims -----------------------------------------------------------------------
 
     def current_claim(self, claim: Claim) -> _ClaimRow:
-        """The claim's row when ``claim`` is the thread's current claim (D2), else `ClaimLost`."""
+        """The claim's row if ``claim`` is current (D2: the latest token), else `ClaimLost`."""
         row = self.claims.get(claim.thread_id)
         if row is None or row.token != claim.token:
             raise ClaimLost(f"claim {claim.token} is not the current claim of the thread")
@@ -267,7 +267,7 @@ class _State:
     # --- threads ----------------------------------------------------------------------
 
     def existing_thread(self, thread_id: str) -> _ThreadRow:
-        """The thread, or `NotFound` when it has no commit (rule 6, D10)."""
+        """The thread, or `NotFound` when it has no commit (rule 6; D10: claim first)."""
         thread = self.threads.get(thread_id)
         if thread is None:
             raise NotFound(f"thread {thread_id!r} has no commit")
@@ -289,7 +289,7 @@ class _State:
         created_at: datetime | None,
         now: datetime,
     ) -> _EventRow:
-        """Allocate the next number from the thread row and append the event (D7)."""
+        """Number the event from the thread row, append it (D7: None created_at = commit time)."""
         thread.last_seq += 1
         row = _EventRow(
             seq=thread.last_seq,
@@ -377,7 +377,7 @@ class _State:
         """The entry of a current lease: `EntryClosed` first, then `LeaseLost` (rule 21)."""
         entry = self.entries.get(lease.entry.entry_id)
         if entry is None or entry.closed:
-            # D25: a reclaimed entry was closed before it was reclaimed.
+            # D25 (a reclaimed entry answers EntryClosed): it was closed before it was reclaimed.
             raise EntryClosed(f"entry {lease.entry.entry_id} is closed")
         if entry.lease_token is None or entry.lease_token != lease.token:
             raise LeaseLost(f"lease {lease.token} is not the current lease of the entry")
@@ -592,7 +592,7 @@ class InMemoryCheckpointer:
         thread_id = claim.thread_id
         with s.locked():
             now = s.now()
-            # D9 check order.
+            # D9 check order: claim, fence, parent, deleted run, duplicate id.
             s.current_claim(claim)
             if c.fence is not None:
                 s.current_claim(c.fence)
@@ -710,7 +710,7 @@ class InMemoryCheckpointer:
             s.current_claim(claim)
             thread = s.existing_thread(claim.thread_id)
             if thread.head_id is None:
-                return None  # D11
+                return None  # D11: no head, nothing to retract
             # The turn: from the head back, the checkpoints sharing the head's run id.
             newest_first = sorted(thread.checkpoints.values(), key=lambda r: r.seq, reverse=True)
             run_id = newest_first[0].run_id
@@ -766,7 +766,7 @@ class InMemoryCheckpointer:
             after = ids[-1].encode()
 
     def _prune_thread(self, thread_id: str, policy: RetentionPolicy, now: datetime) -> PruneResult:
-        """D13 on one thread, under the lock."""
+        """D13 (prune keeps the head, evidence, keep_last and the young) on one thread, locked."""
         s = self._state
         thread = s.threads.get(thread_id)
         if thread is None:
@@ -898,7 +898,7 @@ class InMemoryCheckpointer:
         s = self._state
         with s.locked():
             if thread_id not in s.threads:
-                return []  # D15
+                return []  # D15: an unknown thread reads as empty
             kids = [t for t in s.threads.values() if t.parent_thread_id == thread_id]
             return [t.thread_id for t in sorted(kids, key=lambda t: t.first_commit_order)]
 
@@ -1113,7 +1113,7 @@ class InMemoryRunQueue:
         s = self._state
         with s.locked():
             entry = s.current_lease(lease)
-            end_lease(entry)  # D19
+            end_lease(entry)  # D19: release clears the lease
             s.cond.notify_all()
 
     def record_attempt(self, lease: Lease, run_id: str) -> AttemptStart:

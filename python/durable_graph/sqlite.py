@@ -135,7 +135,7 @@ THREAD_BUSY_CLAIM: Final = "thread has a live claim"
 THREAD_BUSY_ENTRY: Final = "thread has an open entry"
 
 _AWAIT_CLOSED_POLL: Final = WatchPolicy().poll_interval.total_seconds()
-"""How often `await_closed` reads the entry (it takes no `WatchPolicy`; D21)."""
+"""How often `await_closed` reads the entry (it takes no `WatchPolicy`; D21: it polls)."""
 
 _SCHEMA: Final[tuple[str, ...]] = (
     # One counter for claims and leases (D3), and the order of first commits (`children`).
@@ -439,7 +439,7 @@ class _Database:
     def write(self) -> Iterator[_Tx]:
         """One write transaction: the lock taken up front (bounded), then store-now read once."""
         with self._transaction("BEGIN IMMEDIATE") as conn:
-            yield _Tx(conn, to_micros(from_posix(self.clock())))  # D4
+            yield _Tx(conn, to_micros(from_posix(self.clock())))  # D4: read once, after the lock
 
     @contextmanager
     def read(self) -> Iterator[_Tx]:
@@ -543,13 +543,13 @@ class _Tx:
         return int(row[0])
 
     def issue_token(self) -> int:
-        """A fencing token greater than every token issued before (D3)."""
+        """A fencing token above all issued before (D3: one counter for claims and leases)."""
         return self.next_value("token")
 
     # --- claims -----------------------------------------------------------------------
 
     def current_claim(self, claim: Claim) -> sqlite3.Row:
-        """The claim's row when ``claim`` is the thread's current claim (D2), else `ClaimLost`."""
+        """The claim's row if ``claim`` is current (D2: the latest token), else `ClaimLost`."""
         row = self.one("SELECT * FROM claims WHERE thread_id = ?", (claim.thread_id,))
         if row is None or row["token"] != claim.token:
             raise ClaimLost(f"claim {claim.token} is not the current claim of the thread")
@@ -561,7 +561,7 @@ class _Tx:
         return self.one("SELECT * FROM threads WHERE thread_id = ?", (thread_id,))
 
     def existing_thread(self, thread_id: str) -> sqlite3.Row:
-        """The thread, or `NotFound` when it has no commit (rule 6, D10)."""
+        """The thread, or `NotFound` when it has no commit (rule 6; D10: claim first)."""
         thread = self.thread(thread_id)
         if thread is None:
             raise NotFound(f"thread {thread_id!r} has no commit")
@@ -584,7 +584,7 @@ class _Tx:
         run_id: str | None,
         created_at: datetime | None,
     ) -> Event:
-        """Allocate the next number from the thread row and append the event (D7)."""
+        """Number the event from the thread row, append it (D7: None created_at = commit time)."""
         row = self.one(
             "UPDATE threads SET last_seq = last_seq + 1, updated_at = ? WHERE thread_id = ?"
             " RETURNING last_seq",
@@ -655,7 +655,7 @@ class _Tx:
         return self.one(
             f"SELECT h.* FROM ({_QUEUE_ORDER}) AS h"
             " WHERE h.entry_id = h.head_entry_id"
-            "   AND NOT EXISTS (SELECT 1 FROM entries o"  # lease_is_live, D1
+            "   AND NOT EXISTS (SELECT 1 FROM entries o"  # lease_is_live (D1: now < expires_at)
             "       WHERE o.thread_id = h.thread_id AND o.outcome_kind IS NULL"
             "       AND o.lease_token IS NOT NULL AND :now < o.lease_expires_at)"
             "   AND (:any OR h.tenant IS :tenant)"  # tenant_matches
@@ -919,7 +919,7 @@ class SqliteCheckpointer:
         c = check_commit(commit, self._max)
         thread_id = claim.thread_id
         with self._db.write() as tx:
-            # D9 check order.
+            # D9 check order: claim, fence, parent, deleted run, duplicate id.
             tx.current_claim(claim)
             if c.fence is not None:
                 tx.current_claim(c.fence)
@@ -1051,7 +1051,7 @@ class SqliteCheckpointer:
             thread = tx.existing_thread(claim.thread_id)
             thread_id = claim.thread_id
             if thread["head_id"] is None:
-                return None  # D11
+                return None  # D11: no head, nothing to retract
             # The turn: from the head back, the checkpoints sharing the head's run id.
             newest_first = tx.all(
                 "SELECT * FROM checkpoints WHERE thread_id = ? ORDER BY seq DESC", (thread_id,)
@@ -1204,7 +1204,7 @@ class SqliteCheckpointer:
         check_identifier("thread_id", thread_id)
         with self._db.read() as tx:
             if tx.thread(thread_id) is None:
-                return []  # D15
+                return []  # D15: an unknown thread reads as empty
             rows = tx.all(
                 "SELECT thread_id FROM threads WHERE parent_thread_id = ?"
                 " ORDER BY first_commit_order",
@@ -1284,7 +1284,7 @@ class SqliteCheckpointer:
 
 
 def _prune_thread(tx: _Tx, thread_id: str, policy: RetentionPolicy) -> PruneResult:
-    """D13 on one thread, in the caller's transaction."""
+    """D13 (prune keeps head, evidence, keep_last, the young) on one thread, in the caller's tx."""
     thread = tx.thread(thread_id)
     if thread is None:
         return PruneResult(0, 0)
@@ -1444,7 +1444,7 @@ class SqliteRunQueue:
         check_lease("lease", lease)
         with self._db.write() as tx:
             entry = tx.current_lease(lease)
-            tx.end_lease(entry["entry_id"])  # D19
+            tx.end_lease(entry["entry_id"])  # D19: release clears the lease
 
     def record_attempt(self, lease: Lease, run_id: str) -> AttemptStart:
         check_lease("lease", lease)

@@ -746,7 +746,7 @@ class Worker:
         )
         try:
             output = self.handler(ctx)
-        except Exception as exc:  # D43
+        except Exception as exc:  # D43: retried, or Failed on the last attempt
             if keeper.lost is not None:
                 keeper.finish(None)
                 return report("lost", run=run_id, number=number, plan=plan)

@@ -271,7 +271,7 @@ class AsyncPostgresRunQueue:
     async def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
     ) -> QueueEntry | None:
-        """Poll the entry until it is closed; None at the timeout (D21, rule 23)."""
+        """Poll the entry until it is closed; None at the wall-clock timeout (D21, rule 23)."""
         return await await_entry_closed(self.entry, entry_id, timeout, tenant, AWAIT_CLOSED_POLL)
 
     async def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
@@ -431,7 +431,7 @@ class AsyncPostgresCheckpointer:
         timeout: timedelta,
         watch: WatchPolicy = WatchPolicy(),
     ) -> list[Event]:
-        """Poll every ``watch.poll_interval`` until events exist; ``[]`` at the timeout (D21)."""
+        """Poll at ``watch.poll_interval`` for events; ``[]`` at the wall-clock timeout (D21)."""
         return await await_events(self.events_after, thread_id, after_seq, timeout, watch)
 
     def subscribe(

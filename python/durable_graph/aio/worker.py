@@ -657,7 +657,7 @@ class AsyncWorker:
         keeper.handler_task = handler_task
         try:
             output = await handler_task
-        except BaseException as exc:  # D43
+        except BaseException as exc:  # D43: retried, or Failed on the last attempt
             this = asyncio.current_task()
             if isinstance(exc, asyncio.CancelledError) and this is not None and this.cancelling():
                 raise  # our own task is being cancelled: _process releases, then re-raises

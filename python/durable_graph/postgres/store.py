@@ -134,7 +134,7 @@ class PostgresRunQueue:
     def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
     ) -> QueueEntry | None:
-        """Poll the entry every 100 ms until it is closed; None at the timeout (D21, rule 23)."""
+        """Poll the entry every 100 ms; None if open at the wall-clock timeout (D21, rule 23)."""
         check_int("entry_id", entry_id, minimum=0)
         check_duration("timeout", timeout, allow_zero=True)
         check_optional_identifier("tenant", tenant)
@@ -301,7 +301,7 @@ class PostgresCheckpointer:
         timeout: timedelta,
         watch: WatchPolicy = WatchPolicy(),
     ) -> list[Event]:
-        """Poll every ``watch.poll_interval`` until events exist; ``[]`` at the timeout (D21)."""
+        """Poll at ``watch.poll_interval`` for events; ``[]`` at the wall-clock timeout (D21)."""
         check_identifier("thread_id", thread_id)
         calls.check_after_seq(after_seq)
         check_duration("timeout", timeout, allow_zero=True)

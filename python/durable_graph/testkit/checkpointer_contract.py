@@ -1,5 +1,6 @@
 """The executable contract of the Checkpointer (SPEC §4, with §2 values, §3 errors, §8 rules 1-17
-and docs/decisions.md D1-D15, D22-D23).
+and docs/decisions.md D1-D15 on time, tokens and threads, D22 fixed ThreadBusy texts, D23 bounded
+lock waits; each cited with its gist in the module that tests it).
 
 A backend's test module subclasses `CheckpointerContract` and overrides the ``harness`` fixture::
 

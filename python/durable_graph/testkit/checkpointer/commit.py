@@ -1,5 +1,7 @@
-"""Commit (SPEC §4, sql/20_commit.sql): chaining, check order (D9), its events (D8), store
-time (D4, D7), thread info and parents (D6), and the queue marks it reads and makes (§5).
+"""Commit (SPEC §4, sql/20_commit.sql): chaining; check order (D9: claim, fence, parent, deleted
+run, duplicate id); its events (D8: the caller's before store.checkpoint); store time (D4: read
+once a call; D7: None created_at = commit time); thread info and parents (D6: a thread exists
+from its first commit); and the queue marks it reads and makes (§5).
 """
 
 from __future__ import annotations
@@ -141,7 +143,7 @@ class CommitTests:
         with pytest.raises(ClaimLost):
             _commit(store, claim, "c1", None, fence=fence)
 
-    # --- commit check order (D9) ----------------------------------------------------------
+    # --- commit check order (D9: claim, fence, parent, deleted run, duplicate id) ---------
 
     def test_stale_claim_is_reported_before_stale_parent(self, store: Checkpointer) -> None:
         claim = _new_thread(store)
@@ -187,7 +189,7 @@ class CommitTests:
         with pytest.raises(RunOfDeletedThread):
             _commit(store, claim, "c1", "c1", "run-x")
 
-    # --- events of a commit (D8, rule 11) -------------------------------------------------
+    # --- events of a commit (rule 11; D8: caller's events before store.checkpoint) --------
 
     def test_commit_numbers_caller_events_before_store_checkpoint(
         self, store: Checkpointer
@@ -241,7 +243,7 @@ class CommitTests:
         last = store.events_after(T, checkpoint.seq - 1)
         assert [(e.seq, e.kind) for e in last] == [(checkpoint.seq, "store.checkpoint")]
 
-    # --- time (rule 3, D4, D7) ------------------------------------------------------------
+    # --- time (rule 3; D4: read once a call; D7: None created_at = commit time) -----------
 
     def test_committed_at_comes_from_the_store_clock(
         self, store: Checkpointer, clock: ClockControl
@@ -323,7 +325,7 @@ class CommitTests:
             store.append_events(claim, [EventIn("a", None, datetime(2020, 1, 1))])
         assert _snapshot(store) == before
 
-    # --- thread info, parents and children (D6) -------------------------------------------
+    # --- thread info, parents and children (D6: a thread exists from its first commit) ----
 
     def test_thread_created_and_updated_at_first_and_last_commit(
         self, store: Checkpointer, clock: ClockControl

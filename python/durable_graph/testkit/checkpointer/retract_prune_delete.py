@@ -1,5 +1,6 @@
-"""Taking history away (SPEC §4, sql/40_retract_prune_delete.sql): retract_turn (D11), prune
-and prune_all (D13), delete_thread (D14).
+"""Taking history away (SPEC §4, sql/40_retract_prune_delete.sql): retract_turn (D11: with no
+head, a no-op), prune and prune_all (D13: keep the head, evidence, keep_last and the young),
+delete_thread (D14: fence first, cascades to descendants).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .support import HOUR, T, _attempt, _chain, _commit, _new_thread, _snapshot
 class RetractPruneDeleteTests:
     """retract_turn, prune, prune_all and delete_thread."""
 
-    # --- retract_turn (rule 13, D11) ------------------------------------------------------
+    # --- retract_turn (rule 13; D11: with no head, returns None and appends nothing) ------
 
     def test_retract_turn_removes_the_head_run_of_one_run_id(self, store: Checkpointer) -> None:
         claim = store.claim(T, "h")
@@ -149,7 +150,8 @@ class RetractPruneDeleteTests:
     def test_retract_turn_after_prune_falls_back_to_newest_remaining(
         self, store: Checkpointer
     ) -> None:
-        # D24: the parent of the oldest retracted checkpoint was pruned
+        # D24: retract after prune falls back to the newest remaining checkpoint; here the parent
+        # of the oldest retracted checkpoint was pruned
         _attempt(store, T, "run-e")
         claim = store.claim(T, "run-e")
         _chain(store, claim, ["e1"], "run-e")
@@ -171,7 +173,7 @@ class RetractPruneDeleteTests:
         assert entry is not None and entry.admitted is True
         assert store.latest_of_runs(T, ["run-a"]) is None
 
-    # --- prune (rule 16, D13) -------------------------------------------------------------
+    # --- prune (rule 16; D13: keeps the head, evidence, keep_last and the young) ----------
 
     def test_prune_keep_last_removes_older_checkpoints(self, store: Checkpointer) -> None:
         _new_thread(store, ids=["c1", "c2", "c3", "c4", "c5"])
@@ -382,7 +384,7 @@ class RetractPruneDeleteTests:
         with pytest.raises(ValidationError):
             RetentionPolicy(**fields)
 
-    # --- delete_thread (rule 17, D14) -----------------------------------------------------
+    # --- delete_thread (rule 17; D14: fence first, cascades to descendants) ---------------
 
     def test_delete_thread_returns_true_when_the_thread_existed(self, store: Checkpointer) -> None:
         _new_thread(store)

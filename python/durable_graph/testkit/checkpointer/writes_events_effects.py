@@ -16,7 +16,7 @@ from .support import HOUR, T, _commit, _kinds, _new_thread, _snapshot, _within
 class WritesEventsEffectsTests:
     """put_writes, append_events, record_effect and get_effect."""
 
-    # --- put_writes (rule 12, D10, D15) ---------------------------------------------------
+    # --- put_writes (rule 12; D10: claim checks first; D15: reads include writes) ---------
 
     def test_put_writes_attaches_writes_to_the_checkpoint(self, store: Checkpointer) -> None:
         claim = _new_thread(store)
@@ -119,7 +119,7 @@ class WritesEventsEffectsTests:
         with pytest.raises(NotFound):
             store.put_writes(claim, "nope", [])
 
-    # --- append_events (rule 11, D10) -----------------------------------------------------
+    # --- append_events (rule 11; D10: claim checks before existence checks) ---------------
 
     def test_append_events_returns_the_numbered_events(self, store: Checkpointer) -> None:
         claim = _new_thread(store)
@@ -200,7 +200,7 @@ class WritesEventsEffectsTests:
         events = store.append_events(claim, [EventIn("store"), EventIn("my.store.x")])
         assert _kinds(events) == ["store", "my.store.x"]
 
-    # --- effects (D12) --------------------------------------------------------------------
+    # --- effects (D12: get_effect returns the record with existing=True) ------------------
 
     def test_record_effect_first_write_is_not_existing(self, store: Checkpointer) -> None:
         claim = _new_thread(store)

@@ -1,5 +1,6 @@
-"""Calls under a lease (SPEC §5, sql/80_attempts_close.sql): renew (D18), release (D19),
-record_attempt (rule 20) and close, and each on a closed entry (rule 21).
+"""Calls under a lease (SPEC §5, sql/80_attempts_close.sql): renew (D18: defaults to the lease's
+ttl), release (D19: clears the lease), record_attempt (rule 20) and close, and each on a closed
+entry (rule 21).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from .support import (
 class AttemptsCloseTests:
     """renew, release, record_attempt and close under a lease."""
 
-    # --- renew (rule 21, D18) -----------------------------------------------------------------
+    # --- renew (rule 21; D18: renew defaults to the lease's ttl) --------------------------
 
     def test_renew_pushes_expiry_keeping_token(self, queue: RunQueue, clock: ClockControl) -> None:
         _submit(queue)
@@ -100,7 +101,7 @@ class AttemptsCloseTests:
         with pytest.raises(EntryClosed):
             queue.renew(lease)
 
-    # --- release (D19) ------------------------------------------------------------------------
+    # --- release (D19: release and close clear the lease) ---------------------------------
 
     def test_release_clears_the_entry_lease(self, queue: RunQueue) -> None:
         entry_id = _submit(queue)
@@ -184,7 +185,7 @@ class AttemptsCloseTests:
         queue.close(lease, Completed())
         clock.advance(DAY)
         assert queue.reclaim(HOUR) == 1
-        with pytest.raises(EntryClosed):  # D25
+        with pytest.raises(EntryClosed):  # D25: a reclaimed entry answers EntryClosed
             _LEASE_CALLS[call](queue, lease)
 
     # --- record_attempt (rule 20) -----------------------------------------------------------

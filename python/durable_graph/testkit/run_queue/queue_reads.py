@@ -1,5 +1,6 @@
-"""Cancel and reads of the queue (SPEC §5, sql/90_queue_reads.sql): cancel (D16), entry,
-open_entries and await_closed by tenant, reclaim (D17).
+"""Cancel and reads of the queue (SPEC §5, sql/90_queue_reads.sql): cancel, entry, open_entries
+and await_closed by tenant (D16: an entry is visible to its own tenant only, checked before
+closed), reclaim (D17: a kept key deduplicates until reclaim).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from .support import DAY, HOUR, _entry, _lease, _near, _submit
 class QueueReadsTests:
     """cancel, entry, open_entries, await_closed and reclaim."""
 
-    # --- cancel (rule 22, D16) ----------------------------------------------------------------
+    # --- cancel (rule 22; D16: visibility checked before closed) --------------------------
 
     def test_cancel_closes_entry_as_requested(self, queue: RunQueue) -> None:
         entry_id = _submit(queue)
@@ -89,7 +90,8 @@ class QueueReadsTests:
         _lease(queue)
         second = _submit(queue, "thread-1", mode=Mode.INTERRUPT)
         interrupted = _entry(queue, first)
-        assert (interrupted.lease_holder, interrupted.lease_expires_at) == (None, None)  # D27
+        # D27: every way of closing ends the lease
+        assert (interrupted.lease_holder, interrupted.lease_expires_at) == (None, None)
         assert _lease(queue, "worker-2").entry.entry_id == second
 
     def test_thread_deleted_closing_ends_lease_and_frees_thread(
@@ -101,10 +103,11 @@ class QueueReadsTests:
         following = _submit(queue, "thread-1")
         assert queue.record_attempt(lease, "run-1") == ThreadDeleted()
         closed = _entry(queue, entry_id)
-        assert (closed.lease_holder, closed.lease_expires_at) == (None, None)  # D27
+        # D27: every way of closing ends the lease
+        assert (closed.lease_holder, closed.lease_expires_at) == (None, None)
         assert _lease(queue, "worker-2").entry.entry_id == following
 
-    # --- tenant-scoped reads (D16) -------------------------------------------------------
+    # --- tenant-scoped reads (D16: an entry is visible to its own tenant only) ------------
 
     def test_entry_of_other_tenant_is_none(self, queue: RunQueue) -> None:
         entry_id = _submit(queue, tenant="acme")
@@ -198,7 +201,7 @@ class QueueReadsTests:
         assert queue.await_closed(entry_id, timedelta(seconds=0.1)) is None
         assert queue.await_closed(entry_id, timedelta(0), tenant="acme") is not None
 
-    # --- reclaim (rule 25, D17) -----------------------------------------------------------
+    # --- reclaim (rule 25; D17: a kept key deduplicates until reclaim) --------------------
 
     def test_reclaim_removes_entries_closed_before_cutoff(
         self, queue: RunQueue, clock: ClockControl

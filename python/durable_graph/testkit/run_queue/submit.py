@@ -1,4 +1,6 @@
-"""Submit (SPEC §5, sql/60_submit.sql): tickets, keys (D17), REJECT and INTERRUPT."""
+"""Submit (SPEC §5, sql/60_submit.sql): tickets, keys (D17: a kept key deduplicates until
+reclaim), REJECT and INTERRUPT.
+"""
 
 from __future__ import annotations
 
@@ -90,7 +92,7 @@ class SubmitTests:
         first["items"].append(3)
         assert _entry(queue, entry_id).input == {"items": [1, 2]}
 
-    # --- submit: keys (rule 19, D17) ------------------------------------------------------
+    # --- submit: keys (rule 19; D17: a kept key deduplicates until reclaim) ---------------
 
     def test_submit_identical_keyed_submission_returns_existing_ticket(
         self, queue: RunQueue
@@ -241,7 +243,7 @@ class SubmitTests:
 
     def test_reject_thread_busy_message_is_the_fixed_text(self, queue: RunQueue) -> None:
         _submit(queue, "thread-1")
-        with pytest.raises(ThreadBusy, match="thread has an open entry"):  # D22
+        with pytest.raises(ThreadBusy, match="thread has an open entry"):  # D22: a fixed text
             queue.submit(Submission("thread-1", "go", mode=Mode.REJECT))
 
     def test_enqueue_on_busy_thread_is_accepted(self, queue: RunQueue) -> None:
