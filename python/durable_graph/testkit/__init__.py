@@ -1,7 +1,9 @@
 """Executable contracts of SPEC §4-§5, run by every backend's tests (SPEC §7).
 
 A backend's test module subclasses `CheckpointerContract` and `RunQueueContract` and overrides the
-``harness`` fixture to yield a `Harness` (a fresh store and its clock control).
+``harness`` fixture to yield a `Harness` (a fresh store and its clock control). The tests live in
+``checkpointer/`` and ``run_queue/``, one module per concern named like its SQL file;
+``checkpointer_contract`` and ``run_queue_contract`` combine them (new concern modules go there).
 """
 
 from __future__ import annotations
