@@ -1,19 +1,8 @@
 """The async worker runtime: `AsyncWorker` runs ``async def`` handlers, many at once on one loop.
 
-The protocol is the sync `durable_graph.worker.Worker`'s (SPEC §5, D40-D44), told again with
-``await``, in the same order and with the same names; the decisions themselves (settings and
-timings, commit chaining, the recorded output, retry / fail / exhausted outcomes) are the shared
-pure functions of `durable_graph.worker`, so both workers decide alike. One attempt:
-
-1. ``lease(holder, ttl, tenant, run_id=new)`` — records the attempt in the same call;
-   ``Exhausted`` → settle (D42); ``ThreadDeleted`` → the store closed the entry; no attempt (the
-   run id was taken) → `record_attempt` with fresh run ids.
-2. ``claim(thread, holder=run_id)``, waiting (lease held and renewed) while the thread is busy (D41).
-3. The entry is read **after** the claim is held, then ``latest_of_runs``, then `plan_attempt`:
-   ``Finished`` → close ``Completed(recorded output)``; ``Fresh`` / ``Resume`` → ``await
-   handler(ctx)``, in a task of its own.
-4. The output is recorded (D40), the claim released, the entry closed; a raise is retried or closes
-   ``Failed`` (D43).
+The attempt (SPEC §5, D40-D44) is `durable_graph.attempt_flow`, the same generator the sync
+`durable_graph.worker.Worker` drives: this worker awaits its operations, and runs the handler
+(``await handler(ctx)``) in a task of its own, so both workers decide alike by construction.
 
 Concurrency (D52): up to ``concurrency`` attempts run as tasks on the calling event loop; one
 dispatcher leases only while a slot is free, so an idle worker makes one lease call per poll
@@ -42,53 +31,41 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import timedelta
 from typing import Any
 
+from ..attempt_flow import (
+    AttemptReport,
+    Finish,
+    HandlerResult,
+    Operation,
+    Pause,
+    RunContextBase,
+    Steps,
+    StoreOp,
+    WorkerSettings,
+    WorkerStopped,
+    attempt_flow,
+    describe,
+    new_id,
+    next_commit,
+)
 from ..errors import (
     ClaimLost,
     EntryClosed,
     LeaseLost,
-    NotFound,
-    RunIdTaken,
     StoreError,
-    ThreadBusy,
     ValidationError,
 )
 from ..model import (
     ANY,
     JSON,
-    AttemptPlan,
-    AttemptStart,
-    Cancelled,
     Checkpoint,
     Claim,
     ClaimPolicy,
-    Completed,
     EntryOutcome,
     Event,
     EventIn,
-    Exhausted,
-    Finished,
     Lease,
     QueueEntry,
-    Started,
     TenantFilter,
-    ThreadDeleted,
-)
-from ..run_queue import plan_attempt
-from ..worker import (
-    AttemptReport,
-    Note,
-    RunContextBase,
-    WorkerSettings,
-    WorkerStopped,
-    closing_note,
-    describe,
-    exhausted_outcome,
-    failure_outcome,
-    invalid_output,
-    new_id,
-    next_commit,
-    output_effect_key,
-    recorded_output,
 )
 from .protocols import AsyncCheckpointer, AsyncRunQueue
 
@@ -530,7 +507,15 @@ class AsyncWorker:
         keeper.start()
         self._keepers.add(keeper)
         try:
-            report = await self._run_lease(keeper, run_id)
+            flow = attempt_flow(self.settings, keeper, run_id, lambda: self._stopping, log)
+            steps = Steps(flow)
+            for op in steps:
+                try:
+                    steps.send(await self._perform(keeper, op))
+                except StoreError as exc:
+                    steps.throw(exc)
+            report = steps.report
+            assert report is not None
         except StoreError as exc:
             # A store failure mid-protocol: give the entry back at once rather than let it wait
             # out its lease (a later attempt resumes it); if that fails too, the lease expires.
@@ -552,181 +537,34 @@ class AsyncWorker:
         log.info("%s", describe(report))
         return report
 
-    async def _record_attempt(self, keeper: _Keeper, run_id: str) -> tuple[str, AttemptStart]:
-        """The lease's attempt, recording one with fresh run ids if the first was taken."""
-        if keeper.lease.attempt is not None:
-            return run_id, keeper.lease.attempt
-        queue = self.store.run_queue
-        for _ in range(_RECORD_ATTEMPT_TRIES):
-            run_id = new_id()
-            try:
-                return run_id, await queue.record_attempt(keeper.lease, run_id)
-            except RunIdTaken:
-                continue
-        raise RunIdTaken(f"could not find a free run id in {_RECORD_ATTEMPT_TRIES} tries")
-
-    async def _take_claim(self, keeper: _Keeper, holder: str) -> Claim | None:
-        """The thread's claim, waiting (lease held) up to one claim ttl while another is live."""
-        thread_id = keeper.lease.entry.thread_id
-        deadline = time.monotonic() + self.settings.claim_wait
-        while True:
-            try:
-                claim = await self.store.claim(thread_id, holder, self.settings.claim_policy)
-            except ThreadBusy:
-                if time.monotonic() >= deadline or keeper.lost is not None or self.stopping:
-                    return None
-                await self._wait_or_sleep(self.settings.claim_retry_delay)
-                continue
-            if not keeper.adopt_claim(claim):  # shut down meanwhile: give the claim back
-                with contextlib.suppress(StoreError):
-                    await self.store.release_claim(claim)
-                return None
-            return claim
-
     async def _wait_or_sleep(self, delay: float) -> None:
         if self._stop_event is None or self._stop_event.is_set():  # run_once: nothing to wake us
             await asyncio.sleep(delay)
         else:
             await self._wait(delay)
 
-    async def _recorded_output(self, thread_id: str, entry_id: int) -> JSON:
-        return recorded_output(await self.store.get_effect(thread_id, output_effect_key(entry_id)))
-
-    async def _run_lease(self, keeper: _Keeper, run_id: str) -> AttemptReport:
-        entry = keeper.lease.entry
-        queue = self.store.run_queue
-
-        def report(
-            note: Note,
-            outcome: EntryOutcome | None = None,
-            *,
-            run: str | None = None,
-            number: int | None = None,
-            plan: AttemptPlan | None = None,
-        ) -> AttemptReport:
-            return AttemptReport(entry.entry_id, entry.thread_id, run, number, plan, outcome, note)
-
-        try:
-            run_id, start = await self._record_attempt(keeper, run_id)
-        except EntryClosed:
-            keeper.abandon()
-            return report("closed")
-        if isinstance(start, ThreadDeleted):
-            keeper.abandon()  # the store closed the entry: nothing left to release
-            return report("thread_deleted", Cancelled("thread_deleted"), run=run_id)
-        if isinstance(start, Exhausted):
-            return await self._settle_exhausted(keeper, report)
-        assert isinstance(start, Started)
-        number = start.number
-
-        claim = await self._take_claim(keeper, run_id)
-        if claim is None:
-            await keeper.finish(None)
-            return report("lost" if keeper.lost else "busy", run=run_id, number=number)
-
-        # Read the entry only now that the claim is held (SPEC §5): its attempts include every
-        # attempt another worker recorded before ours.
-        current = await queue.entry(entry.entry_id, tenant=entry.tenant)
-        if current is None or current.closed:
-            keeper.lose(EntryClosed(f"entry {entry.entry_id} was closed"))
-            await keeper.finish(None)
-            return report("closed", run=run_id, number=number)
-        latest = await self.store.latest_of_runs(
-            entry.thread_id, [a.run_id for a in current.attempts]
-        )
-        plan = plan_attempt(current, latest)
-        if isinstance(plan, Finished):
-            done = Completed(await self._recorded_output(entry.thread_id, entry.entry_id))
-            closed = await keeper.finish(done)
-            return report(closing_note(done, closed), done, run=run_id, number=number, plan=plan)
-        if keeper.lost is not None:
-            await keeper.finish(None)
-            return report("lost", run=run_id, number=number, plan=plan)
-
-        ctx = AsyncRunContext(
-            store=self.store,
-            entry=current,
-            plan=plan,
-            run_id=run_id,
-            attempt=number,
-            head=await self.store.get(entry.thread_id),
-            keeper=keeper,
-            claim=claim,
-        )
+    async def _perform(self, keeper: _Keeper, op: Operation) -> Any:
+        """One operation of the attempt flow, awaited; the handler runs in a task of its own."""
+        if isinstance(op, StoreOp):
+            return await op.on(self.store)
+        if isinstance(op, Pause):
+            return await self._wait_or_sleep(op.seconds)
+        if isinstance(op, Finish):
+            return await keeper.finish(op.outcome)
+        ctx = AsyncRunContext.starting(self.store, op, keeper)
         handler_task = asyncio.ensure_future(self.handler(ctx))
         keeper.handler_task = handler_task
         try:
-            output = await handler_task
-        except BaseException as exc:  # D43
+            return HandlerResult(output=await handler_task, head=ctx.head)
+        except BaseException as exc:  # D43: the flow decides between retry and Failed
             this = asyncio.current_task()
             if isinstance(exc, asyncio.CancelledError) and this is not None and this.cancelling():
                 raise  # our own task is being cancelled: _process releases, then re-raises
             if not isinstance(exc, Exception | asyncio.CancelledError):
                 raise  # KeyboardInterrupt, SystemExit
-            if keeper.lost is not None:
-                await keeper.finish(None)
-                return report("lost", run=run_id, number=number, plan=plan)
-            failed = failure_outcome(current, exc)
-            if failed is None:
-                log.warning(
-                    "entry %d attempt %d raised %s: %s (will retry)",
-                    entry.entry_id,
-                    number,
-                    type(exc).__name__,
-                    exc,
-                )
-                await keeper.finish(None)
-                return report("retry", run=run_id, number=number, plan=plan)
-            closed = await keeper.finish(failed)
-            return report(
-                closing_note(failed, closed), failed, run=run_id, number=number, plan=plan
-            )
+            return HandlerResult(error=exc, head=ctx.head)
         finally:
             keeper.handler_task = None
-
-        if keeper.lost is not None:
-            await keeper.finish(None)
-            return report("lost", run=run_id, number=number, plan=plan)
-        outcome: EntryOutcome | None = invalid_output(output)
-        if outcome is None:
-            outcome = Completed(await self._record_output(ctx, output))
-        closed = await keeper.finish(outcome)
-        return report(closing_note(outcome, closed), outcome, run=run_id, number=number, plan=plan)
-
-    async def _record_output(self, ctx: AsyncRunContext, output: JSON) -> JSON:
-        """Record the output under the claim (first write wins) so a later attempt finds it."""
-        if ctx.head is None:
-            return output  # nothing committed: there is no thread to record it on
-        try:
-            record = await self.store.record_effect(
-                ctx.claim, output_effect_key(ctx.entry.entry_id), output, run_id=ctx.run_id
-            )
-        except NotFound:
-            return output
-        return record.value
-
-    async def _settle_exhausted(
-        self, keeper: _Keeper, report: Callable[..., AttemptReport]
-    ) -> AttemptReport:
-        """Every attempt was used: close Completed if the run finished anyway, else Failed."""
-        entry = keeper.lease.entry
-        claim = await self._take_claim(keeper, self.holder)
-        if claim is None:
-            await keeper.finish(None)
-            return report("lost" if keeper.lost else "busy")
-        current = await self.store.run_queue.entry(entry.entry_id, tenant=entry.tenant)
-        if current is None or current.closed:
-            await keeper.finish(None)
-            return report("closed")
-        latest = await self.store.latest_of_runs(
-            entry.thread_id, [a.run_id for a in current.attempts]
-        )
-        plan = plan_attempt(current, latest)
-        outcome = exhausted_outcome(
-            plan, await self._recorded_output(entry.thread_id, entry.entry_id)
-        )
-        closed = await keeper.finish(outcome)
-        return report(closing_note(outcome, closed), outcome, plan=plan)
 
 
 __all__ = ["AsyncHandler", "AsyncRunContext", "AsyncWorker", "WorkerStopped"]
