@@ -38,14 +38,30 @@ import contextlib
 import logging
 import os
 import random
+import signal
 import socket
 import time
 import uuid
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Generic, Literal, Protocol, Self, TypeVar
+from typing import Any, Generic, Literal, Protocol, Self, TypedDict, TypeVar
 
+from .attempt_ops import (
+    Finish,
+    GetEffect,
+    GetHead,
+    HandlerResult,
+    LatestOfRuns,
+    Operation,
+    Pause,
+    ReadEntry,
+    RecordAttempt,
+    RecordEffect,
+    ReleaseClaim,
+    RunHandler,
+    TryClaim,
+)
 from .errors import (
     ClaimLost,
     EntryClosed,
@@ -56,6 +72,7 @@ from .errors import (
     ValidationError,
 )
 from .model import (
+    ANY,
     JSON,
     AttemptPlan,
     AttemptStart,
@@ -131,6 +148,23 @@ class WorkerStopped(ClaimLost):
 # --- the protocol's decisions (pure; shared with durable_graph.aio.worker.AsyncWorker) -------
 
 
+class WorkerOptions(TypedDict, total=False):
+    """A worker's keyword options, the same for `Worker` and `AsyncWorker`.
+
+    Defaults (in `WorkerSettings.check`): ``holder`` host:pid:id, ``concurrency`` 1, ``lease_ttl``
+    30 s, ``claim_policy`` ``ClaimPolicy()``, ``tenant`` ANY, ``poll_interval`` 1 s,
+    ``shutdown_deadline`` 30 s.
+    """
+
+    holder: str | None
+    concurrency: int
+    lease_ttl: timedelta
+    claim_policy: ClaimPolicy
+    tenant: TenantFilter
+    poll_interval: timedelta
+    shutdown_deadline: timedelta
+
+
 @dataclass(frozen=True, slots=True)
 class WorkerSettings:
     """A worker's checked configuration, with the timings derived from it (sync and async)."""
@@ -147,13 +181,13 @@ class WorkerSettings:
     def check(
         cls,
         *,
-        holder: str | None,
-        concurrency: int,
-        lease_ttl: timedelta,
-        claim_policy: ClaimPolicy,
-        tenant: TenantFilter,
-        poll_interval: timedelta,
-        shutdown_deadline: timedelta,
+        holder: str | None = None,
+        concurrency: int = 1,
+        lease_ttl: timedelta = timedelta(seconds=30),
+        claim_policy: ClaimPolicy = ClaimPolicy(),
+        tenant: TenantFilter = ANY,
+        poll_interval: timedelta = timedelta(seconds=1),
+        shutdown_deadline: timedelta = timedelta(seconds=30),
     ) -> WorkerSettings:
         """Check every argument (`ValidationError` naming it); ``holder=None`` → host:pid:id."""
         if not isinstance(claim_policy, ClaimPolicy):
@@ -249,6 +283,15 @@ def closing_note(outcome: EntryOutcome, closed: QueueEntry | None) -> Note:
     return "completed" if isinstance(outcome, Completed) else "failed"
 
 
+def log_stop_signal(log: logging.Logger, holder: str, signum: int, again: bool) -> None:
+    """Log a SIGTERM / SIGINT: the first finishes running attempts, a second stops waiting."""
+    name = signal.Signals(signum).name
+    if again:
+        log.info("worker %s: %s again: not waiting for running attempts", holder, name)
+    else:
+        log.info("worker %s: %s received: finishing running attempts", holder, name)
+
+
 def describe(report: AttemptReport) -> str:
     """One log line for an attempt."""
     attempt = report.attempt if report.attempt is not None else "-"
@@ -342,7 +385,10 @@ class RunContextBase(Generic[StoreT]):
             raise type(lost)(str(lost))
 
 
-# --- the operations the flow asks its worker to perform ----------------------------------
+# --- the flow -------------------------------------------------------------------------------
+
+
+Flow = Generator[Operation, Any, AttemptReport]
 
 
 class AttemptKeeper(LostFlag, Protocol):
@@ -358,179 +404,6 @@ class AttemptKeeper(LostFlag, Protocol):
     def adopt_claim(self, claim: Claim) -> bool:
         """Renew ``claim`` from now on; False once the attempt is finishing (shutdown)."""
         ...
-
-
-class StoreOp:
-    """A store call. `on` returns its result from a sync store, an awaitable from an async one."""
-
-    __slots__ = ()
-
-    def on(self, store: Any) -> Any:
-        raise NotImplementedError
-
-
-@dataclass(frozen=True, slots=True)
-class RecordAttempt(StoreOp):
-    """→ `AttemptStart`; raises `RunIdTaken`, `EntryClosed`."""
-
-    lease: Lease
-    run_id: str
-
-    def on(self, store: Any) -> Any:
-        return store.run_queue.record_attempt(self.lease, self.run_id)
-
-
-@dataclass(frozen=True, slots=True)
-class TryClaim(StoreOp):
-    """→ `Claim`; raises `ThreadBusy` while another claim is live."""
-
-    thread_id: str
-    holder: str
-    policy: ClaimPolicy
-
-    def on(self, store: Any) -> Any:
-        return store.claim(self.thread_id, self.holder, self.policy)
-
-
-@dataclass(frozen=True, slots=True)
-class ReleaseClaim(StoreOp):
-    claim: Claim
-
-    def on(self, store: Any) -> Any:
-        return store.release_claim(self.claim)
-
-
-@dataclass(frozen=True, slots=True)
-class ReadEntry(StoreOp):
-    """→ `QueueEntry` or None."""
-
-    entry_id: int
-    tenant: str | None
-
-    def on(self, store: Any) -> Any:
-        return store.run_queue.entry(self.entry_id, tenant=self.tenant)
-
-
-@dataclass(frozen=True, slots=True)
-class LatestOfRuns(StoreOp):
-    """→ the latest checkpoint of those runs, or None."""
-
-    thread_id: str
-    run_ids: tuple[str, ...]
-
-    def on(self, store: Any) -> Any:
-        return store.latest_of_runs(self.thread_id, list(self.run_ids))
-
-
-@dataclass(frozen=True, slots=True)
-class GetEffect(StoreOp):
-    """→ `EffectRecord` or None."""
-
-    thread_id: str
-    key: str
-
-    def on(self, store: Any) -> Any:
-        return store.get_effect(self.thread_id, self.key)
-
-
-@dataclass(frozen=True, slots=True)
-class GetHead(StoreOp):
-    """→ the thread's head checkpoint, or None."""
-
-    thread_id: str
-
-    def on(self, store: Any) -> Any:
-        return store.get(self.thread_id)
-
-
-@dataclass(frozen=True, slots=True)
-class RecordEffect(StoreOp):
-    """→ `EffectRecord` (first write wins); raises `NotFound` on a thread with no commit."""
-
-    claim: Claim
-    key: str
-    value: JSON
-    run_id: str
-
-    def on(self, store: Any) -> Any:
-        return store.record_effect(self.claim, self.key, self.value, run_id=self.run_id)
-
-
-@dataclass(frozen=True, slots=True)
-class Pause:
-    """Sleep ``seconds`` (a worker may wake early on stop) → None."""
-
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class Finish:
-    """Release the claim, then close the entry with ``outcome`` (None: release the lease), once.
-
-    → the closed entry, or None when nothing was closed.
-    """
-
-    outcome: EntryOutcome | None
-
-
-@dataclass(frozen=True, slots=True)
-class RunHandler:
-    """Call the user's handler with a context built from these → `HandlerResult`."""
-
-    entry: QueueEntry
-    plan: AttemptPlan
-    run_id: str
-    attempt: int
-    head: Checkpoint | None
-    claim: Claim
-
-
-@dataclass(frozen=True, slots=True)
-class HandlerResult:
-    """How the handler ended: its output, or the exception it raised; ``head`` is its context's."""
-
-    output: object = None
-    error: BaseException | None = None
-    head: Checkpoint | None = None
-
-
-Operation = StoreOp | Pause | Finish | RunHandler
-Flow = Generator[Operation, Any, AttemptReport]
-
-
-class Steps:
-    """Drives a `Flow`: iterate for the next operation, then `send` its result or `throw` its error.
-
-    ``report`` holds the flow's answer once iteration ends.
-    """
-
-    def __init__(self, flow: Flow) -> None:
-        self._flow = flow
-        self._result: Any = None
-        self._error: StoreError | None = None
-        self.report: AttemptReport | None = None
-
-    def __iter__(self) -> Generator[Operation, None, None]:
-        while True:
-            try:
-                if self._error is None:
-                    op = self._flow.send(self._result)
-                else:
-                    op = self._flow.throw(self._error)
-            except StopIteration as done:
-                self.report = done.value
-                return
-            self._result, self._error = None, None
-            yield op
-
-    def send(self, result: Any) -> None:
-        self._result = result
-
-    def throw(self, error: StoreError) -> None:
-        self._error = error
-
-
-# --- the flow -------------------------------------------------------------------------------
 
 
 def attempt_flow(
@@ -703,17 +576,11 @@ def _settle_exhausted(
 __all__ = [
     "AttemptKeeper",
     "AttemptReport",
-    "Finish",
     "Flow",
-    "HandlerResult",
     "LostFlag",
     "Note",
-    "Operation",
-    "Pause",
     "RunContextBase",
-    "RunHandler",
-    "Steps",
-    "StoreOp",
+    "WorkerOptions",
     "WorkerSettings",
     "WorkerStopped",
     "attempt_flow",
@@ -722,6 +589,7 @@ __all__ = [
     "exhausted_outcome",
     "failure_outcome",
     "invalid_output",
+    "log_stop_signal",
     "new_id",
     "next_commit",
     "output_effect_key",

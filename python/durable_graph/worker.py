@@ -20,21 +20,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from types import FrameType
-from typing import Any
+from typing import Any, Unpack
 
 from .attempt_flow import (
     AttemptReport,
-    Finish,
-    HandlerResult,
     LostFlag,
     Note,
-    Operation,
-    Pause,
     RunContextBase,
-    Steps,
-    StoreOp,
+    WorkerOptions,
     WorkerSettings,
     WorkerStopped,
     attempt_flow,
@@ -43,26 +37,26 @@ from .attempt_flow import (
     exhausted_outcome,
     failure_outcome,
     invalid_output,
+    log_stop_signal,
     new_id,
     next_commit,
     output_effect_key,
     recorded_output,
 )
-from .checkpointer import Checkpointer
-from .errors import ClaimLost, EntryClosed, LeaseLost, StoreError, ValidationError
-from .model import (
-    ANY,
-    JSON,
-    Checkpoint,
-    Claim,
-    ClaimPolicy,
-    EntryOutcome,
-    Event,
-    EventIn,
-    Lease,
-    QueueEntry,
-    TenantFilter,
+from .attempt_ops import (
+    Finish,
+    HandlerResult,
+    Operation,
+    Pause,
+    RunHandler,
+    StoreOp,
+    drive,
+    finishing,
+    renewal,
 )
+from .checkpointer import Checkpointer
+from .errors import StoreError, ValidationError
+from .model import JSON, Checkpoint, Claim, EntryOutcome, Event, EventIn, Lease, QueueEntry
 from .run_queue import RunQueue
 
 log = logging.getLogger("durable_graph.worker")
@@ -119,36 +113,25 @@ class _Keeper:
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
-            try:
-                self.lease = self._queue.renew(self.lease)
-            except (LeaseLost, EntryClosed) as exc:
-                self.lose(exc)
+            if not drive(renewal(self, log), self._call):
                 return
-            except StoreError as exc:  # transient: the lease stays current until re-leased
-                log.warning("entry %d: lease renewal failed: %s", self.lease.entry.entry_id, exc)
-            with self._lock:
-                claim = self.claim
-            if claim is None:
-                continue
-            try:
-                renewed = self._store.renew_claim(claim)
-            except ClaimLost as exc:
-                self.lose(exc)
-                return
-            except StoreError as exc:
-                log.warning("thread %s: claim renewal failed: %s", claim.thread_id, exc)
-                continue
-            with self._lock:
-                if self.claim is claim:
-                    self.claim = renewed
 
-    def release_claim(self) -> None:
-        """Release the claim if one is held (once; errors mean it is already gone)."""
+    def _call(self, op: StoreOp) -> Any:
+        return op.on(self._store)
+
+    def current_claim(self) -> Claim | None:
+        with self._lock:
+            return self.claim
+
+    def claim_renewed(self, old: Claim, new: Claim) -> None:
+        with self._lock:
+            if self.claim is old:
+                self.claim = new
+
+    def take_claim(self) -> Claim | None:
         with self._lock:
             claim, self.claim = self.claim, None
-        if claim is not None:
-            with contextlib.suppress(StoreError):
-                self._store.release_claim(claim)
+        return claim
 
     def abandon(self) -> None:
         """Stop renewing without touching the store (the entry is already closed)."""
@@ -157,25 +140,16 @@ class _Keeper:
         self.stop()
 
     def finish(self, outcome: EntryOutcome | None) -> QueueEntry | None:
-        """Stop renewing, release the claim, then close (or release) the lease, once.
+        """Stop renewing, then release the claim and close (or release) the lease, once.
 
-        The claim goes first: while the lease is live no other worker can lease the thread, so
-        nobody meets a claim that is about to be released. Returns the closed entry, or None.
+        Returns the closed entry, or None.
         """
         with self._lock:
             if self._released:
                 return None
             self._released = True
         self.stop()
-        self.release_claim()
-        try:
-            if outcome is None:
-                self._queue.release(self.lease)
-                return None
-            return self._queue.close(self.lease, outcome)
-        except (LeaseLost, EntryClosed) as exc:
-            self.lose(exc)
-            return None
+        return drive(finishing(self, outcome), self._call)
 
 
 # --- what the handler sees ---------------------------------------------------------------
@@ -240,26 +214,13 @@ class Worker:
         self,
         store: Checkpointer,
         handler: Handler,
-        *,
-        holder: str | None = None,
-        concurrency: int = 1,
-        lease_ttl: timedelta = timedelta(seconds=30),
-        claim_policy: ClaimPolicy = ClaimPolicy(),
-        tenant: TenantFilter = ANY,
-        poll_interval: timedelta = timedelta(seconds=1),
-        shutdown_deadline: timedelta = timedelta(seconds=30),
+        **options: Unpack[WorkerOptions],
     ) -> None:
+        """``options``: `WorkerOptions` (holder, concurrency, lease_ttl, claim_policy, tenant,
+        poll_interval, shutdown_deadline), each checked (`ValidationError` naming it)."""
         if not callable(handler):
             raise ValidationError("handler must be callable")
-        self.settings = settings = WorkerSettings.check(
-            holder=holder,
-            concurrency=concurrency,
-            lease_ttl=lease_ttl,
-            claim_policy=claim_policy,
-            tenant=tenant,
-            poll_interval=poll_interval,
-            shutdown_deadline=shutdown_deadline,
-        )
+        self.settings = settings = WorkerSettings.check(**options)
         self.store = store
         self.handler = handler
         self.holder = settings.holder
@@ -331,13 +292,9 @@ class Worker:
             return
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
-            name = signal.Signals(signum).name
-            if self._stop.is_set():
-                log.info("worker %s: %s again: not waiting for running attempts", self.holder, name)
-                self._force.set()
-                return
-            log.info("worker %s: %s received: finishing running attempts", self.holder, name)
-            self.stop()
+            again = self._stop.is_set()
+            log_stop_signal(log, self.holder, signum, again)
+            (self._force if again else self._stop).set()
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
@@ -386,12 +343,8 @@ class Worker:
         keeper.start()
         slot.keeper = keeper
         try:
-            steps = Steps(attempt_flow(self.settings, keeper, run_id, self._stop.is_set, log))
-            for op in steps:
-                try:
-                    steps.send(self._perform(keeper, op))
-                except StoreError as exc:
-                    steps.throw(exc)
+            flow = attempt_flow(self.settings, keeper, run_id, self._stop.is_set, log)
+            report = drive(flow, lambda op: self._perform(keeper, op))
         except BaseException:
             # A store failure mid-protocol: give the entry back at once rather than let it
             # wait out its lease (a later attempt resumes it); if that fails too, the lease
@@ -402,9 +355,8 @@ class Worker:
         finally:
             slot.keeper = None
             keeper.stop()
-        assert steps.report is not None
-        log.info("%s", describe(steps.report))
-        return steps.report
+        log.info("%s", describe(report))
+        return report
 
     def _perform(self, keeper: _Keeper, op: Operation) -> Any:
         """One operation of the attempt flow, performed in this thread."""
@@ -414,6 +366,7 @@ class Worker:
             return time.sleep(op.seconds)
         if isinstance(op, Finish):
             return keeper.finish(op.outcome)
+        assert isinstance(op, RunHandler)
         ctx = RunContext.starting(self.store, op, keeper)
         try:
             return HandlerResult(output=self.handler(ctx), head=ctx.head)

@@ -27,45 +27,42 @@ import inspect
 import logging
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from datetime import timedelta
-from typing import Any
+from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
+from typing import Any, TypeVar, Unpack
 
 from ..attempt_flow import (
     AttemptReport,
-    Finish,
-    HandlerResult,
-    Operation,
-    Pause,
     RunContextBase,
-    Steps,
-    StoreOp,
+    WorkerOptions,
     WorkerSettings,
     WorkerStopped,
     attempt_flow,
     describe,
+    log_stop_signal,
     new_id,
     next_commit,
 )
-from ..errors import (
-    ClaimLost,
-    EntryClosed,
-    LeaseLost,
-    StoreError,
-    ValidationError,
+from ..attempt_ops import (
+    Finish,
+    HandlerResult,
+    Operation,
+    Pause,
+    RunHandler,
+    Steps,
+    StoreOp,
+    finishing,
+    renewal,
 )
+from ..errors import StoreError, ValidationError
 from ..model import (
-    ANY,
     JSON,
     Checkpoint,
     Claim,
-    ClaimPolicy,
     EntryOutcome,
     Event,
     EventIn,
     Lease,
     QueueEntry,
-    TenantFilter,
 )
 from .protocols import AsyncCheckpointer, AsyncRunQueue
 
@@ -74,9 +71,22 @@ log = logging.getLogger("durable_graph.aio.worker")
 AsyncHandler = Callable[["AsyncRunContext"], Awaitable[Any]]
 """A user's run: ``async def handler(ctx: AsyncRunContext) -> JSON``."""
 
-_RECORD_ATTEMPT_TRIES = 5
+Events = Sequence[EventIn]
+OpT = TypeVar("OpT")
+R = TypeVar("R")
 _ABANDON_GRACE = 5.0
 """Seconds an abandoned attempt gets to unwind after its handler task was cancelled."""
+
+
+async def _drive(flow: Generator[OpT, Any, R], perform: Callable[[OpT], Awaitable[Any]]) -> R:
+    """`durable_graph.attempt_ops.drive`, awaiting each operation."""
+    steps: Steps[OpT, R] = Steps(flow)
+    for op in steps:
+        try:
+            steps.send(await perform(op))
+        except StoreError as exc:
+            steps.throw(exc)
+    return steps.result  # type: ignore[return-value]  # set when the iteration ended
 
 
 # --- keeping the lease and the claim alive -------------------------------------------------
@@ -144,26 +154,23 @@ class _Keeper:
                 await asyncio.wait_for(self._stop_renewing.wait(), self._interval)
             if self._stop_renewing.is_set():
                 return
-            try:
-                self.lease = await self._queue.renew(self.lease)
-            except (LeaseLost, EntryClosed) as exc:
-                self.lose(exc)
+            if not await _drive(renewal(self, log), self._call):
                 return
-            except StoreError as exc:  # transient: the lease stays current until re-leased
-                log.warning("entry %d: lease renewal failed: %s", self.lease.entry.entry_id, exc)
-            claim = self.claim
-            if claim is None:
-                continue
-            try:
-                renewed = await self._store.renew_claim(claim)
-            except ClaimLost as exc:
-                self.lose(exc)
-                return
-            except StoreError as exc:
-                log.warning("thread %s: claim renewal failed: %s", claim.thread_id, exc)
-                continue
-            if self.claim is claim:
-                self.claim = renewed
+
+    def _call(self, op: StoreOp) -> Awaitable[Any]:
+        result: Awaitable[Any] = op.on(self._store)
+        return result
+
+    def current_claim(self) -> Claim | None:
+        return self.claim
+
+    def claim_renewed(self, old: Claim, new: Claim) -> None:
+        if self.claim is old:  # not released meanwhile
+            self.claim = new
+
+    def take_claim(self) -> Claim | None:
+        claim, self.claim = self.claim, None
+        return claim
 
     def abandon(self) -> None:
         """Stop renewing without touching the store (the entry is already closed)."""
@@ -187,20 +194,7 @@ class _Keeper:
 
     async def _finish(self, outcome: EntryOutcome | None) -> QueueEntry | None:
         await self.stop_renewing()
-        # The claim goes first: while the lease is live no other worker can lease the thread,
-        # so nobody meets a claim that is about to be released.
-        claim, self.claim = self.claim, None
-        if claim is not None:
-            with contextlib.suppress(StoreError):
-                await self._store.release_claim(claim)
-        try:
-            if outcome is None:
-                await self._queue.release(self.lease)
-                return None
-            return await self._queue.close(self.lease, outcome)
-        except (LeaseLost, EntryClosed) as exc:
-            self.lose(exc)
-            return None
+        return await _drive(finishing(self, outcome), self._call)
 
     def _log_failure(self, finishing: asyncio.Future[QueueEntry | None]) -> None:
         if not finishing.cancelled() and finishing.exception() is not None:
@@ -224,11 +218,7 @@ class AsyncRunContext(RunContextBase[AsyncCheckpointer]):
     """
 
     async def commit(
-        self,
-        state: JSON,
-        next: Sequence[str] = (),
-        metadata: JSON = None,
-        events: Sequence[EventIn] = (),
+        self, state: JSON, next: Sequence[str] = (), metadata: JSON = None, events: Events = ()
     ) -> Checkpoint:
         """Commit a checkpoint whose parent is the current head; ``next=()`` ends the run."""
         self.check()
@@ -277,26 +267,13 @@ class AsyncWorker:
         store: AsyncCheckpointer,
         handler: AsyncHandler,
         *,
-        holder: str | None = None,
-        concurrency: int = 1,
-        lease_ttl: timedelta = timedelta(seconds=30),
-        claim_policy: ClaimPolicy = ClaimPolicy(),
-        tenant: TenantFilter = ANY,
-        poll_interval: timedelta = timedelta(seconds=1),
-        shutdown_deadline: timedelta = timedelta(seconds=30),
         install_signal_handlers: bool = False,
+        **options: Unpack[WorkerOptions],
     ) -> None:
+        """``options``: `WorkerOptions`, as for `durable_graph.worker.Worker`."""
         if not _is_async_callable(handler):
             raise ValidationError("handler must be an async function (async def handler(ctx))")
-        self.settings = WorkerSettings.check(
-            holder=holder,
-            concurrency=concurrency,
-            lease_ttl=lease_ttl,
-            claim_policy=claim_policy,
-            tenant=tenant,
-            poll_interval=poll_interval,
-            shutdown_deadline=shutdown_deadline,
-        )
+        self.settings = WorkerSettings.check(**options)
         self.store = store
         self.handler = handler
         self.holder = self.settings.holder
@@ -397,13 +374,9 @@ class AsyncWorker:
                     signal.signal(sig, handler)
 
     def _on_signal(self, signum: int) -> None:
-        name = signal.Signals(signum).name
-        if self._stopping:
-            log.info("worker %s: %s again: not waiting for running attempts", self.holder, name)
-            self._stop_now(force=True)
-            return
-        log.info("worker %s: %s received: finishing running attempts", self.holder, name)
-        self._stop_now(force=False)
+        again = self._stopping
+        log_stop_signal(log, self.holder, signum, again)
+        self._stop_now(force=again)
 
     async def _wait(self, timeout: float | None, *tasks: asyncio.Future[Any]) -> None:
         """Sleep up to ``timeout`` seconds, waking early on `stop` or when any of ``tasks`` ends."""
@@ -508,14 +481,7 @@ class AsyncWorker:
         self._keepers.add(keeper)
         try:
             flow = attempt_flow(self.settings, keeper, run_id, lambda: self._stopping, log)
-            steps = Steps(flow)
-            for op in steps:
-                try:
-                    steps.send(await self._perform(keeper, op))
-                except StoreError as exc:
-                    steps.throw(exc)
-            report = steps.report
-            assert report is not None
+            report = await _drive(flow, lambda op: self._perform(keeper, op))
         except StoreError as exc:
             # A store failure mid-protocol: give the entry back at once rather than let it wait
             # out its lease (a later attempt resumes it); if that fails too, the lease expires.
@@ -551,6 +517,7 @@ class AsyncWorker:
             return await self._wait_or_sleep(op.seconds)
         if isinstance(op, Finish):
             return await keeper.finish(op.outcome)
+        assert isinstance(op, RunHandler)
         ctx = AsyncRunContext.starting(self.store, op, keeper)
         handler_task = asyncio.ensure_future(self.handler(ctx))
         keeper.handler_task = handler_task
