@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import enum
 import json
 import os
 import re
 import sys
+import unicodedata
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -147,7 +150,7 @@ class Output:
         self.out.write("\n")
 
     def table(self, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-        cells = [[str(c) for c in row] for row in rows]
+        cells = [[shown(str(c)) for c in row] for row in rows]
         widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
         fmt = "  ".join(f"{{:<{w}}}" for w in widths)
         self.out.write(fmt.format(*headers).rstrip() + "\n")
@@ -157,10 +160,11 @@ class Output:
     def fields(self, pairs: Sequence[tuple[str, object]]) -> None:
         width = max(len(k) for k, _ in pairs)
         for key, val in pairs:
-            self.out.write(f"{key + ':':<{width + 1}} {val}\n")
+            self.out.write(f"{key + ':':<{width + 1}} {shown(str(val))}\n")
 
     def line(self, text: str = "") -> None:
-        self.out.write(text + "\n")
+        """One line (or several: newlines are kept, every other control character escaped)."""
+        self.out.write("\n".join(shown(part) for part in text.split("\n")) + "\n")
 
 
 class Progress:
@@ -186,6 +190,56 @@ class Progress:
         self("")
 
 
+def shown(text: str) -> str:
+    """``text`` with every control or format character escaped (``\\x1b``, ``\\u202e``), so an
+    id, a tenant or an error message cannot move the cursor, recolour or reorder a terminal."""
+    return "".join(ch if unicodedata.category(ch) not in _HIDDEN else _escape(ch) for ch in text)
+
+
+_HIDDEN = {"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"}
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    return (
+        f"\\x{code:02x}"
+        if code < 0x100
+        else f"\\u{code:04x}"
+        if code < 0x10000
+        else f"\\U{code:08x}"
+    )
+
+
+def redacted(text: str, dsn: str | None) -> str:
+    """``text`` without the DSN or any piece of it: the whole string, its password, and every
+    value of three characters or more it names (host, user, database, ...), each as ``***``."""
+    text = _PASSWORD_ASSIGNMENT.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", text))
+    if not dsn:
+        return text
+    for secret in sorted(_pieces(dsn), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
+_PASSWORD_ASSIGNMENT = re.compile(r"((?:password|passwd)\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
+
+
+def _pieces(dsn: str) -> set[str]:
+    pieces = {dsn.strip()}
+    if "://" in dsn:
+        url = urllib.parse.urlsplit(dsn.strip())
+        pieces |= {url.netloc, url.path.lstrip("/"), url.query}
+        pieces |= {urllib.parse.unquote(p) for p in (url.username, url.password, url.hostname) if p}
+        with contextlib.suppress(ValueError):
+            pieces.add(str(url.port or ""))
+        pieces |= {value for _, value in urllib.parse.parse_qsl(url.query)}
+    else:
+        for token in dsn.split():
+            pieces |= {token, token.partition("=")[2].strip("'")}
+    return {p for p in pieces if len(p) >= 3}
+
+
 # --- the store -----------------------------------------------------------------------------
 
 
@@ -209,15 +263,24 @@ def postgres_config(args: argparse.Namespace) -> Any:
     return PostgresConfig() if schema is None else PostgresConfig(schema=schema)
 
 
-def open_store(args: argparse.Namespace, *, must_exist: bool = True) -> Checkpointer:
-    """The store the options name. ``must_exist``: a missing SQLite file is an error, not created."""
+def open_store(
+    args: argparse.Namespace, *, must_exist: bool = True, read_only: bool = False
+) -> Checkpointer:
+    """The store the options name. ``must_exist``: a missing SQLite file is an error, not created.
+
+    ``read_only`` (the commands that only read): a PostgreSQL schema is verified, never created
+    or migrated (a missing one is the one-line error naming ``durable-graph migrate``).
+    """
     dsn = dsn_of(args)
     if dsn is not None:
         try:
             from ..postgres import PostgresCheckpointer
         except ImportError as exc:
             raise CliError(f"the PostgreSQL backend is not available: {exc}") from None
-        store: Checkpointer = PostgresCheckpointer.open(dsn, postgres_config(args))
+        config = postgres_config(args)
+        if read_only:
+            config = dataclasses.replace(config, auto_migrate=False)
+        store: Checkpointer = PostgresCheckpointer.open(dsn, config)
         return store
     if getattr(args, "schema", None) is not None:
         raise UsageError(
@@ -232,6 +295,8 @@ def open_store(args: argparse.Namespace, *, must_exist: bool = True) -> Checkpoi
         from ..sqlite import SqliteCheckpointer
     except ImportError as exc:
         raise CliError(f"the SQLite backend is not available: {exc}") from None
+    # TODO(lead): with helper h1's SqliteConfig(read_only=True), open read-only here when
+    # ``read_only`` so a read never creates or converts a store (issue #11).
     sqlite_store: Checkpointer = SqliteCheckpointer.open(path)
     return sqlite_store
 
@@ -245,8 +310,10 @@ def store_label(args: argparse.Namespace) -> str:
 
 
 @contextmanager
-def store_of(args: argparse.Namespace, *, must_exist: bool = True) -> Iterator[Checkpointer]:
-    store = open_store(args, must_exist=must_exist)
+def store_of(
+    args: argparse.Namespace, *, must_exist: bool = True, read_only: bool = False
+) -> Iterator[Checkpointer]:
+    store = open_store(args, must_exist=must_exist, read_only=read_only)
     try:
         yield store
     finally:

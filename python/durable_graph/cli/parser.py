@@ -24,6 +24,8 @@ from .common import (
     non_negative_int,
     parse_duration,
     positive_int,
+    redacted,
+    shown,
 )
 from .queue import (
     cmd_queue_cancel,
@@ -248,17 +250,33 @@ def _one_line(text: str) -> str:
     return " ".join(text.split()) or "unknown error"
 
 
+def _error(text: str, argv: Sequence[str]) -> None:
+    """Print the one ``error: ...`` line: one line, the DSN redacted, control characters escaped."""
+    print(f"error: {shown(redacted(_one_line(text), _dsn_given(argv)))}", file=sys.stderr)
+
+
+def _dsn_given(argv: Sequence[str]) -> str | None:
+    """The DSN on the command line (or in the environment), even when parsing failed."""
+    for i, arg in enumerate(argv):
+        if arg == "--dsn" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--dsn="):
+            return arg.partition("=")[2]
+    return os.environ.get(DSN_ENV) or None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    given = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(given)
         func: Callable[[argparse.Namespace], int] = args.func
         return func(args)
     except UsageError as exc:
-        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
+        _error(str(exc), given)
         return 2
     except (CliError, StoreError) as exc:
-        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
+        _error(str(exc), given)
         return 1
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
@@ -271,5 +289,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if os.environ.get(DEBUG_ENV):
             raise
-        print(f"error: {type(exc).__name__}: {_one_line(str(exc))}", file=sys.stderr)
+        _error(f"{type(exc).__name__}: {exc}", given)
         return 1

@@ -34,7 +34,7 @@ def _lease_text(entry: QueueEntry) -> str:
 
 def cmd_queue_ls(args: argparse.Namespace) -> int:
     tenant: TenantFilter = ANY if args.tenant is None else args.tenant
-    with store_of(args) as store:
+    with store_of(args, read_only=True) as store:
         entries = store.run_queue.open_entries(tenant=tenant, thread_id=args.thread)
     out = output_of(args)
     if out.as_json:
@@ -98,7 +98,7 @@ def _show_entry(out: Output, entry: QueueEntry) -> None:
 
 
 def cmd_queue_show(args: argparse.Namespace) -> int:
-    with store_of(args) as store:
+    with store_of(args, read_only=True) as store:
         entry = _entry_or_fail(store, args.entry_id, tenant_of(args))
     _show_entry(output_of(args), entry)
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import logging
 import os
 import sys
@@ -29,6 +30,8 @@ from .common import (
     output_of,
     postgres_config,
     progress_of,
+    redacted,
+    shown,
     store_label,
     store_of,
     to_jsonable,
@@ -63,13 +66,42 @@ def cmd_sql(args: argparse.Namespace) -> int:
 # --- commands: worker and submit -----------------------------------------------------------
 
 
+class _SafeFormatter(logging.Formatter):
+    """Log lines as error lines are printed: the DSN redacted, control characters escaped."""
+
+    def __init__(self, dsn: str | None) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(message)s")
+        self._dsn = dsn
+
+    def format(self, record: logging.LogRecord) -> str:
+        lines = super().format(record).split("\n")
+        return "\n".join(shown(redacted(line, self._dsn)) for line in lines)
+
+
+def _log_handler(args: argparse.Namespace) -> logging.Handler:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_SafeFormatter(dsn_of(args)))
+    return handler
+
+
 def load_app(spec: str) -> Callable[..., Any]:
-    """``module:attr`` (attr may be dotted) → the handler; the current directory is importable."""
+    """``module:attr`` (attr may be dotted) → the handler; the current directory is importable.
+
+    The current directory goes *last* on ``sys.path``: a file there (``json.py``, ``sqlite3.py``)
+    never shadows a library module that the worker or the store imports later. An app module
+    named like an installed module is refused rather than silently replaced by it.
+    """
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise UsageError(f"--app must look like module:handler, got {spec!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    cwd = os.getcwd()
+    sys.path[:] = [entry for entry in sys.path if entry not in ("", ".", cwd)] + [cwd]
+    top = module_name.partition(".")[0]
+    if (Path(cwd, f"{top}.py").exists() or Path(cwd, top).is_dir()) and _installed(top, cwd):
+        raise CliError(
+            f"--app module {top!r} in the current directory has the name of an installed "
+            "module; rename it"
+        )
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
@@ -85,13 +117,28 @@ def load_app(spec: str) -> Callable[..., Any]:
     return handler
 
 
+def _installed(name: str, cwd: str) -> bool:
+    """Whether ``name`` imports from somewhere other than ``cwd`` (the standard library, a
+    package): with ``cwd`` last on the path, that one would win."""
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return False
+    origin = None if found is None else (found.origin or "")
+    if origin is None:
+        return False
+    if origin in ("built-in", "frozen"):
+        return True
+    return Path(origin).resolve().parent != Path(cwd).resolve() and not Path(
+        origin
+    ).resolve().is_relative_to(Path(cwd).resolve() / name)
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     from ..worker import Worker
 
     logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(message)s",
+        level=getattr(logging, args.log_level.upper()), handlers=[_log_handler(args)]
     )
     handler = load_app(args.app)
     renew = args.claim_renew if args.claim_renew is not None else args.claim_ttl / 3

@@ -23,6 +23,7 @@ from .common import (
     compact,
     output_of,
     progress_of,
+    shown,
     store_of,
     to_jsonable,
     when,
@@ -46,7 +47,7 @@ def _thread_rows(threads: Sequence[ThreadInfo]) -> list[tuple[object, ...]]:
 
 
 def cmd_thread_ls(args: argparse.Namespace) -> int:
-    with store_of(args) as store:
+    with store_of(args, read_only=True) as store:
         threads = store.threads(after=args.after, limit=args.limit)
     out = output_of(args)
     if out.as_json:
@@ -64,7 +65,7 @@ def _thread_or_fail(store: Checkpointer, thread_id: str) -> ThreadInfo:
 
 
 def cmd_thread_show(args: argparse.Namespace) -> int:
-    with store_of(args) as store:
+    with store_of(args, read_only=True) as store:
         info = _thread_or_fail(store, args.thread_id)
         head = store.get(args.thread_id)
         children = store.children(args.thread_id)
@@ -120,7 +121,7 @@ def _history_rows(history: Sequence[Checkpoint]) -> list[tuple[object, ...]]:
 
 
 def cmd_thread_history(args: argparse.Namespace) -> int:
-    with store_of(args) as store:
+    with store_of(args, read_only=True) as store:
         _thread_or_fail(store, args.thread_id)
         history = store.history(args.thread_id, before=args.before, limit=args.limit)
     out = output_of(args)
@@ -134,7 +135,7 @@ def cmd_thread_history(args: argparse.Namespace) -> int:
 
 
 def cmd_thread_children(args: argparse.Namespace) -> int:
-    with store_of(args) as store:
+    with store_of(args, read_only=True) as store:
         _thread_or_fail(store, args.thread_id)
         children = store.children(args.thread_id)
     out = output_of(args)
@@ -176,7 +177,7 @@ _EVENT_HEADERS = ["SEQ", "KIND", "RUN", "CREATED", "PAYLOAD"]
 
 def cmd_events(args: argparse.Namespace) -> int:
     out = output_of(args)
-    with store_of(args) as store:
+    with store_of(args, read_only=True) as store:
         if not args.follow:
             events = store.events_after(args.thread_id, args.after, limit=args.limit)
             if out.as_json:
@@ -191,7 +192,7 @@ def cmd_events(args: argparse.Namespace) -> int:
                 if out.as_json:
                     out.out.write(json.dumps(to_jsonable(event), ensure_ascii=False) + "\n")
                 else:
-                    out.out.write("  ".join(str(c) for c in _event_row(event)) + "\n")
+                    out.out.write(shown("  ".join(str(c) for c in _event_row(event))) + "\n")
                 out.out.flush()
         except KeyboardInterrupt:
             return 0
