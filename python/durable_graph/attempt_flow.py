@@ -29,7 +29,8 @@ Worker decisions (docs/decisions.md D40-D44): the output is recorded as an effec
 attempt that finds the run ``Finished`` closes with the same output (D40); a busy thread is waited
 for while holding the lease, so a crashed worker's live claim does not burn attempts (D41); the
 exhausted path still plans, so a run that finished before its worker crashed closes
-``Completed`` (D42); a raise retries while attempts remain, an invalid output fails (D43).
+``Completed`` (D42); a raise retries while attempts remain, an invalid output fails (D43); at
+shutdown an attempt past the deadline is stopped and its claim and lease released (D44).
 """
 
 from __future__ import annotations
