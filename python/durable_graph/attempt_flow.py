@@ -458,11 +458,10 @@ def attempt_flow(
         done = Completed(recorded_output((yield GetEffect(entry.thread_id, _key(entry)))))
         closed = yield Finish(done)
         return report(closing_note(done, closed), done, run=run_id, number=number, plan=plan)
-    if keeper.lost is not None:  # lost while claiming or planning: the handler must not start
+    head = yield GetHead(entry.thread_id)
+    if keeper.lost is not None:  # lost while claiming or reading: the handler must not start
         yield Finish(None)
         return report("lost", run=run_id, number=number, plan=plan)
-
-    head = yield GetHead(entry.thread_id)
     result: HandlerResult = yield RunHandler(current, plan, run_id, number, head, claim)
     if keeper.lost is not None:
         yield Finish(None)
