@@ -57,7 +57,6 @@ from .attempt_ops import (
 from .checkpointer import Checkpointer
 from .errors import StoreError, ValidationError
 from .model import JSON, Checkpoint, Claim, EntryOutcome, Event, EventIn, Lease, QueueEntry
-from .run_queue import RunQueue
 
 log = logging.getLogger("durable_graph.worker")
 
@@ -73,7 +72,6 @@ class _Keeper:
 
     def __init__(self, store: Checkpointer, lease: Lease, interval: float) -> None:
         self._store = store
-        self._queue: RunQueue = store.run_queue
         self.lease = lease
         self.claim: Claim | None = None
         self._interval = interval

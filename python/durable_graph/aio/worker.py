@@ -64,7 +64,7 @@ from ..model import (
     Lease,
     QueueEntry,
 )
-from .protocols import AsyncCheckpointer, AsyncRunQueue
+from .protocols import AsyncCheckpointer
 
 log = logging.getLogger("durable_graph.aio.worker")
 
@@ -96,11 +96,10 @@ class _Keeper:
     """One attempt's lease (and claim, once taken): renewed by a task, released or closed once."""
 
     def __init__(self, store: AsyncCheckpointer, lease: Lease, interval: float) -> None:
-        self._store = store
-        self._queue: AsyncRunQueue = store.run_queue
+        self.handler_task: asyncio.Task[Any] | None = None  # cancelled if the worker shuts down
         self.lease = lease
         self.claim: Claim | None = None
-        self.handler_task: asyncio.Task[Any] | None = None
+        self._store = store
         self._interval = interval
         self._lost: StoreError | None = None
         self._renewer: asyncio.Task[None] | None = None
