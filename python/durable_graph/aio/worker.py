@@ -71,7 +71,7 @@ log = logging.getLogger("durable_graph.aio.worker")
 AsyncHandler = Callable[["AsyncRunContext"], Awaitable[Any]]
 """A user's run: ``async def handler(ctx: AsyncRunContext) -> JSON``."""
 
-Events = Sequence[EventIn]
+Events = Sequence[EventIn]  # keeps `commit`'s signature short
 OpT = TypeVar("OpT")
 R = TypeVar("R")
 _ABANDON_GRACE = 5.0
