@@ -86,13 +86,17 @@ class Figures:
     slowest_failed_call: float = 0.0
     failed_calls: int = 0
     closes: int = 0
+    token_jump: tuple[int, int] = (0, 0)
+    """Highest token returned before the kill, lowest issued after the promotion."""
+    entry_id_jump: tuple[int, int] = (0, 0)
 
     def line(self) -> str:
         return (
             f"jobs/s before={self.before:.1f} during={self.during:.1f} after={self.after:.1f} "
             f"outage={self.outage:.2f}s recovery={self.recovery:.2f}s "
             f"failed_calls={self.failed_calls} slowest_failed_call={self.slowest_failed_call:.2f}s "
-            f"closes={self.closes}"
+            f"closes={self.closes} tokens {self.token_jump[0]}->{self.token_jump[1]} "
+            f"entry ids {self.entry_id_jump[0]}->{self.entry_id_jump[1]}"
         )
 
 
@@ -384,4 +388,14 @@ class Fleet(Supervisor):
             ] + self.producer_ok
             first_ok = min((t for t in ok_calls if t > kill), default=None)
             fig.outage = (first_ok - kill) if first_ok is not None else float("inf")
+            promote = m.get("promote", kill)
+            tokens = kinds.get("lease", []) + kinds.get("claim", [])
+            fig.token_jump = (
+                max((r["token"] for r in tokens if r["t1"] < kill), default=0),
+                min((r["token"] for r in tokens if r["t0"] > promote), default=0),
+            )
+            fig.entry_id_jump = (
+                max((s["entry_id"] for s in self.submit_times if s["t1"] < kill), default=0),
+                min((s["entry_id"] for s in self.submit_times if s["t0"] > promote), default=0),
+            )
         return fig
