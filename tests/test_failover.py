@@ -16,15 +16,18 @@ Short by default (60 s, about 90 s in all); ``DURABLE_GRAPH_FLEET=long`` (`make 
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 from chaos.netns import Netns, unavailable_reason
 from chaos.supervisor import Env
+from durable_graph import ClaimLost, ClaimPolicy, Commit, Submission
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.testkit import pg_server
 from failover.fleet import Fleet, FleetEnv, FleetPlan
@@ -109,3 +112,91 @@ def run_fleet(pair: pg_server.ReplicatedPair, netns: list[Netns], tmp_path: Path
         open_producer_store=open_store,
     )
     return Fleet(plan(), fenv, tmp_path).run_fleet()
+
+
+# --- an asynchronous standby: what is lost, and what the documented remedy restores ---------------
+
+
+def wait_replayed(pair: pg_server.ReplicatedPair) -> None:
+    """Until the standby has replayed everything the primary has written so far."""
+    with (
+        psycopg.connect(pair.primary.dsn(), autocommit=True) as primary,
+        psycopg.connect(pair.standby.dsn(), autocommit=True) as standby,
+    ):
+        target = primary.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+        assert target is not None
+        for _ in range(300):
+            row = standby.execute(
+                "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (target[0],)
+            ).fetchone()
+            if row is not None and row[0]:
+                return
+            time.sleep(0.05)
+    raise AssertionError("the standby did not catch up")
+
+
+ADVANCE_SEQUENCES = """
+SELECT setval('{schema}.fencing_token_seq',
+              (SELECT last_value FROM {schema}.fencing_token_seq) + 1000000000);
+SELECT setval(pg_get_serial_sequence('{schema}.queue_entries', 'entry_id'),
+              (SELECT last_value FROM {seq}) + 1000000000);
+"""
+"""The remedy docs/failover.md prescribes after promoting an asynchronous standby."""
+
+
+@pytest.mark.parametrize("advanced", [False, True], ids=["as_promoted", "sequences_advanced"])
+def test_async_standby_loses_acknowledged_writes_and_repeats_tokens_unless_advanced(
+    advanced: bool,
+) -> None:
+    schema = "lag"
+    policy = ClaimPolicy(ttl=timedelta(minutes=5))
+    with pg_server.running_replicated(synchronous=False) as pair:
+        store = PostgresCheckpointer.open(pair.dsn(), store_config(schema))
+        store.claim("warm", "w", policy)  # the sequence's WAL record reaches the standby
+        wait_replayed(pair)
+        # The standby falls behind (here: it stops); the primary goes on acknowledging.
+        pair.standby.pg_ctl("stop", "-m", "fast", "-w")
+        lost = store.run_queue.submit(Submission("lost", {"n": 1}))
+        others = [store.claim(f"other-{i}", "w", policy) for i in range(40)]  # > 32 prefetched
+        step = Commit(checkpoint_id="c1", parent_id=None, run_id="r1", state={"n": 1})
+        assert store.commit(others[0], step).seq > 0  # acknowledged
+        zombie = store.claim("victim", "zombie", policy)  # the highest token issued
+        assert zombie.token > max(c.token for c in others)
+        store.close()
+        pair.primary.kill_hard()
+        pair.standby.pg_ctl("start", "-w", "-t", "60", "-l", f"{pair.standby.datadir}/server.log")
+        pair.promote()
+        if advanced:
+            with psycopg.connect(pair.standby.dsn(), autocommit=True) as conn:
+                seq = conn.execute(
+                    "SELECT pg_get_serial_sequence(%s, 'entry_id')", (f"{schema}.queue_entries",)
+                ).fetchone()
+                assert seq is not None
+                conn.execute(ADVANCE_SEQUENCES.format(schema=schema, seq=seq[0]))
+        store = PostgresCheckpointer.open(pair.dsn(), store_config(schema))
+        try:
+            # Acknowledged on the old primary, never replicated: gone, whatever we do.
+            assert store.run_queue.entry(lost.entry_id) is None
+            assert store.get("other-0") is None
+            # Claims on fresh threads until the new primary reaches the zombie's token.
+            fresh = store.claim("victim", "new", policy)
+            n = 0
+            while fresh.token < zombie.token and n < 100:
+                store.release_claim(fresh)
+                fresh = store.claim("victim", "new", policy)
+                n += 1
+            commit = Commit(checkpoint_id="z", parent_id=None, run_id="zombie-run", state={})
+            if advanced:
+                # Every new token is above every token the lost primary issued: fenced.
+                assert fresh.token > zombie.token + 1_000_000
+                with pytest.raises(ClaimLost):
+                    store.commit(zombie, commit)
+            else:
+                # The promoted sequence resumed below tokens the lost primary had returned: the
+                # zombie's token is issued again, to another holder, and its commit is accepted.
+                assert fresh.token == zombie.token
+                assert store.commit(zombie, commit).checkpoint_id == "z"
+            new_id = store.run_queue.submit(Submission("new", {"n": 2})).entry_id
+            assert (new_id > lost.entry_id + 1_000_000) if advanced else new_id <= lost.entry_id
+        finally:
+            store.close()
