@@ -1,6 +1,6 @@
 """How far one PostgreSQL server carries: the figures behind `docs/scaling.md`.
 
-    .venv/bin/python tests/failover/capacity.py [JOBS] [STEPS]
+    PYTHONPATH=tests .venv/bin/python tests/failover/capacity.py [JOBS] [STEPS]
 
 On a throwaway durable server (fsync and synchronous_commit on) it runs JOBS jobs serially
 through the real store, each the SPEC §5 worker cycle on a new thread: ``submit`` ->
