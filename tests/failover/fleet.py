@@ -165,6 +165,13 @@ class Fleet(Supervisor):
             return result
 
     def produce(self, index: int) -> None:
+        try:
+            self._produce(index)
+        except Exception as exc:  # a producer that gives up fails the run, it does not hide
+            with self.lock:
+                self.result.violations.append(f"producer {index} stopped: {exc!r}")
+
+    def _produce(self, index: int) -> None:
         rng = random.Random(self.fplan.seed * 1000 + index)
         store = self.call(self.fenv.open_producer_store)
         n = itertools.count()
@@ -186,14 +193,11 @@ class Fleet(Supervisor):
         submission = Submission(
             thread_id, {"key": key}, tenant=tenant, key=key, mode=mode, max_attempts=10
         )
-        while True:  # one retried submit; only the answered try is "acknowledged"
-            t0 = time.time()
-            try:
-                ticket = self.call(lambda: store.run_queue.submit(submission))
-            except ProcessingError:
-                continue
-            t1 = time.time()
-            break
+        # t0 is the first try's start: the id check then only compares with submits answered
+        # before any try began, which holds whichever try the store took.
+        t0 = time.time()
+        ticket = self.call(lambda: store.run_queue.submit(submission))
+        t1 = time.time()
         with self.lock:
             self.tickets[ticket.entry_id] = tenant
             self.submissions.append(submission)
@@ -284,11 +288,15 @@ class Fleet(Supervisor):
 
     def failover(self) -> None:
         """Its own thread, so that no retried call of the supervisor delays the promotion."""
-        self.fenv.kill_primary()
-        self.marks["kill"] = time.time()
-        time.sleep(self.fplan.failover_delay)
-        self.fenv.promote()
-        self.marks["promote"] = time.time()
+        try:
+            self.fenv.kill_primary()
+            self.marks["kill"] = time.time()
+            time.sleep(self.fplan.failover_delay)
+            self.fenv.promote()
+            self.marks["promote"] = time.time()
+        except Exception as exc:
+            with self.lock:
+                self.result.violations.append(f"the failover itself failed: {exc!r}")
 
     def all_recovered(self) -> bool:
         """Every machine closed an entry since the promotion."""
@@ -354,7 +362,9 @@ class Fleet(Supervisor):
                 v.append(f"a failed call took {seconds:.2f}s, over the {bound:.1f}s bound")
 
         # every machine closed an entry after the promotion, on its own.
-        if "promote" in self.marks:
+        if "promote" not in self.marks:
+            v.append("the run ended before the failover")
+        else:
             after = {
                 r["worker"].split("-")[0]
                 for r in kinds.get("close", [])
