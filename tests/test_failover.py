@@ -27,7 +27,7 @@ import pytest
 
 from chaos.netns import Netns, unavailable_reason
 from chaos.supervisor import Env
-from durable_graph import ClaimLost, ClaimPolicy, Commit, Submission
+from durable_graph import ClaimLost, ClaimPolicy, Commit, ProcessingError, Submission
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.testkit import pg_server
 from failover.fleet import Fleet, FleetEnv, FleetPlan
@@ -199,5 +199,36 @@ def test_async_standby_loses_acknowledged_writes_and_repeats_tokens_unless_advan
                 assert store.commit(zombie, commit).checkpoint_id == "z"
             new_id = store.run_queue.submit(Submission("new", {"n": 2})).entry_id
             assert (new_id > lost.entry_id + 1_000_000) if advanced else new_id <= lost.entry_id
+        finally:
+            store.close()
+
+
+def test_writes_fail_within_the_bound_while_the_synchronous_standby_is_down() -> None:
+    """With its only synchronous standby gone the primary cannot acknowledge a commit: a write
+    call fails with ProcessingError at call_timeout, reads go on, and writes resume when the
+    standby is back. (The transaction committed locally and is visible: not acknowledged is not
+    the same as not done, as for any ProcessingError.)"""
+    config = store_config("nostandby")
+    with pg_server.running_replicated() as pair:
+        store = PostgresCheckpointer.open(pair.dsn(), config)
+        try:
+            store.run_queue.submit(Submission("t", {"n": 0}))
+            pair.standby.pg_ctl("stop", "-m", "fast", "-w")
+            started = time.monotonic()
+            with pytest.raises(ProcessingError):
+                store.run_queue.submit(Submission("t", {"n": 1}))
+            took = time.monotonic() - started
+            bound = (config.call_timeout + config.connection_timeout).total_seconds()
+            assert config.call_timeout.total_seconds() <= took <= bound + 0.5
+            # The watchdog's cancel ends the backend's wait for the standby: the transaction,
+            # already committed locally, becomes visible a moment later (PostgreSQL warns).
+            deadline = time.monotonic() + 5
+            while len(store.run_queue.open_entries(thread_id="t")) < 2:
+                assert time.monotonic() < deadline, "the unacknowledged submit never appeared"
+                time.sleep(0.05)
+            pair.standby.pg_ctl(
+                "start", "-w", "-t", "60", "-l", f"{pair.standby.datadir}/server.log"
+            )
+            assert store.run_queue.submit(Submission("t", {"n": 2})).entry_id > 0
         finally:
             store.close()
