@@ -315,6 +315,44 @@ def cmd_sql(args: argparse.Namespace) -> int:
     return 0
 
 
+def _privileges(args: argparse.Namespace, action: str) -> int:
+    """``grant`` / ``revoke``: a runtime role's USAGE + EXECUTE on --schema (SPEC §10.5)."""
+    from .postgres import privileges
+
+    schema = _postgres_config(args).schema
+    role = privileges.check_role(args.role, "--role")
+    script = (privileges.grant_sql if action == "grant" else privileges.revoke_sql)(schema, role)
+    if args.print:
+        sys.stdout.write(script)
+        return 0
+    dsn = _dsn(args)
+    if dsn is None:
+        raise UsageError(f"{action} needs --dsn (or DURABLE_GRAPH_DSN), or --print")
+    import psycopg
+
+    try:
+        conn = psycopg.connect(dsn, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise CliError(f"could not connect: {type(exc).__name__}") from None
+    with conn:
+        (privileges.grant if action == "grant" else privileges.revoke)(conn, schema, role)
+    out = _out(args)
+    done = "granted" if action == "grant" else "revoked"
+    if out.as_json:
+        out.json({"schema": schema, "role": role, action: True})
+    else:
+        out.line(f"{done}: role {role} on schema {schema}")
+    return 0
+
+
+def cmd_grant(args: argparse.Namespace) -> int:
+    return _privileges(args, "grant")
+
+
+def cmd_revoke(args: argparse.Namespace) -> int:
+    return _privileges(args, "revoke")
+
+
 # --- commands: worker and submit -----------------------------------------------------------
 
 
@@ -832,6 +870,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("migrate", cmd_migrate, "apply the PostgreSQL migrations to --schema")
     command("sql", cmd_sql, "print the complete PostgreSQL install script for --schema")
+    for name, func, help in (
+        ("grant", cmd_grant, "let --role call the store in --schema (USAGE + EXECUTE on dg_*)"),
+        ("revoke", cmd_revoke, "take back what grant gave --role on --schema"),
+    ):
+        privilege = command(name, func, help)
+        privilege.add_argument("--role", required=True, help="the runtime role")
+        privilege.add_argument("--print", action="store_true", help="print the SQL, run nothing")
 
     worker = command("worker", cmd_worker, "run a worker for a handler until SIGTERM/SIGINT")
     worker.add_argument("--app", required=True, help="the handler, as module:function")
