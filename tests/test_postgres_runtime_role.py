@@ -18,6 +18,7 @@ import pytest
 from psycopg import sql
 
 from durable_graph import ProcessingError, ValidationError
+from durable_graph.cli import main
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig, privileges
 from durable_graph.postgres.migrations import migrate, verify
 from durable_graph.testkit import Harness
@@ -90,28 +91,47 @@ def runtime_schema(pg_dsn: str) -> Iterator[tuple[str, str, PgClock]]:
         made.drop()  # DROP OWNED BY drops the schema with its owner
 
 
-def _runtime_harness(pg_dsn: str, runtime_schema: tuple[str, str, PgClock]) -> Iterator[Harness]:
-    schema, runtime, clock = runtime_schema
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        reset_store(conn, schema)
-    # auto_migrate=True: opening a current schema needs nothing beyond the grant.
-    store = PostgresCheckpointer.open(as_role(pg_dsn, runtime), PostgresConfig(schema=schema))
-    try:
-        yield Harness(store, clock)
-    finally:
-        store.close()
+class _Reused:
+    """One store per test class, reopened only after a test closed it: the suites' tests then
+    cost their calls, not a pool's connections each (the budget of this module in make test)."""
+
+    def __init__(self, pg_dsn: str, schema: str, runtime: str) -> None:
+        self.admin = psycopg.connect(pg_dsn, autocommit=True)
+        self.dsn = as_role(pg_dsn, runtime)
+        self.schema = schema
+        self.store: PostgresCheckpointer | None = None
+
+    def fresh(self) -> PostgresCheckpointer:
+        reset_store(self.admin, self.schema)
+        if self.store is None or self.store._x.closed:
+            # auto_migrate=True: opening a current schema needs nothing beyond the grant.
+            self.store = PostgresCheckpointer.open(self.dsn, PostgresConfig(schema=self.schema))
+        return self.store
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+        self.admin.close()
+
+
+@pytest.fixture(scope="class")
+def reused(pg_dsn: str, runtime_schema: tuple[str, str, PgClock]) -> Iterator[_Reused]:
+    schema, runtime, _ = runtime_schema
+    made = _Reused(pg_dsn, schema, runtime)
+    yield made
+    made.close()
 
 
 class TestRuntimeRoleCheckpointerContract(CheckpointerContract):
     @pytest.fixture
-    def harness(self, pg_dsn: str, runtime_schema: tuple[str, str, PgClock]) -> Iterator[Harness]:
-        yield from _runtime_harness(pg_dsn, runtime_schema)
+    def harness(self, reused: _Reused, runtime_schema: tuple[str, str, PgClock]) -> Harness:
+        return Harness(reused.fresh(), runtime_schema[2])
 
 
 class TestRuntimeRoleRunQueueContract(RunQueueContract):
     @pytest.fixture
-    def harness(self, pg_dsn: str, runtime_schema: tuple[str, str, PgClock]) -> Iterator[Harness]:
-        yield from _runtime_harness(pg_dsn, runtime_schema)
+    def harness(self, reused: _Reused, runtime_schema: tuple[str, str, PgClock]) -> Harness:
+        return Harness(reused.fresh(), runtime_schema[2])
 
 
 # --- what a role can reach ------------------------------------------------------------------
@@ -331,3 +351,28 @@ def test_verify_checks_the_installed_function_bodies_not_only_the_digest(
         )
         with pytest.raises(ProcessingError, match="dg_thread_v1 is not SECURITY DEFINER"):
             verify(conn, schema)
+
+
+def test_cli_grant_and_revoke_apply_or_print_exactly_that(
+    pg_dsn: str, pg_schema: str, roles: Roles, capsys: pytest.CaptureFixture[str]
+) -> None:
+    owner, runtime = roles.create("dg_cli_owner"), roles.create("dg_cli_rt")
+    roles.owned_schema(owner, pg_schema)
+    owner_dsn = as_role(pg_dsn, owner)
+    migrate(owner_dsn, pg_schema)
+    args = ["--schema", pg_schema, "--role", runtime]
+    assert main(["grant", *args, "--print"]) == 0
+    assert capsys.readouterr().out == privileges.grant_sql(pg_schema, runtime)
+    assert main(["revoke", *args, "--print"]) == 0
+    assert capsys.readouterr().out == privileges.revoke_sql(pg_schema, runtime)
+
+    assert main(["grant", "--dsn", owner_dsn, *args]) == 0
+    store = PostgresCheckpointer.open(as_role(pg_dsn, runtime), PostgresConfig(schema=pg_schema))
+    store.claim("t", "me")
+    store.close()
+
+    assert main(["revoke", "--dsn", owner_dsn, *args]) == 0
+    with psycopg.connect(as_role(pg_dsn, runtime), autocommit=True) as conn:
+        assert _denied(conn, f"SELECT * FROM \"{pg_schema}\".dg_thread_v1('t')")
+    assert main(["grant", *args]) != 0  # no DSN, no --print
+    assert "grant needs --dsn" in capsys.readouterr().err

@@ -24,6 +24,7 @@ Both are found at runtime through the package's ``_migrations`` and ``_sql`` lin
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import time
@@ -158,13 +159,18 @@ def _function_bodies(text: str) -> list[tuple[str, str]]:
     return found
 
 
-def expected_functions() -> list[tuple[str, str]]:
-    """Every function this package installs: (name, body), sorted (the digest's order)."""
+@functools.cache
+def _expected() -> tuple[tuple[str, str], ...]:
     bodies: dict[str, str] = {}
     for f in function_files():
         for name, body in _function_bodies(f.text):
             bodies[name] = body  # a later CREATE OR REPLACE wins, as in the database
-    return sorted(bodies.items())
+    return tuple(sorted(bodies.items()))
+
+
+def expected_functions() -> list[tuple[str, str]]:
+    """Every function this package installs: (name, body), sorted (the digest's order)."""
+    return list(_expected())
 
 
 def _digest(functions: list[tuple[str, str]]) -> str:
@@ -172,6 +178,7 @@ def _digest(functions: list[tuple[str, str]]) -> str:
     return hashlib.sha256(joined.encode("utf-8")).hexdigest()
 
 
+@functools.cache
 def functions_digest() -> str:
     """sha256 of this package's function bodies, as ``_DIGEST_SQL`` computes it when installed."""
     return _digest(expected_functions())
