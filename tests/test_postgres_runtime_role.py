@@ -83,7 +83,7 @@ def runtime_schema(pg_dsn: str) -> Iterator[tuple[str, str, PgClock]]:
         schema = f"r_{uuid.uuid4().hex[:16]}"
         made.owned_schema(owner, schema)
         migrate(as_role(pg_dsn, owner), schema)
-        clock = PgClock(as_role(pg_dsn, owner), schema)
+        clock = PgClock(pg_dsn, schema)  # installed by the superuser, for the owner
         with psycopg.connect(as_role(pg_dsn, owner), autocommit=True) as conn:
             privileges.grant(conn, schema, runtime)
         yield schema, runtime, clock
