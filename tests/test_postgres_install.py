@@ -215,3 +215,34 @@ def test_expected_function_bodies_are_what_the_server_stores(pg_dsn: str, pg_sch
             (pg_schema,),
         ).fetchall()
     assert sorted((str(n), str(b)) for n, b in rows) == migrations.expected_functions()
+
+
+def test_an_upgrade_keeps_a_runtime_roles_grant_and_extends_it_to_new_functions(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    role = "dg_install_rt_" + pg_schema[-8:]
+    ident, schema = sql.Identifier(role), sql.Identifier(pg_schema)
+    install_v1(pg_dsn, pg_schema)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(ident))
+        try:
+            # Version 1's runtime roles needed USAGE (EXECUTE was PUBLIC's) and table rights.
+            conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, ident))
+            conn.execute(
+                sql.SQL("GRANT ALL ON ALL TABLES IN SCHEMA {} TO {}").format(schema, ident)
+            )
+            install(pg_dsn, pg_schema)
+            params = psycopg.conninfo.conninfo_to_dict(pg_dsn)
+            params["user"] = role
+            dsn = psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in params.items()})
+            with psycopg.connect(dsn, autocommit=True) as runtime:
+                meta = runtime.execute(
+                    sql.SQL("SELECT key FROM {}.dg_schema_meta_v1()").format(schema)
+                ).fetchall()  # a function version 1 did not have
+                assert meta == [("functions_digest",), ("version",)]
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    runtime.execute(sql.SQL("SELECT * FROM {}.threads").format(schema))
+        finally:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(schema))
+            conn.execute(sql.SQL("DROP OWNED BY {}").format(ident))
+            conn.execute(sql.SQL("DROP ROLE {}").format(ident))
