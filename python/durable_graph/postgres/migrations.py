@@ -24,6 +24,7 @@ Both are found at runtime through the package's ``_migrations`` and ``_sql`` lin
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import re
@@ -38,7 +39,7 @@ from urllib.parse import urlencode
 import psycopg
 from psycopg import sql
 
-from ..errors import ProcessingError
+from ..errors import ProcessingError, StoreError
 from .config import PostgresConfig, check_schema
 
 _LOCK_NAMESPACE = "durable_graph.migrate:"
@@ -46,6 +47,7 @@ _FUNCTION_FILE = re.compile(r"\d\d_[a-z0-9_]+\.sql")
 INSTALL_FILE = "install.sql"
 TEST_CLOCK_TABLE = "dg_test_clock"
 """A schema holding this table runs the testkit's `PgClock`, which replaces ``store_now()``."""
+_SECOND = timedelta(seconds=1)
 LOCK_POLL = 0.05
 """Seconds between two tries of the migration lock."""
 
@@ -406,53 +408,64 @@ def migrate(dsn: str, schema: str, config: PostgresConfig | None = None) -> int:
     A no-op that creates nothing and takes no lock when the schema is current. Otherwise safe to
     run from many processes at once: an advisory lock of the schema serialises them, waited for
     at most ``connection_timeout + call_timeout`` of ``config`` (then `ProcessingError`), and the
-    connection is bounded by ``connection_timeout``.
+    connection is bounded by ``connection_timeout`` (at least 2 s: libpq's minimum). Any failure
+    is a `ProcessingError`.
     """
-    from yoyo import get_backend, read_migrations
-
     check_schema(schema)
     config = PostgresConfig(schema=schema) if config is None else config
     needed = required_version()
-    wait = (config.connection_timeout + config.call_timeout) / timedelta(seconds=1)
     with _connect(dsn, config) as conn:
-        state = _inspect(conn, schema)
-        problem = _problem(schema, state)
-        if problem is None:
-            return needed
-        _refuse_foreign(schema, state, problem)
-        _lock(conn, schema, wait)
         try:
-            state = _inspect(conn, schema)  # another migrator may have finished meanwhile
+            state = _inspect(conn, schema)
             problem = _problem(schema, state)
             if problem is None:
                 return needed
             _refuse_foreign(schema, state, problem)
-            if not state.exists:
-                conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-            backend = get_backend(_yoyo_uri(dsn, schema, config.connect_timeout_s))
+            _lock(conn, schema, (config.connection_timeout + config.call_timeout) / _SECOND)
             try:
-                # Our advisory lock already serialises migrate; a yoyo lock row left by a
-                # crashed process must not block us.
-                backend.break_lock()
-                with backend.lock():
-                    migrations = read_migrations(
-                        str(resources.files("durable_graph") / "_migrations")
-                    )
-                    pending = backend.to_apply(migrations)
-                    installed = int(state.meta.get("version", "0") or 0)
-                    # Applied by install.sql: record yoyo's view of them.
-                    marked = [m for m in migrations[:installed] if m in pending]
-                    if marked:
-                        backend.mark_migrations(marked)
-                        pending = backend.to_apply(migrations)
-                    backend.apply_migrations(pending)
+                _migrate_locked(conn, dsn, schema, config)
             finally:
-                backend.connection.close()
-            if _problem(schema, _inspect(conn, schema)) is not None:
-                _install_functions(conn, schema)
-        finally:
-            conn.execute("SELECT pg_catalog.pg_advisory_unlock(%s)", (lock_key(schema),))
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("SELECT pg_catalog.pg_advisory_unlock(%s)", (lock_key(schema),))
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise ProcessingError(f"could not migrate schema {schema}: {exc}") from exc
     return needed
+
+
+def _migrate_locked(
+    conn: psycopg.Connection[Any], dsn: str, schema: str, config: PostgresConfig
+) -> None:
+    """`migrate`'s work, under the migration lock."""
+    from yoyo import get_backend, read_migrations
+
+    state = _inspect(conn, schema)  # another migrator may have finished meanwhile
+    problem = _problem(schema, state)
+    if problem is None:
+        return
+    _refuse_foreign(schema, state, problem)
+    if not state.exists:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    backend = get_backend(_yoyo_uri(dsn, schema, config.connect_timeout_s))
+    try:
+        # Our advisory lock already serialises migrate; a yoyo lock row left by a crashed
+        # process must not block us.
+        backend.break_lock()
+        with backend.lock():
+            migrations = read_migrations(str(resources.files("durable_graph") / "_migrations"))
+            pending = backend.to_apply(migrations)
+            installed = int(state.meta.get("version", "0") or 0)
+            # Applied by install.sql: record yoyo's view of them.
+            marked = [m for m in migrations[:installed] if m in pending]
+            if marked:
+                backend.mark_migrations(marked)
+                pending = backend.to_apply(migrations)
+            backend.apply_migrations(pending)
+    finally:
+        backend.connection.close()
+    if _problem(schema, _inspect(conn, schema)) is not None:
+        _install_functions(conn, schema)
 
 
 # --- the install script --------------------------------------------------------------------
