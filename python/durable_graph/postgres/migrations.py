@@ -208,18 +208,6 @@ def not_current_message(
     return message
 
 
-def check_meta(schema: str, meta: dict[str, str]) -> None:
-    """Raise the rule-28 `ProcessingError` unless ``meta`` (schema_meta rows) is current."""
-    try:
-        version = int(meta.get("version", "0"))
-    except ValueError:
-        version = 0
-    needed = required_version()
-    differ = meta.get("functions_digest") != functions_digest()
-    if version != needed or differ:
-        raise ProcessingError(not_current_message(schema, version, needed, differ))
-
-
 @dataclass(frozen=True, slots=True)
 class _Installed:
     """What a schema holds, as far as the connected role can see."""
@@ -501,7 +489,6 @@ def install_script(schema: str) -> str:
 __all__ = [
     "INSTALL_FILE",
     "SqlFile",
-    "check_meta",
     "expected_functions",
     "function_files",
     "functions_digest",
