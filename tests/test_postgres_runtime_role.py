@@ -351,6 +351,13 @@ def test_verify_checks_the_installed_function_bodies_not_only_the_digest(
         )
         with pytest.raises(ProcessingError, match="dg_thread_v1 is not SECURITY DEFINER"):
             verify(conn, schema)
+        conn.execute(
+            sql.SQL("GRANT EXECUTE ON FUNCTION {}._dg_close_entry TO PUBLIC").format(
+                sql.Identifier(schema)
+            )
+        )
+        with pytest.raises(ProcessingError, match="_dg_close_entry is executable by PUBLIC"):
+            verify(conn, schema)
 
 
 def test_cli_grant_and_revoke_apply_or_print_exactly_that(

@@ -217,7 +217,8 @@ class _Installed:
     user: str
     meta: dict[str, str]
     meta_readable: bool
-    functions: list[tuple[str, str, bool, list[str] | None]]  # name, body, definer, config
+    # name, body, SECURITY DEFINER, SET clauses, executable by PUBLIC
+    functions: list[tuple[str, str, bool, list[str] | None, bool]]
     test_clock: bool
 
 
@@ -235,7 +236,10 @@ def _inspect(conn: psycopg.Connection[Any], schema: str) -> _Installed:
             return _Installed(False, None, user, {}, True, [], False)
         meta, readable = _read_meta(conn, schema)
         rows = conn.execute(
-            "SELECT p.proname, p.prosrc, p.prosecdef, p.proconfig FROM pg_catalog.pg_proc p"
+            "SELECT p.proname, p.prosrc, p.prosecdef, p.proconfig,"
+            "       p.proacl IS NULL OR 0::oid IN (SELECT a.grantee FROM"
+            "                                      pg_catalog.aclexplode(p.proacl) a)"
+            "  FROM pg_catalog.pg_proc p"
             " WHERE p.pronamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = %s)"
             " ORDER BY 1, 2",
             (schema,),
@@ -245,7 +249,7 @@ def _inspect(conn: psycopg.Connection[Any], schema: str) -> _Installed:
             " AND c.relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = %s))",
             (TEST_CLOCK_TABLE, schema),
         ).fetchone()
-    functions = [(str(r[0]), str(r[1]), bool(r[2]), r[3]) for r in rows]
+    functions = [(str(r[0]), str(r[1]), bool(r[2]), r[3], bool(r[4])) for r in rows]
     return _Installed(True, str(owner), user, meta, readable, functions, bool(clock and clock[0]))
 
 
@@ -301,8 +305,10 @@ def _problem(schema: str, state: _Installed) -> str | None:
     expected = dict(expected_functions())
     installed: dict[str, list[str]] = {}
     differ: list[str] = []
-    for name, body, definer, config in state.functions:
+    for name, body, definer, config, public in state.functions:
         installed.setdefault(name, []).append(body)
+        if public:
+            differ.append(f"{name} is executable by PUBLIC")
         paths = [c for c in config or [] if c.startswith("search_path=")]
         if name.startswith("dg_") and (not definer or paths != [f"search_path={schema}, pg_temp"]):
             differ.append(f"{name} is not SECURITY DEFINER with its search_path pinned")
