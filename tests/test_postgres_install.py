@@ -158,8 +158,9 @@ def test_the_printed_install_script_is_install_sql_with_its_files_inlined(
     script = migrations.install_script(pg_schema)
     assert "\\ir " not in script
     assert f"\\set schema {pg_schema}\n" in script
-    done = psql(pg_dsn, stdin=script)
-    assert done.returncode == 0, done.stderr
+    for _ in range(2):  # version 1's printed script failed the second time
+        done = psql(pg_dsn, stdin=script)
+        assert done.returncode == 0, done.stderr
     install(pg_dsn, second_schema)
     assert catalog(pg_dsn, pg_schema) == catalog(pg_dsn, second_schema)
 
