@@ -72,7 +72,7 @@ def _prepare_schema(dsn: str, config: PostgresConfig) -> None:
 
     try:
         if config.auto_migrate:
-            migrations.migrate(dsn, config.schema)
+            migrations.migrate(dsn, config.schema, config)
         else:
             with psycopg.connect(dsn, **config.connection_kwargs()) as conn:
                 migrations.verify(conn, config.schema)
