@@ -1,0 +1,189 @@
+"""Races on real PostgreSQL (issue 12): delete_thread's tree lock, a child's first commit, and the
+time a lease reads.
+
+Each test holds a row lock on a second connection, the way a concurrent call holds it in the
+middle of its transaction, and runs the store call in a thread against it, so the interleaving
+is the one that went wrong, every time, with no sleep deciding the outcome: the sleeps only give
+the blocked call time to reach its wait.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from durable_graph import Commit, Lease, Submission
+from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
+
+WAIT = 0.4  # long enough for a call in a thread to reach its lock wait
+
+
+@pytest.fixture
+def store(pg_dsn: str, pg_schema: str) -> Iterator[PostgresCheckpointer]:
+    s = PostgresCheckpointer.open(pg_dsn, PostgresConfig(schema=pg_schema))
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def raw(pg_dsn: str, pg_schema: str) -> Iterator[psycopg.Connection[Any]]:
+    """A second session in the store's schema, in a transaction the test ends."""
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(pg_schema)))
+        conn.commit()
+        yield conn
+        conn.rollback()
+
+
+class Background:
+    """A store call run in a thread: its result or its exception."""
+
+    def __init__(self, fn: Callable[[], object]) -> None:
+        self.result: object = None
+        self.error: BaseException | None = None
+        self.finished_at: float | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[[], object]) -> None:
+        try:
+            self.result = fn()
+        except BaseException as exc:  # reported by join()
+            self.error = exc
+        self.finished_at = time.monotonic()
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def join(self) -> object:
+        self._thread.join(30)
+        assert not self._thread.is_alive(), "the background call never finished"
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def first_commit(store: PostgresCheckpointer, thread_id: str, parent: str | None = None) -> None:
+    claim = store.claim(thread_id, "w")
+    store.commit(claim, Commit("c1", None, "r1", {}, parent_thread_id=parent))
+    store.release_claim(claim)
+
+
+def lock_rows(conn: psycopg.Connection[Any], *thread_ids: str) -> None:
+    for tid in thread_ids:
+        conn.execute("SELECT 1 FROM threads WHERE thread_id = %s FOR UPDATE", (tid,))
+
+
+def test_delete_thread_waits_in_id_order_behind_a_fenced_child_commit(
+    store: PostgresCheckpointer, raw: psycopg.Connection[Any]
+) -> None:
+    # Child "a" sorts before parent "p". A fenced commit on "a" locks a, then p (id order).
+    first_commit(store, "p")
+    first_commit(store, "a", parent="p")
+    lock_rows(raw, "a")
+    deleting = Background(lambda: store.delete_thread("p"))
+    time.sleep(WAIT)
+    # The delete must be waiting on "a" without holding "p": the commit takes "p" now.
+    lock_rows(raw, "p")
+    raw.commit()
+    assert deleting.join() is True
+    assert store.thread("p") is None and store.thread("a") is None
+
+
+def test_delete_thread_does_not_deadlock_with_a_child_that_appears_while_it_waits(
+    store: PostgresCheckpointer, raw: psycopg.Connection[Any], pg_dsn: str, pg_schema: str
+) -> None:
+    # A plain commit on "p" is in flight; the delete reads the tree ({p}) and waits for it.
+    # Meanwhile child "a" (sorting before "p") makes its first commit, and a fenced commit on
+    # "a" (fence "p") locks a, then p. The delete must not end up holding p while waiting on a.
+    first_commit(store, "p")
+    lock_rows(raw, "p")
+    deleting = Background(lambda: store.delete_thread("p"))
+    time.sleep(WAIT)
+    child = Background(lambda: first_commit(store, "a", parent="p"))
+    time.sleep(WAIT)
+
+    def fenced_commit_locks() -> None:
+        with psycopg.connect(pg_dsn) as conn:
+            conn.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(pg_schema)))
+            lock_rows(conn, "a", "p")
+            conn.commit()
+
+    fenced = Background(fenced_commit_locks)
+    time.sleep(WAIT)
+    raw.commit()
+    # A deadlock would raise psycopg.errors.DeadlockDetected in one of them.
+    assert deleting.join() is True
+    child.join()
+    fenced.join()
+    assert store.thread("p") is None
+
+
+def test_delete_thread_deletes_a_child_whose_first_commit_was_in_flight(
+    store: PostgresCheckpointer, raw: psycopg.Connection[Any]
+) -> None:
+    first_commit(store, "p")
+    claim = store.claim("m", "w")
+    raw.execute(
+        "SELECT * FROM dg_commit_v1(%s, %s, 'c1', NULL, 'r1', '{}', NULL, NULL,"
+        " NULL, NULL, NULL, NULL, %s, NULL, NULL)",
+        ("m", claim.token, "p"),
+    )
+    deleting = Background(lambda: store.delete_thread("p"))
+    time.sleep(WAIT)
+    assert not deleting.done(), "delete_thread went ahead of a child's first commit"
+    raw.commit()
+    assert deleting.join() is True
+    assert store.thread("m") is None, "an orphan child survived its parent's delete"
+
+
+def test_children_are_listed_in_the_order_their_first_commits_landed(
+    store: PostgresCheckpointer, raw: psycopg.Connection[Any]
+) -> None:
+    first_commit(store, "p")
+    claim = store.claim("z", "w")
+    raw.execute(
+        "SELECT * FROM dg_commit_v1(%s, %s, 'c1', NULL, 'r1', '{}', NULL, NULL,"
+        " NULL, NULL, NULL, NULL, %s, NULL, NULL)",
+        ("z", claim.token, "p"),
+    )  # "z" has its first_commit number but has not landed
+    second = Background(lambda: first_commit(store, "b", parent="p"))
+    time.sleep(WAIT)
+    raw.commit()
+    z_landed = time.monotonic()
+    second.join()
+    assert second.finished_at is not None
+    landed = ["b", "z"] if second.finished_at < z_landed else ["z", "b"]
+    assert store.children("p") == landed
+
+
+def test_a_lease_that_waited_on_a_lock_starts_after_the_wait(
+    store: PostgresCheckpointer, raw: psycopg.Connection[Any]
+) -> None:
+    q = store.run_queue
+    ticket = q.submit(Submission("t", {}, max_attempts=1))
+    first_commit(store, "t")
+    # A commit on "t" in flight holds the thread row; a lease recording an attempt waits on it.
+    lock_rows(raw, "t")
+    ttl = timedelta(seconds=1)
+    leasing = Background(lambda: q.lease("w1", ttl, run_id="run-1"))
+    time.sleep(1.5)
+    raw.commit()
+    released = datetime.now(UTC)
+    lease = leasing.join()
+    assert isinstance(lease, Lease) and lease.entry.entry_id == ticket.entry_id
+    assert lease.attempt is not None
+    # Store time is clock_timestamp() on this host: the wait ended at `released`.
+    slack = timedelta(milliseconds=200)
+    assert lease.expires_at >= released + ttl - slack
+    assert lease.entry.attempts[-1].started_at >= released - slack
+    assert q.lease("w2", ttl) is None, "a second worker took a lease that had just started"
