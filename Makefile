@@ -47,9 +47,10 @@ bench: venv pg-deps
 	$(VENV)/bin/pip install -q -e '.[test,bench]'
 	$(VENV)/bin/python -m tests.bench.run --out bench-results.md
 
-# Long randomized differential runs and the long chaos run.
+# Long randomized differential runs, the 60 s parent/child race workload, and the long chaos run.
 soak: venv pg-deps
 	DURABLE_GRAPH_DIFF_EXAMPLES=2000 $(VENV)/bin/pytest tests/test_differential.py $(PYTEST_ARGS)
+	DURABLE_GRAPH_RACE_SECONDS=60 $(VENV)/bin/pytest -s tests/test_pg_races.py -k workload $(PYTEST_ARGS)
 
 chaos: venv pg-deps
 	DURABLE_GRAPH_CHAOS=long $(VENV)/bin/pytest -s tests/test_chaos.py $(PYTEST_ARGS)

@@ -9,8 +9,13 @@ the blocked call time to reach its wait.
 
 from __future__ import annotations
 
+import collections
+import functools
+import os
+import random
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,7 +24,17 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from durable_graph import Commit, Lease, Submission
+from durable_graph import (
+    Claim,
+    ClaimLost,
+    Commit,
+    DuplicateCheckpoint,
+    Lease,
+    RetentionPolicy,
+    StaleParent,
+    Submission,
+    ThreadBusy,
+)
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 
 WAIT = 0.4  # long enough for a call in a thread to reach its lock wait
@@ -187,3 +202,144 @@ def test_a_lease_that_waited_on_a_lock_starts_after_the_wait(
     assert lease.expires_at >= released + ttl - slack
     assert lease.entry.attempts[-1].started_at >= released - slack
     assert q.lease("w2", ttl) is None, "a second worker took a lease that had just started"
+
+
+# --- the parent/child workload (make soak runs it for 60 s) ------------------------------------
+
+WORKLOAD_SECONDS = float(os.environ.get("DURABLE_GRAPH_RACE_SECONDS", "8"))
+EXPECTED = (ThreadBusy, ClaimLost, StaleParent, DuplicateCheckpoint)
+
+
+class Tally:
+    """Operations done and refusals met, by kind, shared by the workload's threads."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.done: collections.Counter[str] = collections.Counter()
+        self.refused: collections.Counter[str] = collections.Counter()
+        self.failures: list[str] = []
+
+    def run(self, kind: str, fn: Callable[[], object]) -> None:
+        try:
+            fn()
+        except EXPECTED as exc:
+            with self.lock:
+                self.refused[f"{kind}:{type(exc).__name__}"] += 1
+        except Exception as exc:  # a deadlock, or anything else, fails the test
+            with self.lock:
+                self.failures.append(f"{kind}: {type(exc).__name__}: {exc}")
+        else:
+            with self.lock:
+                self.done[kind] += 1
+
+
+class Parents:
+    """Each parent thread's current claim, held by its runner and used by children as fence."""
+
+    def __init__(self, count: int) -> None:
+        self.ids = [f"p{i}" for i in range(count)]
+        self.claims: dict[str, Claim] = {}
+
+
+def parent_commit(store: PostgresCheckpointer, parents: Parents, parent: str) -> None:
+    claim = parents.claims.get(parent)
+    if claim is None:
+        claim = parents.claims[parent] = store.claim(parent, "runner")
+    try:
+        head = store.get(parent)
+        cid = uuid.uuid4().hex
+        store.commit(claim, Commit(cid, head.checkpoint_id if head else None, cid, {}))
+    except ClaimLost:
+        del parents.claims[parent]  # deleted: claim the thread again next time
+        raise
+
+
+def fenced_child_commits(
+    store: PostgresCheckpointer, rng: random.Random, fence: Claim, child: str
+) -> None:
+    claim = store.claim(child, "child")
+    try:
+        head = store.get(child)
+        for _ in range(rng.randrange(1, 4)):
+            cid = uuid.uuid4().hex
+            parent_id = head.checkpoint_id if head else None
+            # A child's first commit is fenced or not (a fence on another thread locks
+            # nothing of the parent): either way it must not slip past a delete.
+            fenced = parent_id is not None or rng.random() < 0.5
+            commit = Commit(
+                cid,
+                parent_id,
+                cid,
+                {},
+                parent_thread_id=fence.thread_id,
+                fence=fence if fenced else None,
+            )
+            store.commit(claim, commit)
+            head = store.get(child)
+    finally:
+        store.release_claim(claim)
+
+
+def parent_worker(
+    store: PostgresCheckpointer, tally: Tally, rng: random.Random, stop: float, parents: Parents
+) -> None:
+    while time.monotonic() < stop:
+        for parent in parents.ids:
+            tally.run("parent_commit", functools.partial(parent_commit, store, parents, parent))
+        time.sleep(0.01)
+
+
+def child_worker(
+    store: PostgresCheckpointer, tally: Tally, rng: random.Random, stop: float, parents: Parents
+) -> None:
+    while time.monotonic() < stop:
+        fence = parents.claims.get(rng.choice(parents.ids))
+        if fence is None:
+            time.sleep(0.001)
+            continue
+        # Children sort before ("a...") and after ("z...") their parent; many ids, so that
+        # first commits keep happening as deletes remove them.
+        child = f"{rng.choice('az')}{fence.thread_id}-{rng.randrange(40)}"
+        run = functools.partial(fenced_child_commits, store, rng, fence, child)
+        tally.run("fenced_child_commit", run)
+
+
+def deleter(
+    store: PostgresCheckpointer, tally: Tally, rng: random.Random, stop: float, parents: Parents
+) -> None:
+    while time.monotonic() < stop:
+        tally.run("delete_thread", lambda: store.delete_thread(rng.choice(parents.ids)))
+        time.sleep(rng.uniform(0.0, 0.2))
+
+
+def pruner(
+    store: PostgresCheckpointer, tally: Tally, rng: random.Random, stop: float, parents: Parents
+) -> None:
+    while time.monotonic() < stop:
+        tally.run("prune_all", lambda: store.prune_all(RetentionPolicy(keep_last=2), batch=3))
+        time.sleep(rng.uniform(0.0, 0.1))
+
+
+def test_parent_child_workload_with_deletes_fenced_commits_and_prune_all_never_deadlocks(
+    store: PostgresCheckpointer,
+) -> None:
+    tally = Tally()
+    stop = time.monotonic() + WORKLOAD_SECONDS
+    parents = Parents(3)
+    roles = [parent_worker, child_worker, child_worker, child_worker, child_worker, deleter]
+    roles.append(pruner)
+    workers = [
+        threading.Thread(target=role, args=(store, tally, random.Random(i), stop, parents))
+        for i, role in enumerate(roles)
+    ]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    print(
+        f"\nworkload {WORKLOAD_SECONDS:.0f} s: done {dict(sorted(tally.done.items()))}; "
+        f"refused {dict(sorted(tally.refused.items()))}; failures {len(tally.failures)}"
+    )
+    assert tally.failures == []
+    assert tally.done["delete_thread"] > 0 and tally.done["fenced_child_commit"] > 0
+    assert tally.done["prune_all"] > 0 and tally.done["parent_commit"] > 0
