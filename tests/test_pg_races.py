@@ -343,3 +343,78 @@ def test_parent_child_workload_with_deletes_fenced_commits_and_prune_all_never_d
     assert tally.failures == []
     assert tally.done["delete_thread"] > 0 and tally.done["fenced_child_commit"] > 0
     assert tally.done["prune_all"] > 0 and tally.done["parent_commit"] > 0
+
+
+# --- prune_all bounded by rows (issue 12) -------------------------------------------------------
+
+
+def populate_old_checkpoints(conn: psycopg.Connection[Any], threads: int, per_thread: int) -> None:
+    """``threads`` live threads ``p-i`` of ``per_thread`` two-day-old checkpoints, each with its
+    store.checkpoint event, written straight into the tables."""
+    conn.execute(
+        """INSERT INTO threads (thread_id, live, last_seq, head_id, created_at, updated_at,
+                                first_commit_order)
+           SELECT 'p-' || t, true, %(n)s, 'c' || %(n)s, now(), now(), t
+             FROM generate_series(1, %(t)s) t""",
+        {"t": threads, "n": per_thread},
+    )
+    for table, columns, values in (
+        (
+            "checkpoints",
+            "thread_id, checkpoint_id, seq, parent_id, run_id, state, metadata, next, "
+            "created_at, committed_at",
+            "'p-' || t, 'c' || g, g, NULL, 'r' || g, '{}', 'null', '{}', "
+            "now() - interval '2 days', now() - interval '2 days'",
+        ),
+        (
+            "events",
+            "thread_id, seq, kind, payload, run_id, created_at, committed_at",
+            "'p-' || t, g, 'store.checkpoint', '{}', 'r' || g, now() - interval '2 days', "
+            "now() - interval '2 days'",
+        ),
+    ):
+        conn.execute(
+            f"INSERT INTO {table} ({columns}) SELECT {values}"
+            " FROM generate_series(1, %(t)s) t, generate_series(1, %(n)s) g",
+            {"t": threads, "n": per_thread},
+        )
+    conn.commit()
+
+
+def test_prune_all_steps_are_bounded_by_rows_and_always_progress(
+    store: PostgresCheckpointer, raw: psycopg.Connection[Any]
+) -> None:
+    # 3 threads x 7,000 checkpoints: 20,997 checkpoints and 20,997 events to remove, more than
+    # one step's 10,000 rows even inside a single thread.
+    populate_old_checkpoints(raw, 3, 7_000)
+    steps = []
+    after: str | None = None
+    while True:
+        row = raw.execute(
+            "SELECT * FROM dg_prune_batch_v1(%s, 1000, 1, interval '1 day')", (after,)
+        ).fetchone()
+        raw.commit()
+        assert row is not None
+        steps.append((int(row[0]), int(row[1])))
+        assert row[0] + row[1] <= 10_001, "a step removed more than its row budget"
+        assert row[0] + row[1] > 0 or row[2] < 1000, "a step made no progress"
+        if row[2] < 1000:
+            break
+        after = row[3] if row[3] is not None else after
+    assert sum(c for c, _ in steps) == 3 * 6_999
+    assert sum(e for _, e in steps) == 3 * 7_000  # every event is older than a day
+    assert len(steps) >= 5
+    for tid in ("p-1", "p-2", "p-3"):
+        head = store.get(tid)
+        assert head is not None and head.checkpoint_id == "c7000"
+        assert [c.checkpoint_id for c in store.history(tid)] == ["c7000"]
+
+
+def test_prune_all_and_prune_through_the_api_remove_everything_past_the_row_budget(
+    store: PostgresCheckpointer, raw: psycopg.Connection[Any]
+) -> None:
+    populate_old_checkpoints(raw, 2, 6_000)
+    everything = store.prune_all(RetentionPolicy(keep_last=1), batch=1)
+    assert (everything.checkpoints_removed, everything.events_removed) == (2 * 5_999, 0)
+    one = store.prune("p-1", RetentionPolicy(max_age=timedelta(days=1)))
+    assert one.events_removed == 6_000  # one call, several budgets inside it
