@@ -341,7 +341,7 @@ def test_a_call_waiting_over_five_seconds_for_the_lock_raises_processing_error(
     done = threading.Event()
 
     def hold() -> None:
-        with store._state.cond:
+        with store._storage._state.lock:  # type: ignore[attr-defined]
             held.set()
             done.wait(10)
 
