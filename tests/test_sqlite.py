@@ -615,3 +615,21 @@ def test_sqlite_answers_every_call_as_the_memory_reference_does(tmp_path: Path, 
     finally:
         memory.close()
         sqlite.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_closing_an_entry_that_holds_no_lease_keeps_the_threads_live_lease(
+    kind: str, path: Path, clock: ManualClock
+) -> None:
+    # The kept per-thread lease (queue_threads) must only end with the entry that held it.
+    store = InMemoryCheckpointer(clock) if kind == "memory" else SqliteCheckpointer.open(path)
+    q = store.run_queue
+    with store:
+        q.submit(Submission("t", {"n": 1}))
+        queued = q.submit(Submission("t", {"n": 2})).entry_id
+        lease = q.lease("a", timedelta(minutes=5))
+        assert lease is not None
+        q.cancel(queued)
+        q.submit(Submission("t", {"n": 3}, mode=Mode.INTERRUPT))
+        q.submit(Submission("t", {"n": 4}, mode=Mode.INTERRUPT))  # closes the one before
+        assert q.lease("b", timedelta(minutes=5)) is None

@@ -23,9 +23,11 @@ from .embedded.checkpointer import EmbeddedCheckpointer
 from .embedded.rows import CheckpointRow, ClaimRow, EffectRow, EntryRow, ThreadRow
 from .embedded.run_queue import EmbeddedRunQueue
 from .errors import ProcessingError
-from .model import ANY, Attempt, Event, Mode, PendingWrite, TenantFilter
+from .model import ANY, Attempt, Event, PendingWrite, TenantFilter
 from .validation import (
     DEFAULT_MAX_VALUE_BYTES,
+    EncodedEvent,
+    EncodedSubmission,
     EncodedWrite,
     check_clock,
     check_max_value_bytes,
@@ -286,19 +288,12 @@ class MemoryTx:
         ordered = sorted(stored.items(), key=lambda kv: (kv[0][0], kv[0][2]))
         return [PendingWrite(t, channel, decode_json(v)) for (t, channel, _), v in ordered]
 
-    def append_event(
-        self,
-        thread_id: str,
-        kind: str,
-        payload: str,
-        run_id: str | None,
-        created_at: datetime | None,
-    ) -> Event:
+    def append_event(self, thread_id: str, event: EncodedEvent, run_id: str | None) -> Event:
         thread = self._s.threads[thread_id]
         thread.row.last_seq += 1
         thread.row.updated_at = self.now
-        created = self.now if created_at is None else created_at
-        row = _EventRow(thread.row.last_seq, kind, payload, run_id, created, self.now)
+        created = self.now if event.created_at is None else event.created_at
+        row = _EventRow(thread.row.last_seq, event.kind, event.payload, run_id, created, self.now)
         thread.events.append(row)
         return _event_of(thread_id, row)
 
@@ -332,26 +327,18 @@ class MemoryTx:
         entry_id = self._s.keys.get((tenant, key))
         return None if entry_id is None else self._s.entries[entry_id]
 
-    def insert_entry(
-        self,
-        tenant: str | None,
-        thread_id: str,
-        key: str | None,
-        input: str,
-        mode: Mode,
-        max_attempts: int,
-    ) -> int:
+    def insert_entry(self, sub: EncodedSubmission) -> int:
         s = self._s
         entry_id = next(s.entry_ids)
         entry = EntryRow(
-            entry_id, tenant, thread_id, key, input, mode, max_attempts, 0, False, False,
-            self.now, None, None, None, None, None, None, None, None,
+            entry_id, sub.tenant, sub.thread_id, sub.key, sub.input, sub.mode, sub.max_attempts,
+            0, False, False, self.now, None, None, None, None, None, None, None, None,
         )  # fmt: skip
         s.entries[entry_id] = entry
         s.attempts[entry_id] = []
-        if key is not None:
-            s.keys[(tenant, key)] = entry_id
-        queue = s.queues.setdefault(thread_id, _QueueThread())
+        if sub.key is not None:
+            s.keys[(sub.tenant, sub.key)] = entry_id
+        queue = s.queues.setdefault(sub.thread_id, _QueueThread())
         queue.ranks[entry.queue_rank][entry_id] = entry
         self._refresh_head(queue)
         return entry_id

@@ -51,7 +51,7 @@ from .common import (
     THREAD_BUSY_CLAIM,
     checkpoint_of,
     current_claim,
-    store_payload,
+    store_event,
     thread_info_of,
     wait_until,
 )
@@ -134,14 +134,9 @@ class EmbeddedCheckpointer:
                 tx.create_thread(thread_id, c.parent_thread_id)
             # D8: the caller's events first, then store.checkpoint (rule 11: all carry run_id).
             for e in c.events:
-                tx.append_event(thread_id, e.kind, e.payload, c.run_id, e.created_at)
-            seq = tx.append_event(
-                thread_id,
-                "store.checkpoint",
-                store_payload({"checkpoint_id": c.checkpoint_id, "run_id": c.run_id}),
-                c.run_id,
-                None,
-            ).seq
+                tx.append_event(thread_id, e, c.run_id)
+            payload = {"checkpoint_id": c.checkpoint_id, "run_id": c.run_id}
+            seq = tx.append_event(thread_id, store_event("store.checkpoint", payload), c.run_id).seq
             row = CheckpointRow(
                 thread_id=thread_id,
                 checkpoint_id=c.checkpoint_id,
@@ -181,10 +176,7 @@ class EmbeddedCheckpointer:
         with self._storage.write() as tx:
             current_claim(tx, claim)
             _existing_thread(tx, claim.thread_id)
-            return [
-                tx.append_event(claim.thread_id, e.kind, e.payload, run_id, e.created_at)
-                for e in encoded
-            ]
+            return [tx.append_event(claim.thread_id, e, run_id) for e in encoded]
 
     def record_effect(
         self, claim: Claim, key: str, value: object, run_id: str | None = None
@@ -223,15 +215,8 @@ class EmbeddedCheckpointer:
             remaining = newest_first[len(turn) :]
             head = remaining[0] if remaining else None
             tx.set_head(thread_id, None if head is None else head.checkpoint_id)
-            tx.append_event(
-                thread_id,
-                "store.retracted",
-                store_payload(
-                    {"run_id": run_id, "checkpoint_ids": [r.checkpoint_id for r in turn]}
-                ),
-                None,
-                None,
-            )
+            removed = {"run_id": run_id, "checkpoint_ids": [r.checkpoint_id for r in turn]}
+            tx.append_event(thread_id, store_event("store.retracted", removed), None)
             return None if head is None else checkpoint_of(tx, head)
 
     def prune(self, thread_id: str, policy: RetentionPolicy) -> PruneResult:

@@ -18,7 +18,13 @@ from ..model import (
     QueueEntry,
     ThreadInfo,
 )
-from ..validation import decode_json, decode_outcome, encode_json, encode_outcome
+from ..validation import (
+    EncodedEvent,
+    decode_json,
+    decode_outcome,
+    encode_json,
+    encode_outcome,
+)
 from .rows import CheckpointRow, ClaimRow, EntryRow, ThreadRow
 from .storage import Storage, Tx
 
@@ -31,8 +37,9 @@ _STORE_PAYLOAD_LIMIT: Final = sys.maxsize
 """The store's own payloads (ids only) are not subject to ``max_value_bytes``."""
 
 
-def store_payload(value: object) -> str:
-    return encode_json("payload", value, _STORE_PAYLOAD_LIMIT)
+def store_event(kind: str, payload: object) -> EncodedEvent:
+    """An event the store writes itself (``store.checkpoint``, ``store.retracted``)."""
+    return EncodedEvent(kind, encode_json("payload", payload, _STORE_PAYLOAD_LIMIT), None)
 
 
 def store_outcome(outcome: EntryOutcome) -> tuple[str, str]:
@@ -136,8 +143,8 @@ __all__ = [
     "current_claim",
     "current_lease",
     "entry_of",
+    "store_event",
     "store_outcome",
-    "store_payload",
     "thread_info_of",
     "wait_until",
 ]

@@ -73,9 +73,7 @@ class EmbeddedRunQueue:
             if sub.mode is Mode.REJECT and tx.has_open_entry(sub.thread_id):
                 raise ThreadBusy(THREAD_BUSY_ENTRY)
             queued = tx.unattempted_interrupts(sub.thread_id) if sub.mode is Mode.INTERRUPT else []
-            entry_id = tx.insert_entry(
-                sub.tenant, sub.thread_id, sub.key, sub.input, sub.mode, sub.max_attempts
-            )
+            entry_id = tx.insert_entry(sub)
             interrupted = store_outcome(Interrupted(entry_id))
             for other in queued:
                 _close_entry(tx, other, interrupted)

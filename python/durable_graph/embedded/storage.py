@@ -17,8 +17,8 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from ..model import Attempt, Event, Mode, PendingWrite, TenantFilter
-from ..validation import EncodedWrite
+from ..model import Attempt, Event, PendingWrite, TenantFilter
+from ..validation import EncodedEvent, EncodedSubmission, EncodedWrite
 from .rows import CheckpointRow, ClaimRow, EffectRow, EntryRow, ThreadRow
 
 
@@ -108,14 +108,7 @@ class Tx(Protocol):
         """By (task_id, idx), ties in the order written."""
         ...
 
-    def append_event(
-        self,
-        thread_id: str,
-        kind: str,
-        payload: str,
-        run_id: str | None,
-        created_at: datetime | None,
-    ) -> Event:
+    def append_event(self, thread_id: str, event: EncodedEvent, run_id: str | None) -> Event:
         """Take the next number from the thread row and append the event (D7)."""
         ...
 
@@ -133,15 +126,7 @@ class Tx(Protocol):
     def entry(self, entry_id: int) -> EntryRow | None: ...
     def entry_by_key(self, tenant: str | None, key: str) -> EntryRow | None: ...
 
-    def insert_entry(
-        self,
-        tenant: str | None,
-        thread_id: str,
-        key: str | None,
-        input: str,
-        mode: Mode,
-        max_attempts: int,
-    ) -> int:
+    def insert_entry(self, sub: EncodedSubmission) -> int:
         """A new open entry submitted now; its id, greater than every id before (never reused)."""
         ...
 

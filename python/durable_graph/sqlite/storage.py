@@ -12,7 +12,15 @@ from typing import Any
 
 from ..embedded.rows import CheckpointRow, ClaimRow, EffectRow, EntryRow, ThreadRow
 from ..model import ANY, Attempt, Event, Mode, PendingWrite, TenantFilter
-from ..validation import EncodedWrite, decode_json, encode_json, from_micros, to_micros
+from ..validation import (
+    EncodedEvent,
+    EncodedSubmission,
+    EncodedWrite,
+    decode_json,
+    encode_json,
+    from_micros,
+    to_micros,
+)
 
 _Params = Sequence[Any] | dict[str, Any]
 _OPEN = "outcome_kind IS NULL"
@@ -244,14 +252,7 @@ class SqliteTx:
         )
         return [PendingWrite(r[0], r[1], decode_json(r[2])) for r in rows]
 
-    def append_event(
-        self,
-        thread_id: str,
-        kind: str,
-        payload: str,
-        run_id: str | None,
-        created_at: datetime | None,
-    ) -> Event:
+    def append_event(self, thread_id: str, event: EncodedEvent, run_id: str | None) -> Event:
         row = self._one(
             "UPDATE threads SET last_seq = last_seq + 1, updated_at = ? WHERE thread_id = ?"
             " RETURNING last_seq",
@@ -259,13 +260,14 @@ class SqliteTx:
         )
         assert row is not None
         seq = int(row[0])
-        created = self._now_us if created_at is None else to_micros(created_at)
+        created = self._now_us if event.created_at is None else to_micros(event.created_at)
         self._run(
             "INSERT INTO events (thread_id, seq, kind, payload, run_id, created_at, committed_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (thread_id, seq, kind, payload, run_id, created, self._now_us),
+            (thread_id, seq, event.kind, event.payload, run_id, created, self._now_us),
         )
-        return Event(thread_id, seq, kind, decode_json(payload), run_id, _at(created), self.now)
+        payload = decode_json(event.payload)
+        return Event(thread_id, seq, event.kind, payload, run_id, _at(created), self.now)
 
     def events_after(self, thread_id: str, after_seq: int, limit: int) -> list[Event]:
         rows = self._all(
@@ -314,22 +316,22 @@ class SqliteTx:
         row = self._one("SELECT * FROM queue_entries WHERE key = ? AND tenant IS ?", (key, tenant))
         return None if row is None else _entry_of(row)
 
-    def insert_entry(
-        self,
-        tenant: str | None,
-        thread_id: str,
-        key: str | None,
-        input: str,
-        mode: Mode,
-        max_attempts: int,
-    ) -> int:
+    def insert_entry(self, sub: EncodedSubmission) -> int:
         row = self._one(
             "INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,"
             " submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING entry_id",
-            (tenant, thread_id, key, input, mode.value, max_attempts, self._now_us),
+            (
+                sub.tenant,
+                sub.thread_id,
+                sub.key,
+                sub.input,
+                sub.mode.value,
+                sub.max_attempts,
+                self._now_us,
+            ),
         )
         assert row is not None
-        self._refresh_head(thread_id)
+        self._refresh_head(sub.thread_id)
         return int(row[0])
 
     def has_open_entry(self, thread_id: str) -> bool:
@@ -389,8 +391,13 @@ class SqliteTx:
             " lease_expires_at = NULL, lease_ttl = NULL WHERE entry_id = ?",
             (entry.entry_id,),
         )
-        # A thread holds at most one lease (lease ends the others), so this was it.
-        self._set_thread_lease(entry.thread_id, None)
+        # The thread's lease is gone when no entry of it holds one (lease ends the others).
+        self._run(
+            "UPDATE queue_threads SET lease_expires_at = NULL WHERE thread_id = :t"
+            " AND NOT EXISTS (SELECT 1 FROM queue_entries"
+            "                 WHERE thread_id = :t AND lease_token IS NOT NULL)",
+            {"t": entry.thread_id},
+        )
 
     def _set_thread_lease(self, thread_id: str, expires_at: datetime | None) -> None:
         self._run(
