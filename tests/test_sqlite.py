@@ -33,6 +33,7 @@ from durable_graph import (
     Submission,
     ThreadBusy,
     ValidationError,
+    WatchPolicy,
 )
 from durable_graph.checkpointer import Checkpointer
 from durable_graph.memory import InMemoryCheckpointer
@@ -633,3 +634,19 @@ def test_closing_an_entry_that_holds_no_lease_keeps_the_threads_live_lease(
         q.submit(Submission("t", {"n": 3}, mode=Mode.INTERRUPT))
         q.submit(Submission("t", {"n": 4}, mode=Mode.INTERRUPT))  # closes the one before
         assert q.lease("b", timedelta(minutes=5)) is None
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_wait_wakes_at_once_on_a_write_through_the_same_store(kind: str, path: Path) -> None:
+    # SPEC §11: in-process waits wake at once; only other processes are seen by polling.
+    store = InMemoryCheckpointer() if kind == "memory" else SqliteCheckpointer.open(path)
+    with store:
+        claim = store.claim("t", "h")
+        store.commit(claim, Commit("c1", None, "r1", None))
+        slow_poll = WatchPolicy(poll_interval=timedelta(seconds=30))
+        writer = threading.Timer(0.2, store.append_events, (claim, [EventIn("ping", None)]))
+        writer.start()
+        started = time.monotonic()
+        events = store.await_events_after("t", 1, timedelta(seconds=20), slow_poll)
+        writer.join()
+        assert [e.kind for e in events] == ["ping"] and time.monotonic() - started < 5
