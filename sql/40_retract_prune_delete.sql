@@ -21,6 +21,8 @@ DECLARE
     v_new_head text;
     c record;
 BEGIN
+    PERFORM _dg_id(p_thread_id, 'thread_id');
+    PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     t := _dg_lock_claimed(p_thread_id, p_token);
     v_now := store_now();
     IF t.head_id IS NULL THEN
@@ -135,6 +137,7 @@ AS $$
 DECLARE
     v_now timestamptz;
 BEGIN
+    PERFORM _dg_id(p_thread_id, 'thread_id');
     PERFORM _dg_check_retention(p_keep_last, p_max_age);
     PERFORM 1 FROM threads WHERE threads.thread_id = p_thread_id AND live FOR UPDATE;
     IF NOT FOUND THEN
@@ -166,8 +169,9 @@ DECLARE
     v_cp bigint := 0;
     v_ev bigint := 0;
 BEGIN
+    PERFORM _dg_opt_id(p_after, 'after');
     PERFORM _dg_check_retention(p_keep_last, p_max_age);
-    PERFORM _dg_check(p_batch >= 1, 'batch must be >= 1');
+    PERFORM _dg_count(p_batch, 'batch', 100000);
     SELECT coalesce(array_agg(x.thread_id ORDER BY x.thread_id), '{}') INTO v_ids
       FROM (SELECT t.thread_id FROM threads t
              WHERE t.live AND (p_after IS NULL OR t.thread_id > p_after)
@@ -204,7 +208,8 @@ DECLARE
     v_existed boolean;
     f threads;
 BEGIN
-    PERFORM _dg_check(p_thread_id IS NOT NULL, 'thread_id must not be NULL');
+    PERFORM _dg_id(p_thread_id, 'thread_id');
+    PERFORM _dg_opt_id(p_fence_thread_id, 'fence_thread_id');
     PERFORM _dg_check((p_fence_thread_id IS NULL) = (p_fence_token IS NULL),
                       'fence thread and fence token go together');
     -- Lock the fence, the thread and its descendants in id order; a child whose first commit

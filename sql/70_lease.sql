@@ -34,9 +34,11 @@ DECLARE
     v_kind text;
     v_number integer;
 BEGIN
-    PERFORM _dg_check(p_holder IS NOT NULL, 'holder must not be NULL');
+    PERFORM _dg_id(p_holder, 'holder');
     PERFORM _dg_check(p_ttl > interval '0', 'ttl must be positive');
-    PERFORM _dg_check(p_any_tenant IS NOT NULL, 'any_tenant must not be NULL');
+    PERFORM _dg_not_null(p_any_tenant IS NOT NULL, 'any_tenant');
+    PERFORM _dg_opt_id(p_tenant, 'tenant');
+    PERFORM _dg_opt_id(p_run_id, 'run_id');
     -- Store time is read once, before picking: picking never waits (SKIP LOCKED), and the
     -- same reading re-verifies the pick under its locks.
     v_now := store_now();

@@ -93,6 +93,7 @@ from .validation import (
     encode_json,
     encode_outcome,
     from_posix,
+    same_json,
 )
 
 LOCK_TIMEOUT_SECONDS = 5.0
@@ -376,8 +377,9 @@ class _State:
     def current_lease(self, lease: Lease) -> _EntryRow:
         """The entry of a current lease: `EntryClosed` first, then `LeaseLost` (rule 21)."""
         entry = self.entries.get(lease.entry.entry_id)
-        if entry is None or entry.closed:
-            # D25: a reclaimed entry was closed before it was reclaimed.
+        if entry is None or entry.closed or entry.tenant != lease.entry.tenant:
+            # D25: a reclaimed entry was closed before it was reclaimed. Another tenant's entry
+            # answers as one that never existed (SPEC §10 rule 6).
             raise EntryClosed(f"entry {lease.entry.entry_id} is closed")
         if entry.lease_token is None or entry.lease_token != lease.token:
             raise LeaseLost(f"lease {lease.token} is not the current lease of the entry")
@@ -893,14 +895,21 @@ class InMemoryCheckpointer:
             )
             return [s.thread_info_of(s.threads[t]) for t in ids[:limit]]
 
-    def children(self, thread_id: str) -> list[str]:
+    def children(self, thread_id: str, after: str | None = None, limit: int = 1000) -> list[str]:
         check_identifier("thread_id", thread_id)
+        check_optional_identifier("after", after)
+        check_int("limit", limit, minimum=1)
         s = self._state
         with s.locked():
             if thread_id not in s.threads:
                 return []  # D15
             kids = [t for t in s.threads.values() if t.parent_thread_id == thread_id]
-            return [t.thread_id for t in sorted(kids, key=lambda t: t.first_commit_order)]
+            ids = [t.thread_id for t in sorted(kids, key=lambda t: t.first_commit_order)]
+            if after is not None:  # a page after the child `after`; not a child: []
+                if after not in ids:
+                    return []
+                ids = ids[ids.index(after) + 1 :]
+            return ids[:limit]
 
     def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]:
         check_identifier("thread_id", thread_id)
@@ -1014,12 +1023,11 @@ class InMemoryRunQueue:
                 kept_id = s.keys.get((sub.tenant, sub.key))
                 if kept_id is not None:
                     kept = s.entries[kept_id]
-                    if (kept.thread_id, kept.mode, kept.max_attempts, kept.input) != (
+                    if (kept.thread_id, kept.mode, kept.max_attempts) != (
                         sub.thread_id,
                         sub.mode,
                         sub.max_attempts,
-                        sub.input,
-                    ):
+                    ) or not same_json(kept.input, sub.input):  # SPEC §10 rule 3
                         raise SubmissionKeyReused(
                             f"submission key {sub.key!r} names a different submission"
                         )
@@ -1163,17 +1171,39 @@ class InMemoryRunQueue:
             return None if entry is None else s.entry_of(entry)
 
     def open_entries(
-        self, tenant: TenantFilter = None, thread_id: str | None = None
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
     ) -> list[QueueEntry]:
         wanted = check_tenant_filter("tenant", tenant, allow_any=True)
         check_optional_identifier("thread_id", thread_id)
+        if after is not None:
+            check_int("after", after, minimum=0)
+        check_int("limit", limit, minimum=1)
         s = self._state
         with s.locked():
             # Rule 24: threads by their head's entry id (over every tenant), each in queue order.
             thread_ids = s.threads_with_open_entries() if thread_id is None else [thread_id]
             queues = [s.open_entries_of(t) for t in thread_ids]
             queues = sorted((q for q in queues if q), key=lambda q: q[0].entry_id)
-            return [s.entry_of(e) for q in queues for e in q if tenant_matches(e, wanted)]
+            rows = [
+                ((q[0].entry_id, *queue_order_key(e)), e)
+                for q in queues
+                for e in q
+                if tenant_matches(e, wanted)
+            ]
+            if after is not None:
+                # A page after the entry `after`, placed at (its thread's head now, its rank,
+                # its id); unknown, reclaimed or not the wanted tenant's: [] (sql/README.md).
+                mark = s.entries.get(after)
+                if mark is None or not tenant_matches(mark, wanted):
+                    return []
+                head = s.open_entries_of(mark.thread_id)
+                start = (head[0].entry_id if head else mark.entry_id, *queue_order_key(mark))
+                rows = [r for r in rows if r[0] > start]
+            return [s.entry_of(e) for _, e in rows[:limit]]
 
     def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None

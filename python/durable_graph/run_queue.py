@@ -74,7 +74,11 @@ class RunQueue(Protocol):
     def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None: ...
 
     def open_entries(
-        self, tenant: TenantFilter = None, thread_id: str | None = None
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
     ) -> list[QueueEntry]: ...
 
     def await_closed(

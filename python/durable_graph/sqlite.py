@@ -122,6 +122,7 @@ from .validation import (
     encode_outcome,
     from_micros,
     from_posix,
+    same_json,
     to_micros,
 )
 
@@ -707,8 +708,13 @@ class _Tx:
     def current_lease(self, lease: Lease) -> sqlite3.Row:
         """The entry of a current lease: `EntryClosed` first, then `LeaseLost` (rule 21)."""
         entry = self.one("SELECT * FROM entries WHERE entry_id = ?", (lease.entry.entry_id,))
-        if entry is None or entry["outcome_kind"] is not None:
-            # A reclaimed entry was closed before it was reclaimed.
+        if (
+            entry is None
+            or entry["outcome_kind"] is not None
+            or entry["tenant"] != lease.entry.tenant
+        ):
+            # A reclaimed entry was closed before it was reclaimed. Another tenant's entry
+            # answers as one that never existed (SPEC §10 rule 6).
             raise EntryClosed(f"entry {lease.entry.entry_id} is closed")
         if entry["lease_token"] is None or entry["lease_token"] != lease.token:
             raise LeaseLost(f"lease {lease.token} is not the current lease of the entry")
@@ -1200,15 +1206,27 @@ class SqliteCheckpointer:
             )
             return [tx.thread_info_of(r) for r in rows]
 
-    def children(self, thread_id: str) -> list[str]:
+    def children(self, thread_id: str, after: str | None = None, limit: int = 1000) -> list[str]:
         check_identifier("thread_id", thread_id)
+        check_optional_identifier("after", after)
+        check_int("limit", limit, minimum=1)
         with self._db.read() as tx:
             if tx.thread(thread_id) is None:
                 return []  # D15
+            start = 0
+            if after is not None:  # a page after the child `after`; not a child: []
+                mark = tx.one(
+                    "SELECT first_commit_order FROM threads"
+                    " WHERE thread_id = ? AND parent_thread_id = ?",
+                    (after, thread_id),
+                )
+                if mark is None:
+                    return []
+                start = mark[0]
             rows = tx.all(
                 "SELECT thread_id FROM threads WHERE parent_thread_id = ?"
-                " ORDER BY first_commit_order",
-                (thread_id,),
+                " AND first_commit_order > ? ORDER BY first_commit_order LIMIT ?",
+                (thread_id, start, limit),
             )
             return [r[0] for r in rows]
 
@@ -1349,12 +1367,11 @@ class SqliteRunQueue:
                     "SELECT * FROM entries WHERE key = ? AND tenant IS ?", (sub.key, sub.tenant)
                 )
                 if kept is not None:
-                    if (kept["thread_id"], kept["mode"], kept["max_attempts"], kept["input"]) != (
+                    if (kept["thread_id"], kept["mode"], kept["max_attempts"]) != (
                         sub.thread_id,
                         sub.mode.value,
                         sub.max_attempts,
-                        sub.input,
-                    ):
+                    ) or not same_json(kept["input"], sub.input):  # SPEC §10 rule 3
                         raise SubmissionKeyReused(
                             f"submission key {sub.key!r} names a different submission"
                         )
@@ -1485,22 +1502,53 @@ class SqliteRunQueue:
             return None if entry is None else tx.entry_of(entry)
 
     def open_entries(
-        self, tenant: TenantFilter = None, thread_id: str | None = None
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
     ) -> list[QueueEntry]:
         wanted = check_tenant_filter("tenant", tenant, allow_any=True)
         check_optional_identifier("thread_id", thread_id)
+        if after is not None:
+            check_int("after", after, minimum=0)
+        check_int("limit", limit, minimum=1)
+        params: dict[str, object] = {
+            "thread": thread_id,
+            "any": wanted is ANY,
+            "tenant": None if wanted is ANY else wanted,
+            "h": -1,
+            "r": -1,
+            "i": -1,
+            "limit": limit,
+        }
         with self._db.read() as tx:
+            if after is not None:
+                # A page after the entry `after`, placed at (its thread's head now, its rank,
+                # its id); unknown, reclaimed or not the wanted tenant's: [] (sql/README.md).
+                mark = tx.one(
+                    "SELECT entry_id, thread_id, CASE WHEN attempt_count > 0 THEN 0"
+                    " WHEN mode = 'interrupt' THEN 1 ELSE 2 END AS queue_rank FROM entries"
+                    " WHERE entry_id = :after AND (:any OR tenant IS :tenant)",
+                    {**params, "after": after},
+                )
+                if mark is None:
+                    return []
+                head = tx.one(
+                    f"SELECT head_entry_id FROM ({_QUEUE_ORDER}) WHERE thread_id = ? LIMIT 1",
+                    (mark["thread_id"],),
+                )
+                params["h"] = mark["entry_id"] if head is None else head[0]
+                params["r"] = mark["queue_rank"]
+                params["i"] = mark["entry_id"]
             # Rule 24: threads by their head's entry id (over every tenant), each in queue order.
             rows = tx.all(
                 f"SELECT * FROM ({_QUEUE_ORDER})"
                 " WHERE (:thread IS NULL OR thread_id = :thread)"
                 "   AND (:any OR tenant IS :tenant)"
-                " ORDER BY head_entry_id, queue_rank, entry_id",
-                {
-                    "thread": thread_id,
-                    "any": wanted is ANY,
-                    "tenant": None if wanted is ANY else wanted,
-                },
+                "   AND (head_entry_id, queue_rank, entry_id) > (:h, :r, :i)"
+                " ORDER BY head_entry_id, queue_rank, entry_id LIMIT :limit",
+                params,
             )
             return [tx.entry_of(r) for r in rows]
 

@@ -103,9 +103,13 @@ class ThreadedRunQueue:
         return await in_thread(self._sync.entry, entry_id, tenant)
 
     async def open_entries(
-        self, tenant: TenantFilter = None, thread_id: str | None = None
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
     ) -> list[QueueEntry]:
-        return await in_thread(self._sync.open_entries, tenant, thread_id)
+        return await in_thread(self._sync.open_entries, tenant, thread_id, after, limit)
 
     async def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
@@ -199,8 +203,10 @@ class ThreadedCheckpointer:
     async def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]:
         return await in_thread(self._sync.threads, after, limit)
 
-    async def children(self, thread_id: str) -> list[str]:
-        return await in_thread(self._sync.children, thread_id)
+    async def children(
+        self, thread_id: str, after: str | None = None, limit: int = 1000
+    ) -> list[str]:
+        return await in_thread(self._sync.children, thread_id, after, limit)
 
     async def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]:
         return await in_thread(self._sync.events_after, thread_id, after_seq, limit)

@@ -115,9 +115,13 @@ class SyncRunQueueAdapter:
         return self._run(self._q.entry(entry_id, tenant))
 
     def open_entries(
-        self, tenant: TenantFilter = None, thread_id: str | None = None
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
     ) -> list[QueueEntry]:
-        return self._run(self._q.open_entries(tenant, thread_id))
+        return self._run(self._q.open_entries(tenant, thread_id, after, limit))
 
     def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
@@ -220,8 +224,8 @@ class SyncAdapter(Generic[S]):
     def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]:
         return self._run(self.target.threads(after, limit))
 
-    def children(self, thread_id: str) -> list[str]:
-        return self._run(self.target.children(thread_id))
+    def children(self, thread_id: str, after: str | None = None, limit: int = 1000) -> list[str]:
+        return self._run(self.target.children(thread_id, after, limit))
 
     def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]:
         return self._run(self.target.events_after(thread_id, after_seq, limit))
