@@ -62,6 +62,7 @@ from ..model import (
     WatchPolicy,
 )
 from .harness import ClockControl, Harness
+from .pagination_contract import CheckpointerPaginationContract
 
 T = "thread-1"
 """The thread most tests work on."""
@@ -344,7 +345,7 @@ COMPOSITE: Any = [
 # --- the contract --------------------------------------------------------------------------
 
 
-class CheckpointerContract:
+class CheckpointerContract(CheckpointerPaginationContract):
     """SPEC §4 as tests. Subclass it and override ``harness`` to yield a fresh store."""
 
     @pytest.fixture

@@ -57,6 +57,8 @@ from ..model import (
 )
 from ..run_queue import RunQueue, plan_attempt
 from .harness import ClockControl, Harness
+from .pagination_contract import RunQueuePaginationContract
+from .tenancy_contract import RunQueueIdentityContract, RunQueueTenancyContract
 
 TTL = timedelta(seconds=30)
 """The lease ttl the tests use."""
@@ -232,7 +234,9 @@ _BAD_OUTCOMES: dict[str, Any] = {
 }
 
 
-class RunQueueContract:
+class RunQueueContract(
+    RunQueuePaginationContract, RunQueueTenancyContract, RunQueueIdentityContract
+):
     """SPEC §5 as tests. Subclass it and override ``harness`` (see module docstring)."""
 
     @pytest.fixture
