@@ -16,7 +16,8 @@ DECLARE
 BEGIN
     PERFORM _dg_id(p_thread_id, 'thread_id');
     PERFORM _dg_id(p_holder, 'holder');
-    PERFORM _dg_check(p_ttl > interval '0', 'ttl must be positive');
+    PERFORM _dg_check(p_ttl > interval '0' AND p_ttl <= interval '36500 days',
+                      'ttl must be positive and at most 36500 days');
     t := _dg_lock_thread(p_thread_id);
     v_now := store_now();
     IF t.claim_token IS NOT NULL AND v_now < t.claim_expires_at THEN

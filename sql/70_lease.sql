@@ -35,7 +35,8 @@ DECLARE
     v_number integer;
 BEGIN
     PERFORM _dg_id(p_holder, 'holder');
-    PERFORM _dg_check(p_ttl > interval '0', 'ttl must be positive');
+    PERFORM _dg_check(p_ttl > interval '0' AND p_ttl <= interval '36500 days',
+                      'ttl must be positive and at most 36500 days');
     PERFORM _dg_not_null(p_any_tenant IS NOT NULL, 'any_tenant');
     PERFORM _dg_opt_id(p_tenant, 'tenant');
     PERFORM _dg_opt_id(p_run_id, 'run_id');

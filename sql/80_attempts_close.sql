@@ -25,7 +25,8 @@ DECLARE
 BEGIN
     PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
     PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
-    PERFORM _dg_check(p_ttl IS NULL OR p_ttl > interval '0', 'ttl must be positive');
+    PERFORM _dg_check(p_ttl IS NULL OR (p_ttl > interval '0' AND p_ttl <= interval '36500 days'),
+                      'ttl must be positive and at most 36500 days');
     PERFORM _dg_opt_id(p_tenant, 'tenant');
     e := _dg_lock_lease(p_entry_id, p_token, false, p_tenant);
     v_now := store_now();
