@@ -142,8 +142,6 @@ CREATE OR REPLACE FUNCTION _dg_jsons(p_values text[], p_name text, p_max_bytes b
                                      p_nulls boolean) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 AS $$
-DECLARE
-    i integer;
 BEGIN
     IF pg_catalog.array_ndims(p_values) > 1 THEN
         RAISE EXCEPTION '% must be a one-dimensional array', p_name USING ERRCODE = 'DG000';

@@ -31,7 +31,6 @@ AS $$
 DECLARE
     v_seq bigint;
     v_n integer := coalesce(cardinality(p_kinds), 0);
-    i integer;
 BEGIN
     SELECT last_seq INTO v_seq FROM threads WHERE thread_id = p_thread_id;
     IF v_n = 0 THEN

@@ -17,7 +17,7 @@ DECLARE
     t threads;
     v_now timestamptz;
     v_run text;
-    v_ids text[] := '{}';
+    v_ids text[] := '{}'::text[];
     v_new_head text;
     c record;
 BEGIN

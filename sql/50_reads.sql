@@ -175,7 +175,7 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_after bigint := 0;
+    v_after bigint := 0::bigint;
     v_page bigint;
 BEGIN
     PERFORM _dg_id(p_thread_id, 'thread_id');

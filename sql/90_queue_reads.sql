@@ -81,9 +81,9 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_head bigint := -1;
-    v_rank smallint := -1;
-    v_id bigint := -1;
+    v_head bigint := -1::bigint;
+    v_rank smallint := -1::smallint;
+    v_id bigint := -1::bigint;
     v_page bigint;
 BEGIN
     PERFORM _dg_not_null(p_any_tenant IS NOT NULL, 'any_tenant');
