@@ -38,14 +38,21 @@ DECLARE
     o record;
     v_lim limits := _dg_limits();
 BEGIN
-    PERFORM _dg_id(p_thread_id, 'thread_id');
-    PERFORM _dg_call_bytes(coalesce(pg_column_size(p_input), 0), v_lim.max_call_bytes);
+    -- The scalar arguments in one inline test; when it fails, the helpers name the bad one.
+    IF (octet_length(p_thread_id) BETWEEN 1 AND 512
+        AND coalesce(octet_length(p_tenant) BETWEEN 1 AND 512, true)
+        AND coalesce(octet_length(p_key) BETWEEN 1 AND 512, true)
+        AND p_mode IN ('enqueue', 'reject', 'interrupt') AND p_max_attempts >= 1
+        AND coalesce(pg_column_size(p_input), 0) <= v_lim.max_call_bytes) IS NOT TRUE THEN
+        PERFORM _dg_id(p_thread_id, 'thread_id');
+        PERFORM _dg_call_bytes(coalesce(pg_column_size(p_input), 0), v_lim.max_call_bytes);
+        PERFORM _dg_opt_id(p_tenant, 'tenant');
+        PERFORM _dg_opt_id(p_key, 'key');
+        PERFORM _dg_check(p_mode IN ('enqueue', 'reject', 'interrupt'),
+                          'mode must be enqueue, reject or interrupt');
+        PERFORM _dg_count(p_max_attempts, 'max_attempts', 2147483647);
+    END IF;
     PERFORM _dg_json(p_input, 'input', v_lim.max_value_bytes);
-    PERFORM _dg_opt_id(p_tenant, 'tenant');
-    PERFORM _dg_opt_id(p_key, 'key');
-    PERFORM _dg_check(p_mode IN ('enqueue', 'reject', 'interrupt'),
-                      'mode must be enqueue, reject or interrupt');
-    PERFORM _dg_count(p_max_attempts, 'max_attempts', 2147483647);
     PERFORM _dg_lock_queue_thread(p_thread_id);
     v_now := store_now();
 

@@ -34,12 +34,17 @@ DECLARE
     v_kind text;
     v_number integer;
 BEGIN
-    PERFORM _dg_id(p_holder, 'holder');
+    -- Every argument in one inline test; when it fails, the helpers name the bad one.
+    IF (octet_length(p_holder) BETWEEN 1 AND 512 AND p_any_tenant IS NOT NULL
+        AND coalesce(octet_length(p_tenant) BETWEEN 1 AND 512, true)
+        AND coalesce(octet_length(p_run_id) BETWEEN 1 AND 512, true)) IS NOT TRUE THEN
+        PERFORM _dg_id(p_holder, 'holder');
+        PERFORM _dg_not_null(p_any_tenant IS NOT NULL, 'any_tenant');
+        PERFORM _dg_opt_id(p_tenant, 'tenant');
+        PERFORM _dg_opt_id(p_run_id, 'run_id');
+    END IF;
     PERFORM _dg_check(p_ttl > interval '0' AND p_ttl <= interval '36500 days',
                       'ttl must be positive and at most 36500 days');
-    PERFORM _dg_not_null(p_any_tenant IS NOT NULL, 'any_tenant');
-    PERFORM _dg_opt_id(p_tenant, 'tenant');
-    PERFORM _dg_opt_id(p_run_id, 'run_id');
     -- Store time is read once, before picking: picking never waits (SKIP LOCKED), and the
     -- same reading re-verifies the pick under its locks.
     v_now := store_now();
