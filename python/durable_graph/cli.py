@@ -410,10 +410,30 @@ def _lease_text(entry: QueueEntry) -> str:
     return f"{entry.lease_holder} until {_when(entry.lease_expires_at)}"
 
 
+def _all_open_entries(store: Any, tenant: TenantFilter, thread_id: str | None) -> list[QueueEntry]:
+    """Every open entry, page by page (open_entries is paginated, SPEC §10 rule 2)."""
+    entries: list[QueueEntry] = []
+    after: int | None = None
+    while page := store.run_queue.open_entries(tenant, thread_id, after, 1000):
+        entries += page
+        after = page[-1].entry_id
+    return entries
+
+
+def _all_children(store: Any, thread_id: str) -> list[str]:
+    """Every child of the thread, page by page (children is paginated, SPEC §10 rule 2)."""
+    children: list[str] = []
+    after: str | None = None
+    while page := store.children(thread_id, after, 1000):
+        children += page
+        after = page[-1]
+    return children
+
+
 def cmd_queue_ls(args: argparse.Namespace) -> int:
     tenant: TenantFilter = ANY if args.tenant is None else args.tenant
     with _store(args) as store:
-        entries = store.run_queue.open_entries(tenant=tenant, thread_id=args.thread)
+        entries = _all_open_entries(store, tenant, args.thread)
     out = _out(args)
     if out.as_json:
         out.json(entries)
@@ -557,8 +577,8 @@ def cmd_thread_show(args: argparse.Namespace) -> int:
     with _store(args) as store:
         info = _thread_or_fail(store, args.thread_id)
         head = store.get(args.thread_id)
-        children = store.children(args.thread_id)
-        entries = store.run_queue.open_entries(tenant=ANY, thread_id=args.thread_id)
+        children = _all_children(store, args.thread_id)
+        entries = _all_open_entries(store, ANY, args.thread_id)
     out = _out(args)
     if out.as_json:
         out.json(
@@ -626,7 +646,7 @@ def cmd_thread_history(args: argparse.Namespace) -> int:
 def cmd_thread_children(args: argparse.Namespace) -> int:
     with _store(args) as store:
         _thread_or_fail(store, args.thread_id)
-        children = store.children(args.thread_id)
+        children = _all_children(store, args.thread_id)
     out = _out(args)
     if out.as_json:
         out.json(children)
