@@ -421,3 +421,32 @@ def test_a_row_python_cannot_decode_is_a_processing_error(
     store = PostgresCheckpointer.open(pg_dsn, PostgresConfig(schema=schema))
     with store, pytest.raises(ProcessingError, match="could not be decoded"):
         store.run_queue.open_entries(tenant=ANY)
+
+
+def test_upgrade_closes_open_entries_whose_input_no_reader_can_decode(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    # A version-1 schema (as `durable-graph sql` of that version left it) holding a poisoned
+    # open entry ahead of a good one on the same thread.
+    from durable_graph.postgres.migrations import migration_files
+
+    with psycopg.connect(pg_dsn, autocommit=True) as c:
+        c.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(pg_schema)))
+        c.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))
+        c.execute(migration_files()[0].text.encode())
+        c.execute("INSERT INTO schema_meta VALUES ('version', '1'), ('functions_digest', 'x')")
+        c.execute(
+            "INSERT INTO queue_entries (thread_id, input, mode, max_attempts, submitted_at)"
+            " VALUES ('t', '{\"a\":', 'enqueue', 3, now()), ('t', '1', 'enqueue', 3, now())"
+        )
+        c.execute("INSERT INTO queue_threads (thread_id, head_entry_id) VALUES ('t', 1)")
+    migrate(pg_dsn, pg_schema)
+    with PostgresCheckpointer.open(pg_dsn, PostgresConfig(schema=pg_schema)) as store:
+        queue = store.run_queue
+        closed = queue.entry(1)
+        assert closed is not None and closed.outcome == Failed(
+            "input is not valid JSON (closed by migration 0002)"
+        )
+        assert closed.input == '{"a":'  # the original text, kept as a JSON string
+        lease = queue.lease("w", timedelta(minutes=1), run_id="run-1")
+        assert lease is not None and lease.entry.entry_id == 2 and lease.entry.input == 1
