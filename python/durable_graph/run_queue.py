@@ -79,7 +79,11 @@ class RunQueue(Protocol):
         thread_id: str | None = None,
         after: int | None = None,
         limit: int = 1000,
-    ) -> list[QueueEntry]: ...
+    ) -> list[QueueEntry]:
+        """One page of open entries in rule-24 order, after the entry ``after`` (placed at its
+        thread's head now, its queue rank, its id; unknown or not ``tenant``'s: ``[]``). May
+        hold fewer than ``limit`` rows (a byte-bounded page); only an empty page is the end."""
+        ...
 
     def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
