@@ -250,8 +250,12 @@ BEGIN
         RETURN true;
     END IF;
     RETURN p_a::jsonb = p_b::jsonb;
-EXCEPTION WHEN untranslatable_character THEN
-    RETURN false;
+EXCEPTION
+    -- untranslatable_character: a "\u0000" escape; the others: a kept input written before
+    -- these checks (version 1) that is not JSON. Neither is the same as a checked input.
+    WHEN untranslatable_character OR invalid_text_representation OR statement_too_complex
+         OR program_limit_exceeded OR numeric_value_out_of_range THEN
+        RETURN false;
 END;
 $$;
 

@@ -450,3 +450,15 @@ def test_upgrade_closes_open_entries_whose_input_no_reader_can_decode(
         assert closed.input == '{"a":'  # the original text, kept as a JSON string
         lease = queue.lease("w", timedelta(minutes=1), run_id="run-1")
         assert lease is not None and lease.entry.entry_id == 2 and lease.entry.input == 1
+
+
+def test_keyed_submit_with_a_nul_escape_matches_its_own_text_only(
+    conn: psycopg.Connection[Any],
+) -> None:
+    query = "SELECT entry_id, existing FROM dg_submit_v1('t', %s, NULL, 'k', 'enqueue', 3)"
+    first = conn.execute(query, ('{"a":"x\\u0000"}',)).fetchone()
+    assert first is not None and first[1] is False
+    assert conn.execute(query, ('{"a":"x\\u0000"}',)).fetchone() == (first[0], True)
+    with pytest.raises(psycopg.Error) as info:
+        conn.execute(query, ('{"a":"y\\u0000"}',))
+    assert info.value.sqlstate == "DG101"
