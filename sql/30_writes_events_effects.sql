@@ -160,6 +160,7 @@ BEGIN
     PERFORM _dg_id(p_thread_id, 'thread_id');
     PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     PERFORM _dg_id(p_key, 'key');
+    PERFORM _dg_call_bytes(coalesce(pg_column_size(p_value), 0), v_lim.max_call_bytes);
     IF p_value IS NOT NULL THEN
         PERFORM _dg_json(p_value, 'value', v_lim.max_value_bytes);
     END IF;
