@@ -55,7 +55,8 @@ RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 AS $$
 DECLARE
-    v_bad bigint;
+    v_bad integer := 0;
+    v_value text;
 BEGIN
     IF coalesce(pg_catalog.cardinality(p_values), 0) = 0 THEN
         RETURN;
@@ -67,12 +68,13 @@ BEGIN
         RAISE EXCEPTION '% must have at most % elements', p_name, p_max_count
             USING ERRCODE = 'DG000';
     END IF;
-    SELECT x.i INTO v_bad FROM unnest(p_values) WITH ORDINALITY AS x(v, i)
-     WHERE x.v IS NULL OR pg_catalog.octet_length(x.v) NOT BETWEEN 1 AND 512
-     ORDER BY x.i LIMIT 1;
-    IF v_bad IS NOT NULL THEN
-        PERFORM _dg_id(p_values[v_bad], p_name || '[' || v_bad || ']');
-    END IF;
+    -- A loop of simple expressions: cheaper than a query for the short arrays of most calls.
+    FOREACH v_value IN ARRAY p_values LOOP
+        v_bad := v_bad + 1;
+        IF v_value IS NULL OR pg_catalog.octet_length(v_value) NOT BETWEEN 1 AND 512 THEN
+            PERFORM _dg_id(v_value, p_name || '[' || v_bad || ']');
+        END IF;
+    END LOOP;
 END;
 $$;
 
@@ -184,7 +186,8 @@ CREATE OR REPLACE FUNCTION _dg_tss(p_values timestamptz[], p_name text) RETURNS 
 LANGUAGE plpgsql IMMUTABLE
 AS $$
 DECLARE
-    v_bad bigint;
+    v_bad integer := 0;
+    v_value timestamptz;
 BEGIN
     IF coalesce(pg_catalog.cardinality(p_values), 0) = 0 THEN
         RETURN;
@@ -192,13 +195,14 @@ BEGIN
     IF pg_catalog.array_ndims(p_values) > 1 THEN
         RAISE EXCEPTION '% must be a one-dimensional array', p_name USING ERRCODE = 'DG000';
     END IF;
-    SELECT x.i INTO v_bad FROM unnest(p_values) WITH ORDINALITY AS x(v, i)
-     WHERE NOT (x.v >= '0001-01-01 00:00:00+00'::timestamptz
-                AND x.v < '10000-01-01 00:00:00+00'::timestamptz)
-     ORDER BY x.i LIMIT 1;
-    IF v_bad IS NOT NULL THEN
-        PERFORM _dg_ts(p_values[v_bad], p_name || '[' || v_bad || ']');
-    END IF;
+    FOREACH v_value IN ARRAY p_values LOOP
+        v_bad := v_bad + 1;
+        IF v_value IS NOT NULL AND NOT (v_value >= '0001-01-01 00:00:00+00'::timestamptz
+                                        AND v_value < '10000-01-01 00:00:00+00'::timestamptz)
+        THEN
+            PERFORM _dg_ts(v_value, p_name || '[' || v_bad || ']');
+        END IF;
+    END LOOP;
 END;
 $$;
 
