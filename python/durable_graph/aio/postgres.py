@@ -281,9 +281,13 @@ class AsyncPostgresRunQueue:
         return await self._x.run(calls.entry(self._config, entry_id, tenant))
 
     async def open_entries(
-        self, tenant: TenantFilter = None, thread_id: str | None = None
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
     ) -> list[QueueEntry]:
-        return await self._x.run(calls.open_entries(self._config, tenant, thread_id))
+        return await self._x.run(calls.open_entries(self._config, tenant, thread_id, after, limit))
 
     async def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
@@ -437,8 +441,10 @@ class AsyncPostgresCheckpointer:
     async def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]:
         return await self._x.run(calls.threads(self._config, after, limit))
 
-    async def children(self, thread_id: str) -> list[str]:
-        return await self._x.run(calls.children(self._config, thread_id))
+    async def children(
+        self, thread_id: str, after: str | None = None, limit: int = 1000
+    ) -> list[str]:
+        return await self._x.run(calls.children(self._config, thread_id, after, limit))
 
     async def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]:
         return await self._x.run(calls.events_after(self._config, thread_id, after_seq, limit))

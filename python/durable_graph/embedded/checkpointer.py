@@ -32,6 +32,7 @@ from ..model import (
     WatchPolicy,
 )
 from ..validation import (
+    MAX_PAGE_ROWS,
     check_claim,
     check_claim_policy,
     check_commit,
@@ -307,12 +308,19 @@ class EmbeddedCheckpointer:
             # Rule 15: UTF-8 byte order, after the id `after`.
             return [thread_info_of(tx, t) for t in tx.thread_page(after, limit)]
 
-    def children(self, thread_id: str) -> list[str]:
+    def children(self, thread_id: str, after: str | None = None, limit: int = 1000) -> list[str]:
         check_identifier("thread_id", thread_id)
+        check_optional_identifier("after", after)
+        check_int("limit", limit, minimum=1)
         with self._storage.read() as tx:
             if tx.thread(thread_id) is None:
-                return []  # D15
-            return tx.children_of(thread_id)
+                return []  # D15: an unknown thread reads as empty
+            ids = tx.children_of(thread_id)
+        if after is not None:  # a page after the child `after`; not a child: []
+            if after not in ids:
+                return []
+            ids = ids[ids.index(after) + 1 :]
+        return ids[: min(limit, MAX_PAGE_ROWS)]
 
     def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]:
         check_identifier("thread_id", thread_id)

@@ -127,9 +127,13 @@ class PostgresRunQueue:
         return self._x.run(calls.entry(self._config, entry_id, tenant))
 
     def open_entries(
-        self, tenant: TenantFilter = None, thread_id: str | None = None
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
     ) -> list[QueueEntry]:
-        return self._x.run(calls.open_entries(self._config, tenant, thread_id))
+        return self._x.run(calls.open_entries(self._config, tenant, thread_id, after, limit))
 
     def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
@@ -290,8 +294,8 @@ class PostgresCheckpointer:
     def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]:
         return self._x.run(calls.threads(self._config, after, limit))
 
-    def children(self, thread_id: str) -> list[str]:
-        return self._x.run(calls.children(self._config, thread_id))
+    def children(self, thread_id: str, after: str | None = None, limit: int = 1000) -> list[str]:
+        return self._x.run(calls.children(self._config, thread_id, after, limit))
 
     def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]:
         return self._x.run(calls.events_after(self._config, thread_id, after_seq, limit))
