@@ -12,7 +12,7 @@ all: test
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,langgraph]'
 	touch $@
 
 venv: $(VENV)/.installed

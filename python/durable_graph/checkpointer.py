@@ -93,6 +93,25 @@ class Checkpointer(Protocol):
         """Delete the thread and its descendants, leaving tombstones; mark their open entries."""
         ...
 
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        """Remove every checkpoint of the given runs, with its writes, on every thread.
+
+        Each thread that lost checkpoints gets the newest remaining one as head and a
+        ``store.runs_deleted`` event (payload ``{"checkpoint_ids"}``). Returns the number removed.
+        """
+        ...
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
+        """Copy a thread to a new thread id in one transaction; False when the source is unknown.
+
+        Copied: every checkpoint (same ids, parents, run ids, states, metadata, writes; each
+        with a new ``store.checkpoint`` event on the target), the head and the effects; each
+        descendant named ``source + suffix`` becomes ``target + suffix`` (a child of the copy).
+        Not copied: events, claims, queue entries. `ValidationError` when a target thread
+        exists, `ThreadBusy` when one has a live claim.
+        """
+        ...
+
     # --- reads ----------------------------------------------------------------------------
 
     def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None: ...
@@ -141,4 +160,9 @@ class Checkpointer(Protocol):
     ) -> None: ...
 
 
-__all__ = ["Checkpointer"]
+def copy_pairs(descendants: Sequence[str], source: str, target: str) -> list[tuple[str, str]]:
+    """`copy_thread`'s (source thread, target thread) pairs: ``source + suffix`` -> ``target + suffix``."""
+    return [(d, target + d[len(source) :]) for d in descendants if d.startswith(source)]
+
+
+__all__ = ["Checkpointer", "copy_pairs"]

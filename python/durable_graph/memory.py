@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Self
 
+from .checkpointer import copy_pairs
 from .errors import (
     ClaimLost,
     DuplicateCheckpoint,
@@ -826,6 +827,95 @@ class InMemoryCheckpointer:
                         entry.thread_deleted = True
             s.cond.notify_all()
             return existed
+
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        """Remove every checkpoint of the given runs, with its writes, on every thread (LangGraph)."""
+        wanted = set(check_run_ids(run_ids))
+        s = self._state
+        removed = 0
+        with s.locked():
+            now = s.now()
+            for thread in sorted(s.threads.values(), key=lambda t: t.thread_id):
+                victims = [r for r in thread.checkpoints.values() if r.run_id in wanted]
+                if not victims:
+                    continue
+                for row in victims:
+                    del thread.checkpoints[row.checkpoint_id]
+                removed += len(victims)
+                # As retract_turn (D24): the head is the newest remaining checkpoint.
+                newest = max(thread.checkpoints.values(), key=lambda r: r.seq, default=None)
+                thread.head_id = None if newest is None else newest.checkpoint_id
+                s.append_event(
+                    thread,
+                    "store.runs_deleted",
+                    store_payload({"checkpoint_ids": [r.checkpoint_id for r in victims]}),
+                    None,
+                    None,
+                    now,
+                )
+            s.cond.notify_all()
+        return removed
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
+        """Copy a thread (and its descendants named ``source + suffix``) to ``target``, atomically."""
+        check_identifier("source_thread_id", source_thread_id)
+        check_identifier("target_thread_id", target_thread_id)
+        s = self._state
+        with s.locked():
+            now = s.now()
+            if source_thread_id not in s.threads:
+                return False
+            pairs = copy_pairs(s.descendants(source_thread_id), source_thread_id, target_thread_id)
+            for _, target in pairs:
+                check_identifier("target_thread_id", target)
+                if target in s.threads:
+                    raise ValidationError(f"target_thread_id: thread {target!r} already exists")
+                claim = s.claims.get(target)
+                if claim is not None and claim.expires_at > now:
+                    raise ThreadBusy(THREAD_BUSY_CLAIM)
+            for source, target in pairs:
+                src = s.threads[source]
+                parent = src.parent_thread_id
+                if source == source_thread_id:
+                    parent = None
+                elif parent is not None and parent.startswith(source_thread_id):
+                    parent = target_thread_id + parent[len(source_thread_id) :]
+                thread = _ThreadRow(
+                    thread_id=target,
+                    parent_thread_id=parent,
+                    created_at=now,
+                    updated_at=now,
+                    last_seq=s.tombstones.pop(target, 0),
+                    first_commit_order=next(s.first_commits),
+                )
+                s.threads[target] = thread
+                for row in sorted(src.checkpoints.values(), key=lambda r: r.seq):
+                    event = s.append_event(
+                        thread,
+                        "store.checkpoint",
+                        store_payload({"checkpoint_id": row.checkpoint_id, "run_id": row.run_id}),
+                        row.run_id,
+                        None,
+                        now,
+                    )
+                    thread.checkpoints[row.checkpoint_id] = _CheckpointRow(
+                        checkpoint_id=row.checkpoint_id,
+                        parent_id=row.parent_id,
+                        run_id=row.run_id,
+                        state=row.state,
+                        metadata=row.metadata,
+                        next=row.next,
+                        created_at=row.created_at,
+                        committed_at=now,
+                        seq=event.seq,
+                        writes=dict(row.writes),
+                    )
+                thread.head_id = src.head_id
+                thread.effects = {
+                    k: _EffectRow(e.value, e.run_id, e.recorded_at) for k, e in src.effects.items()
+                }
+            s.cond.notify_all()
+            return True
 
     # --- reads ------------------------------------------------------------------------
 

@@ -180,6 +180,12 @@ class ThreadedCheckpointer:
     async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return await in_thread(self._sync.delete_thread, thread_id, fence)
 
+    async def delete_runs(self, run_ids: Sequence[str]) -> int:
+        return await in_thread(self._sync.delete_runs, run_ids)
+
+    async def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
+        return await in_thread(self._sync.copy_thread, source_thread_id, target_thread_id)
+
     # --- reads ----------------------------------------------------------------------------
 
     async def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:

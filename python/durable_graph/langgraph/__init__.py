@@ -1,0 +1,15 @@
+"""LangGraph on durable_graph (SPEC §12): checkpoint savers with this store's guarantees.
+
+`DurableSaver(store)` over a sync store and `AsyncDurableSaver(store)` over an async store are
+LangGraph `BaseCheckpointSaver`s; `saver.for_run(claim, run_id)` fences every write by a run's
+claim. `graph_handler(graph)` runs a compiled graph for each queue entry. Needs the extra
+``durable-graph[langgraph]``.
+"""
+
+from __future__ import annotations
+
+from .codec import safe_serializer
+from .saver import DurableSaver
+from .async_saver import AsyncDurableSaver
+
+__all__ = ["AsyncDurableSaver", "DurableSaver", "safe_serializer"]
