@@ -50,6 +50,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Final, Literal, Self
 
+from .checkpointer import copy_pairs
 from .errors import (
     ClaimLost,
     DuplicateCheckpoint,
@@ -1137,6 +1138,107 @@ class SqliteCheckpointer:
                     (victim,),
                 )
             return existed
+
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        """Remove every checkpoint of the given runs, with its writes, on every thread (LangGraph)."""
+        wanted = sorted(set(check_run_ids(run_ids)))
+        removed = 0
+        with self._db.write() as tx:
+            marks = ",".join("?" * len(wanted))
+            victims = tx.all(
+                f"SELECT thread_id, checkpoint_id FROM checkpoints WHERE run_id IN ({marks})"
+                " ORDER BY thread_id, seq",
+                tuple(wanted),
+            ) if wanted else []
+            by_thread: dict[str, list[str]] = {}
+            for row in victims:
+                by_thread.setdefault(row["thread_id"], []).append(row["checkpoint_id"])
+            for thread_id, ids in by_thread.items():
+                for checkpoint_id in ids:
+                    tx.remove_checkpoint(thread_id, checkpoint_id)
+                removed += len(ids)
+                # As retract_turn (D24): the head is the newest remaining checkpoint.
+                tx.run(
+                    "UPDATE threads SET head_id = (SELECT checkpoint_id FROM checkpoints"
+                    " WHERE thread_id = :t ORDER BY seq DESC LIMIT 1) WHERE thread_id = :t",
+                    {"t": thread_id},
+                )
+                tx.append_event(
+                    thread_id,
+                    "store.runs_deleted",
+                    store_payload({"checkpoint_ids": ids}),
+                    None,
+                    None,
+                )
+        return removed
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
+        """Copy a thread (and its descendants named ``source + suffix``) to ``target``, atomically."""
+        check_identifier("source_thread_id", source_thread_id)
+        check_identifier("target_thread_id", target_thread_id)
+        with self._db.write() as tx:
+            if tx.thread(source_thread_id) is None:
+                return False
+            pairs = copy_pairs(tx.descendants(source_thread_id), source_thread_id, target_thread_id)
+            for _, target in pairs:
+                check_identifier("target_thread_id", target)
+                if tx.thread(target) is not None:
+                    raise ValidationError(f"target_thread_id: thread {target!r} already exists")
+                claim = tx.one("SELECT expires_at FROM claims WHERE thread_id = ?", (target,))
+                if claim is not None and claim["expires_at"] > tx.now:
+                    raise ThreadBusy(THREAD_BUSY_CLAIM)
+            for source, target in pairs:
+                src = tx.existing_thread(source)
+                parent = src["parent_thread_id"]
+                if source == source_thread_id:
+                    parent = None
+                elif parent is not None and parent.startswith(source_thread_id):
+                    parent = target_thread_id + parent[len(source_thread_id) :]
+                tx.run(
+                    "INSERT INTO threads (thread_id, parent_thread_id, created_at, updated_at,"
+                    " last_seq, first_commit_order, head_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        target,
+                        parent,
+                        tx.now,
+                        tx.now,
+                        tx.last_seq_of(target),
+                        tx.next_value("first_commit"),
+                        src["head_id"],
+                    ),
+                )
+                tx.run("DELETE FROM tombstones WHERE thread_id = ?", (target,))
+                for row in tx.all(
+                    "SELECT * FROM checkpoints WHERE thread_id = ? ORDER BY seq", (source,)
+                ):
+                    seq = tx.append_event(
+                        target,
+                        "store.checkpoint",
+                        store_payload(
+                            {"checkpoint_id": row["checkpoint_id"], "run_id": row["run_id"]}
+                        ),
+                        row["run_id"],
+                        None,
+                    ).seq
+                    tx.run(
+                        "INSERT INTO checkpoints (thread_id, seq, checkpoint_id, parent_id, run_id,"
+                        " state, metadata, next, created_at, committed_at)"
+                        " SELECT ?, ?, checkpoint_id, parent_id, run_id, state, metadata, next,"
+                        " created_at, ? FROM checkpoints WHERE thread_id = ? AND seq = ?",
+                        (target, seq, tx.now, source, row["seq"]),
+                    )
+                tx.run(
+                    "INSERT INTO writes (thread_id, checkpoint_id, task_id, channel, idx, value)"
+                    " SELECT ?, checkpoint_id, task_id, channel, idx, value FROM writes"
+                    " WHERE thread_id = ? ORDER BY rowid",
+                    (target, source),
+                )
+                tx.run(
+                    "INSERT INTO effects (thread_id, key, value, run_id, recorded_at)"
+                    " SELECT ?, key, value, run_id, recorded_at FROM effects WHERE thread_id = ?",
+                    (target, source),
+                )
+            return True
 
     # --- reads ------------------------------------------------------------------------
 
