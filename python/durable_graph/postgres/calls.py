@@ -423,6 +423,29 @@ def delete_thread(config: PostgresConfig, thread_id: object, fence: object) -> C
     )
 
 
+def delete_runs(config: PostgresConfig, run_ids: object) -> Call[int]:
+    ids = list(dict.fromkeys(check_run_ids(run_ids)))
+    return _call(
+        config,
+        "delete_runs",
+        "dg_delete_runs_v1",
+        [("text[]", ids)],
+        _exactly_one(lambda row: int(row["removed"])),
+    )
+
+
+def copy_thread(config: PostgresConfig, source_thread_id: object, target_thread_id: object) -> Call[bool]:
+    source = check_identifier("source_thread_id", source_thread_id)
+    target = check_identifier("target_thread_id", target_thread_id)
+    return _call(
+        config,
+        "copy_thread",
+        "dg_copy_thread_v1",
+        [("text", source), ("text", target)],
+        _exactly_one(lambda row: bool(row["copied"])),
+    )
+
+
 # --- checkpointer: reads --------------------------------------------------------------------
 
 

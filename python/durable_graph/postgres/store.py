@@ -269,6 +269,12 @@ class PostgresCheckpointer:
     def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return self._x.run(calls.delete_thread(self._config, thread_id, fence))
 
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        return self._x.run(calls.delete_runs(self._config, run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
+        return self._x.run(calls.copy_thread(self._config, source_thread_id, target_thread_id))
+
     # --- reads ----------------------------------------------------------------------------
 
     def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
