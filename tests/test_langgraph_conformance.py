@@ -11,16 +11,19 @@ import uuid
 from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 
-import pytest
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 
-from durable_graph.memory import InMemoryCheckpointer
-from durable_graph.sqlite import SqliteCheckpointer
-from durable_graph.aio import AsyncInMemoryCheckpointer, AsyncPostgresCheckpointer, AsyncSqliteCheckpointer
+from durable_graph.aio import (
+    AsyncInMemoryCheckpointer,
+    AsyncPostgresCheckpointer,
+    AsyncSqliteCheckpointer,
+)
 from durable_graph.langgraph import AsyncDurableSaver, DurableSaver
+from durable_graph.memory import InMemoryCheckpointer
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
+from durable_graph.sqlite import SqliteCheckpointer
 
 SaverFactory = Callable[[], AsyncGenerator[BaseCheckpointSaver[int], None]]
 

@@ -39,6 +39,7 @@ from .errors import (
     StaleParent,
     SubmissionKeyReused,
     ThreadBusy,
+    ValidationError,
 )
 from .model import (
     ANY,

@@ -1145,11 +1145,15 @@ class SqliteCheckpointer:
         removed = 0
         with self._db.write() as tx:
             marks = ",".join("?" * len(wanted))
-            victims = tx.all(
-                f"SELECT thread_id, checkpoint_id FROM checkpoints WHERE run_id IN ({marks})"
-                " ORDER BY thread_id, seq",
-                tuple(wanted),
-            ) if wanted else []
+            victims = (
+                tx.all(
+                    f"SELECT thread_id, checkpoint_id FROM checkpoints WHERE run_id IN ({marks})"
+                    " ORDER BY thread_id, seq",
+                    tuple(wanted),
+                )
+                if wanted
+                else []
+            )
             by_thread: dict[str, list[str]] = {}
             for row in victims:
                 by_thread.setdefault(row["thread_id"], []).append(row["checkpoint_id"])

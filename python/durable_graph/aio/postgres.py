@@ -403,7 +403,9 @@ class AsyncPostgresCheckpointer:
         return await self._x.run(calls.delete_runs(self._config, run_ids))
 
     async def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
-        return await self._x.run(calls.copy_thread(self._config, source_thread_id, target_thread_id))
+        return await self._x.run(
+            calls.copy_thread(self._config, source_thread_id, target_thread_id)
+        )
 
     # --- reads ----------------------------------------------------------------------------
 

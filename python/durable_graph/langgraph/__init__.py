@@ -8,8 +8,8 @@ claim. `graph_handler(graph)` runs a compiled graph for each queue entry. Needs 
 
 from __future__ import annotations
 
+from .async_saver import AsyncDurableSaver
 from .codec import safe_serializer
 from .saver import DurableSaver
-from .async_saver import AsyncDurableSaver
 
 __all__ = ["AsyncDurableSaver", "DurableSaver", "safe_serializer"]

@@ -46,9 +46,7 @@ class AsyncDurableSaver(_Base):
     ) -> None:
         super().__init__(serde=serde, claim_policy=claim_policy, bound=bound)
         self.store = store
-        self._guards: weakref.WeakValueDictionary[str, asyncio.Lock] = (
-            weakref.WeakValueDictionary()
-        )
+        self._guards: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     def for_run(self, claim: Claim, run_id: str) -> AsyncDurableSaver:
         """A saver whose writes are fenced by ``claim`` and committed under ``run_id``."""

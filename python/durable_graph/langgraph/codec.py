@@ -25,9 +25,11 @@ from typing import Any, cast
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
-    Checkpoint as LGCheckpoint,
     CheckpointMetadata,
     CheckpointTuple,
+)
+from langgraph.checkpoint.base import (
+    Checkpoint as LGCheckpoint,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer

@@ -110,7 +110,10 @@ class _Base(BaseCheckpointSaver[int]):
         return thread_id, st, commit
 
     def _writes_for(
-        self, existing: Sequence[PendingWrite] | None, task_id: str, writes: Sequence[tuple[str, Any]]
+        self,
+        existing: Sequence[PendingWrite] | None,
+        task_id: str,
+        writes: Sequence[tuple[str, Any]],
     ) -> tuple[list[PendingWrite], list[PendingWrite]]:
         """(regular writes, special writes each under a new generation)."""
         regular = [
@@ -123,7 +126,9 @@ class _Base(BaseCheckpointSaver[int]):
         for ch, v in writes:
             if codec.is_special(ch):
                 gen = codec.next_generation(seen, task_id, ch)
-                w = PendingWrite(task_id, codec.special_channel(ch, gen), codec.encode(self.serde, v))
+                w = PendingWrite(
+                    task_id, codec.special_channel(ch, gen), codec.encode(self.serde, v)
+                )
                 special.append(w)
                 seen.append(w)
         return regular, special
@@ -213,7 +218,9 @@ class DurableSaver(_Base):
     ) -> T:
         """Run ``fn(claim of st, fence)`` under the right claims (see the module docstring)."""
         holder = self.bound[1] if self.bound else UNBOUND_HOLDER
-        root = self.bound[0] if self.bound else self.store.claim(thread_id, holder, self.claim_policy)
+        root = (
+            self.bound[0] if self.bound else self.store.claim(thread_id, holder, self.claim_policy)
+        )
         try:
             if st == thread_id:
                 return fn(root, None)
@@ -313,14 +320,14 @@ class DurableSaver(_Base):
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         if run_ids:
-            self.store.delete_runs(list(run_ids))  # type: ignore[attr-defined]
+            self.store.delete_runs(list(run_ids))
         self._heads.clear()
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         codec.store_thread(source_thread_id, "")
         codec.store_thread(target_thread_id, "")
         with self._guard(target_thread_id):
-            self.store.copy_thread(source_thread_id, target_thread_id)  # type: ignore[attr-defined]
+            self.store.copy_thread(source_thread_id, target_thread_id)
             self._forget(target_thread_id)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
@@ -364,7 +371,9 @@ class DurableSaver(_Base):
                     if left is not None:
                         left -= 1
 
-    def _threads_to_list(self, thread_id: str | None, ns: str | None, everything: bool) -> Iterator[str]:
+    def _threads_to_list(
+        self, thread_id: str | None, ns: str | None, everything: bool
+    ) -> Iterator[str]:
         if everything:
             after = None
             while page := self.store.threads(after=after, limit=100):

@@ -434,7 +434,9 @@ def delete_runs(config: PostgresConfig, run_ids: object) -> Call[int]:
     )
 
 
-def copy_thread(config: PostgresConfig, source_thread_id: object, target_thread_id: object) -> Call[bool]:
+def copy_thread(
+    config: PostgresConfig, source_thread_id: object, target_thread_id: object
+) -> Call[bool]:
     source = check_identifier("source_thread_id", source_thread_id)
     target = check_identifier("target_thread_id", target_thread_id)
     return _call(

@@ -201,6 +201,12 @@ class SyncAdapter(Generic[S]):
     def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return self._run(self.target.delete_thread(thread_id, fence))
 
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        return self._run(self.target.delete_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
+        return self._run(self.target.copy_thread(source_thread_id, target_thread_id))
+
     # --- reads ----------------------------------------------------------------------------
 
     def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
