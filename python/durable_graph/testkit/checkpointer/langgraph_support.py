@@ -1,0 +1,154 @@
+"""What the store gains for LangGraph's savers (SPEC §12, sql/47_runs_copy.sql): delete_runs
+(store-wide delete of given runs' checkpoints and writes; the head falls back to the newest
+remaining, as retract_turn's D24) and copy_thread (atomic copy of a thread and its descendants
+named ``source + suffix``: checkpoints, writes, head and effects; not events, claims or entries).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ...checkpointer import Checkpointer
+from ...errors import ThreadBusy, ValidationError
+from ...model import PendingWrite
+from .support import T, _chain, _commit, _kinds, _new_thread, _snapshot
+
+
+class LangGraphSupportTests:
+    """delete_runs and copy_thread."""
+
+    # --- delete_runs ----------------------------------------------------------------------
+
+    def test_delete_runs_removes_those_runs_checkpoints_on_every_thread(
+        self, store: Checkpointer
+    ) -> None:
+        a = store.claim("a", "h")
+        _chain(store, a, ["a1"], "run-1")
+        _chain(store, a, ["a2"], "run-2", parent_id="a1")
+        b = store.claim("b", "h")
+        _chain(store, b, ["b1", "b2"], "run-1")
+        assert store.delete_runs(["run-1", "run-unknown"]) == 3
+        assert [c.checkpoint_id for c in store.history("a")] == ["a2"]
+        assert store.history("b") == []
+        info = store.thread("b")
+        assert info is not None and info.head_id is None
+
+    def test_delete_runs_falls_back_to_the_newest_remaining_head(self, store: Checkpointer) -> None:
+        claim = store.claim(T, "h")
+        _chain(store, claim, ["c1"], "run-1")
+        _chain(store, claim, ["c2", "c3"], "run-2", parent_id="c1")
+        store.delete_runs(["run-2"])
+        info = store.thread(T)
+        assert info is not None and info.head_id == "c1"
+        assert _commit(store, claim, "c4", "c1", "run-3").parent_id == "c1"
+
+    def test_delete_runs_removes_the_writes_and_logs_an_event(self, store: Checkpointer) -> None:
+        claim = store.claim(T, "h")
+        _chain(store, claim, ["c1"], "run-1")
+        store.put_writes(claim, "c1", [PendingWrite("t", "ch", 1)])
+        store.delete_runs(["run-1"])
+        # the id is free again and starts without the old writes
+        again = _commit(store, claim, "c1", None, "run-2")
+        assert again.writes == ()
+        events = store.events_after(T, 0)
+        deleted = [e for e in events if e.kind == "store.runs_deleted"]
+        assert len(deleted) == 1 and deleted[0].payload == {"checkpoint_ids": ["c1"]}
+
+    def test_delete_runs_of_no_runs_changes_nothing(self, store: Checkpointer) -> None:
+        _new_thread(store, ids=("c1",))
+        before = _snapshot(store)
+        assert store.delete_runs([]) == 0
+        assert store.delete_runs(["other"]) == 0
+        assert _snapshot(store) == before
+
+    @pytest.mark.parametrize("bad", ["run-1", [""], [None], [1], ("ok", "a\x00b")])
+    def test_delete_runs_refuses_bad_run_ids_and_writes_nothing(
+        self, store: Checkpointer, bad: object
+    ) -> None:
+        _new_thread(store, ids=("c1",))
+        before = _snapshot(store)
+        with pytest.raises(ValidationError, match="run_ids"):
+            store.delete_runs(bad)  # type: ignore[arg-type]
+        assert _snapshot(store) == before
+
+    # --- copy_thread ----------------------------------------------------------------------
+
+    def test_copy_thread_copies_history_writes_head_and_effects(self, store: Checkpointer) -> None:
+        claim = store.claim("src", "h")
+        _chain(store, claim, ["c1", "c2"], "run-1")
+        store.put_writes(claim, "c2", [PendingWrite("t", "ch", {"v": 1})])
+        store.record_effect(claim, "k", "sent", "run-1")
+        assert store.copy_thread("src", "dst") is True
+        src, dst = store.history("src"), store.history("dst")
+        assert [c.checkpoint_id for c in dst] == ["c2", "c1"]
+        for s, d in zip(src, dst, strict=True):
+            assert (d.parent_id, d.run_id, d.state, d.metadata, d.next, d.writes) == (
+                s.parent_id,
+                s.run_id,
+                s.state,
+                s.metadata,
+                s.next,
+                s.writes,
+            )
+            assert d.thread_id == "dst"
+        info = store.thread("dst")
+        assert info is not None and info.head_id == "c2" and info.parent_thread_id is None
+        effect = store.get_effect("dst", "k")
+        assert effect is not None and effect.value == "sent"
+        assert _kinds(store.events_after("dst", 0)) == ["store.checkpoint"] * 2
+
+    def test_copy_thread_copies_descendants_named_after_the_source(
+        self, store: Checkpointer
+    ) -> None:
+        root = _new_thread(store, "src", ids=("r1",))
+        child = store.claim("src/ns", "h")
+        _commit(store, child, "k1", None, parent_thread_id="src", fence=root)
+        other = store.claim("elsewhere", "h")
+        _commit(store, other, "o1", None, parent_thread_id="src")
+        assert store.copy_thread("src", "dst")
+        assert store.children("dst") == ["dst/ns"]
+        copied = store.get("dst/ns")
+        assert copied is not None and copied.checkpoint_id == "k1"
+        assert store.get("dstelsewhere") is None
+
+    def test_copy_thread_leaves_the_source_unchanged(self, store: Checkpointer) -> None:
+        _new_thread(store, "src", ids=("c1", "c2"))
+        before = _snapshot(store, "src")
+        store.copy_thread("src", "dst")
+        assert _snapshot(store, "src")[:4] == before[:4]
+
+    def test_copy_thread_of_an_unknown_source_returns_false(self, store: Checkpointer) -> None:
+        assert store.copy_thread("nothing", "dst") is False
+        assert store.thread("dst") is None
+
+    def test_copy_thread_refuses_an_existing_target(self, store: Checkpointer) -> None:
+        _new_thread(store, "src", ids=("c1",))
+        _new_thread(store, "dst", ids=("d1",))
+        before = _snapshot(store, "dst")
+        with pytest.raises(ValidationError, match="target_thread_id"):
+            store.copy_thread("src", "dst")
+        assert _snapshot(store, "dst") == before
+
+    def test_copy_thread_refuses_a_target_with_a_live_claim(self, store: Checkpointer) -> None:
+        _new_thread(store, "src", ids=("c1",))
+        store.claim("dst", "other")
+        with pytest.raises(ThreadBusy):
+            store.copy_thread("src", "dst")
+        assert store.thread("dst") is None and store.history("dst") == []
+
+    def test_copy_thread_target_continues_a_deleted_threads_numbering(
+        self, store: Checkpointer
+    ) -> None:
+        _new_thread(store, "dst", ids=("d1", "d2"))
+        last = store.events_after("dst", 0)[-1].seq
+        assert store.delete_thread("dst")
+        _new_thread(store, "src", ids=("c1",))
+        store.copy_thread("src", "dst")
+        assert [e.seq for e in store.events_after("dst", 0)] == [last + 1]
+
+    def test_copied_thread_takes_commits_on_its_head(self, store: Checkpointer) -> None:
+        _new_thread(store, "src", ids=("c1",))
+        store.copy_thread("src", "dst")
+        claim = store.claim("dst", "h")
+        assert _commit(store, claim, "c2", "c1").parent_id == "c1"
+        assert [c.checkpoint_id for c in store.history("src")] == ["c1"]
