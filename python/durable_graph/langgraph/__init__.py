@@ -10,6 +10,14 @@ from __future__ import annotations
 
 from .async_saver import AsyncDurableSaver
 from .codec import safe_serializer
+from .handler import async_graph_handler, graph_handler, output_of
 from .saver import DurableSaver
 
-__all__ = ["AsyncDurableSaver", "DurableSaver", "safe_serializer"]
+__all__ = [
+    "AsyncDurableSaver",
+    "DurableSaver",
+    "async_graph_handler",
+    "graph_handler",
+    "output_of",
+    "safe_serializer",
+]

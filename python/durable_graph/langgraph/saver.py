@@ -49,6 +49,9 @@ UNBOUND_HOLDER = "langgraph-saver"
 DEFAULT_RUN_ID = "langgraph"
 """Run id of an unbound write whose metadata names none."""
 
+LANGGRAPH_NEXT = ("langgraph",)
+"""`Commit.next` of every checkpoint the saver writes."""
+
 _UNKNOWN = object()
 
 
@@ -105,6 +108,8 @@ class _Base(BaseCheckpointSaver[int]):
             run_id=run_id,
             state=codec.encode_checkpoint(self.serde, checkpoint, lg_parent),
             metadata=md,
+            # Whether the graph finished is LangGraph's to say (see handler.py): never `Finished`.
+            next=LANGGRAPH_NEXT,
             parent_thread_id=thread_id if ns else None,
         )
         return thread_id, st, commit
