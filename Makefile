@@ -44,7 +44,7 @@ demo: venv
 
 # Benchmarks against the anchors on one throwaway PostgreSQL (durable: fsync on).
 bench: venv pg-deps
-	$(VENV)/bin/pip install -q -e '.[test,bench]'
+	$(VENV)/bin/pip install -q -e '.[test,bench,langgraph]'
 	$(VENV)/bin/python -m tests.bench.run --out bench-results.md
 
 # Long randomized differential runs and the long chaos run.

@@ -139,3 +139,34 @@ BEGIN
     RETURN QUERY SELECT true;
 END;
 $$;
+
+-- dg_put_writes_and_commit_v1: dg_put_writes_v1 (writes to p_writes_checkpoint_id) then
+-- dg_commit_v1, in one transaction and one round trip: a saver attaches a step's task writes and
+-- commits the next checkpoint with one durable write. The thread and the fence's thread are
+-- locked first, in id order (as dg_commit_v1 does). Raises what either raises (put_writes'
+-- checks first); on any error nothing is written. Returns the committed checkpoint.
+CREATE OR REPLACE FUNCTION dg_put_writes_and_commit_v1(
+    p_thread_id text, p_token bigint, p_writes_checkpoint_id text,
+    p_task_ids text[], p_channels text[], p_values text[],
+    p_checkpoint_id text, p_parent_id text, p_run_id text,
+    p_state text, p_metadata text, p_next text[],
+    p_event_kinds text[], p_event_payloads text[], p_event_created_at timestamptz[],
+    p_created_at timestamptz, p_parent_thread_id text,
+    p_fence_thread_id text, p_fence_token bigint)
+RETURNS TABLE (thread_id text, checkpoint_id text, parent_id text, run_id text, state text,
+               metadata text, next text[], created_at timestamptz, committed_at timestamptz,
+               seq bigint, writes json)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    PERFORM _dg_check(p_thread_id IS NOT NULL, 'thread_id must not be NULL');
+    PERFORM _dg_lock_threads(ARRAY[p_thread_id, p_fence_thread_id]);
+    PERFORM dg_put_writes_v1(p_thread_id, p_token, p_writes_checkpoint_id,
+                             p_task_ids, p_channels, p_values);
+    RETURN QUERY SELECT * FROM dg_commit_v1(
+        p_thread_id, p_token, p_checkpoint_id, p_parent_id, p_run_id, p_state, p_metadata,
+        p_next, p_event_kinds, p_event_payloads, p_event_created_at, p_created_at,
+        p_parent_thread_id, p_fence_thread_id, p_fence_token);
+END;
+$$;

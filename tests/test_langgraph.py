@@ -172,8 +172,17 @@ def test_stale_subgraph_writer_is_refused_by_the_parent_claim(
             "checkpoint_id": child_history[0].checkpoint_id,
         }
     }
+    stale_saver = stale.checkpointer
+    assert isinstance(stale_saver, DurableSaver)
+    old = stale_saver.get_tuple(sub_config)
+    assert old is not None
     with pytest.raises(ClaimLost):
-        stale.checkpointer.put_writes(sub_config, [("answers", ["x"])], "task")  # type: ignore[union-attr]
+        stale_saver.put(sub_config, {**old.checkpoint, "id": "late-1"}, old.metadata, {})
+    sync_config: RunnableConfig = {
+        "configurable": {**sub_config["configurable"], "__pregel_durability": "sync"}
+    }
+    with pytest.raises(ClaimLost):
+        stale_saver.put_writes(sync_config, [("answers", ["x"])], "task")
     assert store.history(children[0]) == child_history
 
 

@@ -93,6 +93,17 @@ class Checkpointer(Protocol):
         """Delete the thread and its descendants, leaving tombstones; mark their open entries."""
         ...
 
+    def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint:
+        """`put_writes` to ``checkpoint_id``, then `commit`, in one transaction.
+
+        The checks of both, put_writes' first; on any error nothing is written. The commit's
+        fence covers the writes too. Lets a saver land a step's task writes with the step's
+        checkpoint in one durable write.
+        """
+        ...
+
     def delete_runs(self, run_ids: Sequence[str]) -> int:
         """Remove every checkpoint of the given runs, with its writes, on every thread.
 

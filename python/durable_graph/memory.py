@@ -829,6 +829,25 @@ class InMemoryCheckpointer:
             s.cond.notify_all()
             return existed
 
+    def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint:
+        """`put_writes` then `commit`, atomically (the checks of both before anything is written)."""
+        check_claim("claim", claim)
+        check_identifier("checkpoint_id", checkpoint_id)
+        encoded = check_writes("writes", writes, self._state.max_value_bytes)
+        s = self._state
+        with s.locked():  # re-entrant: commit below takes it again
+            s.current_claim(claim)
+            thread = s.existing_thread(claim.thread_id)
+            row = thread.checkpoints.get(checkpoint_id)
+            if row is None:
+                raise NotFound(f"checkpoint {checkpoint_id!r} is not a checkpoint of the thread")
+            checkpoint = self.commit(claim, commit)  # all its checks, or nothing written
+            for w in encoded:
+                row.writes.setdefault((w.task_id, w.channel, w.index), w.value)
+            return checkpoint
+
     def delete_runs(self, run_ids: Sequence[str]) -> int:
         """Remove every checkpoint of the given runs, with its writes, on every thread (LangGraph)."""
         wanted = set(check_run_ids(run_ids))

@@ -100,6 +100,7 @@ from .validation import (
     INT32_MAX,
     INT64_MAX,
     EncodedEvent,
+    EncodedWrite,
     check_claim,
     check_claim_policy,
     check_clock,
@@ -841,6 +842,24 @@ def store_outcome(outcome: EntryOutcome) -> tuple[str, str]:
 # --- the checkpointer ----------------------------------------------------------------------
 
 
+def _insert_writes(
+    tx: _Tx, claim: Claim, checkpoint_id: str, encoded: Sequence[EncodedWrite]
+) -> None:
+    """put_writes inside a write transaction: its checks (D10), then the writes (rule 12)."""
+    # D10: claim, thread has a commit, then the checkpoint is the thread's.
+    tx.current_claim(claim)
+    tx.existing_thread(claim.thread_id)
+    if tx.checkpoint_row(claim.thread_id, checkpoint_id) is None:
+        raise NotFound(f"checkpoint {checkpoint_id!r} is not a checkpoint of the thread")
+    # Rule 12: the first value under (task_id, channel, index) wins.
+    for w in encoded:
+        tx.run(
+            "INSERT INTO writes (thread_id, checkpoint_id, task_id, channel, idx, value)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (claim.thread_id, checkpoint_id, w.task_id, w.channel, w.index, w.value),
+        )
+
+
 class SqliteCheckpointer:
     """The Checkpointer (SPEC §4) in one SQLite file, safe from many threads and processes."""
 
@@ -916,10 +935,30 @@ class SqliteCheckpointer:
     # --- writes -----------------------------------------------------------------------
 
     def commit(self, claim: Claim, commit: Commit) -> Checkpoint:
+        return self._commit(claim, commit, None)
+
+    def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint:
+        """`put_writes` then `commit`, in one transaction (put_writes' checks first)."""
+        check_claim("claim", claim)
+        check_identifier("checkpoint_id", checkpoint_id)
+        return self._commit(
+            claim, commit, (checkpoint_id, check_writes("writes", writes, self._max))
+        )
+
+    def _commit(
+        self,
+        claim: Claim,
+        commit: Commit,
+        writes: tuple[str, tuple[EncodedWrite, ...]] | None,
+    ) -> Checkpoint:
         check_claim("claim", claim)
         c = check_commit(commit, self._max)
         thread_id = claim.thread_id
         with self._db.write() as tx:
+            if writes is not None:  # put_writes_and_commit: the writes first, same transaction
+                _insert_writes(tx, claim, *writes)
             # D9 check order: claim, fence, parent, deleted run, duplicate id.
             tx.current_claim(claim)
             if c.fence is not None:
@@ -997,18 +1036,7 @@ class SqliteCheckpointer:
         check_identifier("checkpoint_id", checkpoint_id)
         encoded = check_writes("writes", writes, self._max)
         with self._db.write() as tx:
-            # D10: claim, thread has a commit, then the checkpoint is the thread's.
-            tx.current_claim(claim)
-            tx.existing_thread(claim.thread_id)
-            if tx.checkpoint_row(claim.thread_id, checkpoint_id) is None:
-                raise NotFound(f"checkpoint {checkpoint_id!r} is not a checkpoint of the thread")
-            # Rule 12: the first value under (task_id, channel, index) wins.
-            for w in encoded:
-                tx.run(
-                    "INSERT INTO writes (thread_id, checkpoint_id, task_id, channel, idx, value)"
-                    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    (claim.thread_id, checkpoint_id, w.task_id, w.channel, w.index, w.value),
-                )
+            _insert_writes(tx, claim, checkpoint_id, encoded)
 
     def append_events(
         self, claim: Claim, events: Sequence[EventIn], run_id: str | None = None

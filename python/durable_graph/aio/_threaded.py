@@ -180,6 +180,13 @@ class ThreadedCheckpointer:
     async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return await in_thread(self._sync.delete_thread, thread_id, fence)
 
+    async def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint:
+        return await in_thread(
+            self._sync.put_writes_and_commit, claim, checkpoint_id, writes, commit
+        )
+
     async def delete_runs(self, run_ids: Sequence[str]) -> int:
         return await in_thread(self._sync.delete_runs, run_ids)
 

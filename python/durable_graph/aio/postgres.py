@@ -399,6 +399,13 @@ class AsyncPostgresCheckpointer:
     async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return await self._x.run(calls.delete_thread(self._config, thread_id, fence))
 
+    async def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint:
+        return await self._x.run(
+            calls.put_writes_and_commit(self._config, claim, checkpoint_id, writes, commit)
+        )
+
     async def delete_runs(self, run_ids: Sequence[str]) -> int:
         return await self._x.run(calls.delete_runs(self._config, run_ids))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import suppress
 from dataclasses import replace
 from typing import Any, TypeVar, cast
 
@@ -28,7 +29,7 @@ from ..aio.protocols import AsyncCheckpointer
 from ..errors import NotFound, StaleParent, ValidationError
 from ..model import Checkpoint, Claim, ClaimPolicy, Commit, RetentionPolicy
 from . import codec
-from .saver import _UNKNOWN, UNBOUND_HOLDER, _Base, _keep
+from .saver import _UNKNOWN, UNBOUND_HOLDER, Held, _Base, _keep
 
 T = TypeVar("T")
 
@@ -97,15 +98,35 @@ class AsyncDurableSaver(_Base):
         return cast(str | None, head)
 
     async def _commit(self, claim: Claim, st: str, commit: Commit, fence: Claim | None) -> None:
-        commit = replace(commit, parent_id=await self._head(st), fence=fence)
+        parent = await self._head(st)
+        commit = replace(commit, parent_id=parent, fence=fence)
+        fused, after = self._plan_put(st, parent, commit.checkpoint_id)
         try:
-            await self.store.commit(claim, commit)
-        except StaleParent:
+            if fused and parent is not None:
+                await self.store.put_writes_and_commit(claim, parent, fused, commit)
+            else:
+                await self.store.commit(claim, commit)
+        except (StaleParent, NotFound):
+            # As DurableSaver: held writes on their own, then commit on the head as it is now.
             self._heads.pop(st, None)
+            if fused and parent is not None:
+                with suppress(NotFound):
+                    await self.store.put_writes(claim, parent, fused)
             await self.store.commit(claim, replace(commit, parent_id=await self._head(st)))
         self._heads[st] = commit.checkpoint_id
-        for task_id, writes in self._early.pop((st, commit.checkpoint_id), []):
-            await self._put_writes_claimed(claim, st, commit.checkpoint_id, task_id, writes)
+        for h in after:
+            await self._put_held(claim, st, h)
+
+    async def _put_held(self, claim: Claim, st: str, h: Held) -> None:
+        with suppress(NotFound):  # its checkpoint is gone: nothing to attach the writes to
+            await self._put_writes_claimed(claim, st, h.checkpoint_id, h.task_id, h.writes)
+
+    async def _put_held_or_keep(self, claim: Claim, st: str, h: Held) -> None:
+        try:
+            await self._put_writes_claimed(claim, st, h.checkpoint_id, h.task_id, h.writes)
+        except NotFound:
+            # LangGraph may write before that checkpoint's put has landed: hold the writes.
+            self._hold(st, replace(h, behind=False))
 
     async def _put_writes_claimed(
         self, claim: Claim, st: str, checkpoint_id: str, task_id: str, writes: list[tuple[str, Any]]
@@ -153,13 +174,15 @@ class AsyncDurableSaver(_Base):
             raise ValidationError("config: configurable.checkpoint_id is required for put_writes")
         st = codec.store_thread(thread_id, ns)
         items = list(writes)
+        if self._write_behind(config, items):
+            async with self._guard(thread_id):
+                self._hold(st, Held(checkpoint_id, task_id, items, behind=True))
+            return
 
         async def write(claim: Claim, _fence: Claim | None) -> None:
-            try:
-                await self._put_writes_claimed(claim, st, checkpoint_id, task_id, items)
-            except NotFound:
-                # LangGraph may write before that checkpoint's put has landed: hold the writes.
-                self._early.setdefault((st, checkpoint_id), []).append((task_id, items))
+            for h in self._held.pop(st, []):  # what is held goes first, in order
+                await self._put_held_or_keep(claim, st, h)
+            await self._put_held_or_keep(claim, st, Held(checkpoint_id, task_id, items, False))
 
         async with self._guard(thread_id):
             await self._with_claim(thread_id, st, write, check_fence=True)

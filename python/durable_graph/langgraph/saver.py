@@ -23,6 +23,8 @@ import asyncio
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -55,6 +57,21 @@ LANGGRAPH_NEXT = ("langgraph",)
 _UNKNOWN = object()
 
 
+CONFIG_KEY_DURABILITY = "__pregel_durability"
+"""Where LangGraph's config says the run's durability (its ``CONFIG_KEY_DURABILITY``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """One put_writes call not yet in the store."""
+
+    checkpoint_id: str
+    task_id: str
+    writes: list[tuple[str, Any]]
+    behind: bool
+    """Held by choice (write-behind) rather than because its checkpoint was not stored yet."""
+
+
 def run_id_of(metadata: dict[str, Any], bound: str | None) -> str:
     if bound is not None:
         return bound
@@ -78,8 +95,52 @@ class _Base(BaseCheckpointSaver[int]):
         self.claim_policy = claim_policy
         self.bound = bound
         self._heads: dict[str, str | None] = {}
-        # Writes for a checkpoint whose put has not landed yet: (store thread, id) -> calls.
-        self._early: dict[tuple[str, str], list[tuple[str, list[tuple[str, Any]]]]] = {}
+        # Writes not in the store yet, per store thread, in arrival order: those LangGraph sent
+        # before their checkpoint's put landed, and (bound, durability "async") those held to
+        # land with the next checkpoint (write-behind: one durable write per step).
+        self._held: dict[str, list[Held]] = {}
+
+    def _hold(self, st: str, held: Held) -> None:
+        pending = self._held.setdefault(st, [])
+        # A task's writes to a checkpoint are kept once, as the store would (first write wins).
+        if not any(
+            h.checkpoint_id == held.checkpoint_id and h.task_id == held.task_id for h in pending
+        ):
+            pending.append(held)
+
+    def _write_behind(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]]) -> bool:
+        """Hold these writes for the next put? Bound, durability "async", no special channel."""
+        # LangGraph leaves the key out for its default, "async".
+        durability = (config.get("configurable") or {}).get(CONFIG_KEY_DURABILITY, "async")
+        return (
+            self.bound is not None
+            and durability == "async"
+            and not any(codec.is_special(ch) for ch, _ in writes)
+        )
+
+    def _plan_put(
+        self, st: str, parent: str | None, new_id: str
+    ) -> tuple[list[PendingWrite], list[Held]]:
+        """(held writes to land with the commit on ``parent``, held writes to write after it).
+
+        Write-behind writes to the parent ride with the commit. Writes to the new checkpoint
+        that arrived before its put are written right after it, write-behind ones stay held for
+        the next put. Writes to any other checkpoint stay held: under "async" LangGraph may send
+        a later checkpoint's writes before an earlier put has landed.
+        """
+        fused: list[PendingWrite] = []
+        after: list[Held] = []
+        keep: list[Held] = []
+        for h in self._held.pop(st, []):
+            if h.behind and h.checkpoint_id == parent:
+                fused.extend(self._writes_for(None, h.task_id, h.writes)[0])
+            elif h.checkpoint_id == new_id and not h.behind:
+                after.append(h)
+            else:
+                keep.append(h)
+        if keep:
+            self._held[st] = keep
+        return fused, after
 
     def _check_bound(self, thread_id: str) -> None:
         if self.bound is not None and self.bound[0].thread_id != thread_id:
@@ -248,17 +309,29 @@ class DurableSaver(_Base):
         return cast(str | None, head)
 
     def _commit(self, claim: Claim, st: str, commit: Commit, fence: Claim | None) -> None:
-        from dataclasses import replace
-
-        commit = replace(commit, parent_id=self._head(st), fence=fence)
+        parent = self._head(st)
+        commit = replace(commit, parent_id=parent, fence=fence)
+        fused, after = self._plan_put(st, parent, commit.checkpoint_id)
         try:
-            self.store.commit(claim, commit)
-        except StaleParent:
+            if fused and parent is not None:
+                self.store.put_writes_and_commit(claim, parent, fused, commit)
+            else:
+                self.store.commit(claim, commit)
+        except (StaleParent, NotFound):
+            # The head moved (another writer, a delete): write the held writes on their own
+            # (dropped if their checkpoint is gone), then commit on the head as it is now.
             self._heads.pop(st, None)
+            if fused and parent is not None:
+                with suppress(NotFound):
+                    self.store.put_writes(claim, parent, fused)
             self.store.commit(claim, replace(commit, parent_id=self._head(st)))
         self._heads[st] = commit.checkpoint_id
-        for task_id, writes in self._early.pop((st, commit.checkpoint_id), []):
-            self._put_writes_claimed(claim, st, commit.checkpoint_id, task_id, writes)
+        for h in after:
+            self._put_held(claim, st, h)
+
+    def _put_held(self, claim: Claim, st: str, h: Held) -> None:
+        with suppress(NotFound):  # its checkpoint is gone: nothing to attach the writes to
+            self._put_writes_claimed(claim, st, h.checkpoint_id, h.task_id, h.writes)
 
     def _put_writes_claimed(
         self, claim: Claim, st: str, checkpoint_id: str, task_id: str, writes: list[tuple[str, Any]]
@@ -307,16 +380,25 @@ class DurableSaver(_Base):
             raise ValidationError("config: configurable.checkpoint_id is required for put_writes")
         st = codec.store_thread(thread_id, ns)
         items = list(writes)
+        if self._write_behind(config, items):
+            with self._guard(thread_id):
+                self._hold(st, Held(checkpoint_id, task_id, items, behind=True))
+            return
 
         def write(claim: Claim, _fence: Claim | None) -> None:
-            try:
-                self._put_writes_claimed(claim, st, checkpoint_id, task_id, items)
-            except NotFound:
-                # LangGraph may write before that checkpoint's put has landed: hold the writes.
-                self._early.setdefault((st, checkpoint_id), []).append((task_id, items))
+            for h in self._held.pop(st, []):  # what is held goes first, in order
+                self._put_held_or_keep(claim, st, h)
+            self._put_held_or_keep(claim, st, Held(checkpoint_id, task_id, items, behind=False))
 
         with self._guard(thread_id):
             self._with_claim(thread_id, st, write, check_fence=True)
+
+    def _put_held_or_keep(self, claim: Claim, st: str, h: Held) -> None:
+        try:
+            self._put_writes_claimed(claim, st, h.checkpoint_id, h.task_id, h.writes)
+        except NotFound:
+            # LangGraph may write before that checkpoint's put has landed: hold the writes.
+            self._hold(st, replace(h, behind=False))
 
     def delete_thread(self, thread_id: str) -> None:
         with self._guard(thread_id):

@@ -326,6 +326,43 @@ def put_writes(
     return _call(config, "put_writes", "dg_put_writes_v1", args, _nothing)
 
 
+def put_writes_and_commit(
+    config: PostgresConfig, claim: object, checkpoint_id: object, writes: object, commit: object
+) -> Call[Checkpoint]:
+    c = check_claim("claim", claim)
+    checkpoint_id = check_identifier("checkpoint_id", checkpoint_id)
+    ws = check_writes("writes", writes, config.max_value_bytes)
+    cm = check_commit(commit, config.max_value_bytes)
+    args = [
+        ("text", c.thread_id),
+        ("bigint", c.token),
+        ("text", checkpoint_id),
+        ("text[]", [w.task_id for w in ws]),
+        ("text[]", [w.channel for w in ws]),
+        ("text[]", [w.value for w in ws]),
+        ("text", cm.checkpoint_id),
+        ("text", cm.parent_id),
+        ("text", cm.run_id),
+        ("text", cm.state),
+        ("text", cm.metadata),
+        ("text[]", list(cm.next)),
+        ("text[]", [e.kind for e in cm.events]),
+        ("text[]", [e.payload for e in cm.events]),
+        ("timestamptz[]", [e.created_at for e in cm.events]),
+        ("timestamptz", cm.created_at),
+        ("text", cm.parent_thread_id),
+        ("text", None if cm.fence is None else cm.fence.thread_id),
+        ("bigint", None if cm.fence is None else cm.fence.token),
+    ]
+    return _call(
+        config,
+        "put_writes_and_commit",
+        "dg_put_writes_and_commit_v1",
+        args,
+        _exactly_one(checkpoint_of),
+    )
+
+
 def append_events(
     config: PostgresConfig, claim: object, events: object, run_id: object
 ) -> Call[list[Event]]:

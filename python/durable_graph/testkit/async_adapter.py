@@ -201,6 +201,11 @@ class SyncAdapter(Generic[S]):
     def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return self._run(self.target.delete_thread(thread_id, fence))
 
+    def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint:
+        return self._run(self.target.put_writes_and_commit(claim, checkpoint_id, writes, commit))
+
     def delete_runs(self, run_ids: Sequence[str]) -> int:
         return self._run(self.target.delete_runs(run_ids))
 

@@ -1,16 +1,19 @@
 """What the store gains for LangGraph's savers (SPEC §12, sql/47_runs_copy.sql): delete_runs
 (store-wide delete of given runs' checkpoints and writes; the head falls back to the newest
 remaining, as retract_turn's D24) and copy_thread (atomic copy of a thread and its descendants
-named ``source + suffix``: checkpoints, writes, head and effects; not events, claims or entries).
+named ``source + suffix``: checkpoints, writes, head and effects; not events, claims or entries)
+and put_writes_and_commit (a step's task writes and the next checkpoint in one transaction).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ...checkpointer import Checkpointer
-from ...errors import ThreadBusy, ValidationError
-from ...model import PendingWrite
+from ...errors import ClaimLost, NotFound, StaleParent, ThreadBusy, ValidationError
+from ...model import Commit, PendingWrite
 from .support import T, _chain, _commit, _kinds, _new_thread, _snapshot
 
 
@@ -152,3 +155,81 @@ class LangGraphSupportTests:
         claim = store.claim("dst", "h")
         assert _commit(store, claim, "c2", "c1").parent_id == "c1"
         assert [c.checkpoint_id for c in store.history("src")] == ["c1"]
+
+    # --- put_writes_and_commit -----------------------------------------------------------
+
+    def test_put_writes_and_commit_lands_the_writes_and_the_checkpoint(
+        self, store: Checkpointer
+    ) -> None:
+        claim = _new_thread(store, ids=("c1",))
+        done = store.put_writes_and_commit(
+            claim, "c1", [PendingWrite("t", "ch", 1)], Commit("c2", "c1", "run-1", {"s": 2})
+        )
+        assert done.checkpoint_id == "c2" and done.parent_id == "c1"
+        parent = store.get(T, "c1")
+        assert parent is not None and parent.writes == (PendingWrite("t", "ch", 1),)
+        info = store.thread(T)
+        assert info is not None and info.head_id == "c2"
+
+    def test_put_writes_and_commit_keeps_the_first_write_per_key(self, store: Checkpointer) -> None:
+        claim = _new_thread(store, ids=("c1",))
+        store.put_writes(claim, "c1", [PendingWrite("t", "ch", "first")])
+        store.put_writes_and_commit(
+            claim, "c1", [PendingWrite("t", "ch", "second")], Commit("c2", "c1", "run-1", {})
+        )
+        parent = store.get(T, "c1")
+        assert parent is not None and parent.writes == (PendingWrite("t", "ch", "first"),)
+
+    def test_put_writes_and_commit_writes_nothing_when_the_commit_is_refused(
+        self, store: Checkpointer
+    ) -> None:
+        claim = _new_thread(store, ids=("c1", "c2"))
+        before = _snapshot(store)
+        with pytest.raises(StaleParent):
+            store.put_writes_and_commit(
+                claim, "c1", [PendingWrite("t", "ch", 1)], Commit("c3", "c1", "run-1", {})
+            )
+        assert _snapshot(store) == before
+
+    def test_put_writes_and_commit_is_fenced_writes_included(self, store: Checkpointer) -> None:
+        root = _new_thread(store, "root", ids=("r1",))
+        child = store.claim("root/ns", "h")
+        _commit(store, child, "k1", None, parent_thread_id="root", fence=root)
+        store.release_claim(root)
+        store.claim("root", "live")
+        before = _snapshot(store, "root/ns")
+        with pytest.raises(ClaimLost):
+            store.put_writes_and_commit(
+                child,
+                "k1",
+                [PendingWrite("t", "ch", 1)],
+                Commit("k2", "k1", "run-1", {}, fence=root),
+            )
+        assert _snapshot(store, "root/ns") == before
+
+    def test_put_writes_and_commit_to_an_unknown_checkpoint_writes_nothing(
+        self, store: Checkpointer
+    ) -> None:
+        claim = _new_thread(store, ids=("c1",))
+        before = _snapshot(store)
+        with pytest.raises(NotFound):
+            store.put_writes_and_commit(
+                claim, "nope", [PendingWrite("t", "ch", 1)], Commit("c2", "c1", "run-1", {})
+            )
+        assert _snapshot(store) == before
+
+    def test_put_writes_and_commit_refuses_bad_writes_and_writes_nothing(
+        self, store: Checkpointer
+    ) -> None:
+        claim = _new_thread(store, ids=("c1",))
+        before = _snapshot(store)
+        bad_value: Any = (1, 2)  # a tuple does not round-trip through JSON
+        with pytest.raises(ValidationError, match="writes"):
+            store.put_writes_and_commit(
+                claim, "c1", [PendingWrite("t", "ch", bad_value)], Commit("c2", "c1", "r", {})
+            )
+        with pytest.raises(ValidationError, match="state"):
+            store.put_writes_and_commit(
+                claim, "c1", [PendingWrite("t", "ch", 1)], Commit("c2", "c1", "r", bad_value)
+            )
+        assert _snapshot(store) == before
