@@ -5,6 +5,8 @@ resumed through the queue, `update_state` from outside a run, and what is stored
 
 from __future__ import annotations
 
+import asyncio
+import io
 import operator
 import time
 from collections.abc import Callable, Iterator
@@ -17,9 +19,17 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
+from durable_graph.aio import AsyncInMemoryCheckpointer, AsyncPostgresCheckpointer, AsyncWorker
+from durable_graph.aio.protocols import AsyncCheckpointer
 from durable_graph.checkpointer import Checkpointer
 from durable_graph.errors import ClaimLost, ThreadBusy, ValidationError
-from durable_graph.langgraph import DurableSaver, graph_handler
+from durable_graph.langgraph import (
+    AsyncDurableSaver,
+    DurableSaver,
+    async_graph_handler,
+    demo,
+    graph_handler,
+)
 from durable_graph.langgraph.codec import NS_SEP
 from durable_graph.memory import InMemoryCheckpointer
 from durable_graph.model import ClaimPolicy, Completed, Submission
@@ -345,3 +355,46 @@ def test_a_stored_pickle_is_refused_on_load(clocked: tuple[Checkpointer, ClockCo
     store.release_claim(claim)
     with pytest.raises(ValidationError, match="pickle"):
         DurableSaver(store).get_tuple(_config("t1"))
+
+
+# --- async, and the demo -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["memory", "postgres"])
+def test_async_handler_runs_interrupt_and_resume_through_the_queue(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    async def scenario() -> list[Any]:
+        store: AsyncCheckpointer
+        if kind == "memory":
+            store = AsyncInMemoryCheckpointer()
+        else:
+            store = await AsyncPostgresCheckpointer.open(
+                request.getfixturevalue("pg_dsn"),
+                PostgresConfig(schema=request.getfixturevalue("pg_schema")),
+            )
+        saver = AsyncDurableSaver(store)
+        graph = _asks("name?").compile(checkpointer=saver)
+        worker = AsyncWorker(store, async_graph_handler(graph, saver), lease_ttl=TTL)
+        outputs: list[Any] = []
+        inputs: list[dict[str, Any]] = [{"answers": []}, {"resume": "Ada"}]
+        for submitted in inputs:
+            await store.run_queue.submit(Submission("t1", submitted))
+            report = await worker.run_once()
+            assert report is not None and isinstance(report.outcome, Completed)
+            outputs.append(report.outcome.output)
+        state = await graph.aget_state(_config("t1"))
+        await store.close()
+        return [*outputs, state.values]
+
+    first, second, values = asyncio.run(scenario())
+    assert [i["value"] for i in first["interrupts"]] == ["name?"]
+    assert second["interrupts"] == [] and values == {"answers": ["Ada"]}
+
+
+def test_demo_fences_the_stalled_worker_and_answers_the_interrupt() -> None:
+    out = io.StringIO()
+    with InMemoryCheckpointer() as store:
+        assert demo.run(store, out)
+    text = out.getvalue()
+    assert "ClaimLost" in text and "all checks held" in text
