@@ -170,3 +170,50 @@ BEGIN
         p_parent_thread_id, p_fence_thread_id, p_fence_token);
 END;
 $$;
+
+-- dg_search_v1: dg_history_v1 filtered in the store: the thread's checkpoints newest first (by
+-- seq) whose metadata is a JSON object holding every key of p_filter (a JSON object) with an
+-- equal value (jsonb equality: numbers by value, booleans apart from numbers; '{}' matches every
+-- checkpoint), strictly before
+-- checkpoint p_before (NULL = from the head; unknown = no rows), at most p_limit. Raises DG000
+-- (p_filter not a JSON object, p_limit outside 1..10000). LangGraph's list(filter=...).
+CREATE OR REPLACE FUNCTION dg_search_v1(
+    p_thread_id text, p_filter text, p_before text, p_limit integer)
+RETURNS TABLE (thread_id text, checkpoint_id text, parent_id text, run_id text, state text,
+               metadata text, next text[], created_at timestamptz, committed_at timestamptz,
+               seq bigint, writes json)
+LANGUAGE plpgsql STABLE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_filter jsonb;
+    v_before bigint := 9223372036854775807;
+BEGIN
+    PERFORM _dg_check(p_limit BETWEEN 1 AND 10000, 'limit must be 1..10000');
+    BEGIN
+        v_filter := p_filter::jsonb;
+    EXCEPTION WHEN others THEN
+        v_filter := NULL;
+    END;
+    PERFORM _dg_check(jsonb_typeof(v_filter) = 'object', 'metadata must be a JSON object');
+    IF p_before IS NOT NULL THEN
+        SELECT b.seq INTO v_before FROM checkpoints b
+         WHERE b.thread_id = p_thread_id AND b.checkpoint_id = p_before;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+    END IF;
+    RETURN QUERY
+    SELECT c.thread_id::text, c.checkpoint_id, c.parent_id, c.run_id, c.state, c.metadata,
+           c.next, c.created_at, c.committed_at, c.seq, w.writes
+      FROM threads t
+      JOIN checkpoints c ON c.thread_id = t.thread_id
+     CROSS JOIN LATERAL _dg_writes(c.thread_id, c.checkpoint_id) w
+     WHERE t.thread_id = p_thread_id AND t.live AND c.seq < v_before
+       AND NOT EXISTS (SELECT 1 FROM jsonb_each(v_filter) f
+                        WHERE (c.metadata::jsonb -> f.key) IS DISTINCT FROM f.value)
+     ORDER BY c.seq DESC
+     LIMIT p_limit;
+END;
+$$;

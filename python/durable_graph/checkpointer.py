@@ -133,6 +133,18 @@ class Checkpointer(Protocol):
 
     def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> Checkpoint | None: ...
 
+    def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, JSONValue],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]:
+        """`history` filtered in the store: checkpoints whose metadata is an object holding
+        every key of ``metadata`` with a JSON-equal value (numbers by value, booleans apart);
+        ``{}`` matches every checkpoint."""
+        ...
+
     def thread(self, thread_id: str) -> ThreadInfo | None: ...
 
     def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]: ...
@@ -171,9 +183,34 @@ class Checkpointer(Protocol):
     ) -> None: ...
 
 
+def json_equal(a: object, b: object) -> bool:
+    """Equal as JSON values: numbers by value (1 == 1.0), booleans apart from numbers."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def metadata_matches(metadata: object, wanted: dict[str, object]) -> bool:
+    """`search`'s filter: ``metadata`` is an object with every key of ``wanted``, JSON-equal.
+
+    An empty filter restricts nothing (it matches every checkpoint, whatever its metadata).
+    """
+    if not wanted:
+        return True
+    return isinstance(metadata, dict) and all(
+        k in metadata and json_equal(metadata[k], v) for k, v in wanted.items()
+    )
+
+
 def copy_pairs(descendants: Sequence[str], source: str, target: str) -> list[tuple[str, str]]:
     """`copy_thread`'s (source thread, target thread) pairs: ``source + suffix`` -> ``target + suffix``."""
     return [(d, target + d[len(source) :]) for d in descendants if d.startswith(source)]
 
 
-__all__ = ["Checkpointer", "copy_pairs"]
+__all__ = ["Checkpointer", "copy_pairs", "json_equal", "metadata_matches"]

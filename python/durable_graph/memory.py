@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Self
 
-from .checkpointer import copy_pairs
+from .checkpointer import copy_pairs, metadata_matches
 from .errors import (
     ClaimLost,
     DuplicateCheckpoint,
@@ -83,6 +83,7 @@ from .validation import (
     check_int,
     check_lease,
     check_max_value_bytes,
+    check_metadata_filter,
     check_optional_identifier,
     check_retention,
     check_run_ids,
@@ -970,6 +971,31 @@ class InMemoryCheckpointer:
                     return []
                 rows = [r for r in rows if r.seq < start.seq]
             return [s.checkpoint_of(thread_id, r) for r in rows[:limit]]
+
+    def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]:
+        check_identifier("thread_id", thread_id)
+        wanted = check_metadata_filter(metadata, self._state.max_value_bytes)
+        check_optional_identifier("before", before)
+        check_int("limit", limit, minimum=1)
+        s = self._state
+        with s.locked():
+            thread = s.threads.get(thread_id)
+            if thread is None:
+                return []
+            rows = sorted(thread.checkpoints.values(), key=lambda r: r.seq, reverse=True)
+            if before is not None:
+                start = thread.checkpoints.get(before)
+                if start is None:
+                    return []
+                rows = [r for r in rows if r.seq < start.seq]
+            found = [r for r in rows if metadata_matches(decode_json(r.metadata), wanted)]
+            return [s.checkpoint_of(thread_id, r) for r in found[:limit]]
 
     def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> Checkpoint | None:
         check_identifier("thread_id", thread_id)

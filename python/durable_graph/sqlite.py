@@ -50,7 +50,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Final, Literal, Self
 
-from .checkpointer import copy_pairs
+from .checkpointer import copy_pairs, metadata_matches
 from .errors import (
     ClaimLost,
     DuplicateCheckpoint,
@@ -111,6 +111,7 @@ from .validation import (
     check_int,
     check_lease,
     check_max_value_bytes,
+    check_metadata_filter,
     check_optional_identifier,
     check_retention,
     check_run_ids,
@@ -1284,6 +1285,42 @@ class SqliteCheckpointer:
             wanted = thread["head_id"] if checkpoint_id is None else checkpoint_id
             row = None if wanted is None else tx.checkpoint_row(thread_id, wanted)
             return None if row is None else tx.checkpoint_of(row)
+
+    def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]:
+        check_identifier("thread_id", thread_id)
+        wanted = check_metadata_filter(metadata, self._max)
+        check_optional_identifier("before", before)
+        check_int("limit", limit, minimum=1)
+        with self._db.read() as tx:
+            below = INT64_MAX
+            if before is not None:
+                start = tx.checkpoint_row(thread_id, before)
+                if start is None:
+                    return []
+                below = start["seq"]
+            found: list[Checkpoint] = []
+            # Metadata first, whole rows only for matches: the filter runs in the store.
+            for row in tx.all(
+                "SELECT seq, metadata FROM checkpoints WHERE thread_id = ? AND seq < ?"
+                " ORDER BY seq DESC",
+                (thread_id, below),
+            ):
+                if metadata_matches(decode_json(row["metadata"]), wanted):
+                    full = tx.one(
+                        "SELECT * FROM checkpoints WHERE thread_id = ? AND seq = ?",
+                        (thread_id, row["seq"]),
+                    )
+                    assert full is not None
+                    found.append(tx.checkpoint_of(full))
+                    if len(found) == limit:
+                        break
+            return found
 
     def history(
         self, thread_id: str, before: str | None = None, limit: int = 100

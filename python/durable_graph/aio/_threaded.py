@@ -180,6 +180,15 @@ class ThreadedCheckpointer:
     async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return await in_thread(self._sync.delete_thread, thread_id, fence)
 
+    async def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]:
+        return await in_thread(self._sync.search, thread_id, metadata, before, limit)
+
     async def put_writes_and_commit(
         self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
     ) -> Checkpoint:

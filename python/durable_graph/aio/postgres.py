@@ -399,6 +399,15 @@ class AsyncPostgresCheckpointer:
     async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return await self._x.run(calls.delete_thread(self._config, thread_id, fence))
 
+    async def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]:
+        return await self._x.run(calls.search(self._config, thread_id, metadata, before, limit))
+
     async def put_writes_and_commit(
         self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
     ) -> Checkpoint:

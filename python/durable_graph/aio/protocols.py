@@ -124,6 +124,14 @@ class AsyncCheckpointer(Protocol):
 
     async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool: ...
 
+    async def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]: ...
+
     async def put_writes_and_commit(
         self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
     ) -> Checkpoint: ...

@@ -29,7 +29,7 @@ from ..aio.protocols import AsyncCheckpointer
 from ..errors import NotFound, StaleParent, ValidationError
 from ..model import Checkpoint, Claim, ClaimPolicy, Commit, RetentionPolicy
 from . import codec
-from .saver import _UNKNOWN, UNBOUND_HOLDER, Held, _Base, _keep
+from .saver import _UNKNOWN, UNBOUND_HOLDER, Held, _Base, _keep, store_filter
 
 T = TypeVar("T")
 
@@ -236,7 +236,14 @@ class AsyncDurableSaver(_Base):
         left = limit
         for st in await self._threads_to_list(thread_id, ns, everything):
             before_cp: str | None = None
-            while page := await self.store.history(st, before=before_cp, limit=100):
+            wanted = store_filter(filter)  # a JSON metadata filter is applied by the store
+            while True:
+                if wanted is None:
+                    page = await self.store.history(st, before=before_cp, limit=100)
+                else:
+                    page = await self.store.search(st, wanted, before=before_cp, limit=100)
+                if not page:
+                    break
                 for cp in page:
                     if left is not None and left <= 0:
                         return

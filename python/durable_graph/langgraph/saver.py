@@ -225,6 +225,13 @@ class _Base(BaseCheckpointSaver[int]):
         return str(thread_id), (None if ns is None else str(ns)), before_id, False
 
 
+def store_filter(filter: dict[str, Any] | None) -> dict[str, object] | None:
+    """The filter for `Checkpointer.search`, or None to filter here (none, or not plain JSON)."""
+    if filter and codec.is_json(filter):
+        return dict(filter)
+    return None
+
+
 def _keep(
     cp: Checkpoint,
     exact: str | None,
@@ -450,7 +457,7 @@ class DurableSaver(_Base):
         exact = None if config is None else (config.get("configurable") or {}).get("checkpoint_id")
         left = limit
         for st in self._threads_to_list(thread_id, ns, everything):
-            for cp in self._history(st):
+            for cp in self._history(st, filter):
                 if left is not None and left <= 0:
                     return
                 if _keep(cp, exact, before_id, filter, self.serde):
@@ -474,9 +481,17 @@ class DurableSaver(_Base):
             yield thread_id
             yield from self.store.children(thread_id)
 
-    def _history(self, st: str) -> Iterator[Checkpoint]:
+    def _history(self, st: str, filter: dict[str, Any] | None) -> Iterator[Checkpoint]:
+        """The thread's checkpoints newest first; a JSON metadata filter is applied by the store."""
+        wanted = store_filter(filter)
         before = None
-        while page := self.store.history(st, before=before, limit=100):
+        while True:
+            if wanted is None:
+                page = self.store.history(st, before=before, limit=100)
+            else:
+                page = self.store.search(st, wanted, before=before, limit=100)
+            if not page:
+                return
             yield from page
             before = page[-1].checkpoint_id
 

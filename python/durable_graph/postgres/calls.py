@@ -50,6 +50,7 @@ from ..validation import (
     check_identifier,
     check_int,
     check_lease,
+    check_metadata_filter,
     check_optional_identifier,
     check_retention,
     check_run_ids,
@@ -504,6 +505,21 @@ def history(
     before = check_optional_identifier("before", before)
     args = [("text", thread_id), ("text", before), ("integer", _limit("limit", limit))]
     return _call(config, "history", "dg_history_v1", args, _each(checkpoint_of))
+
+
+def search(
+    config: PostgresConfig, thread_id: object, metadata: object, before: object, limit: object
+) -> Call[list[Checkpoint]]:
+    thread_id = check_identifier("thread_id", thread_id)
+    wanted = check_metadata_filter(metadata, config.max_value_bytes)
+    before = check_optional_identifier("before", before)
+    args = [
+        ("text", thread_id),
+        ("text", encode_json("metadata", wanted, config.max_value_bytes)),
+        ("text", before),
+        ("integer", _limit("limit", limit)),
+    ]
+    return _call(config, "search", "dg_search_v1", args, _each(checkpoint_of))
 
 
 def latest_of_runs(

@@ -201,6 +201,15 @@ class SyncAdapter(Generic[S]):
     def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return self._run(self.target.delete_thread(thread_id, fence))
 
+    def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]:
+        return self._run(self.target.search(thread_id, metadata, before, limit))
+
     def put_writes_and_commit(
         self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
     ) -> Checkpoint:

@@ -233,3 +233,49 @@ class LangGraphSupportTests:
                 claim, "c1", [PendingWrite("t", "ch", 1)], Commit("c2", "c1", "r", bad_value)
             )
         assert _snapshot(store) == before
+
+    # --- search (metadata filters evaluated in the store) ---------------------------------
+
+    def test_search_returns_matching_checkpoints_newest_first(self, store: Checkpointer) -> None:
+        claim = store.claim(T, "h")
+        for i, md in enumerate([{"step": 1, "src": "loop"}, {"step": 2}, {"step": 1, "src": "x"}]):
+            _commit(store, claim, f"c{i}", f"c{i - 1}" if i else None, metadata=md)
+        assert [c.checkpoint_id for c in store.search(T, {"step": 1})] == ["c2", "c0"]
+        assert [c.checkpoint_id for c in store.search(T, {"step": 1, "src": "loop"})] == ["c0"]
+        assert [c.checkpoint_id for c in store.search(T, {})] == ["c2", "c1", "c0"]
+        assert store.search(T, {"missing": None}) == []
+
+    def test_search_compares_json_values_not_python_ones(self, store: Checkpointer) -> None:
+        claim = store.claim(T, "h")
+        _commit(store, claim, "c1", None, metadata={"n": 1, "b": True, "o": {"a": [1, "x"]}})
+        assert [c.checkpoint_id for c in store.search(T, {"n": 1.0})] == ["c1"]
+        assert store.search(T, {"n": True}) == []
+        assert store.search(T, {"b": 1}) == []
+        assert [c.checkpoint_id for c in store.search(T, {"o": {"a": [1.0, "x"]}})] == ["c1"]
+        assert store.search(T, {"o": {"a": [1]}}) == []  # equality, not containment
+
+    def test_search_pages_with_before_and_limit(self, store: Checkpointer) -> None:
+        claim = store.claim(T, "h")
+        _chain(store, claim, ["c1", "c2", "c3", "c4"])
+        first = store.search(T, {}, limit=2)
+        assert [c.checkpoint_id for c in first] == ["c4", "c3"]
+        rest = store.search(T, {}, before="c3", limit=2)
+        assert [c.checkpoint_id for c in rest] == ["c2", "c1"]
+        assert store.search(T, {}, before="unknown") == []
+
+    def test_search_skips_checkpoints_whose_metadata_is_not_an_object(
+        self, store: Checkpointer
+    ) -> None:
+        claim = store.claim(T, "h")
+        _commit(store, claim, "c1", None, metadata=None)
+        _commit(store, claim, "c2", "c1", metadata=[1])
+        assert store.search(T, {"a": 1}) == []
+        assert [c.checkpoint_id for c in store.search(T, {})] == ["c2", "c1"]
+        assert store.search("no-such-thread", {}) == []
+
+    @pytest.mark.parametrize("bad", [None, [("a", 1)], {"a": (1, 2)}, {1: "a"}])
+    def test_search_refuses_a_filter_that_is_not_a_json_object(
+        self, store: Checkpointer, bad: Any
+    ) -> None:
+        with pytest.raises(ValidationError, match="metadata"):
+            store.search(T, bad)
