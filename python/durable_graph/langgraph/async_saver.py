@@ -126,7 +126,8 @@ class AsyncDurableSaver(_Base):
             await self._put_writes_claimed(claim, st, h.checkpoint_id, h.task_id, h.writes)
         except NotFound:
             # LangGraph may write before that checkpoint's put has landed: hold the writes.
-            self._hold(st, replace(h, behind=False))
+            with self._held_lock:
+                self._hold(st, replace(h, behind=False))
 
     async def _put_writes_claimed(
         self, claim: Claim, st: str, checkpoint_id: str, task_id: str, writes: list[tuple[str, Any]]
@@ -174,13 +175,13 @@ class AsyncDurableSaver(_Base):
             raise ValidationError("config: configurable.checkpoint_id is required for put_writes")
         st = codec.store_thread(thread_id, ns)
         items = list(writes)
-        if self._write_behind(config, items):
-            async with self._guard(thread_id):
-                self._hold(st, Held(checkpoint_id, task_id, items, behind=True))
+        if self._write_behind(config, items) and self._hold_behind(
+            st, Held(checkpoint_id, task_id, items, behind=True)
+        ):
             return
 
         async def write(claim: Claim, _fence: Claim | None) -> None:
-            for h in self._held.pop(st, []):  # what is held goes first, in order
+            for h in self._take_held(st):  # what is held goes first, in order
                 await self._put_held_or_keep(claim, st, h)
             await self._put_held_or_keep(claim, st, Held(checkpoint_id, task_id, items, False))
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
@@ -99,8 +100,27 @@ class _Base(BaseCheckpointSaver[int]):
         # before their checkpoint's put landed, and (bound, durability "async") those held to
         # land with the next checkpoint (write-behind: one durable write per step).
         self._held: dict[str, list[Held]] = {}
+        # Checkpoints whose commit already took their held writes along: a write-behind write
+        # for one of them that comes late is written on its own (the last few per thread).
+        self._departed: dict[str, deque[str]] = {}
+        # Guards _held and _departed only (never held across a store call), so holding a write
+        # does not wait for a put in flight.
+        self._held_lock = threading.Lock()
+
+    def _take_held(self, st: str) -> list[Held]:
+        with self._held_lock:
+            return self._held.pop(st, [])
+
+    def _hold_behind(self, st: str, held: Held) -> bool:
+        """Hold a write-behind write; False when its checkpoint's ride has already left."""
+        with self._held_lock:
+            if held.checkpoint_id in self._departed.get(st, ()):
+                return False
+            self._hold(st, held)
+            return True
 
     def _hold(self, st: str, held: Held) -> None:
+        """Keep ``held`` (the caller holds _held_lock, or runs on the saver's event loop)."""
         pending = self._held.setdefault(st, [])
         # A task's writes to a checkpoint are kept once, as the store would (first write wins).
         if not any(
@@ -131,15 +151,18 @@ class _Base(BaseCheckpointSaver[int]):
         fused: list[PendingWrite] = []
         after: list[Held] = []
         keep: list[Held] = []
-        for h in self._held.pop(st, []):
-            if h.behind and h.checkpoint_id == parent:
-                fused.extend(self._writes_for(None, h.task_id, h.writes)[0])
-            elif h.checkpoint_id == new_id and not h.behind:
-                after.append(h)
-            else:
-                keep.append(h)
-        if keep:
-            self._held[st] = keep
+        with self._held_lock:
+            for h in self._held.pop(st, []):
+                if h.behind and h.checkpoint_id == parent:
+                    fused.extend(self._writes_for(None, h.task_id, h.writes)[0])
+                elif h.checkpoint_id == new_id and not h.behind:
+                    after.append(h)
+                else:
+                    keep.append(h)
+            if keep:
+                self._held[st] = keep
+            if parent is not None:
+                self._departed.setdefault(st, deque(maxlen=16)).append(parent)
         return fused, after
 
     def _check_bound(self, thread_id: str) -> None:
@@ -387,13 +410,13 @@ class DurableSaver(_Base):
             raise ValidationError("config: configurable.checkpoint_id is required for put_writes")
         st = codec.store_thread(thread_id, ns)
         items = list(writes)
-        if self._write_behind(config, items):
-            with self._guard(thread_id):
-                self._hold(st, Held(checkpoint_id, task_id, items, behind=True))
+        if self._write_behind(config, items) and self._hold_behind(
+            st, Held(checkpoint_id, task_id, items, behind=True)
+        ):
             return
 
         def write(claim: Claim, _fence: Claim | None) -> None:
-            for h in self._held.pop(st, []):  # what is held goes first, in order
+            for h in self._take_held(st):  # what is held goes first, in order
                 self._put_held_or_keep(claim, st, h)
             self._put_held_or_keep(claim, st, Held(checkpoint_id, task_id, items, behind=False))
 
@@ -405,7 +428,8 @@ class DurableSaver(_Base):
             self._put_writes_claimed(claim, st, h.checkpoint_id, h.task_id, h.writes)
         except NotFound:
             # LangGraph may write before that checkpoint's put has landed: hold the writes.
-            self._hold(st, replace(h, behind=False))
+            with self._held_lock:
+                self._hold(st, replace(h, behind=False))
 
     def delete_thread(self, thread_id: str) -> None:
         with self._guard(thread_id):
