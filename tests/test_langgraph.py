@@ -398,3 +398,25 @@ def test_demo_fences_the_stalled_worker_and_answers_the_interrupt() -> None:
         assert demo.run(store, out)
     text = out.getvalue()
     assert "ClaimLost" in text and "all checks held" in text
+
+
+def test_bound_saver_lands_each_steps_writes_with_the_next_checkpoint(
+    clocked: tuple[Checkpointer, ClockControl],
+) -> None:
+    store, _ = clocked
+    saver = DurableSaver(store)
+    claim = store.claim("bound", "run-1", POLICY)
+    bound = _three_nodes().compile(checkpointer=saver.for_run(claim, "run-1"))
+    bound.invoke({"log": ["input"]}, _config("bound"))  # durability "async": write-behind
+    plain = _three_nodes().compile(checkpointer=saver)
+    plain.invoke({"log": ["input"]}, _config("plain"), durability="sync")
+
+    def writes(thread_id: str) -> list[list[tuple[str, Any]]]:
+        return [
+            sorted((channel, value) for _, channel, value in t.pending_writes or [])
+            for t in saver.list(_config(thread_id))
+        ]
+
+    assert writes("bound") == writes("plain")
+    assert sum(len(w) for w in writes("bound")) > 0
+    assert {c.run_id for c in store.history("bound")} == {"run-1"}
