@@ -217,3 +217,36 @@ BEGIN
      LIMIT p_limit;
 END;
 $$;
+
+-- dg_put_writes_fenced_v1: dg_put_writes_v1 under a second claim, the fence, checked in the same
+-- transaction (the thread and the fence's thread locked first, in id order): a subgraph
+-- namespace's writes fenced by the run's claim on the root thread. Raises DG002 when the fence
+-- is not current (checked after the claim), then what dg_put_writes_v1 raises.
+CREATE OR REPLACE FUNCTION dg_put_writes_fenced_v1(
+    p_thread_id text, p_token bigint, p_checkpoint_id text,
+    p_task_ids text[], p_channels text[], p_values text[],
+    p_fence_thread_id text, p_fence_token bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    t threads;
+    f threads;
+BEGIN
+    PERFORM _dg_check(p_thread_id IS NOT NULL, 'thread_id must not be NULL');
+    PERFORM _dg_check(p_fence_thread_id IS NOT NULL AND p_fence_token IS NOT NULL,
+                      'fence thread and fence token must not be NULL');
+    PERFORM _dg_lock_threads(ARRAY[p_thread_id, p_fence_thread_id]);
+    SELECT * INTO t FROM threads WHERE threads.thread_id = p_thread_id;
+    IF NOT coalesce(t.claim_token = p_token, false) THEN
+        RAISE EXCEPTION 'claim is not current on thread' USING ERRCODE = 'DG002';
+    END IF;
+    SELECT * INTO f FROM threads WHERE threads.thread_id = p_fence_thread_id;
+    IF NOT coalesce(f.claim_token = p_fence_token, false) THEN
+        RAISE EXCEPTION 'fence claim is not current on its thread' USING ERRCODE = 'DG002';
+    END IF;
+    PERFORM dg_put_writes_v1(p_thread_id, p_token, p_checkpoint_id,
+                             p_task_ids, p_channels, p_values);
+END;
+$$;

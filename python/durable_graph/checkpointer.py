@@ -93,6 +93,14 @@ class Checkpointer(Protocol):
         """Delete the thread and its descendants, leaving tombstones; mark their open entries."""
         ...
 
+    def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None:
+        """`put_writes` under a second claim, ``fence`` (on another thread), checked in the same
+        transaction: `ClaimLost` when it is not current, nothing written. A subgraph's writes
+        fenced by the run's claim on its parent thread."""
+        ...
+
     def put_writes_and_commit(
         self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
     ) -> Checkpoint:

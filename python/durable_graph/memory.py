@@ -830,6 +830,18 @@ class InMemoryCheckpointer:
             s.cond.notify_all()
             return existed
 
+    def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None:
+        check_claim("claim", claim)
+        check_identifier("checkpoint_id", checkpoint_id)
+        check_writes("writes", writes, self._state.max_value_bytes)
+        check_claim("fence", fence)
+        with self._state.locked():  # re-entrant: put_writes below takes it again
+            self._state.current_claim(claim)  # the claim first, as put_writes checks it
+            self._state.current_claim(fence)
+            self.put_writes(claim, checkpoint_id, writes)
+
     def put_writes_and_commit(
         self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
     ) -> Checkpoint:

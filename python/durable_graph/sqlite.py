@@ -938,6 +938,18 @@ class SqliteCheckpointer:
     def commit(self, claim: Claim, commit: Commit) -> Checkpoint:
         return self._commit(claim, commit, None)
 
+    def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None:
+        check_claim("claim", claim)
+        check_identifier("checkpoint_id", checkpoint_id)
+        encoded = check_writes("writes", writes, self._max)
+        check_claim("fence", fence)
+        with self._db.write() as tx:
+            tx.current_claim(claim)
+            tx.current_claim(fence)
+            _insert_writes(tx, claim, checkpoint_id, encoded)
+
     def put_writes_and_commit(
         self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
     ) -> Checkpoint:

@@ -180,6 +180,11 @@ class ThreadedCheckpointer:
     async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return await in_thread(self._sync.delete_thread, thread_id, fence)
 
+    async def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None:
+        await in_thread(self._sync.put_writes_fenced, claim, checkpoint_id, writes, fence)
+
     async def search(
         self,
         thread_id: str,

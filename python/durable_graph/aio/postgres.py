@@ -399,6 +399,13 @@ class AsyncPostgresCheckpointer:
     async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return await self._x.run(calls.delete_thread(self._config, thread_id, fence))
 
+    async def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None:
+        await self._x.run(
+            calls.put_writes_fenced(self._config, claim, checkpoint_id, writes, fence)
+        )
+
     async def search(
         self,
         thread_id: str,

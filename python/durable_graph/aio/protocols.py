@@ -124,6 +124,10 @@ class AsyncCheckpointer(Protocol):
 
     async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool: ...
 
+    async def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None: ...
+
     async def search(
         self,
         thread_id: str,

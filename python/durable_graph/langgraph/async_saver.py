@@ -67,8 +67,6 @@ class AsyncDurableSaver(_Base):
         thread_id: str,
         st: str,
         fn: Callable[[Claim, Claim | None], Awaitable[T]],
-        *,
-        check_fence: bool,
     ) -> T:
         holder = self.bound[1] if self.bound else UNBOUND_HOLDER
         root = (
@@ -79,8 +77,6 @@ class AsyncDurableSaver(_Base):
         try:
             if st == thread_id:
                 return await fn(root, None)
-            if check_fence and self.bound is not None:
-                await self.store.renew_claim(root)  # ClaimLost for a stale worker
             child = await self.store.claim(st, holder, self.claim_policy)
             try:
                 return await fn(child, root)
@@ -115,22 +111,28 @@ class AsyncDurableSaver(_Base):
             await self.store.commit(claim, replace(commit, parent_id=await self._head(st)))
         self._heads[st] = commit.checkpoint_id
         for h in after:
-            await self._put_held(claim, st, h)
+            await self._put_held(claim, st, h, fence)
 
-    async def _put_held(self, claim: Claim, st: str, h: Held) -> None:
+    async def _put_held(self, claim: Claim, st: str, h: Held, fence: Claim | None) -> None:
         with suppress(NotFound):  # its checkpoint is gone: nothing to attach the writes to
-            await self._put_writes_claimed(claim, st, h.checkpoint_id, h.task_id, h.writes)
+            await self._put_writes_claimed(claim, st, h.checkpoint_id, h.task_id, h.writes, fence)
 
-    async def _put_held_or_keep(self, claim: Claim, st: str, h: Held) -> None:
+    async def _put_held_or_keep(self, claim: Claim, st: str, h: Held, fence: Claim | None) -> None:
         try:
-            await self._put_writes_claimed(claim, st, h.checkpoint_id, h.task_id, h.writes)
+            await self._put_writes_claimed(claim, st, h.checkpoint_id, h.task_id, h.writes, fence)
         except NotFound:
             # LangGraph may write before that checkpoint's put has landed: hold the writes.
             with self._held_lock:
                 self._hold(st, replace(h, behind=False))
 
     async def _put_writes_claimed(
-        self, claim: Claim, st: str, checkpoint_id: str, task_id: str, writes: list[tuple[str, Any]]
+        self,
+        claim: Claim,
+        st: str,
+        checkpoint_id: str,
+        task_id: str,
+        writes: list[tuple[str, Any]],
+        fence: Claim | None = None,
     ) -> None:
         existing = None
         if any(codec.is_special(ch) for ch, _ in writes):
@@ -139,10 +141,13 @@ class AsyncDurableSaver(_Base):
                 raise NotFound("checkpoint not found")
             existing = cp.writes
         regular, special = self._writes_for(existing, task_id, writes)
-        if regular:
-            await self.store.put_writes(claim, checkpoint_id, regular)
-        if special:
-            await self.store.put_writes(claim, checkpoint_id, special)
+        for batch in (regular, special):
+            if not batch:
+                continue
+            if fence is None:
+                await self.store.put_writes(claim, checkpoint_id, batch)
+            else:  # a subgraph namespace: fenced by the root thread's claim, atomically
+                await self.store.put_writes_fenced(claim, checkpoint_id, batch, fence)
 
     # --- writes -----------------------------------------------------------------------------
 
@@ -159,7 +164,7 @@ class AsyncDurableSaver(_Base):
             await self._commit(claim, st, commit, fence)
 
         async with self._guard(thread_id):
-            await self._with_claim(thread_id, st, write, check_fence=False)
+            await self._with_claim(thread_id, st, write)
         return self._stored_config(thread_id, codec.split_thread(st)[1], checkpoint["id"])
 
     async def aput_writes(
@@ -180,13 +185,15 @@ class AsyncDurableSaver(_Base):
         ):
             return
 
-        async def write(claim: Claim, _fence: Claim | None) -> None:
+        async def write(claim: Claim, fence: Claim | None) -> None:
             for h in self._take_held(st):  # what is held goes first, in order
-                await self._put_held_or_keep(claim, st, h)
-            await self._put_held_or_keep(claim, st, Held(checkpoint_id, task_id, items, False))
+                await self._put_held_or_keep(claim, st, h, fence)
+            await self._put_held_or_keep(
+                claim, st, Held(checkpoint_id, task_id, items, False), fence
+            )
 
         async with self._guard(thread_id):
-            await self._with_claim(thread_id, st, write, check_fence=True)
+            await self._with_claim(thread_id, st, write)
 
     async def adelete_thread(self, thread_id: str) -> None:
         async with self._guard(thread_id):

@@ -309,9 +309,7 @@ class DurableSaver(_Base):
                 self._guards[thread_id] = lock
             return lock
 
-    def _with_claim(
-        self, thread_id: str, st: str, fn: Callable[[Claim, Claim | None], T], *, check_fence: bool
-    ) -> T:
+    def _with_claim(self, thread_id: str, st: str, fn: Callable[[Claim, Claim | None], T]) -> T:
         """Run ``fn(claim of st, fence)`` under the right claims (see the module docstring)."""
         holder = self.bound[1] if self.bound else UNBOUND_HOLDER
         root = (
@@ -320,8 +318,6 @@ class DurableSaver(_Base):
         try:
             if st == thread_id:
                 return fn(root, None)
-            if check_fence and self.bound is not None:
-                self.store.renew_claim(root)  # ClaimLost for a stale worker, before its write
             child = self.store.claim(st, holder, self.claim_policy)
             try:
                 return fn(child, root)
@@ -357,14 +353,20 @@ class DurableSaver(_Base):
             self.store.commit(claim, replace(commit, parent_id=self._head(st)))
         self._heads[st] = commit.checkpoint_id
         for h in after:
-            self._put_held(claim, st, h)
+            self._put_held(claim, st, h, fence)
 
-    def _put_held(self, claim: Claim, st: str, h: Held) -> None:
+    def _put_held(self, claim: Claim, st: str, h: Held, fence: Claim | None) -> None:
         with suppress(NotFound):  # its checkpoint is gone: nothing to attach the writes to
-            self._put_writes_claimed(claim, st, h.checkpoint_id, h.task_id, h.writes)
+            self._put_writes_claimed(claim, st, h.checkpoint_id, h.task_id, h.writes, fence)
 
     def _put_writes_claimed(
-        self, claim: Claim, st: str, checkpoint_id: str, task_id: str, writes: list[tuple[str, Any]]
+        self,
+        claim: Claim,
+        st: str,
+        checkpoint_id: str,
+        task_id: str,
+        writes: list[tuple[str, Any]],
+        fence: Claim | None = None,
     ) -> None:
         existing = None
         if any(codec.is_special(ch) for ch, _ in writes):
@@ -373,10 +375,13 @@ class DurableSaver(_Base):
                 raise NotFound("checkpoint not found")
             existing = cp.writes
         regular, special = self._writes_for(existing, task_id, writes)
-        if regular:
-            self.store.put_writes(claim, checkpoint_id, regular)
-        if special:
-            self.store.put_writes(claim, checkpoint_id, special)
+        for batch in (regular, special):
+            if not batch:
+                continue
+            if fence is None:
+                self.store.put_writes(claim, checkpoint_id, batch)
+            else:  # a subgraph namespace: fenced by the root thread's claim, atomically
+                self.store.put_writes_fenced(claim, checkpoint_id, batch, fence)
 
     # --- BaseCheckpointSaver: writes --------------------------------------------------------
 
@@ -390,10 +395,7 @@ class DurableSaver(_Base):
         thread_id, st, commit = self._commit_for(config, checkpoint, metadata)
         with self._guard(thread_id):
             self._with_claim(
-                thread_id,
-                st,
-                lambda claim, fence: self._commit(claim, st, commit, fence),
-                check_fence=False,
+                thread_id, st, lambda claim, fence: self._commit(claim, st, commit, fence)
             )
         return self._stored_config(thread_id, codec.split_thread(st)[1], checkpoint["id"])
 
@@ -415,17 +417,19 @@ class DurableSaver(_Base):
         ):
             return
 
-        def write(claim: Claim, _fence: Claim | None) -> None:
+        def write(claim: Claim, fence: Claim | None) -> None:
             for h in self._take_held(st):  # what is held goes first, in order
-                self._put_held_or_keep(claim, st, h)
-            self._put_held_or_keep(claim, st, Held(checkpoint_id, task_id, items, behind=False))
+                self._put_held_or_keep(claim, st, h, fence)
+            self._put_held_or_keep(
+                claim, st, Held(checkpoint_id, task_id, items, behind=False), fence
+            )
 
         with self._guard(thread_id):
-            self._with_claim(thread_id, st, write, check_fence=True)
+            self._with_claim(thread_id, st, write)
 
-    def _put_held_or_keep(self, claim: Claim, st: str, h: Held) -> None:
+    def _put_held_or_keep(self, claim: Claim, st: str, h: Held, fence: Claim | None) -> None:
         try:
-            self._put_writes_claimed(claim, st, h.checkpoint_id, h.task_id, h.writes)
+            self._put_writes_claimed(claim, st, h.checkpoint_id, h.task_id, h.writes, fence)
         except NotFound:
             # LangGraph may write before that checkpoint's put has landed: hold the writes.
             with self._held_lock:

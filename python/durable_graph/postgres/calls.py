@@ -327,6 +327,26 @@ def put_writes(
     return _call(config, "put_writes", "dg_put_writes_v1", args, _nothing)
 
 
+def put_writes_fenced(
+    config: PostgresConfig, claim: object, checkpoint_id: object, writes: object, fence: object
+) -> Call[None]:
+    c = check_claim("claim", claim)
+    checkpoint_id = check_identifier("checkpoint_id", checkpoint_id)
+    ws = check_writes("writes", writes, config.max_value_bytes)
+    f = check_claim("fence", fence)
+    args = [
+        ("text", c.thread_id),
+        ("bigint", c.token),
+        ("text", checkpoint_id),
+        ("text[]", [w.task_id for w in ws]),
+        ("text[]", [w.channel for w in ws]),
+        ("text[]", [w.value for w in ws]),
+        ("text", f.thread_id),
+        ("bigint", f.token),
+    ]
+    return _call(config, "put_writes_fenced", "dg_put_writes_fenced_v1", args, _nothing)
+
+
 def put_writes_and_commit(
     config: PostgresConfig, claim: object, checkpoint_id: object, writes: object, commit: object
 ) -> Call[Checkpoint]:

@@ -269,6 +269,11 @@ class PostgresCheckpointer:
     def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return self._x.run(calls.delete_thread(self._config, thread_id, fence))
 
+    def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None:
+        self._x.run(calls.put_writes_fenced(self._config, claim, checkpoint_id, writes, fence))
+
     def search(
         self,
         thread_id: str,

@@ -201,6 +201,11 @@ class SyncAdapter(Generic[S]):
     def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return self._run(self.target.delete_thread(thread_id, fence))
 
+    def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None:
+        self._run(self.target.put_writes_fenced(claim, checkpoint_id, writes, fence))
+
     def search(
         self,
         thread_id: str,

@@ -279,3 +279,40 @@ class LangGraphSupportTests:
     ) -> None:
         with pytest.raises(ValidationError, match="metadata"):
             store.search(T, bad)
+
+    # --- put_writes_fenced ----------------------------------------------------------------
+
+    def test_put_writes_fenced_writes_while_the_fence_is_current(self, store: Checkpointer) -> None:
+        root = _new_thread(store, "root", ids=("r1",))
+        child = store.claim("root/ns", "h")
+        _commit(store, child, "k1", None, parent_thread_id="root", fence=root)
+        store.put_writes_fenced(child, "k1", [PendingWrite("t", "ch", 1)], root)
+        got = store.get("root/ns", "k1")
+        assert got is not None and got.writes == (PendingWrite("t", "ch", 1),)
+
+    def test_put_writes_fenced_refuses_a_stale_fence_and_writes_nothing(
+        self, store: Checkpointer
+    ) -> None:
+        root = _new_thread(store, "root", ids=("r1",))
+        child = store.claim("root/ns", "h")
+        _commit(store, child, "k1", None, parent_thread_id="root", fence=root)
+        store.release_claim(root)
+        store.claim("root", "live")
+        with pytest.raises(ClaimLost):
+            store.put_writes_fenced(child, "k1", [PendingWrite("t", "ch", 1)], root)
+        got = store.get("root/ns", "k1")
+        assert got is not None and got.writes == ()
+
+    def test_put_writes_fenced_checks_the_claim_and_the_checkpoint(
+        self, store: Checkpointer
+    ) -> None:
+        root = _new_thread(store, "root", ids=("r1",))
+        child = store.claim("root/ns", "h")
+        _commit(store, child, "k1", None, parent_thread_id="root", fence=root)
+        with pytest.raises(NotFound):
+            store.put_writes_fenced(child, "nope", [PendingWrite("t", "ch", 1)], root)
+        store.release_claim(child)
+        with pytest.raises(ClaimLost):
+            store.put_writes_fenced(child, "k1", [PendingWrite("t", "ch", 1)], root)
+        with pytest.raises(ValidationError, match="fence"):
+            store.put_writes_fenced(child, "k1", [], None)  # type: ignore[arg-type]
