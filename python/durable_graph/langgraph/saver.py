@@ -5,7 +5,13 @@ worker's write raises `ClaimLost` and changes nothing, and under ``run_id``, so 
 and `plan_attempt` see LangGraph's checkpoints as the attempt's. An unbound saver (e.g.
 `update_state` from an API) takes and releases a claim per call, so it fails with `ThreadBusy`
 while a run holds the thread. A subgraph namespace is a child thread: its writes take the child's
-claim for the call and are fenced by the root thread's claim.
+claim for the call and are fenced by the root thread's claim in the same transaction (`commit`
+with ``fence``, `put_writes_fenced`, `put_writes_and_commit`).
+
+Under LangGraph's default ``durability="async"`` a bound saver holds each task's writes and lands
+them with the step's checkpoint (`put_writes_and_commit`): one durable write per step instead of
+one per task plus one per checkpoint. A crash loses at most the step in flight, as LangGraph's
+async mode allows; special writes (errors, interrupts) and ``durability="sync"`` write at once.
 
 LangGraph may write from several threads at once (``durability="async"``) and may call
 `put_writes` before the `put` of that checkpoint has landed: a per-thread guard serializes the
