@@ -14,7 +14,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 
 from durable_graph import (
+    Checkpoint,
+    Claim,
     ClaimLost,
     ClaimPolicy,
     Commit,
@@ -37,8 +39,10 @@ from durable_graph import (
     ValidationError,
 )
 from durable_graph.aio import AsyncCheckpointer, AsyncInMemoryCheckpointer, AsyncSqliteCheckpointer
+from durable_graph.aio._threaded import ThreadedCheckpointer
 from durable_graph.aio.postgres import AsyncPostgresCheckpointer
 from durable_graph.aio.worker import AsyncRunContext, AsyncWorker, WorkerStopped
+from durable_graph.memory import InMemoryCheckpointer
 from durable_graph.postgres import PostgresConfig
 from durable_graph.testkit import ClockControl, ManualClock
 from durable_graph.testkit.pg_clock import PgClock
@@ -596,5 +600,105 @@ def test_sigterm_stops_a_worker_with_signal_handlers_installed() -> None:
             entry = await store.run_queue.entry(ticket.entry_id)
             assert entry is not None and entry.outcome == Completed("finished")
         assert signal.getsignal(signal.SIGTERM) is not None  # the previous handler is back
+
+    run(main)
+
+
+# --- the attempt flow's three former drifts (the same tests as for the sync Worker) ---------
+
+_POLICY = ClaimPolicy()
+
+
+class _HookedStore(InMemoryCheckpointer):
+    """The real in-memory store, running a test's one-shot hook first in `claim` or in
+    `latest_of_runs` (the worker reads the plan with it right after its claim is held)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.before_claim: Callable[[], None] | None = None
+        self.before_plan: Callable[[], None] | None = None
+
+    def claim(self, thread_id: str, holder: str, policy: ClaimPolicy = _POLICY) -> Claim:
+        hook, self.before_claim = self.before_claim, None
+        if hook is not None:
+            hook()
+        return super().claim(thread_id, holder, policy)
+
+    def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> Checkpoint | None:
+        hook, self.before_plan = self.before_plan, None
+        if hook is not None:
+            hook()
+        return super().latest_of_runs(thread_id, run_ids)
+
+
+def _counting(calls: list[str]) -> Callable[[AsyncRunContext], Coroutine[Any, Any, Any]]:
+    async def handler(ctx: AsyncRunContext) -> Any:
+        calls.append(ctx.run_id)
+        return "ran"
+
+    return handler
+
+
+def test_handler_is_not_called_once_the_lease_was_lost_before_it_starts() -> None:
+    async def main() -> None:
+        inner = _HookedStore()
+        store = ThreadedCheckpointer(inner)
+        ticket = await store.run_queue.submit(Submission("t1", None))
+
+        def cancel_and_let_the_renewal_notice() -> None:  # runs in a worker thread
+            inner.run_queue.cancel(ticket.entry_id)
+            time.sleep(1.0)  # several renewals (every 150 ms): the keeper has seen EntryClosed
+
+        inner.before_plan = cancel_and_let_the_renewal_notice
+        calls: list[str] = []
+        report = await AsyncWorker(store, _counting(calls), **FAST).run_once()
+        assert report is not None and report.note == "lost"
+        assert calls == []
+
+    run(main)
+
+
+def test_claim_wait_ended_by_a_lost_lease_reports_lost_not_busy() -> None:
+    async def main() -> None:
+        inner = _HookedStore()
+        store = ThreadedCheckpointer(inner)
+        ticket = await store.run_queue.submit(Submission("t1", None))
+        await store.claim("t1", "someone-else", ClaimPolicy(ttl=timedelta(seconds=30)))
+
+        def cancel() -> None:
+            inner.run_queue.cancel(ticket.entry_id)
+
+        inner.before_claim = cancel
+        calls: list[str] = []
+        report = await AsyncWorker(store, _counting(calls), **FAST).run_once()
+        assert report is not None and report.note == "lost" and calls == []
+
+    run(main)
+
+
+def test_claim_taken_after_shutdown_abandoned_the_attempt_is_given_back() -> None:
+    async def main() -> None:
+        inner = _HookedStore()
+        store = ThreadedCheckpointer(inner)
+        ticket = await store.run_queue.submit(Submission("t1", None))
+        long_claims = ClaimPolicy(
+            ttl=timedelta(seconds=30), renew_every=timedelta(milliseconds=150)
+        )
+        calls: list[str] = []
+        worker = AsyncWorker(store, _counting(calls), **{**FAST, "claim_policy": long_claims})
+
+        def shut_down_meanwhile() -> None:  # runs in a worker thread
+            worker.stop(force=True)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:  # until the shutdown released the lease
+                entry = inner.run_queue.entry(ticket.entry_id)
+                if entry is not None and entry.lease_holder is None:
+                    return
+                time.sleep(0.02)
+
+        inner.before_claim = shut_down_meanwhile
+        await asyncio.wait_for(worker.run(), 20)
+        await store.claim("t1", "next-worker")  # the late claim was given back, not kept
+        assert calls == []
 
     run(main)

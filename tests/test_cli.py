@@ -15,9 +15,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
+from durable_graph import ANY, Failed, Submission
 from durable_graph.cli import parse_duration
+from durable_graph.sqlite import SqliteCheckpointer
 
 BIN = Path(sys.executable).with_name("durable-graph")
 
@@ -348,3 +351,80 @@ def test_demo_json_summary_on_postgres(pg_dsn: str, pg_schema: str, tmp_path: Pa
     assert summary["killed"] is not None
     completed = [e for e in summary["entries"] if e["outcome"] == "completed"]
     assert len(completed) == 7 and all(e["applied"] == 1 for e in completed)
+
+
+# --- what the CLI prints: escaped, and never the DSN (issue #11) ---------------------------
+
+
+def test_control_characters_in_ids_tenants_and_error_text_are_shown_escaped(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    with SqliteCheckpointer.open(path) as store:
+        store.run_queue.submit(Submission("t\x1b[2J", None, tenant="ac\x07me"))
+        lease = store.run_queue.lease("w\x9b", timedelta(seconds=30), tenant=ANY)
+        assert lease is not None
+        store.run_queue.close(lease, Failed("boom\x1b]0;pwned\x07\u202e"))
+    cli = Cli(["--sqlite", str(path)], tmp_path)
+    shown = cli.ok("queue", "show", "1", "--tenant", "ac\x07me")
+    assert not any(c in shown for c in "\x1b\x07\x9b\u202e")
+    assert "t\\x1b[2J" in shown and "ac\\x07me" in shown
+    assert "boom\\x1b]0;pwned\\x07\\u202e" in shown
+    line = _assert_one_line_error(cli.run("queue", "show", "1", "--tenant", "x\x1b[2J"))
+    assert "\x1b" not in line and "x\\x1b[2J" in line
+    assert cli.json("queue", "show", "1", "--tenant", "ac\x07me")["tenant"] == "ac\x07me"
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://bob:s3cr3t-pw@127.0.0.1:1/appdb?connect_timeout=1",
+        "host=127.0.0.1 port=1 user=bob password=s3cr3t-pw dbname=appdb connect_timeout=1",
+        "host=127.0.0.1 user=bob s3cr3t-pw",  # malformed: libpq quotes the bad fragment
+    ],
+)
+def test_no_dsn_fragment_or_password_in_error_lines(tmp_path: Path, dsn: str) -> None:
+    cli = Cli(["--dsn", dsn], tmp_path)
+    for command in (["queue", "ls"], ["submit", "t", "--input", "1"], ["migrate"]):
+        line = _assert_one_line_error(cli.run(*command, timeout=60))
+        for fragment in ("s3cr3t", "bob", "appdb", "127.0.0.1"):
+            assert fragment not in line, line
+
+
+def test_worker_app_in_the_current_directory_never_shadows_a_library_module(
+    tmp_path: Path,
+) -> None:
+    # The SQLite store imports sqlite3 after the app is loaded: this file must not be it.
+    (tmp_path / "sqlite3.py").write_text("raise ImportError('shadowed by the current directory')")
+    (tmp_path / "cli_test_app.py").write_text(APP)
+    cli = Cli(["--sqlite", str(tmp_path / "store.db")], tmp_path)
+    worker = cli.start_worker()
+    try:
+        time.sleep(1.5)
+        assert worker.poll() is None, worker.communicate()[1]
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = worker.communicate(timeout=30)
+    assert worker.returncode == 0, stderr
+    assert "shadowed" not in stderr
+
+
+def test_app_module_named_like_an_installed_module_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "json.py").write_text("def handler(ctx):\n    return 1\n")
+    cli = Cli(["--sqlite", str(tmp_path / "store.db")], tmp_path)
+    line = _assert_one_line_error(cli.run("worker", "--app", "json:handler"))
+    assert "'json'" in line and "rename" in line
+
+
+def test_read_only_commands_never_create_a_postgres_schema(
+    pg_dsn: str, pg_schema: str, tmp_path: Path
+) -> None:
+    cli = Cli(["--dsn", pg_dsn, "--schema", pg_schema], tmp_path)
+    for command in (["queue", "ls"], ["thread", "ls"], ["events", "t"], ["queue", "show", "1"]):
+        line = _assert_one_line_error(cli.run(*command))
+        assert "durable-graph migrate" in line
+    with psycopg.connect(pg_dsn) as conn:
+        found = conn.execute(
+            "SELECT 1 FROM pg_namespace WHERE nspname = %s", (pg_schema,)
+        ).fetchone()
+    assert found is None

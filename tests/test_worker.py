@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from durable_graph import (
+    Checkpoint,
+    Claim,
     ClaimLost,
     ClaimPolicy,
     Commit,
@@ -487,3 +489,104 @@ def test_concurrency_runs_attempts_in_parallel(backend: Backend) -> None:
         worker.stop()
         runner.join(10)
     assert not barrier.broken
+
+
+# --- the attempt flow's three former drifts (the same test for AsyncWorker) ----------------
+
+
+_POLICY = ClaimPolicy()
+
+
+class _HookedStore(InMemoryCheckpointer):
+    """The real in-memory store, running a test's one-shot hook first in `claim` or in
+    `latest_of_runs` (the worker reads the plan with it right after its claim is held)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.before_claim: Callable[[], None] | None = None
+        self.before_plan: Callable[[], None] | None = None
+        self.hooked_claim_taken = threading.Event()
+
+    def claim(self, thread_id: str, holder: str, policy: ClaimPolicy = _POLICY) -> Claim:
+        hook, self.before_claim = self.before_claim, None
+        if hook is None:
+            return super().claim(thread_id, holder, policy)
+        hook()
+        claim = super().claim(thread_id, holder, policy)
+        self.hooked_claim_taken.set()
+        return claim
+
+    def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> Checkpoint | None:
+        hook, self.before_plan = self.before_plan, None
+        if hook is not None:
+            hook()
+        return super().latest_of_runs(thread_id, run_ids)
+
+
+def _never_called(calls: list[str]) -> Callable[[RunContext], Any]:
+    def handler(ctx: RunContext) -> Any:
+        calls.append(ctx.run_id)
+        return "ran"
+
+    return handler
+
+
+def test_handler_is_not_called_once_the_lease_was_lost_before_it_starts() -> None:
+    store = _HookedStore()
+    ticket = store.run_queue.submit(Submission("t1", None))
+    calls: list[str] = []
+
+    def cancel_and_let_the_renewal_notice() -> None:
+        store.run_queue.cancel(ticket.entry_id)
+        time.sleep(1.0)  # several renewals (every 150 ms): the keeper has seen EntryClosed
+
+    store.before_plan = cancel_and_let_the_renewal_notice
+    report = Worker(store, _never_called(calls), **FAST).run_once()
+    assert report is not None and report.note == "lost"
+    assert calls == []
+
+
+def test_claim_wait_ended_by_a_lost_lease_reports_lost_not_busy() -> None:
+    store = _HookedStore()
+    ticket = store.run_queue.submit(Submission("t1", None))
+    store.claim("t1", "someone-else", ClaimPolicy(ttl=timedelta(seconds=30)))
+
+    def cancel() -> None:
+        store.run_queue.cancel(ticket.entry_id)
+
+    store.before_claim = cancel
+    calls: list[str] = []
+    report = Worker(store, _never_called(calls), **FAST).run_once()
+    assert report is not None and report.note == "lost" and calls == []
+
+
+def test_claim_taken_after_shutdown_abandoned_the_attempt_is_given_back() -> None:
+    store = _HookedStore()
+    store.run_queue.submit(Submission("t1", None))
+    long_claims = ClaimPolicy(ttl=timedelta(seconds=30), renew_every=timedelta(milliseconds=150))
+    calls: list[str] = []
+    worker = Worker(
+        store,
+        _never_called(calls),
+        **{**FAST, "claim_policy": long_claims, "shutdown_deadline": timedelta(milliseconds=1)},
+    )
+    runner = threading.Thread(target=worker.run)
+
+    def shut_down_meanwhile() -> None:
+        worker.stop()
+        runner.join(10)  # run() returns once it abandoned this attempt: lease released
+
+    store.before_claim = shut_down_meanwhile
+    runner.start()
+    runner.join(15)
+    assert not runner.is_alive()
+    assert store.hooked_claim_taken.wait(5)
+    deadline = time.monotonic() + 5
+    while True:  # the slot thread gives the late claim back right after it is taken
+        try:
+            store.claim("t1", "next-worker")
+            break
+        except ThreadBusy:
+            assert time.monotonic() < deadline, "the late claim was kept"
+            time.sleep(0.05)
+    assert calls == []

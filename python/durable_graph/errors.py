@@ -31,10 +31,18 @@ class GraphError(StoreError):
 class ThreadBusy(GraphError):
     """A live claim is held by another token, or a REJECT submission met an open entry.
 
-    The message never names a holder, an entry, a tenant or a token (SPEC §8 rule 7).
+    The message is one of two fixed texts, never naming a holder, an entry, a tenant or a
+    token (SPEC §8 rule 7): `THREAD_BUSY_CLAIM` or `THREAD_BUSY_ENTRY`. The SQL functions raise
+    the same texts (``tests/test_api_surface.py`` checks).
     """
 
     sqlstate = "DG001"
+
+
+THREAD_BUSY_CLAIM = "thread has a live claim"
+"""`ThreadBusy`'s message when another claim is live (`claim`)."""
+THREAD_BUSY_ENTRY = "thread has an open entry"
+"""`ThreadBusy`'s message when a REJECT submission meets an open entry (`submit`)."""
 
 
 class ClaimLost(GraphError):
@@ -121,7 +129,14 @@ def error_for_sqlstate(sqlstate: str | None) -> type[StoreError] | None:
     return _BY_SQLSTATE.get(sqlstate)
 
 
+def sqlstates() -> dict[str, type[StoreError]]:
+    """Every ``DG`` SQLSTATE with its store error class (a copy: the map lives here only)."""
+    return dict(_BY_SQLSTATE)
+
+
 __all__ = [
+    "THREAD_BUSY_CLAIM",
+    "THREAD_BUSY_ENTRY",
     "ClaimLost",
     "DuplicateCheckpoint",
     "EntryClosed",
@@ -138,4 +153,5 @@ __all__ = [
     "ThreadBusy",
     "ValidationError",
     "error_for_sqlstate",
+    "sqlstates",
 ]

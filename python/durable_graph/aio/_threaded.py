@@ -1,7 +1,9 @@
 """Async stores over a sync store, one worker thread per call (the in-memory and SQLite stores).
 
 Every method runs the sync store's method with `asyncio.to_thread`, so lock waits (bounded, D23)
-never block the event loop; the sync store validates the arguments, as it always does. Polling
+never block the event loop; it passes only the arguments its caller gave
+(`durable_graph.surface.forward_async`), and the sync store checks them and supplies the
+defaults, as it always does. Polling
 (`await_events_after`, `subscribe`, `await_closed`) runs on the loop with `asyncio.sleep`.
 
 Cancellation: a sync call cannot be interrupted once its thread runs it. A task cancelled while
@@ -10,14 +12,18 @@ then raises `CancelledError`: when the task has ended, nothing of its call is st
 A cancellation requested before a call starts is raised before the call is handed to a thread.
 """
 
+# The forwarded methods are declarations: their bodies (``...``) never run.
+# mypy: disable-error-code="empty-body"
+
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import timedelta
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Any, Self, TypeVar
 
 from ..checkpointer import Checkpointer
 from ..errors import ProcessingError
@@ -44,6 +50,7 @@ from ..model import (
     WatchPolicy,
 )
 from ..run_queue import RunQueue
+from ..surface import forward_async
 from ._watch import await_entry_closed, await_events, subscribe_events
 from .protocols import JSONValue
 
@@ -72,48 +79,51 @@ class ThreadedRunQueue:
     def __init__(self, sync: RunQueue) -> None:
         self._sync = sync
 
-    async def submit(self, submission: Submission) -> Ticket:
-        return await in_thread(self._sync.submit, submission)
+    def _forward(self, name: str, given: dict[str, Any]) -> Awaitable[Any]:
+        return in_thread(functools.partial(getattr(self._sync, name), **given))
 
+    @forward_async
+    async def submit(self, submission: Submission) -> Ticket: ...
+
+    @forward_async
     async def lease(
         self,
         holder: str,
         ttl: timedelta,
         tenant: TenantFilter = ANY,
         run_id: str | None = None,
-    ) -> Lease | None:
-        return await in_thread(self._sync.lease, holder, ttl, tenant, run_id)
+    ) -> Lease | None: ...
 
-    async def renew(self, lease: Lease, ttl: timedelta | None = None) -> Lease:
-        return await in_thread(self._sync.renew, lease, ttl)
+    @forward_async
+    async def renew(self, lease: Lease, ttl: timedelta | None = None) -> Lease: ...
 
-    async def release(self, lease: Lease) -> None:
-        await in_thread(self._sync.release, lease)
+    @forward_async
+    async def release(self, lease: Lease) -> None: ...
 
-    async def record_attempt(self, lease: Lease, run_id: str) -> AttemptStart:
-        return await in_thread(self._sync.record_attempt, lease, run_id)
+    @forward_async
+    async def record_attempt(self, lease: Lease, run_id: str) -> AttemptStart: ...
 
-    async def close(self, lease: Lease, outcome: EntryOutcome) -> QueueEntry:
-        return await in_thread(self._sync.close, lease, outcome)
+    @forward_async
+    async def close(self, lease: Lease, outcome: EntryOutcome) -> QueueEntry: ...
 
-    async def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry:
-        return await in_thread(self._sync.cancel, entry_id, tenant)
+    @forward_async
+    async def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry: ...
 
-    async def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None:
-        return await in_thread(self._sync.entry, entry_id, tenant)
+    @forward_async
+    async def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None: ...
 
+    @forward_async
     async def open_entries(
         self, tenant: TenantFilter = None, thread_id: str | None = None
-    ) -> list[QueueEntry]:
-        return await in_thread(self._sync.open_entries, tenant, thread_id)
+    ) -> list[QueueEntry]: ...
 
     async def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
     ) -> QueueEntry | None:
         return await await_entry_closed(self.entry, entry_id, timeout, tenant, self._poll)
 
-    async def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
-        return await in_thread(self._sync.reclaim, older_than, batch)
+    @forward_async
+    async def reclaim(self, older_than: timedelta, batch: int = 1000) -> int: ...
 
     _poll = timedelta(milliseconds=20)
     """Local stores are cheap to read: `await_closed` polls them often."""
@@ -127,6 +137,9 @@ class ThreadedCheckpointer:
         self._run_queue = ThreadedRunQueue(sync.run_queue)
         self._closed = False
 
+    def _forward(self, name: str, given: dict[str, Any]) -> Awaitable[Any]:
+        return in_thread(functools.partial(getattr(self._sync, name), **given))
+
     def _check_open(self) -> None:
         if self._closed:
             raise ProcessingError("the store is closed")
@@ -137,48 +150,48 @@ class ThreadedCheckpointer:
 
     # --- claims ---------------------------------------------------------------------------
 
+    @forward_async
     async def claim(
         self, thread_id: str, holder: str, policy: ClaimPolicy = ClaimPolicy()
-    ) -> Claim:
-        return await in_thread(self._sync.claim, thread_id, holder, policy)
+    ) -> Claim: ...
 
-    async def renew_claim(self, claim: Claim) -> Claim:
-        return await in_thread(self._sync.renew_claim, claim)
+    @forward_async
+    async def renew_claim(self, claim: Claim) -> Claim: ...
 
-    async def release_claim(self, claim: Claim) -> None:
-        await in_thread(self._sync.release_claim, claim)
+    @forward_async
+    async def release_claim(self, claim: Claim) -> None: ...
 
     # --- writes ---------------------------------------------------------------------------
 
-    async def commit(self, claim: Claim, commit: Commit) -> Checkpoint:
-        return await in_thread(self._sync.commit, claim, commit)
+    @forward_async
+    async def commit(self, claim: Claim, commit: Commit) -> Checkpoint: ...
 
+    @forward_async
     async def put_writes(
         self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite]
-    ) -> None:
-        await in_thread(self._sync.put_writes, claim, checkpoint_id, writes)
+    ) -> None: ...
 
+    @forward_async
     async def append_events(
         self, claim: Claim, events: Sequence[EventIn], run_id: str | None = None
-    ) -> list[Event]:
-        return await in_thread(self._sync.append_events, claim, events, run_id)
+    ) -> list[Event]: ...
 
+    @forward_async
     async def record_effect(
         self, claim: Claim, key: str, value: JSONValue, run_id: str | None = None
-    ) -> EffectRecord:
-        return await in_thread(self._sync.record_effect, claim, key, value, run_id)
+    ) -> EffectRecord: ...
 
-    async def retract_turn(self, claim: Claim) -> Checkpoint | None:
-        return await in_thread(self._sync.retract_turn, claim)
+    @forward_async
+    async def retract_turn(self, claim: Claim) -> Checkpoint | None: ...
 
-    async def prune(self, thread_id: str, policy: RetentionPolicy) -> PruneResult:
-        return await in_thread(self._sync.prune, thread_id, policy)
+    @forward_async
+    async def prune(self, thread_id: str, policy: RetentionPolicy) -> PruneResult: ...
 
-    async def prune_all(self, policy: RetentionPolicy, batch: int = 1000) -> PruneResult:
-        return await in_thread(self._sync.prune_all, policy, batch)
+    @forward_async
+    async def prune_all(self, policy: RetentionPolicy, batch: int = 1000) -> PruneResult: ...
 
-    async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
-        return await in_thread(self._sync.delete_thread, thread_id, fence)
+    @forward_async
+    async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool: ...
 
     async def put_writes_fenced(
         self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
@@ -209,28 +222,30 @@ class ThreadedCheckpointer:
 
     # --- reads ----------------------------------------------------------------------------
 
-    async def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
-        return await in_thread(self._sync.get, thread_id, checkpoint_id)
+    @forward_async
+    async def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None: ...
 
+    @forward_async
     async def history(
         self, thread_id: str, before: str | None = None, limit: int = 100
-    ) -> list[Checkpoint]:
-        return await in_thread(self._sync.history, thread_id, before, limit)
+    ) -> list[Checkpoint]: ...
 
-    async def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> Checkpoint | None:
-        return await in_thread(self._sync.latest_of_runs, thread_id, run_ids)
+    @forward_async
+    async def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> Checkpoint | None: ...
 
-    async def thread(self, thread_id: str) -> ThreadInfo | None:
-        return await in_thread(self._sync.thread, thread_id)
+    @forward_async
+    async def thread(self, thread_id: str) -> ThreadInfo | None: ...
 
-    async def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]:
-        return await in_thread(self._sync.threads, after, limit)
+    @forward_async
+    async def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]: ...
 
-    async def children(self, thread_id: str) -> list[str]:
-        return await in_thread(self._sync.children, thread_id)
+    @forward_async
+    async def children(self, thread_id: str) -> list[str]: ...
 
-    async def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]:
-        return await in_thread(self._sync.events_after, thread_id, after_seq, limit)
+    @forward_async
+    async def events_after(
+        self, thread_id: str, after_seq: int, limit: int = 1000
+    ) -> list[Event]: ...
 
     async def await_events_after(
         self,
@@ -246,8 +261,8 @@ class ThreadedCheckpointer:
     ) -> AsyncIterator[Event]:
         return subscribe_events(self.events_after, self._check_open, thread_id, after_seq, watch)
 
-    async def get_effect(self, thread_id: str, key: str) -> EffectRecord | None:
-        return await in_thread(self._sync.get_effect, thread_id, key)
+    @forward_async
+    async def get_effect(self, thread_id: str, key: str) -> EffectRecord | None: ...
 
     # --- lifecycle ------------------------------------------------------------------------
 

@@ -1,19 +1,8 @@
 """The async worker runtime: `AsyncWorker` runs ``async def`` handlers, many at once on one loop.
 
-The protocol is the sync `durable_graph.worker.Worker`'s (SPEC §5, D40-D44), told again with
-``await``, in the same order and with the same names; the decisions themselves (settings and
-timings, commit chaining, the recorded output, retry / fail / exhausted outcomes) are the shared
-pure functions of `durable_graph.worker`, so both workers decide alike. One attempt:
-
-1. ``lease(holder, ttl, tenant, run_id=new)`` — records the attempt in the same call;
-   ``Exhausted`` → settle (D42); ``ThreadDeleted`` → the store closed the entry; no attempt (the
-   run id was taken) → `record_attempt` with fresh run ids.
-2. ``claim(thread, holder=run_id)``, waiting (lease held and renewed) while the thread is busy (D41).
-3. The entry is read **after** the claim is held, then ``latest_of_runs``, then `plan_attempt`:
-   ``Finished`` → close ``Completed(recorded output)``; ``Fresh`` / ``Resume`` → ``await
-   handler(ctx)``, in a task of its own.
-4. The output is recorded (D40), the claim released, the entry closed; a raise is retried or closes
-   ``Failed`` (D43).
+The attempt (SPEC §5, D40-D44) is `durable_graph.attempt_flow`, the same generator the sync
+`durable_graph.worker.Worker` drives: this worker awaits its operations, and runs the handler
+(``await handler(ctx)``) in a task of its own, so both workers decide alike by construction.
 
 Concurrency (D52): up to ``concurrency`` attempts run as tasks on the calling event loop; one
 dispatcher leases only while a slot is free, so an idle worker makes one lease call per poll
@@ -38,68 +27,66 @@ import inspect
 import logging
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from datetime import timedelta
-from typing import Any
+from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
+from typing import Any, TypeVar, Unpack
 
-from ..errors import (
-    ClaimLost,
-    EntryClosed,
-    LeaseLost,
-    NotFound,
-    RunIdTaken,
-    StoreError,
-    ThreadBusy,
-    ValidationError,
+from ..attempt_flow import (
+    AttemptReport,
+    RunContextBase,
+    WorkerOptions,
+    WorkerSettings,
+    WorkerStopped,
+    attempt_flow,
+    describe,
+    log_stop_signal,
+    new_id,
+    next_commit,
 )
+from ..attempt_ops import (
+    Finish,
+    HandlerResult,
+    Operation,
+    Pause,
+    RunHandler,
+    Steps,
+    StoreOp,
+    finishing,
+    renewal,
+)
+from ..errors import StoreError, ValidationError
 from ..model import (
-    ANY,
     JSON,
-    AttemptPlan,
-    AttemptStart,
-    Cancelled,
     Checkpoint,
     Claim,
-    ClaimPolicy,
-    Completed,
     EntryOutcome,
     Event,
     EventIn,
-    Exhausted,
-    Finished,
     Lease,
     QueueEntry,
-    Started,
-    TenantFilter,
-    ThreadDeleted,
 )
-from ..run_queue import plan_attempt
-from ..worker import (
-    AttemptReport,
-    Note,
-    RunContextBase,
-    WorkerSettings,
-    WorkerStopped,
-    closing_note,
-    describe,
-    exhausted_outcome,
-    failure_outcome,
-    invalid_output,
-    new_id,
-    next_commit,
-    output_effect_key,
-    recorded_output,
-)
-from .protocols import AsyncCheckpointer, AsyncRunQueue
+from .protocols import AsyncCheckpointer
 
 log = logging.getLogger("durable_graph.aio.worker")
 
 AsyncHandler = Callable[["AsyncRunContext"], Awaitable[Any]]
 """A user's run: ``async def handler(ctx: AsyncRunContext) -> JSON``."""
 
-_RECORD_ATTEMPT_TRIES = 5
+Events = Sequence[EventIn]  # keeps `commit`'s signature short
+OpT = TypeVar("OpT")
+R = TypeVar("R")
 _ABANDON_GRACE = 5.0
 """Seconds an abandoned attempt gets to unwind after its handler task was cancelled."""
+
+
+async def _drive(flow: Generator[OpT, Any, R], perform: Callable[[OpT], Awaitable[Any]]) -> R:
+    """`durable_graph.attempt_ops.drive`, awaiting each operation."""
+    steps: Steps[OpT, R] = Steps(flow)
+    for op in steps:
+        try:
+            steps.send(await perform(op))
+        except StoreError as exc:
+            steps.throw(exc)
+    return steps.result  # type: ignore[return-value]  # set when the iteration ended
 
 
 # --- keeping the lease and the claim alive -------------------------------------------------
@@ -109,11 +96,10 @@ class _Keeper:
     """One attempt's lease (and claim, once taken): renewed by a task, released or closed once."""
 
     def __init__(self, store: AsyncCheckpointer, lease: Lease, interval: float) -> None:
-        self._store = store
-        self._queue: AsyncRunQueue = store.run_queue
+        self.handler_task: asyncio.Task[Any] | None = None  # cancelled if the worker shuts down
         self.lease = lease
         self.claim: Claim | None = None
-        self.handler_task: asyncio.Task[Any] | None = None
+        self._store = store
         self._interval = interval
         self._lost: StoreError | None = None
         self._renewer: asyncio.Task[None] | None = None
@@ -167,26 +153,23 @@ class _Keeper:
                 await asyncio.wait_for(self._stop_renewing.wait(), self._interval)
             if self._stop_renewing.is_set():
                 return
-            try:
-                self.lease = await self._queue.renew(self.lease)
-            except (LeaseLost, EntryClosed) as exc:
-                self.lose(exc)
+            if not await _drive(renewal(self, log), self._call):
                 return
-            except StoreError as exc:  # transient: the lease stays current until re-leased
-                log.warning("entry %d: lease renewal failed: %s", self.lease.entry.entry_id, exc)
-            claim = self.claim
-            if claim is None:
-                continue
-            try:
-                renewed = await self._store.renew_claim(claim)
-            except ClaimLost as exc:
-                self.lose(exc)
-                return
-            except StoreError as exc:
-                log.warning("thread %s: claim renewal failed: %s", claim.thread_id, exc)
-                continue
-            if self.claim is claim:
-                self.claim = renewed
+
+    def _call(self, op: StoreOp) -> Awaitable[Any]:
+        result: Awaitable[Any] = op.on(self._store)
+        return result
+
+    def current_claim(self) -> Claim | None:
+        return self.claim
+
+    def claim_renewed(self, old: Claim, new: Claim) -> None:
+        if self.claim is old:  # not released meanwhile
+            self.claim = new
+
+    def take_claim(self) -> Claim | None:
+        claim, self.claim = self.claim, None
+        return claim
 
     def abandon(self) -> None:
         """Stop renewing without touching the store (the entry is already closed)."""
@@ -210,20 +193,7 @@ class _Keeper:
 
     async def _finish(self, outcome: EntryOutcome | None) -> QueueEntry | None:
         await self.stop_renewing()
-        # The claim goes first: while the lease is live no other worker can lease the thread,
-        # so nobody meets a claim that is about to be released.
-        claim, self.claim = self.claim, None
-        if claim is not None:
-            with contextlib.suppress(StoreError):
-                await self._store.release_claim(claim)
-        try:
-            if outcome is None:
-                await self._queue.release(self.lease)
-                return None
-            return await self._queue.close(self.lease, outcome)
-        except (LeaseLost, EntryClosed) as exc:
-            self.lose(exc)
-            return None
+        return await _drive(finishing(self, outcome), self._call)
 
     def _log_failure(self, finishing: asyncio.Future[QueueEntry | None]) -> None:
         if not finishing.cancelled() and finishing.exception() is not None:
@@ -247,11 +217,7 @@ class AsyncRunContext(RunContextBase[AsyncCheckpointer]):
     """
 
     async def commit(
-        self,
-        state: JSON,
-        next: Sequence[str] = (),
-        metadata: JSON = None,
-        events: Sequence[EventIn] = (),
+        self, state: JSON, next: Sequence[str] = (), metadata: JSON = None, events: Events = ()
     ) -> Checkpoint:
         """Commit a checkpoint whose parent is the current head; ``next=()`` ends the run."""
         self.check()
@@ -300,26 +266,13 @@ class AsyncWorker:
         store: AsyncCheckpointer,
         handler: AsyncHandler,
         *,
-        holder: str | None = None,
-        concurrency: int = 1,
-        lease_ttl: timedelta = timedelta(seconds=30),
-        claim_policy: ClaimPolicy = ClaimPolicy(),
-        tenant: TenantFilter = ANY,
-        poll_interval: timedelta = timedelta(seconds=1),
-        shutdown_deadline: timedelta = timedelta(seconds=30),
         install_signal_handlers: bool = False,
+        **options: Unpack[WorkerOptions],
     ) -> None:
+        """``options``: `WorkerOptions`, as for `durable_graph.worker.Worker`."""
         if not _is_async_callable(handler):
             raise ValidationError("handler must be an async function (async def handler(ctx))")
-        self.settings = WorkerSettings.check(
-            holder=holder,
-            concurrency=concurrency,
-            lease_ttl=lease_ttl,
-            claim_policy=claim_policy,
-            tenant=tenant,
-            poll_interval=poll_interval,
-            shutdown_deadline=shutdown_deadline,
-        )
+        self.settings = WorkerSettings.check(**options)
         self.store = store
         self.handler = handler
         self.holder = self.settings.holder
@@ -420,13 +373,9 @@ class AsyncWorker:
                     signal.signal(sig, handler)
 
     def _on_signal(self, signum: int) -> None:
-        name = signal.Signals(signum).name
-        if self._stopping:
-            log.info("worker %s: %s again: not waiting for running attempts", self.holder, name)
-            self._stop_now(force=True)
-            return
-        log.info("worker %s: %s received: finishing running attempts", self.holder, name)
-        self._stop_now(force=False)
+        again = self._stopping
+        log_stop_signal(log, self.holder, signum, again)
+        self._stop_now(force=again)
 
     async def _wait(self, timeout: float | None, *tasks: asyncio.Future[Any]) -> None:
         """Sleep up to ``timeout`` seconds, waking early on `stop` or when any of ``tasks`` ends."""
@@ -530,7 +479,8 @@ class AsyncWorker:
         keeper.start()
         self._keepers.add(keeper)
         try:
-            report = await self._run_lease(keeper, run_id)
+            flow = attempt_flow(self.settings, keeper, run_id, lambda: self._stopping, log)
+            report = await _drive(flow, lambda op: self._perform(keeper, op))
         except StoreError as exc:
             # A store failure mid-protocol: give the entry back at once rather than let it wait
             # out its lease (a later attempt resumes it); if that fails too, the lease expires.
@@ -552,181 +502,35 @@ class AsyncWorker:
         log.info("%s", describe(report))
         return report
 
-    async def _record_attempt(self, keeper: _Keeper, run_id: str) -> tuple[str, AttemptStart]:
-        """The lease's attempt, recording one with fresh run ids if the first was taken."""
-        if keeper.lease.attempt is not None:
-            return run_id, keeper.lease.attempt
-        queue = self.store.run_queue
-        for _ in range(_RECORD_ATTEMPT_TRIES):
-            run_id = new_id()
-            try:
-                return run_id, await queue.record_attempt(keeper.lease, run_id)
-            except RunIdTaken:
-                continue
-        raise RunIdTaken(f"could not find a free run id in {_RECORD_ATTEMPT_TRIES} tries")
-
-    async def _take_claim(self, keeper: _Keeper, holder: str) -> Claim | None:
-        """The thread's claim, waiting (lease held) up to one claim ttl while another is live."""
-        thread_id = keeper.lease.entry.thread_id
-        deadline = time.monotonic() + self.settings.claim_wait
-        while True:
-            try:
-                claim = await self.store.claim(thread_id, holder, self.settings.claim_policy)
-            except ThreadBusy:
-                if time.monotonic() >= deadline or keeper.lost is not None or self.stopping:
-                    return None
-                await self._wait_or_sleep(self.settings.claim_retry_delay)
-                continue
-            if not keeper.adopt_claim(claim):  # shut down meanwhile: give the claim back
-                with contextlib.suppress(StoreError):
-                    await self.store.release_claim(claim)
-                return None
-            return claim
-
     async def _wait_or_sleep(self, delay: float) -> None:
         if self._stop_event is None or self._stop_event.is_set():  # run_once: nothing to wake us
             await asyncio.sleep(delay)
         else:
             await self._wait(delay)
 
-    async def _recorded_output(self, thread_id: str, entry_id: int) -> JSON:
-        return recorded_output(await self.store.get_effect(thread_id, output_effect_key(entry_id)))
-
-    async def _run_lease(self, keeper: _Keeper, run_id: str) -> AttemptReport:
-        entry = keeper.lease.entry
-        queue = self.store.run_queue
-
-        def report(
-            note: Note,
-            outcome: EntryOutcome | None = None,
-            *,
-            run: str | None = None,
-            number: int | None = None,
-            plan: AttemptPlan | None = None,
-        ) -> AttemptReport:
-            return AttemptReport(entry.entry_id, entry.thread_id, run, number, plan, outcome, note)
-
-        try:
-            run_id, start = await self._record_attempt(keeper, run_id)
-        except EntryClosed:
-            keeper.abandon()
-            return report("closed")
-        if isinstance(start, ThreadDeleted):
-            keeper.abandon()  # the store closed the entry: nothing left to release
-            return report("thread_deleted", Cancelled("thread_deleted"), run=run_id)
-        if isinstance(start, Exhausted):
-            return await self._settle_exhausted(keeper, report)
-        assert isinstance(start, Started)
-        number = start.number
-
-        claim = await self._take_claim(keeper, run_id)
-        if claim is None:
-            await keeper.finish(None)
-            return report("lost" if keeper.lost else "busy", run=run_id, number=number)
-
-        # Read the entry only now that the claim is held (SPEC §5): its attempts include every
-        # attempt another worker recorded before ours.
-        current = await queue.entry(entry.entry_id, tenant=entry.tenant)
-        if current is None or current.closed:
-            keeper.lose(EntryClosed(f"entry {entry.entry_id} was closed"))
-            await keeper.finish(None)
-            return report("closed", run=run_id, number=number)
-        latest = await self.store.latest_of_runs(
-            entry.thread_id, [a.run_id for a in current.attempts]
-        )
-        plan = plan_attempt(current, latest)
-        if isinstance(plan, Finished):
-            done = Completed(await self._recorded_output(entry.thread_id, entry.entry_id))
-            closed = await keeper.finish(done)
-            return report(closing_note(done, closed), done, run=run_id, number=number, plan=plan)
-        if keeper.lost is not None:
-            await keeper.finish(None)
-            return report("lost", run=run_id, number=number, plan=plan)
-
-        ctx = AsyncRunContext(
-            store=self.store,
-            entry=current,
-            plan=plan,
-            run_id=run_id,
-            attempt=number,
-            head=await self.store.get(entry.thread_id),
-            keeper=keeper,
-            claim=claim,
-        )
+    async def _perform(self, keeper: _Keeper, op: Operation) -> Any:
+        """One operation of the attempt flow, awaited; the handler runs in a task of its own."""
+        if isinstance(op, StoreOp):
+            return await op.on(self.store)
+        if isinstance(op, Pause):
+            return await self._wait_or_sleep(op.seconds)
+        if isinstance(op, Finish):
+            return await keeper.finish(op.outcome)
+        assert isinstance(op, RunHandler)
+        ctx = AsyncRunContext.starting(self.store, op, keeper)
         handler_task = asyncio.ensure_future(self.handler(ctx))
         keeper.handler_task = handler_task
         try:
-            output = await handler_task
-        except BaseException as exc:  # D43: retried, or Failed on the last attempt
+            return HandlerResult(output=await handler_task, head=ctx.head)
+        except BaseException as exc:  # D43: the flow decides between retry and Failed
             this = asyncio.current_task()
             if isinstance(exc, asyncio.CancelledError) and this is not None and this.cancelling():
                 raise  # our own task is being cancelled: _process releases, then re-raises
             if not isinstance(exc, Exception | asyncio.CancelledError):
                 raise  # KeyboardInterrupt, SystemExit
-            if keeper.lost is not None:
-                await keeper.finish(None)
-                return report("lost", run=run_id, number=number, plan=plan)
-            failed = failure_outcome(current, exc)
-            if failed is None:
-                log.warning(
-                    "entry %d attempt %d raised %s: %s (will retry)",
-                    entry.entry_id,
-                    number,
-                    type(exc).__name__,
-                    exc,
-                )
-                await keeper.finish(None)
-                return report("retry", run=run_id, number=number, plan=plan)
-            closed = await keeper.finish(failed)
-            return report(
-                closing_note(failed, closed), failed, run=run_id, number=number, plan=plan
-            )
+            return HandlerResult(error=exc, head=ctx.head)
         finally:
             keeper.handler_task = None
-
-        if keeper.lost is not None:
-            await keeper.finish(None)
-            return report("lost", run=run_id, number=number, plan=plan)
-        outcome: EntryOutcome | None = invalid_output(output)
-        if outcome is None:
-            outcome = Completed(await self._record_output(ctx, output))
-        closed = await keeper.finish(outcome)
-        return report(closing_note(outcome, closed), outcome, run=run_id, number=number, plan=plan)
-
-    async def _record_output(self, ctx: AsyncRunContext, output: JSON) -> JSON:
-        """Record the output under the claim (first write wins) so a later attempt finds it."""
-        if ctx.head is None:
-            return output  # nothing committed: there is no thread to record it on
-        try:
-            record = await self.store.record_effect(
-                ctx.claim, output_effect_key(ctx.entry.entry_id), output, run_id=ctx.run_id
-            )
-        except NotFound:
-            return output
-        return record.value
-
-    async def _settle_exhausted(
-        self, keeper: _Keeper, report: Callable[..., AttemptReport]
-    ) -> AttemptReport:
-        """Every attempt was used: close Completed if the run finished anyway, else Failed."""
-        entry = keeper.lease.entry
-        claim = await self._take_claim(keeper, self.holder)
-        if claim is None:
-            await keeper.finish(None)
-            return report("lost" if keeper.lost else "busy")
-        current = await self.store.run_queue.entry(entry.entry_id, tenant=entry.tenant)
-        if current is None or current.closed:
-            await keeper.finish(None)
-            return report("closed")
-        latest = await self.store.latest_of_runs(
-            entry.thread_id, [a.run_id for a in current.attempts]
-        )
-        plan = plan_attempt(current, latest)
-        outcome = exhausted_outcome(
-            plan, await self._recorded_output(entry.thread_id, entry.entry_id)
-        )
-        closed = await keeper.finish(outcome)
-        return report(closing_note(outcome, closed), outcome, plan=plan)
 
 
 __all__ = ["AsyncHandler", "AsyncRunContext", "AsyncWorker", "WorkerStopped"]

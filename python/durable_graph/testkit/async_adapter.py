@@ -3,13 +3,18 @@
 `SyncAdapter.open(factory)` starts one event loop in a background thread, builds the async store
 on it (``factory`` is a coroutine function: an `AsyncConnectionPool` must be opened on the loop
 that uses it) and returns a `Checkpointer` whose every method runs the async method on that loop
-(`asyncio.run_coroutine_threadsafe`) and waits for its result. Many threads may call it at once:
+(`asyncio.run_coroutine_threadsafe`) and waits for its result. Only the arguments the caller
+gave are passed (`durable_graph.surface.forward`), so the contract suites exercise the async
+stores' own default values. Many threads may call it at once:
 their calls run as concurrent tasks on the one loop.
 
 `close()` closes the async store and keeps the loop running, so calls after it raise the store's
 own `ProcessingError`; `shutdown()` closes the store and stops the loop (tests call it at
 teardown). Test and benchmark use only: production code should await the async store directly.
 """
+
+# The forwarded methods are declarations: their bodies (``...``) never run.
+# mypy: disable-error-code="empty-body"
 
 from __future__ import annotations
 
@@ -44,6 +49,7 @@ from ..model import (
     Ticket,
     WatchPolicy,
 )
+from ..surface import forward
 
 T = TypeVar("T")
 S = TypeVar("S", bound=AsyncCheckpointer)
@@ -84,48 +90,51 @@ class SyncRunQueueAdapter:
         self._q = target
         self._run = runner.run
 
-    def submit(self, submission: Submission) -> Ticket:
-        return self._run(self._q.submit(submission))
+    def _forward(self, name: str, given: dict[str, Any]) -> Any:
+        return self._run(getattr(self._q, name)(**given))
 
+    @forward
+    def submit(self, submission: Submission) -> Ticket: ...
+
+    @forward
     def lease(
         self,
         holder: str,
         ttl: timedelta,
         tenant: TenantFilter = ANY,
         run_id: str | None = None,
-    ) -> Lease | None:
-        return self._run(self._q.lease(holder, ttl, tenant, run_id))
+    ) -> Lease | None: ...
 
-    def renew(self, lease: Lease, ttl: timedelta | None = None) -> Lease:
-        return self._run(self._q.renew(lease, ttl))
+    @forward
+    def renew(self, lease: Lease, ttl: timedelta | None = None) -> Lease: ...
 
-    def release(self, lease: Lease) -> None:
-        self._run(self._q.release(lease))
+    @forward
+    def release(self, lease: Lease) -> None: ...
 
-    def record_attempt(self, lease: Lease, run_id: str) -> AttemptStart:
-        return self._run(self._q.record_attempt(lease, run_id))
+    @forward
+    def record_attempt(self, lease: Lease, run_id: str) -> AttemptStart: ...
 
-    def close(self, lease: Lease, outcome: EntryOutcome) -> QueueEntry:
-        return self._run(self._q.close(lease, outcome))
+    @forward
+    def close(self, lease: Lease, outcome: EntryOutcome) -> QueueEntry: ...
 
-    def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry:
-        return self._run(self._q.cancel(entry_id, tenant))
+    @forward
+    def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry: ...
 
-    def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None:
-        return self._run(self._q.entry(entry_id, tenant))
+    @forward
+    def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None: ...
 
+    @forward
     def open_entries(
         self, tenant: TenantFilter = None, thread_id: str | None = None
-    ) -> list[QueueEntry]:
-        return self._run(self._q.open_entries(tenant, thread_id))
+    ) -> list[QueueEntry]: ...
 
+    @forward
     def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
-    ) -> QueueEntry | None:
-        return self._run(self._q.await_closed(entry_id, timeout, tenant))
+    ) -> QueueEntry | None: ...
 
-    def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
-        return self._run(self._q.reclaim(older_than, batch))
+    @forward
+    def reclaim(self, older_than: timedelta, batch: int = 1000) -> int: ...
 
 
 class SyncAdapter(Generic[S]):
@@ -136,6 +145,9 @@ class SyncAdapter(Generic[S]):
         self._runner = runner
         self._run = runner.run
         self._run_queue = SyncRunQueueAdapter(target.run_queue, runner)
+
+    def _forward(self, name: str, given: dict[str, Any]) -> Any:
+        return self._run(getattr(self.target, name)(**given))
 
     @classmethod
     def open(cls, factory: Callable[[], Awaitable[S]]) -> SyncAdapter[S]:
@@ -162,44 +174,46 @@ class SyncAdapter(Generic[S]):
 
     # --- claims ---------------------------------------------------------------------------
 
-    def claim(self, thread_id: str, holder: str, policy: ClaimPolicy = ClaimPolicy()) -> Claim:
-        return self._run(self.target.claim(thread_id, holder, policy))
+    @forward
+    def claim(self, thread_id: str, holder: str, policy: ClaimPolicy = ClaimPolicy()) -> Claim: ...
 
-    def renew_claim(self, claim: Claim) -> Claim:
-        return self._run(self.target.renew_claim(claim))
+    @forward
+    def renew_claim(self, claim: Claim) -> Claim: ...
 
-    def release_claim(self, claim: Claim) -> None:
-        self._run(self.target.release_claim(claim))
+    @forward
+    def release_claim(self, claim: Claim) -> None: ...
 
     # --- writes ---------------------------------------------------------------------------
 
-    def commit(self, claim: Claim, commit: Commit) -> Checkpoint:
-        return self._run(self.target.commit(claim, commit))
+    @forward
+    def commit(self, claim: Claim, commit: Commit) -> Checkpoint: ...
 
-    def put_writes(self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite]) -> None:
-        self._run(self.target.put_writes(claim, checkpoint_id, writes))
+    @forward
+    def put_writes(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite]
+    ) -> None: ...
 
+    @forward
     def append_events(
         self, claim: Claim, events: Sequence[EventIn], run_id: str | None = None
-    ) -> list[Event]:
-        return self._run(self.target.append_events(claim, events, run_id))
+    ) -> list[Event]: ...
 
+    @forward
     def record_effect(
         self, claim: Claim, key: str, value: JSONValue, run_id: str | None = None
-    ) -> EffectRecord:
-        return self._run(self.target.record_effect(claim, key, value, run_id))
+    ) -> EffectRecord: ...
 
-    def retract_turn(self, claim: Claim) -> Checkpoint | None:
-        return self._run(self.target.retract_turn(claim))
+    @forward
+    def retract_turn(self, claim: Claim) -> Checkpoint | None: ...
 
-    def prune(self, thread_id: str, policy: RetentionPolicy) -> PruneResult:
-        return self._run(self.target.prune(thread_id, policy))
+    @forward
+    def prune(self, thread_id: str, policy: RetentionPolicy) -> PruneResult: ...
 
-    def prune_all(self, policy: RetentionPolicy, batch: int = 1000) -> PruneResult:
-        return self._run(self.target.prune_all(policy, batch))
+    @forward
+    def prune_all(self, policy: RetentionPolicy, batch: int = 1000) -> PruneResult: ...
 
-    def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
-        return self._run(self.target.delete_thread(thread_id, fence))
+    @forward
+    def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool: ...
 
     def put_writes_fenced(
         self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
@@ -228,37 +242,37 @@ class SyncAdapter(Generic[S]):
 
     # --- reads ----------------------------------------------------------------------------
 
-    def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
-        return self._run(self.target.get(thread_id, checkpoint_id))
+    @forward
+    def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None: ...
 
+    @forward
     def history(
         self, thread_id: str, before: str | None = None, limit: int = 100
-    ) -> list[Checkpoint]:
-        return self._run(self.target.history(thread_id, before, limit))
+    ) -> list[Checkpoint]: ...
 
-    def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> Checkpoint | None:
-        return self._run(self.target.latest_of_runs(thread_id, run_ids))
+    @forward
+    def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> Checkpoint | None: ...
 
-    def thread(self, thread_id: str) -> ThreadInfo | None:
-        return self._run(self.target.thread(thread_id))
+    @forward
+    def thread(self, thread_id: str) -> ThreadInfo | None: ...
 
-    def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]:
-        return self._run(self.target.threads(after, limit))
+    @forward
+    def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]: ...
 
-    def children(self, thread_id: str) -> list[str]:
-        return self._run(self.target.children(thread_id))
+    @forward
+    def children(self, thread_id: str) -> list[str]: ...
 
-    def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]:
-        return self._run(self.target.events_after(thread_id, after_seq, limit))
+    @forward
+    def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]: ...
 
+    @forward
     def await_events_after(
         self,
         thread_id: str,
         after_seq: int,
         timeout: timedelta,
         watch: WatchPolicy = WatchPolicy(),
-    ) -> list[Event]:
-        return self._run(self.target.await_events_after(thread_id, after_seq, timeout, watch))
+    ) -> list[Event]: ...
 
     def subscribe(
         self, thread_id: str, after_seq: int = 0, watch: WatchPolicy = WatchPolicy()
@@ -285,8 +299,8 @@ class SyncAdapter(Generic[S]):
                 with contextlib.suppress(Exception):
                     self._run(aclose())
 
-    def get_effect(self, thread_id: str, key: str) -> EffectRecord | None:
-        return self._run(self.target.get_effect(thread_id, key))
+    @forward
+    def get_effect(self, thread_id: str, key: str) -> EffectRecord | None: ...
 
     # --- lifecycle ------------------------------------------------------------------------
 

@@ -1,0 +1,597 @@
+"""One attempt of SPEC §5, written once for `Worker` and `AsyncWorker` (sans-I/O).
+
+`attempt_flow` is a generator holding every decision of an attempt — take the attempt, claim or
+wait, read and plan, run, record the output, settle an exhausted entry, finish — and no I/O: it
+yields the store operation to perform next (`RecordAttempt`, `TryClaim`, `Finish`, ...) and is
+sent its result, or thrown the `StoreError` it raised, the way psycopg 3 drives its protocol
+generators. The sync and async workers are loops that perform those operations, blocking or
+awaited; so both decide alike by construction.
+
+One attempt, in order (the at-most-once protocol):
+
+1. The lease (taken by the worker with ``run_id=new``) records the attempt. ``Exhausted`` → settle
+   the entry (``Completed`` if an earlier attempt finished, else ``Failed("exhausted")``);
+   ``ThreadDeleted`` → the store already closed the entry; no attempt (the run id was taken) →
+   `record_attempt` with fresh run ids.
+2. ``claim(thread, holder=run_id)``; while another claim is live the worker keeps its lease
+   (renewed) and retries for one claim ttl, then releases the lease and backs off (D41). A wait
+   ended by a lost lease reports "lost"; a claim taken after the attempt was abandoned (shutdown)
+   is given back at once.
+3. The entry is read **after** the claim is held, then ``latest_of_runs`` over its attempts, then
+   `plan_attempt`. ``Finished`` → close ``Completed`` with the recorded output, without calling
+   the handler. ``Fresh`` / ``Resume`` → unless the attempt was lost meanwhile, run the handler.
+4. The handler returns → its output is recorded (effect `output_effect_key`) under the claim, the
+   claim is released and the entry closed ``Completed(output)``. It raises → if attempts remain,
+   claim and lease are released (the entry is retried, resuming from its last checkpoint), else
+   the entry is closed ``Failed(str(exc))``.
+
+Worker decisions (docs/decisions.md D40-D44): the output is recorded as an effect so a later
+attempt that finds the run ``Finished`` closes with the same output (D40); a busy thread is waited
+for while holding the lease, so a crashed worker's live claim does not burn attempts (D41); the
+exhausted path still plans, so a run that finished before its worker crashed closes
+``Completed`` (D42); a raise retries while attempts remain, an invalid output fails (D43); at
+shutdown an attempt past the deadline is stopped and its claim and lease released (D44).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import signal
+import socket
+import time
+import uuid
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Generic, Literal, Protocol, Self, TypedDict, TypeVar
+
+from .attempt_ops import (
+    Finish,
+    GetEffect,
+    GetHead,
+    HandlerResult,
+    LatestOfRuns,
+    Operation,
+    Pause,
+    ReadEntry,
+    RecordAttempt,
+    RecordEffect,
+    ReleaseClaim,
+    RunHandler,
+    TryClaim,
+)
+from .errors import (
+    ClaimLost,
+    EntryClosed,
+    NotFound,
+    RunIdTaken,
+    StoreError,
+    ThreadBusy,
+    ValidationError,
+)
+from .model import (
+    ANY,
+    JSON,
+    AttemptPlan,
+    AttemptStart,
+    Cancelled,
+    Checkpoint,
+    Claim,
+    ClaimPolicy,
+    Commit,
+    Completed,
+    EffectRecord,
+    EntryOutcome,
+    EventIn,
+    Exhausted,
+    Failed,
+    Finished,
+    Lease,
+    QueueEntry,
+    Started,
+    TenantFilter,
+    ThreadDeleted,
+)
+from .run_queue import plan_attempt
+from .validation import (
+    DEFAULT_MAX_VALUE_BYTES,
+    check_duration,
+    check_identifier,
+    check_int,
+    check_tenant_filter,
+    encode_json,
+)
+
+Note = Literal[
+    "completed",  # closed Completed (handler ran, or the run had already finished)
+    "failed",  # closed Failed (last attempt raised, or exhausted)
+    "retry",  # the handler raised with attempts left: lease released
+    "thread_deleted",  # the store closed the entry Cancelled("thread_deleted")
+    "busy",  # the thread's claim stayed taken: lease released, backing off
+    "closed",  # the entry was closed by someone else (cancel, interrupt) after the lease
+    "lost",  # the lease or claim was lost mid-attempt (renewal failed, cancelled, shutdown)
+]
+
+_RECORD_ATTEMPT_TRIES = 5
+_CLAIM_RETRY_DELAY = 0.2
+
+
+def new_id() -> str:
+    """A fresh run or checkpoint id."""
+    return uuid.uuid4().hex
+
+
+def output_effect_key(entry_id: int) -> str:
+    """The effect key under which the worker records an entry's output (D40)."""
+    return f"durable_graph.output/{entry_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptReport:
+    """What one attempt did (returned by `Worker.run_once`, logged by `Worker.run`)."""
+
+    entry_id: int
+    thread_id: str
+    run_id: str | None
+    attempt: int | None
+    plan: AttemptPlan | None
+    outcome: EntryOutcome | None
+    note: Note
+
+
+class WorkerStopped(ClaimLost):
+    """The worker shut down past its deadline and released this attempt's claim and lease."""
+
+
+# --- the protocol's decisions (pure; shared with durable_graph.aio.worker.AsyncWorker) -------
+
+
+class WorkerOptions(TypedDict, total=False):
+    """A worker's keyword options, the same for `Worker` and `AsyncWorker`.
+
+    Defaults (in `WorkerSettings.check`): ``holder`` host:pid:id, ``concurrency`` 1, ``lease_ttl``
+    30 s, ``claim_policy`` ``ClaimPolicy()``, ``tenant`` ANY, ``poll_interval`` 1 s,
+    ``shutdown_deadline`` 30 s.
+    """
+
+    holder: str | None
+    concurrency: int
+    lease_ttl: timedelta
+    claim_policy: ClaimPolicy
+    tenant: TenantFilter
+    poll_interval: timedelta
+    shutdown_deadline: timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """A worker's checked configuration, with the timings derived from it (sync and async)."""
+
+    holder: str
+    concurrency: int
+    lease_ttl: timedelta
+    claim_policy: ClaimPolicy
+    tenant: TenantFilter
+    poll_interval: timedelta
+    shutdown_deadline: timedelta
+
+    @classmethod
+    def check(
+        cls,
+        *,
+        holder: str | None = None,
+        concurrency: int = 1,
+        lease_ttl: timedelta = timedelta(seconds=30),
+        claim_policy: ClaimPolicy = ClaimPolicy(),
+        tenant: TenantFilter = ANY,
+        poll_interval: timedelta = timedelta(seconds=1),
+        shutdown_deadline: timedelta = timedelta(seconds=30),
+    ) -> WorkerSettings:
+        """Check every argument (`ValidationError` naming it); ``holder=None`` → host:pid:id."""
+        if not isinstance(claim_policy, ClaimPolicy):
+            raise ValidationError("claim_policy must be a ClaimPolicy")
+        return cls(
+            holder=check_identifier(
+                "holder",
+                holder
+                if holder is not None
+                else f"{socket.gethostname()}:{os.getpid()}:{new_id()[:8]}",
+            ),
+            concurrency=check_int("concurrency", concurrency, minimum=1, maximum=1024),
+            lease_ttl=check_duration("lease_ttl", lease_ttl),
+            claim_policy=claim_policy,
+            tenant=check_tenant_filter("tenant", tenant, allow_any=True),
+            poll_interval=check_duration("poll_interval", poll_interval),
+            shutdown_deadline=check_duration("shutdown_deadline", shutdown_deadline),
+        )
+
+    @property
+    def renew_every(self) -> float:
+        """Seconds between renewals of the lease and the claim: ``min(renew_every, ttl / 3)``."""
+        return min(self.claim_policy.renew_every, self.lease_ttl / 3).total_seconds()
+
+    @property
+    def claim_wait(self) -> float:
+        """How long a busy thread's claim is waited for, lease held: one ttl + one renewal (D41)."""
+        return self.claim_policy.ttl.total_seconds() + self.renew_every
+
+    @property
+    def claim_retry_delay(self) -> float:
+        """Seconds between claim tries while the thread is busy (D41)."""
+        return min(_CLAIM_RETRY_DELAY, self.poll_interval.total_seconds())
+
+    def idle_delay(self, scale: float = 1.0) -> float:
+        """Seconds to wait after an empty poll (``scale=2`` after a busy thread, D41), jittered."""
+        return self.poll_interval.total_seconds() * scale * random.uniform(0.5, 1.5)
+
+
+def next_commit(
+    run_id: str,
+    head: Checkpoint | None,
+    state: JSON,
+    next: Sequence[str] = (),
+    metadata: JSON = None,
+    events: Sequence[EventIn] = (),
+) -> Commit:
+    """The attempt's next checkpoint: a fresh id, chained onto ``head`` (the thread's head)."""
+    return Commit(
+        checkpoint_id=new_id(),
+        parent_id=None if head is None else head.checkpoint_id,
+        run_id=run_id,
+        state=state,
+        metadata=metadata,
+        next=tuple(next),
+        events=tuple(events),
+    )
+
+
+def recorded_output(record: EffectRecord | None) -> JSON:
+    """The output recorded under `output_effect_key` (D40); None when none was recorded."""
+    return None if record is None else record.value
+
+
+def exhausted_outcome(plan: AttemptPlan, output: JSON) -> EntryOutcome:
+    """D42: every attempt was used; ``Completed`` if the run finished anyway, else ``Failed``."""
+    return Completed(output) if isinstance(plan, Finished) else Failed("exhausted")
+
+
+def failure_outcome(entry: QueueEntry, exc: BaseException) -> Failed | None:
+    """D43: the handler raised. None → retry (attempts remain); else the entry closes ``Failed``.
+
+    ``entry`` is the entry read after the claim was held (its attempts include this one).
+    """
+    if len(entry.attempts) < entry.max_attempts:
+        return None
+    return Failed(str(exc) or type(exc).__name__)
+
+
+def invalid_output(output: object) -> Failed | None:
+    """D43: an output that is not a JSON value closes ``Failed`` (no retry); None when valid."""
+    try:
+        encode_json("output", output, DEFAULT_MAX_VALUE_BYTES)
+    except ValidationError as exc:
+        return Failed(f"the handler returned an invalid output: {exc}")
+    return None
+
+
+def closing_note(outcome: EntryOutcome, closed: QueueEntry | None) -> Note:
+    """The report's note once the worker tried to close with ``outcome``."""
+    if closed is None:
+        return "lost"  # the lease was gone by the time the worker closed
+    return "completed" if isinstance(outcome, Completed) else "failed"
+
+
+def log_stop_signal(log: logging.Logger, holder: str, signum: int, again: bool) -> None:
+    """Log a SIGTERM / SIGINT: the first finishes running attempts, a second stops waiting."""
+    name = signal.Signals(signum).name
+    if again:
+        log.info("worker %s: %s again: not waiting for running attempts", holder, name)
+    else:
+        log.info("worker %s: %s received: finishing running attempts", holder, name)
+
+
+def describe(report: AttemptReport) -> str:
+    """One log line for an attempt."""
+    attempt = report.attempt if report.attempt is not None else "-"
+    plan = "" if report.plan is None else f" (plan {type(report.plan).__name__.lower()})"
+    return (
+        f"entry {report.entry_id} thread {report.thread_id} attempt {attempt}: {report.note}{plan}"
+    )
+
+
+# --- what the handler sees ---------------------------------------------------------------
+
+
+class LostFlag(Protocol):
+    """What a context asks its attempt's keeper: the error that ended the attempt, if any."""
+
+    @property
+    def lost(self) -> StoreError | None: ...
+
+
+StoreT = TypeVar("StoreT")
+
+
+class RunContextBase(Generic[StoreT]):
+    """What the sync and async run contexts share: the attempt's identity and its state.
+
+    The writes (`commit`, `append_events`, `record_effect`) are the subclasses' own, sync or
+    awaited.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: StoreT,
+        entry: QueueEntry,
+        plan: AttemptPlan,
+        run_id: str,
+        attempt: int,
+        head: Checkpoint | None,
+        keeper: LostFlag,
+        claim: Claim,
+    ) -> None:
+        self.store = store
+        self.entry = entry
+        self.plan = plan
+        self.run_id = run_id
+        self.attempt = attempt
+        self._head = head
+        self._keeper = keeper
+        self._claim = claim
+
+    @classmethod
+    def starting(cls, store: StoreT, op: RunHandler, keeper: LostFlag) -> Self:
+        """The context for the handler call ``op`` asks for."""
+        return cls(
+            store=store,
+            entry=op.entry,
+            plan=op.plan,
+            run_id=op.run_id,
+            attempt=op.attempt,
+            head=op.head,
+            keeper=keeper,
+            claim=op.claim,
+        )
+
+    @property
+    def thread_id(self) -> str:
+        return self.entry.thread_id
+
+    @property
+    def input(self) -> JSON:
+        return self.entry.input
+
+    @property
+    def head(self) -> Checkpoint | None:
+        """The thread's head: read after the claim was taken, then each commit of this attempt."""
+        return self._head
+
+    @property
+    def claim(self) -> Claim:
+        return self._claim
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the attempt lost its lease or claim: stop working and return."""
+        return self._keeper.lost is not None
+
+    def check(self) -> None:
+        """Raise the error that ended the attempt, if it ended (cooperative cancellation)."""
+        lost = self._keeper.lost
+        if lost is not None:
+            raise type(lost)(str(lost))
+
+
+# --- the flow -------------------------------------------------------------------------------
+
+
+Flow = Generator[Operation, Any, AttemptReport]
+
+
+class AttemptKeeper(LostFlag, Protocol):
+    """What the flow asks of its attempt's keeper (all immediate, no I/O)."""
+
+    @property
+    def lease(self) -> Lease: ...
+
+    def lose(self, error: StoreError) -> None: ...
+
+    def abandon(self) -> None: ...
+
+    def adopt_claim(self, claim: Claim) -> bool:
+        """Renew ``claim`` from now on; False once the attempt is finishing (shutdown)."""
+        ...
+
+
+def attempt_flow(
+    settings: WorkerSettings,
+    keeper: AttemptKeeper,
+    run_id: str,
+    stopping: Callable[[], bool],
+    log: logging.Logger,
+) -> Flow:
+    """Everything after the lease (held by ``keeper``, taken with ``run_id``), as operations.
+
+    A `StoreError` thrown in that the flow does not expect propagates: the worker then gives
+    the lease back.
+    """
+    entry = keeper.lease.entry
+
+    def report(
+        note: Note,
+        outcome: EntryOutcome | None = None,
+        *,
+        run: str | None = None,
+        number: int | None = None,
+        plan: AttemptPlan | None = None,
+    ) -> AttemptReport:
+        return AttemptReport(entry.entry_id, entry.thread_id, run, number, plan, outcome, note)
+
+    try:
+        run_id, start = yield from _take_attempt(keeper.lease, run_id)
+    except EntryClosed:
+        keeper.abandon()  # closed under us: nothing left to release
+        return report("closed")
+    if isinstance(start, ThreadDeleted):
+        keeper.abandon()  # the store closed the entry: nothing left to release
+        return report("thread_deleted", Cancelled("thread_deleted"), run=run_id)
+    if isinstance(start, Exhausted):
+        return (yield from _settle_exhausted(settings, keeper, stopping, report))
+    assert isinstance(start, Started)
+    number = start.number
+
+    claim = yield from _claim_or_wait(settings, keeper, run_id, stopping)
+    if claim is None:
+        yield Finish(None)
+        return report("lost" if keeper.lost else "busy", run=run_id, number=number)
+    read = yield from _read_and_plan(entry)
+    if read is None:
+        keeper.lose(EntryClosed(f"entry {entry.entry_id} was closed"))
+        yield Finish(None)
+        return report("closed", run=run_id, number=number)
+    current, plan = read
+    if isinstance(plan, Finished):
+        done = Completed(recorded_output((yield GetEffect(entry.thread_id, _key(entry)))))
+        closed = yield Finish(done)
+        return report(closing_note(done, closed), done, run=run_id, number=number, plan=plan)
+    head = yield GetHead(entry.thread_id)
+    if keeper.lost is not None:  # lost while claiming or reading: the handler must not start
+        yield Finish(None)
+        return report("lost", run=run_id, number=number, plan=plan)
+    result: HandlerResult = yield RunHandler(current, plan, run_id, number, head, claim)
+    if keeper.lost is not None:
+        yield Finish(None)
+        return report("lost", run=run_id, number=number, plan=plan)
+    outcome: EntryOutcome | None
+    if result.error is not None:  # D43
+        outcome = failure_outcome(current, result.error)
+        if outcome is None:
+            log.warning(
+                "entry %d attempt %d raised %s: %s (will retry)",
+                entry.entry_id,
+                number,
+                type(result.error).__name__,
+                result.error,
+            )
+            yield Finish(None)
+            return report("retry", run=run_id, number=number, plan=plan)
+    else:
+        outcome = invalid_output(result.output)
+        if outcome is None:
+            output: JSON = result.output  # type: ignore[assignment]  # checked just above
+            if result.head is not None:  # nothing committed: no thread to record it on
+                try:
+                    record = yield RecordEffect(claim, _key(entry), output, run_id)
+                    output = record.value
+                except NotFound:
+                    pass
+            outcome = Completed(output)
+    closed = yield Finish(outcome)
+    return report(closing_note(outcome, closed), outcome, run=run_id, number=number, plan=plan)
+
+
+def _key(entry: QueueEntry) -> str:
+    return output_effect_key(entry.entry_id)
+
+
+def _take_attempt(lease: Lease, run_id: str) -> Generator[Operation, Any, tuple[str, AttemptStart]]:
+    """The lease's attempt, recording one with fresh run ids if the first was taken."""
+    if lease.attempt is not None:
+        return run_id, lease.attempt
+    for _ in range(_RECORD_ATTEMPT_TRIES):
+        run_id = new_id()
+        try:
+            start: AttemptStart = yield RecordAttempt(lease, run_id)
+        except RunIdTaken:
+            continue
+        return run_id, start
+    raise RunIdTaken(f"could not find a free run id in {_RECORD_ATTEMPT_TRIES} tries")
+
+
+def _claim_or_wait(
+    settings: WorkerSettings, keeper: AttemptKeeper, holder: str, stopping: Callable[[], bool]
+) -> Generator[Operation, Any, Claim | None]:
+    """The thread's claim, waiting (lease held) up to one claim ttl while another is live (D41).
+
+    None when the wait ended (timed out, lease lost, worker stopping), or when the claim came
+    after the attempt was abandoned — it is then given back at once.
+    """
+    thread_id = keeper.lease.entry.thread_id
+    deadline = time.monotonic() + settings.claim_wait
+    while True:
+        try:
+            claim: Claim = yield TryClaim(thread_id, holder, settings.claim_policy)
+        except ThreadBusy:
+            if time.monotonic() >= deadline or keeper.lost is not None or stopping():
+                return None
+            yield Pause(settings.claim_retry_delay)
+            continue
+        if keeper.adopt_claim(claim):
+            return claim
+        with contextlib.suppress(StoreError):  # if it fails, the claim expires with its ttl
+            yield ReleaseClaim(claim)
+        return None
+
+
+def _read_and_plan(
+    entry: QueueEntry,
+) -> Generator[Operation, Any, tuple[QueueEntry, AttemptPlan] | None]:
+    """The entry read now that the claim is held (its attempts include every attempt another
+    worker recorded before ours, SPEC §5), and its plan; None when it is closed."""
+    current: QueueEntry | None = yield ReadEntry(entry.entry_id, entry.tenant)
+    if current is None or current.closed:
+        return None
+    latest = yield LatestOfRuns(entry.thread_id, tuple(a.run_id for a in current.attempts))
+    return current, plan_attempt(current, latest)
+
+
+def _settle_exhausted(
+    settings: WorkerSettings,
+    keeper: AttemptKeeper,
+    stopping: Callable[[], bool],
+    report: Callable[..., AttemptReport],
+) -> Flow:
+    """Every attempt was used: close Completed if the run finished anyway, else Failed (D42)."""
+    entry = keeper.lease.entry
+    claim = yield from _claim_or_wait(settings, keeper, settings.holder, stopping)
+    if claim is None:
+        yield Finish(None)
+        return report("lost" if keeper.lost else "busy")
+    read = yield from _read_and_plan(entry)
+    if read is None:
+        yield Finish(None)
+        return report("closed")
+    _, plan = read
+    outcome = exhausted_outcome(
+        plan, recorded_output((yield GetEffect(entry.thread_id, _key(entry))))
+    )
+    closed = yield Finish(outcome)
+    return report(closing_note(outcome, closed), outcome, plan=plan)
+
+
+__all__ = [
+    "AttemptKeeper",
+    "AttemptReport",
+    "Flow",
+    "LostFlag",
+    "Note",
+    "RunContextBase",
+    "WorkerOptions",
+    "WorkerSettings",
+    "WorkerStopped",
+    "attempt_flow",
+    "closing_note",
+    "describe",
+    "exhausted_outcome",
+    "failure_outcome",
+    "invalid_output",
+    "log_stop_signal",
+    "new_id",
+    "next_commit",
+    "output_effect_key",
+    "recorded_output",
+]

@@ -1,0 +1,351 @@
+"""The operations an attempt asks its worker to perform, and the loop that performs them.
+
+The flows (`durable_graph.attempt_flow.attempt_flow`, and here the keeper's `renewal` and
+`finishing`) are generators without I/O: they yield an operation and are sent its result, or
+thrown the `StoreError` it raised. A `StoreOp`'s ``on(store)`` makes the call on a sync store
+(the result) or an async one (an awaitable), so the sync and async workers perform the same
+operations with one line each: ``op.on(store)`` or ``await op.on(store)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from .errors import ClaimLost, EntryClosed, LeaseLost, StoreError
+from .model import (
+    JSON,
+    AttemptPlan,
+    Checkpoint,
+    Claim,
+    ClaimPolicy,
+    EntryOutcome,
+    Lease,
+    QueueEntry,
+)
+
+
+class StoreOp:
+    """A store call. `on` returns its result from a sync store, an awaitable from an async one."""
+
+    __slots__ = ()
+
+    def on(self, store: Any) -> Any:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class RecordAttempt(StoreOp):
+    """→ `AttemptStart`; raises `RunIdTaken`, `EntryClosed`."""
+
+    lease: Lease
+    run_id: str
+
+    def on(self, store: Any) -> Any:
+        return store.run_queue.record_attempt(self.lease, self.run_id)
+
+
+@dataclass(frozen=True, slots=True)
+class TryClaim(StoreOp):
+    """→ `Claim`; raises `ThreadBusy` while another claim is live."""
+
+    thread_id: str
+    holder: str
+    policy: ClaimPolicy
+
+    def on(self, store: Any) -> Any:
+        return store.claim(self.thread_id, self.holder, self.policy)
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseClaim(StoreOp):
+    claim: Claim
+
+    def on(self, store: Any) -> Any:
+        return store.release_claim(self.claim)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadEntry(StoreOp):
+    """→ `QueueEntry` or None."""
+
+    entry_id: int
+    tenant: str | None
+
+    def on(self, store: Any) -> Any:
+        return store.run_queue.entry(self.entry_id, tenant=self.tenant)
+
+
+@dataclass(frozen=True, slots=True)
+class LatestOfRuns(StoreOp):
+    """→ the latest checkpoint of those runs, or None."""
+
+    thread_id: str
+    run_ids: tuple[str, ...]
+
+    def on(self, store: Any) -> Any:
+        return store.latest_of_runs(self.thread_id, list(self.run_ids))
+
+
+@dataclass(frozen=True, slots=True)
+class GetEffect(StoreOp):
+    """→ `EffectRecord` or None."""
+
+    thread_id: str
+    key: str
+
+    def on(self, store: Any) -> Any:
+        return store.get_effect(self.thread_id, self.key)
+
+
+@dataclass(frozen=True, slots=True)
+class GetHead(StoreOp):
+    """→ the thread's head checkpoint, or None."""
+
+    thread_id: str
+
+    def on(self, store: Any) -> Any:
+        return store.get(self.thread_id)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordEffect(StoreOp):
+    """→ `EffectRecord` (first write wins); raises `NotFound` on a thread with no commit."""
+
+    claim: Claim
+    key: str
+    value: JSON
+    run_id: str
+
+    def on(self, store: Any) -> Any:
+        return store.record_effect(self.claim, self.key, self.value, run_id=self.run_id)
+
+
+@dataclass(frozen=True, slots=True)
+class RenewLease(StoreOp):
+    """→ the renewed `Lease`; raises `LeaseLost`, `EntryClosed`."""
+
+    lease: Lease
+
+    def on(self, store: Any) -> Any:
+        return store.run_queue.renew(self.lease)
+
+
+@dataclass(frozen=True, slots=True)
+class RenewClaim(StoreOp):
+    """→ the renewed `Claim`; raises `ClaimLost`."""
+
+    claim: Claim
+
+    def on(self, store: Any) -> Any:
+        return store.renew_claim(self.claim)
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseLease(StoreOp):
+    lease: Lease
+
+    def on(self, store: Any) -> Any:
+        return store.run_queue.release(self.lease)
+
+
+@dataclass(frozen=True, slots=True)
+class CloseEntry(StoreOp):
+    """→ the closed `QueueEntry`; raises `LeaseLost`, `EntryClosed`."""
+
+    lease: Lease
+    outcome: EntryOutcome
+
+    def on(self, store: Any) -> Any:
+        return store.run_queue.close(self.lease, self.outcome)
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Sleep ``seconds`` (a worker may wake early on stop) → None."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """Release the claim, then close the entry with ``outcome`` (None: release the lease), once.
+
+    → the closed entry, or None when nothing was closed.
+    """
+
+    outcome: EntryOutcome | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunHandler:
+    """Call the user's handler with a context built from these → `HandlerResult`."""
+
+    entry: QueueEntry
+    plan: AttemptPlan
+    run_id: str
+    attempt: int
+    head: Checkpoint | None
+    claim: Claim
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerResult:
+    """How the handler ended: its output, or the exception it raised; ``head`` is its context's."""
+
+    output: object = None
+    error: BaseException | None = None
+    head: Checkpoint | None = None
+
+
+Operation = StoreOp | Pause | Finish | RunHandler
+OpT = TypeVar("OpT")
+R = TypeVar("R")
+
+
+class Steps(Generic[OpT, R]):
+    """Drives a flow: iterate for the next operation, then `send` its result or `throw` its error.
+
+    ``result`` holds the flow's answer once iteration ends.
+    """
+
+    def __init__(self, flow: Generator[OpT, Any, R]) -> None:
+        self._flow = flow
+        self._sent: Any = None
+        self._error: StoreError | None = None
+        self.result: R | None = None
+
+    def __iter__(self) -> Generator[OpT, None, None]:
+        while True:
+            try:
+                if self._error is None:
+                    op = self._flow.send(self._sent)
+                else:
+                    op = self._flow.throw(self._error)
+            except StopIteration as done:
+                self.result = done.value
+                return
+            self._sent, self._error = None, None
+            yield op
+
+    def send(self, result: Any) -> None:
+        self._sent = result
+
+    def throw(self, error: StoreError) -> None:
+        self._error = error
+
+
+def drive(flow: Generator[OpT, Any, R], perform: Callable[[OpT], Any]) -> R:
+    """Run ``flow`` to its answer, performing each operation with ``perform`` (blocking).
+
+    A `StoreError` an operation raises is thrown into the flow, which decides; the async
+    workers' counterpart is `durable_graph.aio.worker`'s ``_drive``.
+    """
+    steps: Steps[OpT, R] = Steps(flow)
+    for op in steps:
+        try:
+            steps.send(perform(op))
+        except StoreError as exc:
+            steps.throw(exc)
+    return steps.result  # type: ignore[return-value]  # set when the iteration ended
+
+
+# --- the keeper: renewing, then finishing, an attempt's lease and claim ----------------------
+
+
+class Keeper(Protocol):
+    """An attempt's lease and claim holder as the keeper flows see it (all immediate, no I/O)."""
+
+    lease: Lease
+
+    @property
+    def lost(self) -> StoreError | None: ...
+
+    def lose(self, error: StoreError) -> None: ...
+
+    def current_claim(self) -> Claim | None: ...
+
+    def claim_renewed(self, old: Claim, new: Claim) -> None:
+        """Keep ``new`` unless the claim was taken away (released) since ``old`` was read."""
+        ...
+
+    def take_claim(self) -> Claim | None:
+        """The claim, forgotten by the keeper (it is about to be released)."""
+        ...
+
+
+def renewal(keeper: Keeper, log: logging.Logger) -> Generator[StoreOp, Any, bool]:
+    """Renew the lease, then the claim if one is held; False once the attempt is lost."""
+    try:
+        keeper.lease = yield RenewLease(keeper.lease)
+    except (LeaseLost, EntryClosed) as exc:
+        keeper.lose(exc)
+        return False
+    except StoreError as exc:  # transient: the lease stays current until re-leased
+        log.warning("entry %d: lease renewal failed: %s", keeper.lease.entry.entry_id, exc)
+    claim = keeper.current_claim()
+    if claim is None:
+        return True
+    try:
+        renewed: Claim = yield RenewClaim(claim)
+    except ClaimLost as exc:
+        keeper.lose(exc)
+        return False
+    except StoreError as exc:
+        log.warning("thread %s: claim renewal failed: %s", claim.thread_id, exc)
+        return True
+    keeper.claim_renewed(claim, renewed)
+    return True
+
+
+def finishing(
+    keeper: Keeper, outcome: EntryOutcome | None
+) -> Generator[StoreOp, Any, QueueEntry | None]:
+    """Release the claim, then close the entry with ``outcome`` (None: release the lease).
+
+    The claim goes first: while the lease is live no other worker can lease the thread, so
+    nobody meets a claim that is about to be released. → the closed entry, or None.
+    """
+    claim = keeper.take_claim()
+    if claim is not None:
+        with contextlib.suppress(StoreError):  # errors mean it is already gone
+            yield ReleaseClaim(claim)
+    try:
+        if outcome is None:
+            yield ReleaseLease(keeper.lease)
+            return None
+        closed: QueueEntry = yield CloseEntry(keeper.lease, outcome)
+    except (LeaseLost, EntryClosed) as exc:
+        keeper.lose(exc)
+        return None
+    return closed
+
+
+__all__ = [
+    "CloseEntry",
+    "Finish",
+    "GetEffect",
+    "GetHead",
+    "HandlerResult",
+    "Keeper",
+    "LatestOfRuns",
+    "Operation",
+    "Pause",
+    "ReadEntry",
+    "RecordAttempt",
+    "RecordEffect",
+    "ReleaseClaim",
+    "ReleaseLease",
+    "RenewClaim",
+    "RenewLease",
+    "RunHandler",
+    "Steps",
+    "StoreOp",
+    "TryClaim",
+    "drive",
+    "finishing",
+    "renewal",
+]

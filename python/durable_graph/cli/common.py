@@ -1,0 +1,333 @@
+"""What every command shares: the CLI's errors, argument types, output, and opening the store."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import enum
+import json
+import os
+import re
+import sys
+import unicodedata
+import urllib.parse
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..checkpointer import Checkpointer
+from ..model import (
+    Cancelled,
+    Completed,
+    EntryOutcome,
+    Failed,
+    Interrupted,
+    QueueEntry,
+)
+
+DSN_ENV = "DURABLE_GRAPH_DSN"
+DEBUG_ENV = "DURABLE_GRAPH_DEBUG"
+DEFAULT_SQLITE_PATH = "durable_graph.db"
+PAGE = 500
+
+
+class CliError(Exception):
+    """A user mistake the CLI reports as one ``error:`` line (exit 1)."""
+
+
+class UsageError(Exception):
+    """A bad command line (exit 2)."""
+
+
+# --- durations -----------------------------------------------------------------------------
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> timedelta:
+    """``30s``, ``5m``, ``2h``, ``7d``, ``250ms`` or a sum such as ``1h30m``."""
+    compact = text.strip().replace(" ", "")
+    parts = _DURATION_PART.findall(compact)
+    if not compact or "".join(n + u for n, u in parts) != compact:
+        raise argparse.ArgumentTypeError(
+            f"invalid duration {text!r} (use e.g. 30s, 5m, 2h, 7d, 250ms)"
+        )
+    return timedelta(seconds=sum(float(n) * _UNITS[u] for n, u in parts))
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
+def json_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+
+
+# --- output --------------------------------------------------------------------------------
+
+
+def to_jsonable(value: Any) -> Any:
+    """Store values as plain JSON: datetimes ISO 8601, durations in seconds, outcomes tagged."""
+    if isinstance(value, (Completed, Failed, Cancelled, Interrupted)):
+        return {"kind": type(value).__name__.lower(), **_fields(value)}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        data = _fields(value)
+        if isinstance(value, QueueEntry):
+            data["closed"] = value.closed
+        return data
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    return value
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+
+
+def when(value: datetime | None) -> str:
+    return "-" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def compact(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def outcome_text(outcome: EntryOutcome | None, limit: int = 40) -> str:
+    if outcome is None:
+        return "open"
+    if isinstance(outcome, Completed):
+        if outcome.output is None:
+            return "completed"
+        return f"completed {compact(outcome.output, limit)}"
+    if isinstance(outcome, Failed):
+        return f"failed: {outcome.error}"
+    if isinstance(outcome, Cancelled):
+        return f"cancelled ({outcome.reason})"
+    return f"interrupted by entry {outcome.by}"
+
+
+class Output:
+    """Tables for people, JSON for scripts."""
+
+    def __init__(self, as_json: bool, out: TextIO = sys.stdout) -> None:
+        self.as_json = as_json
+        self.out = out
+
+    def json(self, value: Any) -> None:
+        json.dump(to_jsonable(value), self.out, ensure_ascii=False, indent=2)
+        self.out.write("\n")
+
+    def table(self, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+        cells = [[shown(str(c)) for c in row] for row in rows]
+        widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+        self.out.write(fmt.format(*headers).rstrip() + "\n")
+        for row in cells:
+            self.out.write(fmt.format(*row).rstrip() + "\n")
+
+    def fields(self, pairs: Sequence[tuple[str, object]]) -> None:
+        width = max(len(k) for k, _ in pairs)
+        for key, val in pairs:
+            self.out.write(f"{key + ':':<{width + 1}} {shown(str(val))}\n")
+
+    def line(self, text: str = "") -> None:
+        """One line (or several: newlines are kept, every other control character escaped)."""
+        self.out.write("\n".join(shown(part) for part in text.split("\n")) + "\n")
+
+
+class Progress:
+    """A status line on stderr for long operations: only on a terminal, or with ``--progress``."""
+
+    def __init__(self, enabled: bool, err: TextIO = sys.stderr) -> None:
+        self.enabled = enabled
+        self.err = err
+        self._tty = err.isatty()
+        self._last = ""
+
+    def __call__(self, text: str) -> None:
+        if not self.enabled or text == self._last:
+            return
+        self._last = text
+        if self._tty:
+            self.err.write("\r\x1b[K" + text)
+        elif text:
+            self.err.write(text + "\n")
+        self.err.flush()
+
+    def done(self) -> None:
+        self("")
+
+
+def shown(text: str) -> str:
+    """``text`` with every control or format character escaped (``\\x1b``, ``\\u202e``), so an
+    id, a tenant or an error message cannot move the cursor, recolour or reorder a terminal."""
+    return "".join(ch if unicodedata.category(ch) not in _HIDDEN else _escape(ch) for ch in text)
+
+
+_HIDDEN = {"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"}
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    return (
+        f"\\x{code:02x}"
+        if code < 0x100
+        else f"\\u{code:04x}"
+        if code < 0x10000
+        else f"\\U{code:08x}"
+    )
+
+
+def redacted(text: str, dsn: str | None) -> str:
+    """``text`` without the DSN or any piece of it: the whole string, its password, and every
+    value of three characters or more it names (host, user, database, ...), each as ``***``."""
+    text = _PASSWORD_ASSIGNMENT.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", text))
+    if not dsn:
+        return text
+    for secret in sorted(_pieces(dsn), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
+_PASSWORD_ASSIGNMENT = re.compile(r"((?:password|passwd)\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
+
+
+def _pieces(dsn: str) -> set[str]:
+    pieces = {dsn.strip()}
+    if "://" in dsn:
+        url = urllib.parse.urlsplit(dsn.strip())
+        pieces |= {url.netloc, url.path.lstrip("/"), url.query}
+        pieces |= {urllib.parse.unquote(p) for p in (url.username, url.password, url.hostname) if p}
+        with contextlib.suppress(ValueError):
+            pieces.add(str(url.port or ""))
+        pieces |= {value for _, value in urllib.parse.parse_qsl(url.query)}
+    else:
+        for token in dsn.split():
+            pieces |= {token, token.partition("=")[2].strip("'")}
+    return {p for p in pieces if len(p) >= 3}
+
+
+# --- the store -----------------------------------------------------------------------------
+
+
+def dsn_of(args: argparse.Namespace) -> str | None:
+    dsn: str | None = getattr(args, "dsn", None)
+    if dsn is not None and getattr(args, "sqlite", None) is not None:
+        raise UsageError("give either --dsn or --sqlite, not both")
+    if dsn is None and getattr(args, "sqlite", None) is None:
+        dsn = os.environ.get(DSN_ENV) or None
+    return dsn
+
+
+def sqlite_path(args: argparse.Namespace) -> str:
+    return str(getattr(args, "sqlite", None) or DEFAULT_SQLITE_PATH)
+
+
+def postgres_config(args: argparse.Namespace) -> Any:
+    from ..postgres import PostgresConfig
+
+    schema = getattr(args, "schema", None)
+    return PostgresConfig() if schema is None else PostgresConfig(schema=schema)
+
+
+def open_store(
+    args: argparse.Namespace, *, must_exist: bool = True, read_only: bool = False
+) -> Checkpointer:
+    """The store the options name. ``must_exist``: a missing SQLite file is an error, not created.
+
+    ``read_only`` (the commands that only read): a PostgreSQL schema is verified, never created
+    or migrated (a missing one is the one-line error naming ``durable-graph migrate``).
+    """
+    dsn = dsn_of(args)
+    if dsn is not None:
+        try:
+            from ..postgres import PostgresCheckpointer
+        except ImportError as exc:
+            raise CliError(f"the PostgreSQL backend is not available: {exc}") from None
+        config = postgres_config(args)
+        if read_only:
+            config = dataclasses.replace(config, auto_migrate=False)
+        store: Checkpointer = PostgresCheckpointer.open(dsn, config)
+        return store
+    if getattr(args, "schema", None) is not None:
+        raise UsageError(
+            "--schema applies to PostgreSQL only (give --dsn or set DURABLE_GRAPH_DSN)"
+        )
+    path = sqlite_path(args)
+    if must_exist and not Path(path).exists():
+        raise CliError(
+            f"no store at {path} (give --sqlite PATH or --dsn, or submit a run to create it)"
+        )
+    try:
+        from ..sqlite import SqliteCheckpointer
+    except ImportError as exc:
+        raise CliError(f"the SQLite backend is not available: {exc}") from None
+    # TODO(lead): with helper h1's SqliteConfig(read_only=True), open read-only here when
+    # ``read_only`` so a read never creates or converts a store (issue #11).
+    sqlite_store: Checkpointer = SqliteCheckpointer.open(path)
+    return sqlite_store
+
+
+def store_label(args: argparse.Namespace) -> str:
+    dsn = dsn_of(args)
+    if dsn is None:
+        return f"SQLite {sqlite_path(args)}"
+    schema = getattr(args, "schema", None) or postgres_config(args).schema
+    return f"PostgreSQL (schema {schema})"
+
+
+@contextmanager
+def store_of(
+    args: argparse.Namespace, *, must_exist: bool = True, read_only: bool = False
+) -> Iterator[Checkpointer]:
+    store = open_store(args, must_exist=must_exist, read_only=read_only)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def output_of(args: argparse.Namespace) -> Output:
+    return Output(bool(getattr(args, "json", False)))
+
+
+def progress_of(args: argparse.Namespace) -> Progress:
+    return Progress(bool(getattr(args, "progress", False)) or sys.stderr.isatty())
+
+
+def tenant_of(args: argparse.Namespace) -> str | None:
+    tenant: str | None = getattr(args, "tenant", None)
+    return tenant

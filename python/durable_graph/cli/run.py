@@ -1,0 +1,237 @@
+"""Commands that run things: ``migrate``, ``sql``, ``worker``, ``submit``, ``demo``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import ValidationError
+from ..model import (
+    ANY,
+    ClaimPolicy,
+    Mode,
+    QueueEntry,
+    Submission,
+    TenantFilter,
+)
+from .common import (
+    DSN_ENV,
+    CliError,
+    UsageError,
+    dsn_of,
+    outcome_text,
+    output_of,
+    postgres_config,
+    progress_of,
+    redacted,
+    shown,
+    store_label,
+    store_of,
+    to_jsonable,
+)
+
+# --- commands: schema ----------------------------------------------------------------------
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    dsn = dsn_of(args)
+    if dsn is None:
+        raise UsageError("migrate needs --dsn (or DURABLE_GRAPH_DSN)")
+    from ..postgres import migrations
+
+    schema = postgres_config(args).schema
+    version = migrations.migrate(dsn, schema)
+    out = output_of(args)
+    if out.as_json:
+        out.json({"schema": schema, "version": version})
+    else:
+        out.line(f"schema {schema} is at version {version}")
+    return 0
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    from ..postgres import migrations
+
+    sys.stdout.write(migrations.install_script(postgres_config(args).schema))
+    return 0
+
+
+# --- commands: worker and submit -----------------------------------------------------------
+
+
+class _SafeFormatter(logging.Formatter):
+    """Log lines as error lines are printed: the DSN redacted, control characters escaped."""
+
+    def __init__(self, dsn: str | None) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(message)s")
+        self._dsn = dsn
+
+    def format(self, record: logging.LogRecord) -> str:
+        lines = super().format(record).split("\n")
+        return "\n".join(shown(redacted(line, self._dsn)) for line in lines)
+
+
+def _log_handler(args: argparse.Namespace) -> logging.Handler:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_SafeFormatter(dsn_of(args)))
+    return handler
+
+
+def load_app(spec: str) -> Callable[..., Any]:
+    """``module:attr`` (attr may be dotted) → the handler; the current directory is importable.
+
+    The current directory goes *last* on ``sys.path``: a file there (``json.py``, ``sqlite3.py``)
+    never shadows a library module that the worker or the store imports later. An app module
+    named like an installed module is refused rather than silently replaced by it.
+    """
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise UsageError(f"--app must look like module:handler, got {spec!r}")
+    cwd = os.getcwd()
+    sys.path[:] = [entry for entry in sys.path if entry not in ("", ".", cwd)] + [cwd]
+    top = module_name.partition(".")[0]
+    if (Path(cwd, f"{top}.py").exists() or Path(cwd, top).is_dir()) and _installed(top, cwd):
+        raise CliError(
+            f"--app module {top!r} in the current directory has the name of an installed "
+            "module; rename it"
+        )
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise CliError(f"cannot import {module_name!r} for --app: {exc}") from None
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise CliError(f"{module_name!r} has no attribute {attr!r} (--app {spec})") from None
+    if not callable(target):
+        raise CliError(f"--app {spec} is not callable")
+    handler: Callable[..., Any] = target
+    return handler
+
+
+def _installed(name: str, cwd: str) -> bool:
+    """Whether ``name`` imports from somewhere other than ``cwd`` (the standard library, a
+    package): with ``cwd`` last on the path, that one would win."""
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return False
+    origin = None if found is None else (found.origin or "")
+    if origin is None:
+        return False
+    if origin in ("built-in", "frozen"):
+        return True
+    return Path(origin).resolve().parent != Path(cwd).resolve() and not Path(
+        origin
+    ).resolve().is_relative_to(Path(cwd).resolve() / name)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from ..worker import Worker
+
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()), handlers=[_log_handler(args)]
+    )
+    handler = load_app(args.app)
+    renew = args.claim_renew if args.claim_renew is not None else args.claim_ttl / 3
+    try:
+        claim_policy = ClaimPolicy(ttl=args.claim_ttl, renew_every=renew)
+    except ValidationError as exc:
+        raise CliError(f"--claim-ttl/--claim-renew: {exc}") from None
+    with store_of(args, must_exist=False) as store:
+        tenant: TenantFilter = ANY if args.tenant is None else args.tenant
+        worker = Worker(
+            store,
+            handler,
+            holder=args.holder,
+            concurrency=args.concurrency,
+            lease_ttl=args.lease_ttl,
+            claim_policy=claim_policy,
+            tenant=tenant,
+            poll_interval=args.poll_interval,
+            shutdown_deadline=args.shutdown_deadline,
+        )
+        worker.run()
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    submission = Submission(
+        thread_id=args.thread,
+        input=args.input,
+        tenant=args.tenant,
+        key=args.key,
+        mode=Mode(args.mode),
+        max_attempts=args.max_attempts,
+    )
+    out = output_of(args)
+    with store_of(args, must_exist=False) as store:
+        ticket = store.run_queue.submit(submission)
+        closed: QueueEntry | None = None
+        if args.wait is not None:
+            closed = store.run_queue.await_closed(ticket.entry_id, args.wait, tenant=args.tenant)
+            if closed is None:
+                raise CliError(f"entry {ticket.entry_id} is still open after {args.wait}")
+    if out.as_json:
+        data: dict[str, Any] = {"entry_id": ticket.entry_id, "existing": ticket.existing}
+        if closed is not None:
+            data["outcome"] = to_jsonable(closed.outcome)
+        out.json(data)
+    else:
+        note = " (existing: same keyed submission)" if ticket.existing else ""
+        out.line(f"entry {ticket.entry_id}{note}")
+        if closed is not None:
+            out.line(outcome_text(closed.outcome, limit=100_000))
+    return 0
+
+
+# --- commands: demo ------------------------------------------------------------------------
+
+
+def _worker_launcher_argv(args: argparse.Namespace, sqlite_path: str | None) -> list[str]:
+    script = Path(sys.executable).with_name("durable-graph")
+    base = [str(script)] if script.exists() else [sys.executable, "-m", "durable_graph.cli"]
+    if sqlite_path is not None:
+        return [*base, "--sqlite", sqlite_path, "worker"]
+    schema = getattr(args, "schema", None)
+    return [*base, *([] if schema is None else ["--schema", schema]), "worker"]
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .. import demo
+
+    dsn = dsn_of(args)
+    sqlite_path: str | None = None
+    env: dict[str, str] = {}
+    if dsn is None:
+        if getattr(args, "sqlite", None) is None:
+            import tempfile
+
+            args.sqlite = str(Path(tempfile.mkdtemp(prefix="durable-graph-demo-")) / "demo.db")
+        sqlite_path = str(Path(args.sqlite).resolve())
+    else:
+        env[DSN_ENV] = dsn  # the DSN goes to the workers in their environment, not their argv
+    launcher = demo.WorkerLauncher(argv=_worker_launcher_argv(args, sqlite_path), env=env)
+    progress = progress_of(args)
+    out = output_of(args)
+    with store_of(args, must_exist=False) as store:
+        summary = demo.run(
+            store,
+            launcher,
+            store_label=store_label(args),
+            workers=args.workers,
+            out=sys.stderr if out.as_json else sys.stdout,
+            progress=progress,
+        )
+    progress.done()
+    if out.as_json:
+        out.json(summary)
+    return 0 if summary["ok"] else 1

@@ -1,0 +1,243 @@
+"""The ``thread`` commands (``ls``, ``show``, ``history``, ``children``, ``delete``), ``events``, ``prune``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+
+from ..checkpointer import Checkpointer
+from ..model import (
+    ANY,
+    Checkpoint,
+    Event,
+    PruneResult,
+    RetentionPolicy,
+    ThreadInfo,
+    WatchPolicy,
+)
+from .common import (
+    PAGE,
+    CliError,
+    UsageError,
+    compact,
+    output_of,
+    progress_of,
+    shown,
+    store_of,
+    to_jsonable,
+    when,
+)
+
+# --- commands: threads and events ---------------------------------------------------------
+
+
+def _thread_rows(threads: Sequence[ThreadInfo]) -> list[tuple[object, ...]]:
+    return [
+        (
+            t.thread_id,
+            t.parent_thread_id or "-",
+            t.head_id or "-",
+            t.last_seq,
+            when(t.updated_at),
+            "-" if t.claim_holder is None else f"{t.claim_holder} until {when(t.claim_expires_at)}",
+        )
+        for t in threads
+    ]
+
+
+def cmd_thread_ls(args: argparse.Namespace) -> int:
+    with store_of(args, read_only=True) as store:
+        threads = store.threads(after=args.after, limit=args.limit)
+    out = output_of(args)
+    if out.as_json:
+        out.json(threads)
+    else:
+        out.table(["THREAD", "PARENT", "HEAD", "SEQ", "UPDATED", "CLAIM"], _thread_rows(threads))
+    return 0
+
+
+def _thread_or_fail(store: Checkpointer, thread_id: str) -> ThreadInfo:
+    info = store.thread(thread_id)
+    if info is None:
+        raise CliError(f"thread {thread_id!r} not found")
+    return info
+
+
+def cmd_thread_show(args: argparse.Namespace) -> int:
+    with store_of(args, read_only=True) as store:
+        info = _thread_or_fail(store, args.thread_id)
+        head = store.get(args.thread_id)
+        children = store.children(args.thread_id)
+        entries = store.run_queue.open_entries(tenant=ANY, thread_id=args.thread_id)
+    out = output_of(args)
+    if out.as_json:
+        out.json(
+            {
+                "thread": to_jsonable(info),
+                "head": to_jsonable(head),
+                "children": children,
+                "open_entries": [e.entry_id for e in entries],
+            }
+        )
+        return 0
+    out.fields(
+        [
+            ("thread", info.thread_id),
+            ("parent", info.parent_thread_id or "-"),
+            ("head", info.head_id or "-"),
+            ("last seq", info.last_seq),
+            ("created", when(info.created_at)),
+            ("updated", when(info.updated_at)),
+            (
+                "claim",
+                "-"
+                if info.claim_holder is None
+                else f"{info.claim_holder} until {when(info.claim_expires_at)}",
+            ),
+            ("children", ", ".join(children) or "-"),
+            ("open entries", ", ".join(str(e.entry_id) for e in entries) or "-"),
+        ]
+    )
+    if head is not None:
+        out.line()
+        out.line(f"head checkpoint {head.checkpoint_id} (run {head.run_id}):")
+        out.line(json.dumps(head.state, ensure_ascii=False, indent=2))
+    return 0
+
+
+def _history_rows(history: Sequence[Checkpoint]) -> list[tuple[object, ...]]:
+    return [
+        (
+            cp.seq,
+            cp.checkpoint_id,
+            cp.run_id,
+            ",".join(cp.next) or "(end)",
+            when(cp.committed_at),
+            compact(cp.metadata, 50),
+        )
+        for cp in history
+    ]
+
+
+def cmd_thread_history(args: argparse.Namespace) -> int:
+    with store_of(args, read_only=True) as store:
+        _thread_or_fail(store, args.thread_id)
+        history = store.history(args.thread_id, before=args.before, limit=args.limit)
+    out = output_of(args)
+    if out.as_json:
+        out.json(history)
+    else:
+        out.table(
+            ["SEQ", "CHECKPOINT", "RUN", "NEXT", "COMMITTED", "METADATA"], _history_rows(history)
+        )
+    return 0
+
+
+def cmd_thread_children(args: argparse.Namespace) -> int:
+    with store_of(args, read_only=True) as store:
+        _thread_or_fail(store, args.thread_id)
+        children = store.children(args.thread_id)
+    out = output_of(args)
+    if out.as_json:
+        out.json(children)
+    else:
+        for child in children:
+            out.line(child)
+    return 0
+
+
+def cmd_thread_delete(args: argparse.Namespace) -> int:
+    with store_of(args) as store:
+        existed = store.delete_thread(args.thread_id)
+    if not existed:
+        raise CliError(
+            f"thread {args.thread_id!r} not found (its open queue entries, if any, were marked deleted)"
+        )
+    out = output_of(args)
+    if out.as_json:
+        out.json({"thread_id": args.thread_id, "deleted": True})
+    else:
+        out.line(f"deleted thread {args.thread_id} and its descendants")
+    return 0
+
+
+def _event_row(event: Event) -> tuple[object, ...]:
+    return (
+        event.seq,
+        event.kind,
+        event.run_id or "-",
+        when(event.created_at),
+        compact(event.payload),
+    )
+
+
+_EVENT_HEADERS = ["SEQ", "KIND", "RUN", "CREATED", "PAYLOAD"]
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    out = output_of(args)
+    with store_of(args, read_only=True) as store:
+        if not args.follow:
+            events = store.events_after(args.thread_id, args.after, limit=args.limit)
+            if out.as_json:
+                out.json(events)
+            else:
+                out.table(_EVENT_HEADERS, [_event_row(e) for e in events])
+            return 0
+        # --follow: one line per event as it lands (JSON Lines with --json) until interrupted.
+        watch = WatchPolicy(poll_interval=args.poll_interval)
+        try:
+            for event in store.subscribe(args.thread_id, after_seq=args.after, watch=watch):
+                if out.as_json:
+                    out.out.write(json.dumps(to_jsonable(event), ensure_ascii=False) + "\n")
+                else:
+                    out.out.write(shown("  ".join(str(c) for c in _event_row(event))) + "\n")
+                out.out.flush()
+        except KeyboardInterrupt:
+            return 0
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    if args.keep_last is None and args.max_age is None:
+        raise UsageError("prune needs --keep-last N and/or --max-age DURATION")
+    policy = RetentionPolicy(keep_last=args.keep_last, max_age=args.max_age)
+    progress = progress_of(args)
+    removed_checkpoints = removed_events = threads_done = 0
+    with store_of(args) as store:
+        if args.thread is not None:
+            result = store.prune(args.thread, policy)
+            removed_checkpoints, removed_events, threads_done = (
+                result.checkpoints_removed,
+                result.events_removed,
+                1,
+            )
+        else:
+            # Thread by thread (each prune is atomic for its thread), so progress is real.
+            after: str | None = None
+            while True:
+                page = store.threads(after=after, limit=PAGE)
+                for info in page:
+                    result = store.prune(info.thread_id, policy)
+                    removed_checkpoints += result.checkpoints_removed
+                    removed_events += result.events_removed
+                    threads_done += 1
+                    progress(
+                        f"pruned {threads_done} threads: {removed_checkpoints} checkpoints, "
+                        f"{removed_events} events removed"
+                    )
+                if len(page) < PAGE:
+                    break
+                after = page[-1].thread_id
+    progress.done()
+    out = output_of(args)
+    total = PruneResult(removed_checkpoints, removed_events)
+    if out.as_json:
+        out.json({**to_jsonable(total), "threads": threads_done})
+    else:
+        out.line(
+            f"removed {total.checkpoints_removed} checkpoints and {total.events_removed} events "
+            f"from {threads_done} threads"
+        )
+    return 0

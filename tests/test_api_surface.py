@@ -1,0 +1,144 @@
+"""One API surface: every spelling of the 32 store methods matches the sync Protocols.
+
+The sync `Checkpointer` and `RunQueue` Protocols are the source (`durable_graph.surface`). Each
+implementation — memory, SQLite, PostgreSQL, their three async stores — the async Protocols, and
+the testkit adapter must have each member (``members``: the methods, ``run_queue`` and the context
+manager) with the same parameters, kinds, defaults and
+annotations (``async`` where the Protocol is async). The fixed ThreadBusy messages and the
+SQLSTATE map are checked against the SQL functions that raise them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+import typing
+from pathlib import Path
+
+import pytest
+
+import durable_graph
+from durable_graph import ClaimPolicy, Commit, errors
+from durable_graph.aio import AsyncInMemoryCheckpointer, AsyncSqliteCheckpointer
+from durable_graph.aio.postgres import AsyncPostgresCheckpointer
+from durable_graph.aio.protocols import AsyncCheckpointer, AsyncRunQueue
+from durable_graph.checkpointer import Checkpointer
+from durable_graph.memory import InMemoryCheckpointer
+from durable_graph.model import Checkpoint
+from durable_graph.postgres import PostgresCheckpointer
+from durable_graph.run_queue import RunQueue
+from durable_graph.sqlite import SqliteCheckpointer
+from durable_graph.surface import mismatches
+from durable_graph.testkit.async_adapter import SyncAdapter
+
+SQL_DIR = Path(durable_graph.__file__).parent / "_sql"
+
+SYNC_STORES: list[type] = [
+    InMemoryCheckpointer,
+    SqliteCheckpointer,
+    PostgresCheckpointer,
+    SyncAdapter,
+]
+ASYNC_STORES: list[type] = [
+    AsyncCheckpointer,
+    AsyncInMemoryCheckpointer,
+    AsyncSqliteCheckpointer,
+    AsyncPostgresCheckpointer,
+]
+
+
+def _queue_class(store: type) -> type:
+    """The class of ``store.run_queue``, from its property's return annotation."""
+    prop = inspect.getattr_static(store, "run_queue")
+    queue: type = typing.get_type_hints(prop.fget)["return"]
+    return queue
+
+
+@pytest.mark.parametrize("store", SYNC_STORES, ids=lambda c: c.__name__)
+def test_sync_store_signatures_match_the_protocols(store: type) -> None:
+    assert mismatches(Checkpointer, store) == []
+    assert mismatches(RunQueue, _queue_class(store)) == []
+
+
+@pytest.mark.parametrize("store", ASYNC_STORES, ids=lambda c: c.__name__)
+def test_async_store_signatures_match_the_sync_protocols(store: type) -> None:
+    assert mismatches(Checkpointer, store, asynchronous=True) == []
+    queue = AsyncRunQueue if store is AsyncCheckpointer else _queue_class(store)
+    assert mismatches(RunQueue, queue, asynchronous=True) == []
+
+
+def test_a_changed_default_is_reported() -> None:
+    class Drifted(InMemoryCheckpointer):
+        def history(
+            self, thread_id: str, before: str | None = None, limit: int = 50
+        ) -> list[Checkpoint]:
+            return super().history(thread_id, before, limit)
+
+    assert mismatches(Checkpointer, Drifted) == ["Drifted.history: default of limit: 50 != 100"]
+
+
+class _ShortHistory(AsyncInMemoryCheckpointer):
+    """The async in-memory store with a default of its own for `history`'s ``limit``."""
+
+    async def history(
+        self, thread_id: str, before: str | None = None, limit: int = 2
+    ) -> list[Checkpoint]:
+        return await super().history(thread_id, before, limit)
+
+
+def test_the_adapter_passes_only_the_arguments_given() -> None:
+    async def factory() -> _ShortHistory:
+        return _ShortHistory()
+
+    adapter = SyncAdapter.open(factory)
+    try:
+        claim = adapter.claim("t", "h")  # the store's default ClaimPolicy applies
+        parent = None
+        for i in range(4):
+            parent = adapter.commit(claim, Commit(f"c{i}", parent, "r", i)).checkpoint_id
+        assert len(adapter.history("t")) == 2  # the async store's default, not the Protocol's
+        assert len(adapter.history("t", limit=3)) == 3
+        assert claim.ttl == ClaimPolicy().ttl
+    finally:
+        adapter.shutdown()
+
+
+def test_the_threaded_wrapper_lets_the_sync_store_supply_defaults() -> None:
+    async def main() -> None:
+        async with AsyncInMemoryCheckpointer() as store:
+            claim = await store.claim("t", "h")
+            parent = None
+            for i in range(3):
+                parent = (await store.commit(claim, Commit(f"c{i}", parent, "r", i))).checkpoint_id
+            assert [c.checkpoint_id for c in await store.history("t", limit=2)] == ["c2", "c1"]
+            assert len(await store.history("t")) == 3
+
+    asyncio.run(main())
+
+
+def test_thread_busy_messages_are_the_ones_the_sql_functions_raise() -> None:
+    raised = set()
+    for path in SQL_DIR.glob("*.sql"):
+        raised |= set(
+            re.findall(r"RAISE EXCEPTION '([^']*)' USING ERRCODE = 'DG001'", path.read_text())
+        )
+    assert raised == {errors.THREAD_BUSY_CLAIM, errors.THREAD_BUSY_ENTRY}
+
+
+def test_every_sqlstate_the_sql_functions_raise_maps_to_one_error_class() -> None:
+    raised = set()
+    for path in SQL_DIR.glob("*.sql"):
+        raised |= set(re.findall(r"ERRCODE = '(DG\d{3})'", path.read_text()))
+    mapped = errors.sqlstates()
+    assert raised <= set(mapped)
+    for sqlstate, cls in mapped.items():
+        assert cls.sqlstate == sqlstate and errors.error_for_sqlstate(sqlstate) is cls
+    assert errors.error_for_sqlstate("23505") is None  # any other SQLSTATE: a database failure
+
+
+def test_run_queue_annotations_name_the_classes_the_stores_return(tmp_path: Path) -> None:
+    with SqliteCheckpointer.open(tmp_path / "s.db") as sqlite_store:
+        assert type(sqlite_store.run_queue) is _queue_class(SqliteCheckpointer)
+    with InMemoryCheckpointer() as memory_store:
+        assert type(memory_store.run_queue) is _queue_class(InMemoryCheckpointer)
