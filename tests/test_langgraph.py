@@ -420,3 +420,12 @@ def test_bound_saver_lands_each_steps_writes_with_the_next_checkpoint(
     assert writes("bound") == writes("plain")
     assert sum(len(w) for w in writes("bound")) > 0
     assert {c.run_id for c in store.history("bound")} == {"run-1"}
+
+
+def test_cli_demo_langgraph_runs_the_demo(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from durable_graph.cli import main
+
+    assert main(["--sqlite", str(tmp_path / "demo.db"), "demo", "--langgraph"]) == 0
+    assert "all checks held" in capsys.readouterr().out

@@ -144,7 +144,7 @@ class Checkpointer(Protocol):
     def search(
         self,
         thread_id: str,
-        metadata: dict[str, JSONValue],
+        metadata: dict[str, object],
         before: str | None = None,
         limit: int = 100,
     ) -> list[Checkpoint]:

@@ -1,6 +1,6 @@
 """The LangGraph demo: a graph run by the queue's workers, a stalled worker fenced, an interrupt
-answered through the queue (``durable-graph demo --langgraph``; until that flag is wired into
-the CLI: ``python -m durable_graph.langgraph.demo [--sqlite PATH]``).
+answered through the queue (``durable-graph demo --langgraph``, a fresh SQLite file by default;
+also ``python -m durable_graph.langgraph.demo [--sqlite PATH]``).
 
 1. A worker leases a run and starts the graph (``plan`` → ``act`` → ``answer``), then stalls after
    ``plan`` past its lease and claim (a GC pause, a lost network).
@@ -21,6 +21,7 @@ import operator
 import sys
 import tempfile
 import time
+import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, TextIO, TypedDict
@@ -71,25 +72,27 @@ def build(saver: DurableSaver) -> tuple[Any, Any]:
     return steps.compile(checkpointer=saver), asking.compile(checkpointer=saver)
 
 
-def run(store: Checkpointer, out: TextIO = sys.stdout) -> bool:
+def run(store: Checkpointer, out: TextIO | None = None) -> bool:
     saver = DurableSaver(store)
     steps, asking = build(saver)
     queue = store.run_queue
     ok = True
+    tag = uuid.uuid4().hex[:6]  # fresh threads each run, so the demo reruns on one store
+    trip1, trip2 = f"trip-{tag}-1", f"trip-{tag}-2"
 
     def say(text: str) -> None:
-        print(text, file=out, flush=True)
+        print(text, file=out or sys.stdout, flush=True)  # sys.stdout as it is now
 
     # 1. A worker starts the run, then stalls after "plan".
-    queue.submit(Submission("trip-1", {"log": ["input"]}))
-    lease = queue.lease("worker-a", TTL, run_id="run-a")
-    assert lease is not None
-    claim = store.claim("trip-1", "run-a", POLICY)
-    stalled = steps.copy(update={"checkpointer": saver.for_run(claim, "run-a")})
+    queue.submit(Submission(trip1, {"log": ["input"]}))
+    lease = queue.lease("worker-a", TTL, run_id=f"run-a-{tag}")
+    assert lease is not None and lease.entry.thread_id == trip1, "run the demo on a fresh store"
+    claim = store.claim(trip1, f"run-a-{tag}", POLICY)
+    stalled = steps.copy(update={"checkpointer": saver.for_run(claim, f"run-a-{tag}")})
     stalled.invoke(
-        {"log": ["input"]}, {"configurable": {"thread_id": "trip-1"}}, interrupt_after=["plan"]
+        {"log": ["input"]}, {"configurable": {"thread_id": trip1}}, interrupt_after=["plan"]
     )
-    say("worker-a: ran 'plan' on trip-1, then stalled (its lease and claim expire)")
+    say(f"worker-a: ran 'plan' on {trip1}, then stalled (its lease and claim expire)")
     time.sleep(TTL.total_seconds() * 1.5)
 
     # 2. Another worker takes over and finishes from worker-a's checkpoint.
@@ -97,15 +100,15 @@ def run(store: Checkpointer, out: TextIO = sys.stdout) -> bool:
         store, graph_handler(steps, saver), holder="worker-b", lease_ttl=TTL, claim_policy=POLICY
     )
     report = worker.run_once()
-    values = steps.get_state({"configurable": {"thread_id": "trip-1"}}).values
-    say(f"worker-b: {report.note if report else 'nothing'}; trip-1 state: {values['log']}")
+    values = steps.get_state({"configurable": {"thread_id": trip1}}).values
+    say(f"worker-b: {report.note if report else 'nothing'}; {trip1} state: {values['log']}")
     if values["log"] != ["input", "plan", "act", "answer"]:
         say("  FAILED: the input must be applied once and each step run once")
         ok = False
 
     # 3. The stalled worker wakes up and writes: refused.
     try:
-        stalled.update_state({"configurable": {"thread_id": "trip-1"}}, {"log": ["late"]})
+        stalled.update_state({"configurable": {"thread_id": trip1}}, {"log": ["late"]})
         say("worker-a: its late write landed — FAILED")
         ok = False
     except ClaimLost:
@@ -115,13 +118,13 @@ def run(store: Checkpointer, out: TextIO = sys.stdout) -> bool:
     worker = Worker(
         store, graph_handler(asking, saver), holder="worker-c", lease_ttl=TTL, claim_policy=POLICY
     )
-    queue.submit(Submission("trip-2", {"log": []}))
+    queue.submit(Submission(trip2, {"log": []}))
     first = worker.run_once()
     asked = first.outcome.output if first and isinstance(first.outcome, Completed) else None
-    say(f"trip-2 asks: {asked['interrupts'][0]['value'] if isinstance(asked, dict) else asked}")
-    queue.submit(Submission("trip-2", {"resume": "Ada"}))
+    say(f"{trip2} asks: {asked['interrupts'][0]['value'] if isinstance(asked, dict) else asked}")
+    queue.submit(Submission(trip2, {"resume": "Ada"}))
     second = worker.run_once()
-    final = asking.get_state({"configurable": {"thread_id": "trip-2"}}).values
+    final = asking.get_state({"configurable": {"thread_id": trip2}}).values
     say(f"answered through the queue ({second.note if second else 'nothing'}): {final}")
     if final.get("traveller") != "Ada":
         ok = False
