@@ -14,7 +14,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 3
+\set dg_required_version 4
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
@@ -73,6 +73,11 @@ SELECT :dg_version >= 3 AS dg_has_0003 \gset
 \else
 \ir ../migrations/0003.growth.sql
 \endif
+SELECT :dg_version >= 4 AS dg_has_0004 \gset
+\if :dg_has_0004
+\else
+\ir ../migrations/0004.checkpoints_run_index.sql
+\endif
 
 -- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).
 \ir 00_clock.sql
@@ -81,6 +86,7 @@ SELECT :dg_version >= 3 AS dg_has_0003 \gset
 \ir 20_commit.sql
 \ir 30_writes_events_effects.sql
 \ir 40_retract_prune_delete.sql
+\ir 47_runs_copy.sql
 \ir 50_reads.sql
 \ir 55_queue_common.sql
 \ir 60_submit.sql

@@ -128,6 +128,26 @@ class AsyncCheckpointer(Protocol):
 
     async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool: ...
 
+    async def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None: ...
+
+    async def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]: ...
+
+    async def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint: ...
+
+    async def delete_runs(self, run_ids: Sequence[str]) -> int: ...
+
+    async def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool: ...
+
     # --- reads ----------------------------------------------------------------------------
 
     async def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None: ...

@@ -51,6 +51,7 @@ from ..validation import (
     check_identifier,
     check_int,
     check_lease,
+    check_metadata_filter,
     check_optional_identifier,
     check_retention,
     check_run_ids,
@@ -351,6 +352,63 @@ def put_writes(
     return _call(config, "put_writes", "dg_put_writes_v1", args, _nothing)
 
 
+def put_writes_fenced(
+    config: PostgresConfig, claim: object, checkpoint_id: object, writes: object, fence: object
+) -> Call[None]:
+    c = check_claim("claim", claim)
+    checkpoint_id = check_identifier("checkpoint_id", checkpoint_id)
+    ws = check_writes("writes", writes, config.max_value_bytes)
+    f = check_claim("fence", fence)
+    args = [
+        ("text", c.thread_id),
+        ("bigint", c.token),
+        ("text", checkpoint_id),
+        ("text[]", [w.task_id for w in ws]),
+        ("text[]", [w.channel for w in ws]),
+        ("text[]", [w.value for w in ws]),
+        ("text", f.thread_id),
+        ("bigint", f.token),
+    ]
+    return _call(config, "put_writes_fenced", "dg_put_writes_fenced_v1", args, _nothing)
+
+
+def put_writes_and_commit(
+    config: PostgresConfig, claim: object, checkpoint_id: object, writes: object, commit: object
+) -> Call[Checkpoint]:
+    c = check_claim("claim", claim)
+    checkpoint_id = check_identifier("checkpoint_id", checkpoint_id)
+    ws = check_writes("writes", writes, config.max_value_bytes)
+    cm = check_commit(commit, config.max_value_bytes)
+    args = [
+        ("text", c.thread_id),
+        ("bigint", c.token),
+        ("text", checkpoint_id),
+        ("text[]", [w.task_id for w in ws]),
+        ("text[]", [w.channel for w in ws]),
+        ("text[]", [w.value for w in ws]),
+        ("text", cm.checkpoint_id),
+        ("text", cm.parent_id),
+        ("text", cm.run_id),
+        ("text", cm.state),
+        ("text", cm.metadata),
+        ("text[]", list(cm.next)),
+        ("text[]", [e.kind for e in cm.events]),
+        ("text[]", [e.payload for e in cm.events]),
+        ("timestamptz[]", [e.created_at for e in cm.events]),
+        ("timestamptz", cm.created_at),
+        ("text", cm.parent_thread_id),
+        ("text", None if cm.fence is None else cm.fence.thread_id),
+        ("bigint", None if cm.fence is None else cm.fence.token),
+    ]
+    return _call(
+        config,
+        "put_writes_and_commit",
+        "dg_put_writes_and_commit_v1",
+        args,
+        _exactly_one(checkpoint_of),
+    )
+
+
 def append_events(
     config: PostgresConfig, claim: object, events: object, run_id: object
 ) -> Call[list[Event]]:
@@ -448,6 +506,31 @@ def delete_thread(config: PostgresConfig, thread_id: object, fence: object) -> C
     )
 
 
+def delete_runs(config: PostgresConfig, run_ids: object) -> Call[int]:
+    ids = list(dict.fromkeys(check_run_ids(run_ids)))
+    return _call(
+        config,
+        "delete_runs",
+        "dg_delete_runs_v1",
+        [("text[]", ids)],
+        _exactly_one(lambda row: int(row["removed"])),
+    )
+
+
+def copy_thread(
+    config: PostgresConfig, source_thread_id: object, target_thread_id: object
+) -> Call[bool]:
+    source = check_identifier("source_thread_id", source_thread_id)
+    target = check_identifier("target_thread_id", target_thread_id)
+    return _call(
+        config,
+        "copy_thread",
+        "dg_copy_thread_v1",
+        [("text", source), ("text", target)],
+        _exactly_one(lambda row: bool(row["copied"])),
+    )
+
+
 # --- checkpointer: reads --------------------------------------------------------------------
 
 
@@ -467,6 +550,21 @@ def history(
     before = check_optional_identifier("before", before)
     args = [("text", thread_id), ("text", before), ("integer", _limit("limit", limit))]
     return _call(config, "history", "dg_history_v1", args, _each(checkpoint_of))
+
+
+def search(
+    config: PostgresConfig, thread_id: object, metadata: object, before: object, limit: object
+) -> Call[list[Checkpoint]]:
+    thread_id = check_identifier("thread_id", thread_id)
+    wanted = check_metadata_filter(metadata, config.max_value_bytes)
+    before = check_optional_identifier("before", before)
+    args = [
+        ("text", thread_id),
+        ("text", encode_json("metadata", wanted, config.max_value_bytes)),
+        ("text", before),
+        ("integer", _limit("limit", limit)),
+    ]
+    return _call(config, "search", "dg_search_v1", args, _each(checkpoint_of))
 
 
 def latest_of_runs(

@@ -275,6 +275,33 @@ class PostgresCheckpointer:
     def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return self._x.run(calls.delete_thread(self._config, thread_id, fence))
 
+    def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None:
+        self._x.run(calls.put_writes_fenced(self._config, claim, checkpoint_id, writes, fence))
+
+    def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]:
+        return self._x.run(calls.search(self._config, thread_id, metadata, before, limit))
+
+    def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint:
+        return self._x.run(
+            calls.put_writes_and_commit(self._config, claim, checkpoint_id, writes, commit)
+        )
+
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        return self._x.run(calls.delete_runs(self._config, run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
+        return self._x.run(calls.copy_thread(self._config, source_thread_id, target_thread_id))
+
     # --- reads ----------------------------------------------------------------------------
 
     def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:

@@ -307,6 +307,13 @@ class SqliteTx:
             (row.thread_id, row.key, row.value, row.run_id, to_micros(row.recorded_at)),
         )
 
+    def effects_of(self, thread_id: str) -> list[EffectRow]:
+        rows = self._all("SELECT * FROM effects WHERE thread_id = ? ORDER BY key", (thread_id,))
+        return [
+            EffectRow(thread_id, r["key"], r["value"], r["run_id"], _at(r["recorded_at"]))
+            for r in rows
+        ]
+
     # --- queue entries --------------------------------------------------------------------
 
     def entry(self, entry_id: int) -> EntryRow | None:

@@ -219,6 +219,31 @@ class SyncAdapter(Generic[S]):
     @forward
     def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool: ...
 
+    def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None:
+        self._run(self.target.put_writes_fenced(claim, checkpoint_id, writes, fence))
+
+    def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]:
+        return self._run(self.target.search(thread_id, metadata, before, limit))
+
+    def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint:
+        return self._run(self.target.put_writes_and_commit(claim, checkpoint_id, writes, commit))
+
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        return self._run(self.target.delete_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
+        return self._run(self.target.copy_thread(source_thread_id, target_thread_id))
+
     # --- reads ----------------------------------------------------------------------------
 
     @forward
