@@ -39,6 +39,7 @@ from .errors import (
     SubmissionKeyReused,
     ThreadBusy,
 )
+from .listing import EntryState, check_listing, select_entries, stats_of
 from .model import (
     ANY,
     Attempt,
@@ -59,6 +60,7 @@ from .model import (
     PendingWrite,
     PruneResult,
     QueueEntry,
+    QueueStats,
     RetentionPolicy,
     Started,
     Submission,
@@ -1174,6 +1176,26 @@ class InMemoryRunQueue:
             queues = [s.open_entries_of(t) for t in thread_ids]
             queues = sorted((q for q in queues if q), key=lambda q: q[0].entry_id)
             return [s.entry_of(e) for q in queues for e in q if tenant_matches(e, wanted)]
+
+    def entries(
+        self,
+        state: EntryState | None = None,
+        tenant: TenantFilter = ANY,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 100,
+    ) -> list[QueueEntry]:
+        args = check_listing(state, tenant, thread_id, after, limit)
+        s = self._state
+        with s.locked():
+            everything = [s.entry_of(e) for e in s.entries.values()]
+            return select_entries(everything, s.now(), *args)
+
+    def stats(self, tenant: TenantFilter = ANY) -> QueueStats:
+        wanted = check_tenant_filter("tenant", tenant, allow_any=True)
+        s = self._state
+        with s.locked():
+            return stats_of([s.entry_of(e) for e in s.entries.values()], s.now(), wanted)
 
     def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None

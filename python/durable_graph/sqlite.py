@@ -64,6 +64,7 @@ from .errors import (
     ThreadBusy,
     ValidationError,
 )
+from .listing import EntryState, check_listing, make_stats
 from .model import (
     ANY,
     Attempt,
@@ -84,6 +85,7 @@ from .model import (
     PendingWrite,
     PruneResult,
     QueueEntry,
+    QueueStats,
     RetentionPolicy,
     Started,
     Submission,
@@ -1503,6 +1505,57 @@ class SqliteRunQueue:
                 },
             )
             return [tx.entry_of(r) for r in rows]
+
+    def entries(
+        self,
+        state: EntryState | None = None,
+        tenant: TenantFilter = ANY,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 100,
+    ) -> list[QueueEntry]:
+        wanted, who, thread, cursor, count = check_listing(state, tenant, thread_id, after, limit)
+        with self._db.read() as tx:
+            now = to_micros(from_posix(self._db.clock()))
+            rows = tx.all(
+                "SELECT * FROM entries"
+                " WHERE (:state IS NULL"
+                "        OR (:state = 'open' AND outcome_kind IS NULL"
+                "            AND (lease_expires_at IS NULL OR lease_expires_at <= :now))"
+                "        OR (:state = 'running' AND outcome_kind IS NULL"
+                "            AND lease_expires_at > :now)"
+                "        OR outcome_kind = :state)"
+                "   AND (:any OR tenant IS :tenant)"
+                "   AND (:thread IS NULL OR thread_id = :thread)"
+                "   AND (:after IS NULL OR entry_id < :after)"
+                " ORDER BY entry_id DESC LIMIT :limit",
+                {
+                    "state": wanted,
+                    "now": now,
+                    "any": who is ANY,
+                    "tenant": None if who is ANY else who,
+                    "thread": thread,
+                    "after": cursor,
+                    "limit": count,
+                },
+            )
+            return [tx.entry_of(r) for r in rows]
+
+    def stats(self, tenant: TenantFilter = ANY) -> QueueStats:
+        wanted = check_tenant_filter("tenant", tenant, allow_any=True)
+        with self._db.read() as tx:
+            now = to_micros(from_posix(self._db.clock()))
+            rows = tx.all(
+                "SELECT coalesce(outcome_kind, CASE WHEN lease_expires_at > :now"
+                "                              THEN 'running' ELSE 'open' END) AS state,"
+                "       count(*), min(submitted_at)"
+                "  FROM entries WHERE :any OR tenant IS :tenant GROUP BY 1",
+                {"now": now, "any": wanted is ANY, "tenant": None if wanted is ANY else wanted},
+            )
+        counts = {r[0]: r[1] for r in rows}
+        oldest = next((r[2] for r in rows if r[0] == "open"), None)
+        age = None if oldest is None else from_micros(max(now - oldest, 0)) - from_micros(0)
+        return make_stats(counts, age)
 
     def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None

@@ -36,6 +36,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..errors import ProcessingError, StoreError, ValidationError, error_for_sqlstate
+from ..listing import EntryState
 from ..model import (
     ANY,
     AttemptStart,
@@ -51,6 +52,7 @@ from ..model import (
     PendingWrite,
     PruneResult,
     QueueEntry,
+    QueueStats,
     RetentionPolicy,
     Submission,
     TenantFilter,
@@ -267,6 +269,21 @@ class AsyncPostgresRunQueue:
         self, tenant: TenantFilter = None, thread_id: str | None = None
     ) -> list[QueueEntry]:
         return await self._x.run(calls.open_entries(self._config, tenant, thread_id))
+
+    async def entries(
+        self,
+        state: EntryState | None = None,
+        tenant: TenantFilter = ANY,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 100,
+    ) -> list[QueueEntry]:
+        return await self._x.run(
+            calls.entries(self._config, state, tenant, thread_id, after, limit)
+        )
+
+    async def stats(self, tenant: TenantFilter = ANY) -> QueueStats:
+        return await self._x.run(calls.stats(self._config, tenant))
 
     async def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None

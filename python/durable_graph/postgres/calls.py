@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar
 
 from psycopg import sql
 
+from ..listing import check_listing
 from ..model import (
     ANY,
     Attempt,
@@ -35,6 +36,7 @@ from ..model import (
     PendingWrite,
     PruneResult,
     QueueEntry,
+    QueueStats,
     Started,
     ThreadDeleted,
     ThreadInfo,
@@ -614,6 +616,43 @@ def open_entries(
         ("text", check_optional_identifier("thread_id", thread_id)),
     ]
     return _call(config, "open_entries", "dg_open_entries_v1", args, _each(entry_of))
+
+
+def entries(
+    config: PostgresConfig,
+    state: object,
+    tenant: object,
+    thread_id: object,
+    after: object,
+    limit: object,
+) -> Call[list[QueueEntry]]:
+    """`entries`: one page, newest first (sql/92_queue_listing.sql)."""
+    s, t, thread, cursor, count = check_listing(state, tenant, thread_id, after, limit)
+    args = [
+        ("text", s),
+        *_tenant_args("tenant", t, allow_any=True),
+        ("text", thread),
+        ("bigint", cursor),
+        ("integer", count),
+    ]
+    return _call(config, "entries", "dg_entries_v1", args, _each(entry_of))
+
+
+def _stats_of(row: Row) -> QueueStats:
+    return QueueStats(
+        open=row["open"],
+        running=row["running"],
+        completed=row["completed"],
+        failed=row["failed"],
+        cancelled=row["cancelled"],
+        interrupted=row["interrupted"],
+        oldest_waiting_age=row["oldest_waiting_age"],
+    )
+
+
+def stats(config: PostgresConfig, tenant: object) -> Call[QueueStats]:
+    args = _tenant_args("tenant", tenant, allow_any=True)
+    return _call(config, "stats", "dg_queue_stats_v1", args, _exactly_one(_stats_of))
 
 
 def reclaim(config: PostgresConfig, older_than: object, batch: object) -> Call[int]:

@@ -20,6 +20,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from ..errors import ProcessingError, StoreError, ValidationError
+from ..listing import EntryState
 from ..model import (
     ANY,
     AttemptStart,
@@ -35,6 +36,7 @@ from ..model import (
     PendingWrite,
     PruneResult,
     QueueEntry,
+    QueueStats,
     RetentionPolicy,
     Submission,
     TenantFilter,
@@ -130,6 +132,19 @@ class PostgresRunQueue:
         self, tenant: TenantFilter = None, thread_id: str | None = None
     ) -> list[QueueEntry]:
         return self._x.run(calls.open_entries(self._config, tenant, thread_id))
+
+    def entries(
+        self,
+        state: EntryState | None = None,
+        tenant: TenantFilter = ANY,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 100,
+    ) -> list[QueueEntry]:
+        return self._x.run(calls.entries(self._config, state, tenant, thread_id, after, limit))
+
+    def stats(self, tenant: TenantFilter = ANY) -> QueueStats:
+        return self._x.run(calls.stats(self._config, tenant))
 
     def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None

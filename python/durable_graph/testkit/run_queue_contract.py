@@ -17,6 +17,7 @@ from __future__ import annotations
 from .run_queue.attempts_close import AttemptsCloseTests
 from .run_queue.lease import LeaseTests
 from .run_queue.lifecycle import QueueLifecycleTests
+from .run_queue.listing import ListingTests
 from .run_queue.marks import MarksTests
 from .run_queue.queue_reads import QueueReadsTests
 from .run_queue.submit import SubmitTests
@@ -35,6 +36,7 @@ class RunQueueContract(
     WorkerProtocolTests,
     QueueValidationTests,
     QueueLifecycleTests,
+    ListingTests,
     RunQueueFixtures,
 ):
     """SPEC §5 as tests. Subclass it and override ``harness`` (see module docstring)."""
