@@ -14,6 +14,7 @@ from ..errors import StoreError
 from ..model import (
     Mode,
 )
+from . import dashboard as _dashboard
 from .common import (
     DEBUG_ENV,
     DEFAULT_SQLITE_PATH,
@@ -170,6 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DURATION",
         help="how often the queue depth gauges are sampled with queue stats (5s)",
     )
+
+    _dashboard.add_parser(command)
 
     submit = command("submit", cmd_submit, "submit a run to a thread")
     submit.add_argument("thread", help="thread id")
