@@ -91,3 +91,51 @@ BEGIN
       FROM counted c;
 END;
 $$;
+
+-- dg_set_trace_context_v1: remember the W3C trace context an entry was submitted in (version 00
+-- traceparent, lower-case hex, ids not all zero; tracestate at most 512 printable ASCII
+-- characters). The first context set for an entry is kept: a deduplicated submit does not move
+-- it. Returns whether this call set it. Raises DG000 for a malformed argument, DG404 when the
+-- entry is unknown or reclaimed.
+CREATE OR REPLACE FUNCTION dg_set_trace_context_v1(p_entry_id bigint, p_traceparent text,
+                                                   p_tracestate text)
+RETURNS TABLE (stored boolean)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_rows integer;
+BEGIN
+    PERFORM _dg_check(p_traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
+                      AND substr(p_traceparent, 4, 32) <> repeat('0', 32)
+                      AND substr(p_traceparent, 37, 16) <> repeat('0', 16),
+                      'traceparent must be a W3C version 00 traceparent');
+    PERFORM _dg_check(p_tracestate IS NULL
+                      OR (length(p_tracestate) <= 512 AND p_tracestate ~ '^[\x20-\x7e]*$'),
+                      'tracestate must be at most 512 printable ASCII characters');
+    PERFORM 1 FROM queue_entries q WHERE q.entry_id = p_entry_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'entry % not found', p_entry_id USING ERRCODE = 'DG404';
+    END IF;
+    INSERT INTO queue_trace_context (entry_id, traceparent, tracestate)
+    VALUES (p_entry_id, p_traceparent, p_tracestate)
+    ON CONFLICT (entry_id) DO NOTHING;
+    GET DIAGNOSTICS v_rows = ROW_COUNT;
+    RETURN QUERY SELECT v_rows = 1;
+END;
+$$;
+
+-- dg_trace_context_v1: the trace context set for an entry; no row when none was set or the
+-- entry is unknown. Raises nothing.
+CREATE OR REPLACE FUNCTION dg_trace_context_v1(p_entry_id bigint)
+RETURNS TABLE (traceparent text, tracestate text)
+LANGUAGE plpgsql STABLE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT t.traceparent, t.tracestate FROM queue_trace_context t WHERE t.entry_id = p_entry_id;
+END;
+$$;

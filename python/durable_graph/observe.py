@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from .errors import EntryClosed, LeaseLost, ThreadBusy
+from .errors import EntryClosed, LeaseLost, ThreadBusy, ValidationError
 from .model import (
     Cancelled,
     Claim,
@@ -49,6 +50,33 @@ def outcome_name(outcome: EntryOutcome) -> str:
     raise AssertionError(f"unknown outcome {outcome!r}")
 
 
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
+_TRACESTATE = re.compile(r"[\x20-\x7e]{0,512}")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceContext:
+    """The W3C trace context a submission was made in (https://www.w3.org/TR/trace-context/).
+
+    Stored beside the entry (PostgreSQL: ``dg_set_trace_context_v1``, so any language can set
+    it) and read by the worker's tracing, which makes the attempts children of the submit.
+    """
+
+    traceparent: str
+    tracestate: str | None = None
+
+    def __post_init__(self) -> None:
+        found = (
+            _TRACEPARENT.fullmatch(self.traceparent) if isinstance(self.traceparent, str) else None
+        )
+        if found is None or found.group(1) == "0" * 32 or found.group(2) == "0" * 16:
+            raise ValidationError("traceparent must be a W3C version 00 traceparent")
+        if self.tracestate is not None and (
+            not isinstance(self.tracestate, str) or not _TRACESTATE.fullmatch(self.tracestate)
+        ):
+            raise ValidationError("tracestate must be at most 512 printable ASCII characters")
+
+
 @dataclass(frozen=True, slots=True)
 class CallInfo:
     """What a store call is about, as far as its arguments tell (for span attributes)."""
@@ -66,11 +94,17 @@ class Observer:
         """Around one store call (the context is exited with the call's exception, if any)."""
         return contextlib.nullcontext()
 
-    def submitted(self, submission: Submission, entry_id: int) -> None:
-        """A submission was queued (``entry_id``), or found already queued."""
+    def submitted(self, submission: Submission, entry_id: int) -> Awaitable[None] | None:
+        """A submission was queued (``entry_id``), or found already queued. Called inside the
+        submit's `call` context; on an async store it may return an awaitable, awaited before
+        the submit returns (so may `attempt_started`)."""
+        return None
 
-    def attempt_started(self, entry: QueueEntry, number: int, run_id: str) -> None:
+    def attempt_started(
+        self, entry: QueueEntry, number: int, run_id: str
+    ) -> Awaitable[None] | None:
         """An attempt was recorded."""
+        return None
 
     def attempt_finished(self, entry: QueueEntry, number: int, result: str, seconds: float) -> None:
         """An attempt ended: ``result`` is an outcome name, ``released`` (retried later) or
@@ -97,13 +131,13 @@ class Observers(Observer):
                 stack.enter_context(o.call(info))
             yield
 
-    def submitted(self, submission: Submission, entry_id: int) -> None:
-        for o in self.observers:
-            o.submitted(submission, entry_id)
+    def submitted(self, submission: Submission, entry_id: int) -> Awaitable[None] | None:
+        return _all([o.submitted(submission, entry_id) for o in self.observers])
 
-    def attempt_started(self, entry: QueueEntry, number: int, run_id: str) -> None:
-        for o in self.observers:
-            o.attempt_started(entry, number, run_id)
+    def attempt_started(
+        self, entry: QueueEntry, number: int, run_id: str
+    ) -> Awaitable[None] | None:
+        return _all([o.attempt_started(entry, number, run_id) for o in self.observers])
 
     def attempt_finished(self, entry: QueueEntry, number: int, result: str, seconds: float) -> None:
         for o in self.observers:
@@ -120,6 +154,18 @@ class Observers(Observer):
     def claim_busy(self, thread_id: str) -> None:
         for o in self.observers:
             o.claim_busy(thread_id)
+
+
+def _all(results: list[Awaitable[None] | None]) -> Awaitable[None] | None:
+    pending = [r for r in results if r is not None]
+    if not pending:
+        return None
+
+    async def wait() -> None:
+        for p in pending:
+            await p
+
+    return wait()
 
 
 def call_info(method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallInfo:
@@ -163,16 +209,17 @@ class _Attempts:
 
     def after(
         self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any
-    ) -> None:
+    ) -> Awaitable[None] | None:
+        """Report what the call did; an awaitable when an observer needs the (async) store."""
         o = self.observer
         if method == "lease" and isinstance(result, Lease):
             run_id = kwargs.get("run_id", args[3] if len(args) > 3 else None)
             if isinstance(result.attempt, Started) and isinstance(run_id, str):
-                self.start(result.entry, result.attempt.number, run_id)
+                return self.start(result.entry, result.attempt.number, run_id)
         elif method == "record_attempt" and isinstance(result, Started):
             lease = args[0] if args else kwargs["lease"]
             run_id = args[1] if len(args) > 1 else kwargs["run_id"]
-            self.start(lease.entry, result.number, run_id)
+            return self.start(lease.entry, result.number, run_id)
         elif method == "close" and isinstance(result, QueueEntry) and result.outcome is not None:
             self.end(result, outcome_name(result.outcome))
         elif method == "release":
@@ -181,7 +228,8 @@ class _Attempts:
             o.lease_renewed(result.entry)
         elif method == "submit":
             submission = args[0] if args else kwargs["submission"]
-            o.submitted(submission, result.entry_id)
+            return o.submitted(submission, result.entry_id)
+        return None
 
     def failed(
         self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], exc: Exception
@@ -197,9 +245,9 @@ class _Attempts:
             else:
                 self.end(lease.entry, "lost")
 
-    def start(self, entry: QueueEntry, number: int, run_id: str) -> None:
+    def start(self, entry: QueueEntry, number: int, run_id: str) -> Awaitable[None] | None:
         self.running[entry.entry_id] = (number, time.monotonic())
-        self.observer.attempt_started(entry, number, run_id)
+        return self.observer.attempt_started(entry, number, run_id)
 
     def end(self, entry: QueueEntry, result: str) -> None:
         started = self.running.pop(entry.entry_id, None)
@@ -247,9 +295,11 @@ class _Observed:
                 raise
             if inspect.isawaitable(result):
                 return finish_async(result, args, kwargs, context)
-            if track:
-                self._attempts.after(name, args, kwargs, result)
-            context.__exit__(None, None, None)
+            try:
+                if track:
+                    self._attempts.after(name, args, kwargs, result)
+            finally:
+                context.__exit__(None, None, None)
             return result
 
         async def finish_async(
@@ -268,9 +318,13 @@ class _Observed:
             except BaseException as exc:
                 context.__exit__(type(exc), exc, exc.__traceback__)
                 raise
-            if track:
-                self._attempts.after(name, args, kwargs, result)
-            context.__exit__(None, None, None)
+            try:
+                if track:
+                    pending = self._attempts.after(name, args, kwargs, result)
+                    if pending is not None:
+                        await pending
+            finally:
+                context.__exit__(None, None, None)
             return result
 
         return call
@@ -295,4 +349,12 @@ def observed(store: S, observer: Observer) -> S:
     return cast(S, _Observed(store, observer, "", _Attempts(observer)))
 
 
-__all__ = ["CallInfo", "Observer", "Observers", "call_info", "observed", "outcome_name"]
+__all__ = [
+    "CallInfo",
+    "Observer",
+    "Observers",
+    "TraceContext",
+    "call_info",
+    "observed",
+    "outcome_name",
+]

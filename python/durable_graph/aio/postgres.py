@@ -60,6 +60,7 @@ from ..model import (
     Ticket,
     WatchPolicy,
 )
+from ..observe import TraceContext
 from ..postgres import calls
 from ..postgres.calls import Call, Rows
 from ..postgres.config import PostgresConfig
@@ -284,6 +285,13 @@ class AsyncPostgresRunQueue:
 
     async def stats(self, tenant: TenantFilter = ANY) -> QueueStats:
         return await self._x.run(calls.stats(self._config, tenant))
+
+    async def set_trace_context(self, entry_id: int, context: TraceContext) -> bool:
+        """Remember the trace ``context`` ``entry_id`` was submitted in (the first one stays)."""
+        return await self._x.run(calls.set_trace_context(self._config, entry_id, context))
+
+    async def trace_context(self, entry_id: int) -> TraceContext | None:
+        return await self._x.run(calls.trace_context(self._config, entry_id))
 
     async def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None

@@ -171,6 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DURATION",
         help="how often the queue depth gauges are sampled with queue stats (5s)",
     )
+    worker.add_argument(
+        "--traces",
+        choices=["console"],
+        help="export OpenTelemetry spans of attempts and store calls to stderr"
+        " (extra durable-graph[otel]; or configure a TracerProvider in the app)",
+    )
 
     _dashboard.add_parser(command)
 

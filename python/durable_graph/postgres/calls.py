@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar
 
 from psycopg import sql
 
+from ..errors import ValidationError
 from ..listing import check_listing
 from ..model import (
     ANY,
@@ -42,6 +43,7 @@ from ..model import (
     ThreadInfo,
     Ticket,
 )
+from ..observe import TraceContext
 from ..validation import (
     INT32_MAX,
     check_claim,
@@ -653,6 +655,34 @@ def _stats_of(row: Row) -> QueueStats:
 def stats(config: PostgresConfig, tenant: object) -> Call[QueueStats]:
     args = _tenant_args("tenant", tenant, allow_any=True)
     return _call(config, "stats", "dg_queue_stats_v1", args, _exactly_one(_stats_of))
+
+
+def set_trace_context(config: PostgresConfig, entry_id: object, context: object) -> Call[bool]:
+    if not isinstance(context, TraceContext):
+        raise ValidationError("context must be a TraceContext")
+    args = [
+        ("bigint", _entry_id(entry_id)),
+        ("text", context.traceparent),
+        ("text", context.tracestate),
+    ]
+    return _call(
+        config,
+        "set_trace_context",
+        "dg_set_trace_context_v1",
+        args,
+        _exactly_one(lambda row: bool(row["stored"])),
+    )
+
+
+def trace_context(config: PostgresConfig, entry_id: object) -> Call[TraceContext | None]:
+    args = [("bigint", _entry_id(entry_id))]
+    return _call(
+        config,
+        "trace_context",
+        "dg_trace_context_v1",
+        args,
+        _first_or_none(lambda row: TraceContext(row["traceparent"], row["tracestate"])),
+    )
 
 
 def reclaim(config: PostgresConfig, older_than: object, batch: object) -> Call[int]:

@@ -44,6 +44,7 @@ from ..model import (
     Ticket,
     WatchPolicy,
 )
+from ..observe import TraceContext
 from ..polling import follow, poll
 from ..validation import (
     check_duration,
@@ -145,6 +146,13 @@ class PostgresRunQueue:
 
     def stats(self, tenant: TenantFilter = ANY) -> QueueStats:
         return self._x.run(calls.stats(self._config, tenant))
+
+    def set_trace_context(self, entry_id: int, context: TraceContext) -> bool:
+        """Remember the trace ``context`` ``entry_id`` was submitted in (the first one stays)."""
+        return self._x.run(calls.set_trace_context(self._config, entry_id, context))
+
+    def trace_context(self, entry_id: int) -> TraceContext | None:
+        return self._x.run(calls.trace_context(self._config, entry_id))
 
     def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
