@@ -17,6 +17,7 @@ cookie).
 from __future__ import annotations
 
 import hmac
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -39,6 +40,8 @@ PAGE = 50
 """Entries, threads and checkpoints shown per page."""
 EVENTS_SHOWN = 100
 """The newest events a thread page starts its tail with."""
+MAX_TAILS = 16
+"""Live tails open at once: each holds a worker thread of the pool the pages are served from."""
 
 _HEADERS = {
     "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
@@ -111,6 +114,7 @@ class Dashboard:
         self.store = store
         self.queue = store.run_queue
         self.tail_wait = tail_wait
+        self.tails = threading.BoundedSemaphore(MAX_TAILS)
 
     def queue_page(self, request: Request) -> Response:
         state = request.query_params.get("state") or None
@@ -191,17 +195,24 @@ class Dashboard:
         )
 
     def _tail(self, thread_id: str, after: int) -> Iterator[str]:
-        yield "retry: 2000\n: tail open\n\n"
-        while True:
-            try:
-                events = self.store.await_events_after(thread_id, after, self.tail_wait)
-            except StoreError:
-                return  # the store closed (shutdown): the browser reconnects later
-            for ev in events:
-                yield f"id: {ev.seq}\nevent: store-event\ndata: {render.event_json(ev)}\n\n"
-                after = ev.seq
-            if not events:
-                yield ": keep-alive\n\n"  # a gone client is noticed on the next write
+        # Taken here, not in the endpoint: a generator that never starts never releases.
+        if not self.tails.acquire(blocking=False):
+            yield "retry: 30000\n: too many live tails open; try again later\n\n"
+            return
+        try:
+            yield "retry: 2000\n: tail open\n\n"
+            while True:
+                try:
+                    events = self.store.await_events_after(thread_id, after, self.tail_wait)
+                except StoreError:
+                    return  # the store closed (shutdown): the browser reconnects later
+                for ev in events:
+                    yield f"id: {ev.seq}\nevent: store-event\ndata: {render.event_json(ev)}\n\n"
+                    after = ev.seq
+                if not events:
+                    yield ": keep-alive\n\n"  # a gone client is noticed on the next write
+        finally:
+            self.tails.release()
 
 
 def _static(body: str, media_type: str) -> Any:
