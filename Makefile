@@ -47,9 +47,12 @@ bench: venv pg-deps
 	$(VENV)/bin/pip install -q -e '.[test,bench]'
 	$(VENV)/bin/python -m tests.bench.run --out bench-results.md
 
-# Long randomized differential runs and the long chaos run.
+# Long randomized differential runs, the 60 s parent/child race workload, and 11 minutes of a
+# fleet through a failover.
 soak: venv pg-deps
 	DURABLE_GRAPH_DIFF_EXAMPLES=2000 $(VENV)/bin/pytest tests/test_differential.py $(PYTEST_ARGS)
+	DURABLE_GRAPH_RACE_SECONDS=60 $(VENV)/bin/pytest -s tests/test_pg_races.py -k workload $(PYTEST_ARGS)
+	DURABLE_GRAPH_FLEET=long $(VENV)/bin/pytest -s -p no:logging tests/test_failover.py $(PYTEST_ARGS)
 
 chaos: venv pg-deps
 	DURABLE_GRAPH_CHAOS=long $(VENV)/bin/pytest -s tests/test_chaos.py $(PYTEST_ARGS)

@@ -17,7 +17,8 @@ DECLARE
 BEGIN
     PERFORM _dg_check(p_thread_id IS NOT NULL, 'thread_id must not be NULL');
     PERFORM _dg_check(p_holder IS NOT NULL, 'holder must not be NULL');
-    PERFORM _dg_check(p_ttl > interval '0', 'ttl must be positive');
+    PERFORM _dg_check(p_ttl IS NOT NULL, 'ttl must not be NULL');
+    p_ttl := _dg_duration(p_ttl, 'ttl', false);
     t := _dg_lock_thread(p_thread_id);
     v_now := store_now();
     IF t.claim_token IS NOT NULL AND v_now < t.claim_expires_at THEN

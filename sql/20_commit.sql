@@ -9,6 +9,30 @@ LANGUAGE sql STABLE PARALLEL SAFE
 AS $$ SELECT '{' || to_json(p_k1)::text || ':' || p_v1 || ',' || to_json(p_k2)::text || ':'
               || p_v2 || '}' $$;
 
+-- _dg_lock_commit_parent(thread, fence, parent): lock the rows of a first commit's thread, its
+-- fence's thread (both inserted when missing) and its parent thread (only when it has a row: a
+-- parent that never existed has no children to protect), FOR UPDATE, in id byte order.
+CREATE OR REPLACE FUNCTION _dg_lock_commit_parent(
+    p_thread_id text, p_fence_thread_id text, p_parent_thread_id text) RETURNS void
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    v_id text;
+BEGIN
+    FOR v_id IN
+        SELECT DISTINCT u.id COLLATE "C"
+          FROM unnest(ARRAY[p_thread_id, p_fence_thread_id, p_parent_thread_id]) AS u(id)
+         WHERE u.id IS NOT NULL ORDER BY 1
+    LOOP
+        IF v_id = p_thread_id OR v_id = p_fence_thread_id THEN
+            PERFORM _dg_lock_thread(v_id);
+        ELSE
+            PERFORM 1 FROM threads WHERE thread_id = v_id FOR UPDATE;
+        END IF;
+    END LOOP;
+END;
+$$;
+
 -- dg_commit_v1: append a checkpoint and its events under the thread's current claim. Locks the
 -- thread (and the fence's thread, in id order), then checks in order: claim current (DG002),
 -- fence current on its thread (DG002), p_parent_id is the head (DG003), run is not an attempt of
@@ -50,7 +74,17 @@ BEGIN
                                    WHERE k.kind IS NULL OR k.kind LIKE 'store.%'),
                       'event kinds must not be NULL or start with "store."');
 
-    IF p_fence_thread_id IS NULL THEN
+    -- A first commit naming a parent thread also locks the parent's row (in id order with the
+    -- others), so that delete_thread, holding the parent, sees or excludes every child, and
+    -- children land in first_commit_order (issue 12). Whether this is a first commit is read
+    -- before locking: if the thread was live then and is not once locked, a delete ran between,
+    -- which ended our claim, so the claim check below refuses the commit anyway.
+    IF p_parent_thread_id IS NOT NULL AND p_parent_thread_id <> p_thread_id
+       AND NOT coalesce((SELECT x.live FROM threads x WHERE x.thread_id = p_thread_id), false)
+    THEN
+        PERFORM _dg_lock_commit_parent(p_thread_id, p_fence_thread_id, p_parent_thread_id);
+        SELECT * INTO t FROM threads WHERE threads.thread_id = p_thread_id;
+    ELSIF p_fence_thread_id IS NULL THEN
         -- A thread without a row has no claim: t stays NULL and the claim check raises DG002.
         SELECT * INTO t FROM threads WHERE threads.thread_id = p_thread_id FOR UPDATE;
     ELSE

@@ -20,7 +20,7 @@ DECLARE
     e queue_entries;
     v_now timestamptz;
 BEGIN
-    PERFORM _dg_check(p_ttl IS NULL OR p_ttl > interval '0', 'ttl must be positive');
+    p_ttl := _dg_duration(p_ttl, 'ttl', false);
     e := _dg_lock_lease(p_entry_id, p_token, false);
     v_now := store_now();
     UPDATE queue_entries q SET lease_expires_at = v_now + coalesce(p_ttl, e.lease_ttl)

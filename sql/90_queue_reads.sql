@@ -100,7 +100,8 @@ DECLARE
     v_cutoff timestamptz;
     v_removed integer;
 BEGIN
-    PERFORM _dg_check(p_older_than >= interval '0', 'older_than must be >= 0');
+    PERFORM _dg_check(p_older_than IS NOT NULL, 'older_than must not be NULL');
+    p_older_than := _dg_duration(p_older_than, 'older_than', true);
     PERFORM _dg_check(p_batch >= 1, 'batch must be >= 1');
     -- Closed entries are never written again, so there is no lock to wait for first.
     v_cutoff := store_now() - p_older_than;

@@ -75,7 +75,7 @@ def _prepare_schema(dsn: str, config: PostgresConfig) -> None:
 
     try:
         if config.auto_migrate:
-            migrations.migrate(dsn, config.schema)
+            migrations.migrate(dsn, config.schema, config)
         else:
             with psycopg.connect(dsn, **config.connection_kwargs()) as conn:
                 migrations.verify(conn, config.schema)
@@ -285,9 +285,11 @@ class PostgresCheckpointer:
             step = self._x.run(calls.prune_batch(self._config, policy, size, after))
             checkpoints += step.result.checkpoints_removed
             events += step.result.events_removed
-            if step.threads_seen < size or step.last_thread_id is None:
+            if step.threads_seen < size:
                 return PruneResult(checkpoints, events)
-            after = step.last_thread_id
+            # A step that ran out of its row budget inside its first thread resumes there.
+            if step.last_thread_id is not None:
+                after = step.last_thread_id
 
     def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return self._x.run(calls.delete_thread(self._config, thread_id, fence))
