@@ -63,6 +63,11 @@ SELECT :dg_version >= 1 AS dg_has_0001 \gset
 \else
 \ir ../migrations/0001.tables.sql
 \endif
+SELECT :dg_version >= 6 AS dg_has_0006 \gset
+\if :dg_has_0006
+\else
+\ir ../migrations/0006.queue_listing.sql
+\endif
 
 -- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).
 \ir 00_clock.sql
@@ -76,6 +81,7 @@ SELECT :dg_version >= 1 AS dg_has_0001 \gset
 \ir 70_lease.sql
 \ir 80_attempts_close.sql
 \ir 90_queue_reads.sql
+\ir 92_queue_listing.sql
 \ir 98_meta.sql
 \ir 99_privileges.sql
 
