@@ -9,18 +9,18 @@ States are exclusive, so the counts of `stats` add up to every entry kept:
 `entries` lists **newest first** (entry id descending); ``after`` is the last entry id of the
 previous page, and the next page holds the entries with a smaller id. Newest first because the
 ids only grow: a page cursor stays valid while new entries arrive, and the first page is what an
-operator wants to see. PostgreSQL implements the same rules in ``sql/92_queue_listing.sql``.
+operator wants to see. The embedded stores apply them in `durable_graph.embedded.run_queue` (over
+``Tx.entry_page`` / ``Tx.entry_counts``), PostgreSQL in ``sql/92_queue_listing.sql``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Final, Literal, TypeAlias, cast, get_args
 
 from .errors import ValidationError
 from .model import (
-    AnyTenant,
     Cancelled,
     Completed,
     Failed,
@@ -61,11 +61,17 @@ def check_listing(
     return checked_state, checked_tenant, checked_thread, checked_after, checked_limit
 
 
+def state_at(outcome_kind: str | None, lease_expires_at: datetime | None, now: datetime) -> str:
+    """The state of a stored entry row (``outcome_kind`` is a closed outcome's name)."""
+    if outcome_kind is not None:
+        return outcome_kind
+    return "running" if lease_expires_at is not None and now < lease_expires_at else "open"
+
+
 def state_of(entry: QueueEntry, now: datetime) -> EntryState:
     outcome = entry.outcome
     if outcome is None:
-        live = entry.lease_expires_at is not None and now < entry.lease_expires_at
-        return "running" if live else "open"
+        return cast(EntryState, state_at(None, entry.lease_expires_at, now))
     if isinstance(outcome, Completed):
         return "completed"
     if isinstance(outcome, Failed):
@@ -75,47 +81,6 @@ def state_of(entry: QueueEntry, now: datetime) -> EntryState:
     if isinstance(outcome, Interrupted):
         return "interrupted"
     raise AssertionError(f"unknown outcome {outcome!r}")
-
-
-def tenant_wanted(entry_tenant: str | None, wanted: TenantFilter | AnyTenant) -> bool:
-    return not isinstance(wanted, str | None) or entry_tenant == wanted
-
-
-def select_entries(
-    entries: Iterable[QueueEntry],
-    now: datetime,
-    state: EntryState | None,
-    tenant: TenantFilter,
-    thread_id: str | None,
-    after: int | None,
-    limit: int,
-) -> list[QueueEntry]:
-    """One page of ``entries`` (any order) under the listing rules, for the embedded stores."""
-    found = [
-        e
-        for e in entries
-        if (state is None or state_of(e, now) == state)
-        and tenant_wanted(e.tenant, tenant)
-        and (thread_id is None or e.thread_id == thread_id)
-        and (after is None or e.entry_id < after)
-    ]
-    found.sort(key=lambda e: e.entry_id, reverse=True)
-    return found[:limit]
-
-
-def stats_of(entries: Iterable[QueueEntry], now: datetime, tenant: TenantFilter) -> QueueStats:
-    """Counts by state and the oldest waiting (``open``) entry's age at ``now``."""
-    counts = dict.fromkeys(ENTRY_STATES, 0)
-    oldest: datetime | None = None
-    for e in entries:
-        if not tenant_wanted(e.tenant, tenant):
-            continue
-        state = state_of(e, now)
-        counts[state] += 1
-        if state == "open" and (oldest is None or e.submitted_at < oldest):
-            oldest = e.submitted_at
-    age = None if oldest is None else max(now - oldest, timedelta(0))
-    return make_stats(counts, age)
 
 
 def make_stats(counts: Mapping[str, int], oldest_waiting_age: timedelta | None) -> QueueStats:
@@ -138,7 +103,6 @@ __all__ = [
     "check_listing",
     "check_state",
     "make_stats",
-    "select_entries",
+    "state_at",
     "state_of",
-    "stats_of",
 ]
