@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .errors import ValidationError
-from .model import QueueEntry
+from .model import QueueEntry, QueueStats
 from .observe import CallInfo, Observer
 from .run_queue import RunQueue
 
@@ -124,7 +124,10 @@ class PrometheusObserver(Observer):
 
     def sample(self, queue: RunQueue) -> None:
         """Set the queue gauges from one `RunQueue.stats` call."""
-        stats = queue.stats()
+        self.set_queue_stats(queue.stats())
+
+    def set_queue_stats(self, stats: QueueStats) -> None:
+        """Set the queue gauges; an async worker's loop feeds it ``await queue.stats()``."""
         for state, count in stats.counts().items():
             self.queue_entries.labels(state).set(count)
         age = stats.oldest_waiting_age
