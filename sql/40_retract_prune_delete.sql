@@ -19,10 +19,12 @@ DECLARE
     t threads;
     v_now timestamptz;
     v_run text;
-    v_ids text[] := '{}';
+    v_ids text[] := '{}'::text[];
     v_new_head text;
     c record;
 BEGIN
+    PERFORM _dg_id(p_thread_id, 'thread_id');
+    PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     t := _dg_lock_claimed(p_thread_id, p_token);
     v_now := store_now();
     IF t.head_id IS NULL THEN
@@ -174,6 +176,7 @@ DECLARE
     v_cp bigint := 0;
     v_ev bigint := 0;
 BEGIN
+    PERFORM _dg_id(p_thread_id, 'thread_id');
     p_max_age := _dg_duration(p_max_age, 'max_age', false);
     PERFORM _dg_check_retention(p_keep_last, p_max_age);
     PERFORM 1 FROM threads WHERE threads.thread_id = p_thread_id AND live FOR UPDATE;
@@ -219,9 +222,10 @@ DECLARE
     v_cp bigint := 0;
     v_ev bigint := 0;
 BEGIN
+    PERFORM _dg_opt_id(p_after, 'after');
     p_max_age := _dg_duration(p_max_age, 'max_age', false);
     PERFORM _dg_check_retention(p_keep_last, p_max_age);
-    PERFORM _dg_check(p_batch >= 1, 'batch must be >= 1');
+    PERFORM _dg_count(p_batch, 'batch', 100000);
     -- One thread locked at a time, in id order (as every multi-thread call), so that commits on
     -- the batch's other threads never wait for this step.
     FOR v_id IN SELECT t.thread_id FROM threads t
@@ -280,7 +284,8 @@ DECLARE
     v_existed boolean;
     f threads;
 BEGIN
-    PERFORM _dg_check(p_thread_id IS NOT NULL, 'thread_id must not be NULL');
+    PERFORM _dg_id(p_thread_id, 'thread_id');
+    PERFORM _dg_opt_id(p_fence_thread_id, 'fence_thread_id');
     PERFORM _dg_check((p_fence_thread_id IS NULL) = (p_fence_token IS NULL),
                       'fence thread and fence token go together');
     LOOP

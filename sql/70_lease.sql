@@ -62,6 +62,7 @@ BEGIN
         v_exp_thread := NULL;
         v_exp_head := NULL;
     END LOOP;
+    RETURN NULL;  -- not reached: every pass returns or skips one more thread
 END;
 $$;
 
@@ -100,10 +101,17 @@ DECLARE
     v_kind text;
     v_number integer;
 BEGIN
-    PERFORM _dg_check(p_holder IS NOT NULL, 'holder must not be NULL');
-    PERFORM _dg_check(p_ttl IS NOT NULL, 'ttl must not be NULL');
+    -- Every argument in one inline test; when it fails, the helpers name the bad one.
+    IF (octet_length(p_holder) BETWEEN 1 AND 512 AND p_any_tenant IS NOT NULL
+        AND coalesce(octet_length(p_tenant) BETWEEN 1 AND 512, true)
+        AND coalesce(octet_length(p_run_id) BETWEEN 1 AND 512, true)) IS NOT TRUE THEN
+        PERFORM _dg_id(p_holder, 'holder');
+        PERFORM _dg_not_null(p_any_tenant IS NOT NULL, 'any_tenant');
+        PERFORM _dg_opt_id(p_tenant, 'tenant');
+        PERFORM _dg_opt_id(p_run_id, 'run_id');
+    END IF;
+    PERFORM _dg_not_null(p_ttl IS NOT NULL, 'ttl');
     p_ttl := _dg_duration(p_ttl, 'ttl', false);
-    PERFORM _dg_check(p_any_tenant IS NOT NULL, 'any_tenant must not be NULL');
     -- Picking reads a first clock (it never waits: SKIP LOCKED); the lease's own time is read
     -- again once the thread row and the head entry are locked (they can wait on a commit or
     -- delete), and the pick is re-verified with it, so the lease never starts before its wait.

@@ -6,7 +6,8 @@
 -- dg_entries_v1: one page of entries, newest first (entry id descending): those in p_state
 -- (NULL = every state), of the wanted tenant (p_any_tenant, or tenant IS NOT DISTINCT FROM
 -- p_tenant), on p_thread_id (NULL = every thread), with entry_id < p_after (NULL = from the
--- newest), at most p_limit (1..1000). Raises DG000 naming the bad argument.
+-- newest), at most p_limit (1..1000) and max_page_bytes (the rows before the last are below
+-- it). Raises DG000 naming the bad argument.
 CREATE OR REPLACE FUNCTION dg_entries_v1(p_state text, p_any_tenant boolean, p_tenant text,
                                          p_thread_id text, p_after bigint, p_limit integer)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
@@ -20,34 +21,49 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_now timestamptz;
+    v_page bigint;
 BEGIN
     PERFORM _dg_check(p_state IS NULL OR p_state IN ('open', 'running', 'completed', 'failed',
                                                      'cancelled', 'interrupted'),
                       'state must be None or one of open, running, completed, failed, '
                       'cancelled, interrupted');
-    PERFORM _dg_check(p_any_tenant IS NOT NULL, 'tenant must be given');
+    PERFORM _dg_not_null(p_any_tenant IS NOT NULL, 'any_tenant');
+    PERFORM _dg_opt_id(p_tenant, 'tenant');
+    PERFORM _dg_opt_id(p_thread_id, 'thread_id');
     PERFORM _dg_check(p_after IS NULL OR p_after >= 1, 'after must be >= 1');
-    PERFORM _dg_check(p_limit BETWEEN 1 AND 1000, 'limit must be between 1 and 1000');
+    PERFORM _dg_count(p_limit, 'limit', 1000);
+    v_page := (_dg_limits()).max_page_bytes;
     v_now := store_now();
     RETURN QUERY
-    SELECT e.entry_id, e.tenant, e.thread_id::text, e.key, e.input, e.mode, e.max_attempts,
-           a.attempts, e.admitted, e.thread_deleted, e.submitted_at,
-           e.lease_holder, e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
-           e.closed_at_seq
-      FROM (SELECT q.* FROM queue_entries q
-             WHERE (p_state IS NULL
-                    OR (p_state = 'open' AND q.outcome_kind IS NULL
-                        AND (q.lease_expires_at IS NULL OR q.lease_expires_at <= v_now))
-                    OR (p_state = 'running' AND q.outcome_kind IS NULL
-                        AND q.lease_expires_at > v_now)
-                    OR q.outcome_kind = p_state)
-               AND (p_any_tenant OR q.tenant IS NOT DISTINCT FROM p_tenant)
-               AND (p_thread_id IS NULL OR q.thread_id = p_thread_id)
-               AND (p_after IS NULL OR q.entry_id < p_after)
-             ORDER BY q.entry_id DESC
-             LIMIT p_limit) e
-     CROSS JOIN LATERAL _dg_attempts(e.entry_id) a
-     ORDER BY e.entry_id DESC;
+    SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts,
+           x.attempts, x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder,
+           x.lease_expires_at, x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq
+      FROM (SELECT r.*, sum(r.size) OVER (ORDER BY r.entry_id DESC
+                                          ROWS UNBOUNDED PRECEDING) - r.size AS before_bytes
+              FROM (SELECT e.entry_id, e.tenant, e.thread_id::text AS thread_id, e.key,
+                           e.input, e.mode, e.max_attempts, a.attempts, e.admitted,
+                           e.thread_deleted, e.submitted_at, e.lease_holder,
+                           e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
+                           e.closed_at_seq,
+                           octet_length(e.input) + octet_length(a.attempts::text)
+                           + coalesce(octet_length(e.key), 0)
+                           + coalesce(octet_length(e.outcome_detail), 0) AS size
+                      FROM (SELECT q.* FROM queue_entries q
+                             WHERE (p_state IS NULL
+                                    OR (p_state = 'open' AND q.outcome_kind IS NULL
+                                        AND (q.lease_expires_at IS NULL
+                                             OR q.lease_expires_at <= v_now))
+                                    OR (p_state = 'running' AND q.outcome_kind IS NULL
+                                        AND q.lease_expires_at > v_now)
+                                    OR q.outcome_kind = p_state)
+                               AND (p_any_tenant OR q.tenant IS NOT DISTINCT FROM p_tenant)
+                               AND (p_thread_id IS NULL OR q.thread_id = p_thread_id)
+                               AND (p_after IS NULL OR q.entry_id < p_after)
+                             ORDER BY q.entry_id DESC
+                             LIMIT p_limit) e
+                     CROSS JOIN LATERAL _dg_attempts(e.entry_id) a) r) x
+     WHERE x.before_bytes < v_page
+     ORDER BY x.entry_id DESC;
 END;
 $$;
 
@@ -64,7 +80,8 @@ AS $$
 DECLARE
     v_now timestamptz;
 BEGIN
-    PERFORM _dg_check(p_any_tenant IS NOT NULL, 'tenant must be given');
+    PERFORM _dg_not_null(p_any_tenant IS NOT NULL, 'any_tenant');
+    PERFORM _dg_opt_id(p_tenant, 'tenant');
     v_now := store_now();
     RETURN QUERY
     WITH wanted AS (
@@ -107,6 +124,7 @@ AS $$
 DECLARE
     v_rows integer;
 BEGIN
+    PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
     PERFORM _dg_check(p_traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
                       AND substr(p_traceparent, 4, 32) <> repeat('0', 32)
                       AND substr(p_traceparent, 37, 16) <> repeat('0', 16),

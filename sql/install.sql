@@ -14,7 +14,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 1
+\set dg_required_version 5
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
@@ -63,6 +63,21 @@ SELECT :dg_version >= 1 AS dg_has_0001 \gset
 \else
 \ir ../migrations/0001.tables.sql
 \endif
+SELECT :dg_version >= 2 AS dg_has_0002 \gset
+\if :dg_has_0002
+\else
+\ir ../migrations/0002.limits.sql
+\endif
+SELECT :dg_version >= 3 AS dg_has_0003 \gset
+\if :dg_has_0003
+\else
+\ir ../migrations/0003.growth.sql
+\endif
+SELECT :dg_version >= 4 AS dg_has_0004 \gset
+\if :dg_has_0004
+\else
+\ir ../migrations/0004.checkpoints_run_index.sql
+\endif
 SELECT :dg_version >= 6 AS dg_has_0006 \gset
 \if :dg_has_0006
 \else
@@ -71,10 +86,12 @@ SELECT :dg_version >= 6 AS dg_has_0006 \gset
 
 -- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).
 \ir 00_clock.sql
+\ir 01_checks.sql
 \ir 10_claims.sql
 \ir 20_commit.sql
 \ir 30_writes_events_effects.sql
 \ir 40_retract_prune_delete.sql
+\ir 47_runs_copy.sql
 \ir 50_reads.sql
 \ir 55_queue_common.sql
 \ir 60_submit.sql

@@ -319,6 +319,10 @@ class MemoryTx:
     def insert_effect(self, row: EffectRow) -> None:
         self._s.threads[row.thread_id].effects[row.key] = row
 
+    def effects_of(self, thread_id: str) -> list[EffectRow]:
+        thread = self._s.threads.get(thread_id)
+        return [] if thread is None else [thread.effects[k] for k in sorted(thread.effects)]
+
     # --- queue entries --------------------------------------------------------------------
 
     def entry(self, entry_id: int) -> EntryRow | None:

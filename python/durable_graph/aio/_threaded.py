@@ -116,7 +116,11 @@ class ThreadedRunQueue:
 
     @forward_async
     async def open_entries(
-        self, tenant: TenantFilter = None, thread_id: str | None = None
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
     ) -> list[QueueEntry]: ...
 
     @forward_async
@@ -208,6 +212,33 @@ class ThreadedCheckpointer:
     @forward_async
     async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool: ...
 
+    async def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None:
+        await in_thread(self._sync.put_writes_fenced, claim, checkpoint_id, writes, fence)
+
+    async def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]:
+        return await in_thread(self._sync.search, thread_id, metadata, before, limit)
+
+    async def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint:
+        return await in_thread(
+            self._sync.put_writes_and_commit, claim, checkpoint_id, writes, commit
+        )
+
+    async def delete_runs(self, run_ids: Sequence[str]) -> int:
+        return await in_thread(self._sync.delete_runs, run_ids)
+
+    async def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
+        return await in_thread(self._sync.copy_thread, source_thread_id, target_thread_id)
+
     # --- reads ----------------------------------------------------------------------------
 
     @forward_async
@@ -228,7 +259,9 @@ class ThreadedCheckpointer:
     async def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]: ...
 
     @forward_async
-    async def children(self, thread_id: str) -> list[str]: ...
+    async def children(
+        self, thread_id: str, after: str | None = None, limit: int = 1000
+    ) -> list[str]: ...
 
     @forward_async
     async def events_after(

@@ -284,9 +284,13 @@ class AsyncPostgresRunQueue:
         return await self._x.run(calls.entry(self._config, entry_id, tenant))
 
     async def open_entries(
-        self, tenant: TenantFilter = None, thread_id: str | None = None
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
     ) -> list[QueueEntry]:
-        return await self._x.run(calls.open_entries(self._config, tenant, thread_id))
+        return await self._x.run(calls.open_entries(self._config, tenant, thread_id, after, limit))
 
     async def entries(
         self,
@@ -443,6 +447,37 @@ class AsyncPostgresCheckpointer:
     async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return await self._x.run(calls.delete_thread(self._config, thread_id, fence))
 
+    async def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None:
+        await self._x.run(
+            calls.put_writes_fenced(self._config, claim, checkpoint_id, writes, fence)
+        )
+
+    async def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]:
+        return await self._x.run(calls.search(self._config, thread_id, metadata, before, limit))
+
+    async def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint:
+        return await self._x.run(
+            calls.put_writes_and_commit(self._config, claim, checkpoint_id, writes, commit)
+        )
+
+    async def delete_runs(self, run_ids: Sequence[str]) -> int:
+        return await self._x.run(calls.delete_runs(self._config, run_ids))
+
+    async def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
+        return await self._x.run(
+            calls.copy_thread(self._config, source_thread_id, target_thread_id)
+        )
+
     # --- reads ----------------------------------------------------------------------------
 
     async def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
@@ -462,8 +497,10 @@ class AsyncPostgresCheckpointer:
     async def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]:
         return await self._x.run(calls.threads(self._config, after, limit))
 
-    async def children(self, thread_id: str) -> list[str]:
-        return await self._x.run(calls.children(self._config, thread_id))
+    async def children(
+        self, thread_id: str, after: str | None = None, limit: int = 1000
+    ) -> list[str]:
+        return await self._x.run(calls.children(self._config, thread_id, after, limit))
 
     async def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]:
         return await self._x.run(calls.events_after(self._config, thread_id, after_seq, limit))

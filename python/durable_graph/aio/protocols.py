@@ -73,7 +73,11 @@ class AsyncRunQueue(Protocol):
     async def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None: ...
 
     async def open_entries(
-        self, tenant: TenantFilter = None, thread_id: str | None = None
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
     ) -> list[QueueEntry]: ...
 
     async def entries(
@@ -137,6 +141,26 @@ class AsyncCheckpointer(Protocol):
 
     async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool: ...
 
+    async def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None: ...
+
+    async def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]: ...
+
+    async def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint: ...
+
+    async def delete_runs(self, run_ids: Sequence[str]) -> int: ...
+
+    async def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool: ...
+
     # --- reads ----------------------------------------------------------------------------
 
     async def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None: ...
@@ -151,7 +175,9 @@ class AsyncCheckpointer(Protocol):
 
     async def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]: ...
 
-    async def children(self, thread_id: str) -> list[str]: ...
+    async def children(
+        self, thread_id: str, after: str | None = None, limit: int = 1000
+    ) -> list[str]: ...
 
     async def events_after(
         self, thread_id: str, after_seq: int, limit: int = 1000

@@ -275,6 +275,11 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", cmd_demo, "run the crash-and-resume demo (a fresh SQLite file by default)"
     )
     demo.add_argument("--workers", type=positive_int, default=3)
+    demo.add_argument(
+        "--langgraph",
+        action="store_true",
+        help="run the LangGraph demo instead (needs durable-graph[langgraph])",
+    )
     return parser
 
 

@@ -197,6 +197,22 @@ def cmd_submit(args: argparse.Namespace) -> int:
 # --- commands: demo ------------------------------------------------------------------------
 
 
+def _langgraph_demo(args: argparse.Namespace) -> int:
+    """``demo --langgraph``: a LangGraph graph run by the queue (durable_graph.langgraph.demo)."""
+    try:
+        from ..langgraph import demo as langgraph_demo
+    except ImportError as exc:
+        raise UsageError(
+            f"--langgraph needs the extra: pip install 'durable-graph[langgraph]' ({exc})"
+        ) from exc
+    if dsn_of(args) is None and getattr(args, "sqlite", None) is None:
+        import tempfile
+
+        args.sqlite = str(Path(tempfile.mkdtemp(prefix="durable-graph-demo-")) / "demo.db")
+    with store_of(args, must_exist=False) as store:
+        return 0 if langgraph_demo.run(store) else 1
+
+
 def _worker_launcher_argv(args: argparse.Namespace, sqlite_path: str | None) -> list[str]:
     script = Path(sys.executable).with_name("durable-graph")
     base = [str(script)] if script.exists() else [sys.executable, "-m", "durable_graph.cli"]
@@ -209,6 +225,8 @@ def _worker_launcher_argv(args: argparse.Namespace, sqlite_path: str | None) -> 
 def cmd_demo(args: argparse.Namespace) -> int:
     from .. import demo
 
+    if getattr(args, "langgraph", False):
+        return _langgraph_demo(args)
     dsn = dsn_of(args)
     sqlite_path: str | None = None
     env: dict[str, str] = {}

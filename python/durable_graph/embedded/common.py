@@ -58,8 +58,9 @@ def current_claim(tx: Tx, claim: Claim) -> ClaimRow:
 def current_lease(tx: Tx, lease: Lease) -> EntryRow:
     """The entry of a current lease: `EntryClosed` first, then `LeaseLost` (rule 21)."""
     entry = tx.entry(lease.entry.entry_id)
-    if entry is None or entry.closed:
-        # D25: a reclaimed entry was closed before it was reclaimed.
+    if entry is None or entry.closed or entry.tenant != lease.entry.tenant:
+        # D25: a reclaimed entry was closed before it was reclaimed. Another tenant's entry
+        # answers as one that never existed (SPEC §10 rule 6).
         raise EntryClosed(f"entry {lease.entry.entry_id} is closed")
     if entry.lease_token is None or entry.lease_token != lease.token:
         raise LeaseLost(f"lease {lease.token} is not the current lease of the entry")

@@ -31,6 +31,7 @@ from ..model import (
     WatchPolicy,
 )
 from ..validation import (
+    MAX_PAGE_ROWS,
     check_duration,
     check_identifier,
     check_int,
@@ -39,6 +40,7 @@ from ..validation import (
     check_submission,
     check_tenant_filter,
     encode_outcome,
+    same_json,
 )
 from .common import THREAD_BUSY_ENTRY, current_lease, entry_of, store_outcome, wait_until
 from .rows import EntryRow
@@ -62,12 +64,11 @@ class EmbeddedRunQueue:
             if sub.key is not None:
                 kept = tx.entry_by_key(sub.tenant, sub.key)
                 if kept is not None:
-                    if (kept.thread_id, kept.mode, kept.max_attempts, kept.input) != (
+                    if (kept.thread_id, kept.mode, kept.max_attempts) != (
                         sub.thread_id,
                         sub.mode,
                         sub.max_attempts,
-                        sub.input,
-                    ):
+                    ) or not same_json(kept.input, sub.input):  # SPEC §10 rule 3
                         raise SubmissionKeyReused(
                             f"submission key {sub.key!r} names a different submission"
                         )
@@ -172,13 +173,38 @@ class EmbeddedRunQueue:
             return None if entry is None else entry_of(tx, entry)
 
     def open_entries(
-        self, tenant: TenantFilter = None, thread_id: str | None = None
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
     ) -> list[QueueEntry]:
         wanted = check_tenant_filter("tenant", tenant, allow_any=True)
         check_optional_identifier("thread_id", thread_id)
+        if after is not None:
+            check_int("after", after, minimum=0)
+        check_int("limit", limit, minimum=1)
+        limit = min(limit, MAX_PAGE_ROWS)
         with self._storage.read() as tx:
             # Rule 24: threads by their head's entry id (over every tenant), each in queue order.
-            return [entry_of(tx, e) for e in tx.open_entries(wanted, thread_id)]
+            if after is None:
+                return [entry_of(tx, e) for e in tx.open_entries(wanted, thread_id)[:limit]]
+            # A page after the entry `after`, placed at (its thread's head now, its queue
+            # position); unknown, reclaimed or not the wanted tenant's: [] (sql/README.md).
+            mark = tx.entry(after)
+            if mark is None or not (wanted is ANY or mark.tenant == wanted):
+                return []
+            mark_head = _head_id(tx.open_entries(ANY, mark.thread_id), mark.entry_id)
+            start = (mark_head, queue_position(mark))
+            rows: list[EntryRow] = []
+            heads: dict[str, int] = {}
+            for e in tx.open_entries(ANY, thread_id):
+                head = heads.setdefault(e.thread_id, e.entry_id)  # the first of its thread
+                if (wanted is ANY or e.tenant == wanted) and (head, queue_position(e)) > start:
+                    rows.append(e)
+                    if len(rows) == limit:
+                        break
+            return [entry_of(tx, e) for e in rows]
 
     def entries(
         self,
@@ -232,6 +258,16 @@ def _entry(tx: Tx, entry_id: int) -> EntryRow:
     entry = tx.entry(entry_id)
     assert entry is not None
     return entry
+
+
+def queue_position(entry: EntryRow) -> tuple[int, int]:
+    """Per-thread queue order (SPEC §5): attempted entries, then INTERRUPT, then the rest."""
+    rank = 0 if entry.attempt_count else 1 if entry.mode is Mode.INTERRUPT else 2
+    return rank, entry.entry_id
+
+
+def _head_id(queue: list[EntryRow], fallback: int) -> int:
+    return queue[0].entry_id if queue else fallback
 
 
 def _visible_entry(tx: Tx, entry_id: int, tenant: str | None) -> EntryRow | None:

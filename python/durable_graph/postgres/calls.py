@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 
 from psycopg import sql
 
-from ..errors import ValidationError
+from ..errors import ProcessingError, StoreError, ValidationError
 from ..listing import check_listing
 from ..model import (
     ANY,
@@ -45,7 +45,7 @@ from ..model import (
 )
 from ..observe import TraceContext
 from ..validation import (
-    INT32_MAX,
+    MAX_PAGE_ROWS,
     check_claim,
     check_claim_policy,
     check_commit,
@@ -54,6 +54,7 @@ from ..validation import (
     check_identifier,
     check_int,
     check_lease,
+    check_metadata_filter,
     check_optional_identifier,
     check_retention,
     check_run_ids,
@@ -105,15 +106,39 @@ def _call(
     decode: Callable[[Rows], T],
 ) -> Call[T]:
     types = tuple(t for t, _ in args)
-    return Call(name, statement(config.schema, function, types), tuple(v for _, v in args), decode)
+    return Call(
+        name,
+        statement(config.schema, function, types),
+        tuple(v for _, v in args),
+        _defensive(name, decode),
+    )
+
+
+def _defensive(name: str, decode: Callable[[Rows], T]) -> Callable[[Rows], T]:
+    """``decode``, with any failure a `ProcessingError` (SPEC §10 rule 1, issue #11).
+
+    The SQL functions refuse what could not be read back, so a row that still cannot be decoded
+    (written before those checks, or by hand) is a database fault, never a raw exception.
+    """
+
+    def run(rows: Rows) -> T:
+        try:
+            return decode(rows)
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise ProcessingError(f"{name}: a row could not be decoded: {exc}") from exc
+
+    return run
 
 
 # --- argument checks not covered by a shared helper ----------------------------------------
 
 
 def _limit(name: str, value: object) -> int:
-    """A positive int; the functions take ``integer``, and no store holds 2^31 rows of a kind."""
-    return min(check_int(name, value, minimum=1), INT32_MAX)
+    """A positive int, clamped to the SQL functions' documented maximum (`MAX_PAGE_ROWS`): a
+    page is bounded anyway, so asking for more only means "as many as a page holds"."""
+    return min(check_int(name, value, minimum=1), MAX_PAGE_ROWS)
 
 
 # --- decoders -------------------------------------------------------------------------------
@@ -330,6 +355,63 @@ def put_writes(
     return _call(config, "put_writes", "dg_put_writes_v1", args, _nothing)
 
 
+def put_writes_fenced(
+    config: PostgresConfig, claim: object, checkpoint_id: object, writes: object, fence: object
+) -> Call[None]:
+    c = check_claim("claim", claim)
+    checkpoint_id = check_identifier("checkpoint_id", checkpoint_id)
+    ws = check_writes("writes", writes, config.max_value_bytes)
+    f = check_claim("fence", fence)
+    args = [
+        ("text", c.thread_id),
+        ("bigint", c.token),
+        ("text", checkpoint_id),
+        ("text[]", [w.task_id for w in ws]),
+        ("text[]", [w.channel for w in ws]),
+        ("text[]", [w.value for w in ws]),
+        ("text", f.thread_id),
+        ("bigint", f.token),
+    ]
+    return _call(config, "put_writes_fenced", "dg_put_writes_fenced_v1", args, _nothing)
+
+
+def put_writes_and_commit(
+    config: PostgresConfig, claim: object, checkpoint_id: object, writes: object, commit: object
+) -> Call[Checkpoint]:
+    c = check_claim("claim", claim)
+    checkpoint_id = check_identifier("checkpoint_id", checkpoint_id)
+    ws = check_writes("writes", writes, config.max_value_bytes)
+    cm = check_commit(commit, config.max_value_bytes)
+    args = [
+        ("text", c.thread_id),
+        ("bigint", c.token),
+        ("text", checkpoint_id),
+        ("text[]", [w.task_id for w in ws]),
+        ("text[]", [w.channel for w in ws]),
+        ("text[]", [w.value for w in ws]),
+        ("text", cm.checkpoint_id),
+        ("text", cm.parent_id),
+        ("text", cm.run_id),
+        ("text", cm.state),
+        ("text", cm.metadata),
+        ("text[]", list(cm.next)),
+        ("text[]", [e.kind for e in cm.events]),
+        ("text[]", [e.payload for e in cm.events]),
+        ("timestamptz[]", [e.created_at for e in cm.events]),
+        ("timestamptz", cm.created_at),
+        ("text", cm.parent_thread_id),
+        ("text", None if cm.fence is None else cm.fence.thread_id),
+        ("bigint", None if cm.fence is None else cm.fence.token),
+    ]
+    return _call(
+        config,
+        "put_writes_and_commit",
+        "dg_put_writes_and_commit_v1",
+        args,
+        _exactly_one(checkpoint_of),
+    )
+
+
 def append_events(
     config: PostgresConfig, claim: object, events: object, run_id: object
 ) -> Call[list[Event]]:
@@ -427,6 +509,31 @@ def delete_thread(config: PostgresConfig, thread_id: object, fence: object) -> C
     )
 
 
+def delete_runs(config: PostgresConfig, run_ids: object) -> Call[int]:
+    ids = list(dict.fromkeys(check_run_ids(run_ids)))
+    return _call(
+        config,
+        "delete_runs",
+        "dg_delete_runs_v1",
+        [("text[]", ids)],
+        _exactly_one(lambda row: int(row["removed"])),
+    )
+
+
+def copy_thread(
+    config: PostgresConfig, source_thread_id: object, target_thread_id: object
+) -> Call[bool]:
+    source = check_identifier("source_thread_id", source_thread_id)
+    target = check_identifier("target_thread_id", target_thread_id)
+    return _call(
+        config,
+        "copy_thread",
+        "dg_copy_thread_v1",
+        [("text", source), ("text", target)],
+        _exactly_one(lambda row: bool(row["copied"])),
+    )
+
+
 # --- checkpointer: reads --------------------------------------------------------------------
 
 
@@ -446,6 +553,21 @@ def history(
     before = check_optional_identifier("before", before)
     args = [("text", thread_id), ("text", before), ("integer", _limit("limit", limit))]
     return _call(config, "history", "dg_history_v1", args, _each(checkpoint_of))
+
+
+def search(
+    config: PostgresConfig, thread_id: object, metadata: object, before: object, limit: object
+) -> Call[list[Checkpoint]]:
+    thread_id = check_identifier("thread_id", thread_id)
+    wanted = check_metadata_filter(metadata, config.max_value_bytes)
+    before = check_optional_identifier("before", before)
+    args = [
+        ("text", thread_id),
+        ("text", encode_json("metadata", wanted, config.max_value_bytes)),
+        ("text", before),
+        ("integer", _limit("limit", limit)),
+    ]
+    return _call(config, "search", "dg_search_v1", args, _each(checkpoint_of))
 
 
 def latest_of_runs(
@@ -472,8 +594,14 @@ def threads(config: PostgresConfig, after: object, limit: object) -> Call[list[T
     return _call(config, "threads", "dg_threads_v1", args, _each(thread_of))
 
 
-def children(config: PostgresConfig, thread_id: object) -> Call[list[str]]:
-    args = [("text", check_identifier("thread_id", thread_id))]
+def children(
+    config: PostgresConfig, thread_id: object, after: object, limit: object
+) -> Call[list[str]]:
+    args = [
+        ("text", check_identifier("thread_id", thread_id)),
+        ("text", check_optional_identifier("after", after)),
+        ("integer", _limit("limit", limit)),
+    ]
     return _call(
         config, "children", "dg_children_v1", args, lambda rows: [r["thread_id"] for r in rows]
     )
@@ -556,13 +684,14 @@ def renew(config: PostgresConfig, lease: object, ttl: object) -> Call[Lease]:
         ("bigint", ls.entry.entry_id),
         ("bigint", ls.token),
         ("interval", None if ttl is None else check_duration("ttl", ttl)),
+        ("text", ls.entry.tenant),
     ]
     return _call(config, "renew", "dg_renew_v1", args, _exactly_one(lease_of))
 
 
 def release(config: PostgresConfig, lease: object) -> Call[None]:
     ls = check_lease("lease", lease)
-    args = [("bigint", ls.entry.entry_id), ("bigint", ls.token)]
+    args = [("bigint", ls.entry.entry_id), ("bigint", ls.token), ("text", ls.entry.tenant)]
     return _call(config, "release", "dg_release_v1", args, _nothing)
 
 
@@ -579,6 +708,7 @@ def record_attempt(config: PostgresConfig, lease: object, run_id: object) -> Cal
         ("bigint", ls.entry.entry_id),
         ("bigint", ls.token),
         ("text", check_identifier("run_id", run_id)),
+        ("text", ls.entry.tenant),
     ]
     return _call(config, "record_attempt", "dg_record_attempt_v1", args, _attempt_start)
 
@@ -586,12 +716,22 @@ def record_attempt(config: PostgresConfig, lease: object, run_id: object) -> Cal
 def close(config: PostgresConfig, lease: object, outcome: object) -> Call[QueueEntry]:
     ls = check_lease("lease", lease)
     kind, detail = encode_outcome(outcome, config.max_value_bytes)
-    args = [("bigint", ls.entry.entry_id), ("bigint", ls.token), ("text", kind), ("text", detail)]
+    args = [
+        ("bigint", ls.entry.entry_id),
+        ("bigint", ls.token),
+        ("text", kind),
+        ("text", detail),
+        ("text", ls.entry.tenant),
+    ]
     return _call(config, "close", "dg_close_v1", args, _exactly_one(entry_of))
 
 
 def _entry_id(value: object) -> int:
     return check_int("entry_id", value, minimum=0)
+
+
+def _entry_id_named(name: str, value: object) -> int:
+    return check_int(name, value, minimum=0)
 
 
 def cancel(config: PostgresConfig, entry_id: object, tenant: object) -> Call[QueueEntry]:
@@ -611,11 +751,13 @@ def entry(config: PostgresConfig, entry_id: object, tenant: object) -> Call[Queu
 
 
 def open_entries(
-    config: PostgresConfig, tenant: object, thread_id: object
+    config: PostgresConfig, tenant: object, thread_id: object, after: object, limit: object
 ) -> Call[list[QueueEntry]]:
     args = [
         *_tenant_args("tenant", tenant, allow_any=True),
         ("text", check_optional_identifier("thread_id", thread_id)),
+        ("bigint", None if after is None else _entry_id_named("after", after)),
+        ("integer", _limit("limit", limit)),
     ]
     return _call(config, "open_entries", "dg_open_entries_v1", args, _each(entry_of))
 

@@ -130,9 +130,13 @@ class PostgresRunQueue:
         return self._x.run(calls.entry(self._config, entry_id, tenant))
 
     def open_entries(
-        self, tenant: TenantFilter = None, thread_id: str | None = None
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
     ) -> list[QueueEntry]:
-        return self._x.run(calls.open_entries(self._config, tenant, thread_id))
+        return self._x.run(calls.open_entries(self._config, tenant, thread_id, after, limit))
 
     def entries(
         self,
@@ -294,6 +298,33 @@ class PostgresCheckpointer:
     def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return self._x.run(calls.delete_thread(self._config, thread_id, fence))
 
+    def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None:
+        self._x.run(calls.put_writes_fenced(self._config, claim, checkpoint_id, writes, fence))
+
+    def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]:
+        return self._x.run(calls.search(self._config, thread_id, metadata, before, limit))
+
+    def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint:
+        return self._x.run(
+            calls.put_writes_and_commit(self._config, claim, checkpoint_id, writes, commit)
+        )
+
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        return self._x.run(calls.delete_runs(self._config, run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
+        return self._x.run(calls.copy_thread(self._config, source_thread_id, target_thread_id))
+
     # --- reads ----------------------------------------------------------------------------
 
     def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
@@ -313,8 +344,8 @@ class PostgresCheckpointer:
     def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]:
         return self._x.run(calls.threads(self._config, after, limit))
 
-    def children(self, thread_id: str) -> list[str]:
-        return self._x.run(calls.children(self._config, thread_id))
+    def children(self, thread_id: str, after: str | None = None, limit: int = 1000) -> list[str]:
+        return self._x.run(calls.children(self._config, thread_id, after, limit))
 
     def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]:
         return self._x.run(calls.events_after(self._config, thread_id, after_seq, limit))

@@ -13,6 +13,7 @@ from typing import Any
 from ..embedded.rows import CheckpointRow, ClaimRow, EffectRow, EntryRow, ThreadRow
 from ..model import ANY, Attempt, Event, Mode, PendingWrite, TenantFilter
 from ..validation import (
+    INT64_MAX,
     EncodedEvent,
     EncodedSubmission,
     EncodedWrite,
@@ -194,7 +195,7 @@ class SqliteTx:
                 row.run_id,
                 row.state,
                 row.metadata,
-                encode_json("next", list(row.next), 2**63 - 1),
+                encode_json("next", list(row.next), INT64_MAX),
                 to_micros(row.created_at),
                 to_micros(row.committed_at),
             ),
@@ -224,7 +225,7 @@ class SqliteTx:
         row = self._one(
             "SELECT * FROM checkpoints WHERE thread_id = ?"
             " AND run_id IN (SELECT value FROM json_each(?)) ORDER BY seq DESC LIMIT 1",
-            (thread_id, encode_json("run_ids", list(run_ids), 2**63 - 1)),
+            (thread_id, encode_json("run_ids", list(run_ids), INT64_MAX)),
         )
         return None if row is None else _checkpoint_of(row)
 
@@ -305,6 +306,13 @@ class SqliteTx:
             " VALUES (?, ?, ?, ?, ?)",
             (row.thread_id, row.key, row.value, row.run_id, to_micros(row.recorded_at)),
         )
+
+    def effects_of(self, thread_id: str) -> list[EffectRow]:
+        rows = self._all("SELECT * FROM effects WHERE thread_id = ? ORDER BY key", (thread_id,))
+        return [
+            EffectRow(thread_id, r["key"], r["value"], r["run_id"], _at(r["recorded_at"]))
+            for r in rows
+        ]
 
     # --- queue entries --------------------------------------------------------------------
 

@@ -127,7 +127,11 @@ class SyncRunQueueAdapter:
 
     @forward
     def open_entries(
-        self, tenant: TenantFilter = None, thread_id: str | None = None
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
     ) -> list[QueueEntry]: ...
 
     @forward
@@ -230,6 +234,31 @@ class SyncAdapter(Generic[S]):
     @forward
     def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool: ...
 
+    def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None:
+        self._run(self.target.put_writes_fenced(claim, checkpoint_id, writes, fence))
+
+    def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]:
+        return self._run(self.target.search(thread_id, metadata, before, limit))
+
+    def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint:
+        return self._run(self.target.put_writes_and_commit(claim, checkpoint_id, writes, commit))
+
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        return self._run(self.target.delete_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
+        return self._run(self.target.copy_thread(source_thread_id, target_thread_id))
+
     # --- reads ----------------------------------------------------------------------------
 
     @forward
@@ -250,7 +279,9 @@ class SyncAdapter(Generic[S]):
     def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]: ...
 
     @forward
-    def children(self, thread_id: str) -> list[str]: ...
+    def children(
+        self, thread_id: str, after: str | None = None, limit: int = 1000
+    ) -> list[str]: ...
 
     @forward
     def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]: ...

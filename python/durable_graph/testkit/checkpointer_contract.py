@@ -26,12 +26,14 @@ from __future__ import annotations
 
 from .checkpointer.claims import ClaimsTests
 from .checkpointer.commit import CommitTests
+from .checkpointer.langgraph_support import LangGraphSupportTests
 from .checkpointer.lifecycle import LifecycleTests
 from .checkpointer.reads import ReadsTests
 from .checkpointer.retract_prune_delete import RetractPruneDeleteTests
 from .checkpointer.support import SLACK, CheckpointerFixtures
 from .checkpointer.validation import ValidationTests
 from .checkpointer.writes_events_effects import WritesEventsEffectsTests
+from .pagination_contract import CheckpointerPaginationContract
 
 
 class CheckpointerContract(
@@ -43,6 +45,8 @@ class CheckpointerContract(
     ReadsTests,
     ValidationTests,
     LifecycleTests,
+    CheckpointerPaginationContract,
+    LangGraphSupportTests,
     CheckpointerFixtures,
 ):
     """SPEC §4 as tests. Subclass it and override ``harness`` to yield a fresh store."""
