@@ -14,7 +14,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 4
+\set dg_required_version 5
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
@@ -78,6 +78,11 @@ SELECT :dg_version >= 4 AS dg_has_0004 \gset
 \else
 \ir ../migrations/0004.checkpoints_run_index.sql
 \endif
+SELECT :dg_version >= 6 AS dg_has_0006 \gset
+\if :dg_has_0006
+\else
+\ir ../migrations/0006.queue_listing.sql
+\endif
 
 -- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).
 \ir 00_clock.sql
@@ -93,6 +98,7 @@ SELECT :dg_version >= 4 AS dg_has_0004 \gset
 \ir 70_lease.sql
 \ir 80_attempts_close.sql
 \ir 90_queue_reads.sql
+\ir 92_queue_listing.sql
 \ir 98_meta.sql
 \ir 99_privileges.sql
 

@@ -27,6 +27,7 @@ from typing import Any, Self, TypeVar
 
 from ..checkpointer import Checkpointer
 from ..errors import ProcessingError
+from ..listing import EntryState
 from ..model import (
     ANY,
     AttemptStart,
@@ -42,6 +43,7 @@ from ..model import (
     PendingWrite,
     PruneResult,
     QueueEntry,
+    QueueStats,
     RetentionPolicy,
     Submission,
     TenantFilter,
@@ -120,6 +122,19 @@ class ThreadedRunQueue:
         after: int | None = None,
         limit: int = 1000,
     ) -> list[QueueEntry]: ...
+
+    @forward_async
+    async def entries(
+        self,
+        state: EntryState | None = None,
+        tenant: TenantFilter = ANY,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 100,
+    ) -> list[QueueEntry]: ...
+
+    @forward_async
+    async def stats(self, tenant: TenantFilter = ANY) -> QueueStats: ...
 
     async def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None

@@ -39,6 +39,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..errors import ProcessingError, StoreError, ValidationError, error_for_sqlstate
+from ..listing import EntryState
 from ..model import (
     ANY,
     AttemptStart,
@@ -54,6 +55,7 @@ from ..model import (
     PendingWrite,
     PruneResult,
     QueueEntry,
+    QueueStats,
     RetentionPolicy,
     Submission,
     TenantFilter,
@@ -61,6 +63,7 @@ from ..model import (
     Ticket,
     WatchPolicy,
 )
+from ..observe import TraceContext
 from ..postgres import calls
 from ..postgres.calls import Call, Rows
 from ..postgres.config import PostgresConfig
@@ -288,6 +291,28 @@ class AsyncPostgresRunQueue:
         limit: int = 1000,
     ) -> list[QueueEntry]:
         return await self._x.run(calls.open_entries(self._config, tenant, thread_id, after, limit))
+
+    async def entries(
+        self,
+        state: EntryState | None = None,
+        tenant: TenantFilter = ANY,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 100,
+    ) -> list[QueueEntry]:
+        return await self._x.run(
+            calls.entries(self._config, state, tenant, thread_id, after, limit)
+        )
+
+    async def stats(self, tenant: TenantFilter = ANY) -> QueueStats:
+        return await self._x.run(calls.stats(self._config, tenant))
+
+    async def set_trace_context(self, entry_id: int, context: TraceContext) -> bool:
+        """Remember the trace ``context`` ``entry_id`` was submitted in (the first one stays)."""
+        return await self._x.run(calls.set_trace_context(self._config, entry_id, context))
+
+    async def trace_context(self, entry_id: int) -> TraceContext | None:
+        return await self._x.run(calls.trace_context(self._config, entry_id))
 
     async def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None

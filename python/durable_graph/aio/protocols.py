@@ -17,6 +17,7 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
+from ..listing import EntryState
 from ..model import (
     ANY,
     AttemptStart,
@@ -32,6 +33,7 @@ from ..model import (
     PendingWrite,
     PruneResult,
     QueueEntry,
+    QueueStats,
     RetentionPolicy,
     Submission,
     TenantFilter,
@@ -77,6 +79,17 @@ class AsyncRunQueue(Protocol):
         after: int | None = None,
         limit: int = 1000,
     ) -> list[QueueEntry]: ...
+
+    async def entries(
+        self,
+        state: EntryState | None = None,
+        tenant: TenantFilter = ANY,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 100,
+    ) -> list[QueueEntry]: ...
+
+    async def stats(self, tenant: TenantFilter = ANY) -> QueueStats: ...
 
     async def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None

@@ -14,6 +14,7 @@ from ..errors import StoreError
 from ..model import (
     Mode,
 )
+from . import dashboard as _dashboard
 from .common import (
     DEBUG_ENV,
     DEFAULT_SQLITE_PATH,
@@ -159,6 +160,33 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="N",
+        help="serve Prometheus metrics at http://HOST:N/metrics (extra durable-graph[metrics])",
+    )
+    worker.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address the metrics server binds (127.0.0.1; 0.0.0.0 for a remote Prometheus)",
+    )
+    worker.add_argument(
+        "--metrics-sample-interval",
+        type=parse_duration,
+        default=timedelta(seconds=5),
+        metavar="DURATION",
+        help="how often the queue depth gauges are sampled with queue stats (5s)",
+    )
+    worker.add_argument(
+        "--traces",
+        choices=["console"],
+        help="export OpenTelemetry spans of attempts and store calls to stderr"
+        " (extra durable-graph[otel]; or configure a TracerProvider in the app)",
+    )
+
+    _dashboard.add_parser(command)
 
     submit = command("submit", cmd_submit, "submit a run to a thread")
     submit.add_argument("thread", help="thread id")

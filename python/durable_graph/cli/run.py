@@ -36,6 +36,7 @@ from .common import (
     store_of,
     to_jsonable,
 )
+from .observability import worker_metrics
 
 # --- commands: schema ----------------------------------------------------------------------
 
@@ -146,7 +147,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         claim_policy = ClaimPolicy(ttl=args.claim_ttl, renew_every=renew)
     except ValidationError as exc:
         raise CliError(f"--claim-ttl/--claim-renew: {exc}") from None
-    with store_of(args, must_exist=False) as store:
+    with store_of(args, must_exist=False) as opened, worker_metrics(args, opened) as store:
         tenant: TenantFilter = ANY if args.tenant is None else args.tenant
         worker = Worker(
             store,

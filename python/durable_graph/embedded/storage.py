@@ -192,6 +192,23 @@ class Tx(Protocol):
         """Ids of closed entries closed before ``cutoff``, oldest first, ties by id."""
         ...
 
+    def entry_page(
+        self,
+        state: str | None,
+        tenant: TenantFilter,
+        thread_id: str | None,
+        after: int | None,
+        limit: int,
+    ) -> list[EntryRow]:
+        """Kept entries in ``state`` at now (`durable_graph.listing.state_at`; None = any) of
+        ``tenant`` and ``thread_id`` (None = any), ids below ``after``: the ``limit`` newest."""
+        ...
+
+    def entry_counts(self, tenant: TenantFilter) -> tuple[dict[str, int], datetime | None]:
+        """Kept entries of ``tenant`` counted by state at now; the oldest open one's
+        ``submitted_at`` (None when none is open)."""
+        ...
+
     def remove_entry(self, entry: EntryRow) -> None: ...
 
 

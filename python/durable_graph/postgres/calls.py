@@ -21,7 +21,8 @@ from typing import Any, Generic, TypeVar
 
 from psycopg import sql
 
-from ..errors import ProcessingError, StoreError
+from ..errors import ProcessingError, StoreError, ValidationError
+from ..listing import check_listing
 from ..model import (
     ANY,
     Attempt,
@@ -36,11 +37,13 @@ from ..model import (
     PendingWrite,
     PruneResult,
     QueueEntry,
+    QueueStats,
     Started,
     ThreadDeleted,
     ThreadInfo,
     Ticket,
 )
+from ..observe import TraceContext
 from ..validation import (
     MAX_PAGE_ROWS,
     check_claim,
@@ -757,6 +760,71 @@ def open_entries(
         ("integer", _limit("limit", limit)),
     ]
     return _call(config, "open_entries", "dg_open_entries_v1", args, _each(entry_of))
+
+
+def entries(
+    config: PostgresConfig,
+    state: object,
+    tenant: object,
+    thread_id: object,
+    after: object,
+    limit: object,
+) -> Call[list[QueueEntry]]:
+    """`entries`: one page, newest first (sql/92_queue_listing.sql)."""
+    s, t, thread, cursor, count = check_listing(state, tenant, thread_id, after, limit)
+    args = [
+        ("text", s),
+        *_tenant_args("tenant", t, allow_any=True),
+        ("text", thread),
+        ("bigint", cursor),
+        ("integer", count),
+    ]
+    return _call(config, "entries", "dg_entries_v1", args, _each(entry_of))
+
+
+def _stats_of(row: Row) -> QueueStats:
+    return QueueStats(
+        open=row["open"],
+        running=row["running"],
+        completed=row["completed"],
+        failed=row["failed"],
+        cancelled=row["cancelled"],
+        interrupted=row["interrupted"],
+        oldest_waiting_age=row["oldest_waiting_age"],
+    )
+
+
+def stats(config: PostgresConfig, tenant: object) -> Call[QueueStats]:
+    args = _tenant_args("tenant", tenant, allow_any=True)
+    return _call(config, "stats", "dg_queue_stats_v1", args, _exactly_one(_stats_of))
+
+
+def set_trace_context(config: PostgresConfig, entry_id: object, context: object) -> Call[bool]:
+    if not isinstance(context, TraceContext):
+        raise ValidationError("context must be a TraceContext")
+    args = [
+        ("bigint", _entry_id(entry_id)),
+        ("text", context.traceparent),
+        ("text", context.tracestate),
+    ]
+    return _call(
+        config,
+        "set_trace_context",
+        "dg_set_trace_context_v1",
+        args,
+        _exactly_one(lambda row: bool(row["stored"])),
+    )
+
+
+def trace_context(config: PostgresConfig, entry_id: object) -> Call[TraceContext | None]:
+    args = [("bigint", _entry_id(entry_id))]
+    return _call(
+        config,
+        "trace_context",
+        "dg_trace_context_v1",
+        args,
+        _first_or_none(lambda row: TraceContext(row["traceparent"], row["tracestate"])),
+    )
 
 
 def reclaim(config: PostgresConfig, older_than: object, batch: object) -> Call[int]:

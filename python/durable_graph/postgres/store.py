@@ -20,6 +20,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from ..errors import ProcessingError, StoreError, ValidationError
+from ..listing import EntryState
 from ..model import (
     ANY,
     AttemptStart,
@@ -35,6 +36,7 @@ from ..model import (
     PendingWrite,
     PruneResult,
     QueueEntry,
+    QueueStats,
     RetentionPolicy,
     Submission,
     TenantFilter,
@@ -42,6 +44,7 @@ from ..model import (
     Ticket,
     WatchPolicy,
 )
+from ..observe import TraceContext
 from ..polling import follow, poll
 from ..validation import (
     check_duration,
@@ -134,6 +137,26 @@ class PostgresRunQueue:
         limit: int = 1000,
     ) -> list[QueueEntry]:
         return self._x.run(calls.open_entries(self._config, tenant, thread_id, after, limit))
+
+    def entries(
+        self,
+        state: EntryState | None = None,
+        tenant: TenantFilter = ANY,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 100,
+    ) -> list[QueueEntry]:
+        return self._x.run(calls.entries(self._config, state, tenant, thread_id, after, limit))
+
+    def stats(self, tenant: TenantFilter = ANY) -> QueueStats:
+        return self._x.run(calls.stats(self._config, tenant))
+
+    def set_trace_context(self, entry_id: int, context: TraceContext) -> bool:
+        """Remember the trace ``context`` ``entry_id`` was submitted in (the first one stays)."""
+        return self._x.run(calls.set_trace_context(self._config, entry_id, context))
+
+    def trace_context(self, entry_id: int) -> TraceContext | None:
+        return self._x.run(calls.trace_context(self._config, entry_id))
 
     def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None

@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
 from ..aio.protocols import AsyncCheckpointer, AsyncRunQueue, JSONValue
+from ..listing import EntryState
 from ..model import (
     ANY,
     AttemptStart,
@@ -42,6 +43,7 @@ from ..model import (
     PendingWrite,
     PruneResult,
     QueueEntry,
+    QueueStats,
     RetentionPolicy,
     Submission,
     TenantFilter,
@@ -131,6 +133,19 @@ class SyncRunQueueAdapter:
         after: int | None = None,
         limit: int = 1000,
     ) -> list[QueueEntry]: ...
+
+    @forward
+    def entries(
+        self,
+        state: EntryState | None = None,
+        tenant: TenantFilter = ANY,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 100,
+    ) -> list[QueueEntry]: ...
+
+    @forward
+    def stats(self, tenant: TenantFilter = ANY) -> QueueStats: ...
 
     @forward
     def await_closed(
