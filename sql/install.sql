@@ -78,10 +78,10 @@ SELECT :dg_version >= 4 AS dg_has_0004 \gset
 \else
 \ir ../migrations/0004.checkpoints_run_index.sql
 \endif
-SELECT :dg_version >= 6 AS dg_has_0006 \gset
-\if :dg_has_0006
+SELECT :dg_version >= 5 AS dg_has_0005 \gset
+\if :dg_has_0005
 \else
-\ir ../migrations/0006.queue_listing.sql
+\ir ../migrations/0005.queue_listing.sql
 \endif
 
 -- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).
