@@ -200,10 +200,14 @@ def test_a_refused_login_is_reported_as_such_not_as_a_schema_problem(
     params = psycopg.conninfo.conninfo_to_dict(pg_dsn)
     params["user"] = "no_such_role_h12"
     dsn = psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in params.items()})
-    for command in (["queue", "ls"], ["submit", "t", "--input", "1"]):
+    for command in (["queue", "ls"], ["submit", "t", "--input", "1"], ["migrate"]):
         line = one_error_line(run(*command, "--dsn", dsn, cwd=tmp_path))
         assert line.startswith("error: cannot connect to PostgreSQL"), line
         assert "could not prepare schema" not in line
+    health = run("health", "--json", "--dsn", dsn, cwd=tmp_path)
+    report = json.loads(health.stdout)
+    assert health.returncode == 1 and report["reachable"] is False
+    assert report["problem"].startswith("cannot connect to PostgreSQL")
 
 
 @pytest.fixture

@@ -313,6 +313,16 @@ def open_store(
     return sqlite_store
 
 
+def connect(dsn: str, config: Any) -> Any:
+    """A store session on ``dsn`` (bounded by ``connect_timeout``), or `Unreachable`."""
+    import psycopg
+
+    try:
+        return psycopg.connect(dsn, **config.connection_kwargs())
+    except psycopg.Error as exc:
+        raise Unreachable(f"cannot connect to PostgreSQL: {exc}") from None
+
+
 def _open_postgres(dsn: str, config: Any, read_only: bool) -> Checkpointer:
     """Connect once first, so that an unreachable server or a refused login is reported as
     such (not as a schema problem), within ``connection_timeout`` whatever the server does;
@@ -323,11 +333,7 @@ def _open_postgres(dsn: str, config: Any, read_only: bool) -> Checkpointer:
         from ..postgres import PostgresCheckpointer, migrations
     except ImportError as exc:
         raise CliError(f"the PostgreSQL backend is not available: {exc}") from None
-    try:
-        conn = psycopg.connect(dsn, **config.connection_kwargs())
-    except psycopg.Error as exc:
-        raise Unreachable(f"cannot connect to PostgreSQL: {exc}") from None
-    with conn:
+    with connect(dsn, config) as conn:
         if read_only:
             try:
                 migrations.verify(conn, config.schema)

@@ -28,6 +28,7 @@ from .common import (
     DSN_ENV,
     CliError,
     UsageError,
+    connect,
     dsn_of,
     outcome_text,
     output_of,
@@ -49,8 +50,10 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         raise UsageError("migrate needs --dsn (or DURABLE_GRAPH_DSN)")
     from ..postgres import migrations
 
-    schema = postgres_config(args).schema
-    version = migrations.migrate(dsn, schema)
+    config = postgres_config(args)
+    schema = config.schema
+    connect(dsn, config).close()  # a refused login reads as such, not as a schema problem
+    version = migrations.migrate(dsn, schema, config)
     out = output_of(args)
     if out.as_json:
         out.json({"schema": schema, "version": version})
