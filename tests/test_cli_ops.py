@@ -202,12 +202,12 @@ def test_a_refused_login_is_reported_as_such_not_as_a_schema_problem(
     dsn = psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in params.items()})
     for command in (["queue", "ls"], ["submit", "t", "--input", "1"], ["migrate"]):
         line = one_error_line(run(*command, "--dsn", dsn, cwd=tmp_path))
-        assert line.startswith("error: cannot connect to PostgreSQL"), line
+        assert line.startswith("error: could not connect to PostgreSQL"), line
         assert "could not prepare schema" not in line
     health = run("health", "--json", "--dsn", dsn, cwd=tmp_path)
     report = json.loads(health.stdout)
     assert health.returncode == 1 and report["reachable"] is False
-    assert report["problem"].startswith("cannot connect to PostgreSQL")
+    assert report["problem"].startswith("could not connect to PostgreSQL")
 
 
 @pytest.fixture
@@ -245,7 +245,7 @@ def test_opening_on_a_server_that_never_answers_is_bounded(
     started = time.monotonic()
     line = one_error_line(run("queue", "ls", "--dsn", dsn, cwd=tmp_path, timeout=60))
     assert time.monotonic() - started < 13
-    assert line.startswith("error: cannot connect to PostgreSQL")
+    assert line.startswith("error: could not connect to PostgreSQL")
 
 
 # --- worker logs -------------------------------------------------------------------------------

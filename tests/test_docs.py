@@ -71,8 +71,15 @@ def blocks(path: Path) -> list[Block]:
 
 
 def console_script(code: str) -> str:
-    """The commands of a console transcript (``$ `` lines); the rest is sample output."""
-    return "".join(line[2:] + "\n" for line in code.splitlines() if line.startswith("$ "))
+    """The commands of a console transcript (``$ `` lines, and the lines a trailing ``\\``
+    continues); the rest is sample output."""
+    commands: list[str] = []
+    continued = False
+    for line in code.splitlines():
+        if line.startswith("$ ") or continued:
+            commands.append(line[2:] if line.startswith("$ ") and not continued else line)
+            continued = line.endswith("\\")
+    return "".join(command + "\n" for command in commands)
 
 
 def run_block(block: Block, cwd: Path, env: dict[str, str]) -> None:

@@ -320,7 +320,7 @@ def connect(dsn: str, config: Any) -> Any:
     try:
         return psycopg.connect(dsn, **config.connection_kwargs())
     except psycopg.Error as exc:
-        raise Unreachable(f"cannot connect to PostgreSQL: {exc}") from None
+        raise Unreachable(f"could not connect to PostgreSQL: {exc}") from None
 
 
 def _open_postgres(dsn: str, config: Any, read_only: bool) -> Checkpointer:
