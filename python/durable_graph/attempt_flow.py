@@ -414,11 +414,83 @@ def attempt_flow(
     stopping: Callable[[], bool],
     log: logging.Logger,
 ) -> Flow:
-    """Everything after the lease (held by ``keeper``, taken with ``run_id``), as operations.
+    """Everything after the lease (held by ``keeper``, taken with ``run_id``), as operations,
+    logged here once for both workers: the handler's start, and the attempt's end with its
+    duration (from the lease) and, when the handler raised, its traceback — WARNING for a
+    retry, ERROR for the final failure.
 
     A `StoreError` thrown in that the flow does not expect propagates: the worker then gives
     the lease back.
     """
+    started = time.monotonic()
+    steps = _attempt_steps(settings, keeper, run_id, stopping)
+    error: BaseException | None = None
+    sent: Any = None
+    thrown: BaseException | None = None
+    while True:  # `yield from`, but seeing what the handler call returned
+        try:
+            op = steps.send(sent) if thrown is None else steps.throw(thrown)
+        except StopIteration as stop:
+            report: AttemptReport = stop.value
+            break
+        sent, thrown = None, None
+        if isinstance(op, RunHandler):
+            log.info(
+                "entry %d thread %s attempt %d: started (plan %s)",
+                op.entry.entry_id,
+                op.entry.thread_id,
+                op.attempt,
+                type(op.plan).__name__.lower(),
+                extra=_log_fields(op.entry.entry_id, op.entry.thread_id, op.attempt, op.run_id),
+            )
+        try:
+            sent = yield op
+        except GeneratorExit:
+            steps.close()
+            raise
+        except BaseException as exc:  # the driver throws the operation's error in: pass it on
+            thrown = exc
+        if isinstance(op, RunHandler) and isinstance(sent, HandlerResult):
+            error = sent.error
+    log_attempt_end(log, report, time.monotonic() - started, error)
+    return report
+
+
+def _log_fields(
+    entry_id: int, thread_id: str, attempt: int | None, run_id: str | None
+) -> dict[str, Any]:
+    return {"entry_id": entry_id, "thread_id": thread_id, "attempt": attempt, "run_id": run_id}
+
+
+def log_attempt_end(
+    log: logging.Logger, report: AttemptReport, seconds: float, error: BaseException | None
+) -> None:
+    """The attempt's last log line; a handler's exception rides along with its traceback."""
+    level = {"failed": logging.ERROR, "retry": logging.WARNING}.get(report.note, logging.INFO)
+    raised = error is not None and report.note in ("failed", "retry")
+    reason = f": {type(error).__name__}: {error}" if raised else ""
+    log.log(
+        level,
+        "%s in %.3fs%s",
+        describe(report),
+        seconds,
+        reason,
+        exc_info=(type(error), error, error.__traceback__) if raised and error else None,
+        extra={
+            **_log_fields(report.entry_id, report.thread_id, report.attempt, report.run_id),
+            "outcome": report.note,
+            "duration_s": round(seconds, 6),
+        },
+    )
+
+
+def _attempt_steps(
+    settings: WorkerSettings,
+    keeper: AttemptKeeper,
+    run_id: str,
+    stopping: Callable[[], bool],
+) -> Flow:
+    """The attempt's decisions (see `attempt_flow`)."""
     entry = keeper.lease.entry
 
     def report(
@@ -469,14 +541,7 @@ def attempt_flow(
     outcome: EntryOutcome | None
     if result.error is not None:  # D43
         outcome = failure_outcome(current, result.error)
-        if outcome is None:
-            log.warning(
-                "entry %d attempt %d raised %s: %s (will retry)",
-                entry.entry_id,
-                number,
-                type(result.error).__name__,
-                result.error,
-            )
+        if outcome is None:  # logged by attempt_flow, with the traceback
             yield Finish(None)
             return report("retry", run=run_id, number=number, plan=plan)
     else:
