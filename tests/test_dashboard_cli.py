@@ -24,9 +24,7 @@ TOKEN = "s3cret-token-0123456789"
 
 def _env() -> dict[str, str]:
     return {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("DURABLE_GRAPH_DSN", "DURABLE_GRAPH_DASHBOARD_TOKEN")
+        k: v for k, v in os.environ.items() if k not in ("DURABLE_GRAPH_DSN", "DURABLE_GRAPH_TOKEN")
     }
 
 

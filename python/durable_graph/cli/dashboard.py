@@ -1,7 +1,7 @@
 """``durable-graph dashboard``: serve the read-only web dashboard over the store the options name.
 
 Binds 127.0.0.1 by default. Any address that is not loopback is refused unless
-``--allow-remote`` is given with a token (``DURABLE_GRAPH_DASHBOARD_TOKEN``, or ``--token``),
+``--allow-remote`` is given with a token (``--token`` or ``DURABLE_GRAPH_TOKEN``),
 which every request must then carry: the pages show inputs, outputs and failure texts.
 """
 
@@ -11,7 +11,6 @@ import argparse
 import contextlib
 import ipaddress
 import logging
-import os
 import signal
 from collections.abc import Callable, Iterator
 from types import FrameType
@@ -19,25 +18,26 @@ from typing import Any
 
 from .common import CliError, UsageError, store_of
 
-TOKEN_ENV = "DURABLE_GRAPH_DASHBOARD_TOKEN"
+TOKEN_ENV = "DURABLE_GRAPH_TOKEN"
 log = logging.getLogger("durable_graph.dashboard")
 
 
-def add_parser(command: Callable[[str, Callable[[argparse.Namespace], int], str], Any]) -> None:
-    """The ``dashboard`` sub-command, added with the parser's ``command`` helper."""
+def add_parser(
+    command: Callable[[str, Callable[[argparse.Namespace], int], str], Any],
+    option: Callable[..., None],
+) -> None:
+    """The ``dashboard`` sub-command, added with the parser's ``command`` and ``option`` helpers
+    (``option``: help text and environment variable, as for every option)."""
     sub = command("dashboard", cmd_dashboard, "serve the read-only web dashboard")
-    sub.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
-    sub.add_argument("--port", type=int, default=8090, help="port to bind (8090)")
-    sub.add_argument(
+    option(sub, "--host", default="127.0.0.1", help="address to bind")
+    option(sub, "--port", type=int, default=8090, help="port to bind")
+    option(
+        sub,
         "--allow-remote",
         action="store_true",
         help="allow a non-loopback --host (needs a token)",
     )
-    sub.add_argument(
-        "--token",
-        default=os.environ.get(TOKEN_ENV),
-        help=f"the token every request must carry, 16+ characters (env {TOKEN_ENV})",
-    )
+    option(sub, "--token", help="the token every request must carry, 16+ characters")
 
 
 def is_loopback(host: str) -> bool:

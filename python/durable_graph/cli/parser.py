@@ -247,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
         " (extra durable-graph[otel]; or configure a TracerProvider in the app)",
     )
 
-    _dashboard.add_parser(command)
+    _dashboard.add_parser(command, _option)
 
     submit = command("submit", cmd_submit, "submit a run to a thread")
     submit.add_argument("thread", help="thread id")
