@@ -14,7 +14,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 3
+\set dg_required_version 4
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
@@ -73,6 +73,11 @@ SELECT :dg_version >= 3 AS dg_has_0003 \gset
 \else
 \ir ../migrations/0003.growth.sql
 \endif
+SELECT :dg_version >= 8 AS dg_has_0008 \gset
+\if :dg_has_0008
+\else
+\ir ../migrations/0008.not_before.sql
+\endif
 
 -- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).
 \ir 00_clock.sql
@@ -86,6 +91,7 @@ SELECT :dg_version >= 3 AS dg_has_0003 \gset
 \ir 60_submit.sql
 \ir 70_lease.sql
 \ir 80_attempts_close.sql
+\ir 85_operating.sql
 \ir 90_queue_reads.sql
 \ir 98_meta.sql
 \ir 99_privileges.sql

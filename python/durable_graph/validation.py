@@ -342,6 +342,8 @@ class EncodedSubmission:
     key: str | None
     mode: m.Mode
     max_attempts: int
+    not_before: datetime | None = None
+    retry_of: int | None = None
 
 
 def _sequence(name: str, value: object) -> Sequence[object]:
@@ -454,6 +456,7 @@ def check_submission(value: object, max_bytes: int) -> EncodedSubmission:
         max_attempts=check_int(
             "submission.max_attempts", value.max_attempts, minimum=1, maximum=INT32_MAX
         ),
+        not_before=check_timestamp("submission.not_before", value.not_before),
     )
 
 
@@ -501,6 +504,25 @@ def check_run_ids(value: object) -> tuple[str, ...]:
 
 
 # --- outcomes ------------------------------------------------------------------------------
+
+
+def check_error_text(name: str, value: object, max_bytes: int) -> str:
+    """An attempt's failure text: a str whose JSON string form fits ``max_bytes``, as
+    `Failed.error` (SPEC §10 rule 2, §13)."""
+    text = check_str(name, value)
+    size = len(json.dumps(text, ensure_ascii=False).encode("utf-8"))
+    if size > max_bytes:
+        raise ValidationError(f"{name} encodes to {size} bytes, over the limit of {max_bytes}")
+    return text
+
+
+def fit_error_text(text: str, max_bytes: int) -> str:
+    """``text`` cut (keeping its end, where a traceback names the failure) to pass
+    `check_error_text`."""
+    while len(json.dumps(text, ensure_ascii=False).encode("utf-8")) > max_bytes:
+        over = len(json.dumps(text, ensure_ascii=False).encode("utf-8")) - max_bytes
+        text = "…" + text[max(over, 1) + 1 :]
+    return text
 
 
 def encode_outcome(value: object, max_bytes: int) -> tuple[str, str]:

@@ -319,7 +319,8 @@ class SqliteTx:
     def insert_entry(self, sub: EncodedSubmission) -> int:
         row = self._one(
             "INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,"
-            " submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING entry_id",
+            " submitted_at, not_before, retry_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " RETURNING entry_id",
             (
                 sub.tenant,
                 sub.thread_id,
@@ -328,6 +329,8 @@ class SqliteTx:
                 sub.mode.value,
                 sub.max_attempts,
                 self._now_us,
+                None if sub.not_before is None else to_micros(sub.not_before),
+                sub.retry_of,
             ),
         )
         assert row is not None
@@ -354,6 +357,7 @@ class SqliteTx:
         row = self._one(
             "SELECT e.* FROM queue_threads q JOIN queue_entries e ON e.entry_id = q.head_entry_id"
             f" WHERE {where} AND (q.lease_expires_at IS NULL OR q.lease_expires_at <= :now)"
+            " AND (q.head_not_before IS NULL OR q.head_not_before <= :now)"
             " ORDER BY q.head_entry_id LIMIT 1",
             {"now": self._now_us, "tenant": None if tenant is ANY else tenant},
         )
@@ -432,11 +436,25 @@ class SqliteTx:
 
     def attempts_of(self, entry_id: int) -> list[Attempt]:
         rows = self._all(
-            "SELECT number, run_id, started_at FROM queue_attempts WHERE entry_id = ?"
+            "SELECT number, run_id, started_at, error FROM queue_attempts WHERE entry_id = ?"
             " ORDER BY number",
             (entry_id,),
         )
-        return [Attempt(number=r[0], run_id=r[1], started_at=_at(r[2])) for r in rows]
+        return [Attempt(number=r[0], run_id=r[1], started_at=_at(r[2]), error=r[3]) for r in rows]
+
+    def set_attempt_error(self, entry: EntryRow, number: int, error: str) -> None:
+        self._run(
+            "UPDATE queue_attempts SET error = ? WHERE entry_id = ? AND number = ?",
+            (error, entry.entry_id, number),
+        )
+
+    def defer_entry(self, entry: EntryRow, not_before: datetime) -> None:
+        self._run(
+            "UPDATE queue_entries SET not_before = ? WHERE entry_id = ?",
+            (to_micros(not_before), entry.entry_id),
+        )
+        self.end_lease(entry)
+        self._refresh_head(entry.thread_id)  # the head's not_before moved
 
     def attempt_run_taken(self, thread_id: str, run_id: str) -> bool:
         row = self._one(
@@ -505,17 +523,19 @@ class SqliteTx:
     def _refresh_head(self, thread_id: str) -> None:
         """Set the thread's ``queue_threads`` head: one step down ``queue_entries_open_idx``."""
         head = self._one(
-            f"SELECT entry_id, tenant FROM queue_entries WHERE thread_id = ? AND {_OPEN}"
-            " ORDER BY queue_rank, entry_id LIMIT 1",
+            f"SELECT entry_id, tenant, not_before FROM queue_entries WHERE thread_id = ?"
+            f" AND {_OPEN} ORDER BY queue_rank, entry_id LIMIT 1",
             (thread_id,),
         )
         self._run(
-            "INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant) VALUES (:t, :h, :n)"
-            " ON CONFLICT (thread_id) DO UPDATE SET head_entry_id = :h, head_tenant = :n",
+            "INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant, head_not_before)"
+            " VALUES (:t, :h, :n, :b) ON CONFLICT (thread_id) DO UPDATE"
+            " SET head_entry_id = :h, head_tenant = :n, head_not_before = :b",
             {
                 "t": thread_id,
                 "h": None if head is None else head[0],
                 "n": None if head is None else head[1],
+                "b": None if head is None else head[2],
             },
         )
 
@@ -569,6 +589,8 @@ def _entry_of(row: sqlite3.Row) -> EntryRow:
         outcome_detail=row["outcome_detail"],
         closed_at=_ts(row["closed_at"]),
         closed_at_seq=row["closed_at_seq"],
+        not_before=_ts(row["not_before"]),
+        retry_of=row["retry_of"],
     )
 
 

@@ -19,6 +19,7 @@ from .run_queue.attempts_close import AttemptsCloseTests
 from .run_queue.lease import LeaseTests
 from .run_queue.lifecycle import QueueLifecycleTests
 from .run_queue.marks import MarksTests
+from .run_queue.operating import OperatingTests
 from .run_queue.queue_reads import QueueReadsTests
 from .run_queue.submit import SubmitTests
 from .run_queue.support import HOUR, PAST_TTL, SLACK, TTL, RunQueueFixtures
@@ -37,6 +38,7 @@ class RunQueueContract(
     WorkerProtocolTests,
     QueueValidationTests,
     QueueLifecycleTests,
+    OperatingTests,
     RunQueuePaginationContract,
     RunQueueTenancyContract,
     RunQueueIdentityContract,
