@@ -146,8 +146,7 @@ CREATE TABLE queue_threads (
     thread_id        TEXT PRIMARY KEY,
     head_entry_id    INTEGER,
     head_tenant      TEXT,
-    lease_expires_at INTEGER,
-    head_not_before  INTEGER
+    lease_expires_at INTEGER
 ) WITHOUT ROWID
 ;
 CREATE INDEX queue_threads_head_idx ON queue_threads (head_entry_id)

@@ -357,7 +357,7 @@ class SqliteTx:
         row = self._one(
             "SELECT e.* FROM queue_threads q JOIN queue_entries e ON e.entry_id = q.head_entry_id"
             f" WHERE {where} AND (q.lease_expires_at IS NULL OR q.lease_expires_at <= :now)"
-            " AND (q.head_not_before IS NULL OR q.head_not_before <= :now)"
+            " AND (e.not_before IS NULL OR e.not_before <= :now)"
             " ORDER BY q.head_entry_id LIMIT 1",
             {"now": self._now_us, "tenant": None if tenant is ANY else tenant},
         )
@@ -454,7 +454,6 @@ class SqliteTx:
             (to_micros(not_before), entry.entry_id),
         )
         self.end_lease(entry)
-        self._refresh_head(entry.thread_id)  # the head's not_before moved
 
     def attempt_run_taken(self, thread_id: str, run_id: str) -> bool:
         row = self._one(
@@ -523,19 +522,17 @@ class SqliteTx:
     def _refresh_head(self, thread_id: str) -> None:
         """Set the thread's ``queue_threads`` head: one step down ``queue_entries_open_idx``."""
         head = self._one(
-            f"SELECT entry_id, tenant, not_before FROM queue_entries WHERE thread_id = ?"
-            f" AND {_OPEN} ORDER BY queue_rank, entry_id LIMIT 1",
+            f"SELECT entry_id, tenant FROM queue_entries WHERE thread_id = ? AND {_OPEN}"
+            " ORDER BY queue_rank, entry_id LIMIT 1",
             (thread_id,),
         )
         self._run(
-            "INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant, head_not_before)"
-            " VALUES (:t, :h, :n, :b) ON CONFLICT (thread_id) DO UPDATE"
-            " SET head_entry_id = :h, head_tenant = :n, head_not_before = :b",
+            "INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant) VALUES (:t, :h, :n)"
+            " ON CONFLICT (thread_id) DO UPDATE SET head_entry_id = :h, head_tenant = :n",
             {
                 "t": thread_id,
                 "h": None if head is None else head[0],
                 "n": None if head is None else head[1],
-                "b": None if head is None else head[2],
             },
         )
 
