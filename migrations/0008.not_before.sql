@@ -8,4 +8,6 @@
 -- expiry index, never in the unleased one, so _dg_lease_pick stays index-bounded unchanged.
 ALTER TABLE queue_entries ADD COLUMN not_before timestamptz,
                           ADD COLUMN retry_of bigint;
+-- error: the attempt's failure reason as a JSON string (JSON text, as outcome_detail: it
+-- carries any str, U+0000 included, which a text column cannot).
 ALTER TABLE queue_attempts ADD COLUMN error text;

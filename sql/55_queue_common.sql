@@ -2,7 +2,7 @@
 -- queue_threads row -> threads row -> queue_entries rows.
 
 -- _dg_attempts(entry_id): one row, the entry's attempts as a json array
--- [{"number", "run_id", "started_at", "error"}] by number. _dg_attempts and _dg_entry are STABLE SQL
+-- [{"number", "run_id", "started_at", "error"}] by number ("error": the stored JSON string). _dg_attempts and _dg_entry are STABLE SQL
 -- set-returning functions without SET, so that the planner inlines them into the calling
 -- statement (whose plan PL/pgSQL caches). (_dg_attempts replaces the scalar _dg_attempts_json
 -- of earlier versions, which was planned on every call.)
@@ -12,7 +12,7 @@ LANGUAGE sql STABLE
 AS $$
     SELECT coalesce(json_agg(json_build_object('number', a.number, 'run_id', a.run_id,
                                                'started_at', _dg_iso(a.started_at),
-                                               'error', a.error)
+                                               'error', a.error::json)
                              ORDER BY a.number),
                     '[]'::json)
       FROM queue_attempts a WHERE a.entry_id = p_entry_id

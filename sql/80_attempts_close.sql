@@ -146,7 +146,7 @@ BEGIN
     v_now := store_now();
     IF p_outcome_kind = 'failed' THEN
         -- The last attempt's failure reason (SPEC §13), unless dg_defer_v1 gave one.
-        UPDATE queue_attempts a SET error = p_outcome_detail::json #>> '{}'
+        UPDATE queue_attempts a SET error = p_outcome_detail
          WHERE a.entry_id = p_entry_id AND a.number = e.attempt_count AND a.error IS NULL;
     END IF;
     PERFORM _dg_close_entry(p_entry_id, p_outcome_kind, p_outcome_detail, v_now);

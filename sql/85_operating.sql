@@ -3,10 +3,10 @@
 -- -> queue_entries rows.
 
 -- dg_defer_v1: end the lease and hold the entry (so its thread: a delayed head holds the
--- thread's later entries back) until store-now + p_delay; with p_error (a text whose JSON
--- string form is at most max_value_bytes), record it as the failure reason of the entry's last
--- attempt. Returns the entry row as dg_entry_v2. Raises DG103, DG102 (as every lease call),
--- DG000.
+-- thread's later entries back) until store-now + p_delay; with p_error (a JSON string of at
+-- most max_value_bytes, as a failed outcome's detail: JSON text carries what text cannot, such
+-- as U+0000), record it as the failure reason of the entry's last attempt. Returns the entry
+-- row as dg_entry_v2. Raises DG103, DG102 (as every lease call), DG000.
 CREATE OR REPLACE FUNCTION dg_defer_v1(p_entry_id bigint, p_token bigint, p_delay interval,
                                        p_error text, p_tenant text DEFAULT NULL)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
@@ -29,8 +29,10 @@ BEGIN
     p_delay := _dg_duration(p_delay, 'delay', true);
     IF p_error IS NOT NULL THEN
         v_lim := _dg_limits();
-        PERFORM _dg_check(octet_length(to_json(p_error)::text) <= v_lim.max_value_bytes,
-                          'error must encode to at most max_value_bytes');
+        PERFORM _dg_call_bytes(pg_column_size(p_error), v_lim.max_call_bytes);
+        PERFORM _dg_json(p_error, 'error', v_lim.max_value_bytes);
+        PERFORM _dg_check(pg_catalog.left(pg_catalog.btrim(p_error, E' \t\n\r'), 1) = '"',
+                          'error must be a JSON string');
     END IF;
     PERFORM _dg_opt_id(p_tenant, 'tenant');
     e := _dg_lock_lease(p_entry_id, p_token, false, p_tenant);

@@ -32,6 +32,7 @@ from .queue import (
     cmd_queue_cancel,
     cmd_queue_ls,
     cmd_queue_reclaim,
+    cmd_queue_retry,
     cmd_queue_show,
 )
 from .run import (
@@ -157,6 +158,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="on SIGTERM/SIGINT, how long running attempts may finish (30s)",
     )
     worker.add_argument(
+        "--backoff",
+        type=parse_duration,
+        default=timedelta(seconds=1),
+        metavar="DURATION",
+        help="wait before retrying a failed attempt, doubled per attempt up to 5m, jittered (1s)",
+    )
+    worker.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
 
@@ -176,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="wait up to this long for the entry to close, then print its outcome",
     )
 
-    queue = command("queue", _no_subcommand, "queue entries: ls, show, cancel, reclaim")
+    queue = command("queue", _no_subcommand, "queue entries: ls, show, cancel, retry, reclaim")
     queue_commands = queue.add_subparsers(
         dest="queue_command", metavar="ACTION", parser_class=_Parser
     )
@@ -196,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
     cancel = queue_action("cancel", cmd_queue_cancel, "cancel an open entry")
     cancel.add_argument("entry_id", type=positive_int, metavar="ID")
     cancel.add_argument("--tenant", help="the entry's tenant (default: no tenant)")
+    retry = queue_action("retry", cmd_queue_retry, "submit a failed or cancelled entry again")
+    retry.add_argument("entry_id", type=positive_int, metavar="ID")
+    retry.add_argument("--tenant", help="the entry's tenant (default: no tenant)")
     reclaim = queue_action("reclaim", cmd_queue_reclaim, "remove entries closed long ago")
     reclaim.add_argument("--older-than", type=parse_duration, required=True, metavar="DURATION")
     reclaim.add_argument("--batch", type=positive_int, default=1000)

@@ -6,6 +6,8 @@ then one function call whose rows the decoder turns into model values.
 
 from __future__ import annotations
 
+import json
+
 from ..model import QueueEntry, Ticket
 from ..validation import (
     check_duration,
@@ -24,13 +26,15 @@ def defer(config: PostgresConfig, lease: object, delay: object, error: object) -
         ("bigint", ls.entry.entry_id),
         ("bigint", ls.token),
         ("interval", check_duration("delay", delay, allow_zero=True)),
-        (
-            "text",
-            None if error is None else check_error_text("error", error, config.max_value_bytes),
-        ),
+        ("text", None if error is None else _json_string(error, config.max_value_bytes)),
         ("text", ls.entry.tenant),
     ]
     return _call(config, "defer", "dg_defer_v1", args, _exactly_one(entry_of))
+
+
+def _json_string(error: object, max_bytes: int) -> str:
+    """The error as the JSON string the SQL stores (as a failed outcome's detail)."""
+    return json.dumps(check_error_text("error", error, max_bytes), ensure_ascii=False)
 
 
 def retry(config: PostgresConfig, entry_id: object, tenant: object) -> Call[Ticket]:

@@ -136,3 +136,12 @@ class OperatingTests:
         first = queue.retry(entry_id).entry_id
         second = queue.retry(entry_id).entry_id
         assert first != second
+
+    def test_attempt_error_keeps_any_text_as_written(self, queue: RunQueue) -> None:
+        odd = "boom: ünïcode 😀 \x00 and\nlines"
+        entry_id, lease = _attempted(queue, "run-1")
+        assert queue.defer(lease, timedelta(0), error=odd).attempts[0].error == odd
+        again = _lease(queue)
+        queue.record_attempt(again, "run-2")
+        queue.close(again, Failed(odd + "!"))
+        assert [a.error for a in _entry(queue, entry_id).attempts] == [odd, odd + "!"]
