@@ -6,8 +6,8 @@
 -- lease_expires_at now holds when the thread can next be leased, the later of its lease's
 -- expiry and its head's not_before (_dg_refresh_queue_thread). A delayed thread sits in the
 -- expiry index, never in the unleased one, so _dg_lease_pick stays index-bounded unchanged.
-ALTER TABLE queue_entries ADD COLUMN not_before timestamptz,
-                          ADD COLUMN retry_of bigint;
+ALTER TABLE queue_entries ADD COLUMN IF NOT EXISTS not_before timestamptz,
+                          ADD COLUMN IF NOT EXISTS retry_of bigint;
 -- error: the attempt's failure reason as a JSON string (JSON text, as outcome_detail: it
 -- carries any str, U+0000 included, which a text column cannot).
-ALTER TABLE queue_attempts ADD COLUMN error text;
+ALTER TABLE queue_attempts ADD COLUMN IF NOT EXISTS error text;

@@ -5,6 +5,7 @@ carries the new columns. The store rules themselves are in testkit/run_queue/ope
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 import time
@@ -16,11 +17,13 @@ from typing import Any
 import pytest
 
 from durable_graph import BackoffPolicy, ClaimLost, ClaimPolicy, Commit, Submission
+from durable_graph.aio import AsyncInMemoryCheckpointer
+from durable_graph.aio.worker import AsyncRunContext, AsyncWorker
 from durable_graph.checkpointer import Checkpointer
 from durable_graph.errors import ValidationError
 from durable_graph.memory import InMemoryCheckpointer
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
-from durable_graph.sqlite import SCHEMA_VERSION, SqliteCheckpointer
+from durable_graph.sqlite import SCHEMA_VERSION, SqliteCheckpointer, SqliteConfig
 from durable_graph.testkit import ManualClock
 from durable_graph.worker import RunContext, Worker
 
@@ -180,3 +183,74 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
         store.close()
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+
+
+def test_a_traceback_over_the_stores_value_limit_still_defers_the_entry(tmp_path: Path) -> None:
+    clock = ManualClock()
+    store = SqliteCheckpointer.open(tmp_path / "s.db", SqliteConfig(max_value_bytes=64), clock)
+    try:
+
+        def raising(ctx: RunContext) -> Any:
+            raise RuntimeError("x" * 200)
+
+        worker = Worker(store, raising, backoff=BackoffPolicy(jitter=0.0), **QUICK)
+        entry_id = store.run_queue.submit(Submission("t1", "go")).entry_id
+        report = worker.run_once()
+        assert report is not None and report.note == "retry"
+        entry = store.run_queue.entry(entry_id)
+        assert entry is not None and entry.attempts[0].error is None
+        assert entry.not_before == entry.attempts[0].started_at + timedelta(seconds=1)
+    finally:
+        store.close()
+
+
+async def _async_cancel_reaches_the_handler() -> dict[str, Any]:
+    seen: dict[str, Any] = {"steps": []}
+    async with AsyncInMemoryCheckpointer() as store:
+
+        async def slow(ctx: AsyncRunContext) -> Any:
+            for i in range(100):
+                if ctx.cancelled:
+                    seen["noticed"] = time.monotonic()
+                    return None
+                await ctx.commit({"step": i}, next=("more",))
+                seen["steps"].append(time.monotonic())
+                await asyncio.sleep(0.2)
+            return "ran to the end"
+
+        entry_id = (await store.run_queue.submit(Submission("t-long", "go"))).entry_id
+        run = asyncio.create_task(AsyncWorker(store, slow, **QUICK).run_once())
+        while len(seen["steps"]) < 3:
+            await asyncio.sleep(0.01)
+        await store.run_queue.cancel(entry_id)
+        seen["cancelled_at"] = time.monotonic()
+        await asyncio.wait_for(run, 10.0)
+    return seen
+
+
+def test_cancel_reaches_a_running_async_handler_within_one_renewal() -> None:
+    seen = asyncio.run(_async_cancel_reaches_the_handler())
+    assert seen["noticed"] - seen["cancelled_at"] <= RENEW + 0.2 + 0.4
+
+
+async def _async_backoff() -> tuple[Any, Any]:
+    clock = ManualClock()
+    async with AsyncInMemoryCheckpointer(clock=clock) as store:
+
+        async def raising(ctx: AsyncRunContext) -> Any:
+            raise KeyError("missing")
+
+        backoff = BackoffPolicy(base=timedelta(seconds=4), jitter=0.0)
+        entry_id = (await store.run_queue.submit(Submission("t1", "go"))).entry_id
+        report = await AsyncWorker(store, raising, backoff=backoff, **QUICK).run_once()
+        assert report is not None and report.note == "retry"
+        return await store.run_queue.entry(entry_id), await AsyncWorker(
+            store, raising, **QUICK
+        ).run_once()
+
+
+def test_async_worker_stores_the_backoff_and_traceback_too() -> None:
+    entry, held_back = asyncio.run(_async_backoff())
+    assert held_back is None
+    assert entry.not_before == entry.attempts[0].started_at + timedelta(seconds=4)
+    assert "KeyError: 'missing'" in entry.attempts[0].error

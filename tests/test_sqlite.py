@@ -155,9 +155,10 @@ def _postgres_tables() -> dict[str, set[str]]:
         tables[name] = set(re.findall(r"^\s{4}(\w+)\s+(?!KEY)\w", body, re.M)) - {"PRIMARY"}
     for later in sorted(migrations.glob("0*.sql"))[1:]:
         for name, adds in re.findall(
-            r"ALTER TABLE (\w+)((?:\s+ADD COLUMN \w+[^,;]*,?)+);", later.read_text()
+            r"ALTER TABLE (\w+)((?:\s+ADD COLUMN (?:IF NOT EXISTS )?\w+[^,;]*,?)+);",
+            later.read_text(),
         ):
-            tables[name] |= set(re.findall(r"ADD COLUMN (\w+)", adds))
+            tables[name] |= set(re.findall(r"ADD COLUMN (?:IF NOT EXISTS )?(\w+)", adds))
     return tables
 
 

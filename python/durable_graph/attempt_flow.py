@@ -109,6 +109,9 @@ from .validation import (
     fit_error_text,
 )
 
+_MAX_ERROR_BYTES: Final = 64 * 1024
+"""A traceback kept as an attempt's error is cut to its last 64 KiB (its end names the failure)."""
+
 DEFAULT_BACKOFF: Final = BackoffPolicy()
 """A worker's retry backoff unless given one: about 1 s, 2 s, 4 s ... capped at 5 min."""
 
@@ -285,7 +288,7 @@ def retry_later(settings: WorkerSettings, number: int, exc: BaseException) -> De
     as the attempt's failure reason (the end kept when it is over the value limit)."""
     text = "".join(traceback.format_exception(exc)).rstrip()
     delay = settings.backoff.delay(number, random.random())
-    return Deferred(delay, fit_error_text(text, DEFAULT_MAX_VALUE_BYTES))
+    return Deferred(delay, fit_error_text(text, _MAX_ERROR_BYTES))
 
 
 def _check_backoff(value: object) -> BackoffPolicy:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
-from .errors import ClaimLost, EntryClosed, LeaseLost, StoreError
+from .errors import ClaimLost, EntryClosed, LeaseLost, StoreError, ValidationError
 from .model import (
     JSON,
     AttemptPlan,
@@ -158,7 +158,7 @@ class Deferred:
     """A failed attempt with attempts left: hold the entry ``delay`` (backoff), noting ``error``."""
 
     delay: timedelta
-    error: str
+    error: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,7 +344,10 @@ def finishing(
             yield ReleaseLease(keeper.lease)
             return None
         if isinstance(outcome, Deferred):
-            yield DeferLease(keeper.lease, outcome)
+            try:
+                yield DeferLease(keeper.lease, outcome)
+            except ValidationError:  # the store's value limit is below the error: keep the wait
+                yield DeferLease(keeper.lease, Deferred(outcome.delay, None))
             return None
         closed: QueueEntry = yield CloseEntry(keeper.lease, outcome)
     except (LeaseLost, EntryClosed) as exc:
