@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from ...errors import EntryClosed, NotFound, ValidationError
+from ...errors import EntryClosed, LeaseLost, NotFound, ValidationError
 from ...model import Cancelled, Completed, Failed, Started, Submission
 from ...run_queue import RunQueue
 from ..harness import ClockControl
@@ -145,3 +145,22 @@ class OperatingTests:
         queue.record_attempt(again, "run-2")
         queue.close(again, Failed(odd + "!"))
         assert [a.error for a in _entry(queue, entry_id).attempts] == [odd, odd + "!"]
+
+    def test_deferred_head_holds_its_thread_while_other_threads_go_ahead(
+        self, queue: RunQueue, clock: ClockControl
+    ) -> None:
+        entry_id, lease = _attempted(queue, "run-1")
+        later = _submit(queue, "thread-1", "later")
+        queue.defer(lease, HOUR)
+        other = _submit(queue, "thread-2", "other")
+        assert _lease(queue).entry.entry_id == other
+        assert queue.lease("worker-1", TTL) is None  # neither the deferred head nor `later`
+        clock.advance(HOUR + SLACK)
+        assert _lease(queue).entry.entry_id == entry_id
+        assert later not in {e.entry_id for e in queue.open_entries() if e.lease_holder}
+
+    def test_defer_ends_the_lease(self, queue: RunQueue) -> None:
+        _entry_id, lease = _attempted(queue, "run-1")
+        queue.defer(lease, timedelta(0))
+        with pytest.raises(LeaseLost):
+            queue.renew(lease)
