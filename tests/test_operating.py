@@ -6,6 +6,7 @@ carries the new columns. The store rules themselves are in testkit/run_queue/ope
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import threading
 import time
@@ -25,6 +26,7 @@ from durable_graph.memory import InMemoryCheckpointer
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.sqlite import SCHEMA_VERSION, SqliteCheckpointer, SqliteConfig
 from durable_graph.testkit import ManualClock
+from durable_graph.validation import fit_error_text
 from durable_graph.worker import RunContext, Worker
 
 RENEW = 0.3
@@ -254,3 +256,15 @@ def test_async_worker_stores_the_backoff_and_traceback_too() -> None:
     assert held_back is None
     assert entry.not_before == entry.attempts[0].started_at + timedelta(seconds=4)
     assert "KeyError: 'missing'" in entry.attempts[0].error
+
+
+@pytest.mark.parametrize("limit", [2, 5, 6, 40, 1000])
+def test_an_error_over_the_limit_keeps_its_end(limit: int) -> None:
+    text = "Traceback ...\n" + "ü" * 300 + "\nValueError: the end"
+    fitted = fit_error_text(text, limit)
+    assert len(json.dumps(fitted, ensure_ascii=False).encode()) <= limit
+    assert text.endswith(fitted.removeprefix("…"))
+    if limit >= 1000:
+        assert fitted == text
+    elif limit >= 40:
+        assert fitted.endswith("ValueError: the end") and fitted.startswith("…")

@@ -517,12 +517,24 @@ def check_error_text(name: str, value: object, max_bytes: int) -> str:
 
 
 def fit_error_text(text: str, max_bytes: int) -> str:
-    """``text`` cut (keeping its end, where a traceback names the failure) to pass
-    `check_error_text`."""
-    while len(json.dumps(text, ensure_ascii=False).encode("utf-8")) > max_bytes:
-        over = len(json.dumps(text, ensure_ascii=False).encode("utf-8")) - max_bytes
-        text = "…" + text[max(over, 1) + 1 :]
-    return text
+    """``text``, or its end after a "…" (where a traceback names the failure), cut to the
+    fewest characters that pass `check_error_text` with ``max_bytes``."""
+
+    def size(value: str) -> int:
+        return len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+
+    if size(text) <= max_bytes:
+        return text
+    if size("…") > max_bytes:
+        return ""
+    low, high = 1, len(text)  # the smallest cut that fits: "…" + text[high:] always does
+    while low < high:
+        middle = (low + high) // 2
+        if size("…" + text[middle:]) <= max_bytes:
+            high = middle
+        else:
+            low = middle + 1
+    return "…" + text[low:]
 
 
 def encode_outcome(value: object, max_bytes: int) -> tuple[str, str]:
