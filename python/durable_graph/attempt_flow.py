@@ -505,15 +505,17 @@ def attempt_flow(
     if result.error is not None:  # D43
         outcome = failure_outcome(current, result.error)
         if outcome is None:
+            later = retry_later(settings, number, result.error)
             log.warning(
-                "entry %d attempt %d raised %s: %s (will retry)",
+                "entry %d attempt %d raised %s: %s (will retry in %.1fs)",
                 entry.entry_id,
                 number,
                 type(result.error).__name__,
                 result.error,
+                later.delay.total_seconds(),
             )
             # The backoff lives in the entry, so whichever worker leases it next waits too.
-            yield Finish(retry_later(settings, number, result.error))
+            yield Finish(later)
             return report("retry", run=run_id, number=number, plan=plan)
     else:
         outcome = invalid_output(result.output)
