@@ -2,7 +2,7 @@
 -- queue_threads row -> threads row -> queue_entries rows.
 
 -- _dg_attempts(entry_id): one row, the entry's attempts as a json array
--- [{"number", "run_id", "started_at"}] by number. _dg_attempts and _dg_entry are STABLE SQL
+-- [{"number", "run_id", "started_at", "error"}] by number ("error": the stored JSON string). _dg_attempts and _dg_entry are STABLE SQL
 -- set-returning functions without SET, so that the planner inlines them into the calling
 -- statement (whose plan PL/pgSQL caches). (_dg_attempts replaces the scalar _dg_attempts_json
 -- of earlier versions, which was planned on every call.)
@@ -11,7 +11,8 @@ CREATE OR REPLACE FUNCTION _dg_attempts(p_entry_id bigint) RETURNS TABLE (attemp
 LANGUAGE sql STABLE
 AS $$
     SELECT coalesce(json_agg(json_build_object('number', a.number, 'run_id', a.run_id,
-                                               'started_at', _dg_iso(a.started_at))
+                                               'started_at', _dg_iso(a.started_at),
+                                               'error', a.error::json)
                              ORDER BY a.number),
                     '[]'::json)
       FROM queue_attempts a WHERE a.entry_id = p_entry_id
@@ -70,19 +71,22 @@ END;
 $$;
 
 -- _dg_refresh_queue_thread(thread_id): recompute the thread's head (queue order over every
--- tenant) and current lease expiry in queue_threads; the row is left alone when neither moved.
--- The caller holds that row's lock.
+-- tenant) and when it can next be leased in queue_threads.lease_expires_at: the later of its
+-- current lease expiry and the head's not_before (a delayed head holds its thread back, SPEC
+-- §13); the row is left alone when neither moved. The caller holds that row's lock.
 CREATE OR REPLACE FUNCTION _dg_refresh_queue_thread(p_thread_id text) RETURNS void
 LANGUAGE plpgsql VOLATILE
 AS $$
 BEGIN
     UPDATE queue_threads q
        SET head_entry_id = n.entry_id, head_tenant = n.tenant, lease_expires_at = n.expires
-      FROM (SELECT h.entry_id, h.tenant, l.expires
+      FROM (SELECT h.entry_id, h.tenant, greatest(l.expires,
+                                                   CASE WHEN h.not_before > store_now()
+                                                        THEN h.not_before END) AS expires
               FROM (SELECT max(e.lease_expires_at) AS expires FROM queue_entries e
                      WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
                        AND e.lease_token IS NOT NULL) l
-              LEFT JOIN LATERAL (SELECT e.entry_id, e.tenant FROM queue_entries e
+              LEFT JOIN LATERAL (SELECT e.entry_id, e.tenant, e.not_before FROM queue_entries e
                                   WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
                                   ORDER BY e.queue_rank, e.entry_id LIMIT 1) h ON true) n
      WHERE q.thread_id = p_thread_id

@@ -22,10 +22,11 @@ $$;
 -- every open INTERRUPT entry of the thread that recorded no attempt (interrupted by the new id),
 -- then inserts. The stored input is the caller's own text. Raises DG101, DG001, DG000 (thread_id,
 -- tenant, key: identifiers; input: JSON text of at most max_value_bytes; mode: enqueue | reject |
--- interrupt; max_attempts >= 1).
+-- interrupt; max_attempts >= 1). p_not_before: a delayed run (SPEC §13), never leased before.
+DROP FUNCTION IF EXISTS dg_submit_v1(text, text, text, text, text, integer);
 CREATE OR REPLACE FUNCTION dg_submit_v1(
     p_thread_id text, p_input text, p_tenant text, p_key text, p_mode text,
-    p_max_attempts integer)
+    p_max_attempts integer, p_not_before timestamptz DEFAULT NULL)
 RETURNS TABLE (entry_id bigint, existing boolean)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
@@ -80,8 +81,9 @@ BEGIN
 
     BEGIN
         INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,
-                                   submitted_at)
-        VALUES (p_tenant, p_thread_id, p_key, p_input, p_mode, p_max_attempts, v_now)
+                                   submitted_at, not_before)
+        VALUES (p_tenant, p_thread_id, p_key, p_input, p_mode, p_max_attempts, v_now,
+                p_not_before)
         RETURNING queue_entries.entry_id INTO v_id;
     EXCEPTION WHEN unique_violation THEN
         -- The same key was taken by a submission to another thread meanwhile.

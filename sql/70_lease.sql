@@ -134,6 +134,7 @@ BEGIN
         -- (NULL), so there is none to check or end.
         EXIT WHEN FOUND
               AND (p_any_tenant OR h.tenant IS NOT DISTINCT FROM p_tenant)
+              AND (h.not_before IS NULL OR h.not_before <= v_now)  -- delayed (SPEC §13)
               AND (v_leases IS NULL
                    OR NOT EXISTS (SELECT 1 FROM queue_entries o
                                    WHERE o.thread_id = v_thread AND o.outcome_kind IS NULL

@@ -144,6 +144,11 @@ BEGIN
     PERFORM _dg_opt_id(p_tenant, 'tenant');
     e := _dg_lock_lease(p_entry_id, p_token, false, p_tenant);
     v_now := store_now();
+    IF p_outcome_kind = 'failed' THEN
+        -- The last attempt's failure reason (SPEC §13), unless dg_defer_v1 gave one.
+        UPDATE queue_attempts a SET error = p_outcome_detail
+         WHERE a.entry_id = p_entry_id AND a.number = e.attempt_count AND a.error IS NULL;
+    END IF;
     PERFORM _dg_close_entry(p_entry_id, p_outcome_kind, p_outcome_detail, v_now);
     PERFORM _dg_refresh_queue_thread(e.thread_id);
     RETURN QUERY SELECT * FROM _dg_entry(p_entry_id);

@@ -14,7 +14,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 5
+\set dg_required_version 6
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
@@ -83,6 +83,11 @@ SELECT :dg_version >= 5 AS dg_has_0005 \gset
 \else
 \ir ../migrations/0005.queue_listing.sql
 \endif
+SELECT :dg_version >= 6 AS dg_has_0006 \gset
+\if :dg_has_0006
+\else
+\ir ../migrations/0006.not_before.sql
+\endif
 
 -- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).
 \ir 00_clock.sql
@@ -97,6 +102,7 @@ SELECT :dg_version >= 5 AS dg_has_0005 \gset
 \ir 60_submit.sql
 \ir 70_lease.sql
 \ir 80_attempts_close.sql
+\ir 85_operating.sql
 \ir 90_queue_reads.sql
 \ir 92_queue_listing.sql
 \ir 98_meta.sql

@@ -43,6 +43,7 @@ from durable_graph.aio._threaded import ThreadedCheckpointer
 from durable_graph.aio.postgres import AsyncPostgresCheckpointer
 from durable_graph.aio.worker import AsyncRunContext, AsyncWorker, WorkerStopped
 from durable_graph.memory import InMemoryCheckpointer
+from durable_graph.model import BackoffPolicy
 from durable_graph.postgres import PostgresConfig
 from durable_graph.testkit import ClockControl, ManualClock
 from durable_graph.testkit.pg_clock import PgClock
@@ -54,6 +55,7 @@ FAST: dict[str, Any] = {
         ttl=timedelta(milliseconds=600), renew_every=timedelta(milliseconds=150)
     ),
     "poll_interval": timedelta(milliseconds=50),
+    "backoff": BackoffPolicy(base=timedelta(0)),  # retries at once (backoff: test_operating_*)
 }
 SEC = timedelta(seconds=1)
 

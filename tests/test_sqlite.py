@@ -146,11 +146,19 @@ def test_open_creates_the_schema_in_wal_mode_at_the_current_version(
 
 
 def _postgres_tables() -> dict[str, set[str]]:
-    """Table -> column names of ``migrations/0001.tables.sql``."""
-    text = (Path(__file__).parents[1] / "migrations" / "0001.tables.sql").read_text()
+    """Table -> column names of ``migrations/0001.tables.sql``, plus every later migration's
+    ``ALTER TABLE t ADD COLUMN c``."""
+    migrations = Path(__file__).parents[1] / "migrations"
+    text = (migrations / "0001.tables.sql").read_text()
     tables: dict[str, set[str]] = {}
     for name, body in re.findall(r"CREATE TABLE (\w+) \((.*?)\n\);", text, re.S):
         tables[name] = set(re.findall(r"^\s{4}(\w+)\s+(?!KEY)\w", body, re.M)) - {"PRIMARY"}
+    for later in sorted(migrations.glob("0*.sql"))[1:]:
+        for name, adds in re.findall(
+            r"ALTER TABLE (\w+)((?:\s+ADD COLUMN (?:IF NOT EXISTS )?\w+[^,;]*,?)+);",
+            later.read_text(),
+        ):
+            tables[name] |= set(re.findall(r"ADD COLUMN (?:IF NOT EXISTS )?(\w+)", adds))
     return tables
 
 

@@ -33,6 +33,7 @@ from durable_graph import (
 )
 from durable_graph.checkpointer import Checkpointer
 from durable_graph.memory import InMemoryCheckpointer
+from durable_graph.model import BackoffPolicy
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.sqlite import SqliteCheckpointer
 from durable_graph.testkit import ClockControl, ManualClock
@@ -45,6 +46,7 @@ FAST: dict[str, Any] = {
         ttl=timedelta(milliseconds=600), renew_every=timedelta(milliseconds=150)
     ),
     "poll_interval": timedelta(milliseconds=50),
+    "backoff": BackoffPolicy(base=timedelta(0)),  # retries at once (backoff: test_operating_*)
 }
 
 

@@ -42,13 +42,15 @@ import random
 import signal
 import socket
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Generic, Literal, Protocol, Self, TypedDict, TypeVar
+from typing import Any, Final, Generic, Literal, Protocol, Self, TypedDict, TypeVar
 
 from .attempt_ops import (
+    Deferred,
     Finish,
     GetEffect,
     GetHead,
@@ -77,6 +79,7 @@ from .model import (
     JSON,
     AttemptPlan,
     AttemptStart,
+    BackoffPolicy,
     Cancelled,
     Checkpoint,
     Claim,
@@ -103,7 +106,14 @@ from .validation import (
     check_int,
     check_tenant_filter,
     encode_json,
+    fit_error_text,
 )
+
+_MAX_ERROR_BYTES: Final = 64 * 1024
+"""A traceback kept as an attempt's error is cut to its last 64 KiB (its end names the failure)."""
+
+DEFAULT_BACKOFF: Final = BackoffPolicy()
+"""A worker's retry backoff unless given one: about 1 s, 2 s, 4 s ... capped at 5 min."""
 
 Note = Literal[
     "completed",  # closed Completed (handler ran, or the run had already finished)
@@ -154,7 +164,8 @@ class WorkerOptions(TypedDict, total=False):
 
     Defaults (in `WorkerSettings.check`): ``holder`` host:pid:id, ``concurrency`` 1, ``lease_ttl``
     30 s, ``claim_policy`` ``ClaimPolicy()``, ``tenant`` ANY, ``poll_interval`` 1 s,
-    ``shutdown_deadline`` 30 s.
+    ``shutdown_deadline`` 30 s, ``backoff`` `DEFAULT_BACKOFF` (the wait stored in a failed
+    attempt's entry before its next attempt, SPEC §13).
     """
 
     holder: str | None
@@ -164,6 +175,7 @@ class WorkerOptions(TypedDict, total=False):
     tenant: TenantFilter
     poll_interval: timedelta
     shutdown_deadline: timedelta
+    backoff: BackoffPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +189,7 @@ class WorkerSettings:
     tenant: TenantFilter
     poll_interval: timedelta
     shutdown_deadline: timedelta
+    backoff: BackoffPolicy = DEFAULT_BACKOFF
 
     @classmethod
     def check(
@@ -189,6 +202,7 @@ class WorkerSettings:
         tenant: TenantFilter = ANY,
         poll_interval: timedelta = timedelta(seconds=1),
         shutdown_deadline: timedelta = timedelta(seconds=30),
+        backoff: BackoffPolicy = DEFAULT_BACKOFF,
     ) -> WorkerSettings:
         """Check every argument (`ValidationError` naming it); ``holder=None`` → host:pid:id."""
         if not isinstance(claim_policy, ClaimPolicy):
@@ -206,6 +220,7 @@ class WorkerSettings:
             tenant=check_tenant_filter("tenant", tenant, allow_any=True),
             poll_interval=check_duration("poll_interval", poll_interval),
             shutdown_deadline=check_duration("shutdown_deadline", shutdown_deadline),
+            backoff=_check_backoff(backoff),
         )
 
     @property
@@ -266,6 +281,26 @@ def failure_outcome(entry: QueueEntry, exc: BaseException) -> Failed | None:
     if len(entry.attempts) < entry.max_attempts:
         return None
     return Failed(str(exc) or type(exc).__name__)
+
+
+def retry_later(settings: WorkerSettings, number: int, exc: BaseException) -> Deferred:
+    """SPEC §13: attempt ``number`` raised with attempts left: its backoff, and its traceback
+    as the attempt's failure reason (the end kept when it is over the value limit)."""
+    text = "".join(traceback.format_exception(exc)).rstrip()
+    delay = settings.backoff.delay(number, random.random())
+    return Deferred(delay, fit_error_text(text, _MAX_ERROR_BYTES))
+
+
+def _check_backoff(value: object) -> BackoffPolicy:
+    if not isinstance(value, BackoffPolicy):
+        raise ValidationError("backoff must be a BackoffPolicy")
+    check_duration("backoff.base", value.base, allow_zero=True)
+    check_duration("backoff.cap", value.cap, allow_zero=True)
+    if not (isinstance(value.factor, (int, float)) and 1.0 <= value.factor <= 100.0):
+        raise ValidationError("backoff.factor must be a number in [1, 100]")
+    if not (isinstance(value.jitter, (int, float)) and 0.0 <= value.jitter <= 1.0):
+        raise ValidationError("backoff.jitter must be a number in [0, 1]")
+    return value
 
 
 def invalid_output(output: object) -> Failed | None:
@@ -542,7 +577,9 @@ def _attempt_steps(
     if result.error is not None:  # D43
         outcome = failure_outcome(current, result.error)
         if outcome is None:  # logged by attempt_flow, with the traceback
-            yield Finish(None)
+            later = retry_later(settings, number, result.error)
+            # The backoff lives in the entry, so whichever worker leases it next waits too.
+            yield Finish(later)
             return report("retry", run=run_id, number=number, plan=plan)
     else:
         outcome = invalid_output(result.output)

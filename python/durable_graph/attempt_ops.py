@@ -13,9 +13,10 @@ import contextlib
 import logging
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
-from .errors import ClaimLost, EntryClosed, LeaseLost, StoreError
+from .errors import ClaimLost, EntryClosed, LeaseLost, StoreError, ValidationError
 from .model import (
     JSON,
     AttemptPlan,
@@ -153,6 +154,25 @@ class ReleaseLease(StoreOp):
 
 
 @dataclass(frozen=True, slots=True)
+class Deferred:
+    """A failed attempt with attempts left: hold the entry ``delay`` (backoff), noting ``error``."""
+
+    delay: timedelta
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeferLease(StoreOp):
+    """→ the entry; ends the lease with the backoff stored in the entry (SPEC §13)."""
+
+    lease: Lease
+    deferred: Deferred
+
+    def on(self, store: Any) -> Any:
+        return store.run_queue.defer(self.lease, self.deferred.delay, self.deferred.error)
+
+
+@dataclass(frozen=True, slots=True)
 class CloseEntry(StoreOp):
     """→ the closed `QueueEntry`; raises `LeaseLost`, `EntryClosed`."""
 
@@ -177,7 +197,7 @@ class Finish:
     → the closed entry, or None when nothing was closed.
     """
 
-    outcome: EntryOutcome | None
+    outcome: EntryOutcome | Deferred | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +303,12 @@ def renewal(keeper: Keeper, log: logging.Logger) -> Generator[StoreOp, Any, bool
         keeper.lease = yield RenewLease(keeper.lease)
     except (LeaseLost, EntryClosed) as exc:
         keeper.lose(exc)
+        # Prompt cancel (SPEC §13): give the claim back now, so the handler's next store call
+        # under it raises `ClaimLost` even when it bypasses its context.
+        claim = keeper.take_claim()
+        if claim is not None:
+            with contextlib.suppress(StoreError):  # gone already: the same for the handler
+                yield ReleaseClaim(claim)
         return False
     except StoreError as exc:  # transient: the lease stays current until re-leased
         log.warning("entry %d: lease renewal failed: %s", keeper.lease.entry.entry_id, exc)
@@ -302,7 +328,7 @@ def renewal(keeper: Keeper, log: logging.Logger) -> Generator[StoreOp, Any, bool
 
 
 def finishing(
-    keeper: Keeper, outcome: EntryOutcome | None
+    keeper: Keeper, outcome: EntryOutcome | Deferred | None
 ) -> Generator[StoreOp, Any, QueueEntry | None]:
     """Release the claim, then close the entry with ``outcome`` (None: release the lease).
 
@@ -317,6 +343,12 @@ def finishing(
         if outcome is None:
             yield ReleaseLease(keeper.lease)
             return None
+        if isinstance(outcome, Deferred):
+            try:
+                yield DeferLease(keeper.lease, outcome)
+            except ValidationError:  # the store's value limit is below the error: keep the wait
+                yield DeferLease(keeper.lease, Deferred(outcome.delay, None))
+            return None
         closed: QueueEntry = yield CloseEntry(keeper.lease, outcome)
     except (LeaseLost, EntryClosed) as exc:
         keeper.lose(exc)
@@ -326,6 +358,8 @@ def finishing(
 
 __all__ = [
     "CloseEntry",
+    "DeferLease",
+    "Deferred",
     "Finish",
     "GetEffect",
     "GetHead",

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from .embedded.checkpointer import EmbeddedCheckpointer
@@ -338,6 +338,7 @@ class MemoryTx:
         entry = EntryRow(
             entry_id, sub.tenant, sub.thread_id, sub.key, sub.input, sub.mode, sub.max_attempts,
             0, False, False, self.now, None, None, None, None, None, None, None, None,
+            sub.not_before, sub.retry_of,
         )  # fmt: skip
         s.entries[entry_id] = entry
         s.attempts[entry_id] = []
@@ -365,7 +366,10 @@ class MemoryTx:
             expires_at = None if queue.leased is None else queue.leased.lease_expires_at
             if expires_at is not None and self.now < expires_at:  # D1: a live lease
                 continue
-            return queue.head
+            head = queue.head
+            if head is not None and head.not_before is not None and self.now < head.not_before:
+                continue  # a delayed head holds its thread back (SPEC §13)
+            return head
         return None
 
     def end_leases_of_thread(self, thread_id: str) -> None:
@@ -410,6 +414,14 @@ class MemoryTx:
 
     def attempts_of(self, entry_id: int) -> list[Attempt]:
         return list(self._s.attempts.get(entry_id, ()))
+
+    def set_attempt_error(self, entry: EntryRow, number: int, error: str) -> None:
+        attempts = self._s.attempts[entry.entry_id]
+        attempts[number - 1] = replace(attempts[number - 1], error=error)
+
+    def defer_entry(self, entry: EntryRow, not_before: datetime) -> None:
+        self.end_lease(entry)
+        entry.not_before = not_before
 
     def _runs(self, thread_id: str, run_id: str) -> list[EntryRow]:
         queue = self._s.queues.get(thread_id)

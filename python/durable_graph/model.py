@@ -208,6 +208,9 @@ class Submission:
     key: str | None = None
     mode: Mode = Mode.ENQUEUE
     max_attempts: int = 3
+    not_before: datetime | None = None
+    """Delayed run (SPEC §13): no attempt before this instant of store time (tz-aware). Being
+    its thread's head, it holds the thread's later entries back (only the head is leased)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +224,8 @@ class Attempt:
     number: int
     run_id: str
     started_at: datetime
+    error: str | None = None
+    """Why the attempt failed (`RunQueue.defer` or a `Failed` close), else None."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +294,10 @@ class QueueEntry:
     outcome: EntryOutcome | None
     closed_at: datetime | None
     closed_at_seq: int | None
+    not_before: datetime | None = None
+    """No lease before this store time: a delayed submission or a failed attempt's backoff."""
+    retry_of: int | None = None
+    """The closed entry whose input this one submitted again (`RunQueue.retry`)."""
 
     @property
     def closed(self) -> bool:
@@ -332,6 +341,27 @@ class QueueStats:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class BackoffPolicy:
+    """How long a failed attempt's entry waits before its next attempt (SPEC §13).
+
+    Attempt ``n`` (1-based) that failed waits ``min(cap, base * factor ** (n - 1))`` scaled by a
+    uniform random factor in ``[1 - jitter, 1]`` ("equal jitter" when 0.5), so workers retrying
+    many entries at once spread out. The default waits about 1 s, 2 s, 4 s ... up to 5 minutes.
+    """
+
+    base: timedelta = timedelta(seconds=1)
+    factor: float = 2.0
+    cap: timedelta = timedelta(minutes=5)
+    jitter: float = 0.5
+
+    def delay(self, attempt: int, rand: float) -> timedelta:
+        """The wait after failed attempt number ``attempt``; ``rand`` uniform in [0, 1)."""
+        raw = self.base.total_seconds() * self.factor ** max(attempt - 1, 0)
+        capped = min(raw, self.cap.total_seconds())
+        return timedelta(seconds=capped * (1.0 - self.jitter * rand))
+
+
 # --- attempt planning ----------------------------------------------------------------------
 
 
@@ -364,6 +394,7 @@ __all__ = [
     "Attempt",
     "AttemptPlan",
     "AttemptStart",
+    "BackoffPolicy",
     "CancelReason",
     "Cancelled",
     "Checkpoint",

@@ -73,6 +73,17 @@ class RunQueue(Protocol):
 
     def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry: ...
 
+    def defer(self, lease: Lease, delay: timedelta, error: str | None = None) -> QueueEntry:
+        """End the lease and hold the entry (so its thread) until store-now + ``delay``; with
+        ``error``, record it as the current attempt's failure reason (SPEC §13 backoff)."""
+        ...
+
+    def retry(self, entry_id: int, tenant: str | None = None) -> Ticket:
+        """Submit a failed or cancelled entry's input again as a new ENQUEUE entry recording
+        ``retry_of``; `ValidationError` naming ``entry_id`` for an open, completed or
+        interrupted entry, `NotFound` for an unknown or another tenant's (SPEC §13)."""
+        ...
+
     def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None: ...
 
     def open_entries(

@@ -342,6 +342,8 @@ class EncodedSubmission:
     key: str | None
     mode: m.Mode
     max_attempts: int
+    not_before: datetime | None = None
+    retry_of: int | None = None
 
 
 def _sequence(name: str, value: object) -> Sequence[object]:
@@ -454,6 +456,7 @@ def check_submission(value: object, max_bytes: int) -> EncodedSubmission:
         max_attempts=check_int(
             "submission.max_attempts", value.max_attempts, minimum=1, maximum=INT32_MAX
         ),
+        not_before=check_timestamp("submission.not_before", value.not_before),
     )
 
 
@@ -509,6 +512,37 @@ def check_run_ids(value: object) -> tuple[str, ...]:
 
 
 # --- outcomes ------------------------------------------------------------------------------
+
+
+def check_error_text(name: str, value: object, max_bytes: int) -> str:
+    """An attempt's failure text: a str whose JSON string form fits ``max_bytes``, as
+    `Failed.error` (SPEC §10 rule 2, §13)."""
+    text = check_str(name, value)
+    size = len(json.dumps(text, ensure_ascii=False).encode("utf-8"))
+    if size > max_bytes:
+        raise ValidationError(f"{name} encodes to {size} bytes, over the limit of {max_bytes}")
+    return text
+
+
+def fit_error_text(text: str, max_bytes: int) -> str:
+    """``text``, or its end after a "…" (where a traceback names the failure), cut to the
+    fewest characters that pass `check_error_text` with ``max_bytes``."""
+
+    def size(value: str) -> int:
+        return len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+
+    if size(text) <= max_bytes:
+        return text
+    if size("…") > max_bytes:
+        return ""
+    low, high = 1, len(text)  # the smallest cut that fits: "…" + text[high:] always does
+    while low < high:
+        middle = (low + high) // 2
+        if size("…" + text[middle:]) <= max_bytes:
+            high = middle
+        else:
+            low = middle + 1
+    return "…" + text[low:]
 
 
 def encode_outcome(value: object, max_bytes: int) -> tuple[str, str]:

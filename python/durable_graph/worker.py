@@ -44,6 +44,7 @@ from .attempt_flow import (
     recorded_output,
 )
 from .attempt_ops import (
+    Deferred,
     Finish,
     HandlerResult,
     Operation,
@@ -137,7 +138,7 @@ class _Keeper:
             self._released = True
         self.stop()
 
-    def finish(self, outcome: EntryOutcome | None) -> QueueEntry | None:
+    def finish(self, outcome: EntryOutcome | Deferred | None) -> QueueEntry | None:
         """Stop renewing, then release the claim and close (or release) the lease, once.
 
         Returns the closed entry, or None.

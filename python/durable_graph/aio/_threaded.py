@@ -112,6 +112,14 @@ class ThreadedRunQueue:
     async def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry: ...
 
     @forward_async
+    async def defer(
+        self, lease: Lease, delay: timedelta, error: str | None = None
+    ) -> QueueEntry: ...
+
+    @forward_async
+    async def retry(self, entry_id: int, tenant: str | None = None) -> Ticket: ...
+
+    @forward_async
     async def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None: ...
 
     @forward_async

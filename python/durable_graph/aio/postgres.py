@@ -64,7 +64,7 @@ from ..model import (
     WatchPolicy,
 )
 from ..observe import TraceContext
-from ..postgres import calls
+from ..postgres import calls, operating
 from ..postgres.calls import Call, Rows
 from ..postgres.config import PostgresConfig
 from ..postgres.connection import send_cancel
@@ -279,6 +279,12 @@ class AsyncPostgresRunQueue:
 
     async def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry:
         return await self._x.run(calls.cancel(self._config, entry_id, tenant))
+
+    async def defer(self, lease: Lease, delay: timedelta, error: str | None = None) -> QueueEntry:
+        return await self._x.run(operating.defer(self._config, lease, delay, error))
+
+    async def retry(self, entry_id: int, tenant: str | None = None) -> Ticket:
+        return await self._x.run(operating.retry(self._config, entry_id, tenant))
 
     async def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None:
         return await self._x.run(calls.entry(self._config, entry_id, tenant))

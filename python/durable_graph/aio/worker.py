@@ -43,6 +43,7 @@ from ..attempt_flow import (
     next_commit,
 )
 from ..attempt_ops import (
+    Deferred,
     Finish,
     HandlerResult,
     Operation,
@@ -179,7 +180,7 @@ class _Keeper:
             self._finishing = done
         self._stop_renewing.set()
 
-    async def finish(self, outcome: EntryOutcome | None) -> QueueEntry | None:
+    async def finish(self, outcome: EntryOutcome | Deferred | None) -> QueueEntry | None:
         """Stop renewing, release the claim, then close (or release) the lease — once.
 
         The first call decides; later calls (the attempt's own, or the worker's at shutdown) wait
@@ -191,7 +192,7 @@ class _Keeper:
             self._finishing.add_done_callback(self._log_failure)
         return await asyncio.shield(self._finishing)
 
-    async def _finish(self, outcome: EntryOutcome | None) -> QueueEntry | None:
+    async def _finish(self, outcome: EntryOutcome | Deferred | None) -> QueueEntry | None:
         await self.stop_renewing()
         return await _drive(finishing(self, outcome), self._call)
 

@@ -36,6 +36,7 @@ from .queue import (
     cmd_queue_cancel,
     cmd_queue_ls,
     cmd_queue_reclaim,
+    cmd_queue_retry,
     cmd_queue_show,
 )
 from .run import (
@@ -194,6 +195,11 @@ def build_parser() -> argparse.ArgumentParser:
             "30s",
             "on SIGTERM/SIGINT, how long running attempts may finish",
         ),
+        (
+            "--backoff",
+            "1s",
+            "wait before retrying a failed attempt, doubled per attempt up to 5m, jittered",
+        ),
     ):
         _option(worker, flag, type=parse_duration, default=default, metavar="DURATION", help=text)
     _option(
@@ -278,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
         "unless it completed",
     )
 
-    queue = command("queue", _no_subcommand, "queue entries: ls, show, cancel, reclaim")
+    queue = command("queue", _no_subcommand, "queue entries: ls, show, cancel, retry, reclaim")
     queue_commands = queue.add_subparsers(
         dest="queue_command", metavar="ACTION", parser_class=_Parser
     )
@@ -298,6 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
     cancel = queue_action("cancel", cmd_queue_cancel, "cancel an open entry")
     cancel.add_argument("entry_id", type=positive_int, metavar="ID", help="the entry id")
     _option(cancel, "--tenant", help="the entry's tenant (default: no tenant)")
+    retry = queue_action("retry", cmd_queue_retry, "submit a failed or cancelled entry again")
+    retry.add_argument("entry_id", type=positive_int, metavar="ID", help="the entry id")
+    _option(retry, "--tenant", help="the entry's tenant (default: no tenant)")
     reclaim = queue_action("reclaim", cmd_queue_reclaim, "remove entries closed long ago")
     _option(
         reclaim,

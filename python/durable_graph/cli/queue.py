@@ -1,4 +1,4 @@
-"""The ``queue`` commands: ``ls``, ``show``, ``cancel``, ``reclaim``."""
+"""The ``queue`` commands: ``ls``, ``show``, ``cancel``, ``retry``, ``reclaim``."""
 
 from __future__ import annotations
 
@@ -88,14 +88,31 @@ def _show_entry(out: Output, entry: QueueEntry) -> None:
             ("lease", _lease_text(entry)),
             ("outcome", outcome_text(entry.outcome)),
             ("closed", when(entry.closed_at)),
+            ("not before", when(entry.not_before)),
+            ("retry of", entry.retry_of or "-"),
         ]
     )
     if entry.attempts:
         out.line()
         out.table(
-            ["ATTEMPT", "RUN", "STARTED"],
-            [(a.number, a.run_id, when(a.started_at)) for a in entry.attempts],
+            ["ATTEMPT", "RUN", "STARTED", "ERROR"],
+            [(a.number, a.run_id, when(a.started_at), _last_line(a.error)) for a in entry.attempts],
         )
+    for a in entry.attempts:  # SPEC §13: each failed attempt's reason, traceback and all
+        if a.error is not None and "\n" in a.error:
+            out.line()
+            out.line(f"attempt {a.number} failed:")
+            for line in a.error.splitlines():
+                out.line(f"  {line}")
+
+
+def _last_line(error: str | None) -> str:
+    """A traceback's last line names the exception: enough for a table cell."""
+    if error is None:
+        return "-"
+    lines = error.strip().splitlines()
+    last = lines[-1] if lines else ""
+    return last if len(last) <= 80 else last[:79] + "…"
 
 
 def cmd_queue_show(args: argparse.Namespace) -> int:
@@ -117,6 +134,21 @@ def cmd_queue_cancel(args: argparse.Namespace) -> int:
         out.json(entry)
     else:
         out.line(f"entry {entry.entry_id} cancelled")
+    return 0
+
+
+def cmd_queue_retry(args: argparse.Namespace) -> int:
+    with store_of(args) as store:
+        try:
+            ticket = store.run_queue.retry(args.entry_id, tenant=tenant_of(args))
+        except NotFound:
+            _entry_or_fail(store, args.entry_id, tenant_of(args))
+            raise
+    out = output_of(args)
+    if out.as_json:
+        out.json({"entry_id": ticket.entry_id, "retry_of": args.entry_id})
+    else:
+        out.line(f"entry {args.entry_id} retried as entry {ticket.entry_id}")
     return 0
 
 

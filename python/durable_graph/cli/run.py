@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import ValidationError
 from ..model import (
     ANY,
+    BackoffPolicy,
     ClaimPolicy,
     Completed,
     Mode,
@@ -193,6 +194,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             tenant=tenant,
             poll_interval=args.poll_interval,
             shutdown_deadline=args.shutdown_deadline,
+            backoff=BackoffPolicy(base=args.backoff),
         )
         worker.run()
     return 0

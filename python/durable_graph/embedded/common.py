@@ -115,6 +115,8 @@ def entry_of(tx: Tx, entry: EntryRow) -> QueueEntry:
         outcome=decode_outcome(entry.outcome_kind, entry.outcome_detail),
         closed_at=entry.closed_at,
         closed_at_seq=entry.closed_at_seq,
+        not_before=entry.not_before,
+        retry_of=entry.retry_of,
     )
 
 

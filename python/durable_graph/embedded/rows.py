@@ -84,6 +84,9 @@ class EntryRow:
     outcome_detail: str | None
     closed_at: datetime | None
     closed_at_seq: int | None
+    not_before: datetime | None = None
+    """No lease before this store time (a delayed submission or a backoff; SPEC §13)."""
+    retry_of: int | None = None
 
     @property
     def closed(self) -> bool:

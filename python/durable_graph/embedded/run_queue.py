@@ -7,10 +7,18 @@ documented order, then writes. The storage keeps each thread's head and lease ex
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Final
 
-from ..errors import EntryClosed, NotFound, RunIdTaken, SubmissionKeyReused, ThreadBusy
+from ..errors import (
+    EntryClosed,
+    NotFound,
+    RunIdTaken,
+    SubmissionKeyReused,
+    ThreadBusy,
+    ValidationError,
+)
 from ..listing import EntryState, check_listing, make_stats
 from ..model import (
     ANY,
@@ -32,7 +40,9 @@ from ..model import (
 )
 from ..validation import (
     MAX_PAGE_ROWS,
+    EncodedSubmission,
     check_duration,
+    check_error_text,
     check_identifier,
     check_int,
     check_lease,
@@ -146,8 +156,47 @@ class EmbeddedRunQueue:
         encoded = encode_outcome(outcome, self._max)
         with self._storage.write() as tx:
             entry = current_lease(tx, lease)
+            if encoded[0] == "failed" and entry.attempt_count > 0:
+                # The last attempt's failure reason (SPEC §13), unless `defer` gave one.
+                last = tx.attempts_of(entry.entry_id)[-1]
+                if last.error is None:
+                    tx.set_attempt_error(entry, last.number, json.loads(encoded[1]))
             _close_entry(tx, entry, encoded)
             return entry_of(tx, _entry(tx, entry.entry_id))
+
+    def defer(self, lease: Lease, delay: timedelta, error: str | None = None) -> QueueEntry:
+        check_lease("lease", lease)
+        check_duration("delay", delay, allow_zero=True)
+        if error is not None:
+            check_error_text("error", error, self._max)
+        with self._storage.write() as tx:
+            entry = current_lease(tx, lease)
+            if error is not None and entry.attempt_count > 0:
+                tx.set_attempt_error(entry, entry.attempt_count, error)
+            tx.defer_entry(entry, tx.now + delay)
+            return entry_of(tx, _entry(tx, entry.entry_id))
+
+    def retry(self, entry_id: int, tenant: str | None = None) -> Ticket:
+        check_int("entry_id", entry_id, minimum=0)
+        check_optional_identifier("tenant", tenant)
+        with self._storage.write() as tx:
+            entry = _visible_entry(tx, entry_id, tenant)
+            if entry is None:
+                raise NotFound(f"entry {entry_id} not found")
+            if entry.outcome_kind not in ("failed", "cancelled"):
+                raise ValidationError(_not_retryable(entry_id, entry.outcome_kind))
+            # Its input again as a new ENQUEUE entry, with no key (a key names one submission).
+            again = EncodedSubmission(
+                thread_id=entry.thread_id,
+                input=entry.input,
+                tenant=entry.tenant,
+                key=None,
+                mode=Mode.ENQUEUE,
+                max_attempts=entry.max_attempts,
+                retry_of=entry.entry_id,
+            )
+            new_id = tx.insert_entry(again)
+            return Ticket(new_id, existing=False)
 
     def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry:
         check_int("entry_id", entry_id, minimum=0)
@@ -251,6 +300,12 @@ class EmbeddedRunQueue:
             for entry_id in victims:
                 tx.remove_entry(_entry(tx, entry_id))
             return len(victims)
+
+
+def _not_retryable(entry_id: int, outcome_kind: str | None) -> str:
+    """Why `retry` refuses (SPEC §13: only a failed or cancelled entry is retried)."""
+    state = "open" if outcome_kind is None else outcome_kind
+    return f"entry_id: entry {entry_id} is {state}; only a failed or cancelled entry can be retried"
 
 
 def _entry(tx: Tx, entry_id: int) -> EntryRow:

@@ -131,7 +131,8 @@ class Tx(Protocol):
     def entry_by_key(self, tenant: str | None, key: str) -> EntryRow | None: ...
 
     def insert_entry(self, sub: EncodedSubmission) -> int:
-        """A new open entry submitted now; its id, greater than every id before (never reused)."""
+        """A new open entry submitted now (with its ``not_before`` and ``retry_of``); its id,
+        greater than every id before (never reused)."""
         ...
 
     def has_open_entry(self, thread_id: str) -> bool: ...
@@ -142,7 +143,8 @@ class Tx(Protocol):
 
     def leasable_head(self, tenant: TenantFilter) -> EntryRow | None:
         """The oldest thread head (by entry id; heads are over every tenant, rule 18) of
-        ``tenant`` whose thread holds no live lease (D1: live while now < expires_at)."""
+        ``tenant`` whose thread holds no live lease (D1: live while now < expires_at) and whose
+        ``not_before`` has come (SPEC §13: a delayed head holds its thread back)."""
         ...
 
     def end_leases_of_thread(self, thread_id: str) -> None: ...
@@ -163,6 +165,14 @@ class Tx(Protocol):
         ...
 
     def attempts_of(self, entry_id: int) -> list[Attempt]: ...
+
+    def set_attempt_error(self, entry: EntryRow, number: int, error: str) -> None:
+        """Record why attempt ``number`` of the entry failed (SPEC §13)."""
+        ...
+
+    def defer_entry(self, entry: EntryRow, not_before: datetime) -> None:
+        """End the entry's lease and hold it (and so its thread) until ``not_before``."""
+        ...
 
     def attempt_run_taken(self, thread_id: str, run_id: str) -> bool:
         """``run_id`` is an attempt of a kept entry of the thread."""

@@ -235,7 +235,8 @@ def entry_of(row: Row) -> QueueEntry:
         mode=Mode(row["mode"]),
         max_attempts=row["max_attempts"],
         attempts=tuple(
-            Attempt(a["number"], a["run_id"], _iso(a["started_at"])) for a in row["attempts"] or ()
+            Attempt(a["number"], a["run_id"], _iso(a["started_at"]), a.get("error"))
+            for a in row["attempts"] or ()
         ),
         admitted=row["admitted"],
         thread_deleted=row["thread_deleted"],
@@ -245,6 +246,9 @@ def entry_of(row: Row) -> QueueEntry:
         outcome=decode_outcome(row["outcome_kind"], row["outcome_detail"]),
         closed_at=_utc_or_none(row["closed_at"]),
         closed_at_seq=row["closed_at_seq"],
+        # Only the rows of dg_entry_v2 (entry, defer) carry these two (SPEC §13).
+        not_before=_utc_or_none(row.get("not_before")),
+        retry_of=row.get("retry_of"),
     )
 
 
@@ -642,6 +646,7 @@ def submit(config: PostgresConfig, submission: object) -> Call[Ticket]:
         ("text", s.key),
         ("text", s.mode.value),
         ("integer", s.max_attempts),
+        ("timestamptz", s.not_before),
     ]
     return _call(
         config,
@@ -747,7 +752,7 @@ def entry(config: PostgresConfig, entry_id: object, tenant: object) -> Call[Queu
         ("bigint", _entry_id(entry_id)),
         ("text", check_optional_identifier("tenant", tenant)),
     ]
-    return _call(config, "entry", "dg_entry_v1", args, _first_or_none(entry_of))
+    return _call(config, "entry", "dg_entry_v2", args, _first_or_none(entry_of))
 
 
 def open_entries(

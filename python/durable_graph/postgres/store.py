@@ -53,7 +53,7 @@ from ..validation import (
     check_optional_identifier,
     check_watch,
 )
-from . import calls
+from . import calls, operating
 from .config import PostgresConfig
 from .connection import Executor
 
@@ -125,6 +125,12 @@ class PostgresRunQueue:
 
     def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry:
         return self._x.run(calls.cancel(self._config, entry_id, tenant))
+
+    def defer(self, lease: Lease, delay: timedelta, error: str | None = None) -> QueueEntry:
+        return self._x.run(operating.defer(self._config, lease, delay, error))
+
+    def retry(self, entry_id: int, tenant: str | None = None) -> Ticket:
+        return self._x.run(operating.retry(self._config, entry_id, tenant))
 
     def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None:
         return self._x.run(calls.entry(self._config, entry_id, tenant))

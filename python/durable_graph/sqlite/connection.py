@@ -41,9 +41,10 @@ from ..validation import (
 )
 from .storage import SqliteTx
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 """``PRAGMA user_version`` of a file this code creates. Version 1 files (table names of before
-the embedded rule set) are migrated on open; `open` refuses a newer file."""
+the embedded rule set) and version 2 files (before delayed runs, retries and attempt errors)
+are migrated on open; `open` refuses a newer file."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,6 +300,9 @@ def open_storage(path: str, config: SqliteConfig, clock: Callable[[], float]) ->
                 for table in _V1_TABLES:
                     conn.execute(f"ALTER TABLE {table} RENAME TO v1_{table}")
                 for statement in _script("schema.sql") + _script("migrate_v1.sql"):
+                    conn.execute(statement)
+            elif version == 2:
+                for statement in _script("migrate_v2.sql"):
                     conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")

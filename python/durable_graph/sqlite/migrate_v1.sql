@@ -54,7 +54,8 @@ INSERT INTO sqlite_sequence (name, seq)
     SELECT 'queue_entries', max(seq) FROM sqlite_sequence WHERE name = 'v1_entries'
     HAVING count(*) > 0
 ;
-INSERT INTO queue_attempts SELECT entry_id, number, thread_id, run_id, started_at
+INSERT INTO queue_attempts (entry_id, number, thread_id, run_id, started_at)
+    SELECT entry_id, number, thread_id, run_id, started_at
     FROM v1_attempts
 ;
 INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant, lease_expires_at)

@@ -105,6 +105,8 @@ CREATE TABLE queue_entries (
     outcome_detail   TEXT,
     closed_at        INTEGER,
     closed_at_seq    INTEGER,
+    not_before       INTEGER,  -- no lease before (delayed run, backoff; schema version 3)
+    retry_of         INTEGER,
     -- Queue order inside a thread: attempted first, then INTERRUPT, then the rest (by entry id).
     queue_rank       INTEGER GENERATED ALWAYS AS (
                          CASE WHEN attempt_count > 0 THEN 0
@@ -132,6 +134,7 @@ CREATE TABLE queue_attempts (
     thread_id  TEXT NOT NULL,
     run_id     TEXT NOT NULL,
     started_at INTEGER NOT NULL,
+    error      TEXT,
     PRIMARY KEY (entry_id, number)
 ) WITHOUT ROWID
 ;

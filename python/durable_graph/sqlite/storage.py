@@ -327,7 +327,8 @@ class SqliteTx:
     def insert_entry(self, sub: EncodedSubmission) -> int:
         row = self._one(
             "INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,"
-            " submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING entry_id",
+            " submitted_at, not_before, retry_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " RETURNING entry_id",
             (
                 sub.tenant,
                 sub.thread_id,
@@ -336,6 +337,8 @@ class SqliteTx:
                 sub.mode.value,
                 sub.max_attempts,
                 self._now_us,
+                None if sub.not_before is None else to_micros(sub.not_before),
+                sub.retry_of,
             ),
         )
         assert row is not None
@@ -362,6 +365,7 @@ class SqliteTx:
         row = self._one(
             "SELECT e.* FROM queue_threads q JOIN queue_entries e ON e.entry_id = q.head_entry_id"
             f" WHERE {where} AND (q.lease_expires_at IS NULL OR q.lease_expires_at <= :now)"
+            " AND (e.not_before IS NULL OR e.not_before <= :now)"
             " ORDER BY q.head_entry_id LIMIT 1",
             {"now": self._now_us, "tenant": None if tenant is ANY else tenant},
         )
@@ -440,11 +444,24 @@ class SqliteTx:
 
     def attempts_of(self, entry_id: int) -> list[Attempt]:
         rows = self._all(
-            "SELECT number, run_id, started_at FROM queue_attempts WHERE entry_id = ?"
+            "SELECT number, run_id, started_at, error FROM queue_attempts WHERE entry_id = ?"
             " ORDER BY number",
             (entry_id,),
         )
-        return [Attempt(number=r[0], run_id=r[1], started_at=_at(r[2])) for r in rows]
+        return [Attempt(number=r[0], run_id=r[1], started_at=_at(r[2]), error=r[3]) for r in rows]
+
+    def set_attempt_error(self, entry: EntryRow, number: int, error: str) -> None:
+        self._run(
+            "UPDATE queue_attempts SET error = ? WHERE entry_id = ? AND number = ?",
+            (error, entry.entry_id, number),
+        )
+
+    def defer_entry(self, entry: EntryRow, not_before: datetime) -> None:
+        self._run(
+            "UPDATE queue_entries SET not_before = ? WHERE entry_id = ?",
+            (to_micros(not_before), entry.entry_id),
+        )
+        self.end_lease(entry)
 
     def attempt_run_taken(self, thread_id: str, run_id: str) -> bool:
         row = self._one(
@@ -623,6 +640,8 @@ def _entry_of(row: sqlite3.Row) -> EntryRow:
         outcome_detail=row["outcome_detail"],
         closed_at=_ts(row["closed_at"]),
         closed_at_seq=row["closed_at_seq"],
+        not_before=_ts(row["not_before"]),
+        retry_of=row["retry_of"],
     )
 
 

@@ -20,6 +20,7 @@ from .run_queue.lease import LeaseTests
 from .run_queue.lifecycle import QueueLifecycleTests
 from .run_queue.listing import ListingTests
 from .run_queue.marks import MarksTests
+from .run_queue.operating import OperatingTests
 from .run_queue.queue_reads import QueueReadsTests
 from .run_queue.submit import SubmitTests
 from .run_queue.support import HOUR, PAST_TTL, SLACK, TTL, RunQueueFixtures
@@ -38,6 +39,7 @@ class RunQueueContract(
     WorkerProtocolTests,
     QueueValidationTests,
     QueueLifecycleTests,
+    OperatingTests,
     RunQueuePaginationContract,
     RunQueueTenancyContract,
     RunQueueIdentityContract,

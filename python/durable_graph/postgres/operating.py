@@ -1,0 +1,54 @@
+"""The Calls of the queue's operating methods (SPEC §13): `defer` and `retry`.
+
+Kept apart from `calls` (one module per SQL file, ``sql/85_operating.sql``); same shape: validate,
+then one function call whose rows the decoder turns into model values.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..model import QueueEntry, Ticket
+from ..validation import (
+    check_duration,
+    check_error_text,
+    check_int,
+    check_lease,
+    check_optional_identifier,
+)
+from .calls import Call, _call, _exactly_one, entry_of
+from .config import PostgresConfig
+
+
+def defer(config: PostgresConfig, lease: object, delay: object, error: object) -> Call[QueueEntry]:
+    ls = check_lease("lease", lease)
+    args = [
+        ("bigint", ls.entry.entry_id),
+        ("bigint", ls.token),
+        ("interval", check_duration("delay", delay, allow_zero=True)),
+        ("text", None if error is None else _json_string(error, config.max_value_bytes)),
+        ("text", ls.entry.tenant),
+    ]
+    return _call(config, "defer", "dg_defer_v1", args, _exactly_one(entry_of))
+
+
+def _json_string(error: object, max_bytes: int) -> str:
+    """The error as the JSON string the SQL stores (as a failed outcome's detail)."""
+    return json.dumps(check_error_text("error", error, max_bytes), ensure_ascii=False)
+
+
+def retry(config: PostgresConfig, entry_id: object, tenant: object) -> Call[Ticket]:
+    args = [
+        ("bigint", check_int("entry_id", entry_id, minimum=0)),
+        ("text", check_optional_identifier("tenant", tenant)),
+    ]
+    return _call(
+        config,
+        "retry",
+        "dg_retry_v1",
+        args,
+        _exactly_one(lambda row: Ticket(row["entry_id"], row["existing"])),
+    )
+
+
+__all__ = ["defer", "retry"]
