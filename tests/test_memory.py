@@ -297,7 +297,8 @@ def test_await_events_after_returns_when_events_arrive(store: InMemoryCheckpoint
 def test_retract_after_prune_makes_the_newest_remaining_checkpoint_the_head(
     store: InMemoryCheckpointer,
 ) -> None:
-    # D24: c2, the parent of the retracted turn, was pruned; c1 was kept as evidence.
+    # D24 (retract after prune falls back to the newest remaining checkpoint): c2, the parent
+    # of the retracted turn, was pruned; c1 was kept as evidence.
     q = store.run_queue
     q.submit(Submission("t", 1))
     assert q.lease("w", 60 * SEC, run_id="r1") is not None

@@ -314,7 +314,8 @@ def test_call_on_a_stalled_network_fails_in_time_and_the_store_recovers(
                         raise
                     time.sleep(0.1)
             # A timed-out call's outcome is unknown: the stalled commit may still reach the
-            # server once the network resumes (D29). Either way the store keeps working.
+            # server once the network resumes (D29: a network-stalled call's outcome is
+            # unknown). Either way the store keeps working.
             for _ in range(20):
                 head = store.get("t")
                 assert head is not None and head.checkpoint_id in ("c1", "c2")

@@ -94,7 +94,7 @@ class EmbeddedCheckpointer:
         check_identifier("holder", holder)
         check_claim_policy(policy)
         with self._storage.write() as tx:
-            # 1. rule 9: not re-entrant; any live claim refuses (D1).
+            # 1. rule 9: not re-entrant; any live claim refuses (D1: live while now < expires_at).
             row = tx.claim_of(thread_id)
             if row is not None and tx.now < row.expires_at:
                 raise ThreadBusy(THREAD_BUSY_CLAIM)
@@ -137,7 +137,7 @@ class EmbeddedCheckpointer:
                 _existing_thread(tx, thread_id)
                 if tx.checkpoint(thread_id, writes[0]) is None:
                     raise NotFound(f"checkpoint {writes[0]!r} is not a checkpoint of the thread")
-            # D9 check order.
+            # D9 check order: claim, fence, parent, deleted run, duplicate id.
             current_claim(tx, claim)
             if c.fence is not None:
                 current_claim(tx, c.fence)
@@ -225,7 +225,7 @@ class EmbeddedCheckpointer:
             thread = _existing_thread(tx, claim.thread_id)
             thread_id = claim.thread_id
             if thread.head_id is None:
-                return None  # D11
+                return None  # D11: no head, nothing retracted or appended
             # The turn: from the head back, the checkpoints sharing the head's run id.
             newest_first = tx.checkpoints_newest_first(thread_id)
             run_id = newest_first[0].run_id
@@ -515,7 +515,7 @@ class EmbeddedCheckpointer:
         check_identifier("key", key)
         with self._storage.read() as tx:
             row = tx.effect(thread_id, key)
-            return None if row is None else _effect_of(row, existing=True)  # D12
+            return None if row is None else _effect_of(row, existing=True)  # D12: existing=True
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -536,7 +536,8 @@ class EmbeddedCheckpointer:
 
 
 def _existing_thread(tx: Tx, thread_id: str) -> ThreadRow:
-    """The thread, or `NotFound` when it has no commit (rule 6, D10)."""
+    """The thread, or `NotFound` when it has no commit (rule 6; D10: claim checks come before
+    existence checks)."""
     thread = tx.thread(thread_id)
     if thread is None:
         raise NotFound(f"thread {thread_id!r} has no commit")
@@ -555,7 +556,8 @@ def _effect_of(row: EffectRow, existing: bool) -> EffectRecord:
 
 
 def _prune_thread(tx: Tx, thread_id: str, policy: RetentionPolicy) -> PruneResult:
-    """D13 on one thread, in the caller's transaction."""
+    """D13 (keep the head, evidence, keep_last and the young) on one thread, in the caller's
+    transaction."""
     thread = tx.thread(thread_id)
     if thread is None:
         return PruneResult(0, 0)

@@ -48,7 +48,8 @@ def store_outcome(outcome: EntryOutcome) -> tuple[str, str]:
 
 
 def current_claim(tx: Tx, claim: Claim) -> ClaimRow:
-    """The claim's row when ``claim`` is the thread's current claim (D2), else `ClaimLost`."""
+    """The claim's row when ``claim`` is the thread's current claim (D2: the latest token, not
+    released), else `ClaimLost`."""
     row = tx.claim_of(claim.thread_id)
     if row is None or row.token != claim.token:
         raise ClaimLost(f"claim {claim.token} is not the current claim of the thread")
@@ -123,8 +124,9 @@ def entry_of(tx: Tx, entry: EntryRow) -> QueueEntry:
 def wait_until(
     storage: Storage, fetch: Callable[[], T], done: Callable[[T], bool], timeout: float, step: float
 ) -> T:
-    """Read with ``fetch`` until ``done`` or ``timeout`` seconds pass (wall clock, D21); wake at
-    once on a write in this process, and read again every ``step`` s for other processes.
+    """Read with ``fetch`` until ``done`` or ``timeout`` seconds pass (D21: monotonic wall-clock
+    time); wake at once on a write in this process, and read again every ``step`` s for other
+    processes.
 
     The signal is taken before the read, so a write landing between the read and the wait is
     never missed. Returns the last value read.

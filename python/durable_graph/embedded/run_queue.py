@@ -57,7 +57,8 @@ from .rows import EntryRow
 from .storage import Storage, Tx
 
 _AWAIT_CLOSED_POLL: Final = WatchPolicy().poll_interval.total_seconds()
-"""How often `await_closed` reads again for other processes (it takes no `WatchPolicy`; D21)."""
+"""How often `await_closed` reads again for other processes (it takes no `WatchPolicy`; D21:
+timeouts are wall-clock)."""
 
 
 class EmbeddedRunQueue:
@@ -143,7 +144,7 @@ class EmbeddedRunQueue:
     def release(self, lease: Lease) -> None:
         check_lease("lease", lease)
         with self._storage.write() as tx:
-            tx.end_lease(current_lease(tx, lease))  # D19
+            tx.end_lease(current_lease(tx, lease))  # D19: release clears the lease
 
     def record_attempt(self, lease: Lease, run_id: str) -> AttemptStart:
         check_lease("lease", lease)

@@ -1,9 +1,10 @@
 """The storage interface the embedded rules run over (as River writes its rules over drivers).
 
 A `Storage` opens transactions; a `Tx` is one of them, with store-now read once after the
-transaction holds its lock (D4). Each `Tx` method is one read or one write of the tables of
-``migrations/0001.tables.sql``; the order of checks, the errors and every decision live in
-`durable_graph.embedded.checkpointer` and `durable_graph.embedded.run_queue`, never here.
+transaction holds its lock (D4: store time is read once a call, after its locks). Each `Tx`
+method is one read or one write of the tables of ``migrations/0001.tables.sql``; the order of
+checks, the errors and every decision live in `durable_graph.embedded.checkpointer` and
+`durable_graph.embedded.run_queue`, never here.
 
 Storages raise nothing but `ProcessingError` (a failed or refused transaction), and a write
 transaction that raises leaves nothing written. The rules make every check before their first
@@ -64,7 +65,8 @@ class Tx(Protocol):
         ...
 
     def descendants(self, thread_id: str) -> list[str]:
-        """``thread_id`` and every live thread whose first commit named one of them (D14)."""
+        """``thread_id`` and every live thread whose first commit named one of them (D14: delete
+        cascades to descendants)."""
         ...
 
     def children_of(self, thread_id: str) -> list[str]:
@@ -109,7 +111,8 @@ class Tx(Protocol):
         ...
 
     def append_event(self, thread_id: str, event: EncodedEvent, run_id: str | None) -> Event:
-        """Take the next number from the thread row and append the event (D7)."""
+        """Take the next number from the thread row and append the event (D7: a created_at of
+        None means the commit time)."""
         ...
 
     def events_after(self, thread_id: str, after_seq: int, limit: int) -> list[Event]: ...

@@ -210,7 +210,8 @@ class SqliteStorage:
             raise ProcessingError(f"{self.path} is open read-only: this call writes")
         try:
             with self._transaction("BEGIN IMMEDIATE") as conn:
-                yield SqliteTx(conn, to_micros(from_posix(self.clock())))  # D4
+                # D4: store time is read once, the lock held.
+                yield SqliteTx(conn, to_micros(from_posix(self.clock())))
         finally:
             self._notify()
 
