@@ -1,5 +1,5 @@
 -- durable_graph schema, version 2: the limits every SQL function enforces (SPEC §10 rule 2).
--- One row; the install sets the defaults, a DBA changes them with dg_set_limit_v1 (sql/README.md
+-- One row; the install sets the defaults, a DBA changes them with dg_admin_set_limit_v1 (sql/README.md
 -- "Limits"). They live in the schema so that every language meets the same ones.
 CREATE TABLE limits (
     one             boolean PRIMARY KEY DEFAULT true CHECK (one),

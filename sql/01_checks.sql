@@ -263,11 +263,11 @@ EXCEPTION
 END;
 $$;
 
--- dg_set_limit_v1(name, value): set one limit of the schema ('max_value_bytes',
+-- dg_admin_set_limit_v1(name, value): set one limit of the schema ('max_value_bytes',
 -- 'max_call_bytes' or 'max_page_bytes'; value >= 1) and return the limits row. For the schema's
 -- owner (a DBA): it runs with the caller's rights (not SECURITY DEFINER), so a runtime role
 -- without UPDATE on the limits table gets permission denied. Raises DG000.
-CREATE OR REPLACE FUNCTION dg_set_limit_v1(p_name text, p_value bigint)
+CREATE OR REPLACE FUNCTION dg_admin_set_limit_v1(p_name text, p_value bigint)
 RETURNS TABLE (max_value_bytes bigint, max_call_bytes bigint, max_page_bytes bigint)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT

@@ -69,7 +69,6 @@ DECLARE
     v_sources text[];
     v_targets text[];
     v_now timestamptz;
-    i integer;
     s threads;
     v_parent text;
     v_seq bigint;

@@ -74,12 +74,14 @@ BEGIN
             SELECT DISTINCT a.grantee FROM pg_catalog.pg_proc p,
                    pg_catalog.aclexplode(p.proacl) a
              WHERE p.oid = f.oid AND a.grantee NOT IN (v_owner, 0)
-               AND NOT (f.proname LIKE 'dg\_%' AND a.grantee = ANY (v_grantees))
+               AND NOT (f.proname LIKE 'dg\_%' AND f.proname NOT LIKE 'dg\_admin\_%'
+                        AND a.grantee = ANY (v_grantees))
         LOOP
             EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM %I', f.sig,
                                       pg_catalog.pg_get_userbyid(r.grantee));
         END LOOP;
-        IF f.proname LIKE 'dg\_%' THEN
+        -- dg_admin_* functions are the owner's (a DBA's): caller's rights, granted to nobody.
+        IF f.proname LIKE 'dg\_%' AND f.proname NOT LIKE 'dg\_admin\_%' THEN
             EXECUTE pg_catalog.format(
                 'ALTER FUNCTION %s SECURITY DEFINER SET search_path = %I, pg_temp',
                 f.sig, v_schema);

@@ -2,7 +2,7 @@
 
 Called directly over psycopg, as another language would, with no Python validation in front: a
 bad argument gets DG000 naming the parameter and writes nothing (every table is compared before
-and after); limits live in the schema and a DBA changes them with ``dg_set_limit_v1``; read pages
+and after); limits live in the schema and a DBA changes them with ``dg_admin_set_limit_v1``; read pages
 are byte-bounded yet always progress.
 """
 
@@ -235,8 +235,8 @@ def test_claimed_writes_refuse_bad_arguments(
         ("SELECT * FROM dg_latest_of_runs_v1('t', %s)", (["r", ""],), "run_ids[2]"),
         ("SELECT * FROM dg_get_v1('t', %s)", ("",), "checkpoint_id"),
         ("SELECT * FROM dg_entry_v1(%s, NULL)", (None,), "entry_id"),
-        ("SELECT * FROM dg_set_limit_v1(%s, 10)", ("max_rows",), "name"),
-        ("SELECT * FROM dg_set_limit_v1('max_value_bytes', %s)", (0,), "value"),
+        ("SELECT * FROM dg_admin_set_limit_v1(%s, 10)", ("max_rows",), "name"),
+        ("SELECT * FROM dg_admin_set_limit_v1('max_value_bytes', %s)", (0,), "value"),
     ],
 )  # fmt: skip
 def test_functions_refuse_bad_arguments_with_dg000_naming_them(
@@ -275,14 +275,14 @@ def test_max_value_bytes_is_the_schemas_and_a_dba_can_change_it(
     conn: psycopg.Connection[Any],
 ) -> None:
     token = _claimed(conn)
-    conn.execute("SELECT dg_set_limit_v1('max_value_bytes', 10)")
+    conn.execute("SELECT dg_admin_set_limit_v1('max_value_bytes', 10)")
     _refused(conn, COMMIT, ("t", token, '"0123456789"'), "max_value_bytes")
     conn.execute(COMMIT, ("t", token, '"01234567"'))
 
 
 def test_max_call_bytes_bounds_everything_one_call_writes(conn: psycopg.Connection[Any]) -> None:
     token = _claimed(conn)
-    conn.execute("SELECT dg_set_limit_v1('max_call_bytes', 4000)")
+    conn.execute("SELECT dg_admin_set_limit_v1('max_call_bytes', 4000)")
     query = "SELECT * FROM dg_append_events_v1('t', %s, %s, %s, %s, NULL)"  # 1,000 small events
     params = (token, ["k"] * 1000, ["1"] * 1000, [None] * 1000)
     _refused(conn, query, params, "max_call_bytes")
@@ -314,7 +314,7 @@ def test_events_after_page_is_byte_bounded_and_always_progresses(
         "SELECT * FROM dg_append_events_v1('t', %s, %s, %s, %s, NULL)",
         (token, ["k"] * 5, [big] * 5, [None] * 5),
     )
-    conn.execute("SELECT dg_set_limit_v1('max_page_bytes', 5000)")
+    conn.execute("SELECT dg_admin_set_limit_v1('max_page_bytes', 5000)")
     seqs = []
     after = 0
     while True:
@@ -332,7 +332,7 @@ def test_events_after_page_is_byte_bounded_and_always_progresses(
         after = page[-1]
     assert seqs == list(range(1, 7))
     # A row bigger than the whole bound still comes, alone: readers always progress.
-    conn.execute("SELECT dg_set_limit_v1('max_page_bytes', 1)")
+    conn.execute("SELECT dg_admin_set_limit_v1('max_page_bytes', 1)")
     one = conn.execute("SELECT seq FROM dg_events_after_v1('t', 1, 1000)").fetchall()
     assert [r[0] for r in one] == [2]
 
@@ -345,7 +345,7 @@ def test_history_page_is_byte_bounded_and_always_progresses(
     for i in range(2, 6):
         _commit(conn, token, f"c{i}", parent, json.dumps("y" * 2000))
         parent = f"c{i}"
-    conn.execute("SELECT dg_set_limit_v1('max_page_bytes', 3000)")
+    conn.execute("SELECT dg_admin_set_limit_v1('max_page_bytes', 3000)")
     ids: list[str] = []
     before = None
     while True:
@@ -363,7 +363,7 @@ def test_subscribe_gets_past_a_page_bigger_than_the_bound(pg_dsn: str, schema: s
     with psycopg.connect(pg_dsn, autocommit=True) as c:
         reset_store(c, schema)
         c.execute(
-            sql.SQL("SELECT {}.dg_set_limit_v1('max_page_bytes', 2000)").format(
+            sql.SQL("SELECT {}.dg_admin_set_limit_v1('max_page_bytes', 2000)").format(
                 sql.Identifier(schema)
             )
         )
@@ -387,7 +387,7 @@ def test_open_entries_and_children_pages_are_byte_bounded(conn: psycopg.Connecti
             "SELECT * FROM dg_submit_v1(%s, %s, NULL, NULL, 'enqueue', 3)",
             (f"t{i}", json.dumps("i" * 3000)),
         )
-    conn.execute("SELECT dg_set_limit_v1('max_page_bytes', 100)")
+    conn.execute("SELECT dg_admin_set_limit_v1('max_page_bytes', 100)")
     page = conn.execute("SELECT entry_id FROM dg_open_entries_v1(true, NULL, NULL)").fetchall()
     assert len(page) == 1
     rest = conn.execute(

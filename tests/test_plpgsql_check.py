@@ -27,6 +27,7 @@ JUSTIFIED: dict[tuple[str, str], str] = {
     ("_dg_prune_thread", 'cast "integer" value to "bigint" type'): "widening",
     ("dg_prune_batch_v1", 'cast "integer" value to "bigint" type'): "widening",
     ("dg_prune_v1", 'cast "integer" value to "bigint" type'): "widening",
+    ("dg_delete_runs_v1", 'cast "integer" value to "bigint" type'): "widening",
 }
 """(function, detail) pairs that are accepted, with why."""
 

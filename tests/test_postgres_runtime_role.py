@@ -219,8 +219,15 @@ def test_a_runtime_role_reaches_only_the_dg_functions_of_its_own_schema(
 ) -> None:
     schema, role = two_tenants["a"]
     with psycopg.connect(as_role(pg_dsn, role), autocommit=True) as conn:
-        private = [(n, s) for n, s in _functions(conn, schema) if not n.startswith("dg_")]
-        assert {"_dg_close_entry", "_dg_lock_thread", "store_now"} <= {n for n, _ in private}
+        private = [
+            (n, s)
+            for n, s in _functions(conn, schema)
+            if not n.startswith("dg_") or n.startswith("dg_admin_")
+        ]
+        # The owner's dg_admin_* functions (changing the schema's limits) are private too.
+        assert {"_dg_close_entry", "_dg_lock_thread", "store_now", "dg_admin_set_limit_v1"} <= {
+            n for n, _ in private
+        }
         reached = [n for n, s in private + _relations(conn, schema) if not _denied(conn, s)]
         assert reached == [], f"{role} reached private objects {reached}"
         assert _denied(conn, f'CREATE TABLE "{schema}".planted (x int)')
@@ -249,7 +256,9 @@ def test_public_can_execute_nothing_and_only_the_owner_can_create_in_the_schema(
             (schema,),
         ).fetchall()
     for name, grantee, definer, config in grants:
-        if name.startswith("dg_"):
+        if name.startswith("dg_admin_"):  # the owner's: caller's rights, granted to nobody
+            assert grantee is None and not definer, (name, grantee)
+        elif name.startswith("dg_"):
             assert grantee == runtime, (name, grantee)  # never PUBLIC ("-")
             assert definer and f"search_path={schema}, pg_temp" in config, name
         else:

@@ -310,7 +310,8 @@ def _problem(schema: str, state: _Installed) -> str | None:
         if public:
             differ.append(f"{name} is executable by PUBLIC")
         paths = [c for c in config or [] if c.startswith("search_path=")]
-        if name.startswith("dg_") and (not definer or paths != [f"search_path={schema}, pg_temp"]):
+        api = name.startswith("dg_") and not name.startswith("dg_admin_")
+        if api and (not definer or paths != [f"search_path={schema}, pg_temp"]):
             differ.append(f"{name} is not SECURITY DEFINER with its search_path pinned")
     for name in sorted(set(expected) | set(installed)):
         if name == "store_now" and state.test_clock:

@@ -46,8 +46,13 @@ def _ident(name: str) -> str:
 
 
 def public_functions() -> list[str]:
-    """The names of the ``dg_*`` functions this package installs, sorted."""
-    return [name for name, _ in expected_functions() if name.startswith("dg_")]
+    """The names of the ``dg_*`` functions this package installs, sorted (not the owner's
+    ``dg_admin_*`` functions, which run with the caller's rights and are granted to nobody)."""
+    return [
+        name
+        for name, _ in expected_functions()
+        if name.startswith("dg_") and not name.startswith("dg_admin_")
+    ]
 
 
 def _functions(schema: str) -> str:
