@@ -15,6 +15,7 @@ callers always get fresh objects. Names of rows and helpers follow the SQL table
 from __future__ import annotations
 
 import bisect
+import copy
 import itertools
 import sys
 import threading
@@ -39,6 +40,7 @@ from .errors import (
     SubmissionKeyReused,
     ThreadBusy,
 )
+from .fast_path import EmbeddedFastPath
 from .model import (
     ANY,
     Attempt,
@@ -533,7 +535,7 @@ def _wait(cond: threading.Condition, deadline: float, step: float) -> bool:
 # --- the checkpointer ----------------------------------------------------------------------
 
 
-class InMemoryCheckpointer:
+class InMemoryCheckpointer(EmbeddedFastPath):
     """The reference store: every method of SPEC §4, safe from many threads of one process."""
 
     def __init__(
@@ -543,11 +545,36 @@ class InMemoryCheckpointer:
     ) -> None:
         check_clock(clock)
         self._state = _State(clock, check_max_value_bytes(max_value_bytes))
-        self._run_queue = InMemoryRunQueue(self._state)
+        self._run_queue = InMemoryRunQueue(self._state, self)
 
     @property
     def run_queue(self) -> InMemoryRunQueue:
         return self._run_queue
+
+    # --- the fast path (SPEC §11): the steps under the lock (durable_graph.fast_path) --------
+
+    @contextmanager
+    def _atomic(self, undo: bool = False) -> Iterator[None]:
+        s = self._state
+        with s.locked():
+            if not undo:
+                yield
+                return
+            # Only submit_many asks: its steps touch the queue alone.
+            saved = copy.deepcopy((s.entries, s.entries_of_thread, s.keys, s.next_entry_id))
+            try:
+                yield
+            except BaseException:
+                s.entries, s.entries_of_thread, s.keys, s.next_entry_id = saved
+                raise
+
+    def _max_bytes(self) -> int:
+        return self._state.max_value_bytes
+
+    def _precheck(self, lease: Lease, claim: Claim | None) -> None:
+        self._state.current_lease(lease)
+        if claim is not None:
+            self._state.current_claim(claim)
 
     # --- claims -----------------------------------------------------------------------
 
@@ -1001,8 +1028,13 @@ class InMemoryCheckpointer:
 class InMemoryRunQueue:
     """The store's run queue (SPEC §5), sharing the checkpointer's state and lock."""
 
-    def __init__(self, state: _State) -> None:
+    def __init__(self, state: _State, store: InMemoryCheckpointer) -> None:
         self._state = state
+        self._store = store
+
+    def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]:
+        """SPEC §11: in order, all or nothing (`durable_graph.fast_path`)."""
+        return EmbeddedFastPath.submit_many(self._store, submissions)
 
     def submit(self, submission: Submission) -> Ticket:
         sub = check_submission(submission, self._state.max_value_bytes)

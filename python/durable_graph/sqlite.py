@@ -64,6 +64,7 @@ from .errors import (
     ThreadBusy,
     ValidationError,
 )
+from .fast_path import EmbeddedFastPath
 from .model import (
     ANY,
     Attempt,
@@ -437,13 +438,37 @@ class _Database:
 
     @contextmanager
     def write(self) -> Iterator[_Tx]:
-        """One write transaction: the lock taken up front (bounded), then store-now read once."""
+        """One write transaction: the lock taken up front (bounded), then store-now read once.
+
+        Inside a composed call (the fast path, SPEC §11) the steps join the open transaction.
+        """
+        joined: _Tx | None = getattr(self._local, "tx", None)
+        if joined is not None:
+            yield joined
+            return
         with self._transaction("BEGIN IMMEDIATE") as conn:
             yield _Tx(conn, to_micros(from_posix(self.clock())))  # D4: read once, after the lock
 
     @contextmanager
+    def composed(self) -> Iterator[None]:
+        """One write transaction that the writes and reads of this thread join until it ends."""
+        with self.write() as tx:
+            if getattr(self._local, "tx", None) is not None:
+                yield
+                return
+            self._local.tx = tx
+            try:
+                yield
+            finally:
+                self._local.tx = None
+
+    @contextmanager
     def read(self) -> Iterator[_Tx]:
         """One snapshot (a deferred transaction); never waits for writers in WAL mode."""
+        joined: _Tx | None = getattr(self._local, "tx", None)
+        if joined is not None:
+            yield joined
+            return
         with self._transaction("BEGIN") as conn:
             yield _Tx(conn, 0)
 
@@ -840,14 +865,24 @@ def store_outcome(outcome: EntryOutcome) -> tuple[str, str]:
 # --- the checkpointer ----------------------------------------------------------------------
 
 
-class SqliteCheckpointer:
+class SqliteCheckpointer(EmbeddedFastPath):
     """The Checkpointer (SPEC §4) in one SQLite file, safe from many threads and processes."""
 
     def __init__(self, db: _Database) -> None:
         """Use `SqliteCheckpointer.open`."""
         self._db = db
         self._max = db.config.max_value_bytes
-        self._run_queue = SqliteRunQueue(db)
+        self._run_queue = SqliteRunQueue(db, self)
+
+    # --- the fast path (SPEC §11): the steps in one transaction (durable_graph.fast_path) ----
+
+    @contextmanager
+    def _atomic(self, undo: bool = False) -> Iterator[None]:
+        with self._db.composed():  # an error rolls every step back
+            yield
+
+    def _max_bytes(self) -> int:
+        return self._max
 
     @classmethod
     def open(
@@ -1336,9 +1371,14 @@ def _evidence(tx: _Tx, thread_id: str, newest_first: list[sqlite3.Row]) -> set[s
 class SqliteRunQueue:
     """The store's run queue (SPEC §5), in the checkpointer's file."""
 
-    def __init__(self, db: _Database) -> None:
+    def __init__(self, db: _Database, store: SqliteCheckpointer) -> None:
         self._db = db
         self._max = db.config.max_value_bytes
+        self._store = store
+
+    def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]:
+        """SPEC §11: in order, all or nothing (`durable_graph.fast_path`)."""
+        return EmbeddedFastPath.submit_many(self._store, submissions)
 
     def submit(self, submission: Submission) -> Ticket:
         sub = check_submission(submission, self._max)

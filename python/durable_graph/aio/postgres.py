@@ -38,6 +38,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from ..errors import ProcessingError, StoreError, ValidationError, error_for_sqlstate
 from ..model import (
     ANY,
+    AttemptBegun,
     AttemptStart,
     Checkpoint,
     Claim,
@@ -236,6 +237,10 @@ class AsyncPostgresRunQueue:
     async def submit(self, submission: Submission) -> Ticket:
         return await self._x.run(calls.submit(self._config, submission))
 
+    async def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]:
+        call = calls.submit_many(self._config, submissions)
+        return [] if call is None else await self._x.run(call)
+
     async def lease(
         self,
         holder: str,
@@ -356,6 +361,27 @@ class AsyncPostgresCheckpointer:
 
     async def release_claim(self, claim: Claim) -> None:
         await self._x.run(calls.release_claim(self._config, claim))
+
+    # --- the worker fast path (SPEC §11): one SQL function call each -------------------------
+
+    async def begin_attempt(
+        self,
+        holder: str,
+        ttl: timedelta,
+        *,
+        run_id: str,
+        claim_policy: ClaimPolicy = ClaimPolicy(),
+        tenant: TenantFilter = ANY,
+    ) -> AttemptBegun | None:
+        return await self._x.run(
+            calls.begin_attempt(self._config, holder, ttl, run_id, claim_policy, tenant)
+        )
+
+    async def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
+        return await self._x.run(calls.renew_attempt(self._config, lease, claim))
+
+    async def finish_attempt(self, lease: Lease, outcome: EntryOutcome, claim: Claim) -> QueueEntry:
+        return await self._x.run(calls.finish_attempt(self._config, lease, outcome, claim))
 
     # --- writes ---------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from psycopg_pool import ConnectionPool
 from ..errors import ProcessingError, StoreError, ValidationError
 from ..model import (
     ANY,
+    AttemptBegun,
     AttemptStart,
     Checkpoint,
     Claim,
@@ -98,6 +99,10 @@ class PostgresRunQueue:
 
     def submit(self, submission: Submission) -> Ticket:
         return self._x.run(calls.submit(self._config, submission))
+
+    def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]:
+        call = calls.submit_many(self._config, submissions)
+        return [] if call is None else self._x.run(call)
 
     def lease(
         self,
@@ -228,6 +233,27 @@ class PostgresCheckpointer:
 
     def release_claim(self, claim: Claim) -> None:
         self._x.run(calls.release_claim(self._config, claim))
+
+    # --- the worker fast path (SPEC §11): one SQL function call each -------------------------
+
+    def begin_attempt(
+        self,
+        holder: str,
+        ttl: timedelta,
+        *,
+        run_id: str,
+        claim_policy: ClaimPolicy = ClaimPolicy(),
+        tenant: TenantFilter = ANY,
+    ) -> AttemptBegun | None:
+        return self._x.run(
+            calls.begin_attempt(self._config, holder, ttl, run_id, claim_policy, tenant)
+        )
+
+    def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
+        return self._x.run(calls.renew_attempt(self._config, lease, claim))
+
+    def finish_attempt(self, lease: Lease, outcome: EntryOutcome, claim: Claim) -> QueueEntry:
+        return self._x.run(calls.finish_attempt(self._config, lease, outcome, claim))
 
     # --- writes ---------------------------------------------------------------------------
 

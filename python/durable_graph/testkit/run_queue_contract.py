@@ -15,6 +15,7 @@ where SPEC is silent are cited as ``Dn`` (docs/decisions.md).
 from __future__ import annotations
 
 from .run_queue.attempts_close import AttemptsCloseTests
+from .run_queue.fast_path import FastPathTests
 from .run_queue.lease import LeaseTests
 from .run_queue.lifecycle import QueueLifecycleTests
 from .run_queue.marks import MarksTests
@@ -33,6 +34,7 @@ class RunQueueContract(
     QueueReadsTests,
     MarksTests,
     WorkerProtocolTests,
+    FastPathTests,
     QueueValidationTests,
     QueueLifecycleTests,
     RunQueueFixtures,
