@@ -1,7 +1,9 @@
 """The worker runtime: runs a user's handler for queued entries, following SPEC §5 to the letter.
 
 The attempt itself — lease's attempt, claim or wait, plan, run, record the output, settle,
-finish — is `durable_graph.attempt_flow`, shared with the async worker; `Worker` performs its
+finish — is `durable_graph.attempt_flow`, shared with the async worker; it starts from
+`begin_attempt` and ends with `finish_attempt` (SPEC §11), so a job costs submit, begin, the
+handler's commits and finish; `Worker` performs its
 operations in threads: ``concurrency`` attempt loops, each leasing and driving one attempt at a
 time.
 
@@ -231,6 +233,7 @@ class Worker:
         self._renew_every = settings.renew_every
         self._stop = threading.Event()
         self._force = threading.Event()
+        self._abandoned = threading.Event()
         self._lock = threading.Lock()
         self._slots: list[_Slot] = []
 
@@ -304,6 +307,7 @@ class Worker:
     def _abandon_running(self) -> None:
         """Past the shutdown deadline: cancel what still runs, release its claim and lease (D44)."""
         with self._lock:
+            self._abandoned.set()  # an attempt still beginning gives itself back (_attempt)
             keepers = [slot.keeper for slot in self._slots if slot.keeper is not None]
         for keeper in keepers:
             entry_id = keeper.lease.entry.entry_id
@@ -332,16 +336,29 @@ class Worker:
                 self._idle(2.0)
 
     def _attempt(self, slot: _Slot) -> AttemptReport | None:
-        queue = self.store.run_queue
         run_id = new_id()
-        lease = queue.lease(self.holder, self.lease_ttl, tenant=self.tenant, run_id=run_id)
-        if lease is None:
+        # SPEC §11: lease, attempt, claim, read and plan in one call.
+        begun = self.store.begin_attempt(
+            self.holder,
+            self.lease_ttl,
+            run_id=run_id,
+            claim_policy=self.claim_policy,
+            tenant=self.tenant,
+        )
+        if begun is None:
             return None
-        keeper = _Keeper(self.store, lease, self._renew_every)
+        keeper = _Keeper(self.store, begun.lease, self._renew_every)
         keeper.start()
-        slot.keeper = keeper
+        with self._lock:
+            slot.keeper = keeper
+        if self._abandoned.is_set():
+            # Begun while shutdown gave up on running attempts: give it back (D44); the flow
+            # then releases the claim and reports "lost".
+            keeper.lose(WorkerStopped("the worker shut down; this attempt's claim was released"))
+            with contextlib.suppress(StoreError):
+                keeper.finish(None)
         try:
-            flow = attempt_flow(self.settings, keeper, run_id, self._stop.is_set, log)
+            flow = attempt_flow(self.settings, keeper, run_id, self._stop.is_set, log, begun)
             report = drive(flow, lambda op: self._perform(keeper, op))
         except BaseException:
             # A store failure mid-protocol: give the entry back at once rather than let it

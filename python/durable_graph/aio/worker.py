@@ -56,6 +56,7 @@ from ..attempt_ops import (
 from ..errors import StoreError, ValidationError
 from ..model import (
     JSON,
+    AttemptBegun,
     Checkpoint,
     Claim,
     EntryOutcome,
@@ -284,6 +285,7 @@ class AsyncWorker:
         self._force_event: asyncio.Event | None = None
         self._running: set[asyncio.Task[None]] = set()
         self._keepers: set[_Keeper] = set()
+        self._abandoned = False
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -348,10 +350,10 @@ class AsyncWorker:
     async def run_once(self) -> AttemptReport | None:
         """Lease and process at most one entry in the calling task; None if none was ready."""
         run_id = new_id()
-        lease = await self._lease(run_id)
-        if lease is None:
+        begun = await self._begin(run_id)
+        if begun is None:
             return None
-        return await self._process(lease, run_id)
+        return await self._process(begun, run_id)
 
     # --- internals --------------------------------------------------------------------------
 
@@ -388,10 +390,11 @@ class AsyncWorker:
         finally:
             waiter.cancel()
 
-    async def _lease(self, run_id: str) -> Lease | None:
+    async def _begin(self, run_id: str) -> AttemptBegun | None:
+        """SPEC §11: lease, attempt, claim, read and plan in one call."""
         s = self.settings
-        return await self.store.run_queue.lease(
-            s.holder, s.lease_ttl, tenant=s.tenant, run_id=run_id
+        return await self.store.begin_attempt(
+            s.holder, s.lease_ttl, run_id=run_id, claim_policy=s.claim_policy, tenant=s.tenant
         )
 
     async def _dispatch(self) -> None:
@@ -402,7 +405,7 @@ class AsyncWorker:
                 continue
             run_id = new_id()
             try:
-                lease = await self._lease(run_id)
+                begun = await self._begin(run_id)
             except StoreError as exc:
                 log.warning("store error: %s", exc)
                 await self._wait(self.settings.idle_delay())
@@ -411,21 +414,21 @@ class AsyncWorker:
                 log.exception("unexpected error in worker loop")
                 await self._wait(self.settings.idle_delay())
                 continue
-            if lease is None:
+            if begun is None:
                 await self._wait(self.settings.idle_delay())
                 continue
             # A lease taken while stop() arrived still runs (within the shutdown deadline): its
             # attempt is recorded already, and giving it back would burn that attempt.
             task = asyncio.create_task(
-                self._slot(lease, run_id), name=f"dg-attempt-{lease.entry.entry_id}"
+                self._slot(begun, run_id), name=f"dg-attempt-{begun.lease.entry.entry_id}"
             )
             self._running.add(task)
             task.add_done_callback(self._running.discard)
 
-    async def _slot(self, lease: Lease, run_id: str) -> None:
+    async def _slot(self, begun: AttemptBegun, run_id: str) -> None:
         """One attempt as the dispatcher runs it: errors are logged, a busy thread backs off."""
         try:
-            report = await self._process(lease, run_id)
+            report = await self._process(begun, run_id)
         except StoreError as exc:
             log.warning("store error: %s", exc)
             await self._wait(self.settings.idle_delay())
@@ -455,6 +458,7 @@ class AsyncWorker:
 
     async def _abandon_running(self) -> None:
         """Cancel what still runs; release its claim and lease (D44); wait for it to unwind."""
+        self._abandoned = True  # an attempt still beginning gives itself back (_process)
         keepers = list(self._keepers)
         for keeper in keepers:
             log.info("entry %d: shutdown; releasing claim and lease", keeper.lease.entry.entry_id)
@@ -473,13 +477,20 @@ class AsyncWorker:
                 log.warning("%s ignores cancellation; cancelling its attempt", task.get_name())
                 task.cancel()
 
-    async def _process(self, lease: Lease, run_id: str) -> AttemptReport:
+    async def _process(self, begun: AttemptBegun, run_id: str) -> AttemptReport:
         """Everything after the lease, with the lease renewed and given back on any failure."""
+        lease = begun.lease
         keeper = _Keeper(self.store, lease, self.settings.renew_every)
         keeper.start()
         self._keepers.add(keeper)
+        if self._abandoned:
+            # Begun while shutdown gave up on running attempts: give it back (D44); the flow
+            # then releases the claim and reports "lost".
+            keeper.lose(WorkerStopped("the worker shut down; this attempt's claim was released"))
+            with contextlib.suppress(StoreError):
+                await keeper.finish(None)
         try:
-            flow = attempt_flow(self.settings, keeper, run_id, lambda: self._stopping, log)
+            flow = attempt_flow(self.settings, keeper, run_id, lambda: self._stopping, log, begun)
             report = await _drive(flow, lambda op: self._perform(keeper, op))
         except StoreError as exc:
             # A store failure mid-protocol: give the entry back at once rather than let it wait
