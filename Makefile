@@ -46,6 +46,7 @@ demo: venv
 bench: venv pg-deps
 	$(VENV)/bin/pip install -q -e '.[test,bench]'
 	$(VENV)/bin/python -m tests.bench.run --out bench-results.md
+	$(VENV)/bin/python -m tests.bench.fast_path --out bench-fast-path.md
 
 # Long randomized differential runs and the long chaos run.
 soak: venv pg-deps

@@ -59,6 +59,7 @@ from .attempt_ops import (
 from .checkpointer import Checkpointer
 from .errors import StoreError, ValidationError
 from .model import JSON, Checkpoint, Claim, EntryOutcome, Event, EventIn, Lease, QueueEntry
+from .polling import Changes
 
 log = logging.getLogger("durable_graph.worker")
 
@@ -234,6 +235,7 @@ class Worker:
         self._stop = threading.Event()
         self._force = threading.Event()
         self._abandoned = threading.Event()
+        self._wakes: set[threading.Event] = set()
         self._lock = threading.Lock()
         self._slots: list[_Slot] = []
 
@@ -246,6 +248,12 @@ class Worker:
     def stop(self) -> None:
         """Stop leasing; `run` lets running attempts finish within ``shutdown_deadline``."""
         self._stop.set()
+        self._wake_idle()
+
+    def _wake_idle(self) -> None:
+        with self._lock:
+            for wake in self._wakes:
+                wake.set()
 
     def run(self) -> None:
         """Run ``concurrency`` attempt loops until `stop` (or SIGTERM/SIGINT), then shut down.
@@ -296,6 +304,7 @@ class Worker:
             again = self._stop.is_set()
             log_stop_signal(log, self.holder, signum, again)
             (self._force if again else self._stop).set()
+            self._wake_idle()
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
@@ -318,22 +327,50 @@ class Worker:
     def _idle(self, scale: float = 1.0) -> None:
         self._stop.wait(self.settings.idle_delay(scale))
 
+    def _wait_for_work(self, changes: Changes, generation: int) -> None:
+        """Idle until the queue is notified (SPEC §11), `stop`, or one poll interval."""
+        wake = threading.Event()
+        with self._lock:
+            if self._stop.is_set():
+                return
+            self._wakes.add(wake)
+        try:
+            changes.wait("queue", generation, self.settings.idle_delay(), wake)
+        finally:
+            with self._lock:
+                self._wakes.discard(wake)
+
     def _loop(self, slot: _Slot) -> None:
-        while not self._stop.is_set():
-            try:
-                report = self._attempt(slot)
-            except StoreError as exc:
-                log.warning("store error: %s", exc)
-                self._idle()
-                continue
-            except Exception:
-                log.exception("unexpected error in worker loop")
-                self._idle()
-                continue
-            if report is None:
-                self._idle()
-            elif report.note == "busy":
-                self._idle(2.0)
+        changes: Changes | None = getattr(self.store, "changes", None)
+        with contextlib.ExitStack() as idle:
+            watching = False  # registered for queue notifications: only while idle
+            while not self._stop.is_set():
+                generation = changes.generation("queue") if changes is not None else 0
+                try:
+                    report = self._attempt(slot)
+                except StoreError as exc:
+                    log.warning("store error: %s", exc)
+                    self._idle()
+                    continue
+                except Exception:
+                    log.exception("unexpected error in worker loop")
+                    self._idle()
+                    continue
+                if report is not None and watching:
+                    idle.close()  # busy again (the registration lingers a few seconds)
+                    watching = False
+                if report is None:
+                    if changes is None:
+                        self._idle()
+                    elif not watching:
+                        # Register, then look again at once: a submit since the empty begin
+                        # was not notified, one from now on is.
+                        idle.enter_context(changes.watching("queue"))
+                        watching = True
+                    else:
+                        self._wait_for_work(changes, generation)
+                elif report.note == "busy":
+                    self._idle(2.0)
 
     def _attempt(self, slot: _Slot) -> AttemptReport | None:
         run_id = new_id()

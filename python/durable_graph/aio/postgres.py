@@ -62,6 +62,7 @@ from ..model import (
 from ..postgres import calls
 from ..postgres.calls import Call, Rows
 from ..postgres.config import PostgresConfig
+from ..postgres.notify_async import AsyncListener
 from ..postgres.store import AWAIT_CLOSED_POLL, _pool_dsn, _prepare_schema
 from ._watch import await_entry_closed, await_events, subscribe_events
 
@@ -230,9 +231,10 @@ class AsyncExecutor:
 class AsyncPostgresRunQueue:
     """The run queue of an `AsyncPostgresCheckpointer`, in the same schema (SPEC §5)."""
 
-    def __init__(self, executor: AsyncExecutor) -> None:
+    def __init__(self, executor: AsyncExecutor, changes: AsyncListener | None = None) -> None:
         self._x = executor
         self._config = executor.config
+        self._changes = changes
 
     async def submit(self, submission: Submission) -> Ticket:
         return await self._x.run(calls.submit(self._config, submission))
@@ -277,7 +279,9 @@ class AsyncPostgresRunQueue:
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
     ) -> QueueEntry | None:
         """Poll the entry until it is closed; None at the wall-clock timeout (D21, rule 23)."""
-        return await await_entry_closed(self.entry, entry_id, timeout, tenant, AWAIT_CLOSED_POLL)
+        return await await_entry_closed(
+            self.entry, entry_id, timeout, tenant, AWAIT_CLOSED_POLL, self._changes
+        )
 
     async def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
         return await self._x.run(calls.reclaim(self._config, older_than, batch))
@@ -286,11 +290,18 @@ class AsyncPostgresRunQueue:
 class AsyncPostgresCheckpointer:
     """The PostgreSQL Checkpointer with coroutine methods (SPEC §4, §6, §9)."""
 
-    def __init__(self, executor: AsyncExecutor) -> None:
-        """Use `open` or `create`."""
+    def __init__(self, executor: AsyncExecutor, conninfo: str | None = None) -> None:
+        """Use `open` or `create`. ``conninfo``: where the notification listener connects
+        (None: no notifications, waiters poll)."""
         self._x = executor
         self._config = executor.config
-        self._run_queue = AsyncPostgresRunQueue(executor)
+        self._changes = None if conninfo is None else AsyncListener(conninfo, executor.config)
+        self._run_queue = AsyncPostgresRunQueue(executor, self._changes)
+
+    @property
+    def changes(self) -> AsyncListener | None:
+        """The store's LISTEN/NOTIFY listener (SPEC §11), for waiters and idle workers."""
+        return self._changes
 
     @classmethod
     async def open(
@@ -317,7 +328,7 @@ class AsyncPostgresCheckpointer:
             if isinstance(exc, Exception):
                 raise ProcessingError(f"could not open a connection pool: {exc}") from exc
             raise
-        return cls(AsyncExecutor(pool, config, owns_pool=True))
+        return cls(AsyncExecutor(pool, config, owns_pool=True), dsn)
 
     @classmethod
     async def create(
@@ -334,8 +345,9 @@ class AsyncPostgresCheckpointer:
             raise ValidationError(
                 f"pool must be a psycopg_pool.AsyncConnectionPool, got {type(pool).__name__}"
             )
-        await asyncio.to_thread(_prepare_schema, _pool_dsn(pool), config)  # type: ignore[arg-type]
-        return cls(AsyncExecutor(pool, config, owns_pool=False))
+        conninfo = _pool_dsn(pool)  # type: ignore[arg-type]
+        await asyncio.to_thread(_prepare_schema, conninfo, config)
+        return cls(AsyncExecutor(pool, config, owns_pool=False), conninfo)
 
     @property
     def config(self) -> PostgresConfig:
@@ -458,13 +470,17 @@ class AsyncPostgresCheckpointer:
         watch: WatchPolicy = WatchPolicy(),
     ) -> list[Event]:
         """Poll at ``watch.poll_interval`` for events; ``[]`` at the wall-clock timeout (D21)."""
-        return await await_events(self.events_after, thread_id, after_seq, timeout, watch)
+        return await await_events(
+            self.events_after, thread_id, after_seq, timeout, watch, self._changes
+        )
 
     def subscribe(
         self, thread_id: str, after_seq: int = 0, watch: WatchPolicy = WatchPolicy()
     ) -> AsyncIterator[Event]:
         """Every event after ``after_seq``, forever, polling when caught up (rule 8 on close)."""
-        return subscribe_events(self.events_after, self._x.check_open, thread_id, after_seq, watch)
+        return subscribe_events(
+            self.events_after, self._x.check_open, thread_id, after_seq, watch, self._changes
+        )
 
     async def get_effect(self, thread_id: str, key: str) -> EffectRecord | None:
         return await self._x.run(calls.get_effect(self._config, thread_id, key))
@@ -473,6 +489,8 @@ class AsyncPostgresCheckpointer:
 
     async def close(self) -> None:
         """Close the store (and its own pool, never a caller's); idempotent (rule 8)."""
+        if self._changes is not None:
+            await self._changes.close()
         await self._x.close()
 
     async def __aenter__(self) -> Self:

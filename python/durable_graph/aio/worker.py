@@ -65,6 +65,7 @@ from ..model import (
     Lease,
     QueueEntry,
 )
+from ..polling import AsyncChanges
 from .protocols import AsyncCheckpointer
 
 log = logging.getLogger("durable_graph.aio.worker")
@@ -398,32 +399,54 @@ class AsyncWorker:
         )
 
     async def _dispatch(self) -> None:
-        """Lease while a slot is free, start each lease as a task; idle when nothing is ready."""
-        while not self._stopping:
-            if len(self._running) >= self.settings.concurrency:
-                await self._wait(None, *self._running)
-                continue
-            run_id = new_id()
-            try:
-                begun = await self._begin(run_id)
-            except StoreError as exc:
-                log.warning("store error: %s", exc)
-                await self._wait(self.settings.idle_delay())
-                continue
-            except Exception:
-                log.exception("unexpected error in worker loop")
-                await self._wait(self.settings.idle_delay())
-                continue
-            if begun is None:
-                await self._wait(self.settings.idle_delay())
-                continue
-            # A lease taken while stop() arrived still runs (within the shutdown deadline): its
-            # attempt is recorded already, and giving it back would burn that attempt.
-            task = asyncio.create_task(
-                self._slot(begun, run_id), name=f"dg-attempt-{begun.lease.entry.entry_id}"
-            )
-            self._running.add(task)
-            task.add_done_callback(self._running.discard)
+        """Lease while a slot is free, start each lease as a task; idle when nothing is ready
+        (woken by queue notifications where the store has them, SPEC §11)."""
+        changes: AsyncChanges | None = getattr(self.store, "changes", None)
+        async with contextlib.AsyncExitStack() as idle:
+            watching = False  # registered for queue notifications: only while idle
+            while not self._stopping:
+                if len(self._running) >= self.settings.concurrency:
+                    await self._wait(None, *self._running)
+                    continue
+                generation = changes.generation("queue") if changes is not None else 0
+                run_id = new_id()
+                try:
+                    begun = await self._begin(run_id)
+                except StoreError as exc:
+                    log.warning("store error: %s", exc)
+                    await self._wait(self.settings.idle_delay())
+                    continue
+                except Exception:
+                    log.exception("unexpected error in worker loop")
+                    await self._wait(self.settings.idle_delay())
+                    continue
+                if begun is None:
+                    if changes is None:
+                        await self._wait(self.settings.idle_delay())
+                    elif not watching:
+                        # Register, then look again at once: a submit since the empty begin
+                        # was not notified, one from now on is.
+                        await idle.enter_async_context(changes.watching("queue"))
+                        watching = True
+                    else:
+                        notified = asyncio.ensure_future(
+                            changes.wait("queue", generation, self.settings.idle_delay())
+                        )
+                        try:
+                            await self._wait(None, notified)
+                        finally:
+                            notified.cancel()
+                    continue
+                if watching:
+                    await idle.aclose()  # busy again (the registration lingers a few seconds)
+                    watching = False
+                # A lease taken while stop() arrived still runs (within the shutdown deadline):
+                # its attempt is recorded already, and giving it back would burn that attempt.
+                task = asyncio.create_task(
+                    self._slot(begun, run_id), name=f"dg-attempt-{begun.lease.entry.entry_id}"
+                )
+                self._running.add(task)
+                task.add_done_callback(self._running.discard)
 
     async def _slot(self, begun: AttemptBegun, run_id: str) -> None:
         """One attempt as the dispatcher runs it: errors are logged, a busy thread backs off."""
