@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all venv pg-deps lint format test demo bench soak chaos clean
+.PHONY: all venv pg-deps node-deps lint format test demo bench soak chaos clean
 
 all: test
 
@@ -24,6 +24,19 @@ pg-deps:
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql postgresql-contrib >/dev/null; \
 	fi
+	@# plpgsql_check for tests/test_plpgsql_check.py, matching the newest server (the test's).
+	@if [ -z "$$DURABLE_GRAPH_TEST_DSN" ] && ! ls /usr/share/postgresql/*/extension/plpgsql_check.control >/dev/null 2>&1; then \
+		ver=$$(ls /usr/lib/postgresql | sort -n | tail -1); \
+		echo "installing postgresql-$$ver-plpgsql-check"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql-$$ver-plpgsql-check >/dev/null; \
+	fi
+
+# node-postgres for tests/test_node.py (the SQL API driven from Node.js), from package-lock.json.
+tests/node/node_modules/.package-lock.json: tests/node/package-lock.json
+	cd tests/node && npm ci --no-audit --no-fund --loglevel=error
+
+node-deps: tests/node/node_modules/.package-lock.json
 
 lint: venv
 	$(VENV)/bin/ruff check python tests
@@ -35,7 +48,7 @@ format: venv
 	$(VENV)/bin/ruff check --fix python tests
 	$(VENV)/bin/ruff format python tests
 
-test: venv pg-deps lint
+test: venv pg-deps node-deps lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 # The main job on the embedded default: SQLite in a temporary file, no server.
@@ -48,12 +61,15 @@ bench: venv pg-deps
 	$(VENV)/bin/python -m tests.bench.run --out bench-results.md
 	$(VENV)/bin/python -m tests.bench.fast_path --out bench-fast-path.md
 
-# Long randomized differential runs and the long chaos run.
+# Long randomized differential runs, the 60 s parent/child race workload, and 11 minutes of a
+# fleet through a failover.
 soak: venv pg-deps
 	DURABLE_GRAPH_DIFF_EXAMPLES=2000 $(VENV)/bin/pytest tests/test_differential.py $(PYTEST_ARGS)
+	DURABLE_GRAPH_RACE_SECONDS=60 $(VENV)/bin/pytest -s tests/test_pg_races.py -k workload $(PYTEST_ARGS)
+	DURABLE_GRAPH_FLEET=long $(VENV)/bin/pytest -s -p no:logging tests/test_failover.py $(PYTEST_ARGS)
 
 chaos: venv pg-deps
 	DURABLE_GRAPH_CHAOS=long $(VENV)/bin/pytest -s tests/test_chaos.py $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache durable_graph.db*
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache durable_graph.db* tests/node/node_modules

@@ -86,3 +86,32 @@ AS $$
       FROM pending_writes w
      WHERE w.thread_id = p_thread_id AND w.checkpoint_id = p_checkpoint_id
 $$;
+
+-- _dg_duration(value, name, allow_zero): a duration argument as exact elapsed time (SPEC §10.4):
+-- the interval's length in seconds (extract(epoch): a day is 86,400 s, a month 30 days) as an
+-- interval of seconds only, so that adding it to a timestamptz never follows the session's
+-- TimeZone across a daylight-saving change as '1 day' does. DG000 naming the parameter unless
+-- positive (or zero when allowed) and at most 36,500 days. NULL stays NULL (the caller decides
+-- whether the argument is optional).
+CREATE OR REPLACE FUNCTION _dg_duration(p_value interval, p_name text, p_allow_zero boolean)
+RETURNS interval
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+DECLARE
+    v_secs numeric;
+BEGIN
+    IF p_value IS NULL THEN
+        RETURN NULL;
+    END IF;
+    v_secs := EXTRACT(EPOCH FROM p_value);
+    IF v_secs < 0 OR (v_secs = 0 AND NOT p_allow_zero) THEN
+        RAISE EXCEPTION '% must be %', p_name,
+            CASE WHEN p_allow_zero THEN '>= 0' ELSE 'positive' END USING ERRCODE = 'DG000';
+    END IF;
+    IF v_secs > 3153600000 THEN  -- 36,500 days
+        RAISE EXCEPTION '% must be at most 36500 days', p_name USING ERRCODE = 'DG000';
+    END IF;
+    -- Through text: exact to the microsecond, all in the interval's time field.
+    RETURN (v_secs::text || ' seconds')::interval;
+END;
+$$;

@@ -3,7 +3,7 @@
 
 -- dg_claim_v1: take the thread's run claim with a new fencing token, expiring at store-now + ttl.
 -- Creates nothing visible. Raises DG001 ("thread has a live claim") while any claim is live,
--- DG000 for a missing argument or a ttl that is not positive.
+-- DG000 for a bad argument (identifiers: 1..512 UTF-8 bytes; ttl).
 CREATE OR REPLACE FUNCTION dg_claim_v1(p_thread_id text, p_holder text, p_ttl interval)
 RETURNS TABLE (thread_id text, holder text, token bigint, expires_at timestamptz, ttl interval)
 LANGUAGE plpgsql VOLATILE
@@ -15,9 +15,10 @@ DECLARE
     v_now timestamptz;
     v_token bigint;
 BEGIN
-    PERFORM _dg_check(p_thread_id IS NOT NULL, 'thread_id must not be NULL');
-    PERFORM _dg_check(p_holder IS NOT NULL, 'holder must not be NULL');
-    PERFORM _dg_check(p_ttl > interval '0', 'ttl must be positive');
+    PERFORM _dg_id(p_thread_id, 'thread_id');
+    PERFORM _dg_id(p_holder, 'holder');
+    PERFORM _dg_not_null(p_ttl IS NOT NULL, 'ttl');
+    p_ttl := _dg_duration(p_ttl, 'ttl', false);
     t := _dg_lock_thread(p_thread_id);
     v_now := store_now();
     IF t.claim_token IS NOT NULL AND v_now < t.claim_expires_at THEN
@@ -45,6 +46,8 @@ DECLARE
     t threads;
     v_now timestamptz;
 BEGIN
+    PERFORM _dg_id(p_thread_id, 'thread_id');
+    PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     SELECT * INTO t FROM threads WHERE threads.thread_id = p_thread_id FOR UPDATE;
     IF NOT FOUND OR NOT coalesce(t.claim_token = p_token, false) THEN
         RAISE EXCEPTION 'claim is not current on thread' USING ERRCODE = 'DG002';
@@ -67,6 +70,8 @@ AS $$
 DECLARE
     t threads;
 BEGIN
+    PERFORM _dg_id(p_thread_id, 'thread_id');
+    PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     SELECT * INTO t FROM threads WHERE thread_id = p_thread_id FOR UPDATE;
     IF NOT FOUND OR NOT coalesce(t.claim_token = p_token, false) THEN
         RAISE EXCEPTION 'claim is not current on thread' USING ERRCODE = 'DG002';

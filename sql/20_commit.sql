@@ -9,12 +9,38 @@ LANGUAGE sql STABLE PARALLEL SAFE
 AS $$ SELECT '{' || to_json(p_k1)::text || ':' || p_v1 || ',' || to_json(p_k2)::text || ':'
               || p_v2 || '}' $$;
 
+-- _dg_lock_commit_parent(thread, fence, parent): lock the rows of a first commit's thread, its
+-- fence's thread (both inserted when missing) and its parent thread (only when it has a row: a
+-- parent that never existed has no children to protect), FOR UPDATE, in id byte order.
+CREATE OR REPLACE FUNCTION _dg_lock_commit_parent(
+    p_thread_id text, p_fence_thread_id text, p_parent_thread_id text) RETURNS void
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    v_id text;
+BEGIN
+    FOR v_id IN
+        SELECT DISTINCT u.id COLLATE "C"
+          FROM unnest(ARRAY[p_thread_id, p_fence_thread_id, p_parent_thread_id]) AS u(id)
+         WHERE u.id IS NOT NULL ORDER BY 1
+    LOOP
+        IF v_id = p_thread_id OR v_id = p_fence_thread_id THEN
+            PERFORM _dg_lock_thread(v_id);
+        ELSE
+            PERFORM 1 FROM threads WHERE thread_id = v_id FOR UPDATE;
+        END IF;
+    END LOOP;
+END;
+$$;
+
 -- dg_commit_v1: append a checkpoint and its events under the thread's current claim. Locks the
 -- thread (and the fence's thread, in id order), then checks in order: claim current (DG002),
 -- fence current on its thread (DG002), p_parent_id is the head (DG003), run is not an attempt of
 -- a delete-marked entry of this thread (DG005), checkpoint id new on the thread (DG006). Numbers
 -- the caller's events, then store.checkpoint; stamps committed_at; marks admitted the open
--- entries of this thread that recorded p_run_id. DG000 for bad arguments.
+-- entries of this thread that recorded p_run_id. DG000 for a bad argument: identifiers (1..512
+-- UTF-8 bytes), JSON texts (state, metadata, event payloads: valid, depth <= 512, each at most
+-- max_value_bytes), timestamps (years 1..9999), and max_call_bytes for the whole call.
 CREATE OR REPLACE FUNCTION dg_commit_v1(
     p_thread_id text, p_token bigint,
     p_checkpoint_id text, p_parent_id text, p_run_id text,
@@ -36,11 +62,44 @@ DECLARE
     v_seq bigint;
     v_n integer := coalesce(cardinality(p_event_kinds), 0);
     v_head text;
+    v_lim limits := _dg_limits();
 BEGIN
-    PERFORM _dg_check(p_thread_id IS NOT NULL, 'thread_id must not be NULL');
-    PERFORM _dg_check(p_checkpoint_id IS NOT NULL, 'checkpoint_id must not be NULL');
-    PERFORM _dg_check(p_run_id IS NOT NULL, 'run_id must not be NULL');
-    PERFORM _dg_check(p_state IS NOT NULL, 'state must not be NULL (JSON null is ''null'')');
+    -- The scalar identifiers in one inline test (a PERFORM each costs ~1.5 us); when it fails,
+    -- the helpers find and name the bad one.
+    IF (octet_length(p_thread_id) BETWEEN 1 AND 512 AND p_token IS NOT NULL
+        AND octet_length(p_checkpoint_id) BETWEEN 1 AND 512
+        AND octet_length(p_run_id) BETWEEN 1 AND 512
+        AND coalesce(octet_length(p_parent_id) BETWEEN 1 AND 512, true)
+        AND coalesce(octet_length(p_parent_thread_id) BETWEEN 1 AND 512, true)
+        AND coalesce(octet_length(p_fence_thread_id) BETWEEN 1 AND 512, true)) IS NOT TRUE THEN
+        PERFORM _dg_id(p_thread_id, 'thread_id');
+        PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
+        PERFORM _dg_id(p_checkpoint_id, 'checkpoint_id');
+        PERFORM _dg_opt_id(p_parent_id, 'parent_id');
+        PERFORM _dg_id(p_run_id, 'run_id');
+        PERFORM _dg_opt_id(p_parent_thread_id, 'parent_thread_id');
+        PERFORM _dg_opt_id(p_fence_thread_id, 'fence_thread_id');
+    END IF;
+    IF coalesce(pg_column_size(p_state), 0) + coalesce(pg_column_size(p_metadata), 0)
+       + coalesce(pg_column_size(p_next), 0) + coalesce(pg_column_size(p_event_kinds), 0)
+       + coalesce(pg_column_size(p_event_payloads), 0)
+       + coalesce(pg_column_size(p_event_created_at), 0) > v_lim.max_call_bytes THEN
+        PERFORM _dg_call_bytes(
+            coalesce(pg_column_size(p_state), 0) + coalesce(pg_column_size(p_metadata), 0)
+            + coalesce(pg_column_size(p_next), 0) + coalesce(pg_column_size(p_event_kinds), 0)
+            + coalesce(pg_column_size(p_event_payloads), 0)
+            + coalesce(pg_column_size(p_event_created_at), 0),
+            v_lim.max_call_bytes);
+    END IF;
+    PERFORM _dg_json(p_state, 'state', v_lim.max_value_bytes);
+    IF p_metadata IS NOT NULL THEN
+        PERFORM _dg_json(p_metadata, 'metadata', v_lim.max_value_bytes);
+    END IF;
+    PERFORM _dg_ids(p_next, 'next', 100000);
+    PERFORM _dg_ids(p_event_kinds, 'event_kinds', 1000000);
+    PERFORM _dg_jsons(p_event_payloads, 'event_payloads', v_lim.max_value_bytes, true);
+    PERFORM _dg_tss(p_event_created_at, 'event_created_at');
+    PERFORM _dg_ts(p_created_at, 'created_at');
     PERFORM _dg_check(v_n = coalesce(cardinality(p_event_payloads), 0)
                       AND v_n = coalesce(cardinality(p_event_created_at), 0),
                       'event arrays must have equal lengths');
@@ -50,7 +109,17 @@ BEGIN
                                    WHERE k.kind IS NULL OR k.kind LIKE 'store.%'),
                       'event kinds must not be NULL or start with "store."');
 
-    IF p_fence_thread_id IS NULL THEN
+    -- A first commit naming a parent thread also locks the parent's row (in id order with the
+    -- others), so that delete_thread, holding the parent, sees or excludes every child, and
+    -- children land in first_commit_order (issue 12). Whether this is a first commit is read
+    -- before locking: if the thread was live then and is not once locked, a delete ran between,
+    -- which ended our claim, so the claim check below refuses the commit anyway.
+    IF p_parent_thread_id IS NOT NULL AND p_parent_thread_id <> p_thread_id
+       AND NOT coalesce((SELECT x.live FROM threads x WHERE x.thread_id = p_thread_id), false)
+    THEN
+        PERFORM _dg_lock_commit_parent(p_thread_id, p_fence_thread_id, p_parent_thread_id);
+        SELECT * INTO t FROM threads WHERE threads.thread_id = p_thread_id;
+    ELSIF p_fence_thread_id IS NULL THEN
         -- A thread without a row has no claim: t stays NULL and the claim check raises DG002.
         SELECT * INTO t FROM threads WHERE threads.thread_id = p_thread_id FOR UPDATE;
     ELSE

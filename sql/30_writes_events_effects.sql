@@ -32,7 +32,6 @@ AS $$
 DECLARE
     v_seq bigint;
     v_n integer := coalesce(cardinality(p_kinds), 0);
-    i integer;
 BEGIN
     SELECT last_seq INTO v_seq FROM threads WHERE thread_id = p_thread_id;
     IF v_n = 0 THEN
@@ -61,7 +60,18 @@ SET search_path FROM CURRENT
 AS $$
 DECLARE
     v_n integer := coalesce(cardinality(p_task_ids), 0);
+    v_lim limits := _dg_limits();
 BEGIN
+    PERFORM _dg_id(p_thread_id, 'thread_id');
+    PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
+    PERFORM _dg_id(p_checkpoint_id, 'checkpoint_id');
+    PERFORM _dg_call_bytes(
+        coalesce(pg_column_size(p_task_ids), 0) + coalesce(pg_column_size(p_channels), 0)
+        + coalesce(pg_column_size(p_values), 0),
+        v_lim.max_call_bytes);
+    PERFORM _dg_ids(p_task_ids, 'task_ids', 1000000);
+    PERFORM _dg_ids(p_channels, 'channels', 1000000);
+    PERFORM _dg_jsons(p_values, 'values', v_lim.max_value_bytes, false);
     PERFORM _dg_check(v_n = coalesce(cardinality(p_channels), 0)
                       AND v_n = coalesce(cardinality(p_values), 0),
                       'write arrays must have equal lengths');
@@ -103,7 +113,18 @@ DECLARE
     t threads;
     v_now timestamptz;
     v_n integer := coalesce(cardinality(p_kinds), 0);
+    v_lim limits := _dg_limits();
 BEGIN
+    PERFORM _dg_id(p_thread_id, 'thread_id');
+    PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
+    PERFORM _dg_call_bytes(
+        coalesce(pg_column_size(p_kinds), 0) + coalesce(pg_column_size(p_payloads), 0)
+        + coalesce(pg_column_size(p_created_at), 0),
+        v_lim.max_call_bytes);
+    PERFORM _dg_ids(p_kinds, 'kinds', 1000000);
+    PERFORM _dg_jsons(p_payloads, 'payloads', v_lim.max_value_bytes, true);
+    PERFORM _dg_tss(p_created_at, 'created_at');
+    PERFORM _dg_opt_id(p_run_id, 'run_id');
     PERFORM _dg_check(v_n = coalesce(cardinality(p_payloads), 0)
                       AND v_n = coalesce(cardinality(p_created_at), 0),
                       'event arrays must have equal lengths');
@@ -135,8 +156,16 @@ AS $$
 DECLARE
     x effects;
     v_now timestamptz;
+    v_lim limits := _dg_limits();
 BEGIN
-    PERFORM _dg_check(p_key IS NOT NULL, 'key must not be NULL');
+    PERFORM _dg_id(p_thread_id, 'thread_id');
+    PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
+    PERFORM _dg_id(p_key, 'key');
+    PERFORM _dg_call_bytes(coalesce(pg_column_size(p_value), 0), v_lim.max_call_bytes);
+    IF p_value IS NOT NULL THEN
+        PERFORM _dg_json(p_value, 'value', v_lim.max_value_bytes);
+    END IF;
+    PERFORM _dg_opt_id(p_run_id, 'run_id');
     PERFORM _dg_lock_claimed(p_thread_id, p_token);
     SELECT * INTO x FROM effects WHERE effects.thread_id = p_thread_id AND effects.key = p_key;
     IF FOUND THEN

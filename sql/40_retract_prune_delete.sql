@@ -19,10 +19,12 @@ DECLARE
     t threads;
     v_now timestamptz;
     v_run text;
-    v_ids text[] := '{}';
+    v_ids text[] := '{}'::text[];
     v_new_head text;
     c record;
 BEGIN
+    PERFORM _dg_id(p_thread_id, 'thread_id');
+    PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     t := _dg_lock_claimed(p_thread_id, p_token);
     v_now := store_now();
     IF t.head_id IS NULL THEN
@@ -59,29 +61,39 @@ BEGIN
 END;
 $$;
 
--- _dg_prune_thread(thread, keep_last, max_age, now): retention on one thread whose row the
--- caller holds locked (D13: what prune keeps). Returns (checkpoints_removed, events_removed).
+-- _dg_prune_thread(thread, keep_last, max_age, now, budget): retention on one thread whose row
+-- the caller holds locked (D13: what prune keeps), removing at most p_budget rows (checkpoints, oldest first, then
+-- events), so that one call's transaction stays bounded however long the thread (issue 12).
+-- done = nothing removable is left. The keep_last boundary is read from the seq index (no
+-- window over the whole thread).
+DROP FUNCTION IF EXISTS _dg_prune_thread(text, integer, interval, timestamptz);
 CREATE OR REPLACE FUNCTION _dg_prune_thread(
     p_thread_id text, p_keep_last integer, p_max_age interval, p_now timestamptz,
-    OUT checkpoints_removed bigint, OUT events_removed bigint)
+    p_budget bigint,
+    OUT checkpoints_removed bigint, OUT events_removed bigint, OUT done boolean)
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
     v_head text;
     v_cutoff timestamptz := p_now - p_max_age;  -- NULL when p_max_age is NULL
+    v_below bigint;  -- checkpoints with seq below this one are outside the newest keep_last
     v_removed text[];
 BEGIN
     checkpoints_removed := 0;
     events_removed := 0;
+    done := true;
     SELECT head_id INTO v_head FROM threads WHERE thread_id = p_thread_id AND live;
     IF NOT FOUND THEN
         RETURN;
     END IF;
-    WITH ranked AS (
-        SELECT cp.checkpoint_id, cp.committed_at,
-               row_number() OVER (ORDER BY cp.seq DESC) AS rn
-          FROM checkpoints cp WHERE cp.thread_id = p_thread_id
-    ), evidence AS (
+    IF p_keep_last IS NOT NULL THEN
+        SELECT cp.seq INTO v_below FROM checkpoints cp WHERE cp.thread_id = p_thread_id
+         ORDER BY cp.seq DESC OFFSET p_keep_last - 1 LIMIT 1;
+        IF NOT FOUND THEN
+            v_below := 0;  -- fewer than keep_last checkpoints: none is outside
+        END IF;
+    END IF;
+    WITH evidence AS (
         SELECT DISTINCT ON (cp.run_id) cp.checkpoint_id
           FROM checkpoints cp
          WHERE cp.thread_id = p_thread_id
@@ -91,11 +103,18 @@ BEGIN
          ORDER BY cp.run_id, cp.seq DESC
     )
     SELECT coalesce(array_agg(r.checkpoint_id), '{}') INTO v_removed
-      FROM ranked r
-     WHERE r.checkpoint_id IS DISTINCT FROM v_head
-       AND (p_keep_last IS NULL OR r.rn > p_keep_last)
-       AND (v_cutoff IS NULL OR r.committed_at < v_cutoff)
-       AND r.checkpoint_id NOT IN (SELECT ev.checkpoint_id FROM evidence ev);
+      FROM (SELECT cp.checkpoint_id FROM checkpoints cp
+             WHERE cp.thread_id = p_thread_id
+               AND (v_below IS NULL OR cp.seq < v_below)
+               AND (v_cutoff IS NULL OR cp.committed_at < v_cutoff)
+               AND cp.checkpoint_id IS DISTINCT FROM v_head
+               AND cp.checkpoint_id NOT IN (SELECT ev.checkpoint_id FROM evidence ev)
+             ORDER BY cp.seq
+             LIMIT p_budget + 1) r;
+    IF cardinality(v_removed) > p_budget THEN
+        done := false;
+        v_removed := v_removed[1:p_budget];
+    END IF;
     IF cardinality(v_removed) > 0 THEN
         DELETE FROM pending_writes w
          WHERE w.thread_id = p_thread_id AND w.checkpoint_id = ANY (v_removed);
@@ -103,9 +122,18 @@ BEGIN
          WHERE cp.thread_id = p_thread_id AND cp.checkpoint_id = ANY (v_removed);
         checkpoints_removed := cardinality(v_removed);
     END IF;
-    IF v_cutoff IS NOT NULL THEN
-        DELETE FROM events ev WHERE ev.thread_id = p_thread_id AND ev.committed_at < v_cutoff;
+    IF v_cutoff IS NOT NULL AND done THEN
+        DELETE FROM events ev
+         WHERE ev.thread_id = p_thread_id
+           AND ev.seq IN (SELECT o.seq FROM events o
+                           WHERE o.thread_id = p_thread_id AND o.committed_at < v_cutoff
+                           ORDER BY o.committed_at
+                           LIMIT p_budget - checkpoints_removed + 1);
         GET DIAGNOSTICS events_removed = ROW_COUNT;
+        IF events_removed > p_budget - checkpoints_removed THEN
+            -- One row over the budget was only the sign that more remain; it is gone anyway.
+            done := false;
+        END IF;
     END IF;
 END;
 $$;
@@ -124,10 +152,18 @@ BEGIN
 END;
 $$;
 
+-- _dg_prune_budget(): rows (checkpoints and events) one retention call may remove, so that a
+-- maintenance transaction stays short whatever the store's size (issue 12).
+CREATE OR REPLACE FUNCTION _dg_prune_budget() RETURNS bigint
+LANGUAGE sql IMMUTABLE
+AS $$ SELECT 10000::bigint $$;
+
 -- dg_prune_v1: retention on one thread (D13): removes checkpoints (with their writes) that are
 -- not the head, not evidence, outside the newest p_keep_last and committed before
 -- store-now - p_max_age (each condition only when its parameter is not NULL), and events
--- committed before store-now - p_max_age. A thread with no commit gives (0, 0). Raises DG000.
+-- committed before store-now - p_max_age. A thread with no commit gives (0, 0). The caller asks
+-- for one thread; it gets it whole, in steps of _dg_prune_budget() rows inside this call.
+-- Raises DG000.
 CREATE OR REPLACE FUNCTION dg_prune_v1(p_thread_id text, p_keep_last integer, p_max_age interval)
 RETURNS TABLE (checkpoints_removed bigint, events_removed bigint)
 LANGUAGE plpgsql VOLATILE
@@ -136,7 +172,12 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_now timestamptz;
+    r record;
+    v_cp bigint := 0;
+    v_ev bigint := 0;
 BEGIN
+    PERFORM _dg_id(p_thread_id, 'thread_id');
+    p_max_age := _dg_duration(p_max_age, 'max_age', false);
     PERFORM _dg_check_retention(p_keep_last, p_max_age);
     PERFORM 1 FROM threads WHERE threads.thread_id = p_thread_id AND live FOR UPDATE;
     IF NOT FOUND THEN
@@ -144,14 +185,26 @@ BEGIN
         RETURN;
     END IF;
     v_now := store_now();
-    RETURN QUERY SELECT * FROM _dg_prune_thread(p_thread_id, p_keep_last, p_max_age, v_now);
+    LOOP
+        SELECT * INTO r
+          FROM _dg_prune_thread(p_thread_id, p_keep_last, p_max_age, v_now, _dg_prune_budget());
+        v_cp := v_cp + r.checkpoints_removed;
+        v_ev := v_ev + r.events_removed;
+        EXIT WHEN r.done;
+    END LOOP;
+    RETURN QUERY SELECT v_cp, v_ev;
 END;
 $$;
 
--- dg_prune_batch_v1: one batch of prune_all: locks up to p_batch existing threads with id
--- greater than p_after (bytes order; NULL = from the first), in id order, and prunes each as
--- dg_prune_v1 does, with one store-now. The caller repeats with p_after = last_thread_id while
--- threads_seen = p_batch, summing the counts (each batch is its own transaction). Raises DG000.
+-- dg_prune_batch_v1: one step of prune_all, bounded by rows, not threads: visits up to p_batch
+-- existing threads with id greater than p_after (bytes order; NULL = from the first), in id
+-- order, locking each in turn and pruning it as dg_prune_v1 does (store-now read under its
+-- lock), and stops once _dg_prune_budget() rows are removed. last_thread_id is the last thread
+-- pruned completely (NULL when none). threads_seen < p_batch means prune_all is finished;
+-- otherwise (the batch was full, or the budget ran out, then threads_seen = p_batch) the caller
+-- calls again with p_after = last_thread_id when not NULL, else its p_after: every step removes
+-- rows or moves on, so prune_all always progresses. Each step is its own transaction.
+-- Raises DG000.
 CREATE OR REPLACE FUNCTION dg_prune_batch_v1(
     p_after text, p_batch integer, p_keep_last integer, p_max_age interval)
 RETURNS TABLE (checkpoints_removed bigint, events_removed bigint, threads_seen integer,
@@ -161,36 +214,61 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_ids text[];
-    v_now timestamptz;
     v_id text;
+    v_last text;
+    v_seen integer := 0;
+    v_left bigint := _dg_prune_budget();
     r record;
     v_cp bigint := 0;
     v_ev bigint := 0;
 BEGIN
+    PERFORM _dg_opt_id(p_after, 'after');
+    p_max_age := _dg_duration(p_max_age, 'max_age', false);
     PERFORM _dg_check_retention(p_keep_last, p_max_age);
-    PERFORM _dg_check(p_batch >= 1, 'batch must be >= 1');
-    SELECT coalesce(array_agg(x.thread_id ORDER BY x.thread_id), '{}') INTO v_ids
-      FROM (SELECT t.thread_id FROM threads t
-             WHERE t.live AND (p_after IS NULL OR t.thread_id > p_after)
-             ORDER BY t.thread_id
-             LIMIT p_batch
-             FOR UPDATE) x;
-    v_now := store_now();
-    FOREACH v_id IN ARRAY v_ids LOOP
-        SELECT * INTO r FROM _dg_prune_thread(v_id, p_keep_last, p_max_age, v_now);
-        v_cp := v_cp + r.checkpoints_removed;
-        v_ev := v_ev + r.events_removed;
+    PERFORM _dg_count(p_batch, 'batch', 100000);
+    -- One thread locked at a time, in id order (as every multi-thread call), so that commits on
+    -- the batch's other threads never wait for this step.
+    FOR v_id IN SELECT t.thread_id FROM threads t
+                 WHERE t.live AND (p_after IS NULL OR t.thread_id > p_after)
+                 ORDER BY t.thread_id
+                 LIMIT p_batch
+    LOOP
+        IF v_left <= 0 THEN
+            v_seen := p_batch;
+            EXIT;
+        END IF;
+        v_seen := v_seen + 1;
+        PERFORM 1 FROM threads t WHERE t.thread_id = v_id AND t.live FOR UPDATE;
+        IF FOUND THEN
+            SELECT * INTO r
+              FROM _dg_prune_thread(v_id, p_keep_last, p_max_age, store_now(), v_left);
+            v_cp := v_cp + r.checkpoints_removed;
+            v_ev := v_ev + r.events_removed;
+            v_left := v_left - r.checkpoints_removed - r.events_removed;
+            IF NOT r.done THEN
+                v_seen := p_batch;
+                EXIT;
+            END IF;
+        END IF;
+        v_last := v_id;
     END LOOP;
-    RETURN QUERY SELECT v_cp, v_ev, cardinality(v_ids), v_ids[cardinality(v_ids)];
+    RETURN QUERY SELECT v_cp, v_ev, v_seen, v_last;
 END;
 $$;
 
 -- dg_delete_thread_v1: delete the thread and every descendant (live threads whose first commit
 -- named one of them as parent, recursively): checkpoints, writes, events, effects and claims,
 -- keeping each id's last seq (tombstone), and mark thread_deleted every open entry of each of
--- those ids, also when the id has no commit (rule 17). Locks the thread rows in id order.
--- existed = the thread had a commit. Raises DG002 when the fence (checked first) is not current.
+-- those ids, also when the id has no commit (rule 17). existed = the thread had a commit.
+-- Raises DG002 when the fence (checked first) is not current.
+-- Locking (issue 12): the fence, the thread and its descendants are locked strictly in id order,
+-- so the delete never deadlocks with calls that lock threads in id order (fenced commits,
+-- prune_all, a child's first commit, which also locks its parent). The tree is read, locked,
+-- and read again: a descendant that appeared meanwhile with an id above every lock held is
+-- locked next; one below makes the attempt roll back to a savepoint (releasing its locks, so
+-- nothing waits out of order) and start again with the grown tree. Once every member is
+-- locked no new child can land (its first commit needs its parent's lock), so the last read is
+-- the whole tree.
 CREATE OR REPLACE FUNCTION dg_delete_thread_v1(
     p_thread_id text, p_fence_thread_id text, p_fence_token bigint)
 RETURNS TABLE (existed boolean)
@@ -200,34 +278,46 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_ids text[];
-    v_locked text[] := '{}';
+    v_locked text[];
     v_want text[];
     v_new text[];
     v_existed boolean;
     f threads;
 BEGIN
-    PERFORM _dg_check(p_thread_id IS NOT NULL, 'thread_id must not be NULL');
+    PERFORM _dg_id(p_thread_id, 'thread_id');
+    PERFORM _dg_opt_id(p_fence_thread_id, 'fence_thread_id');
     PERFORM _dg_check((p_fence_thread_id IS NULL) = (p_fence_token IS NULL),
                       'fence thread and fence token go together');
-    -- Lock the fence, the thread and its descendants in id order; a child whose first commit
-    -- lands meanwhile is found by the next round and locked too.
     LOOP
-        WITH RECURSIVE tree(id) AS (
-            SELECT p_thread_id COLLATE "C"
-            UNION
-            SELECT t.thread_id FROM threads t JOIN tree ON t.parent_thread_id = tree.id
-             WHERE t.live
-        )
-        SELECT array_agg(id ORDER BY id) INTO v_ids FROM tree;
-        IF p_fence_thread_id IS NOT NULL THEN
-            v_want := ARRAY(SELECT DISTINCT u FROM unnest(v_ids || p_fence_thread_id) u);
-        ELSE
-            v_want := v_ids;
-        END IF;
-        v_new := ARRAY(SELECT u FROM unnest(v_want) u WHERE u <> ALL (v_locked));
-        EXIT WHEN cardinality(v_new) = 0;
-        PERFORM _dg_lock_threads(v_new);
-        v_locked := v_locked || v_new;
+        BEGIN
+            v_locked := '{}';
+            LOOP
+                WITH RECURSIVE tree(id) AS (
+                    SELECT p_thread_id COLLATE "C"
+                    UNION
+                    SELECT t.thread_id FROM threads t JOIN tree ON t.parent_thread_id = tree.id
+                     WHERE t.live
+                )
+                SELECT array_agg(id ORDER BY id) INTO v_ids FROM tree;
+                v_want := v_ids;
+                IF p_fence_thread_id IS NOT NULL THEN
+                    v_want := v_want || p_fence_thread_id;
+                END IF;
+                v_new := ARRAY(SELECT DISTINCT u.id COLLATE "C" FROM unnest(v_want) u(id)
+                                WHERE u.id <> ALL (v_locked) ORDER BY 1);
+                EXIT WHEN cardinality(v_new) = 0;
+                IF cardinality(v_locked) > 0
+                   AND v_new[1] COLLATE "C" < v_locked[cardinality(v_locked)] COLLATE "C" THEN
+                    RAISE EXCEPTION 'delete_thread: tree grew below a held lock'
+                        USING ERRCODE = 'DG900';
+                END IF;
+                PERFORM _dg_lock_threads(v_new);
+                v_locked := v_locked || v_new;
+            END LOOP;
+            EXIT;
+        EXCEPTION WHEN SQLSTATE 'DG900' THEN
+            -- The savepoint's rollback released every lock of this attempt; start again.
+        END;
     END LOOP;
 
     IF p_fence_thread_id IS NOT NULL THEN

@@ -5,7 +5,7 @@
 -- threads give no rows. A checkpoint's writes come from _dg_writes (sql/00_clock.sql), which the
 -- planner inlines as a per-row subquery.
 
--- dg_get_v1: the checkpoint p_checkpoint_id of the thread, or its head when NULL. Raises nothing.
+-- dg_get_v1: the checkpoint p_checkpoint_id of the thread, or its head when NULL. Raises DG000.
 CREATE OR REPLACE FUNCTION dg_get_v1(p_thread_id text, p_checkpoint_id text)
 RETURNS TABLE (thread_id text, checkpoint_id text, parent_id text, run_id text, state text,
                metadata text, next text[], created_at timestamptz, committed_at timestamptz,
@@ -15,6 +15,8 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM _dg_id(p_thread_id, 'thread_id');
+    PERFORM _dg_opt_id(p_checkpoint_id, 'checkpoint_id');
     RETURN QUERY
     SELECT c.thread_id::text, c.checkpoint_id, c.parent_id, c.run_id, c.state, c.metadata,
            c.next, c.created_at, c.committed_at, c.seq, w.writes
@@ -27,8 +29,9 @@ END;
 $$;
 
 -- dg_history_v1: the thread's checkpoints newest first (by seq), strictly before checkpoint
--- p_before (NULL = from the head; an unknown p_before gives no rows), at most p_limit.
--- The two cases are two statements, so that p_before bounds the index scan. Raises nothing.
+-- p_before (NULL = from the head; an unknown p_before gives no rows), at most p_limit (1..100000)
+-- and at most max_page_bytes (state + metadata + writes), but always at least one row when one
+-- exists: continue with p_before = the last checkpoint id returned. Raises DG000.
 CREATE OR REPLACE FUNCTION dg_history_v1(p_thread_id text, p_before text, p_limit integer)
 RETURNS TABLE (thread_id text, checkpoint_id text, parent_id text, run_id text, state text,
                metadata text, next text[], created_at timestamptz, committed_at timestamptz,
@@ -38,41 +41,46 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_before bigint;
+    v_before bigint := 9223372036854775807;
+    v_page bigint;
 BEGIN
-    IF p_before IS NULL THEN
-        RETURN QUERY
-    SELECT c.thread_id::text, c.checkpoint_id, c.parent_id, c.run_id, c.state, c.metadata,
-           c.next, c.created_at, c.committed_at, c.seq, w.writes
-          FROM threads t
-          JOIN checkpoints c ON c.thread_id = t.thread_id
-         CROSS JOIN LATERAL _dg_writes(c.thread_id, c.checkpoint_id) w
-         WHERE t.thread_id = p_thread_id AND t.live
-         ORDER BY c.seq DESC
-         LIMIT p_limit;
-        RETURN;
+    PERFORM _dg_id(p_thread_id, 'thread_id');
+    PERFORM _dg_opt_id(p_before, 'before');
+    PERFORM _dg_count(p_limit, 'limit', 100000);
+    v_page := (_dg_limits()).max_page_bytes;
+    IF p_before IS NOT NULL THEN
+        SELECT b.seq INTO v_before FROM checkpoints b
+         WHERE b.thread_id = p_thread_id AND b.checkpoint_id = p_before;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
     END IF;
-    SELECT b.seq INTO v_before FROM checkpoints b
-     WHERE b.thread_id = p_thread_id AND b.checkpoint_id = p_before;
-    IF NOT FOUND THEN
-        RETURN;
-    END IF;
+    -- A row is in the page when the rows before it hold fewer than max_page_bytes.
     RETURN QUERY
-    SELECT c.thread_id::text, c.checkpoint_id, c.parent_id, c.run_id, c.state, c.metadata,
-           c.next, c.created_at, c.committed_at, c.seq, w.writes
-      FROM threads t
-      JOIN checkpoints c ON c.thread_id = t.thread_id
-     CROSS JOIN LATERAL _dg_writes(c.thread_id, c.checkpoint_id) w
-     WHERE t.thread_id = p_thread_id AND t.live AND c.seq < v_before
-     ORDER BY c.seq DESC
-     LIMIT p_limit;
+    SELECT x.thread_id, x.checkpoint_id, x.parent_id, x.run_id, x.state, x.metadata, x.next,
+           x.created_at, x.committed_at, x.seq, x.writes
+      FROM (SELECT r.*, sum(r.size) OVER (ORDER BY r.seq DESC ROWS UNBOUNDED PRECEDING)
+                        - r.size AS before_bytes
+              FROM (SELECT c.thread_id::text AS thread_id, c.checkpoint_id, c.parent_id,
+                           c.run_id, c.state, c.metadata, c.next, c.created_at,
+                           c.committed_at, c.seq, w.writes,
+                           octet_length(c.state) + octet_length(c.metadata)
+                           + octet_length(w.writes::text) AS size
+                      FROM threads t
+                      JOIN checkpoints c ON c.thread_id = t.thread_id
+                     CROSS JOIN LATERAL _dg_writes(c.thread_id, c.checkpoint_id) w
+                     WHERE t.thread_id = p_thread_id AND t.live AND c.seq < v_before
+                     ORDER BY c.seq DESC
+                     LIMIT p_limit) r) x
+     WHERE x.before_bytes < v_page
+     ORDER BY x.seq DESC;
 END;
 $$;
 
 -- dg_latest_of_runs_v1: the newest checkpoint (highest seq) of the thread whose run id is one of
 -- p_run_ids; no row when none. One backward index probe per run id (checkpoints_run_idx), then
 -- the newest of those (a generic plan: left to choose, PL/pgSQL would plan this statement again
--- on every call, the array's length changing its estimates). Raises nothing.
+-- on every call, the array's length changing its estimates). Raises DG000.
 CREATE OR REPLACE FUNCTION dg_latest_of_runs_v1(p_thread_id text, p_run_ids text[])
 RETURNS TABLE (thread_id text, checkpoint_id text, parent_id text, run_id text, state text,
                metadata text, next text[], created_at timestamptz, committed_at timestamptz,
@@ -83,6 +91,9 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM _dg_id(p_thread_id, 'thread_id');
+    PERFORM _dg_not_null(p_run_ids IS NOT NULL, 'run_ids');
+    PERFORM _dg_ids(p_run_ids, 'run_ids', 100000);
     RETURN QUERY
     SELECT c.thread_id::text, c.checkpoint_id, c.parent_id, c.run_id, c.state, c.metadata,
            c.next, c.created_at, c.committed_at, c.seq, w.writes
@@ -99,7 +110,7 @@ END;
 $$;
 
 -- dg_thread_v1: the thread's info; no row for a never-committed or deleted thread.
--- Raises nothing.
+-- Raises DG000.
 CREATE OR REPLACE FUNCTION dg_thread_v1(p_thread_id text)
 RETURNS TABLE (thread_id text, parent_thread_id text, head_id text, last_seq bigint,
                created_at timestamptz, updated_at timestamptz, claim_holder text,
@@ -109,6 +120,7 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM _dg_id(p_thread_id, 'thread_id');
     RETURN QUERY
     SELECT t.thread_id, t.parent_thread_id, t.head_id, t.last_seq, t.created_at, t.updated_at,
            t.claim_holder, t.claim_expires_at
@@ -118,7 +130,8 @@ END;
 $$;
 
 -- dg_threads_v1: existing threads in id byte order (COLLATE "C"), after p_after (NULL = from
--- the first), at most p_limit. Raises nothing.
+-- the first), at most p_limit (1..100000; a row is at most ~2 KiB, so no byte bound).
+-- Raises DG000.
 CREATE OR REPLACE FUNCTION dg_threads_v1(p_after text, p_limit integer)
 RETURNS TABLE (thread_id text, parent_thread_id text, head_id text, last_seq bigint,
                created_at timestamptz, updated_at timestamptz, claim_holder text,
@@ -128,6 +141,8 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM _dg_opt_id(p_after, 'after');
+    PERFORM _dg_count(p_limit, 'limit', 100000);
     IF p_after IS NULL THEN
         RETURN QUERY
         SELECT t.thread_id, t.parent_thread_id, t.head_id, t.last_seq, t.created_at,
@@ -149,25 +164,52 @@ END;
 $$;
 
 -- dg_children_v1: existing threads whose first commit named p_thread_id as parent, in the order
--- their first commits landed; no rows when p_thread_id does not exist. Raises nothing.
-CREATE OR REPLACE FUNCTION dg_children_v1(p_thread_id text)
+-- their first commits landed, after the child p_after (NULL = from the first; a p_after that is
+-- not an existing child gives no rows), at most p_limit (1..100000) and max_page_bytes (always
+-- at least one row when one exists); no rows when p_thread_id does not exist. Raises DG000.
+DROP FUNCTION IF EXISTS dg_children_v1(text);
+CREATE OR REPLACE FUNCTION dg_children_v1(p_thread_id text, p_after text DEFAULT NULL,
+                                          p_limit integer DEFAULT 1000)
 RETURNS TABLE (thread_id text)
 LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_after bigint := 0::bigint;
+    v_page bigint;
 BEGIN
+    PERFORM _dg_id(p_thread_id, 'thread_id');
+    PERFORM _dg_opt_id(p_after, 'after');
+    PERFORM _dg_count(p_limit, 'limit', 100000);
+    v_page := (_dg_limits()).max_page_bytes;
+    IF p_after IS NOT NULL THEN
+        SELECT a.first_commit_order INTO v_after FROM threads a
+         WHERE a.thread_id = p_after AND a.live AND a.parent_thread_id = p_thread_id;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+    END IF;
     RETURN QUERY
-    SELECT k.thread_id
-      FROM threads p
-      JOIN threads k ON k.parent_thread_id = p.thread_id AND k.live
-     WHERE p.thread_id = p_thread_id AND p.live
-     ORDER BY k.first_commit_order;
+    SELECT x.thread_id
+      FROM (SELECT r.thread_id, r.o,
+                   sum(octet_length(r.thread_id)) OVER (ORDER BY r.o ROWS UNBOUNDED PRECEDING)
+                   - octet_length(r.thread_id) AS before_bytes
+              FROM (SELECT k.thread_id::text AS thread_id, k.first_commit_order AS o
+                      FROM threads p
+                      JOIN threads k ON k.parent_thread_id = p.thread_id AND k.live
+                     WHERE p.thread_id = p_thread_id AND p.live
+                       AND k.first_commit_order > v_after
+                     ORDER BY k.first_commit_order
+                     LIMIT p_limit) r) x
+     WHERE x.before_bytes < v_page
+     ORDER BY x.o;
 END;
 $$;
 
--- dg_events_after_v1: the thread's events with seq > p_after_seq, ascending, at most p_limit.
--- Raises nothing.
+-- dg_events_after_v1: the thread's events with seq > p_after_seq (>= 0), ascending, at most
+-- p_limit (1..100000) and max_page_bytes (kind + payload + run id), but always at least one
+-- row when one exists: continue with p_after_seq = the last seq returned. Raises DG000.
 CREATE OR REPLACE FUNCTION dg_events_after_v1(p_thread_id text, p_after_seq bigint,
                                               p_limit integer)
 RETURNS TABLE (thread_id text, seq bigint, kind text, payload text, run_id text,
@@ -176,18 +218,32 @@ LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_page bigint;
 BEGIN
+    PERFORM _dg_id(p_thread_id, 'thread_id');
+    PERFORM _dg_check(p_after_seq >= 0, 'after_seq must be >= 0');
+    PERFORM _dg_count(p_limit, 'limit', 100000);
+    v_page := (_dg_limits()).max_page_bytes;
     RETURN QUERY
-    SELECT e.thread_id, e.seq, e.kind, e.payload, e.run_id, e.created_at, e.committed_at
-      FROM events e
-     WHERE e.thread_id = p_thread_id AND e.seq > p_after_seq
-     ORDER BY e.seq
-     LIMIT p_limit;
+    SELECT x.thread_id, x.seq, x.kind, x.payload, x.run_id, x.created_at, x.committed_at
+      FROM (SELECT r.*, sum(r.size) OVER (ORDER BY r.seq ROWS UNBOUNDED PRECEDING)
+                        - r.size AS before_bytes
+              FROM (SELECT e.thread_id::text AS thread_id, e.seq, e.kind, e.payload, e.run_id,
+                           e.created_at, e.committed_at,
+                           octet_length(e.kind) + octet_length(e.payload)
+                           + coalesce(octet_length(e.run_id), 0) AS size
+                      FROM events e
+                     WHERE e.thread_id = p_thread_id AND e.seq > p_after_seq
+                     ORDER BY e.seq
+                     LIMIT p_limit) r) x
+     WHERE x.before_bytes < v_page
+     ORDER BY x.seq;
 END;
 $$;
 
 -- dg_get_effect_v1: the effect recorded under p_key on the thread, with existing = true (D12);
--- no row when none. Raises nothing.
+-- no row when none. Raises DG000.
 CREATE OR REPLACE FUNCTION dg_get_effect_v1(p_thread_id text, p_key text)
 RETURNS TABLE (thread_id text, key text, value text, run_id text, recorded_at timestamptz,
                existing boolean)
@@ -196,6 +252,8 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM _dg_id(p_thread_id, 'thread_id');
+    PERFORM _dg_id(p_key, 'key');
     RETURN QUERY
     SELECT x.thread_id, x.key, x.value, x.run_id, x.recorded_at, true
       FROM effects x

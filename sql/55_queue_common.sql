@@ -138,18 +138,23 @@ $$;
 -- on _dg_attempt_verdict themselves.)
 DROP FUNCTION IF EXISTS _dg_record_attempt_locked(bigint, text, timestamptz);
 
--- _dg_lock_lease(entry_id, token, share_thread): lock the entry of a lease call (its
+-- _dg_lock_lease(entry_id, token, share_thread, tenant): lock the entry of a lease call (its
 -- queue_threads row, optionally its thread row FOR SHARE, then the entry) and check rule 21:
--- closed or reclaimed entry -> DG103, then token not the entry's current lease -> DG102.
+-- closed, reclaimed or another tenant's entry (the tenant of the caller's lease; SPEC §10 rule
+-- 6: answered exactly as an id that never existed) -> DG103, then token not the entry's current
+-- lease -> DG102.
+DROP FUNCTION IF EXISTS _dg_lock_lease(bigint, bigint, boolean);
 CREATE OR REPLACE FUNCTION _dg_lock_lease(
-    p_entry_id bigint, p_token bigint, p_share_thread boolean) RETURNS queue_entries
+    p_entry_id bigint, p_token bigint, p_share_thread boolean, p_tenant text)
+RETURNS queue_entries
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
     v_thread text;
     e queue_entries;
 BEGIN
-    SELECT thread_id INTO v_thread FROM queue_entries WHERE entry_id = p_entry_id;
+    SELECT thread_id INTO v_thread FROM queue_entries
+     WHERE entry_id = p_entry_id AND tenant IS NOT DISTINCT FROM p_tenant;
     IF FOUND THEN
         PERFORM _dg_lock_queue_thread(v_thread);
         IF p_share_thread THEN
@@ -157,7 +162,8 @@ BEGIN
         END IF;
         SELECT * INTO e FROM queue_entries WHERE entry_id = p_entry_id FOR UPDATE;
     END IF;
-    IF e.entry_id IS NULL OR e.outcome_kind IS NOT NULL THEN
+    IF e.entry_id IS NULL OR e.outcome_kind IS NOT NULL
+       OR e.tenant IS DISTINCT FROM p_tenant THEN
         RAISE EXCEPTION 'entry % is closed', p_entry_id USING ERRCODE = 'DG103';
     END IF;
     IF NOT coalesce(e.lease_token = p_token, false) THEN

@@ -20,7 +20,9 @@ $$;
 -- identical submission -> that ticket with existing = true; a different one -> DG101), REJECT
 -- with any open entry on the thread -> DG001 ("thread has an open entry"), then INTERRUPT closes
 -- every open INTERRUPT entry of the thread that recorded no attempt (interrupted by the new id),
--- then inserts. Raises DG101, DG001, DG000.
+-- then inserts. The stored input is the caller's own text. Raises DG101, DG001, DG000 (thread_id,
+-- tenant, key: identifiers; input: JSON text of at most max_value_bytes; mode: enqueue | reject |
+-- interrupt; max_attempts >= 1).
 CREATE OR REPLACE FUNCTION dg_submit_v1(
     p_thread_id text, p_input text, p_tenant text, p_key text, p_mode text,
     p_max_attempts integer)
@@ -34,20 +36,34 @@ DECLARE
     v_now timestamptz;
     v_id bigint;
     o record;
+    v_lim limits := _dg_limits();
 BEGIN
-    PERFORM _dg_check(p_thread_id IS NOT NULL, 'thread_id must not be NULL');
-    PERFORM _dg_check(p_input IS NOT NULL, 'input must not be NULL (JSON null is ''null'')');
-    PERFORM _dg_check(p_mode IN ('enqueue', 'reject', 'interrupt'),
-                      'mode must be enqueue, reject or interrupt');
-    PERFORM _dg_check(p_max_attempts >= 1, 'max_attempts must be >= 1');
+    -- The scalar arguments in one inline test; when it fails, the helpers name the bad one.
+    IF (octet_length(p_thread_id) BETWEEN 1 AND 512
+        AND coalesce(octet_length(p_tenant) BETWEEN 1 AND 512, true)
+        AND coalesce(octet_length(p_key) BETWEEN 1 AND 512, true)
+        AND p_mode IN ('enqueue', 'reject', 'interrupt') AND p_max_attempts >= 1
+        AND coalesce(pg_column_size(p_input), 0) <= v_lim.max_call_bytes) IS NOT TRUE THEN
+        PERFORM _dg_id(p_thread_id, 'thread_id');
+        PERFORM _dg_call_bytes(coalesce(pg_column_size(p_input), 0), v_lim.max_call_bytes);
+        PERFORM _dg_opt_id(p_tenant, 'tenant');
+        PERFORM _dg_opt_id(p_key, 'key');
+        PERFORM _dg_check(p_mode IN ('enqueue', 'reject', 'interrupt'),
+                          'mode must be enqueue, reject or interrupt');
+        PERFORM _dg_count(p_max_attempts, 'max_attempts', 2147483647);
+    END IF;
+    PERFORM _dg_json(p_input, 'input', v_lim.max_value_bytes);
     PERFORM _dg_lock_queue_thread(p_thread_id);
     v_now := store_now();
 
     IF p_key IS NOT NULL THEN
         k := _dg_kept_key(p_tenant, p_key);
         IF k.entry_id IS NOT NULL THEN
-            IF (k.thread_id, k.mode, k.max_attempts, k.input)
-               IS DISTINCT FROM (p_thread_id, p_mode, p_max_attempts, p_input) THEN
+            -- Identical = same thread, mode, max_attempts and the same JSON value (SPEC §10
+            -- rule 3: 1, 1.0 and 1e0 are one number; key order does not matter).
+            IF (k.thread_id, k.mode, k.max_attempts)
+               IS DISTINCT FROM (p_thread_id, p_mode, p_max_attempts)
+               OR NOT _dg_same_json(k.input, p_input) THEN
                 RAISE EXCEPTION 'submission key names a different submission'
                     USING ERRCODE = 'DG101';
             END IF;

@@ -1,11 +1,77 @@
 -- lease (SPEC §5 lease; D18: returns the entry after the call; rule 18).
 
+-- _dg_lease_pick(now, any_tenant, tenant, skip): the available thread with the oldest head of the
+-- wanted tenant, its queue_threads row locked FOR UPDATE SKIP LOCKED; NULL when none. Threads
+-- holding a live lease are never walked (issue 12): the unleased ones come from an index that
+-- holds only them, and the ones whose lease expired from the lease-expiry index (an expired
+-- one is taken only when it is older than the oldest unleased one).
+CREATE OR REPLACE FUNCTION _dg_lease_pick(
+    p_now timestamptz, p_any_tenant boolean, p_tenant text, p_skip text[]) RETURNS text
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    v_thread text;
+    v_exp_thread text;
+    v_exp_head bigint;
+BEGIN
+    LOOP
+        -- The oldest expired lease, unlocked (a hint; + 0 keeps the planner on the expiry
+        -- index, which holds only leased threads).
+        SELECT q.thread_id, q.head_entry_id INTO v_exp_thread, v_exp_head FROM queue_threads q
+         WHERE q.lease_expires_at <= p_now AND q.head_entry_id IS NOT NULL
+           AND (p_any_tenant OR q.head_tenant IS NOT DISTINCT FROM p_tenant)
+           AND q.thread_id <> ALL (p_skip)
+         ORDER BY q.head_entry_id + 0 LIMIT 1;
+        IF p_any_tenant THEN
+            SELECT q.thread_id INTO v_thread FROM queue_threads q
+             WHERE q.head_entry_id IS NOT NULL AND q.lease_expires_at IS NULL
+               AND (v_exp_head IS NULL OR q.head_entry_id < v_exp_head)
+               AND q.thread_id <> ALL (p_skip)
+             ORDER BY q.head_entry_id LIMIT 1
+             FOR UPDATE SKIP LOCKED;
+        ELSIF p_tenant IS NULL THEN
+            SELECT q.thread_id INTO v_thread FROM queue_threads q
+             WHERE q.head_entry_id IS NOT NULL AND q.lease_expires_at IS NULL
+               AND q.head_tenant IS NULL
+               AND (v_exp_head IS NULL OR q.head_entry_id < v_exp_head)
+               AND q.thread_id <> ALL (p_skip)
+             ORDER BY q.head_entry_id LIMIT 1
+             FOR UPDATE SKIP LOCKED;
+        ELSE
+            SELECT q.thread_id INTO v_thread FROM queue_threads q
+             WHERE q.head_entry_id IS NOT NULL AND q.lease_expires_at IS NULL
+               AND q.head_tenant = p_tenant
+               AND (v_exp_head IS NULL OR q.head_entry_id < v_exp_head)
+               AND q.thread_id <> ALL (p_skip)
+             ORDER BY q.head_entry_id LIMIT 1
+             FOR UPDATE SKIP LOCKED;
+        END IF;
+        IF FOUND OR v_exp_thread IS NULL THEN
+            RETURN v_thread;
+        END IF;
+        -- Take the expired one if it is still as read; else look again without it.
+        SELECT q.thread_id INTO v_thread FROM queue_threads q
+         WHERE q.thread_id = v_exp_thread AND q.head_entry_id IS NOT NULL
+           AND q.lease_expires_at <= p_now
+           AND (p_any_tenant OR q.head_tenant IS NOT DISTINCT FROM p_tenant)
+         FOR UPDATE SKIP LOCKED;
+        IF FOUND THEN
+            RETURN v_thread;
+        END IF;
+        p_skip := p_skip || v_exp_thread;
+        v_exp_thread := NULL;
+        v_exp_head := NULL;
+    END LOOP;
+    RETURN NULL;  -- not reached: every pass returns or skips one more thread
+END;
+$$;
+
 -- dg_lease_v1: lease the oldest available thread head. A thread is available when its head
 -- (queue order over every tenant: attempted, then INTERRUPT, then the rest, by entry id) is the
 -- wanted tenant's (p_any_tenant, or tenant IS NOT DISTINCT FROM p_tenant) and no entry of the
 -- thread holds a live lease. Candidates are picked from queue_threads by head entry id and
 -- locked FOR UPDATE SKIP LOCKED (workers never queue behind one row), then re-verified under
--- the lock; store-now is read once, before picking (picking never waits). Issues a new token,
+-- the locks with store-now read once they are held. Issues a new token,
 -- expiry = store-now + p_ttl, and ends the expired lease of every other entry of the thread.
 -- With p_run_id it also does what dg_record_attempt_v1 does (the lease and the attempt count in
 -- one UPDATE of the entry) and reports it in attempt_kind / attempt_number ('started' n,
@@ -26,6 +92,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_now timestamptz;
+    v_pick timestamptz;
     v_skip text[] := '{}';
     v_thread text;
     h queue_entries;
@@ -34,38 +101,27 @@ DECLARE
     v_kind text;
     v_number integer;
 BEGIN
-    PERFORM _dg_check(p_holder IS NOT NULL, 'holder must not be NULL');
-    PERFORM _dg_check(p_ttl > interval '0', 'ttl must be positive');
-    PERFORM _dg_check(p_any_tenant IS NOT NULL, 'any_tenant must not be NULL');
-    -- Store time is read once, before picking: picking never waits (SKIP LOCKED), and the
-    -- same reading re-verifies the pick under its locks.
-    v_now := store_now();
+    -- Every argument in one inline test; when it fails, the helpers name the bad one.
+    IF (octet_length(p_holder) BETWEEN 1 AND 512 AND p_any_tenant IS NOT NULL
+        AND coalesce(octet_length(p_tenant) BETWEEN 1 AND 512, true)
+        AND coalesce(octet_length(p_run_id) BETWEEN 1 AND 512, true)) IS NOT TRUE THEN
+        PERFORM _dg_id(p_holder, 'holder');
+        PERFORM _dg_not_null(p_any_tenant IS NOT NULL, 'any_tenant');
+        PERFORM _dg_opt_id(p_tenant, 'tenant');
+        PERFORM _dg_opt_id(p_run_id, 'run_id');
+    END IF;
+    PERFORM _dg_not_null(p_ttl IS NOT NULL, 'ttl');
+    p_ttl := _dg_duration(p_ttl, 'ttl', false);
+    -- Picking reads a first clock (it never waits: SKIP LOCKED); the lease's own time is read
+    -- again once the thread row and the head entry are locked (they can wait on a commit or
+    -- delete), and the pick is re-verified with it, so the lease never starts before its wait.
+    v_pick := store_now();
     LOOP
-        IF p_any_tenant THEN
-            SELECT q.thread_id, q.lease_expires_at INTO v_thread, v_leases FROM queue_threads q
-             WHERE q.head_entry_id IS NOT NULL
-               AND (q.lease_expires_at IS NULL OR q.lease_expires_at <= v_now)
-               AND q.thread_id <> ALL (v_skip)
-             ORDER BY q.head_entry_id LIMIT 1
-             FOR UPDATE SKIP LOCKED;
-        ELSIF p_tenant IS NULL THEN
-            SELECT q.thread_id, q.lease_expires_at INTO v_thread, v_leases FROM queue_threads q
-             WHERE q.head_entry_id IS NOT NULL AND q.head_tenant IS NULL
-               AND (q.lease_expires_at IS NULL OR q.lease_expires_at <= v_now)
-               AND q.thread_id <> ALL (v_skip)
-             ORDER BY q.head_entry_id LIMIT 1
-             FOR UPDATE SKIP LOCKED;
-        ELSE
-            SELECT q.thread_id, q.lease_expires_at INTO v_thread, v_leases FROM queue_threads q
-             WHERE q.head_entry_id IS NOT NULL AND q.head_tenant = p_tenant
-               AND (q.lease_expires_at IS NULL OR q.lease_expires_at <= v_now)
-               AND q.thread_id <> ALL (v_skip)
-             ORDER BY q.head_entry_id LIMIT 1
-             FOR UPDATE SKIP LOCKED;
-        END IF;
-        IF NOT FOUND THEN
+        v_thread := _dg_lease_pick(v_pick, p_any_tenant, p_tenant, v_skip);
+        IF v_thread IS NULL THEN
             RETURN;
         END IF;
+        SELECT q.lease_expires_at INTO v_leases FROM queue_threads q WHERE q.thread_id = v_thread;
         IF p_run_id IS NOT NULL THEN
             PERFORM _dg_share_thread(v_thread);
         END IF;
@@ -73,6 +129,7 @@ BEGIN
          WHERE e.thread_id = v_thread AND e.outcome_kind IS NULL
          ORDER BY e.queue_rank, e.entry_id LIMIT 1
          FOR UPDATE;
+        v_now := store_now();
         -- v_leases: the queue_threads row says no entry of the thread holds a lease token
         -- (NULL), so there is none to check or end.
         EXIT WHEN FOUND

@@ -34,13 +34,16 @@ DECLARE
     v_token bigint;
     v_expires timestamptz;
     v_ttl interval;
-    v_runs text[];
+    v_runs text[] := ARRAY[]::text[];
 BEGIN
-    PERFORM _dg_check(p_holder IS NOT NULL, 'holder must not be NULL');
-    PERFORM _dg_check(p_run_id IS NOT NULL, 'run_id must not be NULL');
-    PERFORM _dg_check(p_ttl > interval '0', 'ttl must be positive');
-    PERFORM _dg_check(p_claim_ttl > interval '0', 'claim_ttl must be positive');
-    PERFORM _dg_check(p_any_tenant IS NOT NULL, 'any_tenant must not be NULL');
+    PERFORM _dg_id(p_holder, 'holder');
+    PERFORM _dg_id(p_run_id, 'run_id');
+    PERFORM _dg_not_null(p_any_tenant IS NOT NULL, 'any_tenant');
+    PERFORM _dg_opt_id(p_tenant, 'tenant');
+    PERFORM _dg_not_null(p_ttl IS NOT NULL, 'ttl');
+    PERFORM _dg_duration(p_ttl, 'ttl', false);
+    PERFORM _dg_not_null(p_claim_ttl IS NOT NULL, 'claim_ttl');
+    PERFORM _dg_duration(p_claim_ttl, 'claim_ttl', false);
     SELECT * INTO l FROM dg_lease_v1(p_holder, p_ttl, p_any_tenant, p_tenant, p_run_id);
     IF NOT FOUND THEN
         RETURN;
@@ -56,7 +59,7 @@ BEGIN
             v_runs := ARRAY(SELECT a ->> 'run_id' FROM json_array_elements(l.attempts) a);
         END IF;
     END IF;
-    -- v_runs is NULL unless claimed: then dg_latest_of_runs_v1 finds nothing.
+    -- v_runs is empty unless claimed: then dg_latest_of_runs_v1 finds nothing.
     RETURN QUERY
     SELECT l.entry_id, l.tenant, l.thread_id, l.key, l.input, l.mode, l.max_attempts,
            l.attempts, l.admitted, l.thread_deleted, l.submitted_at, l.lease_holder,
@@ -70,12 +73,13 @@ BEGIN
 END;
 $$;
 
--- dg_renew_attempt_v1: renew the lease (dg_renew_v1, its ttl) and the claim p_claim_token on the
--- entry's thread (dg_renew_claim_v1) in one transaction. The lease is checked first, so its
--- errors come first as in the step-by-step renewal: DG103, DG102, then DG002. Returns
--- dg_renew_v1's row, then claim_holder, claim_token, claim_expires_at, claim_ttl. Raises DG000.
+-- dg_renew_attempt_v1: renew the lease (dg_renew_v1, its ttl; p_tenant the lease's entry's
+-- tenant, as for dg_renew_v1) and the claim p_claim_token on the entry's thread
+-- (dg_renew_claim_v1) in one transaction. The lease is checked first, so its errors come first
+-- as in the step-by-step renewal: DG103, DG102, then DG002. Returns dg_renew_v1's row, then
+-- claim_holder, claim_token, claim_expires_at, claim_ttl. Raises DG000.
 CREATE OR REPLACE FUNCTION dg_renew_attempt_v1(p_entry_id bigint, p_token bigint,
-                                               p_claim_token bigint)
+                                               p_claim_token bigint, p_tenant text)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
@@ -92,25 +96,26 @@ DECLARE
     e queue_entries;
     c record;
 BEGIN
-    PERFORM _dg_check(p_entry_id IS NOT NULL, 'entry_id must not be NULL');
-    PERFORM _dg_check(p_token IS NOT NULL, 'token must not be NULL');
-    PERFORM _dg_check(p_claim_token IS NOT NULL, 'claim_token must not be NULL');
+    PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
+    PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
+    PERFORM _dg_not_null(p_claim_token IS NOT NULL, 'claim_token');
+    PERFORM _dg_opt_id(p_tenant, 'tenant');
     -- The lease's checks and locks first (queue_threads, thread shared, entry), in queue order.
-    e := _dg_lock_lease(p_entry_id, p_token, true);
+    e := _dg_lock_lease(p_entry_id, p_token, true, p_tenant);
     SELECT * INTO c FROM dg_renew_claim_v1(e.thread_id, p_claim_token);
     RETURN QUERY
     SELECT r.*, c.holder, c.token, c.expires_at, c.ttl
-      FROM dg_renew_v1(p_entry_id, p_token, NULL) r;
+      FROM dg_renew_v1(p_entry_id, p_token, NULL, p_tenant) r;
 END;
 $$;
 
 -- dg_finish_attempt_v1: close the entry (dg_close_v1: its checks and errors, nothing written on
--- error), and release the claim p_claim_token on the entry's thread (dg_release_claim_v1) if it
--- is still the thread's current claim; left alone otherwise, and when p_claim_token is NULL.
--- Returns dg_close_v1's row. Raises DG103, DG102, DG000.
+-- error; p_tenant as for dg_close_v1), and release the claim p_claim_token on the entry's thread
+-- (dg_release_claim_v1) if it is still the thread's current claim; left alone otherwise, and
+-- when p_claim_token is NULL. Returns dg_close_v1's row. Raises DG103, DG102, DG000.
 CREATE OR REPLACE FUNCTION dg_finish_attempt_v1(p_entry_id bigint, p_token bigint,
                                                 p_outcome_kind text, p_outcome_detail text,
-                                                p_claim_token bigint)
+                                                p_claim_token bigint, p_tenant text)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
@@ -123,13 +128,15 @@ AS $$
 DECLARE
     e queue_entries;
 BEGIN
-    PERFORM _dg_check(p_entry_id IS NOT NULL, 'entry_id must not be NULL');
-    PERFORM _dg_check(p_token IS NOT NULL, 'token must not be NULL');
+    PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
+    PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     PERFORM _dg_check(p_outcome_kind IN ('completed', 'failed', 'cancelled', 'interrupted'),
-                      'outcome kind must be completed, failed, cancelled or interrupted');
-    PERFORM _dg_check(p_outcome_detail IS NOT NULL, 'outcome detail must not be NULL');
-    -- close's lease checks (DG103, DG102) first, taking the locks in queue order.
-    e := _dg_lock_lease(p_entry_id, p_token, true);
+                      'outcome_kind must be completed, failed, cancelled or interrupted');
+    PERFORM _dg_not_null(p_outcome_detail IS NOT NULL, 'outcome_detail');
+    PERFORM _dg_opt_id(p_tenant, 'tenant');
+    -- close's lease checks (DG103, DG102) first, taking the locks in queue order; dg_close_v1
+    -- checks the outcome's JSON itself (an error there rolls the release back too).
+    e := _dg_lock_lease(p_entry_id, p_token, true, p_tenant);
     IF p_claim_token IS NOT NULL THEN
         PERFORM 1 FROM threads t
          WHERE t.thread_id = e.thread_id AND t.claim_token = p_claim_token FOR UPDATE;
@@ -138,7 +145,7 @@ BEGIN
         END IF;
     END IF;
     RETURN QUERY SELECT * FROM dg_close_v1(p_entry_id, p_token, p_outcome_kind,
-                                           p_outcome_detail);
+                                           p_outcome_detail, p_tenant);
 END;
 $$;
 
@@ -158,18 +165,21 @@ AS $$
 DECLARE
     n integer := coalesce(cardinality(p_thread_ids), 0);
     v_id text;
-    i integer;
 BEGIN
-    PERFORM _dg_check(p_thread_ids IS NOT NULL AND p_inputs IS NOT NULL AND p_tenants IS NOT NULL
-                      AND p_keys IS NOT NULL AND p_modes IS NOT NULL
-                      AND p_max_attempts IS NOT NULL, 'submission arrays must not be NULL');
+    PERFORM _dg_not_null(p_thread_ids IS NOT NULL, 'thread_ids');
+    PERFORM _dg_not_null(p_inputs IS NOT NULL, 'inputs');
+    PERFORM _dg_not_null(p_tenants IS NOT NULL, 'tenants');
+    PERFORM _dg_not_null(p_keys IS NOT NULL, 'keys');
+    PERFORM _dg_not_null(p_modes IS NOT NULL, 'modes');
+    PERFORM _dg_not_null(p_max_attempts IS NOT NULL, 'max_attempts');
     PERFORM _dg_check(n BETWEEN 1 AND 10000, 'submissions must number 1..10000');
     PERFORM _dg_check(cardinality(p_inputs) = n AND cardinality(p_tenants) = n
                       AND cardinality(p_keys) = n AND cardinality(p_modes) = n
                       AND cardinality(p_max_attempts) = n,
                       'submission arrays must have equal lengths');
-    PERFORM _dg_check(array_position(p_thread_ids, NULL) IS NULL,
-                      'thread_id must not be NULL');
+    PERFORM _dg_ids(p_thread_ids, 'thread_ids', 10000);
+    PERFORM _dg_call_bytes(coalesce(pg_column_size(p_inputs), 0),
+                           (_dg_limits()).max_call_bytes);
     FOR v_id IN SELECT DISTINCT u.id COLLATE "C" FROM unnest(p_thread_ids) AS u(id) ORDER BY 1
     LOOP
         PERFORM _dg_lock_queue_thread(v_id);

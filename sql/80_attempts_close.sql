@@ -1,11 +1,14 @@
 -- Calls made under a lease: renew, release, record_attempt, close (SPEC §5; D18-D20: renew's ttl,
--- release and close clear the lease, closed_at_seq; rules
--- 20-21). Each checks first: entry closed or reclaimed -> DG103, then token not the entry's
--- current lease -> DG102.
+-- release and close clear the lease, closed_at_seq; rules 20-21). Each takes the tenant of the
+-- lease (the entry's tenant, NULL for none) and checks first: entry closed, reclaimed or not that
+-- tenant's -> DG103 (SPEC §10 rule 6: another tenant's entry answers exactly as an id that never
+-- existed), then token not the entry's current lease -> DG102. DG000 for a bad argument.
 
 -- dg_renew_v1: push the lease's expiry to store-now + (p_ttl, or when NULL the ttl the lease
 -- was taken with), keeping the token. Returns the lease row. Raises DG103, DG102, DG000.
-CREATE OR REPLACE FUNCTION dg_renew_v1(p_entry_id bigint, p_token bigint, p_ttl interval)
+DROP FUNCTION IF EXISTS dg_renew_v1(bigint, bigint, interval);
+CREATE OR REPLACE FUNCTION dg_renew_v1(p_entry_id bigint, p_token bigint, p_ttl interval,
+                                       p_tenant text DEFAULT NULL)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
@@ -20,8 +23,11 @@ DECLARE
     e queue_entries;
     v_now timestamptz;
 BEGIN
-    PERFORM _dg_check(p_ttl IS NULL OR p_ttl > interval '0', 'ttl must be positive');
-    e := _dg_lock_lease(p_entry_id, p_token, false);
+    PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
+    PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
+    p_ttl := _dg_duration(p_ttl, 'ttl', false);
+    PERFORM _dg_opt_id(p_tenant, 'tenant');
+    e := _dg_lock_lease(p_entry_id, p_token, false, p_tenant);
     v_now := store_now();
     UPDATE queue_entries q SET lease_expires_at = v_now + coalesce(p_ttl, e.lease_ttl)
      WHERE q.entry_id = p_entry_id;
@@ -34,7 +40,9 @@ $$;
 
 -- dg_release_v1: end the lease; the entry can be leased again at once (D19).
 -- Raises DG103, DG102.
-CREATE OR REPLACE FUNCTION dg_release_v1(p_entry_id bigint, p_token bigint)
+DROP FUNCTION IF EXISTS dg_release_v1(bigint, bigint);
+CREATE OR REPLACE FUNCTION dg_release_v1(p_entry_id bigint, p_token bigint,
+                                         p_tenant text DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
@@ -42,7 +50,10 @@ AS $$
 DECLARE
     e queue_entries;
 BEGIN
-    e := _dg_lock_lease(p_entry_id, p_token, false);
+    PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
+    PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
+    PERFORM _dg_opt_id(p_tenant, 'tenant');
+    e := _dg_lock_lease(p_entry_id, p_token, false, p_tenant);
     UPDATE queue_entries q
        SET lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL, lease_ttl = NULL
      WHERE q.entry_id = p_entry_id;
@@ -54,8 +65,9 @@ $$;
 -- -> DG102; delete-marked -> close cancelled("thread_deleted"), 'thread_deleted'; max_attempts
 -- recorded -> 'exhausted' (nothing recorded); run id names a checkpoint of the thread or an
 -- attempt of a kept entry of the thread -> DG004; else 'started' with the attempt's number.
+DROP FUNCTION IF EXISTS dg_record_attempt_v1(bigint, bigint, text);
 CREATE OR REPLACE FUNCTION dg_record_attempt_v1(p_entry_id bigint, p_token bigint,
-                                                p_run_id text)
+                                                p_run_id text, p_tenant text DEFAULT NULL)
 RETURNS TABLE (attempt_kind text, attempt_number integer)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
@@ -67,8 +79,11 @@ DECLARE
     v_kind text;
     v_number integer;
 BEGIN
-    PERFORM _dg_check(p_run_id IS NOT NULL, 'run_id must not be NULL');
-    e := _dg_lock_lease(p_entry_id, p_token, true);
+    PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
+    PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
+    PERFORM _dg_id(p_run_id, 'run_id');
+    PERFORM _dg_opt_id(p_tenant, 'tenant');
+    e := _dg_lock_lease(p_entry_id, p_token, true, p_tenant);
     v_now := store_now();
     v_kind := _dg_attempt_verdict(e, p_run_id);
     IF v_kind = 'taken' THEN
@@ -89,8 +104,9 @@ $$;
 -- dg_close_v1: close the entry once with the outcome (p_outcome_kind 'completed' | 'failed' |
 -- 'cancelled' | 'interrupted', p_outcome_detail its JSON detail); stamps closed_at (store-now)
 -- and closed_at_seq, ends the lease. Returns the entry row. Raises DG103, DG102, DG000.
+DROP FUNCTION IF EXISTS dg_close_v1(bigint, bigint, text, text);
 CREATE OR REPLACE FUNCTION dg_close_v1(p_entry_id bigint, p_token bigint, p_outcome_kind text,
-                                       p_outcome_detail text)
+                                       p_outcome_detail text, p_tenant text DEFAULT NULL)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
@@ -103,11 +119,30 @@ AS $$
 DECLARE
     e queue_entries;
     v_now timestamptz;
+    v_detail text;
+    v_lim limits;
 BEGIN
+    PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
+    PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     PERFORM _dg_check(p_outcome_kind IN ('completed', 'failed', 'cancelled', 'interrupted'),
-                      'outcome kind must be completed, failed, cancelled or interrupted');
-    PERFORM _dg_check(p_outcome_detail IS NOT NULL, 'outcome detail must not be NULL');
-    e := _dg_lock_lease(p_entry_id, p_token, false);
+                      'outcome_kind must be completed, failed, cancelled or interrupted');
+    v_lim := _dg_limits();
+    PERFORM _dg_call_bytes(coalesce(pg_column_size(p_outcome_detail), 0), v_lim.max_call_bytes);
+    PERFORM _dg_json(p_outcome_detail, 'outcome_detail', v_lim.max_value_bytes);
+    -- The detail's shape per kind, as every reader decodes it (JSON whitespace around it).
+    v_detail := pg_catalog.btrim(p_outcome_detail, E' \t\n\r');
+    PERFORM _dg_check(CASE p_outcome_kind
+                          WHEN 'completed' THEN true
+                          WHEN 'failed' THEN pg_catalog.left(v_detail, 1) = '"'
+                          WHEN 'cancelled' THEN v_detail IN ('"requested"', '"thread_deleted"')
+                          ELSE v_detail ~ '^[1-9][0-9]{0,18}$'
+                               AND v_detail::numeric <= 9223372036854775807
+                      END,
+                      'outcome_detail must be, for completed: any JSON value; failed: a JSON '
+                      'string; cancelled: "requested" or "thread_deleted"; interrupted: an '
+                      'entry id (a JSON integer >= 1)');
+    PERFORM _dg_opt_id(p_tenant, 'tenant');
+    e := _dg_lock_lease(p_entry_id, p_token, false, p_tenant);
     v_now := store_now();
     PERFORM _dg_close_entry(p_entry_id, p_outcome_kind, p_outcome_detail, v_now);
     PERFORM _dg_refresh_queue_thread(e.thread_id);

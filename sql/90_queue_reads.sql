@@ -19,6 +19,8 @@ DECLARE
     e queue_entries;
     v_now timestamptz;
 BEGIN
+    PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
+    PERFORM _dg_opt_id(p_tenant, 'tenant');
     SELECT * INTO e FROM queue_entries q WHERE q.entry_id = p_entry_id;
     IF FOUND THEN
         PERFORM _dg_lock_queue_thread(e.thread_id);
@@ -38,7 +40,7 @@ END;
 $$;
 
 -- dg_entry_v1: the entry when its tenant IS NOT DISTINCT FROM p_tenant (NULL = the no-tenant
--- namespace); no row when unknown, reclaimed or another tenant's. Raises nothing.
+-- namespace); no row when unknown, reclaimed or another tenant's. Raises DG000.
 CREATE OR REPLACE FUNCTION dg_entry_v1(p_entry_id bigint, p_tenant text)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
@@ -50,6 +52,8 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
+    PERFORM _dg_opt_id(p_tenant, 'tenant');
     RETURN QUERY
     SELECT x.* FROM _dg_entry(p_entry_id) x WHERE x.tenant IS NOT DISTINCT FROM p_tenant;
 END;
@@ -58,9 +62,16 @@ $$;
 -- dg_open_entries_v1: open entries of the wanted tenant (p_any_tenant, or tenant IS NOT
 -- DISTINCT FROM p_tenant) on p_thread_id (NULL = every thread), grouped by thread (threads
 -- ordered by their head's entry id, the head taken over every tenant), each thread's entries
--- in queue order (rule 24). Raises nothing.
+-- in queue order (rule 24); a page: after the entry p_after (NULL = from the first; its place
+-- is (its thread's current head, its queue rank, its id); an id that is unknown, reclaimed or
+-- not visible to the wanted tenant gives no rows), at most p_limit (1..100000) and
+-- max_page_bytes (input + outcome + attempts), always at least one row when one exists.
+-- Continue with p_after = the last entry id returned. Raises DG000.
+DROP FUNCTION IF EXISTS dg_open_entries_v1(boolean, text, text);
 CREATE OR REPLACE FUNCTION dg_open_entries_v1(p_any_tenant boolean, p_tenant text,
-                                              p_thread_id text)
+                                              p_thread_id text,
+                                              p_after bigint DEFAULT NULL,
+                                              p_limit integer DEFAULT 1000)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
@@ -70,19 +81,51 @@ LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_head bigint := -1::bigint;
+    v_rank smallint := -1::smallint;
+    v_id bigint := -1::bigint;
+    v_page bigint;
 BEGIN
+    PERFORM _dg_not_null(p_any_tenant IS NOT NULL, 'any_tenant');
+    PERFORM _dg_opt_id(p_tenant, 'tenant');
+    PERFORM _dg_opt_id(p_thread_id, 'thread_id');
+    PERFORM _dg_count(p_limit, 'limit', 100000);
+    v_page := (_dg_limits()).max_page_bytes;
+    IF p_after IS NOT NULL THEN
+        SELECT coalesce(q.head_entry_id, a.entry_id), a.queue_rank, a.entry_id
+          INTO v_head, v_rank, v_id
+          FROM queue_entries a LEFT JOIN queue_threads q ON q.thread_id = a.thread_id
+         WHERE a.entry_id = p_after AND (p_any_tenant OR a.tenant IS NOT DISTINCT FROM p_tenant);
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+    END IF;
     RETURN QUERY
-    SELECT e.entry_id, e.tenant, e.thread_id::text, e.key, e.input, e.mode, e.max_attempts,
-           a.attempts, e.admitted, e.thread_deleted, e.submitted_at,
-           e.lease_holder, e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
-           e.closed_at_seq
-      FROM queue_threads q
-      JOIN queue_entries e ON e.thread_id = q.thread_id AND e.outcome_kind IS NULL
-     CROSS JOIN LATERAL _dg_attempts(e.entry_id) a
-     WHERE q.head_entry_id IS NOT NULL
-       AND (p_thread_id IS NULL OR q.thread_id = p_thread_id)
-       AND (p_any_tenant OR e.tenant IS NOT DISTINCT FROM p_tenant)
-     ORDER BY q.head_entry_id, e.queue_rank, e.entry_id;
+    SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts,
+           x.attempts, x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder,
+           x.lease_expires_at, x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq
+      FROM (SELECT r.*, sum(r.size) OVER (ORDER BY r.h, r.rank, r.entry_id
+                                          ROWS UNBOUNDED PRECEDING) - r.size AS before_bytes
+              FROM (SELECT e.entry_id, e.tenant, e.thread_id::text AS thread_id, e.key,
+                           e.input, e.mode, e.max_attempts, a.attempts, e.admitted,
+                           e.thread_deleted, e.submitted_at, e.lease_holder,
+                           e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
+                           e.closed_at_seq, q.head_entry_id AS h, e.queue_rank AS rank,
+                           octet_length(e.input) + octet_length(a.attempts::text)
+                           + coalesce(octet_length(e.key), 0) AS size
+                      FROM queue_threads q
+                      JOIN queue_entries e ON e.thread_id = q.thread_id
+                                          AND e.outcome_kind IS NULL
+                     CROSS JOIN LATERAL _dg_attempts(e.entry_id) a
+                     WHERE q.head_entry_id IS NOT NULL
+                       AND (p_thread_id IS NULL OR q.thread_id = p_thread_id)
+                       AND (p_any_tenant OR e.tenant IS NOT DISTINCT FROM p_tenant)
+                       AND (q.head_entry_id, e.queue_rank, e.entry_id) > (v_head, v_rank, v_id)
+                     ORDER BY q.head_entry_id, e.queue_rank, e.entry_id
+                     LIMIT p_limit) r) x
+     WHERE x.before_bytes < v_page
+     ORDER BY x.h, x.rank, x.entry_id;
 END;
 $$;
 
@@ -100,8 +143,9 @@ DECLARE
     v_cutoff timestamptz;
     v_removed integer;
 BEGIN
-    PERFORM _dg_check(p_older_than >= interval '0', 'older_than must be >= 0');
-    PERFORM _dg_check(p_batch >= 1, 'batch must be >= 1');
+    PERFORM _dg_not_null(p_older_than IS NOT NULL, 'older_than');
+    p_older_than := _dg_duration(p_older_than, 'older_than', true);
+    PERFORM _dg_count(p_batch, 'batch', 100000);
     -- Closed entries are never written again, so there is no lock to wait for first.
     v_cutoff := store_now() - p_older_than;
     DELETE FROM queue_entries d

@@ -129,7 +129,10 @@ def test_thread_busy_messages_are_the_ones_the_sql_functions_raise() -> None:
 def test_every_sqlstate_the_sql_functions_raise_maps_to_one_error_class() -> None:
     raised = set()
     for path in SQL_DIR.glob("*.sql"):
-        raised |= set(re.findall(r"ERRCODE = '(DG\d{3})'", path.read_text()))
+        text = path.read_text()
+        # A code its own function catches (a retry signal, e.g. delete_thread's) never escapes.
+        caught = set(re.findall(r"WHEN SQLSTATE '(DG\d{3})'", text))
+        raised |= set(re.findall(r"ERRCODE = '(DG\d{3})'", text)) - caught
     mapped = errors.sqlstates()
     assert raised <= set(mapped)
     for sqlstate, cls in mapped.items():

@@ -4,15 +4,22 @@ of every public operation of SPEC §4-§5 and must give the same answers.
 A hypothesis `RuleBasedStateMachine` drives the three stores in lock step. After every step the
 results (or error classes) of the three stores are compared, normalised:
 
-- **time**: the in-memory and SQLite stores run on `ManualClock`s that start at the same instant;
-  PostgreSQL's store clock is real time plus a test offset (`PgClock`). Every duration the machine
-  uses that produces a timestamp (claim and lease ttls, clock moves) is a whole number of
-  ``UNIT`` (60 s), so each store timestamp is normalised to ``round((ts - base) / UNIT)`` where
-  ``base`` is the store's time at the start of the example; real time moving under PostgreSQL
-  during one example (well under ``UNIT / 2``) disappears in the rounding. Ages that are only
-  compared (retention ``max_age``, ``reclaim(older_than=)``) are ``k * UNIT + UNIT / 2``, so no
-  comparison ever falls on a boundary where real time could tip it. Producer timestamps (year
-  2001) are kept exactly.
+- **time**: all three stores run on clocks that stand still until the machine moves them, from
+  the same instant: `ManualClock`s for memory and SQLite, and for PostgreSQL a ``store_now()``
+  that reads a one-row table of the schema. The clocks start on 2025-03-29 at 20:00 UTC, a few
+  hours before Europe/Berlin moves to summer time, and PostgreSQL's sessions run under
+  Europe/Berlin (``PGTZ``), with ttls, ages and clock moves of up to two days: a duration that
+  followed the calendar (``interval '1 day'`` is 23 h there) would show (issue 12). Every
+  duration the machine uses that produces a timestamp is a whole number of ``UNIT`` (60 s), and
+  each store timestamp is normalised to ``(ts - base) / UNIT``. Ages that are only compared
+  (retention ``max_age``, ``reclaim(older_than=)``) are ``k * UNIT + UNIT / 2``. Because the
+  clocks stand still, entries closed at one instant tie on ``closed_at`` in every store, so
+  ``reclaim`` runs with varied batches. Producer timestamps (year 2001) are kept exactly.
+- **concurrent steps**: one rule runs a commit and a lease at the same time on PostgreSQL (the
+  commit held open on a second connection, the lease in a thread, the clock moved meanwhile)
+  and runs memory and SQLite in the order PostgreSQL serialised them: if the lease waited for
+  the commit's locks, commit -> clock move -> lease, else lease -> commit -> clock move. A lease
+  that read the time before its wait (issue 12) disagrees.
 - **tokens and entry ids** are compared by their order of first appearance (a sequence may skip
   values on a rolled-back call; SPEC only promises they increase), and a newly seen token must be
   greater than every token seen before.
@@ -27,6 +34,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -51,6 +60,7 @@ from hypothesis.stateful import (
 )
 from psycopg import sql
 
+import durable_graph.errors
 from durable_graph import (
     ANY,
     Cancelled,
@@ -73,7 +83,6 @@ from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.postgres.migrations import migrate
 from durable_graph.sqlite import SqliteCheckpointer, SqliteConfig
 from durable_graph.testkit.harness import ManualClock
-from durable_graph.testkit.pg_clock import PgClock
 from durable_graph.testkit.pg_schema import reset_store
 
 EXAMPLES = int(os.environ.get("DURABLE_GRAPH_DIFF_EXAMPLES", "200"))
@@ -81,7 +90,7 @@ STEPS = int(os.environ.get("DURABLE_GRAPH_DIFF_STEPS", "30"))
 
 UNIT = 60.0
 """Seconds: every timestamp-producing duration is a multiple of it (see the module docstring)."""
-CLOCK_START = 1_750_000_000.0
+CLOCK_START = datetime(2025, 3, 29, 20, 0, tzinfo=UTC).timestamp()  # Berlin DST: 01:00 UTC
 PRODUCER_TIME = datetime(2001, 2, 3, 4, 5, 6, 789012, tzinfo=UTC)
 
 THREADS = ["a", "b", "c"]
@@ -100,9 +109,23 @@ OUTCOMES: Counter[tuple[str, str]] = Counter()
 JSON_VALUES: st.SearchStrategy[JSON] = st.sampled_from(
     [None, 0, -7, 2.5, "", "x", "nul\u0000 é 😀", [], {}, [1, "two", None], {"k": {"n": [True]}}]
 )
-TTLS = st.sampled_from([timedelta(seconds=60), timedelta(seconds=120), timedelta(seconds=300)])
-AGES = st.sampled_from([timedelta(seconds=s) for s in (30, 90, 150, 630, 3630)])
-ADVANCES = st.sampled_from([timedelta(seconds=s) for s in (60, 120, 240, 600, 3600)])
+DAY = 86_400
+TTLS = st.sampled_from(
+    [timedelta(seconds=s) for s in (60, 120, 300)] + [timedelta(days=1), timedelta(days=2)]
+)
+AGES = st.sampled_from(
+    [timedelta(seconds=s) for s in (30, 90, 150, 630, 3630, DAY + 30, 2 * DAY - 3570)]
+)
+ADVANCES = st.sampled_from(
+    [timedelta(seconds=s) for s in (60, 120, 240, 600, 3600)]
+    + [timedelta(hours=5), timedelta(hours=23), timedelta(days=1)]
+)
+MAX_AGES = [None, *[timedelta(seconds=s) for s in (30, 90, 630, DAY + 30)]]
+SQLSTATE_ERRORS: dict[str, str] = {
+    str(getattr(cls, "sqlstate")): cls.__name__  # noqa: B009 (not every class has one)
+    for cls in vars(durable_graph.errors).values()
+    if isinstance(cls, type) and isinstance(getattr(cls, "sqlstate", None), str)
+}
 
 
 def _retention(keep_last: int | None, max_age: timedelta | None) -> RetentionPolicy:
@@ -113,14 +136,26 @@ def _retention(keep_last: int | None, max_age: timedelta | None) -> RetentionPol
 
 
 class PgBackend:
-    """One migrated schema for the whole test, emptied before each example."""
+    """One migrated schema for the whole test, emptied before each example. Its store_now()
+    reads the one-row table ``diff_clock`` (time stands still until `advance`)."""
 
     def __init__(self, dsn: str, schema: str) -> None:
         self.dsn = dsn
         self.schema = schema
         migrate(dsn, schema)
-        PgClock(dsn, schema)  # installs the test clock (store_now() = clock_timestamp() + offset)
+        s = sql.Identifier(schema)
         self.conn = psycopg.connect(dsn, autocommit=True)
+        self.conn.execute(sql.SQL("CREATE TABLE {}.diff_clock (at timestamptz)").format(s))
+        self.conn.execute(
+            sql.SQL(
+                "CREATE OR REPLACE FUNCTION {s}.store_now() RETURNS timestamptz"
+                " LANGUAGE sql VOLATILE AS $$ SELECT at FROM {s}.diff_clock $$"
+            ).format(s=s)
+        )
+        # The commit a concurrent step holds open (see DifferentialMachine.lease_meets_commit).
+        self.raw = psycopg.connect(dsn)
+        self.raw.execute(sql.SQL("SET search_path = {}").format(s))
+        self.raw.commit()
         self.store = PostgresCheckpointer.open(
             dsn, PostgresConfig(schema=schema, auto_migrate=False, max_pool_size=2)
         )
@@ -129,22 +164,32 @@ class PgBackend:
         """Empty the store, restart its counters and clock; return its time now (the base)."""
         reset_store(self.conn, self.schema)
         s = sql.Identifier(self.schema)
-        row = self.conn.execute(sql.SQL("SELECT {}.store_now()").format(s)).fetchone()
-        assert row is not None
-        base = row[0]
-        assert isinstance(base, datetime)
+        self.conn.execute(sql.SQL("DELETE FROM {}.diff_clock").format(s))
+        base = datetime.fromtimestamp(CLOCK_START, tz=UTC)
+        self.conn.execute(sql.SQL("INSERT INTO {}.diff_clock VALUES (%s)").format(s), (base,))
         return base
 
     def advance(self, delta: timedelta) -> None:
+        # In seconds: the clock itself must not follow a session TimeZone's calendar.
         self.conn.execute(
-            sql.SQL("UPDATE {}.dg_test_clock SET clock_offset = clock_offset + %s").format(
+            sql.SQL("UPDATE {}.diff_clock SET at = at + make_interval(secs => %s)").format(
                 sql.Identifier(self.schema)
             ),
-            (delta,),
+            (delta.total_seconds(),),
         )
+
+    def leases_waiting(self) -> int:
+        """How many of this schema's lease calls wait on a lock now."""
+        row = self.conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND query LIKE %s",
+            (f"%{self.schema}%dg_lease_v1%",),
+        ).fetchone()
+        return 0 if row is None else int(row[0])
 
     def close(self) -> None:
         self.store.close()
+        self.raw.close()
         self.conn.close()
 
 
@@ -270,16 +315,21 @@ class DifferentialMachine(RuleBasedStateMachine):
     def run(self, name: str, op: Callable[[str, Any], object]) -> dict[str, object]:
         """Run ``op(store_name, store)`` on each store; assert equal normalised outcomes."""
         raw: dict[str, object] = {}
-        seen: dict[str, Outcome] = {}
         for store_name, store in self.stores.items():
             try:
-                value = op(store_name, store)
+                raw[store_name] = op(store_name, store)
             except Exception as exc:  # every store error is compared by class
-                seen[store_name] = ("error", type(exc).__name__)
                 raw[store_name] = exc
-                continue
-            raw[store_name] = value
-            seen[store_name] = ("ok", self.norms[store_name](value))
+        return self.compare(name, raw)
+
+    def compare(self, name: str, raw: dict[str, object]) -> dict[str, object]:
+        """Assert the stores' results (or exceptions) are equal once normalised."""
+        seen: dict[str, Outcome] = {}
+        for store_name, value in raw.items():
+            if isinstance(value, Exception):
+                seen[store_name] = ("error", type(value).__name__)
+            else:
+                seen[store_name] = ("ok", self.norms[store_name](value))
         for store_name, norm in self.norms.items():
             assert not norm.problems, f"{store_name}: {norm.problems}"
         reference = seen["memory"]
@@ -457,7 +507,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(
         thread_id=st.sampled_from(THREADS),
         keep_last=st.sampled_from([None, 1, 2, 3]),
-        max_age=st.sampled_from([None, *[timedelta(seconds=s) for s in (30, 90, 630)]]),
+        max_age=st.sampled_from(MAX_AGES),
     )
     def prune(self, thread_id: str, keep_last: int | None, max_age: timedelta | None) -> None:
         policy = _retention(keep_last, max_age)
@@ -465,7 +515,7 @@ class DifferentialMachine(RuleBasedStateMachine):
 
     @rule(
         keep_last=st.sampled_from([None, 1, 2]),
-        max_age=st.sampled_from([None, *[timedelta(seconds=s) for s in (30, 90, 630)]]),
+        max_age=st.sampled_from(MAX_AGES),
         batch=st.sampled_from([1, 2, 1000]),
     )
     def prune_all(self, keep_last: int | None, max_age: timedelta | None, batch: int) -> None:
@@ -736,11 +786,121 @@ class DifferentialMachine(RuleBasedStateMachine):
         }
         self.run(read, ops[read])
 
-    @rule(older_than=AGES)
-    def reclaim(self, older_than: timedelta) -> None:
-        # batch stays large: entries closed at the same manual instant tie on closed_at in
-        # memory and SQLite (then ordered by id) but not under PostgreSQL's moving real time.
-        self.run("reclaim", lambda _n, s: s.run_queue.reclaim(older_than, batch=1000))
+    @rule(older_than=AGES, batch=st.sampled_from([1, 2, 3, 1000]))
+    def reclaim(self, older_than: timedelta, batch: int) -> None:
+        # Every clock stands still, so entries closed at one instant tie in every store.
+        self.run("reclaim", lambda _n, s: s.run_queue.reclaim(older_than, batch=batch))
+
+    # -- a concurrent step: a lease meets a commit in flight on PostgreSQL ------------------
+
+    @rule(
+        claim=claims,
+        checkpoint_id=st.sampled_from(CHECKPOINTS),
+        run_id=st.sampled_from(RUNS),
+        holder=st.sampled_from(HOLDERS),
+        ttl=TTLS,
+        lease_run_id=st.sampled_from(RUNS),
+        delta=ADVANCES,
+    )
+    def lease_meets_commit(
+        self,
+        claim: Handle,
+        checkpoint_id: str,
+        run_id: str,
+        holder: str,
+        ttl: timedelta,
+        lease_run_id: str | None,
+        delta: timedelta,
+    ) -> None:
+        """A commit holds its locks on a second connection while a lease runs in a thread and
+        the clock moves; memory and SQLite replay the order PostgreSQL serialised."""
+        thread_id = claim.per_store["memory"].thread_id
+        # An entry of tenant "tc" (only this rule uses it) on the thread, for the lease to meet:
+        # a lease recording an attempt shares the thread row the commit holds.
+        job = Submission(thread_id, {"job": run_id}, tenant="tc")
+        self.run("submit", lambda _n, s: s.run_queue.submit(job))
+        commit = Commit(
+            checkpoint_id, self.head(thread_id), run_id, {"c": checkpoint_id}, next=("n",)
+        )
+        pg = self.world.pg
+        pg_claim = claim.per_store["postgres"]
+        commit_error: str | None = None
+        try:
+            pg.raw.execute(
+                "SELECT * FROM dg_commit_v1(%s, %s, %s, %s, %s, %s, 'null', %s,"
+                " NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+                (
+                    thread_id,
+                    pg_claim.token,
+                    checkpoint_id,
+                    commit.parent_id,
+                    run_id,
+                    '{"c":"' + checkpoint_id + '"}',
+                    ["n"],
+                ),
+            )
+        except psycopg.Error as exc:  # the transaction keeps its locks until rolled back
+            commit_error = SQLSTATE_ERRORS.get(exc.sqlstate or "", type(exc).__name__)
+        result: dict[str, object] = {}
+
+        def lease() -> None:
+            try:
+                result["postgres"] = self.stores["postgres"].run_queue.lease(
+                    holder, ttl, tenant="tc", run_id=lease_run_id
+                )
+            except Exception as exc:
+                result["postgres"] = exc
+
+        worker = threading.Thread(target=lease, daemon=True)
+        worker.start()
+        deadline = time.monotonic() + 5
+        waited = False
+        while worker.is_alive() and time.monotonic() < deadline:
+            if pg.leases_waiting():
+                waited = True
+                break
+            time.sleep(0.005)
+        if waited:
+            pg.advance(delta)  # the lease is waiting: its time must be read after this
+        if commit_error is None:
+            pg.raw.commit()
+        else:
+            pg.raw.rollback()
+        worker.join(10)
+        assert not worker.is_alive(), "the lease never finished"
+        if not waited:
+            pg.advance(delta)
+        committed: dict[str, object] = {
+            "postgres": durable_graph.errors.GraphError(commit_error) if commit_error else None
+        }
+        for name in ("memory", "sqlite"):
+            store, advance = self.stores[name], self.advancers[list(self.stores).index(name)]
+            take = partial(store.run_queue.lease, holder, ttl, tenant="tc", run_id=lease_run_id)
+            if not waited:
+                result[name] = self._attempt(take)
+            try:
+                store.commit(claim.per_store[name], commit)
+                committed[name] = None
+            except Exception as exc:
+                committed[name] = durable_graph.errors.GraphError(type(exc).__name__)
+            advance(delta)
+            if waited:
+                result[name] = self._attempt(take)
+        OUTCOMES[("lease_meets_commit", "waited" if waited else "not waited")] += 1
+        outcomes = {n: str(e) if e else "ok" for n, e in committed.items()}
+        assert len(set(outcomes.values())) == 1, f"concurrent commit: {outcomes}"
+        leased = self.compare("lease (concurrent)", {n: result[n] for n in self.stores})
+        if self.all_ok(leased, Lease):
+            # Closed, so that "tc" entries do not pile up ahead of the next step's.
+            self.run("close", lambda n, s: s.run_queue.close(leased[n], Completed(None)))
+        self.run("get (after concurrent commit)", lambda _n, s: s.get(thread_id))
+
+    @staticmethod
+    def _attempt(fn: Callable[[], object]) -> object:
+        try:
+            return fn()
+        except Exception as exc:
+            return exc
 
     # -- after every step -----------------------------------------------------------------
 
@@ -754,8 +914,10 @@ class DifferentialMachine(RuleBasedStateMachine):
 
 
 @pytest.fixture
-def world(tmp_path: Path, pg_dsn: str) -> Iterator[World]:
+def world(tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     schema = f"d_{uuid.uuid4().hex[:16]}"
+    # libpq starts every session of the store (and the clock's) under Europe/Berlin.
+    monkeypatch.setenv("PGTZ", "Europe/Berlin")
     pg = PgBackend(pg_dsn, schema)
     w = World(tmp_path, pg)
     try:

@@ -37,7 +37,7 @@ from durable_graph import (
     plan_attempt,
 )
 from durable_graph.checkpointer import Checkpointer
-from durable_graph.memory import InMemoryCheckpointer
+from durable_graph.memory import InMemoryCheckpointer, MemoryStorage
 from durable_graph.run_queue import RunQueue
 from durable_graph.testkit import Harness, ManualClock
 from durable_graph.testkit.checkpointer_contract import CheckpointerContract
@@ -341,7 +341,7 @@ def test_a_call_waiting_over_five_seconds_for_the_lock_raises_processing_error(
     done = threading.Event()
 
     def hold() -> None:
-        with store._state.cond:
+        with store._storage._state.lock:  # type: ignore[attr-defined]
             held.set()
             done.wait(10)
 
@@ -471,3 +471,30 @@ def test_await_closed_wakes_on_close(store: InMemoryCheckpointer) -> None:
     threading.Timer(0.05, lambda: q.cancel(e)).start()
     closed = q.await_closed(e, timedelta(seconds=5))
     assert closed is not None and closed.closed
+
+
+@pytest.mark.slow
+def test_a_waiter_whose_wait_ends_while_the_lock_is_held_gives_up_within_the_lock_bound(
+    store: InMemoryCheckpointer,
+) -> None:
+    # #12 item 7: a wait never re-takes the store lock without D23's bound.
+    storage = store._storage
+    assert isinstance(storage, MemoryStorage)
+    outcome: list[object] = []
+
+    def wait() -> None:
+        try:
+            outcome.append(store.await_events_after("t", 0, timedelta(milliseconds=300)))
+        except ProcessingError as exc:
+            outcome.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.1)  # the waiter has read once and waits
+    with storage._state.lock:
+        started = time.monotonic()
+        waiter.join(9)
+        held_for = time.monotonic() - started
+    waiter.join()
+    assert held_for < 7  # it gave up while the lock was still held
+    assert len(outcome) == 1 and isinstance(outcome[0], ProcessingError)

@@ -42,8 +42,10 @@ from durable_graph import (
     ThreadDeleted,
     plan_attempt,
 )
-from durable_graph.memory import InMemoryCheckpointer, lease_is_live
+from durable_graph.embedded.rows import EntryRow
+from durable_graph.memory import InMemoryCheckpointer, MemoryStorage
 from durable_graph.testkit import ManualClock
+from durable_graph.validation import from_posix
 
 WORKERS = 16
 RUN_SECONDS = 4.0
@@ -208,16 +210,25 @@ def _disturber(store: InMemoryCheckpointer, rec: Record, stop: threading.Event) 
                 rec.deleted_threads.add(thread_id)
 
 
+def _first(entries: list[EntryRow]) -> EntryRow | None:
+    return entries[0] if entries else None
+
+
 def _sampler(store: InMemoryCheckpointer, rec: Record, stop: threading.Event) -> None:
-    """Checks inside the store lock: at most one live lease per thread; tokens never go back."""
-    state = store._state
+    """Checks inside the store lock: at most one live lease per thread; tokens never go back;
+    each thread's kept head is the first of its open entries in queue order."""
+    storage = store._storage
+    assert isinstance(storage, MemoryStorage)
+    state = storage._state
     last_claim: dict[str, int] = {}
     last_lease: dict[str, int] = {}
     while not stop.wait(0.001):
-        with state.cond:
-            now = state.now()
+        with state.lock:
+            now = from_posix(state.clock())
             live: Counter[str] = Counter(
-                e.thread_id for e in state.entries.values() if lease_is_live(e, now)
+                e.thread_id
+                for e in state.entries.values()
+                if e.lease_expires_at is not None and now < e.lease_expires_at
             )
             leases = {
                 e.thread_id: e.lease_token
@@ -225,7 +236,9 @@ def _sampler(store: InMemoryCheckpointer, rec: Record, stop: threading.Event) ->
                 if e.lease_token is not None
             }
             claims = {t: c.token for t, c in state.claims.items()}
+            stale_heads = [t for t, q in state.queues.items() if q.head is not _first(q.in_order())]
         bad = [f"{t} has {n} live leases" for t, n in live.items() if n > 1]
+        bad += [f"the kept head of {t} is not its first open entry" for t in stale_heads]
         for t, token in leases.items():
             if token < last_lease.get(t, 0):
                 bad.append(f"lease token of {t} went back to {token}")

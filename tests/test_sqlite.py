@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import random
+import re
 import sqlite3
 import threading
 import time
@@ -32,6 +33,7 @@ from durable_graph import (
     Submission,
     ThreadBusy,
     ValidationError,
+    WatchPolicy,
 )
 from durable_graph.checkpointer import Checkpointer
 from durable_graph.memory import InMemoryCheckpointer
@@ -131,8 +133,25 @@ def test_open_creates_the_schema_in_wal_mode_at_the_current_version(
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"threads", "claims", "tombstones", "checkpoints", "entries", "attempts"} <= tables
+        tables = {
+            name: {c[1] for c in raw.execute(f"PRAGMA table_xinfo({name})")}
+            for (name,) in raw.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
+    # The same tables and columns as the PostgreSQL schema (SQLite keeps counters for sequences).
+    postgres = _postgres_tables()
+    assert set(postgres) - {"schema_meta"} <= set(tables)
+    assert {t: tables[t] for t in postgres if t in tables} == {
+        t: c for t, c in postgres.items() if t != "schema_meta"
+    }
+
+
+def _postgres_tables() -> dict[str, set[str]]:
+    """Table -> column names of ``migrations/0001.tables.sql``."""
+    text = (Path(__file__).parents[1] / "migrations" / "0001.tables.sql").read_text()
+    tables: dict[str, set[str]] = {}
+    for name, body in re.findall(r"CREATE TABLE (\w+) \((.*?)\n\);", text, re.S):
+        tables[name] = set(re.findall(r"^\s{4}(\w+)\s+(?!KEY)\w", body, re.M)) - {"PRIMARY"}
+    return tables
 
 
 def test_open_refuses_a_newer_schema_version(path: Path) -> None:
@@ -142,6 +161,84 @@ def test_open_refuses_a_newer_schema_version(path: Path) -> None:
     raw.close()
     with pytest.raises(ProcessingError, match="newer"):
         SqliteCheckpointer.open(path)
+
+
+def _version_1_file(path: Path) -> None:
+    """A store written by schema version 1 (before the embedded rule set)."""
+    raw = sqlite3.connect(path)
+    raw.executescript((Path(__file__).parent / "data" / "sqlite_store_v1.sql").read_text())
+    raw.execute("PRAGMA user_version = 1")
+    raw.close()
+
+
+def test_a_version_1_file_is_migrated_on_open_and_keeps_every_row(path: Path) -> None:
+    _version_1_file(path)
+    with SqliteCheckpointer.open(path, clock=lambda: 1_700_003_600.0) as store:
+        head = store.get("t1")
+        assert head is not None and (head.checkpoint_id, head.seq) == ("c2", 3)
+        first = store.get("t1", "c1")
+        assert first is not None and first.writes == (
+            PendingWrite("task", "ch", 1),
+            PendingWrite("task", "ch", 2),
+        )
+        assert [e.kind for e in store.events_after("t1", 0)][:2] == ["note", "store.checkpoint"]
+        effect = store.get_effect("t1", "k")
+        assert effect is not None and effect.value == {"v": 1}
+        with pytest.raises(ThreadBusy):
+            store.claim("t1", "x")  # the two-day claim moved over with its thread
+        assert store.thread("gone") is None
+        claim = store.claim("gone", "h")
+        assert store.commit(claim, Commit("g2", None, "rg2", None)).seq == 2  # numbering goes on
+        q = store.run_queue
+        assert [e.entry_id for e in q.open_entries(tenant=ANY)] == [1, 2]
+        assert q.submit(Submission("t1", {"n": 1}, key="k1")).entry_id == 1
+        assert q.submit(Submission("t9", {})).entry_id == 5  # ids 3-4 were reclaimed, not reused
+        lease = q.lease("w2", timedelta(minutes=5))
+        assert lease is not None and lease.entry.entry_id == 1  # its old lease had expired
+        assert [a.run_id for a in lease.entry.attempts] == ["r9"]
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        names = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert not {n for n in names if n.startswith("v1_")}
+
+
+def test_store_files_are_created_private_to_their_owner(path: Path) -> None:
+    with SqliteCheckpointer.open(path) as store:
+        _commit(store, "t", "c1", "r1")
+        modes = {p.name: p.stat().st_mode & 0o777 for p in path.parent.iterdir()}
+    assert modes == {"store.db": 0o600, "store.db-wal": 0o600, "store.db-shm": 0o600}
+
+
+def test_a_read_only_store_reads_and_refuses_every_write(path: Path, clock: ManualClock) -> None:
+    with SqliteCheckpointer.open(path, clock=clock) as store:
+        _commit(store, "t", "c1", "r1")
+        store.run_queue.submit(Submission("t", {"n": 1}))
+    with SqliteCheckpointer.open(path, SqliteConfig(read_only=True), clock=clock) as ro:
+        head = ro.get("t")
+        assert head is not None and head.checkpoint_id == "c1"
+        assert [e.entry_id for e in ro.run_queue.open_entries()] == [1]
+        with pytest.raises(ProcessingError, match="read-only"):
+            ro.claim("t", "h")
+        with pytest.raises(ProcessingError, match="read-only"):
+            ro.run_queue.lease("w", timedelta(minutes=1))
+        with pytest.raises(ProcessingError, match="read-only"):
+            ro.prune_all(RetentionPolicy(keep_last=1))
+        assert ro.run_queue.await_closed(1, timedelta(0)) is None
+
+
+def test_read_only_never_creates_or_migrates_a_file(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.db"
+    with pytest.raises(ProcessingError, match=r"missing\.db"):
+        SqliteCheckpointer.open(missing, SqliteConfig(read_only=True))
+    assert list(tmp_path.iterdir()) == []
+    old = tmp_path / "old.db"
+    _version_1_file(old)
+    with pytest.raises(ProcessingError, match=r"old\.db.*version 1"):
+        SqliteCheckpointer.open(old, SqliteConfig(read_only=True))
+    with sqlite3.connect(old) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == 1
+    with pytest.raises(ValidationError, match="read_only"):
+        SqliteConfig(read_only="yes")  # type: ignore[arg-type]
 
 
 def test_open_of_a_file_that_is_not_a_database_raises_processing_error(path: Path) -> None:
@@ -519,3 +616,37 @@ def test_sqlite_answers_every_call_as_the_memory_reference_does(tmp_path: Path, 
     finally:
         memory.close()
         sqlite.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_closing_an_entry_that_holds_no_lease_keeps_the_threads_live_lease(
+    kind: str, path: Path, clock: ManualClock
+) -> None:
+    # The kept per-thread lease (queue_threads) must only end with the entry that held it.
+    store = InMemoryCheckpointer(clock) if kind == "memory" else SqliteCheckpointer.open(path)
+    q = store.run_queue
+    with store:
+        q.submit(Submission("t", {"n": 1}))
+        queued = q.submit(Submission("t", {"n": 2})).entry_id
+        lease = q.lease("a", timedelta(minutes=5))
+        assert lease is not None
+        q.cancel(queued)
+        q.submit(Submission("t", {"n": 3}, mode=Mode.INTERRUPT))
+        q.submit(Submission("t", {"n": 4}, mode=Mode.INTERRUPT))  # closes the one before
+        assert q.lease("b", timedelta(minutes=5)) is None
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_wait_wakes_at_once_on_a_write_through_the_same_store(kind: str, path: Path) -> None:
+    # SPEC §11: in-process waits wake at once; only other processes are seen by polling.
+    store = InMemoryCheckpointer() if kind == "memory" else SqliteCheckpointer.open(path)
+    with store:
+        claim = store.claim("t", "h")
+        store.commit(claim, Commit("c1", None, "r1", None))
+        slow_poll = WatchPolicy(poll_interval=timedelta(seconds=30))
+        writer = threading.Timer(0.2, store.append_events, (claim, [EventIn("ping", None)]))
+        writer.start()
+        started = time.monotonic()
+        events = store.await_events_after("t", 1, timedelta(seconds=20), slow_poll)
+        writer.join()
+        assert [e.kind for e in events] == ["ping"] and time.monotonic() - started < 5

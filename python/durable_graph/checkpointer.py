@@ -138,7 +138,12 @@ class Checkpointer(Protocol):
 
     def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]: ...
 
-    def children(self, thread_id: str) -> list[str]: ...
+    def children(self, thread_id: str, after: str | None = None, limit: int = 1000) -> list[str]:
+        """One page of the thread's children in first-commit order, after the child ``after``
+        (an id that is not a child: ``[]``). Pages of history, events_after and children may
+        hold fewer than ``limit`` rows (PostgreSQL bounds a page's bytes, SPEC §10 rule 2, and
+        always returns at least one row); only an empty page means the end."""
+        ...
 
     def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]: ...
 

@@ -139,13 +139,12 @@ def compose_begin(args: BeginArgs, steps: Steps) -> AttemptBegun | None:
 
 
 class EmbeddedFastPath:
-    """The four calls on an embedded store, composed from its step methods inside one of its
-    write transactions (`_atomic`): SQLite's ``BEGIN IMMEDIATE`` (the steps join it), the memory
-    store's lock. ``undo=True`` asks for rollback on error where the store has no transaction
-    (the memory store snapshots its queue); `_precheck` raises, before anything is written,
-    what the steps would raise, for a store that cannot roll back."""
+    """The three attempt calls on an embedded store, composed from its step methods inside one
+    write transaction of its storage (`_atomic`: SQLite's ``BEGIN IMMEDIATE``, which the steps
+    join; the memory store's lock). `_precheck` raises, before anything is written, what the
+    steps would raise, for a storage that cannot roll back (the memory one)."""
 
-    def _atomic(self, undo: bool = False) -> AbstractContextManager[None]:
+    def _atomic(self) -> AbstractContextManager[None]:
         raise NotImplementedError
 
     def _max_bytes(self) -> int:
@@ -194,11 +193,18 @@ class EmbeddedFastPath:
                 store.release_claim(c)
             return closed
 
-    def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]:
-        check_submissions(submissions, self._max_bytes())
-        queue = self._steps.run_queue
-        with self._atomic(undo=True):
-            return [queue.submit(s) for s in submissions]
+
+def submit_each(
+    submit: Callable[[Submission], Ticket],
+    submissions: Sequence[Submission],
+    atomic: AbstractContextManager[None],
+    max_bytes: int,
+) -> list[Ticket]:
+    """`submit_many` on an embedded store: each as `submit` would, inside ``atomic`` (a write
+    transaction that undoes everything on error)."""
+    check_submissions(submissions, max_bytes)
+    with atomic:
+        return [submit(s) for s in submissions]
 
 
 __all__ = [
@@ -211,4 +217,5 @@ __all__ = [
     "check_pair",
     "check_submissions",
     "compose_begin",
+    "submit_each",
 ]

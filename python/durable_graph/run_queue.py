@@ -80,8 +80,16 @@ class RunQueue(Protocol):
     def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None: ...
 
     def open_entries(
-        self, tenant: TenantFilter = None, thread_id: str | None = None
-    ) -> list[QueueEntry]: ...
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
+    ) -> list[QueueEntry]:
+        """One page of open entries in rule-24 order, after the entry ``after`` (placed at its
+        thread's head now, its queue rank, its id; unknown or not ``tenant``'s: ``[]``). May
+        hold fewer than ``limit`` rows (a byte-bounded page); only an empty page is the end."""
+        ...
 
     def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None

@@ -15,6 +15,7 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from .errors import ValidationError
@@ -27,6 +28,12 @@ MAX_JSON_DEPTH = 512
 DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024
 INT64_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1
+MAX_PAGE_ROWS = 100_000
+"""The largest ``limit`` / ``batch`` the SQL functions accept (sql/README.md); the PostgreSQL
+caller clamps larger requests to it (a page is byte-bounded anyway)."""
+MAX_JSON_NUMBER = 17976931348623157 * 10**292
+"""1.7976931348623157e308, the largest double as Python writes it: a JSON number beyond it
+reads back as infinity in most languages, so every backend refuses it (SPEC §10 rule 1)."""
 MAX_DURATION = timedelta(days=36500)
 """Durations longer than a century are refused: store-now + ttl must stay a valid timestamp."""
 
@@ -111,7 +118,13 @@ def _path(name: str, parts: list[str | int]) -> str:
 
 def _check_tree(name: str, value: object, parts: list[str | int], depth: int) -> None:
     kind = type(value)
-    if value is None or kind is bool or kind is int or kind is str:
+    if value is None or kind is bool or kind is str:
+        return
+    if kind is int:
+        if abs(value) > MAX_JSON_NUMBER:  # type: ignore[arg-type]
+            raise ValidationError(
+                f"{_path(name, parts)} is outside the range of a double (|x| <= 1.8e308)"
+            )
         return
     if kind is float:
         if not math.isfinite(value):  # type: ignore[arg-type]
@@ -180,7 +193,11 @@ def _is_tree(value: object) -> bool:
     while stack:
         for item in stack[-1]:
             kind = type(item)
-            if kind is str or kind is int or kind is bool or item is None:
+            if kind is str or kind is bool or item is None:
+                continue
+            if kind is int:
+                if abs(item) > MAX_JSON_NUMBER:  # type: ignore[arg-type]
+                    return False
                 continue
             if kind is dict:
                 if len(stack) > MAX_JSON_DEPTH:  # the item's depth is len(stack) - 1
@@ -229,6 +246,32 @@ def encode_json(name: str, value: object, max_bytes: int, *, canonical: bool = F
 def decode_json(text: str) -> Any:
     """Decode stored JSON text into fresh objects."""
     return json.loads(text)
+
+
+def _identity(value: Any) -> Any:
+    """A JSON value tagged by kind, so that ``==`` is JSON-value equality (``True != 1``)."""
+    if isinstance(value, dict):
+        return ("o", {k: _identity(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return ("a", tuple(_identity(v) for v in value))
+    if isinstance(value, Decimal):
+        return ("n", value)
+    if isinstance(value, str):
+        return ("s", value)
+    return ("c", value)  # True, False, None
+
+
+def json_identity(text: str) -> Any:
+    """What two JSON texts must share to be the same submission input (SPEC §10 rule 3): objects
+    as unordered maps (a duplicate key: the last wins), arrays in order, strings by code point,
+    numbers by mathematical value (parsed as `Decimal`: ``1``, ``1.0`` and ``1e0`` are equal,
+    nothing is rounded to a double). The same rule as PostgreSQL's jsonb equality."""
+    return _identity(json.loads(text, parse_float=Decimal, parse_int=Decimal))
+
+
+def same_json(a: str, b: str) -> bool:
+    """Whether two JSON texts are the same JSON value (`json_identity`)."""
+    return a == b or json_identity(a) == json_identity(b)
 
 
 # --- time ----------------------------------------------------------------------------------
@@ -324,6 +367,7 @@ def check_lease(name: str, value: object) -> m.Lease:
         raise ValidationError(f"{name} must be a Lease, got {type(value).__name__}")
     check_int(f"{name}.entry.entry_id", value.entry.entry_id, minimum=0)
     check_int(f"{name}.token", value.token, minimum=0)
+    check_optional_identifier(f"{name}.entry.tenant", value.entry.tenant)
     return value
 
 
@@ -466,7 +510,13 @@ def encode_outcome(value: object, max_bytes: int) -> tuple[str, str]:
     if isinstance(value, Completed):
         return "completed", encode_json("outcome.output", value.output, max_bytes)
     if isinstance(value, Failed):
-        return "failed", json.dumps(check_str("outcome.error", value.error), ensure_ascii=False)
+        detail = json.dumps(check_str("outcome.error", value.error), ensure_ascii=False)
+        size = len(detail.encode("utf-8"))
+        if size > max_bytes:  # SPEC §10 rule 2: the error text obeys max_value_bytes too
+            raise ValidationError(
+                f"outcome.error encodes to {size} bytes, over the limit of {max_bytes}"
+            )
+        return "failed", detail
     if isinstance(value, Cancelled):
         if value.reason not in ("thread_deleted", "requested"):
             raise ValidationError(

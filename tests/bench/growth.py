@@ -21,6 +21,19 @@ big call by call (the machine is shared: both see the same noise):
   thread's open entries), and on ``deep``;
 * ``get`` (head), ``history(limit=100)``, ``history(before=<middle>, limit=100)``,
   ``latest_of_runs`` with the newest run id and with the oldest one, on ``deep``.
+
+The hazards of issue 12, in the same two schemas (small: 1000x smaller):
+
+* ``busy`` threads (50,000) each holding a live lease, with the oldest heads, so that ``lease``
+  would walk past all of them;
+* one thread ``backlog`` with ``backlog`` (50,000) open entries: ``submit`` and INTERRUPT
+  ``submit`` to it (each INTERRUPT closes the previous one, so the backlog stays);
+* ``dead`` (100,000) thread rows that were claimed or deleted once (``live = false``), sorting
+  before 150 live ones: ``threads(limit=100)``.
+
+And ``prune_all`` on its own pair of schemas: ``prune_threads`` (1,000) threads of
+``prune_checkpoints`` (2,200) checkpoints each, all older than a day, pruned to ``keep_last=1``;
+measured per step (one ``dg_prune_batch_v1`` call, one transaction), small = 10 threads.
 """
 
 from __future__ import annotations
@@ -38,7 +51,7 @@ from typing import Any
 import psycopg
 
 from durable_graph.checkpointer import Checkpointer
-from durable_graph.model import Commit, Completed, Submission
+from durable_graph.model import Commit, Completed, Mode, Submission
 from durable_graph.validation import encode_json
 
 from .checkpoint import LONG_CLAIM
@@ -73,14 +86,41 @@ class GrowthReport:
     """"small" / "big" -> schema name (the diagnosis explains plans on them)."""
     deep_thread: str = "deep"
     queue_thread: str = "g-1"
+    hazards: Hazards | None = None
+    prune_threads: int = 0
+    prune_checkpoints: int = 0
+    prune_steps: int = 0
+    prune_seconds: float = 0.0
 
 
-def populate(dsn: str, schema: str, entries: int, threads: int, checkpoints: int) -> None:
+@dataclass(frozen=True)
+class Hazards:
+    """Sizes of issue 12's growth hazards in one schema."""
+
+    busy: int
+    backlog: int
+    dead: int
+
+
+def populate(
+    dsn: str, schema: str, entries: int, threads: int, checkpoints: int, hazards: Hazards
+) -> None:
     state = encode_json("state", STATE, 1 << 30)
     job = encode_json("input", JOB_INPUT, 1 << 30, canonical=True)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'SET search_path = "{schema}"')
         with conn.transaction():
+            # Busy threads first: their heads are the oldest, each under a live lease.
+            conn.execute(
+                """INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,
+                                              submitted_at, lease_token, lease_holder,
+                                              lease_expires_at, lease_ttl)
+                   SELECT NULL, 'busy-' || g, NULL, %(input)s, 'enqueue', 3, now(),
+                          nextval('fencing_token_seq'), 'busy', now() + interval '2 days',
+                          interval '172800 seconds'
+                     FROM generate_series(1, %(n)s) g ORDER BY g""",
+                {"n": hazards.busy, "input": job},
+            )
             conn.execute(
                 """INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,
                                               submitted_at)
@@ -89,9 +129,29 @@ def populate(dsn: str, schema: str, entries: int, threads: int, checkpoints: int
                 {"threads": threads, "entries": entries, "input": job},
             )
             conn.execute(
-                """INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant)
-                   SELECT thread_id, min(entry_id), NULL FROM queue_entries
-                    WHERE outcome_kind IS NULL GROUP BY thread_id"""
+                """INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,
+                                              submitted_at)
+                   SELECT NULL, 'backlog', NULL, %(input)s, 'enqueue', 3, now()
+                     FROM generate_series(1, %(n)s) g ORDER BY g""",
+                {"n": hazards.backlog, "input": job},
+            )
+            conn.execute(
+                """INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant,
+                                              lease_expires_at)
+                   SELECT thread_id, min(entry_id), NULL, max(lease_expires_at)
+                     FROM queue_entries WHERE outcome_kind IS NULL GROUP BY thread_id"""
+            )
+            conn.execute(
+                """INSERT INTO threads (thread_id, live, last_seq)
+                   SELECT 'dead-' || g, false, 1 FROM generate_series(1, %(n)s) g""",
+                {"n": hazards.dead},
+            )
+            conn.execute(
+                """INSERT INTO threads (thread_id, live, last_seq, head_id, created_at,
+                                        updated_at, first_commit_order)
+                   SELECT 'live-' || g, true, 0, NULL, now(), now(),
+                          nextval('thread_first_commit_seq')
+                     FROM generate_series(1, 150) g"""
             )
             conn.execute(
                 """INSERT INTO threads (thread_id, live, last_seq, head_id, created_at,
@@ -173,6 +233,11 @@ class _Side:
         self.timed("history(before=middle)", lambda: s.history("deep", before=middle, limit=100))
         self.timed("latest_of_runs(newest run)", lambda: s.latest_of_runs("deep", [newest_run]))
         self.timed("latest_of_runs(oldest run)", lambda: s.latest_of_runs("deep", ["r0"]))
+        backlog = Submission(thread_id="backlog", input=JOB_INPUT)
+        self.timed("submit (backlog thread)", lambda: q.submit(backlog))
+        interrupt = Submission(thread_id="backlog", input=JOB_INPUT, mode=Mode.INTERRUPT)
+        self.timed("INTERRUPT submit (backlog thread)", lambda: q.submit(interrupt))
+        self.timed("threads(limit=100) past dead rows", lambda: s.threads(limit=100))
 
 
 def run(
@@ -181,6 +246,9 @@ def run(
     entries: int,
     threads: int,
     checkpoints: int,
+    hazards: Hazards = Hazards(busy=50_000, backlog=50_000, dead=100_000),
+    prune_threads: int = 1_000,
+    prune_checkpoints: int = 2_200,
     samples: int = 200,
     log: Callable[[str], None] = print,
 ) -> GrowthReport:
@@ -196,10 +264,17 @@ def run(
         open_store(params, migrate=True).close()
         n_entries, n_threads, n_checkpoints = shapes[name]
         t0 = time.monotonic()
-        populate(dsn, schema, n_entries, n_threads, n_checkpoints)
+        shape = (
+            hazards
+            if name == "big"
+            else Hazards(
+                *(max(1, n // 1000) for n in (hazards.busy, hazards.backlog, hazards.dead))
+            )
+        )
+        populate(dsn, schema, n_entries, n_threads, n_checkpoints, shape)
         log(
             f"  growth {name}: {n_entries} open entries over {n_threads} threads, "
-            f"{n_checkpoints} checkpoints, populated in {time.monotonic() - t0:.1f} s"
+            f"{n_checkpoints} checkpoints, {shape}, populated in {time.monotonic() - t0:.1f} s"
         )
         sides[name] = _Side(open_store(params), n_threads, n_checkpoints)
     populate_seconds = time.monotonic() - started
@@ -226,8 +301,15 @@ def run(
         populate_seconds=populate_seconds,
         samples=samples,
         schemas=schemas,
+        hazards=hazards,
+        prune_threads=prune_threads,
+        prune_checkpoints=prune_checkpoints,
     )
     small, big = sides["small"].times, sides["big"].times
+    prune_small = measure_prune(dsn, "growth_prune_small", 10, prune_checkpoints, log)
+    prune_big = measure_prune(dsn, "growth_prune_big", prune_threads, prune_checkpoints, log)
+    small["prune_all step (one transaction)"] = prune_small
+    big["prune_all step (one transaction)"] = prune_big
     for name in small:
         row = GrowthRow(
             name,
@@ -242,3 +324,65 @@ def run(
             f"(x{row.ratio:.2f}; mean big {statistics.fmean(big[name]) / 1e6:.2f} ms)"
         )
     return report
+
+
+def measure_prune(
+    dsn: str, schema: str, threads: int, checkpoints: int, log: Callable[[str], None]
+) -> list[int]:
+    """prune_all(keep_last=1) over ``threads`` x ``checkpoints`` day-old checkpoints (each with
+    its store.checkpoint event), step by step as the Python caller loops; ns per step."""
+    open_store({"backend": "postgres", "dsn": dsn, "schema": schema}, migrate=True).close()
+    t0 = time.monotonic()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'SET search_path = "{schema}"')
+        with conn.transaction():
+            conn.execute(
+                """INSERT INTO threads (thread_id, live, last_seq, head_id, created_at,
+                                        updated_at, first_commit_order)
+                   SELECT 'p-' || t, true, %(n)s, 'c' || %(n)s, now(), now(), t
+                     FROM generate_series(1, %(t)s) t""",
+                {"t": threads, "n": checkpoints},
+            )
+            conn.execute(
+                """INSERT INTO checkpoints (thread_id, checkpoint_id, seq, parent_id, run_id,
+                                            state, metadata, next, created_at, committed_at)
+                   SELECT 'p-' || t, 'c' || g, g, NULL, 'r' || g, '{}', 'null', '{}',
+                          now() - interval '2 days', now() - interval '2 days'
+                     FROM generate_series(1, %(t)s) t, generate_series(1, %(n)s) g""",
+                {"t": threads, "n": checkpoints},
+            )
+            conn.execute(
+                """INSERT INTO events (thread_id, seq, kind, payload, run_id, created_at,
+                                       committed_at)
+                   SELECT 'p-' || t, g, 'store.checkpoint', '{}', 'r' || g,
+                          now() - interval '2 days', now() - interval '2 days'
+                     FROM generate_series(1, %(t)s) t, generate_series(1, %(n)s) g""",
+                {"t": threads, "n": checkpoints},
+            )
+        for table in ("threads", "checkpoints", "events"):
+            conn.execute(f"VACUUM ANALYZE {table}")
+        populated = time.monotonic() - t0
+        times: list[int] = []
+        after: str | None = None
+        removed = 0
+        t1 = time.monotonic()
+        while True:
+            s0 = time.perf_counter_ns()
+            row = conn.execute(
+                "SELECT * FROM dg_prune_batch_v1(%s, 1000, 1, interval '1 day')", (after,)
+            ).fetchone()
+            times.append(time.perf_counter_ns() - s0)
+            assert row is not None
+            removed += int(row[0])
+            if int(row[2]) < 1000:
+                break
+            if row[3] is not None:
+                after = str(row[3])
+        log(
+            f"  growth prune {threads} x {checkpoints}: populated in {populated:.1f} s; "
+            f"{removed:,} checkpoints removed in {len(times)} steps, {time.monotonic() - t1:.1f} s"
+            f" (max step {max(times) / 1e6:.1f} ms)"
+        )
+        assert removed == threads * (checkpoints - 1)
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    return times

@@ -224,6 +224,20 @@ def _growth(g: GrowthReport) -> list[str]:
         f"small store: the same shapes 1000x smaller (250 checkpoints). {g.samples} samples "
         "each, c = 1, alternating.",
         "",
+        *(
+            [
+                f"Issue 12's hazards in the same stores (small: 1000x fewer): "
+                f"{g.hazards.busy:,} threads holding a live lease with the oldest heads (lease), "
+                f"one thread with {g.hazards.backlog:,} open entries (submit and INTERRUPT "
+                f"submit to it), {g.hazards.dead:,} dead thread rows before the live ones "
+                f"(threads). prune_all: {g.prune_threads:,} threads x {g.prune_checkpoints:,} "
+                "day-old checkpoints to keep_last=1, timed per step (one transaction of at most "
+                "10,000 rows); small: 10 threads.",
+                "",
+            ]
+            if g.hazards is not None
+            else []
+        ),
         "| operation | small p50 ms | small p99 ms | big p50 ms | big p99 ms | big/small p50 | "
         "within 1.5x |",
         "|---|---:|---:|---:|---:|---:|:---:|",

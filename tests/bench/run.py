@@ -185,6 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--growth-entries", type=int, default=100_000)
     parser.add_argument("--growth-threads", type=int, default=10_000)
     parser.add_argument("--growth-checkpoints", type=int, default=10_000)
+    parser.add_argument("--growth-busy", type=int, default=50_000, help="threads under a lease")
+    parser.add_argument("--growth-backlog", type=int, default=50_000, help="entries on a thread")
+    parser.add_argument("--growth-dead", type=int, default=100_000, help="dead thread rows")
+    parser.add_argument("--growth-prune-threads", type=int, default=1_000)
+    parser.add_argument("--growth-prune-checkpoints", type=int, default=2_200)
     args = parser.parse_args(argv)
     started = time.monotonic()
     load_start = "{:.1f} / {:.1f} / {:.1f}".format(*os.getloadavg())
@@ -333,6 +338,11 @@ def main(argv: list[str] | None = None) -> int:
                         entries=args.growth_entries,
                         threads=args.growth_threads,
                         checkpoints=args.growth_checkpoints,
+                        hazards=growth.Hazards(
+                            args.growth_busy, args.growth_backlog, args.growth_dead
+                        ),
+                        prune_threads=args.growth_prune_threads,
+                        prune_checkpoints=args.growth_prune_checkpoints,
                         log=log,
                     ),
                 )

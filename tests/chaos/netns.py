@@ -1,7 +1,8 @@
 """A network namespace joined to the host by a veth pair, for partitioning one chaos worker.
 
-Addresses are private (10.213.N.0/30) and exist only on the veth pair created here: the host end
-gets ``.1`` (PostgreSQL listens there too), the namespace end ``.2``. `cut` sets the host end
+Addresses are private (10.213.N.4i/30 for the i-th namespace of a process) and exist only on the
+veth pair created here: the host end gets ``.4i+1`` (PostgreSQL listens there too), the namespace
+end ``.4i+2``. `cut` sets the host end
 down (the worker's packets go nowhere), `heal` sets it up again. Nothing outside the pair is
 touched; `teardown` removes the pair and the namespace.
 """
@@ -26,14 +27,19 @@ def unavailable_reason() -> str | None:
 
 
 class Netns:
-    def __init__(self) -> None:
+    def __init__(self, index: int = 0) -> None:
+        """The ``index``-th namespace of this process (0..62): a "machine" of its own."""
         n = os.getpid() % 200 + 20
-        self.name = f"dgchaos{os.getpid()}"
-        self.host_if = f"dgh{os.getpid() % 100000}"
-        self.ns_if = f"dgn{os.getpid() % 100000}"
-        self.host_ip = f"10.213.{n}.1"
-        self.ns_ip = f"10.213.{n}.2"
-        self.subnet = f"10.213.{n}.0/30"
+        pid = os.getpid() % 100000
+        suffix = "" if index == 0 else f"x{index}"  # interface names: at most 15 characters
+        self.name = f"dgchaos{os.getpid()}{suffix}"
+        self.host_if = f"dgh{pid}{suffix}"
+        self.ns_if = f"dgn{pid}{suffix}"
+        self.host_ip = f"10.213.{n}.{4 * index + 1}"
+        self.ns_ip = f"10.213.{n}.{4 * index + 2}"
+        self.subnet = f"10.213.{n}.{4 * index}/30"
+        self.fleet_subnet = f"10.213.{n}.0/24"
+        """Every namespace this process can make (one pg_hba line admits them all)."""
         self._up = False
 
     def _ip(self, *args: str, ns: bool = False) -> None:

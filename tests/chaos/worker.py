@@ -4,7 +4,9 @@ store acknowledged, one JSON line each, so the supervisor can check the run afte
     python tests/chaos/worker.py CONFIG_JSON
 
 CONFIG_JSON: {"backend": "sqlite"|"postgres", "path"|"dsn"+"schema", "worker": id, "log": file,
-"stop": file, "seed": int, "stall": probability}.
+"stop": file, "seed": int, "stall": probability, "time_calls": bool}. Every log line carries its
+wall time ``t``; with ``time_calls`` each store call that fails with `ProcessingError` is logged
+(``call_failed``) with how long it took, so a run can check the SPEC §6 time bound.
 
 One attempt: ``lease(run_id=new)`` -> ``claim(thread, holder=run_id)`` (retried while busy) ->
 ``entry`` read after the claim -> ``latest_of_runs`` -> `plan_attempt` -> ``Fresh``: commit the
@@ -58,7 +60,35 @@ class Log:
     def __call__(self, kind: str, **fields: Any) -> None:
         fields["kind"] = kind
         fields["worker"] = self._worker
+        fields.setdefault("t", time.time())
         self._file.write(json.dumps(fields) + "\n")
+
+
+class Timed:
+    """A store (or its run queue) whose calls that fail with `ProcessingError` are logged with
+    their duration."""
+
+    def __init__(self, target: Any, log: Log) -> None:
+        self._target = target
+        self._log = log
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._target, name)
+        if name == "run_queue":
+            return Timed(attr, self._log)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            started = time.monotonic()
+            try:
+                return attr(*args, **kwargs)
+            except ProcessingError as exc:
+                seconds = time.monotonic() - started
+                self._log("call_failed", call=name, seconds=seconds, error=str(exc)[:160])
+                raise
+
+        return call
 
 
 def open_store(cfg: dict[str, Any]) -> Any:
@@ -97,7 +127,8 @@ class Worker:
         while not self.stopping():
             try:
                 if self.store is None:
-                    self.store = open_store(self.cfg)
+                    store = open_store(self.cfg)
+                    self.store = Timed(store, self.log) if self.cfg.get("time_calls") else store
                 self.attempt()
             except ProcessingError as exc:
                 self.log("processing_error", error=str(exc)[:200])

@@ -118,7 +118,11 @@ class ThreadedRunQueue:
 
     @forward_async
     async def open_entries(
-        self, tenant: TenantFilter = None, thread_id: str | None = None
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
     ) -> list[QueueEntry]: ...
 
     async def await_closed(
@@ -238,7 +242,9 @@ class ThreadedCheckpointer:
     async def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]: ...
 
     @forward_async
-    async def children(self, thread_id: str) -> list[str]: ...
+    async def children(
+        self, thread_id: str, after: str | None = None, limit: int = 1000
+    ) -> list[str]: ...
 
     @forward_async
     async def events_after(

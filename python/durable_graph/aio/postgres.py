@@ -10,14 +10,17 @@ Time bound. The server enforces ``call_timeout`` through the session options of 
 connections (``PostgresConfig.connection_kwargs``, as the sync store); the client waits at most
 ``call_timeout`` for the answer, then raises `ProcessingError` and discards the connection.
 
-Cancellation (SPEC §9). The statement runs in an inner task that the caller's task awaits. When
-the caller is cancelled (or its client-side timeout expires), the connection's socket is shut
-down, which ends the inner task at once (psycopg sees a closed connection; no cancel request is
-sent, so a stalled network cannot hold the caller), the connection is closed and handed back to
-the pool, which drops closed connections and opens replacements. The caller gets
-`asyncio.CancelledError` (or `ProcessingError` on a timeout) once the connection is discarded.
-A write whose statement reached the server is atomic: it commits entirely or not at all. A
-cancellation requested before a call starts is raised before a connection is taken.
+Cancellation (SPEC §9, §10.8). The statement runs in an inner task that the caller's task
+awaits. When the caller is cancelled, a cancel request goes to the server (on a thread of its
+own, over a cancel connection: a reachable server ends the statement, so it does not land later)
+and the connection's socket is shut down at once, which ends the inner task at once whatever the
+network does; the connection is closed and handed back to the pool, which drops closed
+connections and opens replacements. When the client-side timeout expires, the cancel request
+goes first and the statement gets `CANCEL_GRACE` to answer it before the socket is shut (on a
+stalled network its outcome stays unknown). The caller gets `asyncio.CancelledError` (or
+`ProcessingError` on a timeout) once the connection is discarded. A write whose statement
+reached the server is atomic: it commits entirely or not at all. A cancellation requested before
+a call starts is raised before a connection is taken.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ from ..model import (
 from ..postgres import calls
 from ..postgres.calls import Call, Rows
 from ..postgres.config import PostgresConfig
+from ..postgres.connection import send_cancel
 from ..postgres.notify_async import AsyncListener
 from ..postgres.store import AWAIT_CLOSED_POLL, _pool_dsn, _prepare_schema
 from ._watch import await_entry_closed, await_events, subscribe_events
@@ -71,6 +75,9 @@ AsyncConn = psycopg.AsyncConnection[Any]
 
 DISCARD_WAIT = 1.0
 """Seconds a discard waits for the statement's task to end after its socket is shut down."""
+
+CANCEL_GRACE = 0.25
+"""Seconds a discarded call's statement may take to end on its cancel request (SPEC §10.8)."""
 
 
 def _check_config(config: object) -> PostgresConfig:
@@ -139,7 +146,7 @@ class AsyncExecutor:
             await self._discard(conn, statement)
             raise
         if not done:
-            await self._discard(conn, statement)
+            await self._discard(conn, statement, grace=CANCEL_GRACE)
             raise ProcessingError(
                 f"{call.name}: no answer within call_timeout "
                 f"({self.config.call_timeout_ms} ms); connection discarded"
@@ -201,19 +208,29 @@ class AsyncExecutor:
                 return
         await self.pool.putconn(conn)
 
-    async def _discard(self, conn: AsyncConn, statement: asyncio.Future[Rows] | None) -> None:
-        """Close ``conn`` and hand it to the pool, which drops it; survives a second cancel."""
+    async def _discard(
+        self, conn: AsyncConn, statement: asyncio.Future[Rows] | None, grace: float = 0.0
+    ) -> None:
+        """Cancel ``conn``'s statement on the server, close ``conn`` and hand it to the pool,
+        which drops it; survives a second cancel. ``grace``: how long the statement may take to
+        answer the cancel before the socket is shut."""
         if statement is not None and not statement.done():
-            _shutdown_socket(conn)
-        task = asyncio.ensure_future(self._close_and_return(conn, statement))
+            send_cancel(conn.pgconn)  # before the shutdown: a closed connection cancels nothing
+            if grace <= 0:
+                _shutdown_socket(conn)
+        task = asyncio.ensure_future(self._close_and_return(conn, statement, grace))
         self._discards.add(task)
         task.add_done_callback(self._discards.discard)
         await asyncio.shield(task)
 
     async def _close_and_return(
-        self, conn: AsyncConn, statement: asyncio.Future[Rows] | None
+        self, conn: AsyncConn, statement: asyncio.Future[Rows] | None, grace: float
     ) -> None:
         self.discarded += 1
+        if statement is not None and not statement.done() and grace > 0:
+            await asyncio.wait({statement}, timeout=grace)
+            if not statement.done():
+                _shutdown_socket(conn)
         if statement is not None:
             if not statement.done():
                 await asyncio.wait({statement}, timeout=DISCARD_WAIT)
@@ -271,9 +288,13 @@ class AsyncPostgresRunQueue:
         return await self._x.run(calls.entry(self._config, entry_id, tenant))
 
     async def open_entries(
-        self, tenant: TenantFilter = None, thread_id: str | None = None
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
     ) -> list[QueueEntry]:
-        return await self._x.run(calls.open_entries(self._config, tenant, thread_id))
+        return await self._x.run(calls.open_entries(self._config, tenant, thread_id, after, limit))
 
     async def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
@@ -430,9 +451,11 @@ class AsyncPostgresCheckpointer:
             step = await self._x.run(calls.prune_batch(self._config, policy, size, after))
             checkpoints += step.result.checkpoints_removed
             events += step.result.events_removed
-            if step.threads_seen < size or step.last_thread_id is None:
+            if step.threads_seen < size:
                 return PruneResult(checkpoints, events)
-            after = step.last_thread_id
+            # A step that ran out of its row budget inside its first thread resumes there.
+            if step.last_thread_id is not None:
+                after = step.last_thread_id
 
     async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return await self._x.run(calls.delete_thread(self._config, thread_id, fence))
@@ -456,8 +479,10 @@ class AsyncPostgresCheckpointer:
     async def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]:
         return await self._x.run(calls.threads(self._config, after, limit))
 
-    async def children(self, thread_id: str) -> list[str]:
-        return await self._x.run(calls.children(self._config, thread_id))
+    async def children(
+        self, thread_id: str, after: str | None = None, limit: int = 1000
+    ) -> list[str]:
+        return await self._x.run(calls.children(self._config, thread_id, after, limit))
 
     async def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]:
         return await self._x.run(calls.events_after(self._config, thread_id, after_seq, limit))

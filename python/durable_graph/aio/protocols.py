@@ -74,7 +74,11 @@ class AsyncRunQueue(Protocol):
     async def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None: ...
 
     async def open_entries(
-        self, tenant: TenantFilter = None, thread_id: str | None = None
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
     ) -> list[QueueEntry]: ...
 
     async def await_closed(
@@ -159,7 +163,9 @@ class AsyncCheckpointer(Protocol):
 
     async def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]: ...
 
-    async def children(self, thread_id: str) -> list[str]: ...
+    async def children(
+        self, thread_id: str, after: str | None = None, limit: int = 1000
+    ) -> list[str]: ...
 
     async def events_after(
         self, thread_id: str, after_seq: int, limit: int = 1000

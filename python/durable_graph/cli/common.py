@@ -331,3 +331,23 @@ def progress_of(args: argparse.Namespace) -> Progress:
 def tenant_of(args: argparse.Namespace) -> str | None:
     tenant: str | None = getattr(args, "tenant", None)
     return tenant
+
+
+def all_open_entries(store: Any, tenant: Any, thread_id: str | None) -> list[QueueEntry]:
+    """Every open entry, page by page (open_entries is paginated, SPEC §10 rule 2)."""
+    entries: list[QueueEntry] = []
+    after: int | None = None
+    while page := store.run_queue.open_entries(tenant, thread_id, after, 1000):
+        entries += page
+        after = page[-1].entry_id
+    return entries
+
+
+def all_children(store: Any, thread_id: str) -> list[str]:
+    """Every child of the thread, page by page (children is paginated, SPEC §10 rule 2)."""
+    children: list[str] = []
+    after: str | None = None
+    while page := store.children(thread_id, after, 1000):
+        children += page
+        after = page[-1]
+    return children

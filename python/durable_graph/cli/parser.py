@@ -27,6 +27,7 @@ from .common import (
     redacted,
     shown,
 )
+from .privileges import cmd_grant, cmd_revoke
 from .queue import (
     cmd_queue_cancel,
     cmd_queue_ls,
@@ -106,6 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("migrate", cmd_migrate, "apply the PostgreSQL migrations to --schema")
     command("sql", cmd_sql, "print the complete PostgreSQL install script for --schema")
+    for name, func, help in (
+        ("grant", cmd_grant, "let --role call the store in --schema (USAGE + EXECUTE on dg_*)"),
+        ("revoke", cmd_revoke, "take back what grant gave --role on --schema"),
+    ):
+        privilege = command(name, func, help)
+        privilege.add_argument("--role", required=True, help="the runtime role")
+        privilege.add_argument("--print", action="store_true", help="print the SQL, run nothing")
 
     worker = command("worker", cmd_worker, "run a worker for a handler until SIGTERM/SIGINT")
     worker.add_argument("--app", required=True, help="the handler, as module:function")

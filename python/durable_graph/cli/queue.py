@@ -14,6 +14,7 @@ from ..model import (
 from .common import (
     CliError,
     Output,
+    all_open_entries,
     compact,
     outcome_text,
     output_of,
@@ -35,7 +36,7 @@ def _lease_text(entry: QueueEntry) -> str:
 def cmd_queue_ls(args: argparse.Namespace) -> int:
     tenant: TenantFilter = ANY if args.tenant is None else args.tenant
     with store_of(args, read_only=True) as store:
-        entries = store.run_queue.open_entries(tenant=tenant, thread_id=args.thread)
+        entries = all_open_entries(store, tenant, args.thread)
     out = output_of(args)
     if out.as_json:
         out.json(entries)

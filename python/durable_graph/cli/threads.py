@@ -20,6 +20,8 @@ from .common import (
     PAGE,
     CliError,
     UsageError,
+    all_children,
+    all_open_entries,
     compact,
     output_of,
     progress_of,
@@ -68,8 +70,8 @@ def cmd_thread_show(args: argparse.Namespace) -> int:
     with store_of(args, read_only=True) as store:
         info = _thread_or_fail(store, args.thread_id)
         head = store.get(args.thread_id)
-        children = store.children(args.thread_id)
-        entries = store.run_queue.open_entries(tenant=ANY, thread_id=args.thread_id)
+        children = all_children(store, args.thread_id)
+        entries = all_open_entries(store, ANY, args.thread_id)
     out = output_of(args)
     if out.as_json:
         out.json(
@@ -137,7 +139,7 @@ def cmd_thread_history(args: argparse.Namespace) -> int:
 def cmd_thread_children(args: argparse.Namespace) -> int:
     with store_of(args, read_only=True) as store:
         _thread_or_fail(store, args.thread_id)
-        children = store.children(args.thread_id)
+        children = all_children(store, args.thread_id)
     out = output_of(args)
     if out.as_json:
         out.json(children)

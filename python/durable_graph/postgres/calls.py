@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar
 
 from psycopg import sql
 
+from ..errors import ProcessingError, StoreError
 from ..fast_path import check_begin, check_finish, check_pair, check_submissions
 from ..model import (
     ANY,
@@ -44,7 +45,7 @@ from ..model import (
 )
 from ..run_queue import plan_attempt
 from ..validation import (
-    INT32_MAX,
+    MAX_PAGE_ROWS,
     check_claim,
     check_claim_policy,
     check_commit,
@@ -104,15 +105,39 @@ def _call(
     decode: Callable[[Rows], T],
 ) -> Call[T]:
     types = tuple(t for t, _ in args)
-    return Call(name, statement(config.schema, function, types), tuple(v for _, v in args), decode)
+    return Call(
+        name,
+        statement(config.schema, function, types),
+        tuple(v for _, v in args),
+        _defensive(name, decode),
+    )
+
+
+def _defensive(name: str, decode: Callable[[Rows], T]) -> Callable[[Rows], T]:
+    """``decode``, with any failure a `ProcessingError` (SPEC §10 rule 1, issue #11).
+
+    The SQL functions refuse what could not be read back, so a row that still cannot be decoded
+    (written before those checks, or by hand) is a database fault, never a raw exception.
+    """
+
+    def run(rows: Rows) -> T:
+        try:
+            return decode(rows)
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise ProcessingError(f"{name}: a row could not be decoded: {exc}") from exc
+
+    return run
 
 
 # --- argument checks not covered by a shared helper ----------------------------------------
 
 
 def _limit(name: str, value: object) -> int:
-    """A positive int; the functions take ``integer``, and no store holds 2^31 rows of a kind."""
-    return min(check_int(name, value, minimum=1), INT32_MAX)
+    """A positive int, clamped to the SQL functions' documented maximum (`MAX_PAGE_ROWS`): a
+    page is bounded anyway, so asking for more only means "as many as a page holds"."""
+    return min(check_int(name, value, minimum=1), MAX_PAGE_ROWS)
 
 
 # --- decoders -------------------------------------------------------------------------------
@@ -471,8 +496,14 @@ def threads(config: PostgresConfig, after: object, limit: object) -> Call[list[T
     return _call(config, "threads", "dg_threads_v1", args, _each(thread_of))
 
 
-def children(config: PostgresConfig, thread_id: object) -> Call[list[str]]:
-    args = [("text", check_identifier("thread_id", thread_id))]
+def children(
+    config: PostgresConfig, thread_id: object, after: object, limit: object
+) -> Call[list[str]]:
+    args = [
+        ("text", check_identifier("thread_id", thread_id)),
+        ("text", check_optional_identifier("after", after)),
+        ("integer", _limit("limit", limit)),
+    ]
     return _call(
         config, "children", "dg_children_v1", args, lambda rows: [r["thread_id"] for r in rows]
     )
@@ -555,13 +586,14 @@ def renew(config: PostgresConfig, lease: object, ttl: object) -> Call[Lease]:
         ("bigint", ls.entry.entry_id),
         ("bigint", ls.token),
         ("interval", None if ttl is None else check_duration("ttl", ttl)),
+        ("text", ls.entry.tenant),
     ]
     return _call(config, "renew", "dg_renew_v1", args, _exactly_one(lease_of))
 
 
 def release(config: PostgresConfig, lease: object) -> Call[None]:
     ls = check_lease("lease", lease)
-    args = [("bigint", ls.entry.entry_id), ("bigint", ls.token)]
+    args = [("bigint", ls.entry.entry_id), ("bigint", ls.token), ("text", ls.entry.tenant)]
     return _call(config, "release", "dg_release_v1", args, _nothing)
 
 
@@ -578,6 +610,7 @@ def record_attempt(config: PostgresConfig, lease: object, run_id: object) -> Cal
         ("bigint", ls.entry.entry_id),
         ("bigint", ls.token),
         ("text", check_identifier("run_id", run_id)),
+        ("text", ls.entry.tenant),
     ]
     return _call(config, "record_attempt", "dg_record_attempt_v1", args, _attempt_start)
 
@@ -585,12 +618,22 @@ def record_attempt(config: PostgresConfig, lease: object, run_id: object) -> Cal
 def close(config: PostgresConfig, lease: object, outcome: object) -> Call[QueueEntry]:
     ls = check_lease("lease", lease)
     kind, detail = encode_outcome(outcome, config.max_value_bytes)
-    args = [("bigint", ls.entry.entry_id), ("bigint", ls.token), ("text", kind), ("text", detail)]
+    args = [
+        ("bigint", ls.entry.entry_id),
+        ("bigint", ls.token),
+        ("text", kind),
+        ("text", detail),
+        ("text", ls.entry.tenant),
+    ]
     return _call(config, "close", "dg_close_v1", args, _exactly_one(entry_of))
 
 
 def _entry_id(value: object) -> int:
     return check_int("entry_id", value, minimum=0)
+
+
+def _entry_id_named(name: str, value: object) -> int:
+    return check_int(name, value, minimum=0)
 
 
 def cancel(config: PostgresConfig, entry_id: object, tenant: object) -> Call[QueueEntry]:
@@ -610,11 +653,13 @@ def entry(config: PostgresConfig, entry_id: object, tenant: object) -> Call[Queu
 
 
 def open_entries(
-    config: PostgresConfig, tenant: object, thread_id: object
+    config: PostgresConfig, tenant: object, thread_id: object, after: object, limit: object
 ) -> Call[list[QueueEntry]]:
     args = [
         *_tenant_args("tenant", tenant, allow_any=True),
         ("text", check_optional_identifier("thread_id", thread_id)),
+        ("bigint", None if after is None else _entry_id_named("after", after)),
+        ("integer", _limit("limit", limit)),
     ]
     return _call(config, "open_entries", "dg_open_entries_v1", args, _each(entry_of))
 
@@ -710,7 +755,12 @@ def renew_attempt(
     config: PostgresConfig, lease: object, claim: object
 ) -> Call[tuple[Lease, Claim]]:
     ls, c = check_pair(lease, claim)
-    args = [("bigint", ls.entry.entry_id), ("bigint", ls.token), ("bigint", c.token)]
+    args = [
+        ("bigint", ls.entry.entry_id),
+        ("bigint", ls.token),
+        ("bigint", c.token),
+        ("text", ls.entry.tenant),
+    ]
     return _call(config, "renew_attempt", "dg_renew_attempt_v1", args, _exactly_one(_renewed_of))
 
 
@@ -724,6 +774,7 @@ def finish_attempt(
         ("text", kind),
         ("text", detail),
         ("bigint", c.token),
+        ("text", ls.entry.tenant),
     ]
     return _call(config, "finish_attempt", "dg_finish_attempt_v1", args, _exactly_one(entry_of))
 

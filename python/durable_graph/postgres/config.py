@@ -16,6 +16,8 @@ from ..validation import DEFAULT_MAX_VALUE_BYTES, INT32_MAX, check_int, check_ma
 
 SCHEMA_PATTERN = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 MIN_CONNECTION_TIMEOUT_MS = 250
+CONNECTION_CHECK_INTERVAL_MS = 1000
+"""``client_connection_check_interval`` of a store session (at most ``call_timeout``)."""
 _MS = timedelta(milliseconds=1)
 
 
@@ -87,12 +89,29 @@ class PostgresConfig:
     def connection_timeout_ms(self) -> int:
         return self.connection_timeout // _MS
 
+    @property
+    def connect_timeout_s(self) -> int:
+        """libpq's ``connect_timeout``: whole seconds, at least 2 (libpq's own minimum)."""
+        return max(2, -(-self.connection_timeout_ms // 1000))
+
+    def session_options(self) -> str:
+        """The libpq ``options`` every store session pins (SPEC §10.8), whatever the server's or
+        role's defaults: durable commits, UTC (the functions' time arithmetic and text never
+        depend on a DBA's TimeZone), and a check that the client is still there, so a query
+        whose caller went away is ended by the server within a second, not left to land."""
+        check_ms = min(CONNECTION_CHECK_INTERVAL_MS, self.call_timeout_ms)
+        return (
+            "-c synchronous_commit=on -c TimeZone=UTC "
+            f"-c client_connection_check_interval={check_ms}"
+        )
+
     def connection_options(self) -> str:
-        """The libpq ``options`` that set the server-side timeouts of a session (SPEC §6)."""
+        """The libpq ``options`` of a store session: the server-side timeouts (SPEC §6) and
+        `session_options`."""
         ms = self.call_timeout_ms
         return (
             f"-c statement_timeout={ms} -c lock_timeout={ms} "
-            f"-c idle_in_transaction_session_timeout={ms}"
+            f"-c idle_in_transaction_session_timeout={ms} " + self.session_options()
         )
 
     def connection_kwargs(self) -> dict[str, Any]:
@@ -104,7 +123,7 @@ class PostgresConfig:
         return {
             "autocommit": True,
             "options": self.connection_options(),
-            "connect_timeout": max(2, -(-self.connection_timeout_ms // 1000)),
+            "connect_timeout": self.connect_timeout_s,
         }
 
 

@@ -6,8 +6,11 @@ one implicit transaction, one round trip), decodes the rows and gives the connec
 
 Time bound. The server enforces ``call_timeout`` through the session's ``statement_timeout``,
 ``lock_timeout`` and ``idle_in_transaction_session_timeout`` (set at connect). The client enforces
-it too: a watchdog timer that, on expiry, cancels the query and shuts the socket down so a recv
-blocked on a stalled network returns. A call that reaches the bound raises `ProcessingError`.
+it too: a watchdog timer that, on expiry, sends the server a cancel request and waits up to
+`CANCEL_GRACE` for the call to end (SPEC §10.8: a reachable server cancels the statement, so a
+timed-out call cannot land later), then shuts the socket down so a recv blocked on a stalled
+network returns (its outcome stays unknown). A call that reaches the bound raises
+`ProcessingError`.
 
 Errors. A ``DGxxx`` SQLSTATE raised by an SQL function becomes its store error class with the
 server's message; every other failure becomes `ProcessingError` with the driver's exception as
@@ -39,17 +42,22 @@ from .config import PostgresConfig
 T = TypeVar("T")
 
 CANCEL_TIMEOUT = 0.5
-"""Seconds the watchdog's cancel request may take (it runs after the call has returned)."""
+"""Seconds the watchdog's cancel request may take (it runs on a thread of its own)."""
+
+CANCEL_GRACE = 0.25
+"""Seconds a timed-out call may take to answer its cancel request before its socket is shut."""
 
 
 class _Watchdog:
-    """Ends ``conn``'s call if it outlives its deadline: shuts the socket down, cancels the query.
+    """Ends ``conn``'s call if it outlives its deadline, in two stages.
 
-    The socket goes first so the caller's blocked recv returns at once, whatever the network
-    does. The cancel request (so the server stops working for nobody, also on a caller's pool
-    without server-side timeouts) then goes out on its own short-lived thread over a cancel
-    connection created beforehand, which does not share the call's connection; it gives up after
-    `CANCEL_TIMEOUT`. Armed and fired by `_WATCHDOGS`: one thread for the whole process.
+    First a cancel request (so the server ends the statement: it does not land later, also on a
+    caller's pool without server-side timeouts) goes out on its own short-lived thread over a
+    cancel connection, which does not share the call's connection; it gives up after
+    `CANCEL_TIMEOUT`. A reachable server answers the call with an error at once. If the call is
+    still not over `CANCEL_GRACE` later (a stalled network), the socket is shut down so the
+    caller's blocked recv returns, whatever the network does. Armed and fired by `_WATCHDOGS`:
+    one thread for the whole process.
     """
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
@@ -59,24 +67,20 @@ class _Watchdog:
         self.fired = False
 
     def fire(self) -> None:
-        cancel_conn: pq.abc.PGcancelConn | None = None
         with self._lock:
             if self.done:
                 return
+            if self.fired:  # second stage: the cancel was not answered in time
+                with contextlib.suppress(Exception):
+                    sock = socket.socket(fileno=socket.dup(self._conn.fileno()))
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    finally:
+                        sock.close()
+                return
             self.fired = True
-            with contextlib.suppress(Exception):
-                cancel_conn = self._conn.pgconn.cancel_conn()
-                cancel_conn.start()
-            with contextlib.suppress(Exception):
-                sock = socket.socket(fileno=socket.dup(self._conn.fileno()))
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                finally:
-                    sock.close()
-        if cancel_conn is not None:
-            threading.Thread(
-                target=_send_cancel, args=(cancel_conn,), name="dg-cancel", daemon=True
-            ).start()
+            send_cancel(self._conn.pgconn)  # under the lock: the call is still running
+        _WATCHDOGS.rearm(self, CANCEL_GRACE)
 
     def stop(self) -> None:
         """Disarm; waits for a firing watchdog to finish (the socket is ours again after)."""
@@ -102,6 +106,11 @@ class _Watchdogs:
 
     def arm(self, conn: psycopg.Connection[Any], seconds: float) -> _Watchdog:
         watchdog = _Watchdog(conn)
+        self.rearm(watchdog, seconds)
+        return watchdog
+
+    def rearm(self, watchdog: _Watchdog, seconds: float) -> None:
+        """Fire ``watchdog`` (again) in ``seconds``."""
         deadline = time.monotonic() + seconds
         with self._cond:
             while self._heap and self._heap[0][2].done:  # finished calls, usually the oldest
@@ -114,7 +123,6 @@ class _Watchdogs:
             elif self._wakes_at is None or deadline < self._wakes_at:
                 self._wakes_at = deadline
                 self._cond.notify()
-        return watchdog
 
     def _run(self) -> None:
         while True:
@@ -137,6 +145,20 @@ class _Watchdogs:
 
 
 _WATCHDOGS = _Watchdogs()
+
+
+def send_cancel(pgconn: pq.abc.PGconn) -> None:
+    """Ask the server to cancel ``pgconn``'s statement, without waiting: the request is started
+    here (non-blocking) and driven to its end on a short-lived thread, for at most
+    `CANCEL_TIMEOUT`. Used while another thread or task waits for the statement's answer."""
+    try:
+        cancel_conn = pgconn.cancel_conn()
+        cancel_conn.start()
+    except Exception:
+        return
+    threading.Thread(
+        target=_send_cancel, args=(cancel_conn,), name="dg-cancel", daemon=True
+    ).start()
 
 
 def _send_cancel(cancel_conn: pq.abc.PGcancelConn) -> None:
@@ -270,4 +292,4 @@ class Executor:
         return rows, not watchdog.fired
 
 
-__all__ = ["Executor"]
+__all__ = ["CANCEL_GRACE", "Executor", "send_cancel"]

@@ -1,25 +1,36 @@
-"""Schema migrations of a PostgreSQL store (SPEC §6, §8 rules 27-28).
+"""Schema migrations of a PostgreSQL store (SPEC §6, §8 rules 27-28, §10.5, §10.7).
 
 A store's schema holds the tables of ``migrations/`` (yoyo SQL migrations: DDL only, versioned,
-forward-only, written with unqualified names) and the functions of ``sql/`` (each
-``CREATE OR REPLACE``, pinned to the schema with ``SET search_path FROM CURRENT``). Both are
-found at runtime through the package's ``_migrations`` and ``_sql`` links.
+forward-only, written with unqualified names) and the functions of ``sql/NN_*.sql`` (each
+``CREATE OR REPLACE``; ``sql/99_privileges.sql`` runs last and makes every ``dg_*`` function
+``SECURITY DEFINER`` with a pinned ``search_path`` and everything else private to the owner).
+Both are found at runtime through the package's ``_migrations`` and ``_sql`` links.
 
-- `migrate` applies what is missing, under a PostgreSQL advisory lock of the schema (racing
-  processes are safe): ``CREATE SCHEMA IF NOT EXISTS``, yoyo with ``search_path`` set to the
-  schema (yoyo's bookkeeping tables live there too), then every ``sql/*.sql`` in one transaction,
-  and records the version (the number of migrations) and the digest of the function sources in
-  ``schema_meta``. When the schema is already current it changes nothing.
-- `verify` raises the rule-28 `ProcessingError` when the schema is not current.
-- `install_script` is the whole install as one SQL script for a DBA (``durable-graph sql``). It
-  writes ``schema_meta`` but not yoyo's tables: a later `migrate` recognises a script-installed
-  schema by ``schema_meta`` and marks yoyo's migrations applied then.
+- `migrate` first looks: a current schema is left alone without taking a lock or creating
+  anything, so a runtime role holding only the `grant`ed privileges can open it. Otherwise it
+  must run as the schema's owner (it refuses a schema another role owns: that role could have
+  planted functions that shadow builtins), takes the schema's advisory lock (bounded: a
+  `ProcessingError` after ``lock_wait``), creates the schema if missing, applies yoyo's pending
+  migrations, then every ``sql/NN_*.sql`` in one transaction, and records the version (the
+  number of migrations) and the digest of the installed function bodies in ``schema_meta``.
+- `verify` raises the rule-28 `ProcessingError` unless the schema is current: version, stored
+  digest, the installed bodies (``pg_proc.prosrc``) equal to this package's, and the ``dg_*``
+  functions ``SECURITY DEFINER`` with the pinned ``search_path``.
+- ``sql/install.sql`` does the same with psql alone; `install_script` prints it with every
+  included file inlined (``durable-graph sql``). It writes ``schema_meta`` but not yoyo's tables:
+  a later `migrate` recognises a script-installed schema by ``schema_meta`` and marks yoyo's
+  migrations applied then.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
+import re
+import time
 from dataclasses import dataclass
+from datetime import timedelta
 from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any
@@ -28,10 +39,27 @@ from urllib.parse import urlencode
 import psycopg
 from psycopg import sql
 
-from ..errors import ProcessingError
-from .config import check_schema
+from ..errors import ProcessingError, StoreError
+from .config import PostgresConfig, check_schema
 
 _LOCK_NAMESPACE = "durable_graph.migrate:"
+_FUNCTION_FILE = re.compile(r"\d\d_[a-z0-9_]+\.sql")
+INSTALL_FILE = "install.sql"
+TEST_CLOCK_TABLE = "dg_test_clock"
+"""A schema holding this table runs the testkit's `PgClock`, which replaces ``store_now()``."""
+_SECOND = timedelta(seconds=1)
+LOCK_POLL = 0.05
+"""Seconds between two tries of the migration lock."""
+
+# The digest of the functions installed in a schema; the same expression is in sql/install.sql.
+_DIGEST_SQL = """
+SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(coalesce(
+           pg_catalog.string_agg(p.proname || E'\\x1f' || p.prosrc, E'\\x1e'
+                                 ORDER BY p.proname COLLATE "C", p.prosrc COLLATE "C"),
+           ''), 'UTF8')), 'hex')
+  FROM pg_catalog.pg_proc p
+ WHERE p.pronamespace = (SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = %s)
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +70,7 @@ class SqlFile:
     text: str
 
 
-def _files(folder: str) -> list[SqlFile]:
+def _files(folder: str, pattern: re.Pattern[str] | None = None) -> list[SqlFile]:
     root: Traversable = resources.files("durable_graph") / folder
     found = [
         SqlFile(entry.name, entry.read_text(encoding="utf-8"))
@@ -50,6 +78,7 @@ def _files(folder: str) -> list[SqlFile]:
         if entry.is_file()
         and entry.name.endswith(".sql")
         and not entry.name.endswith(".rollback.sql")
+        and (pattern is None or pattern.fullmatch(entry.name) is not None)
     ]
     return sorted(found, key=lambda f: f.name)
 
@@ -60,8 +89,14 @@ def migration_files() -> list[SqlFile]:
 
 
 def function_files() -> list[SqlFile]:
-    """The function definitions, in install order (``sql/NN_name.sql``)."""
-    return _files("_sql")
+    """The function definitions, in install order (``sql/NN_name.sql``; not install.sql)."""
+    return _files("_sql", _FUNCTION_FILE)
+
+
+def install_file() -> str:
+    """The text of ``sql/install.sql``."""
+    root: Traversable = resources.files("durable_graph") / "_sql" / INSTALL_FILE
+    return root.read_text(encoding="utf-8")
 
 
 def required_version() -> int:
@@ -69,12 +104,86 @@ def required_version() -> int:
     return len(migration_files())
 
 
-def functions_digest() -> str:
-    """sha256 of the function sources, concatenated in file-name order (names included)."""
-    digest = hashlib.sha256()
+# --- the expected function bodies ------------------------------------------------------------
+
+_CREATE_FUNCTION = re.compile(
+    r"CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(", re.IGNORECASE
+)
+_DOLLAR_TAG = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
+
+
+def _function_bodies(text: str) -> list[tuple[str, str]]:
+    """(name, body) of every ``CREATE FUNCTION`` of an SQL file, body as ``pg_proc.prosrc``.
+
+    A small lexer: skips ``--`` and ``/* */`` comments and quoted strings, so a name in a comment
+    counts for nothing; the first dollar-quoted string after a ``CREATE FUNCTION`` is its body
+    (other dollar-quoted strings, as in ``DO`` blocks, are skipped).
+    """
+    found: list[tuple[str, str]] = []
+    pending: str | None = None
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("--", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+        elif c in "'\"":
+            end = i + 1
+            while end < n:
+                if text[end] == c and text.startswith(c * 2, end):
+                    end += 2
+                elif text[end] == c:
+                    break
+                else:
+                    end += 1
+            i = end + 1
+        elif (
+            c == "$"
+            and (tag := _DOLLAR_TAG.match(text, i)) is not None
+            and not (i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_"))
+        ):
+            start = tag.end()
+            end = text.find(tag.group(0), start)
+            if end < 0:
+                raise ValueError(f"unterminated {tag.group(0)} string")
+            if pending is not None:
+                found.append((pending, text[start:end]))
+                pending = None
+            i = end + len(tag.group(0))
+        elif c in "cC" and (create := _CREATE_FUNCTION.match(text, i)) is not None:
+            pending = create.group(1)
+            i = create.end()
+        else:
+            i += 1
+    return found
+
+
+@functools.cache
+def _expected() -> tuple[tuple[str, str], ...]:
+    bodies: dict[str, str] = {}
     for f in function_files():
-        digest.update(f.name.encode("utf-8") + b"\0" + f.text.encode("utf-8") + b"\0")
-    return digest.hexdigest()
+        for name, body in _function_bodies(f.text):
+            bodies[name] = body  # a later CREATE OR REPLACE wins, as in the database
+    return tuple(sorted(bodies.items()))
+
+
+def expected_functions() -> list[tuple[str, str]]:
+    """Every function this package installs: (name, body), sorted (the digest's order)."""
+    return list(_expected())
+
+
+def _digest(functions: list[tuple[str, str]]) -> str:
+    joined = "\x1e".join(f"{name}\x1f{body}" for name, body in sorted(functions))
+    return hashlib.sha256(joined.encode("utf-8")).hexdigest()
+
+
+@functools.cache
+def functions_digest() -> str:
+    """sha256 of this package's function bodies, as ``_DIGEST_SQL`` computes it when installed."""
+    return _digest(expected_functions())
 
 
 def lock_key(schema: str) -> int:
@@ -83,142 +192,313 @@ def lock_key(schema: str) -> int:
     return int.from_bytes(raw, "big", signed=True)
 
 
-def not_current_message(schema: str, version: int, needed: int, functions_differ: bool) -> str:
+# --- verify ------------------------------------------------------------------------------------
+
+
+def not_current_message(
+    schema: str, version: int, needed: int, functions_differ: bool, detail: str = ""
+) -> str:
     """The rule-28 message."""
     message = (
         f"schema {schema} is at version {version}, needs {needed}: "
         f"run durable-graph migrate --dsn ... --schema {schema}"
     )
     if functions_differ and version == needed:
-        message += " (its SQL functions differ from this package's)"
+        message += f" (its SQL functions differ from this package's{detail})"
     return message
 
 
-def check_meta(schema: str, meta: dict[str, str]) -> None:
-    """Raise the rule-28 `ProcessingError` unless ``meta`` (schema_meta rows) is current."""
+@dataclass(frozen=True, slots=True)
+class _Installed:
+    """What a schema holds, as far as the connected role can see."""
+
+    exists: bool
+    owner: str | None
+    user: str
+    meta: dict[str, str]
+    meta_readable: bool
+    # name, body, SECURITY DEFINER, SET clauses, executable by PUBLIC
+    functions: list[tuple[str, str, bool, list[str] | None, bool]]
+    test_clock: bool
+
+
+def _inspect(conn: psycopg.Connection[Any], schema: str) -> _Installed:
+    """Read the schema's state in one snapshot; needs no privilege beyond catalog access."""
+    with conn.transaction():
+        row = conn.execute(
+            "SELECT (SELECT pg_catalog.pg_get_userbyid(n.nspowner) FROM pg_catalog.pg_namespace n"
+            "         WHERE n.nspname = %s), current_user",
+            (schema,),
+        ).fetchone()
+        assert row is not None
+        owner, user = row[0], str(row[1])
+        if owner is None:
+            return _Installed(False, None, user, {}, True, [], False)
+        meta, readable = _read_meta(conn, schema)
+        rows = conn.execute(
+            "SELECT p.proname, p.prosrc, p.prosecdef, p.proconfig,"
+            "       p.proacl IS NULL OR 0::oid IN (SELECT a.grantee FROM"
+            "                                      pg_catalog.aclexplode(p.proacl) a)"
+            "  FROM pg_catalog.pg_proc p"
+            " WHERE p.pronamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = %s)"
+            " ORDER BY 1, 2",
+            (schema,),
+        ).fetchall()
+        clock = conn.execute(  # the catalog, not to_regclass: that needs USAGE on the schema
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.relname = %s"
+            " AND c.relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = %s))",
+            (TEST_CLOCK_TABLE, schema),
+        ).fetchone()
+    functions = [(str(r[0]), str(r[1]), bool(r[2]), r[3], bool(r[4])) for r in rows]
+    return _Installed(True, str(owner), user, meta, readable, functions, bool(clock and clock[0]))
+
+
+def _read_meta(conn: psycopg.Connection[Any], schema: str) -> tuple[dict[str, str], bool]:
+    """schema_meta's rows, and whether they could be read (a runtime role reads them through
+    ``dg_schema_meta_v1()``; a schema older than that function hides them from it)."""
+    usage = conn.execute("SELECT pg_catalog.has_schema_privilege(%s, 'USAGE')", (schema,))
+    if not (usage.fetchone() or (False,))[0]:
+        return {}, False
+    row = conn.execute(
+        "SELECT c.oid IS NOT NULL, coalesce(pg_catalog.has_table_privilege(c.oid, 'SELECT'), false),"
+        "       pg_catalog.to_regprocedure(pg_catalog.format('%%I.dg_schema_meta_v1()', %s::text))"
+        "         IS NOT NULL"
+        "  FROM (SELECT pg_catalog.to_regclass(pg_catalog.format('%%I.schema_meta', %s::text))"
+        "        AS oid) c",
+        (schema, schema),
+    ).fetchone()
+    assert row is not None
+    exists, can_select, has_function = bool(row[0]), bool(row[1]), bool(row[2])
+    if not exists:
+        return {}, True
+    ident = sql.Identifier(schema)
+    if can_select:
+        query = sql.SQL("SELECT key, value FROM {}.schema_meta").format(ident)
+    elif has_function:
+        query = sql.SQL("SELECT key, value FROM {}.dg_schema_meta_v1()").format(ident)
+    else:
+        return {}, False
     try:
-        version = int(meta.get("version", "0"))
+        with conn.transaction():
+            rows = conn.execute(query).fetchall()
+    except psycopg.errors.InsufficientPrivilege:
+        return {}, False
+    return {str(k): str(v) for k, v in rows}, True
+
+
+def _problem(schema: str, state: _Installed) -> str | None:
+    """Why ``state`` is not current (the rule-28 message), or None."""
+    needed = required_version()
+    if not state.meta_readable:
+        return (
+            f"schema {schema} cannot be checked by role {state.user} (it predates "
+            f"dg_schema_meta_v1 or the role has no grant on it): "
+            f"run durable-graph migrate --dsn ... --schema {schema} as its owner, "
+            f"then durable-graph grant --schema {schema} --role {state.user}"
+        )
+    try:
+        version = int(state.meta.get("version", "0"))
     except ValueError:
         version = 0
-    needed = required_version()
-    differ = meta.get("functions_digest") != functions_digest()
-    if version != needed or differ:
-        raise ProcessingError(not_current_message(schema, version, needed, differ))
-
-
-def _read_meta(conn: psycopg.Connection[Any], schema: str) -> dict[str, str]:
-    table = f"{schema}.schema_meta"
-    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
-    if row is None or not row[0]:
-        return {}
-    query = sql.SQL("SELECT key, value FROM {}.schema_meta").format(sql.Identifier(schema))
-    return {str(k): str(v) for k, v in conn.execute(query).fetchall()}
+    if version != needed:
+        return not_current_message(schema, version, needed, False)
+    expected = dict(expected_functions())
+    installed: dict[str, list[str]] = {}
+    differ: list[str] = []
+    for name, body, definer, config, public in state.functions:
+        installed.setdefault(name, []).append(body)
+        if public:
+            differ.append(f"{name} is executable by PUBLIC")
+        paths = [c for c in config or [] if c.startswith("search_path=")]
+        if name.startswith("dg_") and (not definer or paths != [f"search_path={schema}, pg_temp"]):
+            differ.append(f"{name} is not SECURITY DEFINER with its search_path pinned")
+    for name in sorted(set(expected) | set(installed)):
+        if name == "store_now" and state.test_clock:
+            continue  # the testkit's clock replaced it on purpose
+        if installed.get(name) != ([expected[name]] if name in expected else None):
+            differ.append(f"{name} differs" if name in expected else f"{name} is not ours")
+    if state.meta.get("functions_digest") != functions_digest() and not differ:
+        differ.append("the recorded digest differs")
+    if differ:
+        return not_current_message(schema, version, needed, True, ": " + "; ".join(differ[:5]))
+    return None
 
 
 def verify(conn: psycopg.Connection[Any], schema: str) -> None:
-    """Raise `ProcessingError` (rule 28) unless ``schema`` is at this package's version."""
+    """Raise `ProcessingError` (rule 28) unless ``schema`` is at this package's version, with
+    this package's function bodies installed as they should be."""
     check_schema(schema)
-    with conn.transaction():
-        meta = _read_meta(conn, schema)
-    check_meta(schema, meta)
+    problem = _problem(schema, _inspect(conn, schema))
+    if problem is not None:
+        raise ProcessingError(problem)
 
 
-def _yoyo_uri(dsn: str, schema: str) -> str:
+# --- migrate -----------------------------------------------------------------------------------
+
+
+def _yoyo_uri(dsn: str, schema: str, connect_timeout: int) -> str:
     params = {k: str(v) for k, v in psycopg.conninfo.conninfo_to_dict(dsn).items()}
     params["schema"] = schema
+    params.setdefault("connect_timeout", str(connect_timeout))
     return "postgresql+psycopg:///?" + urlencode(params)
 
 
 def _install_functions(conn: psycopg.Connection[Any], schema: str) -> None:
-    """Every ``sql/*.sql`` and the schema_meta rows, in one transaction."""
+    """Every ``sql/NN_*.sql`` and the schema_meta rows, in one transaction."""
     with conn.transaction():
-        conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
+        conn.execute(sql.SQL("SET LOCAL search_path TO {}, pg_temp").format(sql.Identifier(schema)))
         for f in function_files():
             conn.execute(f.text.encode("utf-8"))
-        conn.execute(_meta_upsert(required_version(), functions_digest()).encode("utf-8"))
+        row = conn.execute(_DIGEST_SQL, (schema,)).fetchone()
+        assert row is not None
+        conn.execute(
+            "INSERT INTO schema_meta (key, value) VALUES ('version', %s), ('functions_digest', %s)"
+            " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+            " WHERE schema_meta.value IS DISTINCT FROM EXCLUDED.value",
+            (str(required_version()), str(row[0])),
+        )
 
 
-def _meta_upsert(version: int, digest: str) -> str:
-    return (
-        "INSERT INTO schema_meta (key, value) VALUES "
-        f"('version', '{version}'), ('functions_digest', '{digest}') "
-        "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value;\n"
-    )
+def _refuse_foreign(schema: str, state: _Installed, problem: str) -> None:
+    """Refuse to install into a schema another role owns (SPEC §10.5)."""
+    if state.exists and state.owner != state.user:
+        raise ProcessingError(
+            f"{problem}; role {state.user} cannot migrate it: schema {schema} is owned by role "
+            f"{state.owner}, and durable-graph migrate runs only as a schema's owner"
+        )
 
 
-def migrate(dsn: str, schema: str) -> int:
+def _lock(conn: psycopg.Connection[Any], schema: str, wait: float) -> None:
+    """Take the schema's migration lock, trying until ``wait`` seconds have passed."""
+    deadline = time.monotonic() + wait
+    while True:
+        row = conn.execute("SELECT pg_catalog.pg_try_advisory_lock(%s)", (lock_key(schema),))
+        got = row.fetchone()
+        if got is not None and got[0]:
+            return
+        if time.monotonic() >= deadline:
+            raise ProcessingError(
+                f"another process is migrating schema {schema}: its migration lock was not free "
+                f"within {wait:.1f}s; retry durable-graph migrate --dsn ... --schema {schema} "
+                "when it is done"
+            )
+        time.sleep(min(LOCK_POLL, max(0.0, deadline - time.monotonic())))
+
+
+def _connect(dsn: str, config: PostgresConfig) -> psycopg.Connection[Any]:
+    kwargs = config.connection_kwargs()
+    kwargs["options"] = config.session_options()  # no statement_timeout: DDL may take long
+    try:
+        return psycopg.connect(dsn, **kwargs)
+    except psycopg.Error as exc:
+        raise ProcessingError(
+            f"could not connect to migrate schema {config.schema}: {exc}"
+        ) from exc
+
+
+def migrate(dsn: str, schema: str, config: PostgresConfig | None = None) -> int:
     """Bring ``schema`` to this package's version; return that version.
 
-    Safe to run from many processes at once (an advisory lock of the schema serialises them) and
-    a no-op when the schema is current.
+    A no-op that creates nothing and takes no lock when the schema is current. Otherwise safe to
+    run from many processes at once: an advisory lock of the schema serialises them, waited for
+    at most ``connection_timeout + call_timeout`` of ``config`` (then `ProcessingError`), and the
+    connection is bounded by ``connection_timeout`` (at least 2 s: libpq's minimum). Any failure
+    is a `ProcessingError`.
     """
+    check_schema(schema)
+    config = PostgresConfig(schema=schema) if config is None else config
+    needed = required_version()
+    with _connect(dsn, config) as conn:
+        try:
+            state = _inspect(conn, schema)
+            problem = _problem(schema, state)
+            if problem is None:
+                return needed
+            _refuse_foreign(schema, state, problem)
+            _lock(conn, schema, (config.connection_timeout + config.call_timeout) / _SECOND)
+            try:
+                _migrate_locked(conn, dsn, schema, config)
+            finally:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("SELECT pg_catalog.pg_advisory_unlock(%s)", (lock_key(schema),))
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise ProcessingError(f"could not migrate schema {schema}: {exc}") from exc
+    return needed
+
+
+def _migrate_locked(
+    conn: psycopg.Connection[Any], dsn: str, schema: str, config: PostgresConfig
+) -> None:
+    """`migrate`'s work, under the migration lock."""
     from yoyo import get_backend, read_migrations
 
-    check_schema(schema)
-    needed = required_version()
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (lock_key(schema),))
-        try:
-            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-            meta = _read_meta(conn, schema)
-            backend = get_backend(_yoyo_uri(dsn, schema))
-            try:
-                # Our advisory lock already serialises migrate; a yoyo lock row left by a
-                # crashed process must not block us.
-                backend.break_lock()
-                with backend.lock():
-                    migrations = read_migrations(
-                        str(resources.files("durable_graph") / "_migrations")
-                    )
-                    pending = backend.to_apply(migrations)
-                    installed = int(meta.get("version", "0") or 0)
-                    if installed and len(pending) == len(migrations):
-                        # Installed from install_script: record yoyo's view of it.
-                        backend.mark_migrations(migrations[:installed])
-                        pending = backend.to_apply(migrations)
-                    backend.apply_migrations(pending)
-            finally:
-                backend.connection.close()
-            try:
-                check_meta(schema, _read_meta(conn, schema))
-            except ProcessingError:
-                _install_functions(conn, schema)
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (lock_key(schema),))
-    return needed
+    state = _inspect(conn, schema)  # another migrator may have finished meanwhile
+    problem = _problem(schema, state)
+    if problem is None:
+        return
+    _refuse_foreign(schema, state, problem)
+    if not state.exists:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    backend = get_backend(_yoyo_uri(dsn, schema, config.connect_timeout_s))
+    try:
+        # Our advisory lock already serialises migrate; a yoyo lock row left by a crashed
+        # process must not block us.
+        backend.break_lock()
+        with backend.lock():
+            migrations = read_migrations(str(resources.files("durable_graph") / "_migrations"))
+            pending = backend.to_apply(migrations)
+            installed = int(state.meta.get("version", "0") or 0)
+            # Applied by install.sql: record yoyo's view of them.
+            marked = [m for m in migrations[:installed] if m in pending]
+            if marked:
+                backend.mark_migrations(marked)
+                pending = backend.to_apply(migrations)
+            backend.apply_migrations(pending)
+    finally:
+        backend.connection.close()
+    if _problem(schema, _inspect(conn, schema)) is not None:
+        _install_functions(conn, schema)
+
+
+# --- the install script --------------------------------------------------------------------
+
+_INCLUDE = re.compile(r"^\\ir\s+(\S+)\s*$", re.MULTILINE)
 
 
 def install_script(schema: str) -> str:
     """The complete install script of ``schema`` for a DBA to review and run with psql.
 
-    Creates the schema, applies every migration's DDL and every function in one transaction,
-    and writes ``schema_meta`` so that the store (and a later `migrate`) sees it as current.
+    ``sql/install.sql`` with the schema set and every file it includes inlined: idempotent,
+    it installs or upgrades exactly as `migrate` does, in one transaction.
     """
     check_schema(schema)
-    quoted = '"' + schema + '"'  # rule 27 names need no escaping
-    parts = [
+    sources = {f"../migrations/{f.name}": f for f in migration_files()}
+    sources.update({f.name: f for f in function_files()})
+
+    def inline(match: re.Match[str]) -> str:
+        f = sources.get(match.group(1))
+        if f is None:
+            raise ProcessingError(f"install.sql includes {match.group(1)}, which is not packaged")
+        return f"-- {match.group(1)}\n{f.text.rstrip()}\n-- end of {match.group(1)}"
+
+    header = (
         f"-- durable_graph install script for schema {schema}: version {required_version()}, "
-        f"functions {functions_digest()}\n",
-        "-- Generated by `durable-graph sql`; apply with: psql -v ON_ERROR_STOP=1 -f FILE\n",
-        "BEGIN;\n",
-        f"CREATE SCHEMA IF NOT EXISTS {quoted};\n",
-        f"SET LOCAL search_path TO {quoted};\n",
-    ]
-    for f in migration_files():
-        parts.append(f"\n-- migration {f.name}\n{f.text.rstrip()}\n")
-    for f in function_files():
-        parts.append(f"\n-- functions {f.name}\n{f.text.rstrip()}\n")
-    parts.append("\n-- bookkeeping: the version and digest `verify` checks\n")
-    parts.append(_meta_upsert(required_version(), functions_digest()))
-    parts.append("COMMIT;\n")
-    return "".join(parts)
+        f"functions {functions_digest()}\n"
+        "-- Generated by `durable-graph sql` from sql/install.sql; apply with: psql -f FILE\n"
+        f"\\set schema {schema}\n"
+    )
+    return header + _INCLUDE.sub(lambda m: inline(m), install_file())
 
 
 __all__ = [
+    "INSTALL_FILE",
     "SqlFile",
-    "check_meta",
+    "expected_functions",
     "function_files",
     "functions_digest",
+    "install_file",
     "install_script",
     "lock_key",
     "migrate",

@@ -75,7 +75,7 @@ def _prepare_schema(dsn: str, config: PostgresConfig) -> None:
 
     try:
         if config.auto_migrate:
-            migrations.migrate(dsn, config.schema)
+            migrations.migrate(dsn, config.schema, config)
         else:
             with psycopg.connect(dsn, **config.connection_kwargs()) as conn:
                 migrations.verify(conn, config.schema)
@@ -135,9 +135,13 @@ class PostgresRunQueue:
         return self._x.run(calls.entry(self._config, entry_id, tenant))
 
     def open_entries(
-        self, tenant: TenantFilter = None, thread_id: str | None = None
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
     ) -> list[QueueEntry]:
-        return self._x.run(calls.open_entries(self._config, tenant, thread_id))
+        return self._x.run(calls.open_entries(self._config, tenant, thread_id, after, limit))
 
     def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
@@ -301,9 +305,11 @@ class PostgresCheckpointer:
             step = self._x.run(calls.prune_batch(self._config, policy, size, after))
             checkpoints += step.result.checkpoints_removed
             events += step.result.events_removed
-            if step.threads_seen < size or step.last_thread_id is None:
+            if step.threads_seen < size:
                 return PruneResult(checkpoints, events)
-            after = step.last_thread_id
+            # A step that ran out of its row budget inside its first thread resumes there.
+            if step.last_thread_id is not None:
+                after = step.last_thread_id
 
     def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return self._x.run(calls.delete_thread(self._config, thread_id, fence))
@@ -327,8 +333,8 @@ class PostgresCheckpointer:
     def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]:
         return self._x.run(calls.threads(self._config, after, limit))
 
-    def children(self, thread_id: str) -> list[str]:
-        return self._x.run(calls.children(self._config, thread_id))
+    def children(self, thread_id: str, after: str | None = None, limit: int = 1000) -> list[str]:
+        return self._x.run(calls.children(self._config, thread_id, after, limit))
 
     def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]:
         return self._x.run(calls.events_after(self._config, thread_id, after_seq, limit))

@@ -129,7 +129,11 @@ class SyncRunQueueAdapter:
 
     @forward
     def open_entries(
-        self, tenant: TenantFilter = None, thread_id: str | None = None
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
     ) -> list[QueueEntry]: ...
 
     @forward
@@ -258,7 +262,9 @@ class SyncAdapter(Generic[S]):
     def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]: ...
 
     @forward
-    def children(self, thread_id: str) -> list[str]: ...
+    def children(
+        self, thread_id: str, after: str | None = None, limit: int = 1000
+    ) -> list[str]: ...
 
     @forward
     def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]: ...

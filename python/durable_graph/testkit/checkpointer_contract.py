@@ -32,6 +32,7 @@ from .checkpointer.retract_prune_delete import RetractPruneDeleteTests
 from .checkpointer.support import SLACK, CheckpointerFixtures
 from .checkpointer.validation import ValidationTests
 from .checkpointer.writes_events_effects import WritesEventsEffectsTests
+from .pagination_contract import CheckpointerPaginationContract
 
 
 class CheckpointerContract(
@@ -43,6 +44,7 @@ class CheckpointerContract(
     ReadsTests,
     ValidationTests,
     LifecycleTests,
+    CheckpointerPaginationContract,
     CheckpointerFixtures,
 ):
     """SPEC §4 as tests. Subclass it and override ``harness`` to yield a fresh store."""

@@ -42,6 +42,19 @@ class PgClock:
         install = sql.SQL(_INSTALL).format(schema=ident, qualified_table=self._table)
         with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
             conn.execute(install)
+            # store_now() runs inside the SECURITY DEFINER dg_* functions, as the schema's
+            # owner: the clock table must be the owner's too, whoever installs the clock.
+            owner = conn.execute(
+                "SELECT pg_catalog.pg_get_userbyid(nspowner) FROM pg_catalog.pg_namespace"
+                " WHERE nspname = %s",
+                (schema,),
+            ).fetchone()
+            if owner is not None:
+                conn.execute(
+                    sql.SQL("ALTER TABLE {} OWNER TO {}").format(
+                        self._table, sql.Identifier(str(owner[0]))
+                    )
+                )
 
     def advance(self, delta: timedelta) -> None:
         """Move the store's clock forward by ``delta``."""

@@ -15,8 +15,9 @@ from psycopg import sql
 
 from ..postgres.config import check_schema
 
-BOOKKEEPING = ("schema_meta", "dg_test_clock")
-"""Tables that describe the schema rather than hold store data."""
+BOOKKEEPING = ("schema_meta", "dg_test_clock", "limits")
+"""Tables that describe the schema rather than hold store data (``limits`` is put back to its
+defaults by `reset_store`)."""
 
 
 def store_tables(conn: psycopg.Connection[Any], schema: str) -> list[str]:
@@ -49,6 +50,16 @@ def reset_store(conn: psycopg.Connection[Any], schema: str) -> None:
             )
         for seq in sequences:
             conn.execute(sql.SQL("ALTER SEQUENCE {} RESTART").format(sql.Identifier(schema, seq)))
+        if "limits" in {
+            str(r[0])
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
+            ).fetchall()
+        }:
+            conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(schema, "limits")))
+            conn.execute(
+                sql.SQL("INSERT INTO {} DEFAULT VALUES").format(sql.Identifier(schema, "limits"))
+            )
         if has_clock:
             conn.execute(
                 sql.SQL("UPDATE {} SET clock_offset = interval '0'").format(

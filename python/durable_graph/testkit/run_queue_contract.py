@@ -14,6 +14,7 @@ where SPEC is silent are cited as ``Dn`` (docs/decisions.md).
 
 from __future__ import annotations
 
+from .pagination_contract import RunQueuePaginationContract
 from .run_queue.attempts_close import AttemptsCloseTests
 from .run_queue.fast_path import FastPathTests
 from .run_queue.lease import LeaseTests
@@ -24,6 +25,7 @@ from .run_queue.submit import SubmitTests
 from .run_queue.support import HOUR, PAST_TTL, SLACK, TTL, RunQueueFixtures
 from .run_queue.validation import QueueValidationTests
 from .run_queue.worker_protocol import WorkerProtocolTests
+from .tenancy_contract import RunQueueIdentityContract, RunQueueTenancyContract
 
 
 class RunQueueContract(
@@ -37,6 +39,9 @@ class RunQueueContract(
     FastPathTests,
     QueueValidationTests,
     QueueLifecycleTests,
+    RunQueuePaginationContract,
+    RunQueueTenancyContract,
+    RunQueueIdentityContract,
     RunQueueFixtures,
 ):
     """SPEC §5 as tests. Subclass it and override ``harness`` (see module docstring)."""

@@ -124,11 +124,6 @@ class SubmitTests:
         with pytest.raises(SubmissionKeyReused):
             queue.submit(Submission("thread-1", {"a": 2}, key="k"))
 
-    def test_submit_key_identity_distinguishes_int_from_float(self, queue: RunQueue) -> None:
-        _submit(queue, input={"a": 1}, key="k")
-        with pytest.raises(SubmissionKeyReused):
-            queue.submit(Submission("thread-1", {"a": 1.0}, key="k"))
-
     def test_submit_same_key_different_thread_raises_submission_key_reused(
         self, queue: RunQueue
     ) -> None:

@@ -1,0 +1,45 @@
+"""``grant`` / ``revoke``: a runtime role's USAGE + EXECUTE on a store's schema (SPEC §10.5)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .common import CliError, UsageError, dsn_of, output_of, postgres_config
+
+
+def _privileges(args: argparse.Namespace, action: str) -> int:
+    from ..postgres import privileges
+
+    schema = postgres_config(args).schema
+    role = privileges.check_role(args.role, "--role")
+    script = (privileges.grant_sql if action == "grant" else privileges.revoke_sql)(schema, role)
+    if args.print:
+        sys.stdout.write(script)
+        return 0
+    dsn = dsn_of(args)
+    if dsn is None:
+        raise UsageError(f"{action} needs --dsn (or DURABLE_GRAPH_DSN), or --print")
+    import psycopg
+
+    try:
+        conn = psycopg.connect(dsn, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise CliError(f"could not connect: {type(exc).__name__}") from None
+    with conn:
+        (privileges.grant if action == "grant" else privileges.revoke)(conn, schema, role)
+    out = output_of(args)
+    done = "granted" if action == "grant" else "revoked"
+    if out.as_json:
+        out.json({"schema": schema, "role": role, action: True})
+    else:
+        out.line(f"{done}: role {role} on schema {schema}")
+    return 0
+
+
+def cmd_grant(args: argparse.Namespace) -> int:
+    return _privileges(args, "grant")
+
+
+def cmd_revoke(args: argparse.Namespace) -> int:
+    return _privileges(args, "revoke")

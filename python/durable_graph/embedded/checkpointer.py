@@ -1,0 +1,468 @@
+"""The Checkpointer rules of SPEC §4 for the embedded stores, written once over a `Storage`.
+
+Every method is the same steps in the same order as the PL/pgSQL functions of ``sql/``:
+
+    validate (durable_graph.validation) -> transaction (lock bounded, D23; now read once, D4)
+    -> checks in the documented order -> writes
+
+All checks come before the first write, so a refused call has changed nothing on any storage.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from datetime import timedelta
+from types import TracebackType
+from typing import Self
+
+from ..errors import DuplicateCheckpoint, NotFound, RunOfDeletedThread, StaleParent, ThreadBusy
+from ..fast_path import EmbeddedFastPath
+from ..model import (
+    Checkpoint,
+    Claim,
+    ClaimPolicy,
+    Commit,
+    EffectRecord,
+    Event,
+    EventIn,
+    Lease,
+    PendingWrite,
+    PruneResult,
+    RetentionPolicy,
+    ThreadInfo,
+    WatchPolicy,
+)
+from ..validation import (
+    MAX_PAGE_ROWS,
+    check_claim,
+    check_claim_policy,
+    check_commit,
+    check_duration,
+    check_events,
+    check_identifier,
+    check_int,
+    check_optional_identifier,
+    check_retention,
+    check_run_ids,
+    check_watch,
+    check_writes,
+    decode_json,
+    encode_json,
+)
+from .common import (
+    THREAD_BUSY_CLAIM,
+    checkpoint_of,
+    current_claim,
+    current_lease,
+    store_event,
+    thread_info_of,
+    wait_until,
+)
+from .rows import CheckpointRow, ClaimRow, EffectRow, ThreadRow
+from .run_queue import EmbeddedRunQueue
+from .storage import Storage, Tx
+
+_EVENT_BATCH = 1000
+"""Events one read of `await_events_after` / `subscribe` returns at most."""
+
+
+class EmbeddedCheckpointer(EmbeddedFastPath):
+    """SPEC §4 over a `Storage`; ``.run_queue`` is the `EmbeddedRunQueue` of the same storage.
+
+    SPEC §11's ``begin_attempt`` / ``renew_attempt`` / ``finish_attempt`` are these rules
+    composed in one transaction of the storage (`durable_graph.fast_path.EmbeddedFastPath`)."""
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+        self._max = storage.max_value_bytes
+        self._run_queue = EmbeddedRunQueue(storage)
+
+    @property
+    def run_queue(self) -> EmbeddedRunQueue:
+        return self._run_queue
+
+    # --- the fast path's hooks (SPEC §11) ---------------------------------------------
+
+    def _atomic(self) -> AbstractContextManager[None]:
+        return self._storage.composed()
+
+    def _max_bytes(self) -> int:
+        return self._max
+
+    def _precheck(self, lease: Lease, claim: Claim | None) -> None:
+        with self._storage.read() as tx:
+            current_lease(tx, lease)
+            if claim is not None:
+                current_claim(tx, claim)
+
+    # --- claims -----------------------------------------------------------------------
+
+    def claim(self, thread_id: str, holder: str, policy: ClaimPolicy = ClaimPolicy()) -> Claim:
+        check_identifier("thread_id", thread_id)
+        check_identifier("holder", holder)
+        check_claim_policy(policy)
+        with self._storage.write() as tx:
+            # 1. rule 9: not re-entrant; any live claim refuses (D1).
+            row = tx.claim_of(thread_id)
+            if row is not None and tx.now < row.expires_at:
+                raise ThreadBusy(THREAD_BUSY_CLAIM)
+            # 2. a new token; the claim creates nothing visible (D6).
+            row = ClaimRow(tx.issue_token(), holder, tx.now + policy.ttl, policy.ttl)
+            tx.put_claim(thread_id, row)
+            return Claim(thread_id, holder, row.token, row.expires_at, row.ttl)
+
+    def renew_claim(self, claim: Claim) -> Claim:
+        check_claim("claim", claim)
+        with self._storage.write() as tx:
+            row = current_claim(tx, claim)
+            expires_at = tx.now + row.ttl
+            tx.set_claim_expiry(claim.thread_id, expires_at)
+            return Claim(claim.thread_id, row.holder, row.token, expires_at, row.ttl)
+
+    def release_claim(self, claim: Claim) -> None:
+        check_claim("claim", claim)
+        with self._storage.write() as tx:
+            current_claim(tx, claim)
+            tx.drop_claim(claim.thread_id)
+
+    # --- writes -----------------------------------------------------------------------
+
+    def commit(self, claim: Claim, commit: Commit) -> Checkpoint:
+        check_claim("claim", claim)
+        c = check_commit(commit, self._max)
+        thread_id = claim.thread_id
+        with self._storage.write() as tx:
+            # D9 check order.
+            current_claim(tx, claim)
+            if c.fence is not None:
+                current_claim(tx, c.fence)
+            thread = tx.thread(thread_id)
+            head_id = None if thread is None else thread.head_id
+            if c.parent_id != head_id:
+                raise StaleParent(f"parent_id {c.parent_id!r} is not the head of the thread")
+            if tx.run_of_deleted_thread(thread_id, c.run_id):
+                raise RunOfDeletedThread(
+                    f"run {c.run_id!r} is an attempt of an entry of a deleted thread"
+                )
+            if thread is not None and tx.checkpoint(thread_id, c.checkpoint_id) is not None:
+                raise DuplicateCheckpoint(
+                    f"checkpoint {c.checkpoint_id!r} already exists on the thread"
+                )
+            # Writes. A new thread continues a deleted one's numbering; parent_thread_id is
+            # taken from the first commit only (D9).
+            if thread is None:
+                tx.create_thread(thread_id, c.parent_thread_id)
+            # D8: the caller's events first, then store.checkpoint (rule 11: all carry run_id).
+            for e in c.events:
+                tx.append_event(thread_id, e, c.run_id)
+            payload = {"checkpoint_id": c.checkpoint_id, "run_id": c.run_id}
+            seq = tx.append_event(thread_id, store_event("store.checkpoint", payload), c.run_id).seq
+            row = CheckpointRow(
+                thread_id=thread_id,
+                checkpoint_id=c.checkpoint_id,
+                seq=seq,
+                parent_id=c.parent_id,
+                run_id=c.run_id,
+                state=c.state,
+                metadata=c.metadata,
+                next=c.next,
+                created_at=tx.now if c.created_at is None else c.created_at,
+                committed_at=tx.now,
+            )
+            tx.insert_checkpoint(row)
+            tx.set_head(thread_id, c.checkpoint_id)
+            # Rule 10: admissions touch only this thread's open entries.
+            tx.admit(thread_id, c.run_id)
+            return checkpoint_of(tx, row)
+
+    def put_writes(self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite]) -> None:
+        check_claim("claim", claim)
+        check_identifier("checkpoint_id", checkpoint_id)
+        encoded = check_writes("writes", writes, self._max)
+        with self._storage.write() as tx:
+            # D10: claim, thread has a commit, then the checkpoint is the thread's.
+            current_claim(tx, claim)
+            _existing_thread(tx, claim.thread_id)
+            if tx.checkpoint(claim.thread_id, checkpoint_id) is None:
+                raise NotFound(f"checkpoint {checkpoint_id!r} is not a checkpoint of the thread")
+            tx.add_writes(claim.thread_id, checkpoint_id, encoded)
+
+    def append_events(
+        self, claim: Claim, events: Sequence[EventIn], run_id: str | None = None
+    ) -> list[Event]:
+        check_claim("claim", claim)
+        encoded = check_events("events", events, self._max)
+        check_optional_identifier("run_id", run_id)
+        with self._storage.write() as tx:
+            current_claim(tx, claim)
+            _existing_thread(tx, claim.thread_id)
+            return [tx.append_event(claim.thread_id, e, run_id) for e in encoded]
+
+    def record_effect(
+        self, claim: Claim, key: str, value: object, run_id: str | None = None
+    ) -> EffectRecord:
+        check_claim("claim", claim)
+        check_identifier("key", key)
+        encoded = encode_json("value", value, self._max)
+        check_optional_identifier("run_id", run_id)
+        with self._storage.write() as tx:
+            current_claim(tx, claim)
+            _existing_thread(tx, claim.thread_id)
+            # First write wins.
+            row = tx.effect(claim.thread_id, key)
+            if row is not None:
+                return _effect_of(row, existing=True)
+            row = EffectRow(claim.thread_id, key, encoded, run_id, tx.now)
+            tx.insert_effect(row)
+            return _effect_of(row, existing=False)
+
+    def retract_turn(self, claim: Claim) -> Checkpoint | None:
+        check_claim("claim", claim)
+        with self._storage.write() as tx:
+            current_claim(tx, claim)
+            thread = _existing_thread(tx, claim.thread_id)
+            thread_id = claim.thread_id
+            if thread.head_id is None:
+                return None  # D11
+            # The turn: from the head back, the checkpoints sharing the head's run id.
+            newest_first = tx.checkpoints_newest_first(thread_id)
+            run_id = newest_first[0].run_id
+            turn = list(itertools.takewhile(lambda r: r.run_id == run_id, newest_first))
+            for row in turn:
+                tx.remove_checkpoint(thread_id, row.checkpoint_id)
+            # D24: the new head is the newest remaining checkpoint (the parent of the oldest
+            # removed, unless prune removed that one).
+            remaining = newest_first[len(turn) :]
+            head = remaining[0] if remaining else None
+            tx.set_head(thread_id, None if head is None else head.checkpoint_id)
+            removed = {"run_id": run_id, "checkpoint_ids": [r.checkpoint_id for r in turn]}
+            tx.append_event(thread_id, store_event("store.retracted", removed), None)
+            return None if head is None else checkpoint_of(tx, head)
+
+    def prune(self, thread_id: str, policy: RetentionPolicy) -> PruneResult:
+        check_identifier("thread_id", thread_id)
+        check_retention(policy)
+        with self._storage.write() as tx:
+            return _prune_thread(tx, thread_id, policy)
+
+    def prune_all(self, policy: RetentionPolicy, batch: int = 1000) -> PruneResult:
+        check_retention(policy)
+        check_int("batch", batch, minimum=1)
+        checkpoints = events = 0
+        after: str | None = None
+        while True:
+            # One transaction per batch of threads, in thread-id order.
+            with self._storage.write() as tx:
+                ids = [t.thread_id for t in tx.thread_page(after, batch)]
+                for thread_id in ids:
+                    result = _prune_thread(tx, thread_id, policy)
+                    checkpoints += result.checkpoints_removed
+                    events += result.events_removed
+            if len(ids) < batch:
+                return PruneResult(checkpoints, events)
+            after = ids[-1]
+
+    def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
+        check_identifier("thread_id", thread_id)
+        if fence is not None:
+            check_claim("fence", fence)
+        with self._storage.write() as tx:
+            # D14: the fence first.
+            if fence is not None:
+                current_claim(tx, fence)
+            existed = tx.thread(thread_id) is not None
+            for victim in tx.descendants(thread_id):
+                tx.remove_thread(victim)
+                # Mark every entry open now; entries submitted later are not marked.
+                tx.mark_thread_deleted(victim)
+            return existed
+
+    # --- reads ------------------------------------------------------------------------
+
+    def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
+        check_identifier("thread_id", thread_id)
+        check_optional_identifier("checkpoint_id", checkpoint_id)
+        with self._storage.read() as tx:
+            thread = tx.thread(thread_id)
+            if thread is None:
+                return None
+            wanted = thread.head_id if checkpoint_id is None else checkpoint_id
+            row = None if wanted is None else tx.checkpoint(thread_id, wanted)
+            return None if row is None else checkpoint_of(tx, row)
+
+    def history(
+        self, thread_id: str, before: str | None = None, limit: int = 100
+    ) -> list[Checkpoint]:
+        check_identifier("thread_id", thread_id)
+        check_optional_identifier("before", before)
+        check_int("limit", limit, minimum=1)
+        with self._storage.read() as tx:
+            below = None
+            if before is not None:
+                # Rule 14: exclusive; an unknown `before` gives [].
+                start = tx.checkpoint(thread_id, before)
+                if start is None:
+                    return []
+                below = start.seq
+            rows = tx.checkpoints_before(thread_id, below, limit)
+            return [checkpoint_of(tx, r) for r in rows]
+
+    def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> Checkpoint | None:
+        check_identifier("thread_id", thread_id)
+        runs = sorted(set(check_run_ids(run_ids)))
+        with self._storage.read() as tx:
+            row = tx.latest_of_runs(thread_id, runs)
+            return None if row is None else checkpoint_of(tx, row)
+
+    def thread(self, thread_id: str) -> ThreadInfo | None:
+        check_identifier("thread_id", thread_id)
+        with self._storage.read() as tx:
+            thread = tx.thread(thread_id)
+            return None if thread is None else thread_info_of(tx, thread)
+
+    def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]:
+        check_optional_identifier("after", after)
+        check_int("limit", limit, minimum=1)
+        with self._storage.read() as tx:
+            # Rule 15: UTF-8 byte order, after the id `after`.
+            return [thread_info_of(tx, t) for t in tx.thread_page(after, limit)]
+
+    def children(self, thread_id: str, after: str | None = None, limit: int = 1000) -> list[str]:
+        check_identifier("thread_id", thread_id)
+        check_optional_identifier("after", after)
+        check_int("limit", limit, minimum=1)
+        with self._storage.read() as tx:
+            if tx.thread(thread_id) is None:
+                return []  # D15: an unknown thread reads as empty
+            ids = tx.children_of(thread_id)
+        if after is not None:  # a page after the child `after`; not a child: []
+            if after not in ids:
+                return []
+            ids = ids[ids.index(after) + 1 :]
+        return ids[: min(limit, MAX_PAGE_ROWS)]
+
+    def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]:
+        check_identifier("thread_id", thread_id)
+        check_int("after_seq", after_seq, minimum=0)
+        check_int("limit", limit, minimum=1)
+        return self._events_after(thread_id, after_seq, limit)
+
+    def _events_after(self, thread_id: str, after_seq: int, limit: int) -> list[Event]:
+        with self._storage.read() as tx:
+            return tx.events_after(thread_id, after_seq, limit)
+
+    def await_events_after(
+        self,
+        thread_id: str,
+        after_seq: int,
+        timeout: timedelta,
+        watch: WatchPolicy = WatchPolicy(),
+    ) -> list[Event]:
+        check_identifier("thread_id", thread_id)
+        check_int("after_seq", after_seq, minimum=0)
+        check_duration("timeout", timeout, allow_zero=True)
+        check_watch(watch)
+        return wait_until(
+            self._storage,
+            lambda: self._events_after(thread_id, after_seq, _EVENT_BATCH),
+            bool,
+            timeout.total_seconds(),  # D21: wall-clock
+            watch.poll_interval.total_seconds(),
+        )
+
+    def subscribe(
+        self, thread_id: str, after_seq: int = 0, watch: WatchPolicy = WatchPolicy()
+    ) -> Iterator[Event]:
+        check_identifier("thread_id", thread_id)
+        check_int("after_seq", after_seq, minimum=0)
+        check_watch(watch)
+        self._storage.check_open()
+        return self._subscribe(thread_id, after_seq, watch.poll_interval.total_seconds())
+
+    def _subscribe(self, thread_id: str, after_seq: int, poll: float) -> Iterator[Event]:
+        last = after_seq
+        while True:
+            signal = self._storage.change_signal()
+            events = self._events_after(thread_id, last, _EVENT_BATCH)
+            for event in events:
+                self._storage.check_open()  # rule 8: a live iterator fails after close()
+                last = event.seq
+                yield event
+            if not events:
+                signal.wait(poll)
+
+    def get_effect(self, thread_id: str, key: str) -> EffectRecord | None:
+        check_identifier("thread_id", thread_id)
+        check_identifier("key", key)
+        with self._storage.read() as tx:
+            row = tx.effect(thread_id, key)
+            return None if row is None else _effect_of(row, existing=True)  # D12
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._storage.close()
+
+    def __enter__(self) -> Self:
+        self._storage.check_open()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _existing_thread(tx: Tx, thread_id: str) -> ThreadRow:
+    """The thread, or `NotFound` when it has no commit (rule 6, D10)."""
+    thread = tx.thread(thread_id)
+    if thread is None:
+        raise NotFound(f"thread {thread_id!r} has no commit")
+    return thread
+
+
+def _effect_of(row: EffectRow, existing: bool) -> EffectRecord:
+    return EffectRecord(
+        thread_id=row.thread_id,
+        key=row.key,
+        value=decode_json(row.value),
+        run_id=row.run_id,
+        recorded_at=row.recorded_at,
+        existing=existing,
+    )
+
+
+def _prune_thread(tx: Tx, thread_id: str, policy: RetentionPolicy) -> PruneResult:
+    """D13 on one thread, in the caller's transaction."""
+    thread = tx.thread(thread_id)
+    if thread is None:
+        return PruneResult(0, 0)
+    cutoff = None if policy.max_age is None else tx.now - policy.max_age
+    newest_first = tx.checkpoints_newest_first(thread_id)
+    keep = {thread.head_id}
+    if policy.keep_last is not None:
+        keep.update(r.checkpoint_id for r in newest_first[: policy.keep_last])
+    # Evidence: for each run id an open entry of the thread recorded, that run's newest checkpoint.
+    runs = tx.open_attempt_runs(thread_id)
+    evidence: dict[str, str] = {}
+    for row in newest_first:
+        if row.run_id in runs and row.run_id not in evidence:
+            evidence[row.run_id] = row.checkpoint_id
+    keep.update(evidence.values())
+    removed = [
+        r
+        for r in newest_first
+        if r.checkpoint_id not in keep and (cutoff is None or r.committed_at < cutoff)
+    ]
+    for row in removed:
+        tx.remove_checkpoint(thread_id, row.checkpoint_id)
+    events_removed = 0 if cutoff is None else tx.drop_events_before(thread_id, cutoff)
+    return PruneResult(len(removed), events_removed)
+
+
+__all__ = ["EmbeddedCheckpointer"]

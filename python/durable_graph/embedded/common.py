@@ -1,0 +1,151 @@
+"""What both halves of the embedded rules share: the checks that find the current claim or lease,
+the encodings of the store's own values, snapshots (fresh objects every read), and the wait loop.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Final, TypeVar
+
+from ..errors import ClaimLost, EntryClosed, LeaseLost
+from ..model import (
+    Checkpoint,
+    Claim,
+    EntryOutcome,
+    Lease,
+    QueueEntry,
+    ThreadInfo,
+)
+from ..validation import (
+    EncodedEvent,
+    decode_json,
+    decode_outcome,
+    encode_json,
+    encode_outcome,
+)
+from .rows import CheckpointRow, ClaimRow, EntryRow, ThreadRow
+from .storage import Storage, Tx
+
+T = TypeVar("T")
+
+THREAD_BUSY_CLAIM: Final = "thread has a live claim"
+THREAD_BUSY_ENTRY: Final = "thread has an open entry"
+
+_STORE_PAYLOAD_LIMIT: Final = sys.maxsize
+"""The store's own payloads (ids only) are not subject to ``max_value_bytes``."""
+
+
+def store_event(kind: str, payload: object) -> EncodedEvent:
+    """An event the store writes itself (``store.checkpoint``, ``store.retracted``)."""
+    return EncodedEvent(kind, encode_json("payload", payload, _STORE_PAYLOAD_LIMIT), None)
+
+
+def store_outcome(outcome: EntryOutcome) -> tuple[str, str]:
+    """An outcome the store decides itself (cancellations, interruptions), encoded."""
+    return encode_outcome(outcome, _STORE_PAYLOAD_LIMIT)
+
+
+def current_claim(tx: Tx, claim: Claim) -> ClaimRow:
+    """The claim's row when ``claim`` is the thread's current claim (D2), else `ClaimLost`."""
+    row = tx.claim_of(claim.thread_id)
+    if row is None or row.token != claim.token:
+        raise ClaimLost(f"claim {claim.token} is not the current claim of the thread")
+    return row
+
+
+def current_lease(tx: Tx, lease: Lease) -> EntryRow:
+    """The entry of a current lease: `EntryClosed` first, then `LeaseLost` (rule 21)."""
+    entry = tx.entry(lease.entry.entry_id)
+    if entry is None or entry.closed or entry.tenant != lease.entry.tenant:
+        # D25: a reclaimed entry was closed before it was reclaimed. Another tenant's entry
+        # answers as one that never existed (SPEC §10 rule 6).
+        raise EntryClosed(f"entry {lease.entry.entry_id} is closed")
+    if entry.lease_token is None or entry.lease_token != lease.token:
+        raise LeaseLost(f"lease {lease.token} is not the current lease of the entry")
+    return entry
+
+
+def checkpoint_of(tx: Tx, row: CheckpointRow) -> Checkpoint:
+    return Checkpoint(
+        thread_id=row.thread_id,
+        checkpoint_id=row.checkpoint_id,
+        parent_id=row.parent_id,
+        run_id=row.run_id,
+        state=decode_json(row.state),
+        metadata=decode_json(row.metadata),
+        next=row.next,
+        created_at=row.created_at,
+        committed_at=row.committed_at,
+        seq=row.seq,
+        writes=tuple(tx.writes_of(row.thread_id, row.checkpoint_id)),
+    )
+
+
+def thread_info_of(tx: Tx, thread: ThreadRow) -> ThreadInfo:
+    claim = tx.claim_of(thread.thread_id)
+    return ThreadInfo(
+        thread_id=thread.thread_id,
+        parent_thread_id=thread.parent_thread_id,
+        head_id=thread.head_id,
+        last_seq=thread.last_seq,
+        created_at=thread.created_at,
+        updated_at=thread.updated_at,
+        claim_holder=None if claim is None else claim.holder,
+        claim_expires_at=None if claim is None else claim.expires_at,
+    )
+
+
+def entry_of(tx: Tx, entry: EntryRow) -> QueueEntry:
+    return QueueEntry(
+        entry_id=entry.entry_id,
+        tenant=entry.tenant,
+        thread_id=entry.thread_id,
+        key=entry.key,
+        input=decode_json(entry.input),
+        mode=entry.mode,
+        max_attempts=entry.max_attempts,
+        attempts=tuple(tx.attempts_of(entry.entry_id)),
+        admitted=entry.admitted,
+        thread_deleted=entry.thread_deleted,
+        submitted_at=entry.submitted_at,
+        lease_holder=entry.lease_holder,
+        lease_expires_at=entry.lease_expires_at,
+        outcome=decode_outcome(entry.outcome_kind, entry.outcome_detail),
+        closed_at=entry.closed_at,
+        closed_at_seq=entry.closed_at_seq,
+    )
+
+
+def wait_until(
+    storage: Storage, fetch: Callable[[], T], done: Callable[[T], bool], timeout: float, step: float
+) -> T:
+    """Read with ``fetch`` until ``done`` or ``timeout`` seconds pass (wall clock, D21); wake at
+    once on a write in this process, and read again every ``step`` s for other processes.
+
+    The signal is taken before the read, so a write landing between the read and the wait is
+    never missed. Returns the last value read.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        signal = storage.change_signal()
+        value = fetch()
+        remaining = deadline - time.monotonic()
+        if done(value) or remaining <= 0:
+            return value
+        signal.wait(min(step, remaining))
+
+
+__all__ = [
+    "THREAD_BUSY_CLAIM",
+    "THREAD_BUSY_ENTRY",
+    "checkpoint_of",
+    "current_claim",
+    "current_lease",
+    "entry_of",
+    "store_event",
+    "store_outcome",
+    "thread_info_of",
+    "wait_until",
+]

@@ -1,0 +1,100 @@
+"""The rows the embedded rules read, named after the tables of ``migrations/0001.tables.sql``.
+
+A storage hands these out as plain values: the rules read them and change the store only through
+the storage's methods, never by assigning to a row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from ..model import Mode
+
+
+@dataclass(slots=True)
+class ClaimRow:
+    """The ``claim_*`` columns of a ``threads`` row: the current claim, live or expired."""
+
+    token: int
+    holder: str
+    expires_at: datetime
+    ttl: timedelta
+
+
+@dataclass(slots=True)
+class ThreadRow:
+    """A live ``threads`` row: the thread has a commit and was not deleted since."""
+
+    thread_id: str
+    parent_thread_id: str | None
+    head_id: str | None
+    last_seq: int
+    created_at: datetime
+    updated_at: datetime
+    first_commit_order: int
+
+
+@dataclass(slots=True)
+class CheckpointRow:
+    thread_id: str
+    checkpoint_id: str
+    seq: int
+    parent_id: str | None
+    run_id: str
+    state: str
+    """JSON text, as every stored value."""
+    metadata: str
+    next: tuple[str, ...]
+    created_at: datetime
+    committed_at: datetime
+
+
+@dataclass(slots=True)
+class EffectRow:
+    thread_id: str
+    key: str
+    value: str
+    run_id: str | None
+    recorded_at: datetime
+
+
+@dataclass(slots=True)
+class EntryRow:
+    """A kept ``queue_entries`` row (open or closed, not reclaimed)."""
+
+    entry_id: int
+    tenant: str | None
+    thread_id: str
+    key: str | None
+    input: str
+    """Canonical JSON (sorted keys): compared byte for byte by `submit` (rule 19)."""
+    mode: Mode
+    max_attempts: int
+    attempt_count: int
+    admitted: bool
+    thread_deleted: bool
+    submitted_at: datetime
+    lease_token: int | None
+    """The entry's current lease (live or expired); None when none (released, closed, ended)."""
+    lease_holder: str | None
+    lease_expires_at: datetime | None
+    lease_ttl: timedelta | None
+    outcome_kind: str | None
+    outcome_detail: str | None
+    closed_at: datetime | None
+    closed_at_seq: int | None
+
+    @property
+    def closed(self) -> bool:
+        return self.outcome_kind is not None
+
+    @property
+    def queue_rank(self) -> int:
+        """Order inside a thread: attempted first, then INTERRUPT, then the rest (SPEC §5)."""
+        if self.attempt_count > 0:
+            return 0
+        return 1 if self.mode is Mode.INTERRUPT else 2
+
+
+__all__ = ["CheckpointRow", "ClaimRow", "EffectRow", "EntryRow", "ThreadRow"]

@@ -1,0 +1,280 @@
+"""The RunQueue rules of SPEC §5 for the embedded stores, written once over a `Storage`.
+
+Same steps as the checkpointer rules: validate, one transaction (now read once), checks in the
+documented order, then writes. The storage keeps each thread's head and lease expiry (the
+``queue_threads`` table), so `lease` and `submit` cost the same whatever the backlog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Final
+
+from ..errors import EntryClosed, NotFound, RunIdTaken, SubmissionKeyReused, ThreadBusy
+from ..fast_path import submit_each
+from ..model import (
+    ANY,
+    AttemptStart,
+    Cancelled,
+    EntryOutcome,
+    Exhausted,
+    Interrupted,
+    Lease,
+    Mode,
+    QueueEntry,
+    Started,
+    Submission,
+    TenantFilter,
+    ThreadDeleted,
+    Ticket,
+    WatchPolicy,
+)
+from ..validation import (
+    MAX_PAGE_ROWS,
+    check_duration,
+    check_identifier,
+    check_int,
+    check_lease,
+    check_optional_identifier,
+    check_submission,
+    check_tenant_filter,
+    encode_outcome,
+    same_json,
+)
+from .common import THREAD_BUSY_ENTRY, current_lease, entry_of, store_outcome, wait_until
+from .rows import EntryRow
+from .storage import Storage, Tx
+
+_AWAIT_CLOSED_POLL: Final = WatchPolicy().poll_interval.total_seconds()
+"""How often `await_closed` reads again for other processes (it takes no `WatchPolicy`; D21)."""
+
+
+class EmbeddedRunQueue:
+    """SPEC §5 over a `Storage`, in the same storage as its checkpointer."""
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+        self._max = storage.max_value_bytes
+
+    def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]:
+        """SPEC §11: each as `submit`, in order, in one transaction; any error writes nothing."""
+        return submit_each(self.submit, submissions, self._storage.composed(undo=True), self._max)
+
+    def submit(self, submission: Submission) -> Ticket:
+        sub = check_submission(submission, self._max)
+        with self._storage.write() as tx:
+            # Rule 19 order: key, REJECT, INTERRUPT closing, insert.
+            if sub.key is not None:
+                kept = tx.entry_by_key(sub.tenant, sub.key)
+                if kept is not None:
+                    if (kept.thread_id, kept.mode, kept.max_attempts) != (
+                        sub.thread_id,
+                        sub.mode,
+                        sub.max_attempts,
+                    ) or not same_json(kept.input, sub.input):  # SPEC §10 rule 3
+                        raise SubmissionKeyReused(
+                            f"submission key {sub.key!r} names a different submission"
+                        )
+                    return Ticket(kept.entry_id, existing=True)
+            if sub.mode is Mode.REJECT and tx.has_open_entry(sub.thread_id):
+                raise ThreadBusy(THREAD_BUSY_ENTRY)
+            queued = tx.unattempted_interrupts(sub.thread_id) if sub.mode is Mode.INTERRUPT else []
+            entry_id = tx.insert_entry(sub)
+            interrupted = store_outcome(Interrupted(entry_id))
+            for other in queued:
+                _close_entry(tx, other, interrupted)
+            return Ticket(entry_id, existing=False)
+
+    def lease(
+        self,
+        holder: str,
+        ttl: timedelta,
+        tenant: TenantFilter = ANY,
+        run_id: str | None = None,
+    ) -> Lease | None:
+        check_identifier("holder", holder)
+        check_duration("ttl", ttl)
+        wanted = check_tenant_filter("tenant", tenant, allow_any=True)
+        check_optional_identifier("run_id", run_id)
+        with self._storage.write() as tx:
+            # The oldest leasable thread head (by entry id) of the wanted tenant.
+            entry = tx.leasable_head(wanted)
+            if entry is None:
+                return None
+            # End the expired lease of any other entry of the thread.
+            tx.end_leases_of_thread(entry.thread_id)
+            token = tx.issue_token()
+            expires_at = tx.now + ttl
+            tx.set_lease(entry, token, holder, expires_at, ttl)
+            attempt: AttemptStart | None = None
+            if run_id is not None:
+                try:
+                    attempt = _record_attempt(tx, _entry(tx, entry.entry_id), run_id)
+                except RunIdTaken:
+                    attempt = None  # the lease is still taken
+            leased = entry_of(tx, _entry(tx, entry.entry_id))
+            return Lease(leased, token, holder, expires_at, ttl, attempt)
+
+    def renew(self, lease: Lease, ttl: timedelta | None = None) -> Lease:
+        check_lease("lease", lease)
+        if ttl is not None:
+            check_duration("ttl", ttl)
+        with self._storage.write() as tx:
+            entry = current_lease(tx, lease)
+            assert entry.lease_ttl is not None and entry.lease_holder is not None
+            # D18: push expiry to now + (ttl or the ttl the lease was taken with).
+            expires_at = tx.now + (entry.lease_ttl if ttl is None else ttl)
+            tx.set_lease_expiry(entry, expires_at)
+            return Lease(
+                entry_of(tx, _entry(tx, entry.entry_id)),
+                lease.token,
+                entry.lease_holder,
+                expires_at,
+                entry.lease_ttl,
+            )
+
+    def release(self, lease: Lease) -> None:
+        check_lease("lease", lease)
+        with self._storage.write() as tx:
+            tx.end_lease(current_lease(tx, lease))  # D19
+
+    def record_attempt(self, lease: Lease, run_id: str) -> AttemptStart:
+        check_lease("lease", lease)
+        check_identifier("run_id", run_id)
+        with self._storage.write() as tx:
+            return _record_attempt(tx, current_lease(tx, lease), run_id)
+
+    def close(self, lease: Lease, outcome: EntryOutcome) -> QueueEntry:
+        check_lease("lease", lease)
+        encoded = encode_outcome(outcome, self._max)
+        with self._storage.write() as tx:
+            entry = current_lease(tx, lease)
+            _close_entry(tx, entry, encoded)
+            return entry_of(tx, _entry(tx, entry.entry_id))
+
+    def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry:
+        check_int("entry_id", entry_id, minimum=0)
+        check_optional_identifier("tenant", tenant)
+        with self._storage.write() as tx:
+            # D16: visibility first, then closed (rule 22).
+            entry = _visible_entry(tx, entry_id, tenant)
+            if entry is None:
+                raise NotFound(f"entry {entry_id} not found")
+            if entry.closed:
+                raise EntryClosed(f"entry {entry_id} is closed")
+            _close_entry(tx, entry, store_outcome(Cancelled("requested")))
+            return entry_of(tx, _entry(tx, entry_id))
+
+    def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None:
+        check_int("entry_id", entry_id, minimum=0)
+        check_optional_identifier("tenant", tenant)
+        return self._read_entry(entry_id, tenant)
+
+    def _read_entry(self, entry_id: int, tenant: str | None) -> QueueEntry | None:
+        with self._storage.read() as tx:
+            entry = _visible_entry(tx, entry_id, tenant)
+            return None if entry is None else entry_of(tx, entry)
+
+    def open_entries(
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
+    ) -> list[QueueEntry]:
+        wanted = check_tenant_filter("tenant", tenant, allow_any=True)
+        check_optional_identifier("thread_id", thread_id)
+        if after is not None:
+            check_int("after", after, minimum=0)
+        check_int("limit", limit, minimum=1)
+        limit = min(limit, MAX_PAGE_ROWS)
+        with self._storage.read() as tx:
+            # Rule 24: threads by their head's entry id (over every tenant), each in queue order.
+            if after is None:
+                return [entry_of(tx, e) for e in tx.open_entries(wanted, thread_id)[:limit]]
+            # A page after the entry `after`, placed at (its thread's head now, its queue
+            # position); unknown, reclaimed or not the wanted tenant's: [] (sql/README.md).
+            mark = tx.entry(after)
+            if mark is None or not (wanted is ANY or mark.tenant == wanted):
+                return []
+            mark_head = _head_id(tx.open_entries(ANY, mark.thread_id), mark.entry_id)
+            start = (mark_head, queue_position(mark))
+            rows: list[EntryRow] = []
+            heads: dict[str, int] = {}
+            for e in tx.open_entries(ANY, thread_id):
+                head = heads.setdefault(e.thread_id, e.entry_id)  # the first of its thread
+                if (wanted is ANY or e.tenant == wanted) and (head, queue_position(e)) > start:
+                    rows.append(e)
+                    if len(rows) == limit:
+                        break
+            return [entry_of(tx, e) for e in rows]
+
+    def await_closed(
+        self, entry_id: int, timeout: timedelta, tenant: str | None = None
+    ) -> QueueEntry | None:
+        check_int("entry_id", entry_id, minimum=0)
+        check_duration("timeout", timeout, allow_zero=True)
+        check_optional_identifier("tenant", tenant)
+        entry = wait_until(
+            self._storage,
+            lambda: self._read_entry(entry_id, tenant),
+            lambda e: e is None or e.closed,
+            timeout.total_seconds(),  # rule 23: wall-clock
+            _AWAIT_CLOSED_POLL,
+        )
+        return entry if entry is not None and entry.closed else None
+
+    def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
+        check_duration("older_than", older_than, allow_zero=True)
+        check_int("batch", batch, minimum=1)
+        with self._storage.write() as tx:
+            # Rule 25: oldest closed first, ties by entry id; never an open entry.
+            victims = tx.closed_before(tx.now - older_than, batch)
+            for entry_id in victims:
+                tx.remove_entry(_entry(tx, entry_id))
+            return len(victims)
+
+
+def _entry(tx: Tx, entry_id: int) -> EntryRow:
+    """An entry this transaction knows is kept."""
+    entry = tx.entry(entry_id)
+    assert entry is not None
+    return entry
+
+
+def queue_position(entry: EntryRow) -> tuple[int, int]:
+    """Per-thread queue order (SPEC §5): attempted entries, then INTERRUPT, then the rest."""
+    rank = 0 if entry.attempt_count else 1 if entry.mode is Mode.INTERRUPT else 2
+    return rank, entry.entry_id
+
+
+def _head_id(queue: list[EntryRow], fallback: int) -> int:
+    return queue[0].entry_id if queue else fallback
+
+
+def _visible_entry(tx: Tx, entry_id: int, tenant: str | None) -> EntryRow | None:
+    """The kept entry when its tenant is ``tenant`` (D16), else None."""
+    entry = tx.entry(entry_id)
+    return entry if entry is not None and entry.tenant == tenant else None
+
+
+def _close_entry(tx: Tx, entry: EntryRow, outcome: tuple[str, str]) -> None:
+    """Close once: stamp `closed_at` and `closed_at_seq`, end the lease (D19, D20)."""
+    tx.close_entry(entry, outcome, tx.last_seq_of(entry.thread_id))
+
+
+def _record_attempt(tx: Tx, entry: EntryRow, run_id: str) -> AttemptStart:
+    """Rule 20 after the lease checks: deleted, exhausted, run id taken, then record."""
+    if entry.thread_deleted:
+        _close_entry(tx, entry, store_outcome(Cancelled("thread_deleted")))
+        return ThreadDeleted()
+    if entry.attempt_count >= entry.max_attempts:
+        return Exhausted()
+    # A checkpoint now in the thread's history, or an attempt of a kept entry.
+    if tx.run_in_history(entry.thread_id, run_id) or tx.attempt_run_taken(entry.thread_id, run_id):
+        raise RunIdTaken(f"run id {run_id!r} already names a run of the thread")
+    return Started(tx.add_attempt(entry, run_id))
+
+
+__all__ = ["EmbeddedRunQueue"]

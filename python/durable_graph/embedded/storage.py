@@ -1,0 +1,225 @@
+"""The storage interface the embedded rules run over (as River writes its rules over drivers).
+
+A `Storage` opens transactions; a `Tx` is one of them, with store-now read once after the
+transaction holds its lock (D4). Each `Tx` method is one read or one write of the tables of
+``migrations/0001.tables.sql``; the order of checks, the errors and every decision live in
+`durable_graph.embedded.checkpointer` and `durable_graph.embedded.run_queue`, never here.
+
+Storages raise nothing but `ProcessingError` (a failed or refused transaction), and a write
+transaction that raises leaves nothing written. The rules make every check before their first
+write, so the in-memory storage needs no undo log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from ..model import Attempt, Event, PendingWrite, TenantFilter
+from ..validation import EncodedEvent, EncodedSubmission, EncodedWrite
+from .rows import CheckpointRow, ClaimRow, EffectRow, EntryRow, ThreadRow
+
+
+class Signal(Protocol):
+    """Something to wait on for a change made in this process (SPEC §11: waits wake at once)."""
+
+    def wait(self, timeout: float) -> object: ...
+
+
+class Tx(Protocol):
+    """One transaction. ``now`` is store time, read once when the lock is held (D4)."""
+
+    @property
+    def now(self) -> datetime: ...
+
+    def issue_token(self) -> int:
+        """A fencing token greater than every token issued before, claims and leases alike (D3)."""
+        ...
+
+    # --- threads and claims --------------------------------------------------------------
+
+    def claim_of(self, thread_id: str) -> ClaimRow | None: ...
+    def put_claim(self, thread_id: str, claim: ClaimRow) -> None: ...
+    def set_claim_expiry(self, thread_id: str, expires_at: datetime) -> None: ...
+    def drop_claim(self, thread_id: str) -> None: ...
+
+    def thread(self, thread_id: str) -> ThreadRow | None:
+        """The live thread (has a commit, not deleted since), else None."""
+        ...
+
+    def create_thread(self, thread_id: str, parent_thread_id: str | None) -> None:
+        """Make the thread live: ``last_seq`` continues a deleted thread's numbering."""
+        ...
+
+    def last_seq_of(self, thread_id: str) -> int:
+        """The thread's last event number, kept over a delete; 0 if none (rule 26)."""
+        ...
+
+    def set_head(self, thread_id: str, head_id: str | None) -> None: ...
+
+    def remove_thread(self, thread_id: str) -> None:
+        """Delete the thread's data and claim; keep its ``last_seq`` (rule 26)."""
+        ...
+
+    def descendants(self, thread_id: str) -> list[str]:
+        """``thread_id`` and every live thread whose first commit named one of them (D14)."""
+        ...
+
+    def children_of(self, thread_id: str) -> list[str]:
+        """Live threads naming ``thread_id`` as parent, in first-commit order."""
+        ...
+
+    def thread_page(self, after: str | None, limit: int) -> list[ThreadRow]:
+        """Live threads after ``after`` in UTF-8 byte order (rule 15)."""
+        ...
+
+    # --- checkpoints, writes, events, effects --------------------------------------------
+
+    def checkpoint(self, thread_id: str, checkpoint_id: str) -> CheckpointRow | None: ...
+    def insert_checkpoint(self, row: CheckpointRow) -> None: ...
+
+    def remove_checkpoint(self, thread_id: str, checkpoint_id: str) -> None:
+        """A checkpoint goes with its pending writes."""
+        ...
+
+    def checkpoints_newest_first(self, thread_id: str) -> list[CheckpointRow]: ...
+
+    def checkpoints_before(
+        self, thread_id: str, below_seq: int | None, limit: int
+    ) -> list[CheckpointRow]:
+        """Newest first, ``seq < below_seq`` (every one when None)."""
+        ...
+
+    def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> CheckpointRow | None: ...
+
+    def run_in_history(self, thread_id: str, run_id: str) -> bool:
+        """A checkpoint of ``run_id`` is now in the thread's history."""
+        ...
+
+    def add_writes(
+        self, thread_id: str, checkpoint_id: str, writes: Sequence[EncodedWrite]
+    ) -> None:
+        """Rule 12: the first value stored under (task_id, channel, idx) wins."""
+        ...
+
+    def writes_of(self, thread_id: str, checkpoint_id: str) -> list[PendingWrite]:
+        """By (task_id, idx), ties in the order written."""
+        ...
+
+    def append_event(self, thread_id: str, event: EncodedEvent, run_id: str | None) -> Event:
+        """Take the next number from the thread row and append the event (D7)."""
+        ...
+
+    def events_after(self, thread_id: str, after_seq: int, limit: int) -> list[Event]: ...
+
+    def drop_events_before(self, thread_id: str, cutoff: datetime) -> int:
+        """Delete the events committed before ``cutoff``; how many."""
+        ...
+
+    def effect(self, thread_id: str, key: str) -> EffectRow | None: ...
+    def insert_effect(self, row: EffectRow) -> None: ...
+
+    # --- queue entries --------------------------------------------------------------------
+
+    def entry(self, entry_id: int) -> EntryRow | None: ...
+    def entry_by_key(self, tenant: str | None, key: str) -> EntryRow | None: ...
+
+    def insert_entry(self, sub: EncodedSubmission) -> int:
+        """A new open entry submitted now; its id, greater than every id before (never reused)."""
+        ...
+
+    def has_open_entry(self, thread_id: str) -> bool: ...
+
+    def unattempted_interrupts(self, thread_id: str) -> list[EntryRow]:
+        """The thread's open INTERRUPT entries with no attempt."""
+        ...
+
+    def leasable_head(self, tenant: TenantFilter) -> EntryRow | None:
+        """The oldest thread head (by entry id; heads are over every tenant, rule 18) of
+        ``tenant`` whose thread holds no live lease (D1: live while now < expires_at)."""
+        ...
+
+    def end_leases_of_thread(self, thread_id: str) -> None: ...
+
+    def set_lease(
+        self, entry: EntryRow, token: int, holder: str, expires_at: datetime, ttl: timedelta
+    ) -> None: ...
+
+    def set_lease_expiry(self, entry: EntryRow, expires_at: datetime) -> None: ...
+    def end_lease(self, entry: EntryRow) -> None: ...
+
+    def close_entry(self, entry: EntryRow, outcome: tuple[str, str], closed_at_seq: int) -> None:
+        """Stamp the outcome, ``closed_at`` (now) and ``closed_at_seq``; end the lease."""
+        ...
+
+    def add_attempt(self, entry: EntryRow, run_id: str) -> int:
+        """Record the next attempt, started now; its number."""
+        ...
+
+    def attempts_of(self, entry_id: int) -> list[Attempt]: ...
+
+    def attempt_run_taken(self, thread_id: str, run_id: str) -> bool:
+        """``run_id`` is an attempt of a kept entry of the thread."""
+        ...
+
+    def run_of_deleted_thread(self, thread_id: str, run_id: str) -> bool:
+        """``run_id`` is an attempt of a delete-marked kept entry of the thread."""
+        ...
+
+    def open_attempt_runs(self, thread_id: str) -> set[str]:
+        """Run ids of attempts of the thread's open entries."""
+        ...
+
+    def admit(self, thread_id: str, run_id: str) -> None:
+        """Mark the thread's open entries with an attempt of ``run_id`` admitted (rule 10)."""
+        ...
+
+    def mark_thread_deleted(self, thread_id: str) -> None:
+        """Mark every open entry of the thread ``thread_deleted``."""
+        ...
+
+    def open_entries(self, tenant: TenantFilter, thread_id: str | None) -> list[EntryRow]:
+        """Rule 24: threads by their head's entry id, each in queue order; then the filters."""
+        ...
+
+    def closed_before(self, cutoff: datetime, limit: int) -> list[int]:
+        """Ids of closed entries closed before ``cutoff``, oldest first, ties by id."""
+        ...
+
+    def remove_entry(self, entry: EntryRow) -> None: ...
+
+
+class Storage(Protocol):
+    """Where an embedded store keeps its rows: transactions, waits and the closed state."""
+
+    @property
+    def max_value_bytes(self) -> int: ...
+
+    def write(self) -> AbstractContextManager[Tx]:
+        """One write transaction: the lock taken within its bound (D23), then store-now."""
+        ...
+
+    def read(self) -> AbstractContextManager[Tx]:
+        """One consistent read."""
+        ...
+
+    def composed(self, undo: bool = False) -> AbstractContextManager[None]:
+        """One write transaction that this thread's `write` and `read` calls join until it ends
+        (SPEC §11's composed calls); ``undo``: roll back everything on an error, also where the
+        storage otherwise relies on checks-before-writes (the memory storage)."""
+        ...
+
+    def change_signal(self) -> Signal:
+        """Taken before a read: its `wait` returns early once a later write commits."""
+        ...
+
+    def check_open(self) -> None:
+        """`ProcessingError` once the store is closed (rule 8)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+__all__ = ["Signal", "Storage", "Tx"]

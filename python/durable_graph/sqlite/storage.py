@@ -1,0 +1,576 @@
+"""`SqliteTx`: the `Tx` operations of the embedded rules, one SQL statement (or two) each, over
+the tables of ``schema.sql``. Timestamps and durations are integer microseconds in the file and
+`datetime` / `timedelta` at this boundary, so ordering and equality are exact.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..embedded.rows import CheckpointRow, ClaimRow, EffectRow, EntryRow, ThreadRow
+from ..model import ANY, Attempt, Event, Mode, PendingWrite, TenantFilter
+from ..validation import (
+    INT64_MAX,
+    EncodedEvent,
+    EncodedSubmission,
+    EncodedWrite,
+    decode_json,
+    encode_json,
+    from_micros,
+    to_micros,
+)
+
+_Params = Sequence[Any] | dict[str, Any]
+_OPEN = "outcome_kind IS NULL"
+
+
+def _us(value: timedelta) -> int:
+    return value // timedelta(microseconds=1)
+
+
+def _ts(value: int | None) -> datetime | None:
+    return None if value is None else from_micros(value)
+
+
+def _at(value: int) -> datetime:
+    return from_micros(value)
+
+
+class SqliteTx:
+    """One transaction on one connection; ``now`` is store time read once (D4)."""
+
+    __slots__ = ("_conn", "_now_us", "now")
+
+    def __init__(self, conn: sqlite3.Connection, now_us: int) -> None:
+        self._conn = conn
+        self._now_us = now_us
+        self.now = from_micros(now_us)
+
+    def _one(self, sql: str, params: _Params = ()) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self._conn.execute(sql, params).fetchone()
+        return row
+
+    def _all(self, sql: str, params: _Params = ()) -> list[sqlite3.Row]:
+        return self._conn.execute(sql, params).fetchall()
+
+    def _run(self, sql: str, params: _Params = ()) -> int:
+        return self._conn.execute(sql, params).rowcount
+
+    def _next(self, counter: str) -> int:
+        row = self._one(
+            "UPDATE counters SET value = value + 1 WHERE name = ? RETURNING value", (counter,)
+        )
+        assert row is not None
+        return int(row[0])
+
+    def issue_token(self) -> int:
+        return self._next("fencing_token_seq")
+
+    # --- threads and claims --------------------------------------------------------------
+
+    def claim_of(self, thread_id: str) -> ClaimRow | None:
+        row = self._one(
+            "SELECT claim_token, claim_holder, claim_expires_at, claim_ttl FROM threads"
+            " WHERE thread_id = ? AND claim_token IS NOT NULL",
+            (thread_id,),
+        )
+        if row is None:
+            return None
+        return ClaimRow(row[0], row[1], _at(row[2]), timedelta(microseconds=row[3]))
+
+    def put_claim(self, thread_id: str, claim: ClaimRow) -> None:
+        self._run(
+            "INSERT INTO threads (thread_id, claim_token, claim_holder, claim_expires_at,"
+            " claim_ttl) VALUES (:t, :token, :holder, :expires, :ttl) ON CONFLICT (thread_id)"
+            " DO UPDATE SET claim_token = :token, claim_holder = :holder,"
+            " claim_expires_at = :expires, claim_ttl = :ttl",
+            {
+                "t": thread_id,
+                "token": claim.token,
+                "holder": claim.holder,
+                "expires": to_micros(claim.expires_at),
+                "ttl": _us(claim.ttl),
+            },
+        )
+
+    def set_claim_expiry(self, thread_id: str, expires_at: datetime) -> None:
+        self._run(
+            "UPDATE threads SET claim_expires_at = ? WHERE thread_id = ?",
+            (to_micros(expires_at), thread_id),
+        )
+
+    def drop_claim(self, thread_id: str) -> None:
+        self._run(
+            "UPDATE threads SET claim_token = NULL, claim_holder = NULL, claim_expires_at = NULL,"
+            " claim_ttl = NULL WHERE thread_id = ?",
+            (thread_id,),
+        )
+
+    def thread(self, thread_id: str) -> ThreadRow | None:
+        row = self._one("SELECT * FROM threads WHERE thread_id = ? AND live", (thread_id,))
+        return None if row is None else _thread_of(row)
+
+    def create_thread(self, thread_id: str, parent_thread_id: str | None) -> None:
+        self._run(
+            "INSERT INTO threads (thread_id, live, parent_thread_id, created_at, updated_at,"
+            " first_commit_order) VALUES (:t, 1, :p, :now, :now, :order)"
+            " ON CONFLICT (thread_id) DO UPDATE SET live = 1, parent_thread_id = :p,"
+            " created_at = :now, updated_at = :now, first_commit_order = :order, head_id = NULL",
+            {
+                "t": thread_id,
+                "p": parent_thread_id,
+                "now": self._now_us,
+                "order": self._next("thread_first_commit_seq"),
+            },
+        )
+
+    def last_seq_of(self, thread_id: str) -> int:
+        row = self._one("SELECT last_seq FROM threads WHERE thread_id = ?", (thread_id,))
+        return 0 if row is None else int(row[0])
+
+    def set_head(self, thread_id: str, head_id: str | None) -> None:
+        self._run("UPDATE threads SET head_id = ? WHERE thread_id = ?", (head_id, thread_id))
+
+    def remove_thread(self, thread_id: str) -> None:
+        for table in ("pending_writes", "checkpoints", "events", "effects"):
+            self._run(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+        self._run(
+            "UPDATE threads SET live = 0, parent_thread_id = NULL, head_id = NULL,"
+            " created_at = NULL, updated_at = NULL, first_commit_order = NULL,"
+            " claim_token = NULL, claim_holder = NULL, claim_expires_at = NULL, claim_ttl = NULL"
+            " WHERE thread_id = ?",
+            (thread_id,),
+        )
+
+    def descendants(self, thread_id: str) -> list[str]:
+        rows = self._all(
+            "WITH RECURSIVE tree (thread_id) AS ("
+            "  SELECT :t"
+            "  UNION"
+            "  SELECT t.thread_id FROM threads t JOIN tree ON t.parent_thread_id = tree.thread_id"
+            "  WHERE t.live"
+            ") SELECT thread_id FROM tree",
+            {"t": thread_id},
+        )
+        return [r[0] for r in rows]
+
+    def children_of(self, thread_id: str) -> list[str]:
+        rows = self._all(
+            "SELECT thread_id FROM threads WHERE parent_thread_id = ? AND live"
+            " ORDER BY first_commit_order",
+            (thread_id,),
+        )
+        return [r[0] for r in rows]
+
+    def thread_page(self, after: str | None, limit: int) -> list[ThreadRow]:
+        # SQLite's BINARY collation is UTF-8 byte order (rule 15).
+        rows = self._all(
+            "SELECT * FROM threads WHERE live AND (? IS NULL OR thread_id > ?)"
+            " ORDER BY thread_id LIMIT ?",
+            (after, after, limit),
+        )
+        return [_thread_of(r) for r in rows]
+
+    # --- checkpoints, writes, events, effects --------------------------------------------
+
+    def checkpoint(self, thread_id: str, checkpoint_id: str) -> CheckpointRow | None:
+        row = self._one(
+            "SELECT * FROM checkpoints WHERE thread_id = ? AND checkpoint_id = ?",
+            (thread_id, checkpoint_id),
+        )
+        return None if row is None else _checkpoint_of(row)
+
+    def insert_checkpoint(self, row: CheckpointRow) -> None:
+        self._run(
+            "INSERT INTO checkpoints (thread_id, checkpoint_id, seq, parent_id, run_id, state,"
+            " metadata, next, created_at, committed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                row.thread_id,
+                row.checkpoint_id,
+                row.seq,
+                row.parent_id,
+                row.run_id,
+                row.state,
+                row.metadata,
+                encode_json("next", list(row.next), INT64_MAX),
+                to_micros(row.created_at),
+                to_micros(row.committed_at),
+            ),
+        )
+
+    def remove_checkpoint(self, thread_id: str, checkpoint_id: str) -> None:
+        for table in ("pending_writes", "checkpoints"):
+            self._run(
+                f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_id = ?",
+                (thread_id, checkpoint_id),
+            )
+
+    def checkpoints_newest_first(self, thread_id: str) -> list[CheckpointRow]:
+        return self.checkpoints_before(thread_id, None, -1)
+
+    def checkpoints_before(
+        self, thread_id: str, below_seq: int | None, limit: int
+    ) -> list[CheckpointRow]:
+        rows = self._all(
+            "SELECT * FROM checkpoints WHERE thread_id = ? AND (? IS NULL OR seq < ?)"
+            " ORDER BY seq DESC LIMIT ?",
+            (thread_id, below_seq, below_seq, limit),
+        )
+        return [_checkpoint_of(r) for r in rows]
+
+    def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> CheckpointRow | None:
+        row = self._one(
+            "SELECT * FROM checkpoints WHERE thread_id = ?"
+            " AND run_id IN (SELECT value FROM json_each(?)) ORDER BY seq DESC LIMIT 1",
+            (thread_id, encode_json("run_ids", list(run_ids), INT64_MAX)),
+        )
+        return None if row is None else _checkpoint_of(row)
+
+    def run_in_history(self, thread_id: str, run_id: str) -> bool:
+        row = self._one(
+            "SELECT 1 FROM checkpoints WHERE thread_id = ? AND run_id = ? LIMIT 1",
+            (thread_id, run_id),
+        )
+        return row is not None
+
+    def add_writes(
+        self, thread_id: str, checkpoint_id: str, writes: Sequence[EncodedWrite]
+    ) -> None:
+        self._conn.executemany(
+            "INSERT INTO pending_writes (thread_id, checkpoint_id, task_id, channel, idx, value)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [(thread_id, checkpoint_id, w.task_id, w.channel, w.index, w.value) for w in writes],
+        )
+
+    def writes_of(self, thread_id: str, checkpoint_id: str) -> list[PendingWrite]:
+        rows = self._all(
+            "SELECT task_id, channel, value FROM pending_writes"
+            " WHERE thread_id = ? AND checkpoint_id = ? ORDER BY task_id, idx, written_order",
+            (thread_id, checkpoint_id),
+        )
+        return [PendingWrite(r[0], r[1], decode_json(r[2])) for r in rows]
+
+    def append_event(self, thread_id: str, event: EncodedEvent, run_id: str | None) -> Event:
+        row = self._one(
+            "UPDATE threads SET last_seq = last_seq + 1, updated_at = ? WHERE thread_id = ?"
+            " RETURNING last_seq",
+            (self._now_us, thread_id),
+        )
+        assert row is not None
+        seq = int(row[0])
+        created = self._now_us if event.created_at is None else to_micros(event.created_at)
+        self._run(
+            "INSERT INTO events (thread_id, seq, kind, payload, run_id, created_at, committed_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (thread_id, seq, event.kind, event.payload, run_id, created, self._now_us),
+        )
+        payload = decode_json(event.payload)
+        return Event(thread_id, seq, event.kind, payload, run_id, _at(created), self.now)
+
+    def events_after(self, thread_id: str, after_seq: int, limit: int) -> list[Event]:
+        rows = self._all(
+            "SELECT * FROM events WHERE thread_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (thread_id, after_seq, limit),
+        )
+        return [
+            Event(
+                thread_id=r["thread_id"],
+                seq=r["seq"],
+                kind=r["kind"],
+                payload=decode_json(r["payload"]),
+                run_id=r["run_id"],
+                created_at=_at(r["created_at"]),
+                committed_at=_at(r["committed_at"]),
+            )
+            for r in rows
+        ]
+
+    def drop_events_before(self, thread_id: str, cutoff: datetime) -> int:
+        return self._run(
+            "DELETE FROM events WHERE thread_id = ? AND committed_at < ?",
+            (thread_id, to_micros(cutoff)),
+        )
+
+    def effect(self, thread_id: str, key: str) -> EffectRow | None:
+        row = self._one("SELECT * FROM effects WHERE thread_id = ? AND key = ?", (thread_id, key))
+        if row is None:
+            return None
+        return EffectRow(thread_id, key, row["value"], row["run_id"], _at(row["recorded_at"]))
+
+    def insert_effect(self, row: EffectRow) -> None:
+        self._run(
+            "INSERT INTO effects (thread_id, key, value, run_id, recorded_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (row.thread_id, row.key, row.value, row.run_id, to_micros(row.recorded_at)),
+        )
+
+    # --- queue entries --------------------------------------------------------------------
+
+    def entry(self, entry_id: int) -> EntryRow | None:
+        row = self._one("SELECT * FROM queue_entries WHERE entry_id = ?", (entry_id,))
+        return None if row is None else _entry_of(row)
+
+    def entry_by_key(self, tenant: str | None, key: str) -> EntryRow | None:
+        row = self._one("SELECT * FROM queue_entries WHERE key = ? AND tenant IS ?", (key, tenant))
+        return None if row is None else _entry_of(row)
+
+    def insert_entry(self, sub: EncodedSubmission) -> int:
+        row = self._one(
+            "INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,"
+            " submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING entry_id",
+            (
+                sub.tenant,
+                sub.thread_id,
+                sub.key,
+                sub.input,
+                sub.mode.value,
+                sub.max_attempts,
+                self._now_us,
+            ),
+        )
+        assert row is not None
+        self._refresh_head(sub.thread_id)
+        return int(row[0])
+
+    def has_open_entry(self, thread_id: str) -> bool:
+        row = self._one("SELECT head_entry_id FROM queue_threads WHERE thread_id = ?", (thread_id,))
+        return row is not None and row[0] is not None
+
+    def unattempted_interrupts(self, thread_id: str) -> list[EntryRow]:
+        rows = self._all(
+            f"SELECT * FROM queue_entries WHERE thread_id = ? AND {_OPEN} AND queue_rank = 1"
+            " ORDER BY entry_id",
+            (thread_id,),
+        )
+        return [_entry_of(r) for r in rows]
+
+    def leasable_head(self, tenant: TenantFilter) -> EntryRow | None:
+        # Heads only, in head order; a thread holding a live lease is passed over (D1).
+        where = "q.head_entry_id IS NOT NULL"
+        if tenant is not ANY:
+            where += " AND q.head_tenant IS :tenant"
+        row = self._one(
+            "SELECT e.* FROM queue_threads q JOIN queue_entries e ON e.entry_id = q.head_entry_id"
+            f" WHERE {where} AND (q.lease_expires_at IS NULL OR q.lease_expires_at <= :now)"
+            " ORDER BY q.head_entry_id LIMIT 1",
+            {"now": self._now_us, "tenant": None if tenant is ANY else tenant},
+        )
+        return None if row is None else _entry_of(row)
+
+    def end_leases_of_thread(self, thread_id: str) -> None:
+        self._run(
+            "UPDATE queue_entries SET lease_token = NULL, lease_holder = NULL,"
+            " lease_expires_at = NULL, lease_ttl = NULL"
+            " WHERE thread_id = ? AND lease_token IS NOT NULL",
+            (thread_id,),
+        )
+        self._set_thread_lease(thread_id, None)
+
+    def set_lease(
+        self, entry: EntryRow, token: int, holder: str, expires_at: datetime, ttl: timedelta
+    ) -> None:
+        self._run(
+            "UPDATE queue_entries SET lease_token = ?, lease_holder = ?, lease_expires_at = ?,"
+            " lease_ttl = ? WHERE entry_id = ?",
+            (token, holder, to_micros(expires_at), _us(ttl), entry.entry_id),
+        )
+        self._set_thread_lease(entry.thread_id, expires_at)
+
+    def set_lease_expiry(self, entry: EntryRow, expires_at: datetime) -> None:
+        self._run(
+            "UPDATE queue_entries SET lease_expires_at = ? WHERE entry_id = ?",
+            (to_micros(expires_at), entry.entry_id),
+        )
+        self._set_thread_lease(entry.thread_id, expires_at)
+
+    def end_lease(self, entry: EntryRow) -> None:
+        self._run(
+            "UPDATE queue_entries SET lease_token = NULL, lease_holder = NULL,"
+            " lease_expires_at = NULL, lease_ttl = NULL WHERE entry_id = ?",
+            (entry.entry_id,),
+        )
+        # The thread's lease is gone when no entry of it holds one (lease ends the others).
+        self._run(
+            "UPDATE queue_threads SET lease_expires_at = NULL WHERE thread_id = :t"
+            " AND NOT EXISTS (SELECT 1 FROM queue_entries"
+            "                 WHERE thread_id = :t AND lease_token IS NOT NULL)",
+            {"t": entry.thread_id},
+        )
+
+    def _set_thread_lease(self, thread_id: str, expires_at: datetime | None) -> None:
+        self._run(
+            "UPDATE queue_threads SET lease_expires_at = ? WHERE thread_id = ?",
+            (None if expires_at is None else to_micros(expires_at), thread_id),
+        )
+
+    def close_entry(self, entry: EntryRow, outcome: tuple[str, str], closed_at_seq: int) -> None:
+        self._run(
+            "UPDATE queue_entries SET outcome_kind = ?, outcome_detail = ?, closed_at = ?,"
+            " closed_at_seq = ? WHERE entry_id = ?",
+            (*outcome, self._now_us, closed_at_seq, entry.entry_id),
+        )
+        self.end_lease(entry)
+        self._refresh_head(entry.thread_id)
+
+    def add_attempt(self, entry: EntryRow, run_id: str) -> int:
+        row = self._one(
+            "UPDATE queue_entries SET attempt_count = attempt_count + 1 WHERE entry_id = ?"
+            " RETURNING attempt_count",
+            (entry.entry_id,),
+        )
+        assert row is not None
+        number = int(row[0])
+        self._run(
+            "INSERT INTO queue_attempts (entry_id, number, thread_id, run_id, started_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (entry.entry_id, number, entry.thread_id, run_id, self._now_us),
+        )
+        self._refresh_head(entry.thread_id)  # the rank changed
+        return number
+
+    def attempts_of(self, entry_id: int) -> list[Attempt]:
+        rows = self._all(
+            "SELECT number, run_id, started_at FROM queue_attempts WHERE entry_id = ?"
+            " ORDER BY number",
+            (entry_id,),
+        )
+        return [Attempt(number=r[0], run_id=r[1], started_at=_at(r[2])) for r in rows]
+
+    def attempt_run_taken(self, thread_id: str, run_id: str) -> bool:
+        row = self._one(
+            "SELECT 1 FROM queue_attempts WHERE thread_id = ? AND run_id = ? LIMIT 1",
+            (thread_id, run_id),
+        )
+        return row is not None
+
+    def run_of_deleted_thread(self, thread_id: str, run_id: str) -> bool:
+        row = self._one(
+            "SELECT 1 FROM queue_attempts a JOIN queue_entries e ON e.entry_id = a.entry_id"
+            " WHERE a.thread_id = ? AND a.run_id = ? AND e.thread_deleted LIMIT 1",
+            (thread_id, run_id),
+        )
+        return row is not None
+
+    def open_attempt_runs(self, thread_id: str) -> set[str]:
+        rows = self._all(
+            "SELECT a.run_id FROM queue_attempts a JOIN queue_entries e"
+            f" ON e.entry_id = a.entry_id WHERE a.thread_id = ? AND e.{_OPEN}",
+            (thread_id,),
+        )
+        return {r[0] for r in rows}
+
+    def admit(self, thread_id: str, run_id: str) -> None:
+        self._run(
+            f"UPDATE queue_entries SET admitted = 1 WHERE thread_id = :t AND {_OPEN}"
+            " AND entry_id IN (SELECT entry_id FROM queue_attempts WHERE thread_id = :t"
+            " AND run_id = :r)",
+            {"t": thread_id, "r": run_id},
+        )
+
+    def mark_thread_deleted(self, thread_id: str) -> None:
+        self._run(
+            f"UPDATE queue_entries SET thread_deleted = 1 WHERE thread_id = ? AND {_OPEN}",
+            (thread_id,),
+        )
+
+    def open_entries(self, tenant: TenantFilter, thread_id: str | None) -> list[EntryRow]:
+        rows = self._all(
+            "SELECT e.* FROM queue_threads q JOIN queue_entries e ON e.thread_id = q.thread_id"
+            f" WHERE q.head_entry_id IS NOT NULL AND e.{_OPEN}"
+            "   AND (:thread IS NULL OR q.thread_id = :thread)"
+            "   AND (:any OR e.tenant IS :tenant)"
+            " ORDER BY q.head_entry_id, e.queue_rank, e.entry_id",
+            {
+                "thread": thread_id,
+                "any": tenant is ANY,
+                "tenant": None if tenant is ANY else tenant,
+            },
+        )
+        return [_entry_of(r) for r in rows]
+
+    def closed_before(self, cutoff: datetime, limit: int) -> list[int]:
+        rows = self._all(
+            "SELECT entry_id FROM queue_entries WHERE outcome_kind IS NOT NULL"
+            " AND closed_at < ? ORDER BY closed_at, entry_id LIMIT ?",
+            (to_micros(cutoff), limit),
+        )
+        return [r[0] for r in rows]
+
+    def remove_entry(self, entry: EntryRow) -> None:
+        self._run("DELETE FROM queue_attempts WHERE entry_id = ?", (entry.entry_id,))
+        self._run("DELETE FROM queue_entries WHERE entry_id = ?", (entry.entry_id,))
+
+    def _refresh_head(self, thread_id: str) -> None:
+        """Set the thread's ``queue_threads`` head: one step down ``queue_entries_open_idx``."""
+        head = self._one(
+            f"SELECT entry_id, tenant FROM queue_entries WHERE thread_id = ? AND {_OPEN}"
+            " ORDER BY queue_rank, entry_id LIMIT 1",
+            (thread_id,),
+        )
+        self._run(
+            "INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant) VALUES (:t, :h, :n)"
+            " ON CONFLICT (thread_id) DO UPDATE SET head_entry_id = :h, head_tenant = :n",
+            {
+                "t": thread_id,
+                "h": None if head is None else head[0],
+                "n": None if head is None else head[1],
+            },
+        )
+
+
+def _thread_of(row: sqlite3.Row) -> ThreadRow:
+    return ThreadRow(
+        thread_id=row["thread_id"],
+        parent_thread_id=row["parent_thread_id"],
+        head_id=row["head_id"],
+        last_seq=row["last_seq"],
+        created_at=_at(row["created_at"]),
+        updated_at=_at(row["updated_at"]),
+        first_commit_order=row["first_commit_order"],
+    )
+
+
+def _checkpoint_of(row: sqlite3.Row) -> CheckpointRow:
+    return CheckpointRow(
+        thread_id=row["thread_id"],
+        checkpoint_id=row["checkpoint_id"],
+        seq=row["seq"],
+        parent_id=row["parent_id"],
+        run_id=row["run_id"],
+        state=row["state"],
+        metadata=row["metadata"],
+        next=tuple(decode_json(row["next"])),
+        created_at=_at(row["created_at"]),
+        committed_at=_at(row["committed_at"]),
+    )
+
+
+def _entry_of(row: sqlite3.Row) -> EntryRow:
+    ttl = row["lease_ttl"]
+    return EntryRow(
+        entry_id=row["entry_id"],
+        tenant=row["tenant"],
+        thread_id=row["thread_id"],
+        key=row["key"],
+        input=row["input"],
+        mode=Mode(row["mode"]),
+        max_attempts=row["max_attempts"],
+        attempt_count=row["attempt_count"],
+        admitted=bool(row["admitted"]),
+        thread_deleted=bool(row["thread_deleted"]),
+        submitted_at=_at(row["submitted_at"]),
+        lease_token=row["lease_token"],
+        lease_holder=row["lease_holder"],
+        lease_expires_at=_ts(row["lease_expires_at"]),
+        lease_ttl=None if ttl is None else timedelta(microseconds=ttl),
+        outcome_kind=row["outcome_kind"],
+        outcome_detail=row["outcome_detail"],
+        closed_at=_ts(row["closed_at"]),
+        closed_at_seq=row["closed_at_seq"],
+    )
+
+
+__all__ = ["SqliteTx"]

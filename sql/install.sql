@@ -1,0 +1,113 @@
+-- durable_graph: install or upgrade a store's schema with psql alone (SPEC §10.7).
+--
+--     psql -v schema=app -f sql/install.sql
+--
+-- Run it as the role that owns the schema (or will: it is created when missing, which needs
+-- CREATE on the database); it refuses a schema owned by another role. Idempotent, in one
+-- transaction: on a current schema the catalog stays as it was; on an earlier version it applies
+-- the missing migrations of ../migrations, then every function file of sql/, exactly as
+-- `durable-graph migrate` does, and holds the same advisory lock, so the two never race.
+-- `durable-graph sql --schema S` prints this script with every included file inlined.
+-- Every migration and function file is listed below, in order (a test checks the lists).
+\set ON_ERROR_STOP on
+\if :{?schema}
+\else
+\set schema ''
+\endif
+\set dg_required_version 4
+
+BEGIN;
+SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
+
+-- Check the name, wait for a concurrent migrate, refuse a foreign-owned schema, create a missing
+-- one, and read the installed version (0: none).
+DO $$
+DECLARE
+    v_schema  text := pg_catalog.current_setting('durable_graph.schema');
+    v_owner   oid;
+    v_version text;
+BEGIN
+    IF v_schema !~ '^[a-z_][a-z0-9_]{0,62}$' OR v_schema LIKE 'pg\_%' THEN
+        RAISE EXCEPTION 'schema % must match ^[a-z_][a-z0-9_]{0,62}$ and not start with pg_ '
+            '(give it with psql -v schema=NAME)', pg_catalog.quote_literal(v_schema)
+            USING ERRCODE = '22023';
+    END IF;
+    -- The key of durable_graph.postgres.migrations.lock_key: the first 8 bytes of a sha256.
+    PERFORM pg_catalog.pg_advisory_xact_lock(('x' || pg_catalog.left(pg_catalog.encode(
+        pg_catalog.sha256(pg_catalog.convert_to('durable_graph.migrate:' || v_schema, 'UTF8')),
+        'hex'), 16))::bit(64)::bigint);
+    SELECT n.nspowner INTO v_owner FROM pg_catalog.pg_namespace n WHERE n.nspname = v_schema;
+    IF NOT FOUND THEN
+        EXECUTE pg_catalog.format('CREATE SCHEMA %I', v_schema);
+    ELSIF v_owner <> (SELECT u.oid FROM pg_catalog.pg_roles u
+                       WHERE u.rolname = pg_catalog.current_user()) THEN
+        -- Another role could have planted objects that shadow builtins (nextval(text), ...).
+        RAISE EXCEPTION 'schema % is owned by role %, not by %: run this script as its owner',
+            v_schema, pg_catalog.pg_get_userbyid(v_owner), pg_catalog.current_user()
+            USING ERRCODE = '42501';
+    END IF;
+    IF pg_catalog.to_regclass(pg_catalog.format('%I.schema_meta', v_schema)) IS NOT NULL THEN
+        EXECUTE pg_catalog.format(
+            'SELECT m.value FROM %I.schema_meta m WHERE m.key = ''version''', v_schema)
+            INTO v_version;
+    END IF;
+    PERFORM pg_catalog.set_config('durable_graph.version', coalesce(v_version, '0'), true);
+END;
+$$;
+SET LOCAL search_path TO :"schema", pg_temp;
+SELECT pg_catalog.current_setting('durable_graph.version')::integer AS dg_version \gset
+
+-- Migrations: each applied once, when the installed version is below its number.
+SELECT :dg_version >= 1 AS dg_has_0001 \gset
+\if :dg_has_0001
+\else
+\ir ../migrations/0001.tables.sql
+\endif
+SELECT :dg_version >= 2 AS dg_has_0002 \gset
+\if :dg_has_0002
+\else
+\ir ../migrations/0002.limits.sql
+\endif
+SELECT :dg_version >= 3 AS dg_has_0003 \gset
+\if :dg_has_0003
+\else
+\ir ../migrations/0003.growth.sql
+\endif
+-- (0007 is the 4th migration file: versions count migration files, so it gates at 4)
+SELECT :dg_version >= 4 AS dg_has_0004 \gset
+\if :dg_has_0004
+\else
+\ir ../migrations/0007.notify.sql
+\endif
+
+-- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).
+\ir 00_clock.sql
+\ir 01_checks.sql
+\ir 10_claims.sql
+\ir 20_commit.sql
+\ir 30_writes_events_effects.sql
+\ir 40_retract_prune_delete.sql
+\ir 50_reads.sql
+\ir 55_queue_common.sql
+\ir 60_submit.sql
+\ir 70_lease.sql
+\ir 75_fast_path.sql
+\ir 77_notify.sql
+\ir 80_attempts_close.sql
+\ir 90_queue_reads.sql
+\ir 98_meta.sql
+\ir 99_privileges.sql
+
+-- Bookkeeping, as migrate writes it: the version and the digest of the installed bodies.
+INSERT INTO schema_meta (key, value)
+SELECT 'version', :'dg_required_version'
+UNION ALL
+SELECT 'functions_digest', pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(coalesce(
+           pg_catalog.string_agg(p.proname || E'\x1f' || p.prosrc, E'\x1e'
+                                 ORDER BY p.proname COLLATE "C", p.prosrc COLLATE "C"),
+           ''), 'UTF8')), 'hex')
+  FROM pg_catalog.pg_proc p
+ WHERE p.pronamespace = (SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = :'schema')
+ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
+ WHERE schema_meta.value IS DISTINCT FROM EXCLUDED.value;
+COMMIT;

@@ -1,0 +1,94 @@
+"""The SQL functions from another language: tests/node/cycle.mjs with node-postgres (issue #11).
+
+On a schema installed with psql alone (sql/install.sql), the Node.js script drives a full cycle through the
+dg_* functions alone and checks every bad-input class of issue #11 gets DG000 with nothing
+written; then Python submits a keyed run and Node's retry of it (``1.0`` for Python's ``1``)
+gets Python's ticket. `make test` installs node-postgres (``npm ci`` in tests/node); run alone,
+this test does it when ``node_modules`` is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from durable_graph.model import Submission
+from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
+
+NODE_DIR = Path(__file__).parent / "node"
+INSTALL_SQL = Path(__file__).parent.parent / "sql" / "install.sql"
+
+
+def _node_env(dsn: str, schema: str) -> dict[str, str]:
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    env = dict(os.environ)
+    env.update(
+        DG_SCHEMA=schema,
+        PGHOST=str(info.get("host") or "127.0.0.1"),
+        PGPORT=str(info.get("port") or 5432),
+        PGUSER=str(info.get("user") or "postgres"),
+        PGDATABASE=str(info.get("dbname") or "postgres"),
+    )
+    if info.get("password"):
+        env["PGPASSWORD"] = str(info["password"])
+    return env
+
+
+def _node(args: list[str], env: dict[str, str]) -> str:
+    node = shutil.which("node")
+    assert node is not None, "Node.js is needed: apt-get install nodejs npm (.ci/run does)"
+    if not (NODE_DIR / "node_modules" / "pg").is_dir():
+        npm = shutil.which("npm")
+        assert npm is not None, "npm is needed: apt-get install npm"
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR, check=True)
+    result = subprocess.run(
+        [node, str(NODE_DIR / "cycle.mjs"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+@pytest.fixture
+def node_schema(pg_dsn: str) -> str:
+    schema = "node_h4"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    return schema
+
+
+def test_node_postgres_drives_a_cycle_and_meets_every_check_in_sql(
+    pg_dsn: str, node_schema: str, tmp_path: Path
+) -> None:
+    env = _node_env(pg_dsn, node_schema)
+    psql = shutil.which("psql")
+    assert psql is not None, "psql is needed: apt-get install postgresql-client (.ci/run does)"
+    subprocess.run(
+        [psql, "-X", "-q", "-v", f"schema={node_schema}", "-f", str(INSTALL_SQL)],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    out = _node([], env)
+    assert "all checks passed" in out
+    assert out.count("ok   bad input refused") == 20
+
+    config = PostgresConfig(schema=node_schema, auto_migrate=False)
+    with PostgresCheckpointer.open(pg_dsn, config) as store:
+        ticket = store.run_queue.submit(
+            Submission("py-thread", {"n": 1, "list": [1, 2]}, key="py-key")
+        )
+    out = _node(["identity"], {**env, "DG_PY_ENTRY": str(ticket.entry_id)})
+    assert "all checks passed" in out
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(node_schema)))
