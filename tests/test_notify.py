@@ -142,7 +142,7 @@ def test_waiters_share_one_listener_connection(
     _commit(store, "t1")
     waiters = [
         threading.Thread(
-            target=store.await_events_after, args=("t1", 10**6, timedelta(seconds=2), SLOW)
+            target=store.await_events_after, args=("t1", 10**6, timedelta(seconds=1), SLOW)
         )
         for _ in range(5)
     ]

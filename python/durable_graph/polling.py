@@ -14,10 +14,11 @@ loops.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from datetime import timedelta
 from typing import Protocol, TypeVar
 
@@ -71,20 +72,29 @@ def poll(
     Returns the last value fetched: the one that was done, or the one read at the timeout.
     """
     deadline = time.monotonic() + timeout.total_seconds()
+    value = fetch()
+    if done(value) or changes is None:
+        while not done(value):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return value
+            time.sleep(min(every, remaining))
+            value = fetch()
+        return value
+    if deadline - time.monotonic() <= 0:
+        return value
+    # It must wait: register first (a change from now on is notified), then read again.
     kind, key = watch
-    with _watching(changes, kind, key):
+    with changes.watching(kind, key):
         while True:
-            generation = changes.generation(kind) if changes is not None else 0
+            generation = changes.generation(kind)
             value = fetch()
             if done(value):
                 return value
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return value
-            if changes is None:
-                time.sleep(min(every, remaining))
-            else:
-                changes.wait(kind, generation, min(every, remaining))
+            changes.wait(kind, generation, min(every, remaining))
 
 
 def follow(
@@ -102,23 +112,24 @@ def follow(
     raises `ProcessingError` on its next step (rule 8).
     """
     cursor = after_seq
-    with _watching(changes, "events", thread_id):
+    with contextlib.ExitStack() as registered:
+        watching = False  # registered on the first wait: a reader that never waits costs nothing
         while True:
-            generation = changes.generation("events") if changes is not None else 0
+            generation = changes.generation("events") if watching and changes else 0
             batch = read_after(cursor)
             for event in batch:
                 check_open()
                 cursor = event.seq
                 yield event
-            if not batch:
-                if changes is None:
-                    time.sleep(every)
-                else:
-                    changes.wait("events", generation, every)
-
-
-def _watching(changes: Changes | None, kind: str, key: str) -> AbstractContextManager[None]:
-    return nullcontext() if changes is None else changes.watching(kind, key)
+            if batch:
+                continue
+            if changes is None:
+                time.sleep(every)
+            elif not watching:
+                registered.enter_context(changes.watching("events", thread_id))
+                watching = True  # registered: read again before waiting
+            else:
+                changes.wait("events", generation, every)
 
 
 __all__ = ["AsyncChanges", "Changes", "follow", "poll"]

@@ -67,6 +67,10 @@ async def await_events(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout.total_seconds()
     poll = watch.poll_interval.total_seconds()
+    events = await events_after(thread_id, after_seq)
+    if events or deadline - loop.time() <= 0:
+        return events
+    # It must wait: registered first (notified from now on), then it reads again.
     async with _watching(changes, "events", thread_id):
         while True:
             generation = changes.generation("events") if changes is not None else 0
@@ -107,15 +111,21 @@ async def _subscription(
     changes: AsyncChanges | None,
 ) -> AsyncIterator[Event]:
     seq = after_seq
-    async with _watching(changes, "events", thread_id):
+    async with contextlib.AsyncExitStack() as registered:
+        watching = False  # registered on the first wait: a reader that never waits costs nothing
         while True:
-            generation = changes.generation("events") if changes is not None else 0
+            generation = changes.generation("events") if watching and changes else 0
             events = await events_after(thread_id, seq)
             for event in events:
                 check_open()
                 seq = event.seq
                 yield event
-            if not events:
+            if events:
+                continue
+            if changes is not None and not watching:
+                await registered.enter_async_context(changes.watching("events", thread_id))
+                watching = True  # registered: read again before waiting
+            else:
                 await _pause(changes, "events", generation, poll)
 
 
@@ -134,6 +144,12 @@ async def await_entry_closed(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout.total_seconds()
     poll = poll_interval.total_seconds()
+    entry = await entry_of(entry_id, tenant)
+    if entry is None or entry.closed:
+        return entry
+    if deadline - loop.time() <= 0:
+        return None
+    # It must wait: registered first (notified from now on), then it reads again.
     async with _watching(changes, "closed", str(entry_id)):
         while True:
             generation = changes.generation("closed") if changes is not None else 0

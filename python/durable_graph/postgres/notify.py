@@ -205,7 +205,11 @@ class Listener:
         self._poke()
         if thread is not None and thread is not threading.current_thread():
             thread.join(5)
-        for fd in (self._wake_r, self._wake_w):
+        with self._lock:
+            if thread is not None and thread.is_alive():
+                return  # still reading the pipe: leave it open (a daemon thread, it ends soon)
+            fds, self._wake_r, self._wake_w = (self._wake_r, self._wake_w), -1, -1
+        for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
@@ -217,8 +221,11 @@ class Listener:
             self._thread.start()
 
     def _poke(self) -> None:
-        with contextlib.suppress(OSError):
-            os.write(self._wake_w, b"x")
+        with self._lock:  # never after close: the descriptor number may name another file
+            if self._wake_w < 0:
+                return
+            with contextlib.suppress(OSError):
+                os.write(self._wake_w, b"x")
 
     def _bump(self, kinds: set[str]) -> None:
         with self._lock:
