@@ -12,7 +12,7 @@ all: test
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,langgraph]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -57,7 +57,7 @@ demo: venv
 
 # Benchmarks against the anchors on one throwaway PostgreSQL (durable: fsync on).
 bench: venv pg-deps
-	$(VENV)/bin/pip install -q -e '.[test,bench]'
+	$(VENV)/bin/pip install -q -e '.[test,bench,langgraph]'
 	$(VENV)/bin/python -m tests.bench.run --out bench-results.md
 	$(VENV)/bin/python -m tests.bench.fast_path --out bench-fast-path.md
 

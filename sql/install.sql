@@ -14,7 +14,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 4
+\set dg_required_version 6
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
@@ -73,9 +73,19 @@ SELECT :dg_version >= 3 AS dg_has_0003 \gset
 \else
 \ir ../migrations/0003.growth.sql
 \endif
--- (0007 is the 4th migration file: versions count migration files, so it gates at 4)
 SELECT :dg_version >= 4 AS dg_has_0004 \gset
 \if :dg_has_0004
+\else
+\ir ../migrations/0004.checkpoints_run_index.sql
+\endif
+SELECT :dg_version >= 5 AS dg_has_0005 \gset
+\if :dg_has_0005
+\else
+\ir ../migrations/0005.queue_listing.sql
+\endif
+-- (0007 is the 6th migration file: versions count migration files, so it gates at 6)
+SELECT :dg_version >= 6 AS dg_has_0006 \gset
+\if :dg_has_0006
 \else
 \ir ../migrations/0007.notify.sql
 \endif
@@ -87,6 +97,7 @@ SELECT :dg_version >= 4 AS dg_has_0004 \gset
 \ir 20_commit.sql
 \ir 30_writes_events_effects.sql
 \ir 40_retract_prune_delete.sql
+\ir 47_runs_copy.sql
 \ir 50_reads.sql
 \ir 55_queue_common.sql
 \ir 60_submit.sql
@@ -95,6 +106,7 @@ SELECT :dg_version >= 4 AS dg_has_0004 \gset
 \ir 77_notify.sql
 \ir 80_attempts_close.sql
 \ir 90_queue_reads.sql
+\ir 92_queue_listing.sql
 \ir 98_meta.sql
 \ir 99_privileges.sql
 

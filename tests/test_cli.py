@@ -342,6 +342,16 @@ def test_demo_runs_end_to_end_and_every_run_completes_exactly_once(tmp_path: Pat
     assert "Traceback" not in result.stderr
     assert "OK: all 7 runs completed exactly once" in result.stdout
     assert "SIGKILL demo-worker-" in result.stdout
+    assert "A fresh store" in result.stdout
+
+
+def test_a_second_demo_on_one_store_says_the_store_was_used_before(tmp_path: Path) -> None:
+    cli = Cli(["--sqlite", str(tmp_path / "demo.db")], tmp_path)
+    cli.ok("submit", "earlier", "--input", "1")  # a store with work in it already
+    result = cli.run("demo", timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "A fresh store" not in result.stdout
+    assert "A store used before" in result.stdout
 
 
 def test_demo_json_summary_on_postgres(pg_dsn: str, pg_schema: str, tmp_path: Path) -> None:

@@ -137,7 +137,9 @@ def _retention(keep_last: int | None, max_age: timedelta | None) -> RetentionPol
 
 class PgBackend:
     """One migrated schema for the whole test, emptied before each example. Its store_now()
-    reads the one-row table ``diff_clock`` (time stands still until `advance`)."""
+    reads the one-row test-clock table (time stands still until `advance`). The table is named
+    and shaped like the testkit's ``dg_test_clock`` (plus the frozen time ``at``), which is how
+    `verify` knows this schema runs a test clock in place of the real ``store_now()``."""
 
     def __init__(self, dsn: str, schema: str) -> None:
         self.dsn = dsn
@@ -145,11 +147,17 @@ class PgBackend:
         migrate(dsn, schema)
         s = sql.Identifier(schema)
         self.conn = psycopg.connect(dsn, autocommit=True)
-        self.conn.execute(sql.SQL("CREATE TABLE {}.diff_clock (at timestamptz)").format(s))
+        self.conn.execute(
+            sql.SQL(
+                "CREATE TABLE {}.dg_test_clock (only_row boolean PRIMARY KEY DEFAULT true"
+                " CHECK (only_row), clock_offset interval NOT NULL DEFAULT interval '0',"
+                " at timestamptz)"
+            ).format(s)
+        )
         self.conn.execute(
             sql.SQL(
                 "CREATE OR REPLACE FUNCTION {s}.store_now() RETURNS timestamptz"
-                " LANGUAGE sql VOLATILE AS $$ SELECT at FROM {s}.diff_clock $$"
+                " LANGUAGE sql VOLATILE AS $$ SELECT at FROM {s}.dg_test_clock $$"
             ).format(s=s)
         )
         # The commit a concurrent step holds open (see DifferentialMachine.lease_meets_commit).
@@ -164,15 +172,17 @@ class PgBackend:
         """Empty the store, restart its counters and clock; return its time now (the base)."""
         reset_store(self.conn, self.schema)
         s = sql.Identifier(self.schema)
-        self.conn.execute(sql.SQL("DELETE FROM {}.diff_clock").format(s))
+        self.conn.execute(sql.SQL("DELETE FROM {}.dg_test_clock").format(s))
         base = datetime.fromtimestamp(CLOCK_START, tz=UTC)
-        self.conn.execute(sql.SQL("INSERT INTO {}.diff_clock VALUES (%s)").format(s), (base,))
+        self.conn.execute(
+            sql.SQL("INSERT INTO {}.dg_test_clock (at) VALUES (%s)").format(s), (base,)
+        )
         return base
 
     def advance(self, delta: timedelta) -> None:
         # In seconds: the clock itself must not follow a session TimeZone's calendar.
         self.conn.execute(
-            sql.SQL("UPDATE {}.diff_clock SET at = at + make_interval(secs => %s)").format(
+            sql.SQL("UPDATE {}.dg_test_clock SET at = at + make_interval(secs => %s)").format(
                 sql.Identifier(self.schema)
             ),
             (delta.total_seconds(),),

@@ -416,7 +416,10 @@ def attempt_flow(
     log: logging.Logger,
     begun: AttemptBegun | None = None,
 ) -> Flow:
-    """Everything after the lease (held by ``keeper``, taken with ``run_id``), as operations.
+    """Everything after the lease (held by ``keeper``, taken with ``run_id``), as operations,
+    logged here once for both workers: the handler's start, and the attempt's end with its
+    duration (from the lease) and, when the handler raised, its traceback — WARNING for a
+    retry, ERROR for the final failure.
 
     ``begun``: the lease came from `begin_attempt` (SPEC §11); when it holds the claim and the
     plan, steps 1-3 are done already and the flow goes straight to the handler; otherwise it
@@ -425,6 +428,76 @@ def attempt_flow(
     A `StoreError` thrown in that the flow does not expect propagates: the worker then gives
     the lease back.
     """
+    started = time.monotonic()
+    steps = _attempt_steps(settings, keeper, run_id, stopping, begun)
+    error: BaseException | None = None
+    sent: Any = None
+    thrown: BaseException | None = None
+    while True:  # `yield from`, but seeing what the handler call returned
+        try:
+            op = steps.send(sent) if thrown is None else steps.throw(thrown)
+        except StopIteration as stop:
+            report: AttemptReport = stop.value
+            break
+        sent, thrown = None, None
+        if isinstance(op, RunHandler):
+            log.info(
+                "entry %d thread %s attempt %d: started (plan %s)",
+                op.entry.entry_id,
+                op.entry.thread_id,
+                op.attempt,
+                type(op.plan).__name__.lower(),
+                extra=_log_fields(op.entry.entry_id, op.entry.thread_id, op.attempt, op.run_id),
+            )
+        try:
+            sent = yield op
+        except GeneratorExit:
+            steps.close()
+            raise
+        except BaseException as exc:  # the driver throws the operation's error in: pass it on
+            thrown = exc
+        if isinstance(op, RunHandler) and isinstance(sent, HandlerResult):
+            error = sent.error
+    log_attempt_end(log, report, time.monotonic() - started, error)
+    return report
+
+
+def _log_fields(
+    entry_id: int, thread_id: str, attempt: int | None, run_id: str | None
+) -> dict[str, Any]:
+    return {"entry_id": entry_id, "thread_id": thread_id, "attempt": attempt, "run_id": run_id}
+
+
+def log_attempt_end(
+    log: logging.Logger, report: AttemptReport, seconds: float, error: BaseException | None
+) -> None:
+    """The attempt's last log line; a handler's exception rides along with its traceback."""
+    level = {"failed": logging.ERROR, "retry": logging.WARNING}.get(report.note, logging.INFO)
+    raised = error is not None and report.note in ("failed", "retry")
+    reason = f": {type(error).__name__}: {error}" if raised else ""
+    log.log(
+        level,
+        "%s in %.3fs%s",
+        describe(report),
+        seconds,
+        reason,
+        exc_info=(type(error), error, error.__traceback__) if raised and error else None,
+        extra={
+            **_log_fields(report.entry_id, report.thread_id, report.attempt, report.run_id),
+            "outcome": report.note,
+            "duration_s": round(seconds, 6),
+        },
+    )
+
+
+def _attempt_steps(
+    settings: WorkerSettings,
+    keeper: AttemptKeeper,
+    run_id: str,
+    stopping: Callable[[], bool],
+    begun: AttemptBegun | None,
+) -> Flow:
+    """The attempt's decisions (see `attempt_flow`)."""
     entry = keeper.lease.entry
 
     def report(
@@ -438,7 +511,7 @@ def attempt_flow(
         return AttemptReport(entry.entry_id, entry.thread_id, run, number, plan, outcome, note)
 
     if begun is not None and begun.claim is not None and begun.plan is not None:
-        return (yield from _run_begun(settings, keeper, run_id, begun, log, report))
+        return (yield from _run_begun(settings, keeper, run_id, begun, report))
     try:
         run_id, start = yield from _take_attempt(keeper.lease, run_id)
     except EntryClosed:
@@ -462,9 +535,7 @@ def attempt_flow(
         yield Finish(None)
         return report("closed", run=run_id, number=number)
     current, plan = read
-    return (
-        yield from _run_planned(settings, keeper, run_id, number, claim, current, plan, log, report)
-    )
+    return (yield from _run_planned(settings, keeper, run_id, number, claim, current, plan, report))
 
 
 def _run_begun(
@@ -472,7 +543,6 @@ def _run_begun(
     keeper: AttemptKeeper,
     run_id: str,
     begun: AttemptBegun,
-    log: logging.Logger,
     report: Callable[..., AttemptReport],
 ) -> Flow:
     """Steps 1-3 done by `begin_attempt` (claim held, plan made): adopt the claim, go on."""
@@ -486,7 +556,7 @@ def _run_begun(
         return report("lost", run=run_id, number=number)
     return (
         yield from _run_planned(
-            settings, keeper, run_id, number, begun.claim, begun.entry, begun.plan, log, report
+            settings, keeper, run_id, number, begun.claim, begun.entry, begun.plan, report
         )
     )
 
@@ -499,7 +569,6 @@ def _run_planned(
     claim: Claim,
     current: QueueEntry,
     plan: AttemptPlan,
-    log: logging.Logger,
     report: Callable[..., AttemptReport],
 ) -> Flow:
     """Step 3's end and step 4: finish a finished run, else run the handler and close."""
@@ -519,14 +588,7 @@ def _run_planned(
     outcome: EntryOutcome | None
     if result.error is not None:  # D43
         outcome = failure_outcome(current, result.error)
-        if outcome is None:
-            log.warning(
-                "entry %d attempt %d raised %s: %s (will retry)",
-                entry.entry_id,
-                number,
-                type(result.error).__name__,
-                result.error,
-            )
+        if outcome is None:  # logged by attempt_flow, with the traceback
             yield Finish(None)
             return report("retry", run=run_id, number=number, plan=plan)
     else:

@@ -124,6 +124,44 @@ class Checkpointer(Protocol):
         """Delete the thread and its descendants, leaving tombstones; mark their open entries."""
         ...
 
+    def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None:
+        """`put_writes` under a second claim, ``fence`` (on another thread), checked in the same
+        transaction: `ClaimLost` when it is not current, nothing written. A subgraph's writes
+        fenced by the run's claim on its parent thread."""
+        ...
+
+    def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint:
+        """`put_writes` to ``checkpoint_id``, then `commit`, in one transaction.
+
+        The checks of both, put_writes' first; on any error nothing is written. The commit's
+        fence covers the writes too. Lets a saver land a step's task writes with the step's
+        checkpoint in one durable write.
+        """
+        ...
+
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        """Remove every checkpoint of the given runs, with its writes, on every thread.
+
+        Each thread that lost checkpoints gets the newest remaining one as head and a
+        ``store.runs_deleted`` event (payload ``{"checkpoint_ids"}``). Returns the number removed.
+        """
+        ...
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
+        """Copy a thread to a new thread id in one transaction; False when the source is unknown.
+
+        Copied: every checkpoint (same ids, parents, run ids, states, metadata, writes; each
+        with a new ``store.checkpoint`` event on the target), the head and the effects; each
+        descendant named ``source + suffix`` becomes ``target + suffix`` (a child of the copy).
+        Not copied: events, claims, queue entries. `ValidationError` when a target thread
+        exists, `ThreadBusy` when one has a live claim.
+        """
+        ...
+
     # --- reads ----------------------------------------------------------------------------
 
     def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None: ...
@@ -133,6 +171,18 @@ class Checkpointer(Protocol):
     ) -> list[Checkpoint]: ...
 
     def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> Checkpoint | None: ...
+
+    def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]:
+        """`history` filtered in the store: checkpoints whose metadata is an object holding
+        every key of ``metadata`` with a JSON-equal value (numbers by value, booleans apart);
+        ``{}`` matches every checkpoint."""
+        ...
 
     def thread(self, thread_id: str) -> ThreadInfo | None: ...
 
@@ -177,4 +227,34 @@ class Checkpointer(Protocol):
     ) -> None: ...
 
 
-__all__ = ["Checkpointer"]
+def json_equal(a: object, b: object) -> bool:
+    """Equal as JSON values: numbers by value (1 == 1.0), booleans apart from numbers."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def metadata_matches(metadata: object, wanted: dict[str, object]) -> bool:
+    """`search`'s filter: ``metadata`` is an object with every key of ``wanted``, JSON-equal.
+
+    An empty filter restricts nothing (it matches every checkpoint, whatever its metadata).
+    """
+    if not wanted:
+        return True
+    return isinstance(metadata, dict) and all(
+        k in metadata and json_equal(metadata[k], v) for k, v in wanted.items()
+    )
+
+
+def copy_pairs(descendants: Sequence[str], source: str, target: str) -> list[tuple[str, str]]:
+    """`copy_thread`'s (source thread, target thread) pairs: ``source + suffix`` -> ``target + suffix``."""
+    return [(d, target + d[len(source) :]) for d in descendants if d.startswith(source)]
+
+
+__all__ = ["Checkpointer", "copy_pairs", "json_equal", "metadata_matches"]

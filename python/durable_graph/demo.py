@@ -222,7 +222,10 @@ def run(
         tag = "-" + uuid.uuid4().hex[:4]  # a used store: keep this demo's threads apart
 
     p.section(f"Store: {store_label}")
-    p.line("A fresh store; the worker processes open the same one.")
+    fresh = (
+        "A fresh store" if not tag else f"A store used before (this demo's threads end in {tag})"
+    )
+    p.line(f"{fresh}; the worker processes open the same one.")
 
     p.section("Submitting runs")
     submitted: list[tuple[int, str, str, str, str]] = []

@@ -24,6 +24,7 @@ from .embedded.checkpointer import EmbeddedCheckpointer
 from .embedded.rows import CheckpointRow, ClaimRow, EffectRow, EntryRow, ThreadRow
 from .embedded.run_queue import EmbeddedRunQueue
 from .errors import ProcessingError
+from .listing import state_at
 from .model import ANY, Attempt, Event, PendingWrite, TenantFilter
 from .validation import (
     DEFAULT_MAX_VALUE_BYTES,
@@ -346,6 +347,10 @@ class MemoryTx:
     def insert_effect(self, row: EffectRow) -> None:
         self._s.threads[row.thread_id].effects[row.key] = row
 
+    def effects_of(self, thread_id: str) -> list[EffectRow]:
+        thread = self._s.threads.get(thread_id)
+        return [] if thread is None else [thread.effects[k] for k in sorted(thread.effects)]
+
     # --- queue entries --------------------------------------------------------------------
 
     def entry(self, entry_id: int) -> EntryRow | None:
@@ -474,6 +479,36 @@ class MemoryTx:
             if e.closed_at is not None and e.closed_at < cutoff
         )
         return [entry_id for _, entry_id in heapq.nsmallest(limit, closed)]
+
+    def entry_page(
+        self,
+        state: str | None,
+        tenant: TenantFilter,
+        thread_id: str | None,
+        after: int | None,
+        limit: int,
+    ) -> list[EntryRow]:
+        found = (
+            e
+            for e in self._s.entries.values()
+            if (state is None or state_at(e.outcome_kind, e.lease_expires_at, self.now) == state)
+            and (tenant is ANY or e.tenant == tenant)
+            and (thread_id is None or e.thread_id == thread_id)
+            and (after is None or e.entry_id < after)
+        )
+        return heapq.nlargest(limit, found, key=lambda e: e.entry_id)
+
+    def entry_counts(self, tenant: TenantFilter) -> tuple[dict[str, int], datetime | None]:
+        counts: dict[str, int] = {}
+        oldest: datetime | None = None
+        for e in self._s.entries.values():
+            if tenant is not ANY and e.tenant != tenant:
+                continue
+            state = state_at(e.outcome_kind, e.lease_expires_at, self.now)
+            counts[state] = counts.get(state, 0) + 1
+            if state == "open" and (oldest is None or e.submitted_at < oldest):
+                oldest = e.submitted_at
+        return counts, oldest
 
     def remove_entry(self, entry: EntryRow) -> None:
         s = self._s

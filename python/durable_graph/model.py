@@ -307,6 +307,31 @@ class Lease:
     attempt: AttemptStart | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """`RunQueue.stats`: entries by state (SPEC §13; the states of `durable_graph.listing`)."""
+
+    open: int
+    running: int
+    completed: int
+    failed: int
+    cancelled: int
+    interrupted: int
+    oldest_waiting_age: timedelta | None
+    """Store now minus the oldest ``open`` entry's ``submitted_at``; None when none waits."""
+
+    def counts(self) -> dict[str, int]:
+        """The counts by state name, in the order of `durable_graph.listing.ENTRY_STATES`."""
+        return {
+            "open": self.open,
+            "running": self.running,
+            "completed": self.completed,
+            "failed": self.failed,
+            "cancelled": self.cancelled,
+            "interrupted": self.interrupted,
+        }
+
+
 # --- attempt planning ----------------------------------------------------------------------
 
 
@@ -376,6 +401,7 @@ __all__ = [
     "PendingWrite",
     "PruneResult",
     "QueueEntry",
+    "QueueStats",
     "Resume",
     "RetentionPolicy",
     "Started",

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
+from .listing import EntryState
 from .model import (
     ANY,
     AttemptPlan,
@@ -21,6 +22,7 @@ from .model import (
     Fresh,
     Lease,
     QueueEntry,
+    QueueStats,
     Resume,
     Submission,
     TenantFilter,
@@ -89,6 +91,25 @@ class RunQueue(Protocol):
         """One page of open entries in rule-24 order, after the entry ``after`` (placed at its
         thread's head now, its queue rank, its id; unknown or not ``tenant``'s: ``[]``). May
         hold fewer than ``limit`` rows (a byte-bounded page); only an empty page is the end."""
+        ...
+
+    def entries(
+        self,
+        state: EntryState | None = None,
+        tenant: TenantFilter = ANY,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 100,
+    ) -> list[QueueEntry]:
+        """One page of entries, newest first; ``after`` = the previous page's last entry id.
+
+        ``state``: open (waiting), running (open with a live lease), or a closed outcome's name
+        (`durable_graph.listing`).
+        """
+        ...
+
+    def stats(self, tenant: TenantFilter = ANY) -> QueueStats:
+        """Counts by state and the oldest waiting entry's age, by the store clock."""
         ...
 
     def await_closed(

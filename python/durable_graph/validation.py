@@ -493,6 +493,14 @@ def check_watch(value: object) -> m.WatchPolicy:
     return value
 
 
+def check_metadata_filter(value: object, max_bytes: int) -> dict[str, Any]:
+    """`search(metadata=)`: a JSON object (str keys, JSON values); returned decoded, fresh."""
+    if not isinstance(value, dict):
+        raise ValidationError(f"metadata must be a dict, got {type(value).__name__}")
+    decoded: dict[str, Any] = decode_json(encode_json("metadata", value, max_bytes))
+    return decoded
+
+
 def check_run_ids(value: object) -> tuple[str, ...]:
     """`latest_of_runs(run_ids=)`: a tuple or list of identifiers."""
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):

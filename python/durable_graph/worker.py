@@ -407,8 +407,7 @@ class Worker:
         finally:
             slot.keeper = None
             keeper.stop()
-        log.info("%s", describe(report))
-        return report
+        return report  # attempt_flow logged it
 
     def _perform(self, keeper: _Keeper, op: Operation) -> Any:
         """One operation of the attempt flow, performed in this thread."""

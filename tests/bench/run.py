@@ -180,7 +180,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         nargs="+",
-        default=["checkpoint", "queue", "worker", "pgbench", "sqlite", "growth", "diagnose"],
+        default=[
+            "checkpoint",
+            "graph",
+            "queue",
+            "worker",
+            "pgbench",
+            "sqlite",
+            "growth",
+            "diagnose",
+        ],
     )
     parser.add_argument("--growth-entries", type=int, default=100_000)
     parser.add_argument("--growth-threads", type=int, default=10_000)
@@ -239,6 +248,32 @@ def main(argv: list[str] | None = None) -> int:
                         anchors["langgraph"],
                     )
                 runner.compare("checkpoint", entries + reference(dsns["ref"], both=True))
+
+            if "graph" in only:
+                cycle = "invoke (3 nodes, ~1 KB state)"
+                entries = [
+                    (
+                        "durable_graph DurableSaver (for_run: fenced)",
+                        cycle,
+                        f"{B}.graph:OursGraphCycle",
+                        ours,
+                        "",
+                    )
+                ]
+                if anchors["langgraph"] is None:
+                    checkpoint.setup_langgraph(dsns["langgraph"])
+                    entries.append(
+                        (
+                            "LangGraph PostgresSaver",
+                            cycle,
+                            f"{B}.graph:LangGraphGraphCycle",
+                            {"dsn": dsns["langgraph"]},
+                            "",
+                        )
+                    )
+                else:
+                    runner.skip("graph", "LangGraph PostgresSaver", cycle, anchors["langgraph"])
+                runner.compare("graph", entries)
 
             if "queue" in only:
                 entries = [

@@ -27,6 +27,7 @@ from typing import Any, Self, TypeVar
 
 from ..checkpointer import Checkpointer
 from ..errors import ProcessingError
+from ..listing import EntryState
 from ..model import (
     ANY,
     AttemptBegun,
@@ -43,6 +44,7 @@ from ..model import (
     PendingWrite,
     PruneResult,
     QueueEntry,
+    QueueStats,
     RetentionPolicy,
     Submission,
     TenantFilter,
@@ -124,6 +126,19 @@ class ThreadedRunQueue:
         after: int | None = None,
         limit: int = 1000,
     ) -> list[QueueEntry]: ...
+
+    @forward_async
+    async def entries(
+        self,
+        state: EntryState | None = None,
+        tenant: TenantFilter = ANY,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 100,
+    ) -> list[QueueEntry]: ...
+
+    @forward_async
+    async def stats(self, tenant: TenantFilter = ANY) -> QueueStats: ...
 
     async def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
@@ -221,6 +236,33 @@ class ThreadedCheckpointer:
 
     @forward_async
     async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool: ...
+
+    async def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None:
+        await in_thread(self._sync.put_writes_fenced, claim, checkpoint_id, writes, fence)
+
+    async def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]:
+        return await in_thread(self._sync.search, thread_id, metadata, before, limit)
+
+    async def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint:
+        return await in_thread(
+            self._sync.put_writes_and_commit, claim, checkpoint_id, writes, commit
+        )
+
+    async def delete_runs(self, run_ids: Sequence[str]) -> int:
+        return await in_thread(self._sync.delete_runs, run_ids)
+
+    async def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
+        return await in_thread(self._sync.copy_thread, source_thread_id, target_thread_id)
 
     # --- reads ----------------------------------------------------------------------------
 

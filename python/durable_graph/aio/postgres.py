@@ -39,6 +39,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..errors import ProcessingError, StoreError, ValidationError, error_for_sqlstate
+from ..listing import EntryState
 from ..model import (
     ANY,
     AttemptBegun,
@@ -55,6 +56,7 @@ from ..model import (
     PendingWrite,
     PruneResult,
     QueueEntry,
+    QueueStats,
     RetentionPolicy,
     Submission,
     TenantFilter,
@@ -62,6 +64,7 @@ from ..model import (
     Ticket,
     WatchPolicy,
 )
+from ..observe import TraceContext
 from ..postgres import calls
 from ..postgres.calls import Call, Rows
 from ..postgres.config import PostgresConfig
@@ -296,6 +299,28 @@ class AsyncPostgresRunQueue:
     ) -> list[QueueEntry]:
         return await self._x.run(calls.open_entries(self._config, tenant, thread_id, after, limit))
 
+    async def entries(
+        self,
+        state: EntryState | None = None,
+        tenant: TenantFilter = ANY,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 100,
+    ) -> list[QueueEntry]:
+        return await self._x.run(
+            calls.entries(self._config, state, tenant, thread_id, after, limit)
+        )
+
+    async def stats(self, tenant: TenantFilter = ANY) -> QueueStats:
+        return await self._x.run(calls.stats(self._config, tenant))
+
+    async def set_trace_context(self, entry_id: int, context: TraceContext) -> bool:
+        """Remember the trace ``context`` ``entry_id`` was submitted in (the first one stays)."""
+        return await self._x.run(calls.set_trace_context(self._config, entry_id, context))
+
+    async def trace_context(self, entry_id: int) -> TraceContext | None:
+        return await self._x.run(calls.trace_context(self._config, entry_id))
+
     async def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
     ) -> QueueEntry | None:
@@ -459,6 +484,37 @@ class AsyncPostgresCheckpointer:
 
     async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return await self._x.run(calls.delete_thread(self._config, thread_id, fence))
+
+    async def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None:
+        await self._x.run(
+            calls.put_writes_fenced(self._config, claim, checkpoint_id, writes, fence)
+        )
+
+    async def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]:
+        return await self._x.run(calls.search(self._config, thread_id, metadata, before, limit))
+
+    async def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint:
+        return await self._x.run(
+            calls.put_writes_and_commit(self._config, claim, checkpoint_id, writes, commit)
+        )
+
+    async def delete_runs(self, run_ids: Sequence[str]) -> int:
+        return await self._x.run(calls.delete_runs(self._config, run_ids))
+
+    async def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
+        return await self._x.run(
+            calls.copy_thread(self._config, source_thread_id, target_thread_id)
+        )
 
     # --- reads ----------------------------------------------------------------------------
 

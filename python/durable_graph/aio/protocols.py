@@ -17,6 +17,7 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
+from ..listing import EntryState
 from ..model import (
     ANY,
     AttemptBegun,
@@ -33,6 +34,7 @@ from ..model import (
     PendingWrite,
     PruneResult,
     QueueEntry,
+    QueueStats,
     RetentionPolicy,
     Submission,
     TenantFilter,
@@ -80,6 +82,17 @@ class AsyncRunQueue(Protocol):
         after: int | None = None,
         limit: int = 1000,
     ) -> list[QueueEntry]: ...
+
+    async def entries(
+        self,
+        state: EntryState | None = None,
+        tenant: TenantFilter = ANY,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 100,
+    ) -> list[QueueEntry]: ...
+
+    async def stats(self, tenant: TenantFilter = ANY) -> QueueStats: ...
 
     async def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
@@ -148,6 +161,26 @@ class AsyncCheckpointer(Protocol):
     async def prune_all(self, policy: RetentionPolicy, batch: int = 1000) -> PruneResult: ...
 
     async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool: ...
+
+    async def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None: ...
+
+    async def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]: ...
+
+    async def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint: ...
+
+    async def delete_runs(self, run_ids: Sequence[str]) -> int: ...
+
+    async def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool: ...
 
     # --- reads ----------------------------------------------------------------------------
 

@@ -533,8 +533,7 @@ class AsyncWorker:
         finally:
             self._keepers.discard(keeper)
             await keeper.stop_renewing()
-        log.info("%s", describe(report))
-        return report
+        return report  # attempt_flow logged it
 
     async def _wait_or_sleep(self, delay: float) -> None:
         if self._stop_event is None or self._stop_event.is_set():  # run_once: nothing to wake us

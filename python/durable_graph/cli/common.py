@@ -30,6 +30,7 @@ from ..model import (
 
 DSN_ENV = "DURABLE_GRAPH_DSN"
 DEBUG_ENV = "DURABLE_GRAPH_DEBUG"
+ENV_PREFIX = "DURABLE_GRAPH_"
 DEFAULT_SQLITE_PATH = "durable_graph.db"
 PAGE = 500
 
@@ -40,6 +41,10 @@ class CliError(Exception):
 
 class UsageError(Exception):
     """A bad command line (exit 2)."""
+
+
+class Unreachable(CliError):
+    """The store cannot be reached: no SQLite file, or no PostgreSQL connection."""
 
 
 # --- durations -----------------------------------------------------------------------------
@@ -84,6 +89,16 @@ def json_value(text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+
+
+def env_name(flag: str) -> str:
+    """The environment variable of an option: ``--poll-interval`` → ``DURABLE_GRAPH_POLL_INTERVAL``."""
+    return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
+
+
+def env_flag(flag: str) -> bool:
+    """A boolean option's environment variable: ``1``, ``true``, ``yes`` or ``on`` sets it."""
+    return os.environ.get(env_name(flag), "").strip().lower() in ("1", "true", "yes", "on")
 
 
 # --- output --------------------------------------------------------------------------------
@@ -253,13 +268,19 @@ def dsn_of(args: argparse.Namespace) -> str | None:
 
 
 def sqlite_path(args: argparse.Namespace) -> str:
-    return str(getattr(args, "sqlite", None) or DEFAULT_SQLITE_PATH)
+    given = getattr(args, "sqlite", None) or os.environ.get(env_name("--sqlite"))
+    return str(given or DEFAULT_SQLITE_PATH)
+
+
+def schema_of(args: argparse.Namespace) -> str | None:
+    schema: str | None = getattr(args, "schema", None) or os.environ.get(env_name("--schema"))
+    return schema or None
 
 
 def postgres_config(args: argparse.Namespace) -> Any:
     from ..postgres import PostgresConfig
 
-    schema = getattr(args, "schema", None)
+    schema = schema_of(args)
     return PostgresConfig() if schema is None else PostgresConfig(schema=schema)
 
 
@@ -268,45 +289,67 @@ def open_store(
 ) -> Checkpointer:
     """The store the options name. ``must_exist``: a missing SQLite file is an error, not created.
 
-    ``read_only`` (the commands that only read): a PostgreSQL schema is verified, never created
-    or migrated (a missing one is the one-line error naming ``durable-graph migrate``).
+    ``read_only`` (the commands that only read): nothing is ever created, converted or migrated —
+    a SQLite file opens read-only, a PostgreSQL schema is verified (a missing or old one is the
+    one-line error naming ``durable-graph migrate``).
     """
     dsn = dsn_of(args)
     if dsn is not None:
-        try:
-            from ..postgres import PostgresCheckpointer
-        except ImportError as exc:
-            raise CliError(f"the PostgreSQL backend is not available: {exc}") from None
-        config = postgres_config(args)
-        if read_only:
-            config = dataclasses.replace(config, auto_migrate=False)
-        store: Checkpointer = PostgresCheckpointer.open(dsn, config)
-        return store
+        return _open_postgres(dsn, postgres_config(args), read_only)
     if getattr(args, "schema", None) is not None:
         raise UsageError(
             "--schema applies to PostgreSQL only (give --dsn or set DURABLE_GRAPH_DSN)"
         )
     path = sqlite_path(args)
-    if must_exist and not Path(path).exists():
-        raise CliError(
+    if (must_exist or read_only) and not Path(path).exists():
+        raise Unreachable(
             f"no store at {path} (give --sqlite PATH or --dsn, or submit a run to create it)"
         )
     try:
-        from ..sqlite import SqliteCheckpointer
+        from ..sqlite import SqliteCheckpointer, SqliteConfig
     except ImportError as exc:
         raise CliError(f"the SQLite backend is not available: {exc}") from None
-    # TODO(lead): with helper h1's SqliteConfig(read_only=True), open read-only here when
-    # ``read_only`` so a read never creates or converts a store (issue #11).
-    sqlite_store: Checkpointer = SqliteCheckpointer.open(path)
+    sqlite_store: Checkpointer = SqliteCheckpointer.open(path, SqliteConfig(read_only=read_only))
     return sqlite_store
+
+
+def connect(dsn: str, config: Any) -> Any:
+    """A store session on ``dsn`` (bounded by ``connect_timeout``), or `Unreachable`."""
+    import psycopg
+
+    try:
+        return psycopg.connect(dsn, **config.connection_kwargs())
+    except psycopg.Error as exc:
+        raise Unreachable(f"could not connect to PostgreSQL: {exc}") from None
+
+
+def _open_postgres(dsn: str, config: Any, read_only: bool) -> Checkpointer:
+    """Connect once first, so that an unreachable server or a refused login is reported as
+    such (not as a schema problem), within ``connection_timeout`` whatever the server does;
+    a read-only command then verifies the schema on that connection (never creates it)."""
+    try:
+        import psycopg
+
+        from ..postgres import PostgresCheckpointer, migrations
+    except ImportError as exc:
+        raise CliError(f"the PostgreSQL backend is not available: {exc}") from None
+    with connect(dsn, config) as conn:
+        if read_only:
+            try:
+                migrations.verify(conn, config.schema)
+            except psycopg.Error as exc:
+                raise CliError(f"cannot read schema {config.schema}: {exc}") from None
+    if read_only:
+        config = dataclasses.replace(config, auto_migrate=False)
+    store: Checkpointer = PostgresCheckpointer.open(dsn, config)
+    return store
 
 
 def store_label(args: argparse.Namespace) -> str:
     dsn = dsn_of(args)
     if dsn is None:
         return f"SQLite {sqlite_path(args)}"
-    schema = getattr(args, "schema", None) or postgres_config(args).schema
-    return f"PostgreSQL (schema {schema})"
+    return f"PostgreSQL (schema {postgres_config(args).schema})"
 
 
 @contextmanager
@@ -321,11 +364,12 @@ def store_of(
 
 
 def output_of(args: argparse.Namespace) -> Output:
-    return Output(bool(getattr(args, "json", False)))
+    return Output(bool(getattr(args, "json", False)) or env_flag("--json"))
 
 
 def progress_of(args: argparse.Namespace) -> Progress:
-    return Progress(bool(getattr(args, "progress", False)) or sys.stderr.isatty())
+    enabled = bool(getattr(args, "progress", False)) or env_flag("--progress")
+    return Progress(enabled or sys.stderr.isatty())
 
 
 def tenant_of(args: argparse.Namespace) -> str | None:

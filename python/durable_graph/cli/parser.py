@@ -7,19 +7,22 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from typing import Any, NoReturn
 
+from .. import __version__
 from ..errors import StoreError
 from ..model import (
     Mode,
 )
+from . import dashboard as _dashboard
 from .common import (
     DEBUG_ENV,
     DEFAULT_SQLITE_PATH,
     DSN_ENV,
     CliError,
     UsageError,
+    env_flag,
+    env_name,
     json_value,
     non_negative_int,
     parse_duration,
@@ -27,6 +30,7 @@ from .common import (
     redacted,
     shown,
 )
+from .health import cmd_health
 from .privileges import cmd_grant, cmd_revoke
 from .queue import (
     cmd_queue_cancel,
@@ -59,33 +63,61 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see {self.prog} --help)")
 
 
-def _common() -> _Parser:
+def _option(parser: Any, flag: str, *, help: str, **kw: Any) -> None:
+    """An option whose default comes from its environment variable (``--poll-interval`` →
+    ``DURABLE_GRAPH_POLL_INTERVAL``), both named in its help text. A string default goes
+    through the option's type, as one given on the command line does."""
+    env = env_name(flag)
+    if kw.get("action") == "store_true":
+        parser.add_argument(flag, default=env_flag(flag), help=f"{help} [env {env}]", **kw)
+        return
+    from_env = os.environ.get(env) or None
+    if from_env is not None:
+        choices = kw.get("choices")
+        if choices is not None and from_env not in choices:
+            raise UsageError(f"{env}={from_env!r} is not one of {', '.join(choices)}")
+        kw["default"] = from_env
+        kw["required"] = False
+    default = kw.get("default")
+    shown_default = "" if default is None or kw.get("required") else f" (default: {default})"
+    parser.add_argument(flag, help=f"{help}{shown_default} [env {env}]", **kw)
+
+
+def _common(*, sqlite: bool = True) -> _Parser:
     """Options accepted before or after the command (SUPPRESS keeps the first one given)."""
     common = _Parser(add_help=False)
     store = common.add_argument_group("store")
     store.add_argument(
         "--dsn",
         default=argparse.SUPPRESS,
-        help=f"PostgreSQL conninfo or URL (default: ${DSN_ENV})",
+        help=f"PostgreSQL conninfo or URL; selects PostgreSQL [env {DSN_ENV}]",
     )
+    if sqlite:
+        store.add_argument(
+            "--sqlite",
+            metavar="PATH",
+            default=argparse.SUPPRESS,
+            help=f"SQLite file (default: ./{DEFAULT_SQLITE_PATH} when no DSN is given) "
+            f"[env {env_name('--sqlite')}]",
+        )
     store.add_argument(
-        "--sqlite",
-        metavar="PATH",
+        "--schema",
         default=argparse.SUPPRESS,
-        help=f"SQLite file (default: ./{DEFAULT_SQLITE_PATH} when no DSN is given)",
-    )
-    store.add_argument(
-        "--schema", default=argparse.SUPPRESS, help="PostgreSQL schema (default: llm4s)"
+        help=f"PostgreSQL schema (default: llm4s) [env {env_name('--schema')}]",
     )
     output = common.add_argument_group("output")
     output.add_argument(
-        "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts"
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help=f"print JSON for scripts [env {env_name('--json')}=1]",
     )
     output.add_argument(
         "--progress",
         action="store_true",
         default=argparse.SUPPRESS,
-        help="show progress on stderr even when it is not a terminal",
+        help="show progress on stderr even when it is not a terminal "
+        f"[env {env_name('--progress')}=1]",
     )
     return common
 
@@ -94,86 +126,156 @@ def build_parser() -> argparse.ArgumentParser:
     common = _common()
     parser = _Parser(
         prog="durable-graph",
-        description="Operate a durable_graph store: queue runs, run workers, inspect threads.",
+        description="Operate a durable_graph store: queue runs, run workers, inspect threads. "
+        "Exit codes: 0 success, 1 failure, 2 usage error, 130 interrupted.",
         parents=[common],
     )
+    parser.add_argument("--version", action="version", version=f"durable-graph {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
 
-    def command(name: str, func: Callable[[argparse.Namespace], int], help: str) -> Any:
-        sub = commands.add_parser(name, help=help, description=help, parents=[common])
+    def command(
+        name: str,
+        func: Callable[[argparse.Namespace], int],
+        help: str,
+        parents: Sequence[_Parser] = (common,),
+    ) -> Any:
+        sub = commands.add_parser(name, help=help, description=help, parents=list(parents))
         sub.set_defaults(func=func)
         return sub
 
-    command("migrate", cmd_migrate, "apply the PostgreSQL migrations to --schema")
-    command("sql", cmd_sql, "print the complete PostgreSQL install script for --schema")
+    postgres_only = _common(sqlite=False)
+    command("migrate", cmd_migrate, "apply the PostgreSQL migrations to --schema", [postgres_only])
+    command(
+        "sql",
+        cmd_sql,
+        "print the complete PostgreSQL install script for --schema",
+        [postgres_only],
+    )
     for name, func, help in (
         ("grant", cmd_grant, "let --role call the store in --schema (USAGE + EXECUTE on dg_*)"),
         ("revoke", cmd_revoke, "take back what grant gave --role on --schema"),
     ):
-        privilege = command(name, func, help)
-        privilege.add_argument("--role", required=True, help="the runtime role")
-        privilege.add_argument("--print", action="store_true", help="print the SQL, run nothing")
+        privilege = command(name, func, help, [postgres_only])
+        _option(privilege, "--role", required=True, help="the runtime role")
+        _option(privilege, "--print", action="store_true", help="print the SQL, run nothing")
+
+    health = command(
+        "health",
+        cmd_health,
+        "check the store: reachable, schema current, queue depth (exit 1 when not healthy)",
+    )
+    _option(
+        health,
+        "--max-depth",
+        type=non_negative_int,
+        metavar="N",
+        help="also unhealthy when more than N entries are open (default: no limit)",
+    )
 
     worker = command("worker", cmd_worker, "run a worker for a handler until SIGTERM/SIGINT")
-    worker.add_argument("--app", required=True, help="the handler, as module:function")
-    worker.add_argument(
-        "--concurrency", type=positive_int, default=1, metavar="N", help="attempts at once (1)"
+    _option(worker, "--app", required=True, help="the handler, as module:function")
+    _option(
+        worker,
+        "--concurrency",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="attempts at once",
     )
-    worker.add_argument("--holder", help="this worker's lease holder name (default host:pid:id)")
-    worker.add_argument("--tenant", help="lease only this tenant's entries (default: any)")
-    worker.add_argument(
-        "--lease-ttl",
-        type=parse_duration,
-        default=timedelta(seconds=30),
-        metavar="DURATION",
-        help="queue lease ttl (30s)",
-    )
-    worker.add_argument(
-        "--claim-ttl",
-        type=parse_duration,
-        default=timedelta(seconds=30),
-        metavar="DURATION",
-        help="thread claim ttl (30s)",
-    )
-    worker.add_argument(
+    _option(worker, "--holder", help="this worker's lease holder name (default: host:pid:id)")
+    _option(worker, "--tenant", help="lease only this tenant's entries (default: any tenant)")
+    for flag, default, text in (
+        ("--lease-ttl", "30s", "queue lease ttl"),
+        ("--claim-ttl", "30s", "thread claim ttl"),
+        ("--poll-interval", "1s", "sleep between polls of an empty queue, with jitter"),
+        (
+            "--shutdown-deadline",
+            "30s",
+            "on SIGTERM/SIGINT, how long running attempts may finish",
+        ),
+    ):
+        _option(worker, flag, type=parse_duration, default=default, metavar="DURATION", help=text)
+    _option(
+        worker,
         "--claim-renew",
         type=parse_duration,
         metavar="DURATION",
-        help="claim renewal period (claim ttl / 3)",
+        help="claim renewal period (default: claim ttl / 3)",
     )
-    worker.add_argument(
-        "--poll-interval",
+    _option(
+        worker,
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="the least severe log lines printed",
+    )
+    _option(
+        worker,
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="text lines, or one JSON object a line",
+    )
+    _option(
+        worker,
+        "--metrics-port",
+        type=int,
+        metavar="N",
+        help="serve Prometheus metrics at http://HOST:N/metrics (extra durable-graph[metrics])",
+    )
+    _option(
+        worker,
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address the metrics server binds (0.0.0.0 for a remote Prometheus)",
+    )
+    _option(
+        worker,
+        "--metrics-sample-interval",
         type=parse_duration,
-        default=timedelta(seconds=1),
+        default="5s",
         metavar="DURATION",
-        help="sleep between polls of an empty queue, with jitter (1s)",
+        help="how often the queue depth gauges are sampled with queue stats",
     )
-    worker.add_argument(
-        "--shutdown-deadline",
-        type=parse_duration,
-        default=timedelta(seconds=30),
-        metavar="DURATION",
-        help="on SIGTERM/SIGINT, how long running attempts may finish (30s)",
+    _option(
+        worker,
+        "--traces",
+        choices=["console"],
+        help="export OpenTelemetry spans of attempts and store calls to stderr"
+        " (extra durable-graph[otel]; or configure a TracerProvider in the app)",
     )
-    worker.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
-    )
+
+    _dashboard.add_parser(command, _option)
 
     submit = command("submit", cmd_submit, "submit a run to a thread")
     submit.add_argument("thread", help="thread id")
-    submit.add_argument("--input", type=json_value, required=True, help="the run's input (JSON)")
-    submit.add_argument(
-        "--key", help="idempotency key: a retried identical submit gets the same entry"
+    _option(submit, "--input", type=json_value, required=True, help="the run's input (JSON)")
+    _option(submit, "--key", help="idempotency key: a retried identical submit gets the same entry")
+    _option(submit, "--tenant", help="the tenant the entry belongs to (default: none)")
+    _option(
+        submit,
+        "--mode",
+        choices=[m.value for m in Mode],
+        default=Mode.ENQUEUE.value,
+        help="when the thread has open entries: queue behind them, reject, or interrupt them",
     )
-    submit.add_argument("--tenant")
-    submit.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.ENQUEUE.value)
-    submit.add_argument("--max-attempts", type=positive_int, default=3)
-    submit.add_argument(
+    _option(
+        submit,
+        "--max-attempts",
+        type=positive_int,
+        default=3,
+        metavar="N",
+        help="attempts before the entry closes Failed",
+    )
+    _option(
+        submit,
         "--wait",
         type=parse_duration,
         metavar="DURATION",
-        help="wait up to this long for the entry to close, then print its outcome",
+        help="wait up to this long for the entry to close and print its outcome; exit 1 "
+        "unless it completed",
     )
 
     queue = command("queue", _no_subcommand, "queue entries: ls, show, cancel, reclaim")
@@ -188,17 +290,31 @@ def build_parser() -> argparse.ArgumentParser:
         return sub
 
     ls = queue_action("ls", cmd_queue_ls, "list open entries in queue order")
-    ls.add_argument("--tenant", help="only this tenant's entries (default: every tenant)")
-    ls.add_argument("--thread", help="only this thread's entries")
+    _option(ls, "--tenant", help="only this tenant's entries (default: every tenant)")
+    _option(ls, "--thread", help="only this thread's entries")
     show = queue_action("show", cmd_queue_show, "show one entry")
-    show.add_argument("entry_id", type=positive_int, metavar="ID")
-    show.add_argument("--tenant", help="the entry's tenant (default: no tenant)")
+    show.add_argument("entry_id", type=positive_int, metavar="ID", help="the entry id")
+    _option(show, "--tenant", help="the entry's tenant (default: no tenant)")
     cancel = queue_action("cancel", cmd_queue_cancel, "cancel an open entry")
-    cancel.add_argument("entry_id", type=positive_int, metavar="ID")
-    cancel.add_argument("--tenant", help="the entry's tenant (default: no tenant)")
+    cancel.add_argument("entry_id", type=positive_int, metavar="ID", help="the entry id")
+    _option(cancel, "--tenant", help="the entry's tenant (default: no tenant)")
     reclaim = queue_action("reclaim", cmd_queue_reclaim, "remove entries closed long ago")
-    reclaim.add_argument("--older-than", type=parse_duration, required=True, metavar="DURATION")
-    reclaim.add_argument("--batch", type=positive_int, default=1000)
+    _option(
+        reclaim,
+        "--older-than",
+        type=parse_duration,
+        required=True,
+        metavar="DURATION",
+        help="remove entries closed longer ago than this",
+    )
+    _option(
+        reclaim,
+        "--batch",
+        type=positive_int,
+        default=1000,
+        metavar="N",
+        help="entries removed per transaction",
+    )
 
     thread = command("thread", _no_subcommand, "threads: ls, show, history, children, delete")
     thread_commands = thread.add_subparsers(
@@ -212,41 +328,79 @@ def build_parser() -> argparse.ArgumentParser:
         return sub
 
     tls = thread_action("ls", cmd_thread_ls, "list threads in id order")
-    tls.add_argument("--after", help="start after this thread id")
-    tls.add_argument("--limit", type=positive_int, default=100)
+    _option(tls, "--after", help="start after this thread id")
+    _option(tls, "--limit", type=positive_int, default=100, metavar="N", help="threads at most")
     tshow = thread_action("show", cmd_thread_show, "show a thread and its head state")
-    tshow.add_argument("thread_id", metavar="ID")
+    tshow.add_argument("thread_id", metavar="ID", help="the thread id")
     thist = thread_action(
         "history", cmd_thread_history, "list a thread's checkpoints, newest first"
     )
-    thist.add_argument("thread_id", metavar="ID")
-    thist.add_argument("--before", help="start before this checkpoint id")
-    thist.add_argument("--limit", type=positive_int, default=100)
+    thist.add_argument("thread_id", metavar="ID", help="the thread id")
+    _option(thist, "--before", help="start before this checkpoint id")
+    _option(
+        thist, "--limit", type=positive_int, default=100, metavar="N", help="checkpoints at most"
+    )
     tchildren = thread_action("children", cmd_thread_children, "list a thread's child threads")
-    tchildren.add_argument("thread_id", metavar="ID")
+    tchildren.add_argument("thread_id", metavar="ID", help="the thread id")
     tdelete = thread_action("delete", cmd_thread_delete, "delete a thread and its descendants")
-    tdelete.add_argument("thread_id", metavar="ID")
+    tdelete.add_argument("thread_id", metavar="ID", help="the thread id")
 
     events = command("events", cmd_events, "print a thread's events")
-    events.add_argument("thread_id", metavar="THREAD")
-    events.add_argument("--after", type=non_negative_int, default=0, help="events after this seq")
-    events.add_argument("--limit", type=positive_int, default=1000)
-    events.add_argument("--follow", action="store_true", help="keep printing new events")
-    events.add_argument("--poll-interval", type=parse_duration, default=timedelta(milliseconds=250))
+    events.add_argument("thread_id", metavar="THREAD", help="the thread id")
+    _option(
+        events,
+        "--after",
+        type=non_negative_int,
+        default=0,
+        metavar="SEQ",
+        help="events after this sequence number",
+    )
+    _option(events, "--limit", type=positive_int, default=1000, metavar="N", help="events at most")
+    _option(
+        events,
+        "--follow",
+        action="store_true",
+        help="keep printing new events until Ctrl-C (exit 130)",
+    )
+    _option(
+        events,
+        "--poll-interval",
+        type=parse_duration,
+        default="250ms",
+        metavar="DURATION",
+        help="with --follow, how often to look for new events",
+    )
 
     prune = command("prune", cmd_prune, "remove old checkpoints and events (retention)")
-    prune.add_argument(
-        "--keep-last", type=positive_int, metavar="N", help="keep the newest N checkpoints"
+    _option(
+        prune, "--keep-last", type=positive_int, metavar="N", help="keep the newest N checkpoints"
     )
-    prune.add_argument(
-        "--max-age", type=parse_duration, metavar="DURATION", help="remove what is older than this"
+    _option(
+        prune,
+        "--max-age",
+        type=parse_duration,
+        metavar="DURATION",
+        help="remove what is older than this",
     )
-    prune.add_argument("--thread", help="prune only this thread")
+    _option(prune, "--thread", help="prune only this thread (default: every thread)")
 
     demo = command(
         "demo", cmd_demo, "run the crash-and-resume demo (a fresh SQLite file by default)"
     )
-    demo.add_argument("--workers", type=positive_int, default=3)
+    _option(
+        demo,
+        "--workers",
+        type=positive_int,
+        default=3,
+        metavar="N",
+        help="worker processes to start (one is killed mid-run)",
+    )
+    _option(
+        demo,
+        "--langgraph",
+        action="store_true",
+        help="run the LangGraph demo instead (needs durable-graph[langgraph])",
+    )
     return parser
 
 
@@ -274,10 +428,9 @@ def _dsn_given(argv: Sequence[str]) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     given = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = parser.parse_args(given)
+        args = build_parser().parse_args(given)
         func: Callable[[argparse.Namespace], int] = args.func
         return func(args)
     except UsageError as exc:

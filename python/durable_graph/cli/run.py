@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import json
 import logging
 import os
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from ..errors import ValidationError
 from ..model import (
     ANY,
     ClaimPolicy,
+    Completed,
     Mode,
     QueueEntry,
     Submission,
@@ -25,6 +28,7 @@ from .common import (
     DSN_ENV,
     CliError,
     UsageError,
+    connect,
     dsn_of,
     outcome_text,
     output_of,
@@ -36,6 +40,7 @@ from .common import (
     store_of,
     to_jsonable,
 )
+from .observability import worker_metrics
 
 # --- commands: schema ----------------------------------------------------------------------
 
@@ -46,8 +51,10 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         raise UsageError("migrate needs --dsn (or DURABLE_GRAPH_DSN)")
     from ..postgres import migrations
 
-    schema = postgres_config(args).schema
-    version = migrations.migrate(dsn, schema)
+    config = postgres_config(args)
+    schema = config.schema
+    connect(dsn, config).close()  # a refused login reads as such, not as a schema problem
+    version = migrations.migrate(dsn, schema, config)
     out = output_of(args)
     if out.as_json:
         out.json({"schema": schema, "version": version})
@@ -78,9 +85,37 @@ class _SafeFormatter(logging.Formatter):
         return "\n".join(shown(redacted(line, self._dsn)) for line in lines)
 
 
+# The attempt fields the worker puts on its log records (``extra=``), copied into JSON lines.
+_RECORD_FIELDS = ("entry_id", "thread_id", "attempt", "run_id", "outcome", "duration_s")
+
+
+class _JsonFormatter(logging.Formatter):
+    """One JSON object a line (``--log-format json``): time, level, logger, message, the
+    attempt's fields when it is about one, and the traceback as one string; DSN redacted."""
+
+    def __init__(self, dsn: str | None) -> None:
+        super().__init__()
+        self._dsn = dsn
+
+    def format(self, record: logging.LogRecord) -> str:
+        data: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": redacted(record.getMessage(), self._dsn),
+        }
+        for name in _RECORD_FIELDS:
+            if hasattr(record, name):
+                data[name] = getattr(record, name)
+        if record.exc_info:
+            data["traceback"] = redacted(self.formatException(record.exc_info), self._dsn)
+        return json.dumps(data, ensure_ascii=True, default=str)
+
+
 def _log_handler(args: argparse.Namespace) -> logging.Handler:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_SafeFormatter(dsn_of(args)))
+    json_lines = getattr(args, "log_format", "text") == "json"
+    handler.setFormatter((_JsonFormatter if json_lines else _SafeFormatter)(dsn_of(args)))
     return handler
 
 
@@ -146,7 +181,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         claim_policy = ClaimPolicy(ttl=args.claim_ttl, renew_every=renew)
     except ValidationError as exc:
         raise CliError(f"--claim-ttl/--claim-renew: {exc}") from None
-    with store_of(args, must_exist=False) as store:
+    with store_of(args, must_exist=False) as opened, worker_metrics(args, opened) as store:
         tenant: TenantFilter = ANY if args.tenant is None else args.tenant
         worker = Worker(
             store,
@@ -190,10 +225,27 @@ def cmd_submit(args: argparse.Namespace) -> int:
         out.line(f"entry {ticket.entry_id}{note}")
         if closed is not None:
             out.line(outcome_text(closed.outcome, limit=100_000))
-    return 0
+    # --wait answers "did the run complete?": a failed, cancelled or interrupted run is exit 1.
+    return 1 if closed is not None and not isinstance(closed.outcome, Completed) else 0
 
 
 # --- commands: demo ------------------------------------------------------------------------
+
+
+def _langgraph_demo(args: argparse.Namespace) -> int:
+    """``demo --langgraph``: a LangGraph graph run by the queue (durable_graph.langgraph.demo)."""
+    try:
+        from ..langgraph import demo as langgraph_demo
+    except ImportError as exc:
+        raise UsageError(
+            f"--langgraph needs the extra: pip install 'durable-graph[langgraph]' ({exc})"
+        ) from exc
+    if dsn_of(args) is None and getattr(args, "sqlite", None) is None:
+        import tempfile
+
+        args.sqlite = str(Path(tempfile.mkdtemp(prefix="durable-graph-demo-")) / "demo.db")
+    with store_of(args, must_exist=False) as store:
+        return 0 if langgraph_demo.run(store) else 1
 
 
 def _worker_launcher_argv(args: argparse.Namespace, sqlite_path: str | None) -> list[str]:
@@ -208,6 +260,8 @@ def _worker_launcher_argv(args: argparse.Namespace, sqlite_path: str | None) -> 
 def cmd_demo(args: argparse.Namespace) -> int:
     from .. import demo
 
+    if getattr(args, "langgraph", False):
+        return _langgraph_demo(args)
     dsn = dsn_of(args)
     sqlite_path: str | None = None
     env: dict[str, str] = {}

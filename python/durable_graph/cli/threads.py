@@ -151,17 +151,29 @@ def cmd_thread_children(args: argparse.Namespace) -> int:
 
 def cmd_thread_delete(args: argparse.Namespace) -> int:
     with store_of(args) as store:
+        marked = len(all_open_entries(store, ANY, args.thread_id))
         existed = store.delete_thread(args.thread_id)
-    if not existed:
-        raise CliError(
-            f"thread {args.thread_id!r} not found (its open queue entries, if any, were marked deleted)"
-        )
+    if not existed and not marked:
+        raise CliError(f"thread {args.thread_id!r} not found")
     out = output_of(args)
     if out.as_json:
-        out.json({"thread_id": args.thread_id, "deleted": True})
-    else:
+        out.json({"thread_id": args.thread_id, "deleted": existed, "entries_marked": marked})
+        return 0
+    if existed:
         out.line(f"deleted thread {args.thread_id} and its descendants")
+    else:
+        out.line(f"thread {args.thread_id} has no commit yet: nothing to delete")
+    if marked:
+        them = "it closes" if marked == 1 else "they close"
+        out.line(
+            f"marked its {plural(marked, 'open queue entry', 'open queue entries')} deleted: "
+            f'{them} Cancelled("thread_deleted") when next leased'
+        )
     return 0
+
+
+def plural(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
 
 
 def _event_row(event: Event) -> tuple[object, ...]:
@@ -181,6 +193,7 @@ def cmd_events(args: argparse.Namespace) -> int:
     out = output_of(args)
     with store_of(args, read_only=True) as store:
         if not args.follow:
+            _thread_or_fail(store, args.thread_id)  # an unknown thread is an error, not 0 rows
             events = store.events_after(args.thread_id, args.after, limit=args.limit)
             if out.as_json:
                 out.json(events)
@@ -197,7 +210,7 @@ def cmd_events(args: argparse.Namespace) -> int:
                     out.out.write(shown("  ".join(str(c) for c in _event_row(event))) + "\n")
                 out.out.flush()
         except KeyboardInterrupt:
-            return 0
+            return 130  # the only way --follow ends: Ctrl-C, reported as interrupted
     return 0
 
 
@@ -226,8 +239,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
                     removed_events += result.events_removed
                     threads_done += 1
                     progress(
-                        f"pruned {threads_done} threads: {removed_checkpoints} checkpoints, "
-                        f"{removed_events} events removed"
+                        f"pruned {plural(threads_done, 'thread', 'threads')}: "
+                        f"{removed_checkpoints} checkpoints, {removed_events} events removed"
                     )
                 if len(page) < PAGE:
                     break
@@ -239,7 +252,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
         out.json({**to_jsonable(total), "threads": threads_done})
     else:
         out.line(
-            f"removed {total.checkpoints_removed} checkpoints and {total.events_removed} events "
-            f"from {threads_done} threads"
+            f"removed {plural(total.checkpoints_removed, 'checkpoint', 'checkpoints')} and "
+            f"{plural(total.events_removed, 'event', 'events')} "
+            f"from {plural(threads_done, 'thread', 'threads')}"
         )
     return 0

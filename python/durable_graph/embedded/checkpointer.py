@@ -13,11 +13,20 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from datetime import timedelta
 from types import TracebackType
 from typing import Self
 
-from ..errors import DuplicateCheckpoint, NotFound, RunOfDeletedThread, StaleParent, ThreadBusy
+from ..checkpointer import copy_pairs, metadata_matches
+from ..errors import (
+    DuplicateCheckpoint,
+    NotFound,
+    RunOfDeletedThread,
+    StaleParent,
+    ThreadBusy,
+    ValidationError,
+)
 from ..fast_path import EmbeddedFastPath
 from ..model import (
     Checkpoint,
@@ -36,6 +45,7 @@ from ..model import (
 )
 from ..validation import (
     MAX_PAGE_ROWS,
+    EncodedWrite,
     check_claim,
     check_claim_policy,
     check_commit,
@@ -43,6 +53,7 @@ from ..validation import (
     check_events,
     check_identifier,
     check_int,
+    check_metadata_filter,
     check_optional_identifier,
     check_retention,
     check_run_ids,
@@ -130,10 +141,23 @@ class EmbeddedCheckpointer(EmbeddedFastPath):
     # --- writes -----------------------------------------------------------------------
 
     def commit(self, claim: Claim, commit: Commit) -> Checkpoint:
+        return self._commit(claim, commit, None)
+
+    def _commit(
+        self,
+        claim: Claim,
+        commit: Commit,
+        writes: tuple[str, tuple[EncodedWrite, ...]] | None,
+    ) -> Checkpoint:
         check_claim("claim", claim)
         c = check_commit(commit, self._max)
         thread_id = claim.thread_id
         with self._storage.write() as tx:
+            if writes is not None:  # put_writes_and_commit: put_writes' checks first
+                current_claim(tx, claim)
+                _existing_thread(tx, thread_id)
+                if tx.checkpoint(thread_id, writes[0]) is None:
+                    raise NotFound(f"checkpoint {writes[0]!r} is not a checkpoint of the thread")
             # D9 check order.
             current_claim(tx, claim)
             if c.fence is not None:
@@ -173,6 +197,8 @@ class EmbeddedCheckpointer(EmbeddedFastPath):
             )
             tx.insert_checkpoint(row)
             tx.set_head(thread_id, c.checkpoint_id)
+            if writes is not None:
+                tx.add_writes(thread_id, writes[0], writes[1])
             # Rule 10: admissions touch only this thread's open entries.
             tx.admit(thread_id, c.run_id)
             return checkpoint_of(tx, row)
@@ -182,12 +208,7 @@ class EmbeddedCheckpointer(EmbeddedFastPath):
         check_identifier("checkpoint_id", checkpoint_id)
         encoded = check_writes("writes", writes, self._max)
         with self._storage.write() as tx:
-            # D10: claim, thread has a commit, then the checkpoint is the thread's.
-            current_claim(tx, claim)
-            _existing_thread(tx, claim.thread_id)
-            if tx.checkpoint(claim.thread_id, checkpoint_id) is None:
-                raise NotFound(f"checkpoint {checkpoint_id!r} is not a checkpoint of the thread")
-            tx.add_writes(claim.thread_id, checkpoint_id, encoded)
+            _put_writes_in(tx, claim, checkpoint_id, encoded)
 
     def append_events(
         self, claim: Claim, events: Sequence[EventIn], run_id: str | None = None
@@ -278,6 +299,123 @@ class EmbeddedCheckpointer(EmbeddedFastPath):
                 # Mark every entry open now; entries submitted later are not marked.
                 tx.mark_thread_deleted(victim)
             return existed
+
+    # --- for LangGraph's savers (SPEC §12; sql/47_runs_copy.sql) -----------------------
+
+    def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None:
+        check_claim("claim", claim)
+        check_identifier("checkpoint_id", checkpoint_id)
+        encoded = check_writes("writes", writes, self._max)
+        check_claim("fence", fence)
+        with self._storage.write() as tx:
+            current_claim(tx, claim)
+            current_claim(tx, fence)
+            _put_writes_in(tx, claim, checkpoint_id, encoded)
+
+    def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint:
+        """put_writes' checks, then commit's, then both writes: one transaction."""
+        check_claim("claim", claim)
+        check_identifier("checkpoint_id", checkpoint_id)
+        encoded = check_writes("writes", writes, self._max)
+        return self._commit(claim, commit, (checkpoint_id, encoded))
+
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        wanted = set(check_run_ids(run_ids))
+        removed = 0
+        with self._storage.write() as tx:
+            # A scan of every thread: the embedded stores have no index on run ids alone.
+            after: str | None = None
+            while page := tx.thread_page(after, 1000):
+                for thread in page:
+                    rows = tx.checkpoints_newest_first(thread.thread_id)
+                    victims = [r for r in rows if r.run_id in wanted]
+                    if not victims:
+                        continue
+                    for row in victims:
+                        tx.remove_checkpoint(thread.thread_id, row.checkpoint_id)
+                    removed += len(victims)
+                    # As retract_turn (D24): the head is the newest remaining checkpoint.
+                    left = [r for r in rows if r.run_id not in wanted]
+                    tx.set_head(thread.thread_id, left[0].checkpoint_id if left else None)
+                    ids = [r.checkpoint_id for r in reversed(victims)]
+                    tx.append_event(
+                        thread.thread_id,
+                        store_event("store.runs_deleted", {"checkpoint_ids": ids}),
+                        None,
+                    )
+                after = page[-1].thread_id
+        return removed
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
+        check_identifier("source_thread_id", source_thread_id)
+        check_identifier("target_thread_id", target_thread_id)
+        with self._storage.write() as tx:
+            if tx.thread(source_thread_id) is None:
+                return False
+            pairs = copy_pairs(tx.descendants(source_thread_id), source_thread_id, target_thread_id)
+            for _, target in pairs:
+                check_identifier("target_thread_id", target)
+                if tx.thread(target) is not None:
+                    raise ValidationError(f"target_thread_id: thread {target!r} already exists")
+                claim = tx.claim_of(target)
+                if claim is not None and tx.now < claim.expires_at:
+                    raise ThreadBusy(THREAD_BUSY_CLAIM)
+            for source, target in pairs:
+                src = tx.thread(source)
+                assert src is not None
+                parent = src.parent_thread_id
+                if source == source_thread_id:
+                    parent = None
+                elif parent is not None and parent.startswith(source_thread_id):
+                    parent = target_thread_id + parent[len(source_thread_id) :]
+                tx.create_thread(target, parent)
+                for row in reversed(tx.checkpoints_newest_first(source)):
+                    payload = {"checkpoint_id": row.checkpoint_id, "run_id": row.run_id}
+                    event = store_event("store.checkpoint", payload)
+                    seq = tx.append_event(target, event, row.run_id).seq
+                    tx.insert_checkpoint(
+                        replace(row, thread_id=target, seq=seq, committed_at=tx.now)
+                    )
+                    copied = _encoded_writes(tx.writes_of(source, row.checkpoint_id))
+                    if copied:
+                        tx.add_writes(target, row.checkpoint_id, copied)
+                tx.set_head(target, src.head_id)
+                for effect in tx.effects_of(source):
+                    tx.insert_effect(replace(effect, thread_id=target))
+            return True
+
+    def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]:
+        check_identifier("thread_id", thread_id)
+        wanted = check_metadata_filter(metadata, self._max)
+        check_optional_identifier("before", before)
+        check_int("limit", limit, minimum=1)
+        with self._storage.read() as tx:
+            below = None
+            if before is not None:
+                start = tx.checkpoint(thread_id, before)
+                if start is None:
+                    return []
+                below = start.seq
+            found: list[Checkpoint] = []
+            # Paged, so a match near the head reads little.
+            while len(found) < limit and (rows := tx.checkpoints_before(thread_id, below, 100)):
+                for row in rows:
+                    if metadata_matches(decode_json(row.metadata), wanted):
+                        found.append(checkpoint_of(tx, row))
+                        if len(found) == limit:
+                            break
+                below = rows[-1].seq
+            return found
 
     # --- reads ------------------------------------------------------------------------
 
@@ -466,3 +604,26 @@ def _prune_thread(tx: Tx, thread_id: str, policy: RetentionPolicy) -> PruneResul
 
 
 __all__ = ["EmbeddedCheckpointer"]
+
+
+def _put_writes_in(
+    tx: Tx, claim: Claim, checkpoint_id: str, encoded: Sequence[EncodedWrite]
+) -> None:
+    """put_writes inside a write transaction: its checks (D10), then the writes (rule 12)."""
+    # D10: claim, thread has a commit, then the checkpoint is the thread's.
+    current_claim(tx, claim)
+    _existing_thread(tx, claim.thread_id)
+    if tx.checkpoint(claim.thread_id, checkpoint_id) is None:
+        raise NotFound(f"checkpoint {checkpoint_id!r} is not a checkpoint of the thread")
+    tx.add_writes(claim.thread_id, checkpoint_id, encoded)
+
+
+def _encoded_writes(writes: Sequence[PendingWrite]) -> list[EncodedWrite]:
+    """Stored writes again as `add_writes` takes them (copy_thread): indexes per task, in order."""
+    out: list[EncodedWrite] = []
+    per_task: dict[str, int] = {}
+    for w in writes:
+        index = per_task.get(w.task_id, 0)
+        per_task[w.task_id] = index + 1
+        out.append(EncodedWrite(w.task_id, w.channel, index, encode_json("value", w.value, 2**62)))
+    return out

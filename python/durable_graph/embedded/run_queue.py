@@ -13,6 +13,7 @@ from typing import Final
 
 from ..errors import EntryClosed, NotFound, RunIdTaken, SubmissionKeyReused, ThreadBusy
 from ..fast_path import submit_each
+from ..listing import EntryState, check_listing, make_stats
 from ..model import (
     ANY,
     AttemptStart,
@@ -23,6 +24,7 @@ from ..model import (
     Lease,
     Mode,
     QueueEntry,
+    QueueStats,
     Started,
     Submission,
     TenantFilter,
@@ -209,6 +211,27 @@ class EmbeddedRunQueue:
                     if len(rows) == limit:
                         break
             return [entry_of(tx, e) for e in rows]
+
+    def entries(
+        self,
+        state: EntryState | None = None,
+        tenant: TenantFilter = ANY,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 100,
+    ) -> list[QueueEntry]:
+        wanted, who, thread, cursor, count = check_listing(state, tenant, thread_id, after, limit)
+        with self._storage.read() as tx:
+            # SPEC §13, durable_graph.listing: newest first, paged by entry id.
+            return [entry_of(tx, e) for e in tx.entry_page(wanted, who, thread, cursor, count)]
+
+    def stats(self, tenant: TenantFilter = ANY) -> QueueStats:
+        wanted = check_tenant_filter("tenant", tenant, allow_any=True)
+        with self._storage.read() as tx:
+            counts, oldest = tx.entry_counts(wanted)
+            # A producer clock ahead of the store's never shows a negative age.
+            age = None if oldest is None else max(tx.now - oldest, timedelta(0))
+        return make_stats(counts, age)
 
     def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None

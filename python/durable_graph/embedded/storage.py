@@ -121,6 +121,10 @@ class Tx(Protocol):
     def effect(self, thread_id: str, key: str) -> EffectRow | None: ...
     def insert_effect(self, row: EffectRow) -> None: ...
 
+    def effects_of(self, thread_id: str) -> list[EffectRow]:
+        """Every effect of the thread (copy_thread), in key order."""
+        ...
+
     # --- queue entries --------------------------------------------------------------------
 
     def entry(self, entry_id: int) -> EntryRow | None: ...
@@ -186,6 +190,23 @@ class Tx(Protocol):
 
     def closed_before(self, cutoff: datetime, limit: int) -> list[int]:
         """Ids of closed entries closed before ``cutoff``, oldest first, ties by id."""
+        ...
+
+    def entry_page(
+        self,
+        state: str | None,
+        tenant: TenantFilter,
+        thread_id: str | None,
+        after: int | None,
+        limit: int,
+    ) -> list[EntryRow]:
+        """Kept entries in ``state`` at now (`durable_graph.listing.state_at`; None = any) of
+        ``tenant`` and ``thread_id`` (None = any), ids below ``after``: the ``limit`` newest."""
+        ...
+
+    def entry_counts(self, tenant: TenantFilter) -> tuple[dict[str, int], datetime | None]:
+        """Kept entries of ``tenant`` counted by state at now; the oldest open one's
+        ``submitted_at`` (None when none is open)."""
         ...
 
     def remove_entry(self, entry: EntryRow) -> None: ...

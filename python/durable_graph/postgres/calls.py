@@ -21,8 +21,9 @@ from typing import Any, Generic, TypeVar
 
 from psycopg import sql
 
-from ..errors import ProcessingError, StoreError
+from ..errors import ProcessingError, StoreError, ValidationError
 from ..fast_path import check_begin, check_finish, check_pair, check_submissions
+from ..listing import check_listing
 from ..model import (
     ANY,
     Attempt,
@@ -38,11 +39,13 @@ from ..model import (
     PendingWrite,
     PruneResult,
     QueueEntry,
+    QueueStats,
     Started,
     ThreadDeleted,
     ThreadInfo,
     Ticket,
 )
+from ..observe import TraceContext
 from ..run_queue import plan_attempt
 from ..validation import (
     MAX_PAGE_ROWS,
@@ -54,6 +57,7 @@ from ..validation import (
     check_identifier,
     check_int,
     check_lease,
+    check_metadata_filter,
     check_optional_identifier,
     check_retention,
     check_run_ids,
@@ -354,6 +358,63 @@ def put_writes(
     return _call(config, "put_writes", "dg_put_writes_v1", args, _nothing)
 
 
+def put_writes_fenced(
+    config: PostgresConfig, claim: object, checkpoint_id: object, writes: object, fence: object
+) -> Call[None]:
+    c = check_claim("claim", claim)
+    checkpoint_id = check_identifier("checkpoint_id", checkpoint_id)
+    ws = check_writes("writes", writes, config.max_value_bytes)
+    f = check_claim("fence", fence)
+    args = [
+        ("text", c.thread_id),
+        ("bigint", c.token),
+        ("text", checkpoint_id),
+        ("text[]", [w.task_id for w in ws]),
+        ("text[]", [w.channel for w in ws]),
+        ("text[]", [w.value for w in ws]),
+        ("text", f.thread_id),
+        ("bigint", f.token),
+    ]
+    return _call(config, "put_writes_fenced", "dg_put_writes_fenced_v1", args, _nothing)
+
+
+def put_writes_and_commit(
+    config: PostgresConfig, claim: object, checkpoint_id: object, writes: object, commit: object
+) -> Call[Checkpoint]:
+    c = check_claim("claim", claim)
+    checkpoint_id = check_identifier("checkpoint_id", checkpoint_id)
+    ws = check_writes("writes", writes, config.max_value_bytes)
+    cm = check_commit(commit, config.max_value_bytes)
+    args = [
+        ("text", c.thread_id),
+        ("bigint", c.token),
+        ("text", checkpoint_id),
+        ("text[]", [w.task_id for w in ws]),
+        ("text[]", [w.channel for w in ws]),
+        ("text[]", [w.value for w in ws]),
+        ("text", cm.checkpoint_id),
+        ("text", cm.parent_id),
+        ("text", cm.run_id),
+        ("text", cm.state),
+        ("text", cm.metadata),
+        ("text[]", list(cm.next)),
+        ("text[]", [e.kind for e in cm.events]),
+        ("text[]", [e.payload for e in cm.events]),
+        ("timestamptz[]", [e.created_at for e in cm.events]),
+        ("timestamptz", cm.created_at),
+        ("text", cm.parent_thread_id),
+        ("text", None if cm.fence is None else cm.fence.thread_id),
+        ("bigint", None if cm.fence is None else cm.fence.token),
+    ]
+    return _call(
+        config,
+        "put_writes_and_commit",
+        "dg_put_writes_and_commit_v1",
+        args,
+        _exactly_one(checkpoint_of),
+    )
+
+
 def append_events(
     config: PostgresConfig, claim: object, events: object, run_id: object
 ) -> Call[list[Event]]:
@@ -451,6 +512,31 @@ def delete_thread(config: PostgresConfig, thread_id: object, fence: object) -> C
     )
 
 
+def delete_runs(config: PostgresConfig, run_ids: object) -> Call[int]:
+    ids = list(dict.fromkeys(check_run_ids(run_ids)))
+    return _call(
+        config,
+        "delete_runs",
+        "dg_delete_runs_v1",
+        [("text[]", ids)],
+        _exactly_one(lambda row: int(row["removed"])),
+    )
+
+
+def copy_thread(
+    config: PostgresConfig, source_thread_id: object, target_thread_id: object
+) -> Call[bool]:
+    source = check_identifier("source_thread_id", source_thread_id)
+    target = check_identifier("target_thread_id", target_thread_id)
+    return _call(
+        config,
+        "copy_thread",
+        "dg_copy_thread_v1",
+        [("text", source), ("text", target)],
+        _exactly_one(lambda row: bool(row["copied"])),
+    )
+
+
 # --- checkpointer: reads --------------------------------------------------------------------
 
 
@@ -470,6 +556,21 @@ def history(
     before = check_optional_identifier("before", before)
     args = [("text", thread_id), ("text", before), ("integer", _limit("limit", limit))]
     return _call(config, "history", "dg_history_v1", args, _each(checkpoint_of))
+
+
+def search(
+    config: PostgresConfig, thread_id: object, metadata: object, before: object, limit: object
+) -> Call[list[Checkpoint]]:
+    thread_id = check_identifier("thread_id", thread_id)
+    wanted = check_metadata_filter(metadata, config.max_value_bytes)
+    before = check_optional_identifier("before", before)
+    args = [
+        ("text", thread_id),
+        ("text", encode_json("metadata", wanted, config.max_value_bytes)),
+        ("text", before),
+        ("integer", _limit("limit", limit)),
+    ]
+    return _call(config, "search", "dg_search_v1", args, _each(checkpoint_of))
 
 
 def latest_of_runs(
@@ -662,6 +763,71 @@ def open_entries(
         ("integer", _limit("limit", limit)),
     ]
     return _call(config, "open_entries", "dg_open_entries_v1", args, _each(entry_of))
+
+
+def entries(
+    config: PostgresConfig,
+    state: object,
+    tenant: object,
+    thread_id: object,
+    after: object,
+    limit: object,
+) -> Call[list[QueueEntry]]:
+    """`entries`: one page, newest first (sql/92_queue_listing.sql)."""
+    s, t, thread, cursor, count = check_listing(state, tenant, thread_id, after, limit)
+    args = [
+        ("text", s),
+        *_tenant_args("tenant", t, allow_any=True),
+        ("text", thread),
+        ("bigint", cursor),
+        ("integer", count),
+    ]
+    return _call(config, "entries", "dg_entries_v1", args, _each(entry_of))
+
+
+def _stats_of(row: Row) -> QueueStats:
+    return QueueStats(
+        open=row["open"],
+        running=row["running"],
+        completed=row["completed"],
+        failed=row["failed"],
+        cancelled=row["cancelled"],
+        interrupted=row["interrupted"],
+        oldest_waiting_age=row["oldest_waiting_age"],
+    )
+
+
+def stats(config: PostgresConfig, tenant: object) -> Call[QueueStats]:
+    args = _tenant_args("tenant", tenant, allow_any=True)
+    return _call(config, "stats", "dg_queue_stats_v1", args, _exactly_one(_stats_of))
+
+
+def set_trace_context(config: PostgresConfig, entry_id: object, context: object) -> Call[bool]:
+    if not isinstance(context, TraceContext):
+        raise ValidationError("context must be a TraceContext")
+    args = [
+        ("bigint", _entry_id(entry_id)),
+        ("text", context.traceparent),
+        ("text", context.tracestate),
+    ]
+    return _call(
+        config,
+        "set_trace_context",
+        "dg_set_trace_context_v1",
+        args,
+        _exactly_one(lambda row: bool(row["stored"])),
+    )
+
+
+def trace_context(config: PostgresConfig, entry_id: object) -> Call[TraceContext | None]:
+    args = [("bigint", _entry_id(entry_id))]
+    return _call(
+        config,
+        "trace_context",
+        "dg_trace_context_v1",
+        args,
+        _first_or_none(lambda row: TraceContext(row["traceparent"], row["tracestate"])),
+    )
 
 
 def reclaim(config: PostgresConfig, older_than: object, batch: object) -> Call[int]:

@@ -288,8 +288,15 @@ class Executor:
             watchdog.stop()
             raise
         watchdog.stop()
-        # Answered just as the watchdog fired: the socket is gone, do not reuse it.
-        return rows, not watchdog.fired
+        if watchdog.fired:
+            # Answered only after the watchdog fired, e.g. a commit whose wait for a synchronous
+            # standby the cancel ended ("committed locally"): past call_timeout nothing is
+            # acknowledged, so the call fails as every call that reaches its bound does (SPEC §6).
+            raise ProcessingError(
+                f"{call.name}: no answer within call_timeout "
+                f"({self.config.call_timeout_ms} ms); connection discarded"
+            )
+        return rows, True
 
 
 __all__ = ["CANCEL_GRACE", "Executor", "send_cancel"]

@@ -21,6 +21,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from ..errors import ProcessingError, StoreError, ValidationError
+from ..listing import EntryState
 from ..model import (
     ANY,
     AttemptBegun,
@@ -37,6 +38,7 @@ from ..model import (
     PendingWrite,
     PruneResult,
     QueueEntry,
+    QueueStats,
     RetentionPolicy,
     Submission,
     TenantFilter,
@@ -44,6 +46,7 @@ from ..model import (
     Ticket,
     WatchPolicy,
 )
+from ..observe import TraceContext
 from ..polling import follow, poll
 from ..validation import (
     check_duration,
@@ -142,6 +145,26 @@ class PostgresRunQueue:
         limit: int = 1000,
     ) -> list[QueueEntry]:
         return self._x.run(calls.open_entries(self._config, tenant, thread_id, after, limit))
+
+    def entries(
+        self,
+        state: EntryState | None = None,
+        tenant: TenantFilter = ANY,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 100,
+    ) -> list[QueueEntry]:
+        return self._x.run(calls.entries(self._config, state, tenant, thread_id, after, limit))
+
+    def stats(self, tenant: TenantFilter = ANY) -> QueueStats:
+        return self._x.run(calls.stats(self._config, tenant))
+
+    def set_trace_context(self, entry_id: int, context: TraceContext) -> bool:
+        """Remember the trace ``context`` ``entry_id`` was submitted in (the first one stays)."""
+        return self._x.run(calls.set_trace_context(self._config, entry_id, context))
+
+    def trace_context(self, entry_id: int) -> TraceContext | None:
+        return self._x.run(calls.trace_context(self._config, entry_id))
 
     def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
@@ -313,6 +336,33 @@ class PostgresCheckpointer:
 
     def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return self._x.run(calls.delete_thread(self._config, thread_id, fence))
+
+    def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None:
+        self._x.run(calls.put_writes_fenced(self._config, claim, checkpoint_id, writes, fence))
+
+    def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]:
+        return self._x.run(calls.search(self._config, thread_id, metadata, before, limit))
+
+    def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint:
+        return self._x.run(
+            calls.put_writes_and_commit(self._config, claim, checkpoint_id, writes, commit)
+        )
+
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        return self._x.run(calls.delete_runs(self._config, run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
+        return self._x.run(calls.copy_thread(self._config, source_thread_id, target_thread_id))
 
     # --- reads ----------------------------------------------------------------------------
 

@@ -307,6 +307,13 @@ class SqliteTx:
             (row.thread_id, row.key, row.value, row.run_id, to_micros(row.recorded_at)),
         )
 
+    def effects_of(self, thread_id: str) -> list[EffectRow]:
+        rows = self._all("SELECT * FROM effects WHERE thread_id = ? ORDER BY key", (thread_id,))
+        return [
+            EffectRow(thread_id, r["key"], r["value"], r["run_id"], _at(r["recorded_at"]))
+            for r in rows
+        ]
+
     # --- queue entries --------------------------------------------------------------------
 
     def entry(self, entry_id: int) -> EntryRow | None:
@@ -498,6 +505,52 @@ class SqliteTx:
             (to_micros(cutoff), limit),
         )
         return [r[0] for r in rows]
+
+    def entry_page(
+        self,
+        state: str | None,
+        tenant: TenantFilter,
+        thread_id: str | None,
+        after: int | None,
+        limit: int,
+    ) -> list[EntryRow]:
+        rows = self._all(
+            "SELECT * FROM queue_entries"
+            " WHERE (:state IS NULL"
+            f"        OR (:state = 'open' AND {_OPEN}"
+            "            AND (lease_expires_at IS NULL OR lease_expires_at <= :now))"
+            f"        OR (:state = 'running' AND {_OPEN} AND lease_expires_at > :now)"
+            "        OR outcome_kind = :state)"
+            "   AND (:any OR tenant IS :tenant)"
+            "   AND (:thread IS NULL OR thread_id = :thread)"
+            "   AND (:after IS NULL OR entry_id < :after)"
+            " ORDER BY entry_id DESC LIMIT :limit",
+            {
+                "state": state,
+                "now": self._now_us,
+                "any": tenant is ANY,
+                "tenant": None if tenant is ANY else tenant,
+                "thread": thread_id,
+                "after": after,
+                "limit": limit,
+            },
+        )
+        return [_entry_of(r) for r in rows]
+
+    def entry_counts(self, tenant: TenantFilter) -> tuple[dict[str, int], datetime | None]:
+        rows = self._all(
+            "SELECT coalesce(outcome_kind, CASE WHEN lease_expires_at > :now"
+            "                              THEN 'running' ELSE 'open' END),"
+            "       count(*), min(submitted_at)"
+            "  FROM queue_entries WHERE :any OR tenant IS :tenant GROUP BY 1",
+            {
+                "now": self._now_us,
+                "any": tenant is ANY,
+                "tenant": None if tenant is ANY else tenant,
+            },
+        )
+        oldest = next((r[2] for r in rows if r[0] == "open"), None)
+        return {r[0]: r[1] for r in rows}, None if oldest is None else from_micros(oldest)
 
     def remove_entry(self, entry: EntryRow) -> None:
         self._run("DELETE FROM queue_attempts WHERE entry_id = ?", (entry.entry_id,))

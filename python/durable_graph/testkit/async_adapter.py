@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
 from ..aio.protocols import AsyncCheckpointer, AsyncRunQueue, JSONValue
+from ..listing import EntryState
 from ..model import (
     ANY,
     AttemptBegun,
@@ -43,6 +44,7 @@ from ..model import (
     PendingWrite,
     PruneResult,
     QueueEntry,
+    QueueStats,
     RetentionPolicy,
     Submission,
     TenantFilter,
@@ -135,6 +137,19 @@ class SyncRunQueueAdapter:
         after: int | None = None,
         limit: int = 1000,
     ) -> list[QueueEntry]: ...
+
+    @forward
+    def entries(
+        self,
+        state: EntryState | None = None,
+        tenant: TenantFilter = ANY,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 100,
+    ) -> list[QueueEntry]: ...
+
+    @forward
+    def stats(self, tenant: TenantFilter = ANY) -> QueueStats: ...
 
     @forward
     def await_closed(
@@ -241,6 +256,31 @@ class SyncAdapter(Generic[S]):
 
     @forward
     def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool: ...
+
+    def put_writes_fenced(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
+    ) -> None:
+        self._run(self.target.put_writes_fenced(claim, checkpoint_id, writes, fence))
+
+    def search(
+        self,
+        thread_id: str,
+        metadata: dict[str, object],
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[Checkpoint]:
+        return self._run(self.target.search(thread_id, metadata, before, limit))
+
+    def put_writes_and_commit(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
+    ) -> Checkpoint:
+        return self._run(self.target.put_writes_and_commit(claim, checkpoint_id, writes, commit))
+
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        return self._run(self.target.delete_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
+        return self._run(self.target.copy_thread(source_thread_id, target_thread_id))
 
     # --- reads ----------------------------------------------------------------------------
 

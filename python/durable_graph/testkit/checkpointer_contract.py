@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from .checkpointer.claims import ClaimsTests
 from .checkpointer.commit import CommitTests
+from .checkpointer.langgraph_support import LangGraphSupportTests
 from .checkpointer.lifecycle import LifecycleTests
 from .checkpointer.reads import ReadsTests
 from .checkpointer.retract_prune_delete import RetractPruneDeleteTests
@@ -45,6 +46,7 @@ class CheckpointerContract(
     ValidationTests,
     LifecycleTests,
     CheckpointerPaginationContract,
+    LangGraphSupportTests,
     CheckpointerFixtures,
 ):
     """SPEC §4 as tests. Subclass it and override ``harness`` to yield a fresh store."""

@@ -19,6 +19,7 @@ from .run_queue.attempts_close import AttemptsCloseTests
 from .run_queue.fast_path import FastPathTests
 from .run_queue.lease import LeaseTests
 from .run_queue.lifecycle import QueueLifecycleTests
+from .run_queue.listing import ListingTests
 from .run_queue.marks import MarksTests
 from .run_queue.queue_reads import QueueReadsTests
 from .run_queue.submit import SubmitTests
@@ -42,6 +43,7 @@ class RunQueueContract(
     RunQueuePaginationContract,
     RunQueueTenancyContract,
     RunQueueIdentityContract,
+    ListingTests,
     RunQueueFixtures,
 ):
     """SPEC §5 as tests. Subclass it and override ``harness`` (see module docstring)."""

@@ -1,0 +1,106 @@
+"""``durable-graph dashboard``: serve the read-only web dashboard over the store the options name.
+
+Binds 127.0.0.1 by default. Any address that is not loopback is refused unless
+``--allow-remote`` is given with a token (``--token`` or ``DURABLE_GRAPH_TOKEN``),
+which every request must then carry: the pages show inputs, outputs and failure texts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ipaddress
+import logging
+import signal
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+from .common import CliError, UsageError, store_of
+
+TOKEN_ENV = "DURABLE_GRAPH_TOKEN"
+log = logging.getLogger("durable_graph.dashboard")
+
+
+def add_parser(
+    command: Callable[[str, Callable[[argparse.Namespace], int], str], Any],
+    option: Callable[..., None],
+) -> None:
+    """The ``dashboard`` sub-command, added with the parser's ``command`` and ``option`` helpers
+    (``option``: help text and environment variable, as for every option)."""
+    sub = command("dashboard", cmd_dashboard, "serve the read-only web dashboard")
+    option(sub, "--host", default="127.0.0.1", help="address to bind")
+    option(sub, "--port", type=int, default=8090, help="port to bind")
+    option(
+        sub,
+        "--allow-remote",
+        action="store_true",
+        help="allow a non-loopback --host (needs a token)",
+    )
+    option(sub, "--token", help="the token every request must carry, 16+ characters")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, allow_remote: bool, token: str | None) -> None:
+    """Refuse a bind that would show the store to other machines without protection."""
+    if is_loopback(host):
+        return
+    if not allow_remote:
+        raise UsageError(f"--host {host} is not a loopback address: add --allow-remote and a token")
+    if token is None or len(token) < 16:
+        raise UsageError(f"--allow-remote needs a token of 16+ characters (--token or {TOKEN_ENV})")
+
+
+def _server_class() -> Any:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, stopping on SIGTERM/SIGINT with exit 0 like the worker (uvicorn's
+        own handling re-raises the signal after shutdown, so the process dies of it)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            def stop(signum: int, frame: FrameType | None) -> None:
+                self.should_exit = True
+
+            signals = (signal.SIGTERM, signal.SIGINT)
+            previous = {s: signal.signal(s, stop) for s in signals}
+            try:
+                yield
+            finally:
+                for s, handler in previous.items():
+                    signal.signal(s, handler)
+
+    return Server
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    check_bind(args.host, args.allow_remote, args.token)
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port must be between 0 and 65535, got {args.port}")
+    try:
+        import uvicorn
+
+        from ..dashboard import create_app
+    except ImportError as exc:
+        raise CliError(str(exc)) from None
+    logging.basicConfig(level=logging.INFO)
+    with store_of(args, must_exist=True, read_only=True) as store:
+        app = create_app(store, args.token)
+        config = uvicorn.Config(
+            app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=2
+        )
+        server = _server_class()(config)
+        log.info("dashboard at http://%s:%d/ (read-only)", args.host, args.port)
+        server.run()
+        if not server.started:
+            raise CliError(f"could not serve on {args.host}:{args.port}")
+    return 0

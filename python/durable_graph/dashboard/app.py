@@ -1,0 +1,256 @@
+"""The read-only dashboard as a Starlette application over any sync `Checkpointer` (SPEC §13).
+
+Pages (server-rendered HTML, `durable_graph.dashboard.render`): ``/`` the queue by state with
+counts, the oldest waiting age, the leases each worker holds and the entries, paged;
+``/entry/<id>`` an entry with its attempts, failure and output; ``/threads``; ``/thread?id=``
+a thread with its history (each checkpoint diffed against its parent), pending writes,
+children, queue entries, recorded outputs and its event log, tailed live from
+``/thread/events`` (server-sent events fed by `Checkpointer.await_events_after`, which waits on
+the store's notifications where it has them).
+
+The endpoints are plain functions: Starlette runs them in its thread pool, so the blocking store
+calls never stall the event loop. Nothing is written. With a ``token``, every request must carry
+it (``Authorization: Bearer``, the ``dg_token`` cookie, or ``?token=`` once, which sets the
+cookie).
+"""
+
+from __future__ import annotations
+
+import hmac
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..attempt_flow import output_effect_key
+from ..checkpointer import Checkpointer
+from ..errors import StoreError, ValidationError
+from ..listing import ENTRY_STATES
+from ..model import Checkpoint, EffectRecord, QueueEntry
+from . import render
+from .assets import CSS, JS
+
+PAGE = 50
+"""Entries, threads and checkpoints shown per page."""
+EVENTS_SHOWN = 100
+"""The newest events a thread page starts its tail with."""
+MAX_TAILS = 16
+"""Live tails open at once: each holds a worker thread of the pool the pages are served from."""
+
+_HEADERS = {
+    "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-store",
+}
+
+
+class _Guard:
+    """Security headers on every response; with a token, refuse requests that lack it."""
+
+    def __init__(self, app: ASGIApp, token: str | None) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        from_query = request.query_params.get("token")
+        if self.token is not None and not self._allowed(request, from_query):
+            await PlainTextResponse("a token is required", status_code=401)(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers += [(k.encode(), v.encode()) for k, v in _HEADERS.items()]
+                if self.token is not None and from_query is not None:
+                    cookie = f"dg_token={self.token}; HttpOnly; SameSite=Strict; Path=/"
+                    headers.append((b"set-cookie", cookie.encode()))
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+    def _allowed(self, request: Request, from_query: str | None) -> bool:
+        assert self.token is not None
+        bearer = request.headers.get("authorization", "")
+        given = [
+            from_query,
+            request.cookies.get("dg_token"),
+            bearer[7:] if bearer.lower().startswith("bearer ") else None,
+        ]
+        want = self.token.encode()
+        return any(g is not None and hmac.compare_digest(g.encode(), want) for g in given)
+
+
+def _int(request: Request, name: str) -> int | None:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return None
+    if not value.isdigit():
+        raise ValidationError(f"{name} must be a positive integer")
+    return int(value)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Dashboard:
+    """The endpoints, over one store."""
+
+    def __init__(self, store: Checkpointer, tail_wait: timedelta) -> None:
+        self.store = store
+        self.queue = store.run_queue
+        self.tail_wait = tail_wait
+        self.tails = threading.BoundedSemaphore(MAX_TAILS)
+
+    def queue_page(self, request: Request) -> Response:
+        state = request.query_params.get("state") or None
+        if state is not None and state not in ENTRY_STATES:
+            raise ValidationError(f"state must be one of {', '.join(ENTRY_STATES)}")
+        after = _int(request, "after")
+        entries = self.queue.entries(state=state, after=after, limit=PAGE)  # type: ignore[arg-type]
+        running = self.queue.entries(state="running", limit=1000)
+        holders: dict[str, list[QueueEntry]] = {}
+        for e in running:
+            holders.setdefault(e.lease_holder or "?", []).append(e)
+        stats = self.queue.stats()
+        next_after = entries[-1].entry_id if len(entries) == PAGE else None
+        html = render.queue_page(stats, entries, sorted(holders.items()), _now(), state, next_after)
+        return HTMLResponse(html)
+
+    def entry_page(self, request: Request) -> Response:
+        entry_id: int = request.path_params["entry_id"]
+        found = self.queue.entries(after=entry_id + 1, limit=1)
+        if not found or found[0].entry_id != entry_id:
+            return HTMLResponse(render.not_found(f"entry {entry_id}"), status_code=404)
+        entry = found[0]
+        output = None
+        if entry.outcome is None:
+            output = self.store.get_effect(entry.thread_id, output_effect_key(entry_id))
+        return HTMLResponse(render.entry_page(entry, _now(), output))
+
+    def threads_page(self, request: Request) -> Response:
+        after = request.query_params.get("after") or None
+        threads = self.store.threads(after=after, limit=PAGE)
+        next_after = threads[-1].thread_id if len(threads) == PAGE else None
+        return HTMLResponse(render.threads_page(threads, next_after))
+
+    def thread_page(self, request: Request) -> Response:
+        thread_id = request.query_params.get("id", "")
+        info = self.store.thread(thread_id)
+        if info is None:
+            return HTMLResponse(render.not_found(f"thread {thread_id!r}"), status_code=404)
+        history = self.store.history(thread_id, limit=PAGE)
+        head = self.store.get(thread_id)
+        if head is not None and history and history[0].checkpoint_id == head.checkpoint_id:
+            history[0] = head  # the head as `get` reads it: with its pending writes
+        parents: dict[str, Checkpoint] = {cp.checkpoint_id: cp for cp in history}
+        for cp in history:
+            if cp.parent_id is not None and cp.parent_id not in parents:
+                found = self.store.get(thread_id, cp.parent_id)
+                if found is not None:
+                    parents[found.checkpoint_id] = found
+        entries = self.queue.entries(thread_id=thread_id, limit=PAGE)
+        effects: list[tuple[int, EffectRecord]] = []
+        for e in entries:
+            record = self.store.get_effect(thread_id, output_effect_key(e.entry_id))
+            if record is not None:
+                effects.append((e.entry_id, record))
+        events = self.store.events_after(
+            thread_id, max(0, info.last_seq - EVENTS_SHOWN), limit=EVENTS_SHOWN
+        )
+        html = render.thread_page(
+            info,
+            history,
+            parents,
+            self.store.children(thread_id),
+            entries,
+            effects,
+            events,
+            _now(),
+        )
+        return HTMLResponse(html)
+
+    def event_stream(self, request: Request) -> Response:
+        thread_id = request.query_params.get("id", "")
+        after = _int(request, "after") or 0
+        self.store.events_after(thread_id, after, limit=1)  # checks the arguments up front
+        return StreamingResponse(
+            self._tail(thread_id, after),
+            media_type="text/event-stream",
+            headers={"x-accel-buffering": "no"},
+        )
+
+    def _tail(self, thread_id: str, after: int) -> Iterator[str]:
+        # Taken here, not in the endpoint: a generator that never starts never releases.
+        if not self.tails.acquire(blocking=False):
+            yield "retry: 30000\n: too many live tails open; try again later\n\n"
+            return
+        try:
+            yield "retry: 2000\n: tail open\n\n"
+            while True:
+                try:
+                    events = self.store.await_events_after(thread_id, after, self.tail_wait)
+                except StoreError:
+                    return  # the store closed (shutdown): the browser reconnects later
+                for ev in events:
+                    yield f"id: {ev.seq}\nevent: store-event\ndata: {render.event_json(ev)}\n\n"
+                    after = ev.seq
+                if not events:
+                    yield ": keep-alive\n\n"  # a gone client is noticed on the next write
+        finally:
+            self.tails.release()
+
+
+def _static(body: str, media_type: str) -> Any:
+    def endpoint(request: Request) -> Response:
+        return Response(body, media_type=media_type)
+
+    return endpoint
+
+
+def create_app(
+    store: Checkpointer,
+    token: str | None = None,
+    *,
+    tail_wait: timedelta = timedelta(seconds=1),
+) -> ASGIApp:
+    """The dashboard over ``store`` (which the caller opens and closes); ``token`` see module."""
+    if token is not None and (not isinstance(token, str) or len(token) < 16):
+        raise ValidationError("token must be a string of at least 16 characters")
+    d = Dashboard(store, tail_wait)
+
+    def bad_request(request: Request, exc: Exception) -> Response:
+        return HTMLResponse(
+            render.page("Bad request", f"<h1>Bad request</h1><p>{render.text(exc)}</p>"), 400
+        )
+
+    app = Starlette(
+        routes=[
+            Route("/", d.queue_page),
+            Route("/entry/{entry_id:int}", d.entry_page),
+            Route("/threads", d.threads_page),
+            Route("/thread", d.thread_page),
+            Route("/thread/events", d.event_stream),
+            Route("/static/dashboard.css", _static(CSS, "text/css")),
+            Route("/static/dashboard.js", _static(JS, "text/javascript")),
+        ],
+        exception_handlers={ValidationError: bad_request},
+    )
+    return _Guard(app, token)
+
+
+__all__ = ["Dashboard", "create_app"]

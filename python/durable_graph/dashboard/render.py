@@ -1,0 +1,400 @@
+"""The dashboard's HTML, as plain functions of store values (no template engine, no JavaScript
+framework). Every value from the store goes through `text` or `attr`: ids, inputs and failure
+texts can hold anything, markup and control characters included.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from urllib.parse import urlencode
+
+from ..listing import ENTRY_STATES, state_of
+from ..model import (
+    JSON,
+    Cancelled,
+    Checkpoint,
+    Completed,
+    EffectRecord,
+    Event,
+    Failed,
+    Interrupted,
+    QueueEntry,
+    QueueStats,
+    ThreadInfo,
+)
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(value: str) -> str:
+    """Control characters as ``\\xNN`` so that an id shows what it holds."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+
+
+def text(value: object) -> str:
+    """``value`` as HTML text: escaped, control characters made visible."""
+    return html.escape(_visible(str(value)), quote=True)
+
+
+def attr(value: object) -> str:
+    """``value`` inside a double-quoted attribute."""
+    return html.escape(str(value), quote=True)
+
+
+def href(path: str, **query: object) -> str:
+    """A same-site link; query values are URL-encoded, the whole escaped for an attribute."""
+    given = {k: str(v) for k, v in query.items() if v is not None}
+    return attr(path + ("?" + urlencode(given) if given else ""))
+
+
+def when(value: datetime | None) -> str:
+    if value is None:
+        return "—"
+    shown = value.strftime("%Y-%m-%d %H:%M:%S")
+    return f'<time datetime="{attr(value.isoformat())}">{text(shown)}</time>'
+
+
+def age(value: timedelta | None) -> str:
+    if value is None:
+        return "none waiting"
+    seconds = int(value.total_seconds())
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes}m {secs}s"
+    if minutes:
+        return f"{minutes}m {secs}s"
+    return f"{secs}s"
+
+
+def pretty(value: JSON) -> str:
+    return text(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True))
+
+
+def outcome_text(entry: QueueEntry) -> str:
+    outcome = entry.outcome
+    if outcome is None:
+        return ""
+    if isinstance(outcome, Failed):
+        return outcome.error
+    if isinstance(outcome, Cancelled):
+        return f"cancelled: {outcome.reason}"
+    if isinstance(outcome, Interrupted):
+        return f"interrupted by entry {outcome.by}"
+    assert isinstance(outcome, Completed)
+    return "completed"
+
+
+def page(title: str, body: str, *, nav: str = "") -> str:
+    """A whole document: the stylesheet and script are served by the dashboard itself."""
+    links = [("queue", "/", "Queue"), ("threads", "/threads", "Threads")]
+    items = "".join(
+        f'<a href="{href(path)}"{" aria-current=page" if key == nav else ""}>{label}</a>'
+        for key, path, label in links
+    )
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        '<meta name=viewport content="width=device-width, initial-scale=1">'
+        f"<title>{text(title)} · durable_graph</title>"
+        '<link rel=stylesheet href="/static/dashboard.css">'
+        '<script src="/static/dashboard.js" defer></script>'
+        f"</head><body><header><strong>durable_graph</strong><nav>{items}</nav>"
+        "<span class=readonly>read-only</span></header>"
+        f"<main>{body}</main></body></html>"
+    )
+
+
+def badge(state: str) -> str:
+    return f'<span class="badge state-{attr(state)}">{text(state)}</span>'
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], cls: str, empty: str) -> str:
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    if not body:
+        return f'<p class="empty {attr(cls)}">{text(empty)}</p>'
+    head = "".join(f"<th>{text(h)}</th>" for h in headers)
+    return f'<table class="{attr(cls)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+# --- queue --------------------------------------------------------------------------------
+
+
+def queue_page(
+    stats: QueueStats,
+    entries: list[QueueEntry],
+    leases: list[tuple[str, list[QueueEntry]]],
+    now: datetime,
+    state: str | None,
+    next_after: int | None,
+) -> str:
+    cards = "".join(
+        f'<a class="stat state-{attr(s)}" data-state="{attr(s)}" href="{href("/", state=s)}">'
+        f"<span class=count>{count}</span><span class=label>{text(s)}</span></a>"
+        for s, count in stats.counts().items()
+    )
+    waiting = f"<p class=oldest>Oldest waiting: <strong>{text(age(stats.oldest_waiting_age))}</strong></p>"
+    lease_rows = [
+        (
+            text(holder),
+            str(len(held)),
+            ", ".join(f'<a href="{href(f"/entry/{e.entry_id}")}">#{e.entry_id}</a>' for e in held),
+            when(min((e.lease_expires_at for e in held if e.lease_expires_at), default=None)),
+        )
+        for holder, held in leases
+    ]
+    filters = " ".join(
+        f'<a href="{href("/", state=s)}"{" aria-current=true" if s == state else ""}>{text(s)}</a>'
+        for s in ENTRY_STATES
+    )
+    more = (
+        f'<p><a class=next href="{href("/", state=state, after=next_after)}">Older entries →</a></p>'
+        if next_after is not None
+        else ""
+    )
+    title = "Entries" if state is None else f"Entries: {state}"
+    return page(
+        "Queue",
+        f"<h1>Queue</h1><section class=stats>{cards}</section>{waiting}"
+        "<h2>Leases held per worker</h2>"
+        + _table(
+            ["worker", "entries", "held", "first expiry"], lease_rows, "leases", "No leases held."
+        )
+        + f'<h2>{text(title)}</h2><p class=filters><a href="/">all</a> {filters}</p>'
+        + entries_table(entries, now)
+        + more,
+        nav="queue",
+    )
+
+
+def entries_table(entries: list[QueueEntry], now: datetime) -> str:
+    rows = [
+        (
+            f'<a href="{href(f"/entry/{e.entry_id}")}">#{e.entry_id}</a>',
+            badge(state_of(e, now)),
+            f'<a href="{href("/thread", id=e.thread_id)}">{text(e.thread_id)}</a>',
+            text(e.tenant or "—"),
+            f"{len(e.attempts)}/{e.max_attempts}",
+            when(e.submitted_at),
+            f"<span class=outcome>{text(outcome_text(e))}</span>",
+        )
+        for e in entries
+    ]
+    headers = ["entry", "state", "thread", "tenant", "attempts", "submitted", "outcome"]
+    return _table(headers, rows, "entries", "No entries.")
+
+
+def entry_page(entry: QueueEntry, now: datetime, output: EffectRecord | None) -> str:
+    state = state_of(entry, now)
+    facts = [
+        ("thread", f'<a href="{href("/thread", id=entry.thread_id)}">{text(entry.thread_id)}</a>'),
+        ("tenant", text(entry.tenant or "—")),
+        ("key", text(entry.key or "—")),
+        ("mode", text(entry.mode.value)),
+        ("attempts", f"{len(entry.attempts)} of {entry.max_attempts}"),
+        ("submitted", when(entry.submitted_at)),
+        ("lease holder", text(entry.lease_holder or "—")),
+        ("lease expires", when(entry.lease_expires_at)),
+        ("closed", when(entry.closed_at)),
+        ("outcome", text(outcome_text(entry) or "—")),
+    ]
+    dl = "".join(f"<dt>{text(k)}</dt><dd>{v}</dd>" for k, v in facts)
+    failure = ""
+    if isinstance(entry.outcome, Failed):
+        failure = f"<h2>Failure</h2><pre class=failure>{text(entry.outcome.error)}</pre>"
+    attempts = _table(
+        ["attempt", "run id", "started"],
+        [(str(a.number), text(a.run_id), when(a.started_at)) for a in entry.attempts],
+        "attempts",
+        "No attempt yet.",
+    )
+    result = ""
+    if isinstance(entry.outcome, Completed):
+        result = f"<h2>Output</h2><pre class=output>{pretty(entry.outcome.output)}</pre>"
+    elif output is not None:
+        result = f"<h2>Recorded output</h2><pre class=output>{pretty(output.value)}</pre>"
+    return page(
+        f"Entry {entry.entry_id}",
+        f"<h1>Entry #{entry.entry_id} {badge(state)}</h1><dl class=facts>{dl}</dl>{failure}"
+        f"<h2>Attempts</h2>{attempts}<h2>Input</h2><pre class=input>{pretty(entry.input)}</pre>"
+        + result,
+        nav="queue",
+    )
+
+
+# --- threads ------------------------------------------------------------------------------
+
+
+def threads_page(threads: list[ThreadInfo], next_after: str | None) -> str:
+    rows = [
+        (
+            f'<a href="{href("/thread", id=t.thread_id)}">{text(t.thread_id)}</a>',
+            text(t.parent_thread_id or "—"),
+            str(t.last_seq),
+            when(t.updated_at),
+            text(t.claim_holder or "—"),
+        )
+        for t in threads
+    ]
+    more = (
+        f'<p><a class=next href="{href("/threads", after=next_after)}">More threads →</a></p>'
+        if next_after is not None
+        else ""
+    )
+    return page(
+        "Threads",
+        "<h1>Threads</h1>"
+        + _table(
+            ["thread", "parent", "events", "updated", "claimed by"], rows, "threads", "No threads."
+        )
+        + more,
+        nav="threads",
+    )
+
+
+def diff(parent: JSON, state: JSON) -> list[tuple[str, str, JSON, JSON]]:
+    """``(key, change, before, after)`` from ``parent`` to ``state``: top-level keys of two
+    objects, else the whole value."""
+    if isinstance(parent, dict) and isinstance(state, dict):
+        changes: list[tuple[str, str, JSON, JSON]] = []
+        for key in sorted(parent.keys() | state.keys()):
+            if key not in parent:
+                changes.append((key, "added", None, state[key]))
+            elif key not in state:
+                changes.append((key, "removed", parent[key], None))
+            elif parent[key] != state[key]:
+                changes.append((key, "changed", parent[key], state[key]))
+        return changes
+    return [] if parent == state else [("(value)", "changed", parent, state)]
+
+
+def _compact(value: JSON) -> str:
+    return text(json.dumps(value, ensure_ascii=False, sort_keys=True))
+
+
+def _checkpoint(cp: Checkpoint, parent: Checkpoint | None) -> str:
+    if parent is None:
+        change_rows = [("(state)", "initial", "", _compact(cp.state))]
+    else:
+        change_rows = [
+            (
+                text(k),
+                text(c),
+                _compact(b) if c != "added" else "",
+                _compact(a) if c != "removed" else "",
+            )
+            for k, c, b, a in diff(parent.state, cp.state)
+        ]
+    changes = _table(
+        ["key", "change", "before", "after"], change_rows, "diff", "No change from its parent."
+    )
+    writes = _table(
+        ["task", "channel", "value"],
+        [(text(w.task_id), text(w.channel), _compact(w.value)) for w in cp.writes],
+        "writes",
+        "No pending writes.",
+    )
+    nxt = ", ".join(text(n) for n in cp.next) or "— (finished)"
+    return (
+        f'<article class=checkpoint id="cp-{attr(cp.checkpoint_id)}"><h3>{text(cp.checkpoint_id)}</h3>'
+        f"<p class=meta>run {text(cp.run_id)} · {when(cp.created_at)} · next: {nxt}</p>"
+        f"{changes}<h4>Pending writes</h4>{writes}</article>"
+    )
+
+
+def thread_page(
+    info: ThreadInfo,
+    history: list[Checkpoint],
+    parents: dict[str, Checkpoint],
+    children: list[str],
+    entries: list[QueueEntry],
+    effects: list[tuple[int, EffectRecord]],
+    events: list[Event],
+    now: datetime,
+) -> str:
+    facts = [
+        (
+            "parent thread",
+            f'<a href="{href("/thread", id=info.parent_thread_id)}">{text(info.parent_thread_id)}</a>'
+            if info.parent_thread_id
+            else "—",
+        ),
+        ("head checkpoint", text(info.head_id or "—")),
+        ("events", str(info.last_seq)),
+        ("created", when(info.created_at)),
+        ("updated", when(info.updated_at)),
+        ("claimed by", text(info.claim_holder or "—")),
+        ("claim expires", when(info.claim_expires_at)),
+    ]
+    dl = "".join(f"<dt>{text(k)}</dt><dd>{v}</dd>" for k, v in facts)
+    kids = (
+        "<ul class=children>"
+        + "".join(f'<li><a href="{href("/thread", id=c)}">{text(c)}</a></li>' for c in children)
+        + "</ul>"
+        if children
+        else '<p class="empty children">No child threads.</p>'
+    )
+    checkpoints = (
+        "".join(
+            _checkpoint(cp, parents.get(cp.parent_id) if cp.parent_id else None) for cp in history
+        )
+        or '<p class="empty history">No checkpoint.</p>'
+    )
+    effect_rows = [
+        (
+            f'<a href="{href(f"/entry/{entry_id}")}">#{entry_id}</a>',
+            text(r.key),
+            _compact(r.value),
+            when(r.recorded_at),
+        )
+        for entry_id, r in effects
+    ]
+    event_rows = "".join(event_row(ev) for ev in events)
+    last = events[-1].seq if events else 0
+    return page(
+        f"Thread {info.thread_id}",
+        f"<h1>Thread <code>{text(info.thread_id)}</code></h1><dl class=facts>{dl}</dl>"
+        f"<h2>Children</h2>{kids}<h2>Queue entries</h2>{entries_table(entries, now)}"
+        f"<h2>Effects</h2>"
+        + _table(
+            ["entry", "key", "value", "recorded"], effect_rows, "effects", "No recorded effect."
+        )
+        + f"<h2>History</h2>{checkpoints}"
+        "<h2>Events <span class=live>live</span></h2>"
+        f'<table class=events data-thread="{attr(info.thread_id)}" data-after="{last}">'
+        "<thead><tr><th>seq</th><th>kind</th><th>payload</th><th>run</th><th>created</th></tr></thead>"
+        f"<tbody id=event-tail>{event_rows}</tbody></table>",
+        nav="threads",
+    )
+
+
+def event_row(ev: Event) -> str:
+    return (
+        f'<tr data-seq="{ev.seq}"><td>{ev.seq}</td><td>{text(ev.kind)}</td>'
+        f"<td>{_compact(ev.payload)}</td><td>{text(ev.run_id or '—')}</td>"
+        f"<td>{when(ev.created_at)}</td></tr>"
+    )
+
+
+def event_json(ev: Event) -> str:
+    """One event for the live tail (the page's script inserts it as text, never as markup)."""
+    return json.dumps(
+        {
+            "seq": ev.seq,
+            "kind": _visible(ev.kind),
+            "payload": _visible(json.dumps(ev.payload, ensure_ascii=False, sort_keys=True)),
+            "run_id": _visible(ev.run_id or "—"),
+            "created_at": ev.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+        },
+        ensure_ascii=False,
+    )
+
+
+def not_found(what: str) -> str:
+    return page("Not found", f"<h1>Not found</h1><p>{text(what)}</p>")
+
+
+__all__ = ["entry_page", "event_json", "not_found", "queue_page", "thread_page", "threads_page"]

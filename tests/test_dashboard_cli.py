@@ -1,0 +1,134 @@
+"""`durable-graph dashboard` as a command, and what the dashboard refuses: other binds without
+``--allow-remote`` and a token, requests without the token, bad arguments."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from dashboard_support import fill, serving
+from durable_graph.sqlite import SqliteCheckpointer
+
+BIN = Path(sys.executable).with_name("durable-graph")
+TOKEN = "s3cret-token-0123456789"
+
+
+def _env() -> dict[str, str]:
+    return {
+        k: v for k, v in os.environ.items() if k not in ("DURABLE_GRAPH_DSN", "DURABLE_GRAPH_TOKEN")
+    }
+
+
+def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str, dict[str, str]]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return r.status, r.read().decode(), dict(r.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(), dict(exc.headers)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--host", "0.0.0.0"],
+        ["--host", "192.0.2.10", "--token", TOKEN],
+        ["--host", "0.0.0.0", "--allow-remote"],
+        ["--host", "0.0.0.0", "--allow-remote", "--token", "short"],
+    ],
+)
+def test_dashboard_refuses_a_remote_bind_without_allow_remote_and_a_token(
+    tmp_path: Path, extra: list[str]
+) -> None:
+    db = tmp_path / "store.db"
+    SqliteCheckpointer.open(str(db)).close()
+    result = subprocess.run(
+        [str(BIN), "--sqlite", str(db), "dashboard", *extra],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+    assert "--allow-remote" in result.stderr
+
+
+def test_dashboard_command_serves_the_queue_on_localhost(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    with SqliteCheckpointer.open(str(db)) as store:
+        fill(store)
+    port = _free_port()
+    server = subprocess.Popen(
+        [str(BIN), "--sqlite", str(db), "dashboard", "--port", str(port)],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                status, body, _ = _get(f"http://127.0.0.1:{port}/")
+                break
+            except OSError:
+                assert server.poll() is None, server.communicate()
+                assert time.monotonic() < deadline, "the dashboard did not come up"
+                time.sleep(0.1)
+        assert status == 200
+        assert 'data-state="failed"' in body
+    finally:
+        server.send_signal(signal.SIGTERM)
+        _, stderr = server.communicate(timeout=30)
+    assert server.returncode == 0, stderr
+
+
+def test_dashboard_with_a_token_refuses_requests_without_it(tmp_path: Path) -> None:
+    with SqliteCheckpointer.open(str(tmp_path / "store.db")) as store, serving(store, TOKEN) as url:
+        assert _get(url + "/")[0] == 401
+        assert _get(url + "/", {"Authorization": "Bearer wrong-token-0123456789"})[0] == 401
+        assert _get(url + "/", {"Authorization": f"Bearer {TOKEN}"})[0] == 200
+        status, _, headers = _get(url + "/?token=" + TOKEN)
+        assert status == 200
+        assert "HttpOnly" in headers["set-cookie"]
+        assert _get(url + "/", {"Cookie": f"dg_token={TOKEN}"})[0] == 200
+
+
+def test_dashboard_pages_allow_only_their_own_origin(tmp_path: Path) -> None:
+    with SqliteCheckpointer.open(str(tmp_path / "store.db")) as store, serving(store) as url:
+        status, _, headers = _get(url + "/")
+        assert status == 200
+        policy = headers["content-security-policy"]
+        assert "default-src 'none'" in policy and "script-src 'self'" in policy
+        assert headers["x-content-type-options"] == "nosniff"
+
+
+def test_dashboard_answers_bad_arguments_with_400_and_unknown_ids_with_404(
+    tmp_path: Path,
+) -> None:
+    with SqliteCheckpointer.open(str(tmp_path / "store.db")) as store, serving(store) as url:
+        fill(store)
+        status, body, _ = _get(url + "/?state=%3Cb%3Ewaiting")
+        assert status == 400
+        assert "&lt;b&gt;waiting" not in body and "<b>waiting" not in body
+        assert _get(url + "/?after=x")[0] == 400
+        assert _get(url + "/entry/999")[0] == 404
+        assert _get(url + "/thread?id=no-such-thread")[0] == 404
+        assert _get(url + "/thread?id=")[0] == 400

@@ -1,0 +1,247 @@
+"""OpenTelemetry spans (SPEC §13): one job's spans linked submit → attempts → commits → close,
+within one process and across two store connections (the trace context travels in the store),
+on the in-memory store and on PostgreSQL, sync and async."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from psycopg import sql
+
+from durable_graph import Checkpointer, Completed, Submission, ValidationError
+from durable_graph.aio.postgres import AsyncPostgresCheckpointer
+from durable_graph.aio.worker import AsyncWorker
+from durable_graph.memory import InMemoryCheckpointer
+from durable_graph.observe import TraceContext, observed
+from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
+from durable_graph.sqlite import SqliteCheckpointer
+from durable_graph.tracing import TracingObserver
+from durable_graph.worker import RunContext, Worker
+
+BIN = Path(sys.executable).with_name("durable-graph")
+
+
+@dataclass
+class Tracing:
+    provider: TracerProvider
+    exporter: InMemorySpanExporter
+
+    def spans(self, name: str) -> list[ReadableSpan]:
+        return [s for s in self.exporter.get_finished_spans() if s.name == name]
+
+    def one(self, name: str) -> ReadableSpan:
+        found = self.spans(name)
+        assert len(found) == 1, [s.name for s in self.exporter.get_finished_spans()]
+        return found[0]
+
+
+def _tracing() -> Tracing:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return Tracing(provider, exporter)
+
+
+class _Flaky:
+    """Raises on the first attempt, commits twice and returns on the second."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, ctx: RunContext) -> Any:
+        self.calls += 1
+        ctx.commit({"step": 1}, next=["two"])
+        if self.calls == 1:
+            raise RuntimeError("flaky model")
+        ctx.commit({"step": 2})
+        return "done"
+
+
+def _ids(span: ReadableSpan) -> tuple[int, int]:
+    assert span.context is not None
+    return span.context.trace_id, span.context.span_id
+
+
+def _parent(span: ReadableSpan) -> tuple[int, int] | None:
+    return None if span.parent is None else (span.parent.trace_id, span.parent.span_id)
+
+
+def _submit_in_a_request(store: Checkpointer, tracing: Tracing, thread: str) -> ReadableSpan:
+    with tracing.provider.get_tracer("app").start_as_current_span("request"):
+        store.run_queue.submit(Submission(thread, "go", max_attempts=2))
+    return tracing.one("request")
+
+
+def test_one_job_is_one_trace_from_submit_to_close() -> None:
+    tracing = _tracing()
+    with InMemoryCheckpointer() as raw:
+        store = observed(raw, TracingObserver(raw, tracing.provider))
+        request = _submit_in_a_request(store, tracing, "t-1")
+        worker = Worker(store, _Flaky(), holder="w")
+        first, second = worker.run_once(), worker.run_once()
+        assert first is not None and first.note == "retry"
+        assert second is not None and second.outcome == Completed("done")
+
+    trace_id = _ids(request)[0]
+    submit = tracing.one("durable_graph.run_queue.submit")
+    assert _parent(submit) == _ids(request)
+    attempts = sorted(
+        tracing.spans("durable_graph.attempt"),
+        key=lambda s: int(str((s.attributes or {})["durable_graph.attempt"])),
+    )
+    assert [(s.attributes or {})["durable_graph.result"] for s in attempts] == [
+        "released",
+        "completed",
+    ]
+    for attempt in attempts:
+        assert _parent(attempt) == _ids(submit)
+        assert (attempt.attributes or {})["durable_graph.entry_id"] == 1
+        assert str((attempt.attributes or {})["durable_graph.run_id"])
+    commits = tracing.spans("durable_graph.commit")
+    assert len(commits) == 3
+    assert sum(_parent(c) == _ids(attempts[1]) for c in commits) == 2
+    close = tracing.one("durable_graph.run_queue.close")
+    assert _parent(close) == _ids(attempts[1])
+    linked = [s for s in tracing.exporter.get_finished_spans() if _ids(s)[0] == trace_id]
+    assert {s.name for s in linked} >= {
+        "durable_graph.run_queue.submit",
+        "durable_graph.attempt",
+        "durable_graph.claim",
+        "durable_graph.commit",
+        "durable_graph.run_queue.close",
+    }
+    assert not tracing.spans("durable_graph.run_queue.lease")  # polls make no spans
+
+
+@pytest.fixture
+def pg_config(pg_dsn: str, pg_schema: str) -> Iterator[PostgresConfig]:
+    yield PostgresConfig(schema=pg_schema)
+
+
+def test_trace_context_travels_through_postgres_to_another_worker(
+    pg_dsn: str, pg_config: PostgresConfig
+) -> None:
+    submitter, runner = _tracing(), _tracing()
+    with (
+        PostgresCheckpointer.open(pg_dsn, pg_config) as raw_a,
+        PostgresCheckpointer.open(pg_dsn, pg_config) as raw_b,
+    ):
+        a = observed(raw_a, TracingObserver(raw_a, submitter.provider))
+        request = _submit_in_a_request(a, submitter, "t-pg")
+        b = observed(raw_b, TracingObserver(raw_b, runner.provider))
+        worker = Worker(b, _Flaky(), holder="w")
+        assert worker.run_once() is not None and worker.run_once() is not None
+        stored = raw_a.run_queue.trace_context(1)
+    submit = submitter.one("durable_graph.run_queue.submit")
+    assert _ids(submit)[0] == _ids(request)[0]
+    assert stored is not None and stored.traceparent.split("-")[1] == f"{_ids(submit)[0]:032x}"
+    attempts = runner.spans("durable_graph.attempt")
+    assert len(attempts) == 2
+    assert all(_parent(s) == _ids(submit) for s in attempts)
+    close = runner.one("durable_graph.run_queue.close")
+    assert _ids(close)[0] == _ids(submit)[0]
+
+
+def test_async_postgres_store_links_attempts_to_the_submit(
+    pg_dsn: str, pg_config: PostgresConfig
+) -> None:
+    tracing = _tracing()
+
+    async def handler(ctx: Any) -> Any:
+        await ctx.commit({"step": 1})
+        return "ok"
+
+    async def main() -> None:
+        raw = await AsyncPostgresCheckpointer.open(pg_dsn, pg_config)
+        async with observed(raw, TracingObserver(raw, tracing.provider)) as store:
+            with tracing.provider.get_tracer("app").start_as_current_span("request"):
+                await store.run_queue.submit(Submission("t-async", "go"))
+            report = await AsyncWorker(store, handler, holder="w").run_once()
+            assert report is not None and report.outcome == Completed("ok")
+
+    asyncio.run(main())
+    submit = tracing.one("durable_graph.run_queue.submit")
+    attempt = tracing.one("durable_graph.attempt")
+    assert _parent(attempt) == _ids(submit)
+    assert _parent(tracing.one("durable_graph.commit")) == _ids(attempt)
+
+
+def test_trace_context_is_checked_in_python_and_in_sql(
+    pg_dsn: str, pg_config: PostgresConfig
+) -> None:
+    for bad in ("00-abc", "00-" + "0" * 32 + "-" + "1" * 16 + "-01", "01-" + "a" * 32 + "-b"):
+        with pytest.raises(ValidationError, match="traceparent"):
+            TraceContext(bad)
+    with pytest.raises(ValidationError, match="tracestate"):
+        TraceContext("00-" + "a" * 32 + "-" + "b" * 16 + "-01", "x\n")
+    good = TraceContext("00-" + "a" * 32 + "-" + "b" * 16 + "-01", "vendor=1")
+    with PostgresCheckpointer.open(pg_dsn, pg_config) as store:
+        queue: Any = store.run_queue
+        entry_id = queue.submit(Submission("t", "go")).entry_id
+        assert queue.set_trace_context(entry_id, good) is True
+        other = TraceContext("00-" + "c" * 32 + "-" + "d" * 16 + "-01")
+        assert queue.set_trace_context(entry_id, other) is False  # the first one stays
+        assert queue.trace_context(entry_id) == good
+        assert queue.trace_context(entry_id + 1) is None
+    with psycopg.connect(pg_dsn, autocommit=True) as conn, pytest.raises(psycopg.Error) as err:
+        conn.execute(
+            sql.SQL("SELECT * FROM {}.dg_set_trace_context_v1(%s, %s, NULL)").format(
+                sql.Identifier(pg_config.schema)
+            ),
+            (entry_id, "not-a-traceparent"),
+        )
+    assert err.value.sqlstate == "DG000"
+
+
+def test_worker_command_exports_an_attempts_spans_to_the_console(tmp_path: Path) -> None:
+    app = "def handler(ctx):\n    ctx.commit({'a': 1})\n    return 1\n"
+    (tmp_path / "traced_app.py").write_text(app)
+    db = str(tmp_path / "store.db")
+    with SqliteCheckpointer.open(db) as store:
+        entry_id = store.run_queue.submit(Submission("t", "go")).entry_id
+        env = {k: v for k, v in os.environ.items() if k != "DURABLE_GRAPH_DSN"}
+        worker = subprocess.Popen(
+            [
+                *(str(BIN), "--sqlite", db, "worker", "--app", "traced_app:handler"),
+                *("--poll-interval", "100ms", "--traces", "console"),
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert store.run_queue.await_closed(entry_id, timedelta(seconds=30)) is not None
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            stdout, stderr = worker.communicate(timeout=30)
+    assert worker.returncode == 0, stderr
+    spans = []
+    decoder = json.JSONDecoder()
+    text = stdout.strip()
+    while text:
+        span, end = decoder.raw_decode(text)
+        spans.append(span)
+        text = text[end:].strip()
+    by_name = {s["name"]: s for s in spans}
+    attempt = by_name["durable_graph.attempt"]
+    assert attempt["attributes"]["durable_graph.entry_id"] == entry_id
+    for child in ("durable_graph.commit", "durable_graph.run_queue.close"):
+        assert by_name[child]["context"]["trace_id"] == attempt["context"]["trace_id"]
+        assert by_name[child]["parent_id"] == attempt["context"]["span_id"]
