@@ -163,7 +163,7 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 DECLARE
-    n integer := coalesce(cardinality(p_thread_ids), 0);
+    n integer := coalesce(pg_catalog.cardinality(p_thread_ids), 0);
     v_id text;
 BEGIN
     PERFORM _dg_not_null(p_thread_ids IS NOT NULL, 'thread_ids');
@@ -173,14 +173,14 @@ BEGIN
     PERFORM _dg_not_null(p_modes IS NOT NULL, 'modes');
     PERFORM _dg_not_null(p_max_attempts IS NOT NULL, 'max_attempts');
     PERFORM _dg_check(n BETWEEN 1 AND 10000, 'submissions must number 1..10000');
-    PERFORM _dg_check(cardinality(p_inputs) = n AND cardinality(p_tenants) = n
-                      AND cardinality(p_keys) = n AND cardinality(p_modes) = n
-                      AND cardinality(p_max_attempts) = n,
+    PERFORM _dg_check(pg_catalog.cardinality(p_inputs) = n AND pg_catalog.cardinality(p_tenants) = n
+                      AND pg_catalog.cardinality(p_keys) = n AND pg_catalog.cardinality(p_modes) = n
+                      AND pg_catalog.cardinality(p_max_attempts) = n,
                       'submission arrays must have equal lengths');
     PERFORM _dg_ids(p_thread_ids, 'thread_ids', 10000);
     PERFORM _dg_call_bytes(coalesce(pg_column_size(p_inputs), 0),
                            (_dg_limits()).max_call_bytes);
-    FOR v_id IN SELECT DISTINCT u.id COLLATE "C" FROM unnest(p_thread_ids) AS u(id) ORDER BY 1
+    FOR v_id IN SELECT DISTINCT u.id COLLATE "C" FROM pg_catalog.unnest(p_thread_ids) AS u(id) ORDER BY 1
     LOOP
         PERFORM _dg_lock_queue_thread(v_id);
     END LOOP;

@@ -83,15 +83,15 @@ DECLARE
 BEGIN
     PERFORM _dg_id(p_listener, 'listener');
     PERFORM _dg_check(p_kinds IS NOT NULL AND p_keys IS NOT NULL
-                      AND coalesce(cardinality(p_kinds), 0) = coalesce(cardinality(p_keys), 0),
+                      AND coalesce(pg_catalog.cardinality(p_kinds), 0) = coalesce(pg_catalog.cardinality(p_keys), 0),
                       'kinds and keys must be arrays of equal length');
-    PERFORM _dg_check(coalesce(cardinality(p_kinds), 0) <= 10000, 'at most 10000 watches');
+    PERFORM _dg_check(coalesce(pg_catalog.cardinality(p_kinds), 0) <= 10000, 'at most 10000 watches');
     PERFORM _dg_check(p_ttl > interval '0' AND p_ttl <= interval '1 hour',
                       'ttl must be positive and at most an hour');
     PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM unnest(p_kinds, p_keys) AS u(kind, key)
                                    WHERE u.kind IS NULL OR u.key IS NULL
                                       OR u.kind NOT IN ('events', 'closed', 'queue')
-                                      OR octet_length(u.key) > 512),
+                                      OR pg_catalog.octet_length(u.key) > 512),
                       'each watch must be events, closed or queue with a key of <= 512 bytes');
     v_now := pg_catalog.clock_timestamp();  -- liveness of listeners, not store time
     DELETE FROM watchers w
