@@ -103,6 +103,7 @@ SELECT :dg_version >= 7 AS dg_has_0007 \gset
 \ir 40_retract_prune_delete.sql
 \ir 47_runs_copy.sql
 \ir 50_reads.sql
+\ir 52_effects.sql
 \ir 55_queue_common.sql
 \ir 60_submit.sql
 \ir 70_lease.sql

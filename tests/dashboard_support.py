@@ -26,6 +26,7 @@ from durable_graph.dashboard import create_app
 
 FAILURE = "ValueError: the model refused <script>alert('x')</script> & gave up"
 THREAD = "chat/1 <b>&amp;"
+EFFECT_KEY = "email/receipt <i>"
 """A thread id with markup in it: the pages must show it as text."""
 CHILD = "chat/1/tool"
 
@@ -70,6 +71,7 @@ def fill(store: Checkpointer) -> Filled:
     )
     store.put_writes(claim, second.checkpoint_id, [PendingWrite("task-9", "notes", "check")])
     store.record_effect(claim, output_effect_key(completed), {"answer": 42}, "run-1")
+    store.record_effect(claim, EFFECT_KEY, {"sent": "receipt"}, "run-1")  # not an output
     store.release_claim(claim)
     child = store.claim(CHILD, "run-1")
     store.commit(child, Commit("cp-c1", None, "run-1", {"tool": "calc"}, parent_thread_id=THREAD))

@@ -17,7 +17,7 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import Browser, Dialog, Page, Request, expect, sync_playwright
 
-from dashboard_support import CHILD, FAILURE, THREAD, add_event, fill, serving
+from dashboard_support import CHILD, EFFECT_KEY, FAILURE, THREAD, add_event, fill, serving
 from durable_graph import Checkpointer
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.sqlite import SqliteCheckpointer
@@ -119,6 +119,11 @@ def test_dashboard_shows_queue_entries_threads_and_a_live_tail(
         expect(newest.locator("table.writes")).to_contain_text("task-9")
         expect(page.locator("ul.children")).to_have_text(CHILD)
         expect(page.locator("table.effects")).to_contain_text('{"answer": 42}')
+        # A non-output effect is listed too, in key byte order after the output's key.
+        effect_rows = page.locator("table.effects tbody tr")
+        expect(effect_rows).to_have_count(2)
+        expect(effect_rows.nth(1)).to_contain_text(EFFECT_KEY)
+        expect(effect_rows.nth(1)).to_contain_text('{"sent": "receipt"}')
         tail = page.locator("#event-tail tr")
         expect(tail.filter(has_text="model.token")).to_have_count(1)
         expect(page.locator(".live:not(.off)")).to_have_count(1)

@@ -485,3 +485,30 @@ def test_keyed_submit_with_a_nul_escape_matches_its_own_text_only(
     with pytest.raises(psycopg.Error) as info:
         conn.execute(query, ('{"a":"y\\u0000"}',))
     assert info.value.sqlstate == "DG101"
+
+
+def test_effects_page_is_byte_bounded_and_always_progresses(
+    conn: psycopg.Connection[Any],
+) -> None:
+    token = _claimed(conn)
+    keys = [f"k{i}" for i in range(5)]
+    for key in keys:
+        conn.execute(
+            "SELECT * FROM dg_record_effect_v1('t', %s, %s, %s, 'r')",
+            (token, key, json.dumps("v" * 1000)),
+        )
+    conn.execute("SELECT dg_admin_set_limit_v1('max_page_bytes', 2500)")
+    seen: list[str] = []
+    after = None
+    while True:
+        rows = conn.execute("SELECT key FROM dg_effects_v1('t', %s, 100)", (after,))
+        page = [str(r[0]) for r in rows]
+        if not page:
+            break
+        assert len(page) <= 3  # ~1,005 bytes a row: the third reaches 2,500
+        seen += page
+        after = page[-1]
+    assert seen == keys
+    # A bound smaller than one row still returns that row: readers always progress.
+    conn.execute("SELECT dg_admin_set_limit_v1('max_page_bytes', 1)")
+    assert len(conn.execute("SELECT key FROM dg_effects_v1('t', NULL, 100)").fetchall()) == 1

@@ -211,6 +211,14 @@ class Checkpointer(Protocol):
 
     def get_effect(self, thread_id: str, key: str) -> EffectRecord | None: ...
 
+    def effects(
+        self, thread_id: str, after: str | None = None, limit: int = 100
+    ) -> list[EffectRecord]:
+        """One page of the thread's effects in key byte order, after the key ``after``
+        (exclusive), each with ``existing=True``; ``[]`` for an unknown thread. ``limit``
+        1..100,000; a page may hold fewer (bytes bound it too): only an empty page means the end."""
+        ...
+
     # --- lifecycle ------------------------------------------------------------------------
 
     def close(self) -> None:

@@ -351,6 +351,14 @@ class MemoryTx:
         thread = self._s.threads.get(thread_id)
         return [] if thread is None else [thread.effects[k] for k in sorted(thread.effects)]
 
+    def effect_page(self, thread_id: str, after: str | None, limit: int) -> list[EffectRow]:
+        thread = self._s.threads.get(thread_id)
+        if thread is None:
+            return []
+        # str order is code point order, which is UTF-8 byte order.
+        keys = sorted(k for k in thread.effects if after is None or k > after)
+        return [thread.effects[k] for k in keys[:limit]]
+
     # --- queue entries --------------------------------------------------------------------
 
     def entry(self, entry_id: int) -> EntryRow | None:

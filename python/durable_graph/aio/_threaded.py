@@ -318,6 +318,11 @@ class ThreadedCheckpointer:
     @forward_async
     async def get_effect(self, thread_id: str, key: str) -> EffectRecord | None: ...
 
+    @forward_async
+    async def effects(
+        self, thread_id: str, after: str | None = None, limit: int = 100
+    ) -> list[EffectRecord]: ...
+
     # --- lifecycle ------------------------------------------------------------------------
 
     async def close(self) -> None:

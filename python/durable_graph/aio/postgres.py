@@ -572,6 +572,11 @@ class AsyncPostgresCheckpointer:
     async def get_effect(self, thread_id: str, key: str) -> EffectRecord | None:
         return await self._x.run(calls.get_effect(self._config, thread_id, key))
 
+    async def effects(
+        self, thread_id: str, after: str | None = None, limit: int = 100
+    ) -> list[EffectRecord]:
+        return await self._x.run(calls.effects(self._config, thread_id, after, limit))
+
     # --- lifecycle ------------------------------------------------------------------------
 
     async def close(self) -> None:

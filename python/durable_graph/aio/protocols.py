@@ -224,6 +224,10 @@ class AsyncCheckpointer(Protocol):
 
     async def get_effect(self, thread_id: str, key: str) -> EffectRecord | None: ...
 
+    async def effects(
+        self, thread_id: str, after: str | None = None, limit: int = 100
+    ) -> list[EffectRecord]: ...
+
     # --- lifecycle ------------------------------------------------------------------------
 
     async def close(self) -> None:

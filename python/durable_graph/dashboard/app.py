@@ -32,13 +32,14 @@ from ..attempt_flow import output_effect_key
 from ..checkpointer import Checkpointer
 from ..errors import StoreError, ValidationError
 from ..listing import ENTRY_STATES
-from ..model import Checkpoint, EffectRecord, QueueEntry
+from ..model import Checkpoint, QueueEntry
 from . import render
 from .assets import CSS, JS
 
 PAGE = 50
 """Entries, threads and checkpoints shown per page."""
 EVENTS_SHOWN = 100
+EFFECTS_SHOWN = 100  # one page of a thread's effects; a "more" link pages on
 """The newest events a thread page starts its tail with."""
 MAX_TAILS = 16
 """Live tails open at once: each holds a worker thread of the pool the pages are served from."""
@@ -164,11 +165,10 @@ class Dashboard:
                 if found is not None:
                     parents[found.checkpoint_id] = found
         entries = self.queue.entries(thread_id=thread_id, limit=PAGE)
-        effects: list[tuple[int, EffectRecord]] = []
-        for e in entries:
-            record = self.store.get_effect(thread_id, output_effect_key(e.entry_id))
-            if record is not None:
-                effects.append((e.entry_id, record))
+        # Every effect of the thread, a page at a time; outputs link to their entry.
+        effects_after = request.query_params.get("effects_after") or None
+        effects = self.store.effects(thread_id, after=effects_after, limit=EFFECTS_SHOWN)
+        output_of = {output_effect_key(e.entry_id): e.entry_id for e in entries}
         events = self.store.events_after(
             thread_id, max(0, info.last_seq - EVENTS_SHOWN), limit=EVENTS_SHOWN
         )
@@ -179,6 +179,8 @@ class Dashboard:
             self.store.children(thread_id),
             entries,
             effects,
+            output_of,
+            len(effects) == EFFECTS_SHOWN,
             events,
             _now(),
         )

@@ -325,7 +325,9 @@ def thread_page(
     parents: dict[str, Checkpoint],
     children: list[str],
     entries: list[QueueEntry],
-    effects: list[tuple[int, EffectRecord]],
+    effects: list[EffectRecord],
+    output_of: dict[str, int],
+    more_effects: bool,
     events: list[Event],
     now: datetime,
 ) -> str:
@@ -359,13 +361,22 @@ def thread_page(
     )
     effect_rows = [
         (
-            f'<a href="{href(f"/entry/{entry_id}")}">#{entry_id}</a>',
             text(r.key),
             _compact(r.value),
+            text(r.run_id or "—"),
+            f'<a href="{href(f"/entry/{output_of[r.key]}")}">#{output_of[r.key]}</a>'
+            if r.key in output_of
+            else "—",
             when(r.recorded_at),
         )
-        for entry_id, r in effects
+        for r in effects
     ]
+    more = (
+        f'<p class=more-effects><a href="{href("/thread", id=info.thread_id, effects_after=effects[-1].key)}">'
+        "More effects…</a></p>"
+        if more_effects and effects
+        else ""
+    )
     event_rows = "".join(event_row(ev) for ev in events)
     last = events[-1].seq if events else 0
     return page(
@@ -374,8 +385,12 @@ def thread_page(
         f"<h2>Children</h2>{kids}<h2>Queue entries</h2>{entries_table(entries, now)}"
         f"<h2>Effects</h2>"
         + _table(
-            ["entry", "key", "value", "recorded"], effect_rows, "effects", "No recorded effect."
+            ["key", "value", "run", "output of", "recorded"],
+            effect_rows,
+            "effects",
+            "No recorded effect.",
         )
+        + more
         + f"<h2>History</h2>{checkpoints}"
         "<h2>Events <span class=live>live</span></h2>"
         f'<table class=events data-thread="{attr(info.thread_id)}" data-after="{last}">'

@@ -538,6 +538,17 @@ class EmbeddedCheckpointer(EmbeddedFastPath):
             row = tx.effect(thread_id, key)
             return None if row is None else _effect_of(row, existing=True)  # D12: existing=True
 
+    def effects(
+        self, thread_id: str, after: str | None = None, limit: int = 100
+    ) -> list[EffectRecord]:
+        check_identifier("thread_id", thread_id)
+        check_optional_identifier("after", after)
+        check_int("limit", limit, minimum=1, maximum=MAX_PAGE_ROWS)
+        with self._storage.read() as tx:
+            # UTF-8 byte order of the keys, as PostgreSQL's COLLATE "C"; an unknown thread: [].
+            rows = tx.effect_page(thread_id, after, limit)
+            return [_effect_of(row, existing=True) for row in rows]
+
     # --- lifecycle --------------------------------------------------------------------
 
     def close(self) -> None:

@@ -128,6 +128,11 @@ class Tx(Protocol):
         """Every effect of the thread (copy_thread), in key order."""
         ...
 
+    def effect_page(self, thread_id: str, after: str | None, limit: int) -> list[EffectRow]:
+        """At most ``limit`` effects of the thread with keys after ``after`` (None: from the
+        first), in UTF-8 byte order of the keys."""
+        ...
+
     # --- queue entries --------------------------------------------------------------------
 
     def entry(self, entry_id: int) -> EntryRow | None: ...

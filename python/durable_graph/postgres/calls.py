@@ -637,6 +637,17 @@ def get_effect(config: PostgresConfig, thread_id: object, key: object) -> Call[E
     return _call(config, "get_effect", "dg_get_effect_v1", args, _first_or_none(effect_of))
 
 
+def effects(
+    config: PostgresConfig, thread_id: object, after: object, limit: object
+) -> Call[list[EffectRecord]]:
+    args = [
+        ("text", check_identifier("thread_id", thread_id)),
+        ("text", check_optional_identifier("after", after)),
+        ("integer", check_int("limit", limit, minimum=1, maximum=MAX_PAGE_ROWS)),
+    ]
+    return _call(config, "effects", "dg_effects_v1", args, _each(effect_of))
+
+
 # --- run queue ------------------------------------------------------------------------------
 
 

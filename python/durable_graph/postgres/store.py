@@ -436,6 +436,11 @@ class PostgresCheckpointer:
     def get_effect(self, thread_id: str, key: str) -> EffectRecord | None:
         return self._x.run(calls.get_effect(self._config, thread_id, key))
 
+    def effects(
+        self, thread_id: str, after: str | None = None, limit: int = 100
+    ) -> list[EffectRecord]:
+        return self._x.run(calls.effects(self._config, thread_id, after, limit))
+
     # --- lifecycle ------------------------------------------------------------------------
 
     def close(self) -> None:

@@ -314,6 +314,18 @@ class SqliteTx:
             for r in rows
         ]
 
+    def effect_page(self, thread_id: str, after: str | None, limit: int) -> list[EffectRow]:
+        # The key column's BINARY collation compares UTF-8 bytes, as PostgreSQL's COLLATE "C".
+        rows = self._all(
+            "SELECT * FROM effects WHERE thread_id = ? AND (? IS NULL OR key > ?)"
+            " ORDER BY key LIMIT ?",
+            (thread_id, after, after, limit),
+        )
+        return [
+            EffectRow(thread_id, r["key"], r["value"], r["run_id"], _at(r["recorded_at"]))
+            for r in rows
+        ]
+
     # --- queue entries --------------------------------------------------------------------
 
     def entry(self, entry_id: int) -> EntryRow | None:

@@ -352,6 +352,11 @@ class SyncAdapter(Generic[S]):
     @forward
     def get_effect(self, thread_id: str, key: str) -> EffectRecord | None: ...
 
+    @forward
+    def effects(
+        self, thread_id: str, after: str | None = None, limit: int = 100
+    ) -> list[EffectRecord]: ...
+
     # --- lifecycle ------------------------------------------------------------------------
 
     def close(self) -> None:

@@ -1,8 +1,10 @@
 """Claimed writes besides commit (SPEC §4, sql/30_writes_events_effects.sql): put_writes,
-append_events and record_effect / get_effect.
+append_events, record_effect / get_effect and the effects() listing.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
@@ -277,3 +279,58 @@ class WritesEventsEffectsTests:
         claim = _new_thread(store)
         store.record_effect(claim, "k", 1)
         assert _kinds(store.events_after(T, 0)) == ["store.checkpoint"]
+
+    # --- effects(): one page of the thread's effects in key byte order (issue #17) --------
+
+    # Byte order differs from a locale's ("B" < "a") and from UTF-16's (U+FF21 < U+10000).
+    _KEYS = ("a", "B", "é", "\U00010000", "\uff21", "z")
+
+    def test_effects_lists_the_threads_effects_in_key_byte_order_as_existing(
+        self, store: Checkpointer
+    ) -> None:
+        claim = _new_thread(store)
+        recorded = {
+            k: store.record_effect(claim, k, {"key": k, "n": [i, None, 1.5]}, run_id=f"r{i}")
+            for i, k in enumerate(self._KEYS)
+        }
+        store.record_effect(_new_thread(store, "t-other"), "a", "other thread")
+        listed = store.effects(T)
+        assert [e.key for e in listed] == sorted(self._KEYS, key=lambda k: k.encode())
+        assert listed == [replace(recorded[e.key], existing=True) for e in listed]
+        assert listed == [store.get_effect(T, e.key) for e in listed]
+
+    def test_effects_pages_after_a_key_exclusive(self, store: Checkpointer) -> None:
+        claim = _new_thread(store)
+        for k in self._KEYS:
+            store.record_effect(claim, k, k)
+        ordered = sorted(self._KEYS, key=lambda k: k.encode())
+        pages: list[str] = []
+        after: str | None = None
+        while page := store.effects(T, after=after, limit=2):
+            assert len(page) <= 2
+            pages += [e.key for e in page]
+            after = page[-1].key
+        assert pages == ordered
+        # `after` need not be a recorded key: the page starts at the next key in byte order.
+        assert [e.key for e in store.effects(T, after="b", limit=100_000)] == ["z", *ordered[-3:]]
+
+    def test_effects_of_unknown_thread_or_thread_without_effects_is_empty(
+        self, store: Checkpointer
+    ) -> None:
+        _new_thread(store)
+        assert store.effects(T) == []
+        assert store.effects("unknown-thread") == []
+
+    def test_effects_rejects_bad_arguments_naming_them(self, store: Checkpointer) -> None:
+        _new_thread(store)
+        bad: list[tuple[str, dict[str, object]]] = [
+            ("thread_id", {"thread_id": ""}),
+            ("after", {"after": ""}),
+            ("limit", {"limit": 0}),
+            ("limit", {"limit": 100_001}),
+            ("limit", {"limit": True}),
+        ]
+        for name, kwargs in bad:
+            args: dict[str, object] = {"thread_id": T, **kwargs}
+            with pytest.raises(ValidationError, match=name):
+                store.effects(**args)  # type: ignore[arg-type]
