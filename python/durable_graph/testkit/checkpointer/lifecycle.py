@@ -59,6 +59,7 @@ class LifecycleTests:
             ),
             pytest.param(lambda s, c: next(s.subscribe(T, 0, FAST)), id="subscribe"),
             pytest.param(lambda s, c: s.get_effect(T, "k"), id="get_effect"),
+            pytest.param(lambda s, c: s.effects(T), id="effects"),
         ],
     )
     def test_every_method_raises_processing_error_after_close(

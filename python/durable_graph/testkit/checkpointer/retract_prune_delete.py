@@ -413,6 +413,7 @@ class RetractPruneDeleteTests:
         assert store.thread(T) is None and store.get(T) is None and store.get(T, "c1") is None
         assert store.history(T) == [] and store.events_after(T, 0) == []
         assert store.get_effect(T, "k") is None and store.threads() == []
+        assert store.effects(T) == []
         assert store.latest_of_runs(T, ["run-1"]) is None
 
     def test_delete_thread_cascades_to_descendants(self, store: Checkpointer) -> None:

@@ -88,6 +88,8 @@ _IDENTIFIER_SITES: list[tuple[str, str, Site]] = [
     ("subscribe.thread_id", "thread_id", lambda s, c, v: next(s.subscribe(v, 0, FAST))),
     ("get_effect.thread_id", "thread_id", lambda s, c, v: s.get_effect(v, "k")),
     ("get_effect.key", "key", lambda s, c, v: s.get_effect(T, v)),
+    ("effects.thread_id", "thread_id", lambda s, c, v: s.effects(v)),
+    ("effects.after", "after", lambda s, c, v: s.effects(T, after=v)),
     ("prune.thread_id", "thread_id", lambda s, c, v: s.prune(v, RetentionPolicy(keep_last=1))),
     ("delete_thread.thread_id", "thread_id", lambda s, c, v: s.delete_thread(v)),
 ]
