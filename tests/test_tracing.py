@@ -27,11 +27,15 @@ from durable_graph import Checkpointer, Completed, Submission, ValidationError
 from durable_graph.aio.postgres import AsyncPostgresCheckpointer
 from durable_graph.aio.worker import AsyncWorker
 from durable_graph.memory import InMemoryCheckpointer
+from durable_graph.model import BackoffPolicy
 from durable_graph.observe import TraceContext, observed
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.sqlite import SqliteCheckpointer
 from durable_graph.tracing import TracingObserver
 from durable_graph.worker import RunContext, Worker
+
+RETRY_AT_ONCE = BackoffPolicy(base=timedelta(0))
+"""The flaky handler's retry runs in the same test, not after the default backoff."""
 
 BIN = Path(sys.executable).with_name("durable-graph")
 
@@ -92,7 +96,7 @@ def test_one_job_is_one_trace_from_submit_to_close() -> None:
     with InMemoryCheckpointer() as raw:
         store = observed(raw, TracingObserver(raw, tracing.provider))
         request = _submit_in_a_request(store, tracing, "t-1")
-        worker = Worker(store, _Flaky(), holder="w")
+        worker = Worker(store, _Flaky(), holder="w", backoff=RETRY_AT_ONCE)
         first, second = worker.run_once(), worker.run_once()
         assert first is not None and first.note == "retry"
         assert second is not None and second.outcome == Completed("done")
@@ -144,7 +148,7 @@ def test_trace_context_travels_through_postgres_to_another_worker(
         a = observed(raw_a, TracingObserver(raw_a, submitter.provider))
         request = _submit_in_a_request(a, submitter, "t-pg")
         b = observed(raw_b, TracingObserver(raw_b, runner.provider))
-        worker = Worker(b, _Flaky(), holder="w")
+        worker = Worker(b, _Flaky(), holder="w", backoff=RETRY_AT_ONCE)
         assert worker.run_once() is not None and worker.run_once() is not None
         stored = raw_a.run_queue.trace_context(1)
     submit = submitter.one("durable_graph.run_queue.submit")

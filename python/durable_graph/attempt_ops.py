@@ -342,6 +342,16 @@ class Keeper(Protocol):
         ...
 
 
+def _give_back_claim(keeper: Keeper) -> Generator[StoreOp, Any, None]:
+    """Prompt cancel (SPEC §13): the entry is closed or re-leased, so give the claim back now,
+    and the handler's next store call under it raises `ClaimLost` even when it bypasses its
+    context."""
+    claim = keeper.take_claim()
+    if claim is not None:
+        with contextlib.suppress(StoreError):  # gone already: the same for the handler
+            yield ReleaseClaim(claim)
+
+
 def renewal(keeper: Keeper, log: logging.Logger) -> Generator[StoreOp, Any, bool]:
     """Renew the lease, and the claim if one is held (one call, SPEC §11); False once the
     attempt is lost."""
@@ -349,8 +359,12 @@ def renewal(keeper: Keeper, log: logging.Logger) -> Generator[StoreOp, Any, bool
     if claim is not None:
         try:
             lease, both = yield RenewAttempt(keeper.lease, claim)
-        except (LeaseLost, EntryClosed, ClaimLost) as exc:
+        except ClaimLost as exc:
             keeper.lose(exc)
+            return False
+        except (LeaseLost, EntryClosed) as exc:
+            keeper.lose(exc)
+            yield from _give_back_claim(keeper)
             return False
         except StoreError as exc:  # transient: both stay current until taken by another
             log.warning("entry %d: renewal failed: %s", keeper.lease.entry.entry_id, exc)
@@ -362,12 +376,7 @@ def renewal(keeper: Keeper, log: logging.Logger) -> Generator[StoreOp, Any, bool
         keeper.lease = yield RenewLease(keeper.lease)
     except (LeaseLost, EntryClosed) as exc:
         keeper.lose(exc)
-        # Prompt cancel (SPEC §13): give the claim back now, so the handler's next store call
-        # under it raises `ClaimLost` even when it bypasses its context.
-        claim = keeper.take_claim()
-        if claim is not None:
-            with contextlib.suppress(StoreError):  # gone already: the same for the handler
-                yield ReleaseClaim(claim)
+        yield from _give_back_claim(keeper)
         return False
     except StoreError as exc:  # transient: the lease stays current until re-leased
         log.warning("entry %d: lease renewal failed: %s", keeper.lease.entry.entry_id, exc)

@@ -233,7 +233,7 @@ class _Attempts:
             return self.start(lease.entry, result.number, run_id)
         elif method == "close" and isinstance(result, QueueEntry) and result.outcome is not None:
             self.end(result, outcome_name(result.outcome))
-        elif method == "release":
+        elif method in ("release", "defer"):  # defer: released to retry after its backoff
             self.end((args[0] if args else kwargs["lease"]).entry, "released")
         elif method == "renew" and isinstance(result, Lease):
             o.lease_renewed(result.entry)
@@ -266,9 +266,14 @@ class _Attempts:
             thread_id = args[0] if args else kwargs.get("thread_id")
             if isinstance(thread_id, str):
                 self.observer.claim_busy(thread_id)
-        elif method in ("renew", "close", "release", "renew_attempt", "finish_attempt") and (
-            isinstance(exc, LeaseLost | EntryClosed)
-        ):
+        elif method in (
+            "renew",
+            "close",
+            "release",
+            "defer",
+            "renew_attempt",
+            "finish_attempt",
+        ) and (isinstance(exc, LeaseLost | EntryClosed)):
             lease = args[0] if args else kwargs["lease"]
             if method in ("renew", "renew_attempt"):
                 self.observer.lease_lost(lease.entry)
