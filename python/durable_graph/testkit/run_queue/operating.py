@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from ...errors import EntryClosed, LeaseLost, NotFound, ValidationError
-from ...model import Cancelled, Completed, Failed, Started, Submission
+from ...model import Cancelled, Completed, Failed, QueueEntry, Started, Submission
 from ...run_queue import RunQueue
 from ..harness import ClockControl
 from .support import HOUR, SLACK, TTL, _attempted, _entry, _lease, _submit
@@ -164,3 +164,37 @@ class OperatingTests:
         queue.defer(lease, timedelta(0))
         with pytest.raises(LeaseLost):
             queue.renew(lease)
+
+    # --- the entry row everywhere ------------------------------------------------------------
+
+    def test_every_call_returning_an_entry_carries_its_not_before_and_retry_of(
+        self, queue: RunQueue, clock: ClockControl
+    ) -> None:
+        failed, lease = _attempted(queue, "run-1")
+        queue.close(lease, Failed("bad"))
+        first = queue.retry(failed).entry_id
+        second = queue.retry(failed).entry_id  # behind `first` on the same thread
+        held = queue.defer(_lease(queue), timedelta(minutes=5))
+        want = (held.not_before, failed)
+        assert held.entry_id == first and want[0] is not None
+
+        def ops(rows: list[QueueEntry]) -> tuple[object, object]:
+            (row,) = [r for r in rows if r.entry_id == first]
+            return (row.not_before, row.retry_of)
+
+        assert ops(queue.open_entries()) == want
+        assert ops(queue.entries(state="open")) == want
+        clock.advance(timedelta(minutes=5) + SLACK)
+        leased = _lease(queue)
+        assert (leased.entry.entry_id, leased.entry.not_before) == (first, want[0])
+        assert leased.entry.retry_of == failed
+        renewed = queue.renew(leased)
+        assert (renewed.entry.not_before, renewed.entry.retry_of) == want
+        assert ops(queue.entries(state="running")) == want
+        closed = queue.close(renewed, Completed())
+        assert (closed.not_before, closed.retry_of) == want
+        assert ops(queue.entries(state="completed")) == want
+        later = queue.defer(_lease(queue), timedelta(minutes=1))
+        cancelled = queue.cancel(second)
+        assert (cancelled.entry_id, cancelled.retry_of) == (second, failed)
+        assert cancelled.not_before == later.not_before is not None
