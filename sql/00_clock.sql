@@ -60,7 +60,7 @@ DECLARE
     v_id text;
 BEGIN
     FOR v_id IN
-        SELECT DISTINCT u.id COLLATE "C" FROM unnest(p_ids) AS u(id)
+        SELECT DISTINCT u.id COLLATE "C" FROM pg_catalog.unnest(p_ids) AS u(id)
         WHERE u.id IS NOT NULL ORDER BY 1
     LOOP
         PERFORM _dg_lock_thread(v_id);
@@ -79,7 +79,7 @@ RETURNS TABLE (writes json)
 LANGUAGE sql STABLE
 AS $$
     SELECT coalesce(
-        json_agg(json_build_object('task_id', w.task_id, 'channel', w.channel,
+        pg_catalog.json_agg(pg_catalog.json_build_object('task_id', w.task_id, 'channel', w.channel,
                                    'value', w.value::json)
                  ORDER BY w.task_id, w.idx, w.written_order),
         '[]'::json)

@@ -24,7 +24,7 @@ BEGIN
     IF t.claim_token IS NOT NULL AND v_now < t.claim_expires_at THEN
         RAISE EXCEPTION 'thread has a live claim' USING ERRCODE = 'DG001';
     END IF;
-    v_token := nextval('fencing_token_seq');
+    v_token := pg_catalog.nextval('fencing_token_seq');
     UPDATE threads
        SET claim_token = v_token, claim_holder = p_holder,
            claim_expires_at = v_now + p_ttl, claim_ttl = p_ttl

@@ -6,7 +6,7 @@
 CREATE OR REPLACE FUNCTION _dg_json_pair(p_k1 text, p_v1 text, p_k2 text, p_v2 text)
 RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
-AS $$ SELECT '{' || to_json(p_k1)::text || ':' || p_v1 || ',' || to_json(p_k2)::text || ':'
+AS $$ SELECT '{' || pg_catalog.to_json(p_k1)::text || ':' || p_v1 || ',' || pg_catalog.to_json(p_k2)::text || ':'
               || p_v2 || '}' $$;
 
 -- _dg_lock_commit_parent(thread, fence, parent): lock the rows of a first commit's thread, its
@@ -60,18 +60,18 @@ DECLARE
     f threads;
     v_now timestamptz;
     v_seq bigint;
-    v_n integer := coalesce(cardinality(p_event_kinds), 0);
+    v_n integer := coalesce(pg_catalog.cardinality(p_event_kinds), 0);
     v_head text;
     v_lim limits := _dg_limits();
 BEGIN
     -- The scalar identifiers in one inline test (a PERFORM each costs ~1.5 us); when it fails,
     -- the helpers find and name the bad one.
-    IF (octet_length(p_thread_id) BETWEEN 1 AND 512 AND p_token IS NOT NULL
-        AND octet_length(p_checkpoint_id) BETWEEN 1 AND 512
-        AND octet_length(p_run_id) BETWEEN 1 AND 512
-        AND coalesce(octet_length(p_parent_id) BETWEEN 1 AND 512, true)
-        AND coalesce(octet_length(p_parent_thread_id) BETWEEN 1 AND 512, true)
-        AND coalesce(octet_length(p_fence_thread_id) BETWEEN 1 AND 512, true)) IS NOT TRUE THEN
+    IF (pg_catalog.octet_length(p_thread_id) BETWEEN 1 AND 512 AND p_token IS NOT NULL
+        AND pg_catalog.octet_length(p_checkpoint_id) BETWEEN 1 AND 512
+        AND pg_catalog.octet_length(p_run_id) BETWEEN 1 AND 512
+        AND coalesce(pg_catalog.octet_length(p_parent_id) BETWEEN 1 AND 512, true)
+        AND coalesce(pg_catalog.octet_length(p_parent_thread_id) BETWEEN 1 AND 512, true)
+        AND coalesce(pg_catalog.octet_length(p_fence_thread_id) BETWEEN 1 AND 512, true)) IS NOT TRUE THEN
         PERFORM _dg_id(p_thread_id, 'thread_id');
         PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
         PERFORM _dg_id(p_checkpoint_id, 'checkpoint_id');
@@ -100,12 +100,12 @@ BEGIN
     PERFORM _dg_jsons(p_event_payloads, 'event_payloads', v_lim.max_value_bytes, true);
     PERFORM _dg_tss(p_event_created_at, 'event_created_at');
     PERFORM _dg_ts(p_created_at, 'created_at');
-    PERFORM _dg_check(v_n = coalesce(cardinality(p_event_payloads), 0)
-                      AND v_n = coalesce(cardinality(p_event_created_at), 0),
+    PERFORM _dg_check(v_n = coalesce(pg_catalog.cardinality(p_event_payloads), 0)
+                      AND v_n = coalesce(pg_catalog.cardinality(p_event_created_at), 0),
                       'event arrays must have equal lengths');
     PERFORM _dg_check((p_fence_thread_id IS NULL) = (p_fence_token IS NULL),
                       'fence thread and fence token go together');
-    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM unnest(p_event_kinds) k(kind)
+    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_event_kinds) k(kind)
                                    WHERE k.kind IS NULL OR k.kind LIKE 'store.%'),
                       'event kinds must not be NULL or start with "store."');
 
@@ -172,8 +172,8 @@ BEGIN
     END IF;
     INSERT INTO events (thread_id, seq, kind, payload, run_id, created_at, committed_at)
     VALUES (p_thread_id, v_seq, 'store.checkpoint',
-            _dg_json_pair('checkpoint_id', to_json(p_checkpoint_id)::text,
-                          'run_id', to_json(p_run_id)::text),
+            _dg_json_pair('checkpoint_id', pg_catalog.to_json(p_checkpoint_id)::text,
+                          'run_id', pg_catalog.to_json(p_run_id)::text),
             p_run_id, v_now, v_now);
 
     IF t.live THEN
@@ -183,7 +183,7 @@ BEGIN
         UPDATE threads
            SET live = true, last_seq = v_seq, head_id = p_checkpoint_id,
                parent_thread_id = p_parent_thread_id, created_at = v_now, updated_at = v_now,
-               first_commit_order = nextval('thread_first_commit_seq')
+               first_commit_order = pg_catalog.nextval('thread_first_commit_seq')
          WHERE threads.thread_id = p_thread_id;
     END IF;
 

@@ -31,7 +31,7 @@ LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
     v_seq bigint;
-    v_n integer := coalesce(cardinality(p_kinds), 0);
+    v_n integer := coalesce(pg_catalog.cardinality(p_kinds), 0);
 BEGIN
     SELECT last_seq INTO v_seq FROM threads WHERE thread_id = p_thread_id;
     IF v_n = 0 THEN
@@ -59,7 +59,7 @@ LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
 DECLARE
-    v_n integer := coalesce(cardinality(p_task_ids), 0);
+    v_n integer := coalesce(pg_catalog.cardinality(p_task_ids), 0);
     v_lim limits := _dg_limits();
 BEGIN
     PERFORM _dg_id(p_thread_id, 'thread_id');
@@ -72,8 +72,8 @@ BEGIN
     PERFORM _dg_ids(p_task_ids, 'task_ids', 1000000);
     PERFORM _dg_ids(p_channels, 'channels', 1000000);
     PERFORM _dg_jsons(p_values, 'values', v_lim.max_value_bytes, false);
-    PERFORM _dg_check(v_n = coalesce(cardinality(p_channels), 0)
-                      AND v_n = coalesce(cardinality(p_values), 0),
+    PERFORM _dg_check(v_n = coalesce(pg_catalog.cardinality(p_channels), 0)
+                      AND v_n = coalesce(pg_catalog.cardinality(p_values), 0),
                       'write arrays must have equal lengths');
     PERFORM _dg_lock_claimed(p_thread_id, p_token);
     IF NOT EXISTS (SELECT 1 FROM checkpoints
@@ -112,7 +112,7 @@ AS $$
 DECLARE
     t threads;
     v_now timestamptz;
-    v_n integer := coalesce(cardinality(p_kinds), 0);
+    v_n integer := coalesce(pg_catalog.cardinality(p_kinds), 0);
     v_lim limits := _dg_limits();
 BEGIN
     PERFORM _dg_id(p_thread_id, 'thread_id');
@@ -125,10 +125,10 @@ BEGIN
     PERFORM _dg_jsons(p_payloads, 'payloads', v_lim.max_value_bytes, true);
     PERFORM _dg_tss(p_created_at, 'created_at');
     PERFORM _dg_opt_id(p_run_id, 'run_id');
-    PERFORM _dg_check(v_n = coalesce(cardinality(p_payloads), 0)
-                      AND v_n = coalesce(cardinality(p_created_at), 0),
+    PERFORM _dg_check(v_n = coalesce(pg_catalog.cardinality(p_payloads), 0)
+                      AND v_n = coalesce(pg_catalog.cardinality(p_created_at), 0),
                       'event arrays must have equal lengths');
-    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM unnest(p_kinds) k(kind)
+    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_kinds) k(kind)
                                    WHERE k.kind IS NULL OR k.kind LIKE 'store.%'),
                       'event kinds must not be NULL or start with "store."');
     t := _dg_lock_claimed(p_thread_id, p_token);

@@ -49,8 +49,8 @@ BEGIN
      WHERE cp.thread_id = p_thread_id AND cp.checkpoint_id = ANY (v_ids);
     UPDATE threads SET head_id = v_new_head WHERE threads.thread_id = p_thread_id;
     PERFORM _dg_append(p_thread_id, ARRAY['store.retracted'],
-                       ARRAY[_dg_json_pair('run_id', to_json(v_run)::text,
-                                           'checkpoint_ids', to_json(v_ids)::text)],
+                       ARRAY[_dg_json_pair('run_id', pg_catalog.to_json(v_run)::text,
+                                           'checkpoint_ids', pg_catalog.to_json(v_ids)::text)],
                        ARRAY[NULL::timestamptz], NULL, v_now);
     RETURN QUERY
     SELECT cp.thread_id::text, cp.checkpoint_id, cp.parent_id, cp.run_id, cp.state, cp.metadata,
@@ -102,7 +102,7 @@ BEGIN
                               WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL)
          ORDER BY cp.run_id, cp.seq DESC
     )
-    SELECT coalesce(array_agg(r.checkpoint_id), '{}') INTO v_removed
+    SELECT coalesce(pg_catalog.array_agg(r.checkpoint_id), '{}') INTO v_removed
       FROM (SELECT cp.checkpoint_id FROM checkpoints cp
              WHERE cp.thread_id = p_thread_id
                AND (v_below IS NULL OR cp.seq < v_below)
@@ -111,16 +111,16 @@ BEGIN
                AND cp.checkpoint_id NOT IN (SELECT ev.checkpoint_id FROM evidence ev)
              ORDER BY cp.seq
              LIMIT p_budget + 1) r;
-    IF cardinality(v_removed) > p_budget THEN
+    IF pg_catalog.cardinality(v_removed) > p_budget THEN
         done := false;
         v_removed := v_removed[1:p_budget];
     END IF;
-    IF cardinality(v_removed) > 0 THEN
+    IF pg_catalog.cardinality(v_removed) > 0 THEN
         DELETE FROM pending_writes w
          WHERE w.thread_id = p_thread_id AND w.checkpoint_id = ANY (v_removed);
         DELETE FROM checkpoints cp
          WHERE cp.thread_id = p_thread_id AND cp.checkpoint_id = ANY (v_removed);
-        checkpoints_removed := cardinality(v_removed);
+        checkpoints_removed := pg_catalog.cardinality(v_removed);
     END IF;
     IF v_cutoff IS NOT NULL AND done THEN
         DELETE FROM events ev
@@ -298,16 +298,16 @@ BEGIN
                     SELECT t.thread_id FROM threads t JOIN tree ON t.parent_thread_id = tree.id
                      WHERE t.live
                 )
-                SELECT array_agg(id ORDER BY id) INTO v_ids FROM tree;
+                SELECT pg_catalog.array_agg(id ORDER BY id) INTO v_ids FROM tree;
                 v_want := v_ids;
                 IF p_fence_thread_id IS NOT NULL THEN
                     v_want := v_want || p_fence_thread_id;
                 END IF;
-                v_new := ARRAY(SELECT DISTINCT u.id COLLATE "C" FROM unnest(v_want) u(id)
+                v_new := ARRAY(SELECT DISTINCT u.id COLLATE "C" FROM pg_catalog.unnest(v_want) u(id)
                                 WHERE u.id <> ALL (v_locked) ORDER BY 1);
-                EXIT WHEN cardinality(v_new) = 0;
-                IF cardinality(v_locked) > 0
-                   AND v_new[1] COLLATE "C" < v_locked[cardinality(v_locked)] COLLATE "C" THEN
+                EXIT WHEN pg_catalog.cardinality(v_new) = 0;
+                IF pg_catalog.cardinality(v_locked) > 0
+                   AND v_new[1] COLLATE "C" < v_locked[pg_catalog.cardinality(v_locked)] COLLATE "C" THEN
                     RAISE EXCEPTION 'delete_thread: tree grew below a held lock'
                         USING ERRCODE = 'DG900';
                 END IF;
@@ -327,7 +327,7 @@ BEGIN
         END IF;
     END IF;
 
-    SELECT coalesce(bool_or(live), false) INTO v_existed
+    SELECT coalesce(pg_catalog.bool_or(live), false) INTO v_existed
       FROM threads WHERE threads.thread_id = p_thread_id;
 
     DELETE FROM pending_writes WHERE pending_writes.thread_id = ANY (v_ids);

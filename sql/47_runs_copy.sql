@@ -21,11 +21,11 @@ DECLARE
     v_ids text[];
 BEGIN
     PERFORM _dg_check(p_run_ids IS NOT NULL, 'run_ids must not be NULL');
-    PERFORM _dg_check(cardinality(p_run_ids) <= 10000, 'run_ids: at most 10000 ids');
-    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM unnest(p_run_ids) r
-                                   WHERE r IS NULL OR octet_length(r) NOT BETWEEN 1 AND 512),
+    PERFORM _dg_check(pg_catalog.cardinality(p_run_ids) <= 10000, 'run_ids: at most 10000 ids');
+    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_run_ids) r
+                                   WHERE r IS NULL OR pg_catalog.octet_length(r) NOT BETWEEN 1 AND 512),
                       'run_ids: each must be 1..512 bytes, not NULL');
-    SELECT array_agg(DISTINCT cp.thread_id ORDER BY cp.thread_id) INTO v_threads
+    SELECT pg_catalog.array_agg(DISTINCT cp.thread_id ORDER BY cp.thread_id) INTO v_threads
       FROM checkpoints cp WHERE cp.run_id = ANY (p_run_ids);
     IF v_threads IS NULL THEN
         RETURN QUERY SELECT 0::bigint;
@@ -35,7 +35,7 @@ BEGIN
     v_now := store_now();
     FOREACH v_id IN ARRAY v_threads LOOP
         -- Read again under the lock: a commit may have landed since the scan.
-        SELECT array_agg(cp.checkpoint_id ORDER BY cp.seq) INTO v_ids
+        SELECT pg_catalog.array_agg(cp.checkpoint_id ORDER BY cp.seq) INTO v_ids
           FROM checkpoints cp WHERE cp.thread_id = v_id AND cp.run_id = ANY (p_run_ids);
         CONTINUE WHEN v_ids IS NULL;
         DELETE FROM pending_writes w WHERE w.thread_id = v_id AND w.checkpoint_id = ANY (v_ids);
@@ -44,9 +44,9 @@ BEGIN
                                        WHERE cp.thread_id = v_id ORDER BY cp.seq DESC LIMIT 1)
          WHERE threads.thread_id = v_id;
         PERFORM _dg_append(v_id, ARRAY['store.runs_deleted'],
-                           ARRAY[json_build_object('checkpoint_ids', to_json(v_ids))::text],
+                           ARRAY[pg_catalog.json_build_object('checkpoint_ids', pg_catalog.to_json(v_ids))::text],
                            ARRAY[NULL::timestamptz], NULL, v_now);
-        v_total := v_total + cardinality(v_ids);
+        v_total := v_total + pg_catalog.cardinality(v_ids);
     END LOOP;
     RETURN QUERY SELECT v_total;
 END;
@@ -74,21 +74,21 @@ DECLARE
     v_seq bigint;
     c record;
 BEGIN
-    PERFORM _dg_check(p_source IS NOT NULL AND octet_length(p_source) BETWEEN 1 AND 512,
+    PERFORM _dg_check(p_source IS NOT NULL AND pg_catalog.octet_length(p_source) BETWEEN 1 AND 512,
                       'source_thread_id must be 1..512 bytes');
-    PERFORM _dg_check(p_target IS NOT NULL AND octet_length(p_target) BETWEEN 1 AND 512,
+    PERFORM _dg_check(p_target IS NOT NULL AND pg_catalog.octet_length(p_target) BETWEEN 1 AND 512,
                       'target_thread_id must be 1..512 bytes');
     WITH RECURSIVE tree(id) AS (
         SELECT p_source COLLATE "C"
         UNION
         SELECT t.thread_id FROM threads t JOIN tree ON t.parent_thread_id = tree.id WHERE t.live
     )
-    SELECT array_agg(id ORDER BY id) INTO v_sources FROM tree
-     WHERE left(id, length(p_source)) = p_source;
-    v_targets := ARRAY(SELECT p_target || substr(u, length(p_source) + 1)
-                         FROM unnest(v_sources) WITH ORDINALITY AS x(u, n) ORDER BY n);
-    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM unnest(v_targets) u
-                                   WHERE octet_length(u) > 512),
+    SELECT pg_catalog.array_agg(id ORDER BY id) INTO v_sources FROM tree
+     WHERE left(id, pg_catalog.length(p_source)) = p_source;
+    v_targets := ARRAY(SELECT p_target || pg_catalog.substr(u, pg_catalog.length(p_source) + 1)
+                         FROM pg_catalog.unnest(v_sources) WITH ORDINALITY AS x(u, n) ORDER BY n);
+    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(v_targets) u
+                                   WHERE pg_catalog.octet_length(u) > 512),
                       'target_thread_id: a copied thread id would exceed 512 bytes');
     PERFORM _dg_lock_threads(v_sources || v_targets);
     v_now := store_now();
@@ -104,24 +104,24 @@ BEGIN
                 AND t.claim_token IS NOT NULL AND t.claim_expires_at > v_now) THEN
         RAISE EXCEPTION 'thread has a live claim' USING ERRCODE = 'DG001';
     END IF;
-    FOR i IN 1 .. cardinality(v_sources) LOOP
+    FOR i IN 1 .. pg_catalog.cardinality(v_sources) LOOP
         SELECT * INTO s FROM threads WHERE threads.thread_id = v_sources[i];
         v_parent := s.parent_thread_id;
         IF i = 1 OR v_sources[i] = p_source THEN
             v_parent := NULL;
-        ELSIF v_parent IS NOT NULL AND left(v_parent, length(p_source)) = p_source THEN
-            v_parent := p_target || substr(v_parent, length(p_source) + 1);
+        ELSIF v_parent IS NOT NULL AND left(v_parent, pg_catalog.length(p_source)) = p_source THEN
+            v_parent := p_target || pg_catalog.substr(v_parent, pg_catalog.length(p_source) + 1);
         END IF;
         UPDATE threads t
            SET live = true, parent_thread_id = v_parent, head_id = s.head_id,
                created_at = v_now, updated_at = v_now,
-               first_commit_order = nextval('thread_first_commit_seq')
+               first_commit_order = pg_catalog.nextval('thread_first_commit_seq')
          WHERE t.thread_id = v_targets[i];
         FOR c IN SELECT * FROM checkpoints cp WHERE cp.thread_id = v_sources[i] ORDER BY cp.seq
         LOOP
             v_seq := _dg_append(v_targets[i], ARRAY['store.checkpoint'],
-                                ARRAY[_dg_json_pair('checkpoint_id', to_json(c.checkpoint_id)::text,
-                                                    'run_id', to_json(c.run_id)::text)],
+                                ARRAY[_dg_json_pair('checkpoint_id', pg_catalog.to_json(c.checkpoint_id)::text,
+                                                    'run_id', pg_catalog.to_json(c.run_id)::text)],
                                 ARRAY[NULL::timestamptz], c.run_id, v_now);
             INSERT INTO checkpoints (thread_id, checkpoint_id, seq, parent_id, run_id, state,
                                      metadata, next, created_at, committed_at)
@@ -195,7 +195,7 @@ BEGIN
     EXCEPTION WHEN others THEN
         v_filter := NULL;
     END;
-    PERFORM _dg_check(jsonb_typeof(v_filter) = 'object', 'metadata must be a JSON object');
+    PERFORM _dg_check(pg_catalog.jsonb_typeof(v_filter) = 'object', 'metadata must be a JSON object');
     IF p_before IS NOT NULL THEN
         SELECT b.seq INTO v_before FROM checkpoints b
          WHERE b.thread_id = p_thread_id AND b.checkpoint_id = p_before;

@@ -59,13 +59,13 @@ BEGIN
     RETURN QUERY
     SELECT x.thread_id, x.checkpoint_id, x.parent_id, x.run_id, x.state, x.metadata, x.next,
            x.created_at, x.committed_at, x.seq, x.writes
-      FROM (SELECT r.*, sum(r.size) OVER (ORDER BY r.seq DESC ROWS UNBOUNDED PRECEDING)
+      FROM (SELECT r.*, pg_catalog.sum(r.size) OVER (ORDER BY r.seq DESC ROWS UNBOUNDED PRECEDING)
                         - r.size AS before_bytes
               FROM (SELECT c.thread_id::text AS thread_id, c.checkpoint_id, c.parent_id,
                            c.run_id, c.state, c.metadata, c.next, c.created_at,
                            c.committed_at, c.seq, w.writes,
-                           octet_length(c.state) + octet_length(c.metadata)
-                           + octet_length(w.writes::text) AS size
+                           pg_catalog.octet_length(c.state) + pg_catalog.octet_length(c.metadata)
+                           + pg_catalog.octet_length(w.writes::text) AS size
                       FROM threads t
                       JOIN checkpoints c ON c.thread_id = t.thread_id
                      CROSS JOIN LATERAL _dg_writes(c.thread_id, c.checkpoint_id) w
@@ -99,7 +99,7 @@ BEGIN
            c.next, c.created_at, c.committed_at, c.seq, w.writes
       FROM threads t
      CROSS JOIN LATERAL (
-            SELECT l.* FROM unnest(p_run_ids) AS r(run_id)
+            SELECT l.* FROM pg_catalog.unnest(p_run_ids) AS r(run_id)
              CROSS JOIN LATERAL (SELECT * FROM checkpoints c0
                                   WHERE c0.thread_id = p_thread_id AND c0.run_id = r.run_id
                                   ORDER BY c0.seq DESC LIMIT 1) l
@@ -193,8 +193,8 @@ BEGIN
     RETURN QUERY
     SELECT x.thread_id
       FROM (SELECT r.thread_id, r.o,
-                   sum(octet_length(r.thread_id)) OVER (ORDER BY r.o ROWS UNBOUNDED PRECEDING)
-                   - octet_length(r.thread_id) AS before_bytes
+                   pg_catalog.sum(pg_catalog.octet_length(r.thread_id)) OVER (ORDER BY r.o ROWS UNBOUNDED PRECEDING)
+                   - pg_catalog.octet_length(r.thread_id) AS before_bytes
               FROM (SELECT k.thread_id::text AS thread_id, k.first_commit_order AS o
                       FROM threads p
                       JOIN threads k ON k.parent_thread_id = p.thread_id AND k.live
@@ -227,12 +227,12 @@ BEGIN
     v_page := (_dg_limits()).max_page_bytes;
     RETURN QUERY
     SELECT x.thread_id, x.seq, x.kind, x.payload, x.run_id, x.created_at, x.committed_at
-      FROM (SELECT r.*, sum(r.size) OVER (ORDER BY r.seq ROWS UNBOUNDED PRECEDING)
+      FROM (SELECT r.*, pg_catalog.sum(r.size) OVER (ORDER BY r.seq ROWS UNBOUNDED PRECEDING)
                         - r.size AS before_bytes
               FROM (SELECT e.thread_id::text AS thread_id, e.seq, e.kind, e.payload, e.run_id,
                            e.created_at, e.committed_at,
-                           octet_length(e.kind) + octet_length(e.payload)
-                           + coalesce(octet_length(e.run_id), 0) AS size
+                           pg_catalog.octet_length(e.kind) + pg_catalog.octet_length(e.payload)
+                           + coalesce(pg_catalog.octet_length(e.run_id), 0) AS size
                       FROM events e
                      WHERE e.thread_id = p_thread_id AND e.seq > p_after_seq
                      ORDER BY e.seq

@@ -10,7 +10,7 @@ DROP FUNCTION IF EXISTS _dg_attempts_json(bigint);
 CREATE OR REPLACE FUNCTION _dg_attempts(p_entry_id bigint) RETURNS TABLE (attempts json)
 LANGUAGE sql STABLE
 AS $$
-    SELECT coalesce(json_agg(json_build_object('number', a.number, 'run_id', a.run_id,
+    SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_object('number', a.number, 'run_id', a.run_id,
                                                'started_at', _dg_iso(a.started_at),
                                                'error', a.error::json)
                              ORDER BY a.number),
@@ -85,7 +85,7 @@ BEGIN
       FROM (SELECT h.entry_id, h.tenant, greatest(l.expires,
                                                    CASE WHEN h.not_before > store_now()
                                                         THEN h.not_before END) AS expires
-              FROM (SELECT max(e.lease_expires_at) AS expires FROM queue_entries e
+              FROM (SELECT pg_catalog.max(e.lease_expires_at) AS expires FROM queue_entries e
                      WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
                        AND e.lease_token IS NOT NULL) l
               LEFT JOIN LATERAL (SELECT e.entry_id, e.tenant, e.not_before FROM queue_entries e

@@ -40,9 +40,9 @@ DECLARE
     v_lim limits := _dg_limits();
 BEGIN
     -- The scalar arguments in one inline test; when it fails, the helpers name the bad one.
-    IF (octet_length(p_thread_id) BETWEEN 1 AND 512
-        AND coalesce(octet_length(p_tenant) BETWEEN 1 AND 512, true)
-        AND coalesce(octet_length(p_key) BETWEEN 1 AND 512, true)
+    IF (pg_catalog.octet_length(p_thread_id) BETWEEN 1 AND 512
+        AND coalesce(pg_catalog.octet_length(p_tenant) BETWEEN 1 AND 512, true)
+        AND coalesce(pg_catalog.octet_length(p_key) BETWEEN 1 AND 512, true)
         AND p_mode IN ('enqueue', 'reject', 'interrupt') AND p_max_attempts >= 1
         AND coalesce(pg_column_size(p_input), 0) <= v_lim.max_call_bytes) IS NOT TRUE THEN
         PERFORM _dg_id(p_thread_id, 'thread_id');

@@ -105,9 +105,9 @@ DECLARE
     v_number integer;
 BEGIN
     -- Every argument in one inline test; when it fails, the helpers name the bad one.
-    IF (octet_length(p_holder) BETWEEN 1 AND 512 AND p_any_tenant IS NOT NULL
-        AND coalesce(octet_length(p_tenant) BETWEEN 1 AND 512, true)
-        AND coalesce(octet_length(p_run_id) BETWEEN 1 AND 512, true)) IS NOT TRUE THEN
+    IF (pg_catalog.octet_length(p_holder) BETWEEN 1 AND 512 AND p_any_tenant IS NOT NULL
+        AND coalesce(pg_catalog.octet_length(p_tenant) BETWEEN 1 AND 512, true)
+        AND coalesce(pg_catalog.octet_length(p_run_id) BETWEEN 1 AND 512, true)) IS NOT TRUE THEN
         PERFORM _dg_id(p_holder, 'holder');
         PERFORM _dg_not_null(p_any_tenant IS NOT NULL, 'any_tenant');
         PERFORM _dg_opt_id(p_tenant, 'tenant');
@@ -154,7 +154,7 @@ BEGIN
          WHERE o.thread_id = v_thread AND o.outcome_kind IS NULL AND o.entry_id <> h.entry_id
            AND o.lease_token IS NOT NULL;
     END IF;
-    v_token := nextval('fencing_token_seq');
+    v_token := pg_catalog.nextval('fencing_token_seq');
     IF p_run_id IS NOT NULL THEN
         v_kind := _dg_attempt_verdict(h, p_run_id);
     END IF;

@@ -110,15 +110,16 @@ BEGIN
            x.attempts, x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder,
            x.lease_expires_at, x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq,
            x.not_before, x.retry_of
-      FROM (SELECT r.*, sum(r.size) OVER (ORDER BY r.h, r.rank, r.entry_id
+      FROM (SELECT r.*, pg_catalog.sum(r.size) OVER (ORDER BY r.h, r.rank, r.entry_id
                                           ROWS UNBOUNDED PRECEDING) - r.size AS before_bytes
               FROM (SELECT e.entry_id, e.tenant, e.thread_id::text AS thread_id, e.key,
                            e.input, e.mode, e.max_attempts, a.attempts, e.admitted,
                            e.thread_deleted, e.submitted_at, e.lease_holder,
                            e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
-                           e.closed_at_seq, e.not_before, e.retry_of, q.head_entry_id AS h, e.queue_rank AS rank,
-                           octet_length(e.input) + octet_length(a.attempts::text)
-                           + coalesce(octet_length(e.key), 0) AS size
+                           e.closed_at_seq, e.not_before, e.retry_of,
+                           q.head_entry_id AS h, e.queue_rank AS rank,
+                           pg_catalog.octet_length(e.input) + pg_catalog.octet_length(a.attempts::text)
+                           + coalesce(pg_catalog.octet_length(e.key), 0) AS size
                       FROM queue_threads q
                       JOIN queue_entries e ON e.thread_id = q.thread_id
                                           AND e.outcome_kind IS NULL

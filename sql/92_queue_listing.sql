@@ -40,16 +40,16 @@ BEGIN
            x.attempts, x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder,
            x.lease_expires_at, x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq,
            x.not_before, x.retry_of
-      FROM (SELECT r.*, sum(r.size) OVER (ORDER BY r.entry_id DESC
+      FROM (SELECT r.*, pg_catalog.sum(r.size) OVER (ORDER BY r.entry_id DESC
                                           ROWS UNBOUNDED PRECEDING) - r.size AS before_bytes
               FROM (SELECT e.entry_id, e.tenant, e.thread_id::text AS thread_id, e.key,
                            e.input, e.mode, e.max_attempts, a.attempts, e.admitted,
                            e.thread_deleted, e.submitted_at, e.lease_holder,
                            e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
                            e.closed_at_seq, e.not_before, e.retry_of,
-                           octet_length(e.input) + octet_length(a.attempts::text)
-                           + coalesce(octet_length(e.key), 0)
-                           + coalesce(octet_length(e.outcome_detail), 0) AS size
+                           pg_catalog.octet_length(e.input) + pg_catalog.octet_length(a.attempts::text)
+                           + coalesce(pg_catalog.octet_length(e.key), 0)
+                           + coalesce(pg_catalog.octet_length(e.outcome_detail), 0) AS size
                       FROM (SELECT q.* FROM queue_entries q
                              WHERE (p_state IS NULL
                                     OR (p_state = 'open' AND q.outcome_kind IS NULL
@@ -94,13 +94,13 @@ BEGIN
           FROM queue_entries q
          WHERE p_any_tenant OR q.tenant IS NOT DISTINCT FROM p_tenant
     ), counted AS (
-        SELECT count(*) FILTER (WHERE w.state = 'open') AS open,
-               count(*) FILTER (WHERE w.state = 'running') AS running,
-               count(*) FILTER (WHERE w.state = 'completed') AS completed,
-               count(*) FILTER (WHERE w.state = 'failed') AS failed,
-               count(*) FILTER (WHERE w.state = 'cancelled') AS cancelled,
-               count(*) FILTER (WHERE w.state = 'interrupted') AS interrupted,
-               min(w.submitted_at) FILTER (WHERE w.state = 'open') AS oldest
+        SELECT pg_catalog.count(*) FILTER (WHERE w.state = 'open') AS open,
+               pg_catalog.count(*) FILTER (WHERE w.state = 'running') AS running,
+               pg_catalog.count(*) FILTER (WHERE w.state = 'completed') AS completed,
+               pg_catalog.count(*) FILTER (WHERE w.state = 'failed') AS failed,
+               pg_catalog.count(*) FILTER (WHERE w.state = 'cancelled') AS cancelled,
+               pg_catalog.count(*) FILTER (WHERE w.state = 'interrupted') AS interrupted,
+               pg_catalog.min(w.submitted_at) FILTER (WHERE w.state = 'open') AS oldest
           FROM wanted w
     )
     -- A producer clock ahead of the store's never shows a negative age.
@@ -128,11 +128,11 @@ DECLARE
 BEGIN
     PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
     PERFORM _dg_check(p_traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
-                      AND substr(p_traceparent, 4, 32) <> repeat('0', 32)
-                      AND substr(p_traceparent, 37, 16) <> repeat('0', 16),
+                      AND pg_catalog.substr(p_traceparent, 4, 32) <> repeat('0', 32)
+                      AND pg_catalog.substr(p_traceparent, 37, 16) <> repeat('0', 16),
                       'traceparent must be a W3C version 00 traceparent');
     PERFORM _dg_check(p_tracestate IS NULL
-                      OR (length(p_tracestate) <= 512 AND p_tracestate ~ '^[\x20-\x7e]*$'),
+                      OR (pg_catalog.length(p_tracestate) <= 512 AND p_tracestate ~ '^[\x20-\x7e]*$'),
                       'tracestate must be at most 512 printable ASCII characters');
     PERFORM 1 FROM queue_entries q WHERE q.entry_id = p_entry_id;
     IF NOT FOUND THEN

@@ -14,7 +14,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 6
+\set dg_required_version 7
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
@@ -88,6 +88,11 @@ SELECT :dg_version >= 6 AS dg_has_0006 \gset
 \else
 \ir ../migrations/0006.not_before.sql
 \endif
+SELECT :dg_version >= 7 AS dg_has_0007 \gset
+\if :dg_has_0007
+\else
+\ir ../migrations/0007.notify.sql
+\endif
 
 -- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).
 \ir 00_clock.sql
@@ -101,6 +106,8 @@ SELECT :dg_version >= 6 AS dg_has_0006 \gset
 \ir 55_queue_common.sql
 \ir 60_submit.sql
 \ir 70_lease.sql
+\ir 75_fast_path.sql
+\ir 77_notify.sql
 \ir 80_attempts_close.sql
 \ir 85_operating.sql
 \ir 90_queue_reads.sql

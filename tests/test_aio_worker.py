@@ -14,7 +14,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -612,8 +612,9 @@ _POLICY = ClaimPolicy()
 
 
 class _HookedStore(InMemoryCheckpointer):
-    """The real in-memory store, running a test's one-shot hook first in `claim` or in
-    `latest_of_runs` (the worker reads the plan with it right after its claim is held)."""
+    """The real in-memory store, running a test's one-shot hook first in `claim` or in `get`
+    (the worker reads the head with it right before the handler starts; `begin_attempt`, one
+    call, already made the plan)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -626,11 +627,11 @@ class _HookedStore(InMemoryCheckpointer):
             hook()
         return super().claim(thread_id, holder, policy)
 
-    def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> Checkpoint | None:
+    def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
         hook, self.before_plan = self.before_plan, None
         if hook is not None:
             hook()
-        return super().latest_of_runs(thread_id, run_ids)
+        return super().get(thread_id, checkpoint_id)
 
 
 def _counting(calls: list[str]) -> Callable[[AsyncRunContext], Coroutine[Any, Any, Any]]:
@@ -689,18 +690,14 @@ def test_claim_taken_after_shutdown_abandoned_the_attempt_is_given_back() -> Non
         calls: list[str] = []
         worker = AsyncWorker(store, _counting(calls), **{**FAST, "claim_policy": long_claims})
 
-        def shut_down_meanwhile() -> None:  # runs in a worker thread
+        def shut_down_meanwhile() -> None:  # runs in a worker thread, inside begin_attempt
             worker.stop(force=True)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:  # until the shutdown released the lease
-                entry = inner.run_queue.entry(ticket.entry_id)
-                if entry is not None and entry.lease_holder is None:
-                    return
-                time.sleep(0.02)
 
         inner.before_claim = shut_down_meanwhile
         await asyncio.wait_for(worker.run(), 20)
         await store.claim("t1", "next-worker")  # the late claim was given back, not kept
+        entry = await store.run_queue.entry(ticket.entry_id)
+        assert entry is not None and entry.lease_holder is None  # and the lease
         assert calls == []
 
     run(main)

@@ -112,8 +112,8 @@ def test_worker_metrics_show_attempts_calls_and_queue_depth(tmp_path: Path) -> N
     assert _value(text, 'durable_graph_queue_entries{state="failed"}') == 1
     assert _value(text, 'durable_graph_queue_entries{state="open"}') == 0
     assert _value(text, "durable_graph_queue_oldest_waiting_seconds") == 0
-    leases = _value(
-        text, 'durable_graph_store_call_duration_seconds_count{method="run_queue.lease"}'
+    leases = _value(  # workers lease with begin_attempt (SPEC §11)
+        text, 'durable_graph_store_call_duration_seconds_count{method="begin_attempt"}'
     )
     assert leases is not None and leases >= 3
     assert _value(text, 'durable_graph_store_call_duration_seconds_count{method="commit"}') == 2

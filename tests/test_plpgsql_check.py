@@ -56,7 +56,11 @@ def test_every_plpgsql_function_passes_plpgsql_check(
           JOIN pg_namespace n ON n.oid = p.pronamespace
           JOIN pg_language l ON l.oid = p.prolang
          CROSS JOIN LATERAL public.plpgsql_check_function_tb(
-                 p.oid, fatal_errors => false, other_warnings => true,
+                 p.oid,
+                 -- a trigger function is checked against a table it fires on
+                 relid => coalesce((SELECT t.tgrelid FROM pg_trigger t WHERE t.tgfoid = p.oid
+                                     ORDER BY t.tgrelid LIMIT 1), 0),
+                 fatal_errors => false, other_warnings => true,
                  extra_warnings => true, performance_warnings => true) r
          WHERE n.nspname = %s AND l.lanname = 'plpgsql'
          ORDER BY 1, 5

@@ -115,17 +115,17 @@ def test_one_job_is_one_trace_from_submit_to_close() -> None:
     commits = tracing.spans("durable_graph.commit")
     assert len(commits) == 3
     assert sum(_parent(c) == _ids(attempts[1]) for c in commits) == 2
-    close = tracing.one("durable_graph.run_queue.close")
+    close = tracing.one("durable_graph.finish_attempt")
     assert _parent(close) == _ids(attempts[1])
     linked = [s for s in tracing.exporter.get_finished_spans() if _ids(s)[0] == trace_id]
     assert {s.name for s in linked} >= {
         "durable_graph.run_queue.submit",
-        "durable_graph.attempt",
-        "durable_graph.claim",
+        "durable_graph.attempt",  # its claim is taken inside begin_attempt, a poll: no span
         "durable_graph.commit",
-        "durable_graph.run_queue.close",
+        "durable_graph.finish_attempt",
     }
     assert not tracing.spans("durable_graph.run_queue.lease")  # polls make no spans
+    assert not tracing.spans("durable_graph.begin_attempt")
 
 
 @pytest.fixture
@@ -153,7 +153,7 @@ def test_trace_context_travels_through_postgres_to_another_worker(
     attempts = runner.spans("durable_graph.attempt")
     assert len(attempts) == 2
     assert all(_parent(s) == _ids(submit) for s in attempts)
-    close = runner.one("durable_graph.run_queue.close")
+    close = runner.one("durable_graph.finish_attempt")
     assert _ids(close)[0] == _ids(submit)[0]
 
 
@@ -242,6 +242,6 @@ def test_worker_command_exports_an_attempts_spans_to_the_console(tmp_path: Path)
     by_name = {s["name"]: s for s in spans}
     attempt = by_name["durable_graph.attempt"]
     assert attempt["attributes"]["durable_graph.entry_id"] == entry_id
-    for child in ("durable_graph.commit", "durable_graph.run_queue.close"):
+    for child in ("durable_graph.commit", "durable_graph.finish_attempt"):
         assert by_name[child]["context"]["trace_id"] == attempt["context"]["trace_id"]
         assert by_name[child]["parent_id"] == attempt["context"]["span_id"]

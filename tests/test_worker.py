@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -500,8 +500,9 @@ _POLICY = ClaimPolicy()
 
 
 class _HookedStore(InMemoryCheckpointer):
-    """The real in-memory store, running a test's one-shot hook first in `claim` or in
-    `latest_of_runs` (the worker reads the plan with it right after its claim is held)."""
+    """The real in-memory store, running a test's one-shot hook first in `claim` or in `get`
+    (the worker reads the head with it right before the handler starts; `begin_attempt`, one
+    call, already made the plan)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -518,11 +519,11 @@ class _HookedStore(InMemoryCheckpointer):
         self.hooked_claim_taken.set()
         return claim
 
-    def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> Checkpoint | None:
+    def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
         hook, self.before_plan = self.before_plan, None
         if hook is not None:
             hook()
-        return super().latest_of_runs(thread_id, run_ids)
+        return super().get(thread_id, checkpoint_id)
 
 
 def _never_called(calls: list[str]) -> Callable[[RunContext], Any]:

@@ -21,6 +21,7 @@ from .errors import (
 from .model import (
     ANY,
     Attempt,
+    AttemptBegun,
     AttemptPlan,
     AttemptStart,
     BackoffPolicy,
@@ -61,6 +62,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ANY",
     "Attempt",
+    "AttemptBegun",
     "AttemptPlan",
     "AttemptStart",
     "BackoffPolicy",

@@ -77,6 +77,7 @@ from .errors import (
 from .model import (
     ANY,
     JSON,
+    AttemptBegun,
     AttemptPlan,
     AttemptStart,
     BackoffPolicy,
@@ -448,17 +449,22 @@ def attempt_flow(
     run_id: str,
     stopping: Callable[[], bool],
     log: logging.Logger,
+    begun: AttemptBegun | None = None,
 ) -> Flow:
     """Everything after the lease (held by ``keeper``, taken with ``run_id``), as operations,
     logged here once for both workers: the handler's start, and the attempt's end with its
     duration (from the lease) and, when the handler raised, its traceback — WARNING for a
     retry, ERROR for the final failure.
 
+    ``begun``: the lease came from `begin_attempt` (SPEC §11); when it holds the claim and the
+    plan, steps 1-3 are done already and the flow goes straight to the handler; otherwise it
+    continues with §5's steps from where `begin_attempt` stopped.
+
     A `StoreError` thrown in that the flow does not expect propagates: the worker then gives
     the lease back.
     """
     started = time.monotonic()
-    steps = _attempt_steps(settings, keeper, run_id, stopping)
+    steps = _attempt_steps(settings, keeper, run_id, stopping, begun)
     error: BaseException | None = None
     sent: Any = None
     thrown: BaseException | None = None
@@ -524,6 +530,7 @@ def _attempt_steps(
     keeper: AttemptKeeper,
     run_id: str,
     stopping: Callable[[], bool],
+    begun: AttemptBegun | None,
 ) -> Flow:
     """The attempt's decisions (see `attempt_flow`)."""
     entry = keeper.lease.entry
@@ -538,6 +545,8 @@ def _attempt_steps(
     ) -> AttemptReport:
         return AttemptReport(entry.entry_id, entry.thread_id, run, number, plan, outcome, note)
 
+    if begun is not None and begun.claim is not None and begun.plan is not None:
+        return (yield from _run_begun(settings, keeper, run_id, begun, report))
     try:
         run_id, start = yield from _take_attempt(keeper.lease, run_id)
     except EntryClosed:
@@ -561,6 +570,44 @@ def _attempt_steps(
         yield Finish(None)
         return report("closed", run=run_id, number=number)
     current, plan = read
+    return (yield from _run_planned(settings, keeper, run_id, number, claim, current, plan, report))
+
+
+def _run_begun(
+    settings: WorkerSettings,
+    keeper: AttemptKeeper,
+    run_id: str,
+    begun: AttemptBegun,
+    report: Callable[..., AttemptReport],
+) -> Flow:
+    """Steps 1-3 done by `begin_attempt` (claim held, plan made): adopt the claim, go on."""
+    assert isinstance(begun.attempt, Started) and begun.claim is not None
+    assert begun.plan is not None
+    number = begun.attempt.number
+    if not keeper.adopt_claim(begun.claim):  # shutting down: give it back at once
+        with contextlib.suppress(StoreError):
+            yield ReleaseClaim(begun.claim)
+        yield Finish(None)
+        return report("lost", run=run_id, number=number)
+    return (
+        yield from _run_planned(
+            settings, keeper, run_id, number, begun.claim, begun.entry, begun.plan, report
+        )
+    )
+
+
+def _run_planned(
+    settings: WorkerSettings,
+    keeper: AttemptKeeper,
+    run_id: str,
+    number: int,
+    claim: Claim,
+    current: QueueEntry,
+    plan: AttemptPlan,
+    report: Callable[..., AttemptReport],
+) -> Flow:
+    """Step 3's end and step 4: finish a finished run, else run the handler and close."""
+    entry = current
     if isinstance(plan, Finished):
         done = Completed(recorded_output((yield GetEffect(entry.thread_id, _key(entry)))))
         closed = yield Finish(done)
@@ -585,7 +632,10 @@ def _attempt_steps(
         outcome = invalid_output(result.output)
         if outcome is None:
             output: JSON = result.output  # type: ignore[assignment]  # checked just above
-            if result.head is not None:  # nothing committed: no thread to record it on
+            # Nothing committed: no thread to record it on. A first attempt's None needs no
+            # record either: no other attempt wrote the key, and no record reads as None (D40)
+            # — so a job is submit, begin, its commits, finish (SPEC §11).
+            if result.head is not None and (output is not None or number > 1):
                 try:
                     record = yield RecordEffect(claim, _key(entry), output, run_id)
                     output = record.value

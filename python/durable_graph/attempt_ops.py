@@ -26,6 +26,7 @@ from .model import (
     EntryOutcome,
     Lease,
     QueueEntry,
+    TenantFilter,
 )
 
 
@@ -184,6 +185,50 @@ class CloseEntry(StoreOp):
 
 
 @dataclass(frozen=True, slots=True)
+class BeginAttempt(StoreOp):
+    """→ `AttemptBegun` or None (SPEC §11): lease + attempt + claim + read + plan, one call."""
+
+    holder: str
+    ttl: timedelta
+    run_id: str
+    claim_policy: ClaimPolicy
+    tenant: TenantFilter
+
+    def on(self, store: Any) -> Any:
+        return store.begin_attempt(
+            self.holder,
+            self.ttl,
+            run_id=self.run_id,
+            claim_policy=self.claim_policy,
+            tenant=self.tenant,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RenewAttempt(StoreOp):
+    """→ ``(Lease, Claim)`` renewed in one call; raises `LeaseLost`, `EntryClosed`, `ClaimLost`."""
+
+    lease: Lease
+    claim: Claim
+
+    def on(self, store: Any) -> Any:
+        return store.renew_attempt(self.lease, self.claim)
+
+
+@dataclass(frozen=True, slots=True)
+class FinishAttempt(StoreOp):
+    """→ the closed `QueueEntry`, the claim released in the same call; raises as `CloseEntry`
+    (and then nothing was written: the claim is still held)."""
+
+    lease: Lease
+    outcome: EntryOutcome
+    claim: Claim
+
+    def on(self, store: Any) -> Any:
+        return store.finish_attempt(self.lease, self.outcome, self.claim)
+
+
+@dataclass(frozen=True, slots=True)
 class Pause:
     """Sleep ``seconds`` (a worker may wake early on stop) → None."""
 
@@ -298,7 +343,21 @@ class Keeper(Protocol):
 
 
 def renewal(keeper: Keeper, log: logging.Logger) -> Generator[StoreOp, Any, bool]:
-    """Renew the lease, then the claim if one is held; False once the attempt is lost."""
+    """Renew the lease, and the claim if one is held (one call, SPEC §11); False once the
+    attempt is lost."""
+    claim = keeper.current_claim()
+    if claim is not None:
+        try:
+            lease, both = yield RenewAttempt(keeper.lease, claim)
+        except (LeaseLost, EntryClosed, ClaimLost) as exc:
+            keeper.lose(exc)
+            return False
+        except StoreError as exc:  # transient: both stay current until taken by another
+            log.warning("entry %d: renewal failed: %s", keeper.lease.entry.entry_id, exc)
+            return True
+        keeper.lease = lease
+        keeper.claim_renewed(claim, both)
+        return True
     try:
         keeper.lease = yield RenewLease(keeper.lease)
     except (LeaseLost, EntryClosed) as exc:
@@ -330,12 +389,27 @@ def renewal(keeper: Keeper, log: logging.Logger) -> Generator[StoreOp, Any, bool
 def finishing(
     keeper: Keeper, outcome: EntryOutcome | Deferred | None
 ) -> Generator[StoreOp, Any, QueueEntry | None]:
-    """Release the claim, then close the entry with ``outcome`` (None: release the lease).
+    """Release the claim and close the entry with ``outcome`` — one `FinishAttempt` call when
+    both are held (SPEC §11) — or, with ``outcome`` None, release the claim then the lease, or,
+    with a `Deferred` outcome (a retry after backoff, SPEC §13), release the claim then defer.
 
     The claim goes first: while the lease is live no other worker can lease the thread, so
     nobody meets a claim that is about to be released. → the closed entry, or None.
     """
     claim = keeper.take_claim()
+    if claim is not None and outcome is not None and not isinstance(outcome, Deferred):
+        try:  # SPEC §11: close, and release the claim, in one call
+            finished: QueueEntry = yield FinishAttempt(keeper.lease, outcome, claim)
+            return finished
+        except (LeaseLost, EntryClosed) as exc:
+            keeper.lose(exc)
+            with contextlib.suppress(StoreError):  # nothing was written: give the claim back
+                yield ReleaseClaim(claim)
+            return None
+        except StoreError:
+            with contextlib.suppress(StoreError):  # if it fails, the claim expires with its ttl
+                yield ReleaseClaim(claim)
+            raise
     if claim is not None:
         with contextlib.suppress(StoreError):  # errors mean it is already gone
             yield ReleaseClaim(claim)
@@ -357,10 +431,12 @@ def finishing(
 
 
 __all__ = [
+    "BeginAttempt",
     "CloseEntry",
     "DeferLease",
     "Deferred",
     "Finish",
+    "FinishAttempt",
     "GetEffect",
     "GetHead",
     "HandlerResult",
@@ -373,6 +449,7 @@ __all__ = [
     "RecordEffect",
     "ReleaseClaim",
     "ReleaseLease",
+    "RenewAttempt",
     "RenewClaim",
     "RenewLease",
     "RunHandler",

@@ -13,16 +13,22 @@ from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
 from .model import (
+    ANY,
+    AttemptBegun,
     Checkpoint,
     Claim,
     ClaimPolicy,
     Commit,
     EffectRecord,
+    EntryOutcome,
     Event,
     EventIn,
+    Lease,
     PendingWrite,
     PruneResult,
+    QueueEntry,
     RetentionPolicy,
+    TenantFilter,
     ThreadInfo,
     WatchPolicy,
 )
@@ -53,6 +59,31 @@ class Checkpointer(Protocol):
 
     def release_claim(self, claim: Claim) -> None:
         """End the claim; `ClaimLost` unless it is current."""
+        ...
+
+    # --- the worker fast path (SPEC §11): §5's steps, fewer transactions ---------------------
+
+    def begin_attempt(
+        self,
+        holder: str,
+        ttl: timedelta,
+        *,
+        run_id: str,
+        claim_policy: ClaimPolicy = ClaimPolicy(),
+        tenant: TenantFilter = ANY,
+    ) -> AttemptBegun | None:
+        """One transaction: lease with ``run_id``, then (attempt started) claim the thread as
+        ``run_id``, read the entry, ``latest_of_runs`` over its attempts, plan. None when
+        nothing is available."""
+        ...
+
+    def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
+        """Renew the lease and the claim in one transaction (their errors; nothing on error)."""
+        ...
+
+    def finish_attempt(self, lease: Lease, outcome: EntryOutcome, claim: Claim) -> QueueEntry:
+        """One transaction: `close` (its errors, nothing written on error), then release the
+        claim if it is still current (left alone otherwise)."""
         ...
 
     # --- writes ---------------------------------------------------------------------------

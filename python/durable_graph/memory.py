@@ -10,6 +10,7 @@ leased entry), and the heads are kept sorted so `lease` never walks the backlog.
 from __future__ import annotations
 
 import bisect
+import copy
 import heapq
 import itertools
 import threading
@@ -144,6 +145,33 @@ class MemoryStorage:
         with self._locked() as s:
             self.check_open()
             yield MemoryTx(s, from_posix(s.clock()))
+
+    @contextmanager
+    def composed(self, undo: bool = False) -> Iterator[None]:
+        """The steps' own writes and reads re-enter the lock (an RLock): nothing interleaves.
+        ``undo`` snapshots the queue (only submit_many asks: its steps touch the queue alone)."""
+        with self._locked() as s:
+            self.check_open()
+            if not undo:
+                yield
+                return
+            # One deepcopy of them all: rows shared between them stay shared in the copy.
+            fields = (
+                "entry_ids",
+                "entries",
+                "attempts",
+                "keys",
+                "queues",
+                "heads",
+                "heads_of_tenant",
+            )
+            saved = copy.deepcopy([getattr(s, f) for f in fields])
+            try:
+                yield
+            except BaseException:
+                for name, value in zip(fields, saved, strict=True):
+                    setattr(s, name, value)
+                raise
 
     def change_signal(self) -> threading.Event:
         return self._state.changed

@@ -387,11 +387,27 @@ class Finished:
 AttemptPlan: TypeAlias = Fresh | Resume | Finished
 
 
+@dataclass(frozen=True, slots=True)
+class AttemptBegun:
+    """What `begin_attempt` did in one transaction (SPEC §11): the lease, the attempt it
+    recorded (None when the run id was taken), and, when the attempt started and the thread's
+    claim was free, the claim, the entry read under it, ``latest_of_runs`` over its attempts and
+    the plan. ``claim`` and ``plan`` are None otherwise: the worker continues step by step."""
+
+    lease: Lease
+    attempt: AttemptStart | None
+    claim: Claim | None
+    entry: QueueEntry
+    latest: Checkpoint | None
+    plan: AttemptPlan | None
+
+
 __all__ = [
     "ANY",
     "JSON",
     "AnyTenant",
     "Attempt",
+    "AttemptBegun",
     "AttemptPlan",
     "AttemptStart",
     "BackoffPolicy",

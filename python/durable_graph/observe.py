@@ -22,6 +22,7 @@ from typing import Any, TypeVar, cast
 
 from .errors import EntryClosed, LeaseLost, ThreadBusy, ValidationError
 from .model import (
+    AttemptBegun,
     Cancelled,
     Claim,
     Commit,
@@ -186,7 +187,11 @@ def call_info(method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Cal
     first = args[0] if args else None
     if method in _BY_ENTRY_ID and isinstance(first, int):
         entry_id = first
-    elif thread_id is None and isinstance(first, str) and method != "run_queue.lease":
+    elif (
+        thread_id is None
+        and isinstance(first, str)
+        and method not in ("run_queue.lease", "begin_attempt")  # their first is the holder
+    ):
         thread_id = first  # the checkpointer's calls take the thread id first (lease: holder)
     if method == "run_queue.record_attempt":
         given = kwargs.get("run_id", args[1] if len(args) > 1 else None)
@@ -194,8 +199,14 @@ def call_info(method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Cal
     elif method == "run_queue.lease":
         given = kwargs.get("run_id", args[3] if len(args) > 3 else None)
         run_id = given if isinstance(given, str) else None
+    elif method == "begin_attempt":
+        given = kwargs.get("run_id")
+        run_id = given if isinstance(given, str) else None
     return CallInfo(method, entry_id, thread_id, run_id)
 
+
+_TRACKED = frozenset({"claim", "begin_attempt", "renew_attempt", "finish_attempt"})
+"""The checkpointer's calls that start, renew or end attempts (SPEC §11's fast path)."""
 
 _BY_ENTRY_ID = frozenset({"run_queue.entry", "run_queue.cancel", "run_queue.await_closed"})
 
@@ -229,6 +240,23 @@ class _Attempts:
         elif method == "submit":
             submission = args[0] if args else kwargs["submission"]
             return o.submitted(submission, result.entry_id)
+        # SPEC §11's fast path: the same events as the steps it does in one call.
+        elif method == "begin_attempt" and isinstance(result, AttemptBegun):
+            run_id = kwargs.get("run_id")
+            if isinstance(result.attempt, Started) and isinstance(run_id, str):
+                return self.start(result.lease.entry, result.attempt.number, run_id)
+        elif method == "finish_attempt" and isinstance(result, QueueEntry) and result.outcome:
+            self.end(result, outcome_name(result.outcome))
+        elif method == "renew_attempt" and isinstance(result, tuple):
+            o.lease_renewed(result[0].entry)
+        elif method == "submit_many":
+            submissions = args[0] if args else kwargs["submissions"]
+            return _all(
+                [
+                    o.submitted(sub, ticket.entry_id)
+                    for sub, ticket in zip(submissions, result, strict=True)
+                ]
+            )
         return None
 
     def failed(
@@ -238,9 +266,11 @@ class _Attempts:
             thread_id = args[0] if args else kwargs.get("thread_id")
             if isinstance(thread_id, str):
                 self.observer.claim_busy(thread_id)
-        elif method in ("renew", "close", "release") and isinstance(exc, LeaseLost | EntryClosed):
+        elif method in ("renew", "close", "release", "renew_attempt", "finish_attempt") and (
+            isinstance(exc, LeaseLost | EntryClosed)
+        ):
             lease = args[0] if args else kwargs["lease"]
-            if method == "renew":
+            if method in ("renew", "renew_attempt"):
                 self.observer.lease_lost(lease.entry)
             else:
                 self.end(lease.entry, "lost")
@@ -277,7 +307,7 @@ class _Observed:
 
     def _wrap(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
         full = self._prefix + name
-        track = self._prefix == "run_queue." or name == "claim"
+        track = self._prefix == "run_queue." or name in _TRACKED
 
         def call(*args: Any, **kwargs: Any) -> Any:
             info = call_info(full, args, kwargs)

@@ -7,6 +7,7 @@ holds a live lease.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
@@ -49,6 +50,11 @@ class RunQueue(Protocol):
 
     def submit(self, submission: Submission) -> Ticket:
         """Enqueue, deduplicated by the tenant's key; REJECT and INTERRUPT per SPEC §5."""
+        ...
+
+    def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]:
+        """One transaction: each submission as `submit` treats it, in order; any error writes
+        nothing (SPEC §11)."""
         ...
 
     def lease(

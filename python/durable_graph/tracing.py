@@ -12,8 +12,8 @@
   of their attempt, found by the call's entry id, run id (commits and claims carry it) or
   thread (one attempt holds a thread at a time).
 
-Long polls (``lease``, ``await_closed``, ``await_events_after``, ``subscribe``) get no span: an
-idle worker would otherwise make one a second. Stores without trace-context storage (the
+Long polls (``lease``, ``begin_attempt``, ``await_closed``, ``await_events_after``,
+``subscribe``) get no span: an idle worker would otherwise make one a second. Stores without trace-context storage (the
 in-memory store) keep the contexts in this observer, which is the store's own lifetime.
 """
 
@@ -40,7 +40,13 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 SCOPE = "durable_graph"
 UNTRACED = frozenset(
-    {"run_queue.lease", "run_queue.await_closed", "await_events_after", "subscribe"}
+    {
+        "run_queue.lease",
+        "begin_attempt",  # the worker's poll on the fast path (SPEC §11), as lease was
+        "run_queue.await_closed",
+        "await_events_after",
+        "subscribe",
+    }
 )
 _PROPAGATOR = TraceContextTextMapPropagator()
 

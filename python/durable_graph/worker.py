@@ -1,7 +1,9 @@
 """The worker runtime: runs a user's handler for queued entries, following SPEC §5 to the letter.
 
 The attempt itself — lease's attempt, claim or wait, plan, run, record the output, settle,
-finish — is `durable_graph.attempt_flow`, shared with the async worker; `Worker` performs its
+finish — is `durable_graph.attempt_flow`, shared with the async worker; it starts from
+`begin_attempt` and ends with `finish_attempt` (SPEC §11), so a job costs submit, begin, the
+handler's commits and finish; `Worker` performs its
 operations in threads: ``concurrency`` attempt loops, each leasing and driving one attempt at a
 time.
 
@@ -58,6 +60,7 @@ from .attempt_ops import (
 from .checkpointer import Checkpointer
 from .errors import StoreError, ValidationError
 from .model import JSON, Checkpoint, Claim, EntryOutcome, Event, EventIn, Lease, QueueEntry
+from .polling import Changes
 
 log = logging.getLogger("durable_graph.worker")
 
@@ -232,6 +235,8 @@ class Worker:
         self._renew_every = settings.renew_every
         self._stop = threading.Event()
         self._force = threading.Event()
+        self._abandoned = threading.Event()
+        self._wakes: set[threading.Event] = set()
         self._lock = threading.Lock()
         self._slots: list[_Slot] = []
 
@@ -244,6 +249,12 @@ class Worker:
     def stop(self) -> None:
         """Stop leasing; `run` lets running attempts finish within ``shutdown_deadline``."""
         self._stop.set()
+        self._wake_idle()
+
+    def _wake_idle(self) -> None:
+        with self._lock:
+            for wake in self._wakes:
+                wake.set()
 
     def run(self) -> None:
         """Run ``concurrency`` attempt loops until `stop` (or SIGTERM/SIGINT), then shut down.
@@ -294,6 +305,7 @@ class Worker:
             again = self._stop.is_set()
             log_stop_signal(log, self.holder, signum, again)
             (self._force if again else self._stop).set()
+            self._wake_idle()
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
@@ -305,6 +317,7 @@ class Worker:
     def _abandon_running(self) -> None:
         """Past the shutdown deadline: cancel what still runs, release its claim and lease (D44)."""
         with self._lock:
+            self._abandoned.set()  # an attempt still beginning gives itself back (_attempt)
             keepers = [slot.keeper for slot in self._slots if slot.keeper is not None]
         for keeper in keepers:
             entry_id = keeper.lease.entry.entry_id
@@ -315,34 +328,75 @@ class Worker:
     def _idle(self, scale: float = 1.0) -> None:
         self._stop.wait(self.settings.idle_delay(scale))
 
+    def _wait_for_work(self, changes: Changes, generation: int) -> None:
+        """Idle until the queue is notified (SPEC §11), `stop`, or one poll interval."""
+        wake = threading.Event()
+        with self._lock:
+            if self._stop.is_set():
+                return
+            self._wakes.add(wake)
+        try:
+            changes.wait("queue", generation, self.settings.idle_delay(), wake)
+        finally:
+            with self._lock:
+                self._wakes.discard(wake)
+
     def _loop(self, slot: _Slot) -> None:
-        while not self._stop.is_set():
-            try:
-                report = self._attempt(slot)
-            except StoreError as exc:
-                log.warning("store error: %s", exc)
-                self._idle()
-                continue
-            except Exception:
-                log.exception("unexpected error in worker loop")
-                self._idle()
-                continue
-            if report is None:
-                self._idle()
-            elif report.note == "busy":
-                self._idle(2.0)
+        changes: Changes | None = getattr(self.store, "changes", None)
+        with contextlib.ExitStack() as idle:
+            watching = False  # registered for queue notifications: only while idle
+            while not self._stop.is_set():
+                generation = changes.generation("queue") if changes is not None else 0
+                try:
+                    report = self._attempt(slot)
+                except StoreError as exc:
+                    log.warning("store error: %s", exc)
+                    self._idle()
+                    continue
+                except Exception:
+                    log.exception("unexpected error in worker loop")
+                    self._idle()
+                    continue
+                if report is not None and watching:
+                    idle.close()  # busy again (the registration lingers a few seconds)
+                    watching = False
+                if report is None:
+                    if changes is None:
+                        self._idle()
+                    elif not watching:
+                        # Register, then look again at once: a submit since the empty begin
+                        # was not notified, one from now on is.
+                        idle.enter_context(changes.watching("queue"))
+                        watching = True
+                    else:
+                        self._wait_for_work(changes, generation)
+                elif report.note == "busy":
+                    self._idle(2.0)
 
     def _attempt(self, slot: _Slot) -> AttemptReport | None:
-        queue = self.store.run_queue
         run_id = new_id()
-        lease = queue.lease(self.holder, self.lease_ttl, tenant=self.tenant, run_id=run_id)
-        if lease is None:
+        # SPEC §11: lease, attempt, claim, read and plan in one call.
+        begun = self.store.begin_attempt(
+            self.holder,
+            self.lease_ttl,
+            run_id=run_id,
+            claim_policy=self.claim_policy,
+            tenant=self.tenant,
+        )
+        if begun is None:
             return None
-        keeper = _Keeper(self.store, lease, self._renew_every)
+        keeper = _Keeper(self.store, begun.lease, self._renew_every)
         keeper.start()
-        slot.keeper = keeper
+        with self._lock:
+            slot.keeper = keeper
+        if self._abandoned.is_set():
+            # Begun while shutdown gave up on running attempts: give it back (D44); the flow
+            # then releases the claim and reports "lost".
+            keeper.lose(WorkerStopped("the worker shut down; this attempt's claim was released"))
+            with contextlib.suppress(StoreError):
+                keeper.finish(None)
         try:
-            flow = attempt_flow(self.settings, keeper, run_id, self._stop.is_set, log)
+            flow = attempt_flow(self.settings, keeper, run_id, self._stop.is_set, log, begun)
             report = drive(flow, lambda op: self._perform(keeper, op))
         except BaseException:
             # A store failure mid-protocol: give the entry back at once rather than let it

@@ -30,6 +30,7 @@ from ..errors import ProcessingError
 from ..listing import EntryState
 from ..model import (
     ANY,
+    AttemptBegun,
     AttemptStart,
     Checkpoint,
     Claim,
@@ -86,6 +87,9 @@ class ThreadedRunQueue:
 
     @forward_async
     async def submit(self, submission: Submission) -> Ticket: ...
+
+    @forward_async
+    async def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]: ...
 
     @forward_async
     async def lease(
@@ -187,6 +191,27 @@ class ThreadedCheckpointer:
 
     @forward_async
     async def release_claim(self, claim: Claim) -> None: ...
+
+    # --- the worker fast path (SPEC §11) ------------------------------------------------------
+
+    @forward_async
+    async def begin_attempt(
+        self,
+        holder: str,
+        ttl: timedelta,
+        *,
+        run_id: str,
+        claim_policy: ClaimPolicy = ClaimPolicy(),
+        tenant: TenantFilter = ANY,
+    ) -> AttemptBegun | None: ...
+
+    @forward_async
+    async def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]: ...
+
+    @forward_async
+    async def finish_attempt(
+        self, lease: Lease, outcome: EntryOutcome, claim: Claim
+    ) -> QueueEntry: ...
 
     # --- writes ---------------------------------------------------------------------------
 

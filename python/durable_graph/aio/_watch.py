@@ -7,11 +7,14 @@ clock (D21), whatever the store's clock says.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
 
 from ..errors import ValidationError
 from ..model import Event, QueueEntry, WatchPolicy
+from ..polling import AsyncChanges
 from ..validation import check_duration, check_identifier, check_int, check_optional_identifier
 
 EventsAfter = Callable[[str, int], Awaitable[list[Event]]]
@@ -37,24 +40,45 @@ def check_await_events_args(
     check_watch(watch)
 
 
+def _watching(
+    changes: AsyncChanges | None, kind: str, key: str
+) -> AbstractAsyncContextManager[None]:
+    return contextlib.nullcontext() if changes is None else changes.watching(kind, key)
+
+
+async def _pause(changes: AsyncChanges | None, kind: str, generation: int, seconds: float) -> None:
+    """Sleep ``seconds``, or less when ``changes`` notifies ``kind`` (SPEC §11)."""
+    if changes is None:
+        await asyncio.sleep(seconds)
+    else:
+        await changes.wait(kind, generation, seconds)
+
+
 async def await_events(
     events_after: EventsAfter,
     thread_id: str,
     after_seq: int,
     timeout: timedelta,
     watch: WatchPolicy,
+    changes: AsyncChanges | None = None,
 ) -> list[Event]:
     """The events after ``after_seq`` as soon as there are some; ``[]`` at the timeout."""
     check_await_events_args(thread_id, after_seq, timeout, watch)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout.total_seconds()
     poll = watch.poll_interval.total_seconds()
-    while True:
-        events = await events_after(thread_id, after_seq)
-        remaining = deadline - loop.time()
-        if events or remaining <= 0:
-            return events
-        await asyncio.sleep(min(poll, remaining))
+    events = await events_after(thread_id, after_seq)
+    if events or deadline - loop.time() <= 0:
+        return events
+    # It must wait: registered first (notified from now on), then it reads again.
+    async with _watching(changes, "events", thread_id):
+        while True:
+            generation = changes.generation("events") if changes is not None else 0
+            events = await events_after(thread_id, after_seq)
+            remaining = deadline - loop.time()
+            if events or remaining <= 0:
+                return events
+            await _pause(changes, "events", generation, min(poll, remaining))
 
 
 def subscribe_events(
@@ -63,6 +87,7 @@ def subscribe_events(
     thread_id: str,
     after_seq: int,
     watch: WatchPolicy,
+    changes: AsyncChanges | None = None,
 ) -> AsyncIterator[Event]:
     """Every event after ``after_seq``, in order, forever.
 
@@ -74,21 +99,34 @@ def subscribe_events(
     check_watch(watch)
     check_open()
     poll = watch.poll_interval.total_seconds()
-    return _subscription(events_after, check_open, thread_id, after_seq, poll)
+    return _subscription(events_after, check_open, thread_id, after_seq, poll, changes)
 
 
 async def _subscription(
-    events_after: EventsAfter, check_open: CheckOpen, thread_id: str, after_seq: int, poll: float
+    events_after: EventsAfter,
+    check_open: CheckOpen,
+    thread_id: str,
+    after_seq: int,
+    poll: float,
+    changes: AsyncChanges | None,
 ) -> AsyncIterator[Event]:
     seq = after_seq
-    while True:
-        events = await events_after(thread_id, seq)
-        for event in events:
-            check_open()
-            seq = event.seq
-            yield event
-        if not events:
-            await asyncio.sleep(poll)
+    async with contextlib.AsyncExitStack() as registered:
+        watching = False  # registered on the first wait: a reader that never waits costs nothing
+        while True:
+            generation = changes.generation("events") if watching and changes else 0
+            events = await events_after(thread_id, seq)
+            for event in events:
+                check_open()
+                seq = event.seq
+                yield event
+            if events:
+                continue
+            if changes is not None and not watching:
+                await registered.enter_async_context(changes.watching("events", thread_id))
+                watching = True  # registered: read again before waiting
+            else:
+                await _pause(changes, "events", generation, poll)
 
 
 async def await_entry_closed(
@@ -97,6 +135,7 @@ async def await_entry_closed(
     timeout: timedelta,
     tenant: str | None,
     poll_interval: timedelta = CLOSED_POLL_INTERVAL,
+    changes: AsyncChanges | None = None,
 ) -> QueueEntry | None:
     """The entry once closed; None while open at the timeout or when not visible to ``tenant``."""
     check_int("entry_id", entry_id, minimum=0)
@@ -105,11 +144,19 @@ async def await_entry_closed(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout.total_seconds()
     poll = poll_interval.total_seconds()
-    while True:
-        entry = await entry_of(entry_id, tenant)
-        if entry is None or entry.closed:
-            return entry
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            return None
-        await asyncio.sleep(min(poll, remaining))
+    entry = await entry_of(entry_id, tenant)
+    if entry is None or entry.closed:
+        return entry
+    if deadline - loop.time() <= 0:
+        return None
+    # It must wait: registered first (notified from now on), then it reads again.
+    async with _watching(changes, "closed", str(entry_id)):
+        while True:
+            generation = changes.generation("closed") if changes is not None else 0
+            entry = await entry_of(entry_id, tenant)
+            if entry is None or entry.closed:
+                return entry
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None
+            await _pause(changes, "closed", generation, min(poll, remaining))

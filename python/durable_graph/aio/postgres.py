@@ -42,6 +42,7 @@ from ..errors import ProcessingError, StoreError, ValidationError, error_for_sql
 from ..listing import EntryState
 from ..model import (
     ANY,
+    AttemptBegun,
     AttemptStart,
     Checkpoint,
     Claim,
@@ -68,6 +69,7 @@ from ..postgres import calls, operating
 from ..postgres.calls import Call, Rows
 from ..postgres.config import PostgresConfig
 from ..postgres.connection import send_cancel
+from ..postgres.notify_async import AsyncListener
 from ..postgres.store import AWAIT_CLOSED_POLL, _pool_dsn, _prepare_schema
 from ._watch import await_entry_closed, await_events, subscribe_events
 
@@ -249,12 +251,17 @@ class AsyncExecutor:
 class AsyncPostgresRunQueue:
     """The run queue of an `AsyncPostgresCheckpointer`, in the same schema (SPEC §5)."""
 
-    def __init__(self, executor: AsyncExecutor) -> None:
+    def __init__(self, executor: AsyncExecutor, changes: AsyncListener | None = None) -> None:
         self._x = executor
         self._config = executor.config
+        self._changes = changes
 
     async def submit(self, submission: Submission) -> Ticket:
         return await self._x.run(calls.submit(self._config, submission))
+
+    async def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]:
+        call = calls.submit_many(self._config, submissions)
+        return [] if call is None else await self._x.run(call)
 
     async def lease(
         self,
@@ -324,7 +331,9 @@ class AsyncPostgresRunQueue:
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
     ) -> QueueEntry | None:
         """Poll the entry until it is closed; None at the wall-clock timeout (D21, rule 23)."""
-        return await await_entry_closed(self.entry, entry_id, timeout, tenant, AWAIT_CLOSED_POLL)
+        return await await_entry_closed(
+            self.entry, entry_id, timeout, tenant, AWAIT_CLOSED_POLL, self._changes
+        )
 
     async def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
         return await self._x.run(calls.reclaim(self._config, older_than, batch))
@@ -333,11 +342,18 @@ class AsyncPostgresRunQueue:
 class AsyncPostgresCheckpointer:
     """The PostgreSQL Checkpointer with coroutine methods (SPEC §4, §6, §9)."""
 
-    def __init__(self, executor: AsyncExecutor) -> None:
-        """Use `open` or `create`."""
+    def __init__(self, executor: AsyncExecutor, conninfo: str | None = None) -> None:
+        """Use `open` or `create`. ``conninfo``: where the notification listener connects
+        (None: no notifications, waiters poll)."""
         self._x = executor
         self._config = executor.config
-        self._run_queue = AsyncPostgresRunQueue(executor)
+        self._changes = None if conninfo is None else AsyncListener(conninfo, executor.config)
+        self._run_queue = AsyncPostgresRunQueue(executor, self._changes)
+
+    @property
+    def changes(self) -> AsyncListener | None:
+        """The store's LISTEN/NOTIFY listener (SPEC §11), for waiters and idle workers."""
+        return self._changes
 
     @classmethod
     async def open(
@@ -364,7 +380,7 @@ class AsyncPostgresCheckpointer:
             if isinstance(exc, Exception):
                 raise ProcessingError(f"could not open a connection pool: {exc}") from exc
             raise
-        return cls(AsyncExecutor(pool, config, owns_pool=True))
+        return cls(AsyncExecutor(pool, config, owns_pool=True), dsn)
 
     @classmethod
     async def create(
@@ -381,8 +397,9 @@ class AsyncPostgresCheckpointer:
             raise ValidationError(
                 f"pool must be a psycopg_pool.AsyncConnectionPool, got {type(pool).__name__}"
             )
-        await asyncio.to_thread(_prepare_schema, _pool_dsn(pool), config)  # type: ignore[arg-type]
-        return cls(AsyncExecutor(pool, config, owns_pool=False))
+        conninfo = _pool_dsn(pool)  # type: ignore[arg-type]
+        await asyncio.to_thread(_prepare_schema, conninfo, config)
+        return cls(AsyncExecutor(pool, config, owns_pool=False), conninfo)
 
     @property
     def config(self) -> PostgresConfig:
@@ -408,6 +425,27 @@ class AsyncPostgresCheckpointer:
 
     async def release_claim(self, claim: Claim) -> None:
         await self._x.run(calls.release_claim(self._config, claim))
+
+    # --- the worker fast path (SPEC §11): one SQL function call each -------------------------
+
+    async def begin_attempt(
+        self,
+        holder: str,
+        ttl: timedelta,
+        *,
+        run_id: str,
+        claim_policy: ClaimPolicy = ClaimPolicy(),
+        tenant: TenantFilter = ANY,
+    ) -> AttemptBegun | None:
+        return await self._x.run(
+            calls.begin_attempt(self._config, holder, ttl, run_id, claim_policy, tenant)
+        )
+
+    async def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
+        return await self._x.run(calls.renew_attempt(self._config, lease, claim))
+
+    async def finish_attempt(self, lease: Lease, outcome: EntryOutcome, claim: Claim) -> QueueEntry:
+        return await self._x.run(calls.finish_attempt(self._config, lease, outcome, claim))
 
     # --- writes ---------------------------------------------------------------------------
 
@@ -519,13 +557,17 @@ class AsyncPostgresCheckpointer:
         watch: WatchPolicy = WatchPolicy(),
     ) -> list[Event]:
         """Poll at ``watch.poll_interval`` for events; ``[]`` at the wall-clock timeout (D21)."""
-        return await await_events(self.events_after, thread_id, after_seq, timeout, watch)
+        return await await_events(
+            self.events_after, thread_id, after_seq, timeout, watch, self._changes
+        )
 
     def subscribe(
         self, thread_id: str, after_seq: int = 0, watch: WatchPolicy = WatchPolicy()
     ) -> AsyncIterator[Event]:
         """Every event after ``after_seq``, forever, polling when caught up (rule 8 on close)."""
-        return subscribe_events(self.events_after, self._x.check_open, thread_id, after_seq, watch)
+        return subscribe_events(
+            self.events_after, self._x.check_open, thread_id, after_seq, watch, self._changes
+        )
 
     async def get_effect(self, thread_id: str, key: str) -> EffectRecord | None:
         return await self._x.run(calls.get_effect(self._config, thread_id, key))
@@ -534,6 +576,8 @@ class AsyncPostgresCheckpointer:
 
     async def close(self) -> None:
         """Close the store (and its own pool, never a caller's); idempotent (rule 8)."""
+        if self._changes is not None:
+            await self._changes.close()
         await self._x.close()
 
     async def __aenter__(self) -> Self:

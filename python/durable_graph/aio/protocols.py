@@ -20,6 +20,7 @@ from typing import Protocol, Self, runtime_checkable
 from ..listing import EntryState
 from ..model import (
     ANY,
+    AttemptBegun,
     AttemptStart,
     Checkpoint,
     Claim,
@@ -51,6 +52,8 @@ class AsyncRunQueue(Protocol):
     """`durable_graph.run_queue.RunQueue` with coroutine methods."""
 
     async def submit(self, submission: Submission) -> Ticket: ...
+
+    async def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]: ...
 
     async def lease(
         self,
@@ -122,6 +125,24 @@ class AsyncCheckpointer(Protocol):
     async def renew_claim(self, claim: Claim) -> Claim: ...
 
     async def release_claim(self, claim: Claim) -> None: ...
+
+    # --- the worker fast path (SPEC §11) ------------------------------------------------------
+
+    async def begin_attempt(
+        self,
+        holder: str,
+        ttl: timedelta,
+        *,
+        run_id: str,
+        claim_policy: ClaimPolicy = ClaimPolicy(),
+        tenant: TenantFilter = ANY,
+    ) -> AttemptBegun | None: ...
+
+    async def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]: ...
+
+    async def finish_attempt(
+        self, lease: Lease, outcome: EntryOutcome, claim: Claim
+    ) -> QueueEntry: ...
 
     # --- writes ---------------------------------------------------------------------------
 

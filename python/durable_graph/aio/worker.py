@@ -57,6 +57,7 @@ from ..attempt_ops import (
 from ..errors import StoreError, ValidationError
 from ..model import (
     JSON,
+    AttemptBegun,
     Checkpoint,
     Claim,
     EntryOutcome,
@@ -65,6 +66,7 @@ from ..model import (
     Lease,
     QueueEntry,
 )
+from ..polling import AsyncChanges
 from .protocols import AsyncCheckpointer
 
 log = logging.getLogger("durable_graph.aio.worker")
@@ -285,6 +287,7 @@ class AsyncWorker:
         self._force_event: asyncio.Event | None = None
         self._running: set[asyncio.Task[None]] = set()
         self._keepers: set[_Keeper] = set()
+        self._abandoned = False
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -349,10 +352,10 @@ class AsyncWorker:
     async def run_once(self) -> AttemptReport | None:
         """Lease and process at most one entry in the calling task; None if none was ready."""
         run_id = new_id()
-        lease = await self._lease(run_id)
-        if lease is None:
+        begun = await self._begin(run_id)
+        if begun is None:
             return None
-        return await self._process(lease, run_id)
+        return await self._process(begun, run_id)
 
     # --- internals --------------------------------------------------------------------------
 
@@ -389,44 +392,67 @@ class AsyncWorker:
         finally:
             waiter.cancel()
 
-    async def _lease(self, run_id: str) -> Lease | None:
+    async def _begin(self, run_id: str) -> AttemptBegun | None:
+        """SPEC §11: lease, attempt, claim, read and plan in one call."""
         s = self.settings
-        return await self.store.run_queue.lease(
-            s.holder, s.lease_ttl, tenant=s.tenant, run_id=run_id
+        return await self.store.begin_attempt(
+            s.holder, s.lease_ttl, run_id=run_id, claim_policy=s.claim_policy, tenant=s.tenant
         )
 
     async def _dispatch(self) -> None:
-        """Lease while a slot is free, start each lease as a task; idle when nothing is ready."""
-        while not self._stopping:
-            if len(self._running) >= self.settings.concurrency:
-                await self._wait(None, *self._running)
-                continue
-            run_id = new_id()
-            try:
-                lease = await self._lease(run_id)
-            except StoreError as exc:
-                log.warning("store error: %s", exc)
-                await self._wait(self.settings.idle_delay())
-                continue
-            except Exception:
-                log.exception("unexpected error in worker loop")
-                await self._wait(self.settings.idle_delay())
-                continue
-            if lease is None:
-                await self._wait(self.settings.idle_delay())
-                continue
-            # A lease taken while stop() arrived still runs (within the shutdown deadline): its
-            # attempt is recorded already, and giving it back would burn that attempt.
-            task = asyncio.create_task(
-                self._slot(lease, run_id), name=f"dg-attempt-{lease.entry.entry_id}"
-            )
-            self._running.add(task)
-            task.add_done_callback(self._running.discard)
+        """Lease while a slot is free, start each lease as a task; idle when nothing is ready
+        (woken by queue notifications where the store has them, SPEC §11)."""
+        changes: AsyncChanges | None = getattr(self.store, "changes", None)
+        async with contextlib.AsyncExitStack() as idle:
+            watching = False  # registered for queue notifications: only while idle
+            while not self._stopping:
+                if len(self._running) >= self.settings.concurrency:
+                    await self._wait(None, *self._running)
+                    continue
+                generation = changes.generation("queue") if changes is not None else 0
+                run_id = new_id()
+                try:
+                    begun = await self._begin(run_id)
+                except StoreError as exc:
+                    log.warning("store error: %s", exc)
+                    await self._wait(self.settings.idle_delay())
+                    continue
+                except Exception:
+                    log.exception("unexpected error in worker loop")
+                    await self._wait(self.settings.idle_delay())
+                    continue
+                if begun is None:
+                    if changes is None:
+                        await self._wait(self.settings.idle_delay())
+                    elif not watching:
+                        # Register, then look again at once: a submit since the empty begin
+                        # was not notified, one from now on is.
+                        await idle.enter_async_context(changes.watching("queue"))
+                        watching = True
+                    else:
+                        notified = asyncio.ensure_future(
+                            changes.wait("queue", generation, self.settings.idle_delay())
+                        )
+                        try:
+                            await self._wait(None, notified)
+                        finally:
+                            notified.cancel()
+                    continue
+                if watching:
+                    await idle.aclose()  # busy again (the registration lingers a few seconds)
+                    watching = False
+                # A lease taken while stop() arrived still runs (within the shutdown deadline):
+                # its attempt is recorded already, and giving it back would burn that attempt.
+                task = asyncio.create_task(
+                    self._slot(begun, run_id), name=f"dg-attempt-{begun.lease.entry.entry_id}"
+                )
+                self._running.add(task)
+                task.add_done_callback(self._running.discard)
 
-    async def _slot(self, lease: Lease, run_id: str) -> None:
+    async def _slot(self, begun: AttemptBegun, run_id: str) -> None:
         """One attempt as the dispatcher runs it: errors are logged, a busy thread backs off."""
         try:
-            report = await self._process(lease, run_id)
+            report = await self._process(begun, run_id)
         except StoreError as exc:
             log.warning("store error: %s", exc)
             await self._wait(self.settings.idle_delay())
@@ -456,6 +482,7 @@ class AsyncWorker:
 
     async def _abandon_running(self) -> None:
         """Cancel what still runs; release its claim and lease (D44); wait for it to unwind."""
+        self._abandoned = True  # an attempt still beginning gives itself back (_process)
         keepers = list(self._keepers)
         for keeper in keepers:
             log.info("entry %d: shutdown; releasing claim and lease", keeper.lease.entry.entry_id)
@@ -474,13 +501,20 @@ class AsyncWorker:
                 log.warning("%s ignores cancellation; cancelling its attempt", task.get_name())
                 task.cancel()
 
-    async def _process(self, lease: Lease, run_id: str) -> AttemptReport:
+    async def _process(self, begun: AttemptBegun, run_id: str) -> AttemptReport:
         """Everything after the lease, with the lease renewed and given back on any failure."""
+        lease = begun.lease
         keeper = _Keeper(self.store, lease, self.settings.renew_every)
         keeper.start()
         self._keepers.add(keeper)
+        if self._abandoned:
+            # Begun while shutdown gave up on running attempts: give it back (D44); the flow
+            # then releases the claim and reports "lost".
+            keeper.lose(WorkerStopped("the worker shut down; this attempt's claim was released"))
+            with contextlib.suppress(StoreError):
+                await keeper.finish(None)
         try:
-            flow = attempt_flow(self.settings, keeper, run_id, lambda: self._stopping, log)
+            flow = attempt_flow(self.settings, keeper, run_id, lambda: self._stopping, log, begun)
             report = await _drive(flow, lambda op: self._perform(keeper, op))
         except StoreError as exc:
             # A store failure mid-protocol: give the entry back at once rather than let it wait

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import timedelta
 from types import TracebackType
@@ -26,6 +27,7 @@ from ..errors import (
     ThreadBusy,
     ValidationError,
 )
+from ..fast_path import EmbeddedFastPath
 from ..model import (
     Checkpoint,
     Claim,
@@ -34,6 +36,7 @@ from ..model import (
     EffectRecord,
     Event,
     EventIn,
+    Lease,
     PendingWrite,
     PruneResult,
     RetentionPolicy,
@@ -63,6 +66,7 @@ from .common import (
     THREAD_BUSY_CLAIM,
     checkpoint_of,
     current_claim,
+    current_lease,
     store_event,
     thread_info_of,
     wait_until,
@@ -75,8 +79,11 @@ _EVENT_BATCH = 1000
 """Events one read of `await_events_after` / `subscribe` returns at most."""
 
 
-class EmbeddedCheckpointer:
-    """SPEC §4 over a `Storage`; ``.run_queue`` is the `EmbeddedRunQueue` of the same storage."""
+class EmbeddedCheckpointer(EmbeddedFastPath):
+    """SPEC §4 over a `Storage`; ``.run_queue`` is the `EmbeddedRunQueue` of the same storage.
+
+    SPEC §11's ``begin_attempt`` / ``renew_attempt`` / ``finish_attempt`` are these rules
+    composed in one transaction of the storage (`durable_graph.fast_path.EmbeddedFastPath`)."""
 
     def __init__(self, storage: Storage) -> None:
         self._storage = storage
@@ -86,6 +93,20 @@ class EmbeddedCheckpointer:
     @property
     def run_queue(self) -> EmbeddedRunQueue:
         return self._run_queue
+
+    # --- the fast path's hooks (SPEC §11) ---------------------------------------------
+
+    def _atomic(self) -> AbstractContextManager[None]:
+        return self._storage.composed()
+
+    def _max_bytes(self) -> int:
+        return self._max
+
+    def _precheck(self, lease: Lease, claim: Claim | None) -> None:
+        with self._storage.read() as tx:
+            current_lease(tx, lease)
+            if claim is not None:
+                current_claim(tx, claim)
 
     # --- claims -----------------------------------------------------------------------
 

@@ -239,6 +239,12 @@ class Storage(Protocol):
         """One consistent read."""
         ...
 
+    def composed(self, undo: bool = False) -> AbstractContextManager[None]:
+        """One write transaction that this thread's `write` and `read` calls join until it ends
+        (SPEC §11's composed calls); ``undo``: roll back everything on an error, also where the
+        storage otherwise relies on checks-before-writes (the memory storage)."""
+        ...
+
     def change_signal(self) -> Signal:
         """Taken before a read: its `wait` returns early once a later write commits."""
         ...

@@ -22,10 +22,12 @@ from typing import Any, Generic, TypeVar
 from psycopg import sql
 
 from ..errors import ProcessingError, StoreError, ValidationError
+from ..fast_path import check_begin, check_finish, check_pair, check_submissions
 from ..listing import check_listing
 from ..model import (
     ANY,
     Attempt,
+    AttemptBegun,
     AttemptStart,
     Checkpoint,
     Claim,
@@ -44,6 +46,7 @@ from ..model import (
     Ticket,
 )
 from ..observe import TraceContext
+from ..run_queue import plan_attempt
 from ..validation import (
     MAX_PAGE_ROWS,
     check_claim,
@@ -839,6 +842,132 @@ def reclaim(config: PostgresConfig, older_than: object, batch: object) -> Call[i
     ]
     return _call(
         config, "reclaim", "dg_reclaim_v1", args, _exactly_one(lambda row: int(row["removed"]))
+    )
+
+
+# --- the worker fast path (SPEC §11; sql/75_fast_path.sql) ---------------------------------
+
+
+def _latest_of(row: Row) -> Checkpoint | None:
+    """The ``latest_*`` columns of a begin_attempt row as a checkpoint; None when NULL."""
+    if row["latest_checkpoint_id"] is None:
+        return None
+    return checkpoint_of(
+        {
+            "thread_id": row["thread_id"],
+            **{k: row["latest_" + k] for k in _LATEST_COLUMNS},
+        }
+    )
+
+
+_LATEST_COLUMNS = (
+    "checkpoint_id",
+    "parent_id",
+    "run_id",
+    "state",
+    "metadata",
+    "next",
+    "created_at",
+    "committed_at",
+    "seq",
+    "writes",
+)
+
+
+def _begun_of(row: Row) -> AttemptBegun:
+    lease = lease_of(row, with_attempt=True)
+    if row["claim_token"] is None:
+        return AttemptBegun(lease, lease.attempt, None, lease.entry, None, None)
+    claim = Claim(
+        thread_id=row["thread_id"],
+        holder=lease.entry.attempts[-1].run_id,  # the attempt just recorded: its run id
+        token=row["claim_token"],
+        expires_at=_utc(row["claim_expires_at"]),
+        ttl=row["claim_ttl"],
+    )
+    # The entry columns were read after the claim, in the same transaction.
+    latest = _latest_of(row)
+    plan = plan_attempt(lease.entry, latest)
+    return AttemptBegun(lease, lease.attempt, claim, lease.entry, latest, plan)
+
+
+def begin_attempt(
+    config: PostgresConfig,
+    holder: object,
+    ttl: object,
+    run_id: object,
+    claim_policy: object,
+    tenant: object,
+) -> Call[AttemptBegun | None]:
+    a = check_begin(holder, ttl, run_id, claim_policy, tenant)
+    args = [
+        ("text", a.holder),
+        ("interval", a.ttl),
+        ("interval", a.claim_policy.ttl),
+        *_tenant_args("tenant", a.tenant, allow_any=True),
+        ("text", a.run_id),
+    ]
+    return _call(config, "begin_attempt", "dg_begin_attempt_v1", args, _first_or_none(_begun_of))
+
+
+def _renewed_of(row: Row) -> tuple[Lease, Claim]:
+    claim = Claim(
+        thread_id=row["thread_id"],
+        holder=row["claim_holder"],
+        token=row["claim_token"],
+        expires_at=_utc(row["claim_expires_at"]),
+        ttl=row["claim_ttl"],
+    )
+    return lease_of(row), claim
+
+
+def renew_attempt(
+    config: PostgresConfig, lease: object, claim: object
+) -> Call[tuple[Lease, Claim]]:
+    ls, c = check_pair(lease, claim)
+    args = [
+        ("bigint", ls.entry.entry_id),
+        ("bigint", ls.token),
+        ("bigint", c.token),
+        ("text", ls.entry.tenant),
+    ]
+    return _call(config, "renew_attempt", "dg_renew_attempt_v1", args, _exactly_one(_renewed_of))
+
+
+def finish_attempt(
+    config: PostgresConfig, lease: object, outcome: object, claim: object
+) -> Call[QueueEntry]:
+    ls, (kind, detail), c = check_finish(lease, outcome, claim, config.max_value_bytes)
+    args = [
+        ("bigint", ls.entry.entry_id),
+        ("bigint", ls.token),
+        ("text", kind),
+        ("text", detail),
+        ("bigint", c.token),
+        ("text", ls.entry.tenant),
+    ]
+    return _call(config, "finish_attempt", "dg_finish_attempt_v1", args, _exactly_one(entry_of))
+
+
+def submit_many(config: PostgresConfig, submissions: object) -> Call[list[Ticket]] | None:
+    """None for an empty list (nothing to do: no call)."""
+    subs = check_submissions(submissions, config.max_value_bytes)
+    if not subs:
+        return None
+    args = [
+        ("text[]", [s.thread_id for s in subs]),
+        ("text[]", [s.input for s in subs]),
+        ("text[]", [s.tenant for s in subs]),
+        ("text[]", [s.key for s in subs]),
+        ("text[]", [s.mode.value for s in subs]),
+        ("integer[]", [s.max_attempts for s in subs]),
+    ]
+    return _call(
+        config,
+        "submit_many",
+        "dg_submit_many_v1",
+        args,
+        lambda rows: [Ticket(r["entry_id"], r["existing"]) for r in rows],
     )
 
 

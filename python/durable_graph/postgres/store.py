@@ -6,7 +6,8 @@ pooled connection, autocommit, time bound, error mapping). The logic — locking
 fencing, time — lives in the SQL functions (``sql/``, documented in ``sql/README.md``).
 
 Only ``prune_all`` may issue several calls: one per batch of threads, each batch its own
-transaction (SPEC §8 rule 16). ``await_events_after``, ``subscribe`` and ``await_closed`` poll.
+transaction (SPEC §8 rule 16). ``await_events_after``, ``subscribe`` and ``await_closed`` poll,
+woken early by LISTEN/NOTIFY (`durable_graph.postgres.notify`: one listener connection per store).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..errors import ProcessingError, StoreError, ValidationError
 from ..listing import EntryState
 from ..model import (
     ANY,
+    AttemptBegun,
     AttemptStart,
     Checkpoint,
     Claim,
@@ -56,6 +58,7 @@ from ..validation import (
 from . import calls, operating
 from .config import PostgresConfig
 from .connection import Executor
+from .notify import Listener
 
 AWAIT_CLOSED_POLL = timedelta(milliseconds=100)
 """How often `await_closed` reads the entry."""
@@ -95,12 +98,17 @@ def _pool_dsn(pool: ConnectionPool[Any]) -> str:
 class PostgresRunQueue:
     """The run queue of a `PostgresCheckpointer`, in the same schema (SPEC §5)."""
 
-    def __init__(self, executor: Executor) -> None:
+    def __init__(self, executor: Executor, changes: Listener | None = None) -> None:
         self._x = executor
         self._config = executor.config
+        self._changes = changes
 
     def submit(self, submission: Submission) -> Ticket:
         return self._x.run(calls.submit(self._config, submission))
+
+    def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]:
+        call = calls.submit_many(self._config, submissions)
+        return [] if call is None else self._x.run(call)
 
     def lease(
         self,
@@ -167,7 +175,8 @@ class PostgresRunQueue:
     def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
     ) -> QueueEntry | None:
-        """Poll the entry every 100 ms; None if open at the wall-clock timeout (D21, rule 23)."""
+        """Poll the entry every 100 ms, at once when notified it closed (SPEC §11); None if open
+        at the wall-clock timeout (D21, rule 23)."""
         check_int("entry_id", entry_id, minimum=0)
         check_duration("timeout", timeout, allow_zero=True)
         check_optional_identifier("tenant", tenant)
@@ -176,6 +185,8 @@ class PostgresRunQueue:
             lambda e: e is None or e.closed,
             timeout,
             AWAIT_CLOSED_POLL.total_seconds(),
+            self._changes,
+            ("closed", str(entry_id)),
         )
         return found if found is not None and found.closed else None
 
@@ -187,11 +198,18 @@ class PostgresRunQueue:
 class PostgresCheckpointer:
     """The PostgreSQL Checkpointer: one SQL function call per method (SPEC §4, §6)."""
 
-    def __init__(self, executor: Executor) -> None:
-        """Use `open` or `create`."""
+    def __init__(self, executor: Executor, conninfo: str | None = None) -> None:
+        """Use `open` or `create`. ``conninfo``: where the notification listener connects
+        (None: no notifications, waiters poll)."""
         self._x = executor
         self._config = executor.config
-        self._run_queue = PostgresRunQueue(executor)
+        self._changes = None if conninfo is None else Listener(conninfo, executor.config)
+        self._run_queue = PostgresRunQueue(executor, self._changes)
+
+    @property
+    def changes(self) -> Listener | None:
+        """The store's LISTEN/NOTIFY listener (SPEC §11), for waiters and idle workers."""
+        return self._changes
 
     @classmethod
     def open(cls, dsn: str, config: PostgresConfig | None = None) -> PostgresCheckpointer:
@@ -212,7 +230,7 @@ class PostgresCheckpointer:
             )
         except Exception as exc:
             raise ProcessingError(f"could not open a connection pool: {exc}") from exc
-        return cls(Executor(pool, config, owns_pool=True))
+        return cls(Executor(pool, config, owns_pool=True), dsn)
 
     @classmethod
     def create(
@@ -241,7 +259,7 @@ class PostgresCheckpointer:
                 raise
             except Exception as exc:
                 raise ProcessingError(f"could not verify schema {config.schema!r}: {exc}") from exc
-        return cls(Executor(pool, config, owns_pool=False))
+        return cls(Executor(pool, config, owns_pool=False), _pool_dsn(pool))
 
     @property
     def config(self) -> PostgresConfig:
@@ -261,6 +279,27 @@ class PostgresCheckpointer:
 
     def release_claim(self, claim: Claim) -> None:
         self._x.run(calls.release_claim(self._config, claim))
+
+    # --- the worker fast path (SPEC §11): one SQL function call each -------------------------
+
+    def begin_attempt(
+        self,
+        holder: str,
+        ttl: timedelta,
+        *,
+        run_id: str,
+        claim_policy: ClaimPolicy = ClaimPolicy(),
+        tenant: TenantFilter = ANY,
+    ) -> AttemptBegun | None:
+        return self._x.run(
+            calls.begin_attempt(self._config, holder, ttl, run_id, claim_policy, tenant)
+        )
+
+    def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
+        return self._x.run(calls.renew_attempt(self._config, lease, claim))
+
+    def finish_attempt(self, lease: Lease, outcome: EntryOutcome, claim: Claim) -> QueueEntry:
+        return self._x.run(calls.finish_attempt(self._config, lease, outcome, claim))
 
     # --- writes ---------------------------------------------------------------------------
 
@@ -363,7 +402,8 @@ class PostgresCheckpointer:
         timeout: timedelta,
         watch: WatchPolicy = WatchPolicy(),
     ) -> list[Event]:
-        """Poll at ``watch.poll_interval`` for events; ``[]`` at the wall-clock timeout (D21)."""
+        """Events as soon as there are some: read every ``watch.poll_interval``, and at once when
+        notified (SPEC §11); ``[]`` at the wall-clock timeout (D21)."""
         check_identifier("thread_id", thread_id)
         calls.check_after_seq(after_seq)
         check_duration("timeout", timeout, allow_zero=True)
@@ -372,6 +412,8 @@ class PostgresCheckpointer:
             bool,
             timeout,
             check_watch(watch).poll_interval.total_seconds(),
+            self._changes,
+            ("events", thread_id),
         )
 
     def subscribe(
@@ -383,7 +425,12 @@ class PostgresCheckpointer:
         every = check_watch(watch).poll_interval.total_seconds()
         self._x.check_open()
         return follow(
-            lambda seq: self.events_after(thread_id, seq), after_seq, every, self._x.check_open
+            lambda seq: self.events_after(thread_id, seq),
+            after_seq,
+            every,
+            self._x.check_open,
+            self._changes,
+            thread_id,
         )
 
     def get_effect(self, thread_id: str, key: str) -> EffectRecord | None:
@@ -393,6 +440,8 @@ class PostgresCheckpointer:
 
     def close(self) -> None:
         """Close the store (and its own pool, never a caller's); idempotent (rule 8)."""
+        if self._changes is not None:
+            self._changes.close()
         self._x.close()
 
     def __enter__(self) -> Self:

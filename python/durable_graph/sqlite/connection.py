@@ -208,6 +208,10 @@ class SqliteStorage:
         if self.config.read_only:
             self.check_open()
             raise ProcessingError(f"{self.path} is open read-only: this call writes")
+        joined: SqliteTx | None = getattr(self._local, "tx", None)
+        if joined is not None:  # a step of a composed call: its transaction (SPEC §11)
+            yield joined
+            return
         try:
             with self._transaction("BEGIN IMMEDIATE") as conn:
                 # D4: store time is read once, the lock held.
@@ -216,8 +220,26 @@ class SqliteStorage:
             self._notify()
 
     @contextmanager
+    def composed(self, undo: bool = False) -> Iterator[None]:
+        """One write transaction that this thread's `write` and `read` join until it ends; an
+        error rolls every step back (``undo`` is what a transaction does anyway)."""
+        with self.write() as tx:
+            if getattr(self._local, "tx", None) is not None:
+                yield
+                return
+            self._local.tx = tx
+            try:
+                yield
+            finally:
+                self._local.tx = None
+
+    @contextmanager
     def read(self) -> Iterator[SqliteTx]:
         """One snapshot (a deferred transaction); never waits for writers in WAL mode."""
+        joined: SqliteTx | None = getattr(self._local, "tx", None)
+        if joined is not None:
+            yield joined
+            return
         with self._transaction("BEGIN") as conn:
             yield SqliteTx(conn, to_micros(from_posix(self.clock())))
 

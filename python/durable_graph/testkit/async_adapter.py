@@ -30,6 +30,7 @@ from ..aio.protocols import AsyncCheckpointer, AsyncRunQueue, JSONValue
 from ..listing import EntryState
 from ..model import (
     ANY,
+    AttemptBegun,
     AttemptStart,
     Checkpoint,
     Claim,
@@ -97,6 +98,9 @@ class SyncRunQueueAdapter:
 
     @forward
     def submit(self, submission: Submission) -> Ticket: ...
+
+    @forward
+    def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]: ...
 
     @forward
     def lease(
@@ -207,6 +211,25 @@ class SyncAdapter(Generic[S]):
 
     @forward
     def release_claim(self, claim: Claim) -> None: ...
+
+    # --- the worker fast path (SPEC §11) ------------------------------------------------------
+
+    @forward
+    def begin_attempt(
+        self,
+        holder: str,
+        ttl: timedelta,
+        *,
+        run_id: str,
+        claim_policy: ClaimPolicy = ClaimPolicy(),
+        tenant: TenantFilter = ANY,
+    ) -> AttemptBegun | None: ...
+
+    @forward
+    def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]: ...
+
+    @forward
+    def finish_attempt(self, lease: Lease, outcome: EntryOutcome, claim: Claim) -> QueueEntry: ...
 
     # --- writes ---------------------------------------------------------------------------
 

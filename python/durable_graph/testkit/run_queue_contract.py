@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from .pagination_contract import RunQueuePaginationContract
 from .run_queue.attempts_close import AttemptsCloseTests
+from .run_queue.fast_path import FastPathTests
 from .run_queue.lease import LeaseTests
 from .run_queue.lifecycle import QueueLifecycleTests
 from .run_queue.listing import ListingTests
@@ -37,6 +38,7 @@ class RunQueueContract(
     QueueReadsTests,
     MarksTests,
     WorkerProtocolTests,
+    FastPathTests,
     QueueValidationTests,
     QueueLifecycleTests,
     OperatingTests,

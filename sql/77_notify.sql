@@ -1,0 +1,107 @@
+-- Change notifications (SPEC §11; the watchers table is migrations/0007.notify.sql, whose
+-- comment says what is sent when). The trigger functions are internal helpers: they run inside
+-- the dg_* function whose write fired them, under its pinned search_path.
+
+-- events: one row trigger; a commit appending several events notifies once (dedup).
+CREATE OR REPLACE FUNCTION _dg_notify_events() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM watchers w
+                WHERE w.kind = 'events' AND w.key = NEW.thread_id
+                  AND w.expires_at > pg_catalog.now()) THEN
+        PERFORM pg_catalog.pg_notify(TG_TABLE_SCHEMA, 'events');
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+-- queue: a submit (or a batch of them) may give idle workers work.
+CREATE OR REPLACE FUNCTION _dg_notify_queue() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM watchers w
+                WHERE w.kind = 'queue' AND w.expires_at > pg_catalog.now()) THEN
+        PERFORM pg_catalog.pg_notify(TG_TABLE_SCHEMA, 'queue');
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+-- An entry closed (await_closed), or closed or released with another open entry on its thread
+-- (idle workers: the thread's next head may now be leased).
+CREATE OR REPLACE FUNCTION _dg_notify_entry() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF NEW.outcome_kind IS NOT NULL
+       AND EXISTS (SELECT 1 FROM watchers w
+                    WHERE w.kind = 'closed' AND w.key = NEW.entry_id::text
+                      AND w.expires_at > pg_catalog.now()) THEN
+        PERFORM pg_catalog.pg_notify(TG_TABLE_SCHEMA, 'closed');
+    END IF;
+    IF EXISTS (SELECT 1 FROM watchers w
+                WHERE w.kind = 'queue' AND w.expires_at > pg_catalog.now())
+       AND (NEW.outcome_kind IS NULL
+            OR EXISTS (SELECT 1 FROM queue_entries e
+                        WHERE e.thread_id = NEW.thread_id AND e.outcome_kind IS NULL)) THEN
+        PERFORM pg_catalog.pg_notify(TG_TABLE_SCHEMA, 'queue');
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+CREATE OR REPLACE TRIGGER events_notify AFTER INSERT ON events
+    FOR EACH ROW EXECUTE FUNCTION _dg_notify_events();
+
+CREATE OR REPLACE TRIGGER queue_submitted_notify AFTER INSERT ON queue_entries
+    FOR EACH STATEMENT EXECUTE FUNCTION _dg_notify_queue();
+
+-- Closed, or its lease given back while open (release; an expired lease ended by a lease).
+CREATE OR REPLACE TRIGGER queue_entry_notify AFTER UPDATE ON queue_entries
+    FOR EACH ROW
+    WHEN ((OLD.outcome_kind IS NULL AND NEW.outcome_kind IS NOT NULL)
+          OR (NEW.outcome_kind IS NULL AND OLD.lease_token IS NOT NULL
+              AND NEW.lease_token IS NULL))
+    EXECUTE FUNCTION _dg_notify_entry();
+
+
+-- dg_watch_v1: set what the listener p_listener waits for to exactly the (kind, key) pairs of
+-- p_kinds / p_keys (arrays of equal length; kinds 'events' (key: a thread id), 'closed' (an
+-- entry id), 'queue' (key '')), each counting for p_ttl of real time (listener liveness, not
+-- store time); forgets the listener's other pairs and every expired row. An empty set
+-- unregisters. Raises DG000.
+CREATE OR REPLACE FUNCTION dg_watch_v1(p_listener text, p_kinds text[], p_keys text[],
+                                       p_ttl interval)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    v_now timestamptz;
+BEGIN
+    PERFORM _dg_id(p_listener, 'listener');
+    PERFORM _dg_check(p_kinds IS NOT NULL AND p_keys IS NOT NULL
+                      AND coalesce(pg_catalog.cardinality(p_kinds), 0) = coalesce(pg_catalog.cardinality(p_keys), 0),
+                      'kinds and keys must be arrays of equal length');
+    PERFORM _dg_check(coalesce(pg_catalog.cardinality(p_kinds), 0) <= 10000, 'at most 10000 watches');
+    PERFORM _dg_check(p_ttl > interval '0' AND p_ttl <= interval '1 hour',
+                      'ttl must be positive and at most an hour');
+    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM unnest(p_kinds, p_keys) AS u(kind, key)
+                                   WHERE u.kind IS NULL OR u.key IS NULL
+                                      OR u.kind NOT IN ('events', 'closed', 'queue')
+                                      OR pg_catalog.octet_length(u.key) > 512),
+                      'each watch must be events, closed or queue with a key of <= 512 bytes');
+    v_now := pg_catalog.clock_timestamp();  -- liveness of listeners, not store time
+    DELETE FROM watchers w
+     WHERE w.expires_at <= v_now
+        OR (w.listener = p_listener
+            AND (w.kind, w.key) NOT IN (SELECT u.kind, u.key
+                                          FROM unnest(p_kinds, p_keys) AS u(kind, key)));
+    INSERT INTO watchers (kind, key, listener, expires_at)
+    SELECT DISTINCT u.kind, u.key, p_listener, v_now + p_ttl
+      FROM unnest(p_kinds, p_keys) AS u(kind, key)
+    ON CONFLICT (kind, key, listener) DO UPDATE SET expires_at = EXCLUDED.expires_at;
+END;
+$$;

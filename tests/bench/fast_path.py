@@ -1,0 +1,279 @@
+"""The fast-path bench (SPEC §11, issue 14) on one durable PostgreSQL (fsync on).
+
+    .venv/bin/python -m tests.bench.fast_path --out bench-fast-path.md   (part of `make bench`)
+
+Families, each system in its own database of one server, measured in alternating rounds
+(`tests.bench.common.measure_interleaved`): the job (submit → take → commit ~1 KB → complete)
+against procrastinate + LangGraph and pgqueuer + LangGraph, with pgbench's minimal durable
+transaction as the physical reference; the checkpoint cycle against LangGraph with a one-channel
+and a two-channel state; what notifications cost submit and commit; wake-up latency of an idle
+worker against procrastinate's and pgqueuer's LISTEN/NOTIFY workers; and transactions per job,
+from ``pg_stat_database.xact_commit`` (all) and the WAL's commit records (durable ones).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import inspect
+import statistics
+import sys
+import time
+from typing import Any
+
+import psycopg
+
+from durable_graph.postgres.migrations import migrate
+from durable_graph.testkit import pg_server
+
+from . import notify_cost, pgbench, wakeup
+from .checkpoint import setup_langgraph
+from .common import Result, measure_interleaved, summarize
+from .queue import setup_pgqueuer, setup_procrastinate
+from .run import create_databases, drop_databases, server_facts
+
+B = "tests.bench"
+
+
+def log(message: str) -> None:
+    print(f"[fast-path {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def compare(
+    family: str, entries: list[tuple[str, str, str, dict[str, Any]]], args: argparse.Namespace
+) -> list[Result]:
+    out: list[Result] = []
+    for c in args.concurrency:
+        pooled = measure_interleaved(
+            [(ref, {**p, "tag": f"{family}{i}-{c}"}) for i, (_, _, ref, p) in enumerate(entries)],
+            c,
+            rounds=args.rounds,
+            warmup=args.warmup,
+            duration=args.duration,
+        )
+        for (system, cycle, _, _), samples in zip(entries, pooled, strict=True):
+            result = summarize(family, system, cycle, c, samples, "")
+            out.append(result)
+            log(f"  {family} | {system} | c={c}: {result.ops_per_s:.0f} ops/s")
+    return out
+
+
+def _xact_commit(admin: psycopg.Connection[Any], dbnames: list[str]) -> int:
+    row = admin.execute(
+        "SELECT sum(xact_commit) FROM pg_stat_database WHERE datname = ANY(%s)", (dbnames,)
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def transactions_per_job(
+    ref: str, params: dict[str, Any], base: str, jobs: int
+) -> tuple[float, float]:
+    """(transactions, durable transactions) per job of the workload ``ref``, run alone."""
+    module, _, name = ref.partition(":")
+    cls = getattr(__import__(module, fromlist=[name]), name)
+    workload = cls({**params, "tag": "txn"}, 0)
+    dbnames = [
+        str(psycopg.conninfo.conninfo_to_dict(params[k])["dbname"])
+        for k in ("dsn", "lg_dsn")
+        if k in params
+    ]
+
+    async def maybe(value: Any) -> Any:
+        return await value if inspect.isawaitable(value) else value
+
+    async def run() -> tuple[float, float]:
+        with psycopg.connect(base, autocommit=True) as admin:
+            admin.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+            await maybe(workload.setup())
+            for _ in range(5):
+                await maybe(workload.op())
+            time.sleep(1.5)  # let the workload's session report its statistics (idle: < 1 s)
+            before = _xact_commit(admin, dbnames)
+            start = admin.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+            for _ in range(jobs):
+                await maybe(workload.op())
+            end = admin.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+            await maybe(workload.close())  # its sessions end: their statistics are flushed
+            time.sleep(1.5)
+            after = _xact_commit(admin, dbnames)
+            admin.execute("CHECKPOINT")
+            assert start is not None and end is not None
+            row = admin.execute(
+                "SELECT count(*) FROM pg_get_wal_records_info(%s::pg_lsn, %s::pg_lsn)"
+                " WHERE resource_manager = 'Transaction' AND record_type = 'COMMIT'",
+                (start[0], end[0]),
+            ).fetchone()
+            assert row is not None
+            return (after - before) / jobs, int(row[0]) / jobs
+
+    return asyncio.run(run())
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def render(
+    results: list[Result],
+    wake: dict[str, list[float]],
+    txns: dict[str, tuple[float, float]],
+    facts: dict[str, str],
+    args: argparse.Namespace,
+) -> str:
+    lines = [
+        "## Fast path and notifications (issue 14)",
+        "",
+        f"Server: PostgreSQL {facts.get('server_version')}, fsync={facts.get('fsync')}, "
+        f"synchronous_commit={facts.get('synchronous_commit')}; {args.rounds} alternating rounds "
+        f"of {args.duration:g} s per system and concurrency (c = client processes).",
+        "",
+        "| family | system | cycle | c | ops/s | p50 ms | p99 ms |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r.family} | {r.system} | {r.cycle} | {r.concurrency} | {r.ops_per_s:.0f} | "
+            f"{r.p50_ms:.2f} | {r.p99_ms:.2f} |"
+        )
+    lines += ["", "| wake-up (idle worker, submit → handler start) | n | p50 ms | p99 ms |"]
+    lines.append("|---|---:|---:|---:|")
+    for name, values in wake.items():
+        lines.append(
+            f"| {name} | {len(values)} | {statistics.median(values) if values else float('nan'):.2f}"
+            f" | {_pct(values, 0.99):.2f} |"
+        )
+    lines += ["", "| transactions per job | pg_stat_database xact_commit | durable (WAL) |"]
+    lines.append("|---|---:|---:|")
+    for name, (total, durable) in txns.items():
+        lines.append(f"| {name} | {total:.2f} | {durable:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--out", default="bench-fast-path.md")
+    parser.add_argument("--duration", type=float, default=5.0)
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--wake-jobs", type=int, default=50)
+    parser.add_argument("--txn-jobs", type=int, default=200)
+    parser.add_argument(
+        "--only", nargs="+", default=["job", "checkpoint", "notify", "wake", "txns"]
+    )
+    args = parser.parse_args(argv)
+    only = set(args.only)
+    server = pg_server.start({}, durable=True)
+    results: list[Result] = []
+    wake: dict[str, list[float]] = {}
+    txns: dict[str, tuple[float, float]] = {}
+    try:
+        base = server.dsn()
+        facts = server_facts(base)
+        dsns = create_databases(base, ["ours", "langgraph", "procrastinate", "pgqueuer", "ref"])
+        try:
+            ours: dict[str, Any] = {"backend": "postgres", "dsn": dsns["ours"], "schema": "bench"}
+            migrate(dsns["ours"], "bench")
+            setup_langgraph(dsns["langgraph"])
+            asyncio.run(setup_procrastinate(dsns["procrastinate"]))
+            asyncio.run(setup_pgqueuer(dsns["pgqueuer"]))
+            pgbench.setup(dsns["ref"])
+            proc = {"dsn": dsns["procrastinate"], "lg_dsn": dsns["langgraph"]}
+            pgq = {"dsn": dsns["pgqueuer"], "lg_dsn": dsns["langgraph"]}
+            job_entries = [
+                ("durable_graph", "submit+begin+get+commit+finish", f"{B}.jobs:OursJob", ours),
+                (
+                    "procrastinate + LangGraph",
+                    "defer+fetch+aput+finish",
+                    f"{B}.jobs:ProcrastinateJob",
+                    proc,
+                ),
+                ("pgqueuer + LangGraph", "enqueue+dequeue+aput+log", f"{B}.jobs:PgqueuerJob", pgq),
+            ]
+            if "job" in only:
+                log("job")
+                results += compare(
+                    "job",
+                    [
+                        *job_entries,
+                        ("pgbench", "durable txn", "pgbench:durable_txn", {"dsn": dsns["ref"]}),
+                    ],
+                    args,
+                )
+            if "checkpoint" in only:
+                for two in (False, True):
+                    shape = "two-channel" if two else "one-channel"
+                    log(f"checkpoint {shape}")
+                    results += compare(
+                        f"checkpoint {shape}",
+                        [
+                            (
+                                "durable_graph",
+                                "commit + get",
+                                f"{B}.jobs:OursCycle",
+                                {**ours, "two_channels": two},
+                            ),
+                            (
+                                "LangGraph PostgresSaver",
+                                "put + get_tuple",
+                                f"{B}.jobs:LangGraphCycle",
+                                {"dsn": dsns["langgraph"], "two_channels": two},
+                            ),
+                        ],
+                        args,
+                    )
+            if "notify" in only:
+                log("notify cost")
+                schemas = {"off": "n_off", "on": "n_on", "watched": "n_watched"}
+                for schema in schemas.values():
+                    migrate(dsns["ours"], schema)
+                notify_cost.disable_triggers(dsns["ours"], schemas["off"])
+                for kind in ("SubmitOnly", "CommitOnly"):
+                    results += compare(
+                        f"notify {kind}",
+                        [
+                            (
+                                f"triggers {state}",
+                                kind,
+                                f"{B}.notify_cost:{kind}",
+                                {**ours, "schema": schema, "watched": state == "watched"},
+                            )
+                            for state, schema in schemas.items()
+                        ],
+                        args,
+                    )
+            if "wake" in only:
+                log("wake-up latency")
+                wake["durable_graph Worker"] = wakeup.ours(
+                    dsns["ours"], "bench", args.wake_jobs, 0.05
+                )
+                wake["procrastinate worker"] = wakeup.procrastinate_worker(
+                    dsns["procrastinate"], args.wake_jobs, 0.05
+                )
+                wake["pgqueuer QueueManager"] = wakeup.pgqueuer_worker(
+                    dsns["pgqueuer"], args.wake_jobs, 0.05
+                )
+                for name, values in wake.items():
+                    log(f"  {name}: p50 {statistics.median(values):.2f} ms")
+            if "txns" in only:
+                log("transactions per job")
+                for system, _, ref, params in job_entries:
+                    txns[system] = transactions_per_job(ref, params, base, args.txn_jobs)
+                    log(f"  {system}: {txns[system]}")
+        finally:
+            with contextlib.suppress(Exception):
+                drop_databases(base, dsns)
+    finally:
+        server.stop()
+    text = render(results, wake, txns, facts, args)
+    with open(args.out, "w") as f:
+        f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,93 @@
+"""A job in four durable transactions (SPEC §11), counted by PostgreSQL itself.
+
+A job is submit → a worker begins it → its handler commits one ~1 KB checkpoint → the worker
+finishes it. The commits that wrote anything are counted from the write-ahead log
+(``pg_walinspect``: a read-only transaction writes no commit record, subtransactions fold into
+their top-level commit); ``make bench`` also reports ``pg_stat_database.xact_commit`` per job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from durable_graph import Submission
+from durable_graph.aio import AsyncWorker
+from durable_graph.aio.postgres import AsyncPostgresCheckpointer
+from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
+from durable_graph.worker import RunContext, Worker
+
+STATE = {"messages": ["x" * 1000]}  # ~1 KB
+
+
+@pytest.fixture
+def admin(pg_dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+        yield conn
+
+
+def _mark(admin: psycopg.Connection[Any]) -> str:
+    row = admin.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _commits_since(admin: psycopg.Connection[Any], start: str) -> int:
+    """Commit records written since ``start`` (flushed first: the test server commits async)."""
+    end = _mark(admin)
+    admin.execute("CHECKPOINT")  # flushes the WAL past ``end``: walinspect reads flushed WAL only
+    row = admin.execute(
+        "SELECT count(*) FROM pg_get_wal_records_info(%s::pg_lsn, %s::pg_lsn)"
+        " WHERE resource_manager = 'Transaction' AND record_type = 'COMMIT'",
+        (start, end),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _handler(ctx: RunContext) -> None:
+    ctx.commit(STATE)
+
+
+def test_a_job_is_four_durable_transactions(
+    pg_dsn: str, pg_schema: str, admin: psycopg.Connection[Any]
+) -> None:
+    with PostgresCheckpointer.open(pg_dsn, PostgresConfig(schema=pg_schema)) as store:
+        worker = Worker(store, _handler)
+        # One job first, so that no first-use work (e.g. a thread row) is counted.
+        store.run_queue.submit(Submission("warm", {"q": 0}))
+        assert worker.run_once() is not None
+        start = _mark(admin)
+        store.run_queue.submit(Submission("thread-1", {"q": 1}))
+        report = worker.run_once()
+        assert report is not None and report.note == "completed"
+        assert _commits_since(admin, start) == 4  # submit, begin, commit, finish
+
+
+def test_an_async_job_is_four_durable_transactions(
+    pg_dsn: str, pg_schema: str, admin: psycopg.Connection[Any]
+) -> None:
+    async def main() -> int:
+        store = await AsyncPostgresCheckpointer.open(pg_dsn, PostgresConfig(schema=pg_schema))
+        try:
+
+            async def handler(ctx: Any) -> None:
+                await ctx.commit(STATE)
+
+            worker = AsyncWorker(store, handler)
+            await store.run_queue.submit(Submission("warm", {"q": 0}))
+            assert await worker.run_once() is not None
+            start = _mark(admin)
+            await store.run_queue.submit(Submission("thread-1", {"q": 1}))
+            report = await worker.run_once()
+            assert report is not None and report.note == "completed"
+            return _commits_since(admin, start)
+        finally:
+            await store.close()
+
+    assert asyncio.run(main()) == 4
