@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 
+from ...checkpointer import Checkpointer
 from ...errors import EntryClosed, LeaseLost, NotFound, ValidationError
 from ...model import Cancelled, Completed, Failed, QueueEntry, Started, Submission
 from ...run_queue import RunQueue
@@ -198,3 +199,24 @@ class OperatingTests:
         cancelled = queue.cancel(second)
         assert (cancelled.entry_id, cancelled.retry_of) == (second, failed)
         assert cancelled.not_before == later.not_before is not None
+
+    def test_the_fast_path_rows_carry_not_before_and_retry_of_too(
+        self, store: Checkpointer, queue: RunQueue, clock: ClockControl
+    ) -> None:
+        failed, lease = _attempted(queue, "run-1")
+        queue.close(lease, Failed("bad"))
+        retried = queue.retry(failed).entry_id
+        begun = store.begin_attempt("worker-1", TTL, run_id="run-2")
+        assert begun is not None and begun.claim is not None
+        assert (begun.lease.entry.entry_id, begun.lease.entry.retry_of) == (retried, failed)
+        want = (queue.defer(begun.lease, timedelta(minutes=5)).not_before, failed)
+        store.release_claim(begun.claim)
+        clock.advance(timedelta(minutes=5) + SLACK)
+        again = store.begin_attempt("worker-1", TTL, run_id="run-3")
+        assert again is not None and again.claim is not None
+        assert (again.lease.entry.not_before, again.lease.entry.retry_of) == want
+        assert (again.entry.not_before, again.entry.retry_of) == want
+        renewed, claim = store.renew_attempt(again.lease, again.claim)
+        assert (renewed.entry.not_before, renewed.entry.retry_of) == want
+        closed = store.finish_attempt(renewed, Completed(), claim)
+        assert (closed.not_before, closed.retry_of) == want
