@@ -129,6 +129,18 @@ BEGIN
 END;
 $$;
 
+-- _dg_thread_row_bytes(ids...): what a threads() row weighs against max_page_bytes: its ids'
+-- bytes, plus 64 for its numbers and timestamps.
+CREATE OR REPLACE FUNCTION _dg_thread_row_bytes(p_thread_id text, p_parent text, p_head text,
+                                                p_holder text) RETURNS bigint
+LANGUAGE sql IMMUTABLE
+AS $$
+    SELECT 64 + pg_catalog.octet_length(p_thread_id)::bigint
+           + coalesce(pg_catalog.octet_length(p_parent), 0)
+           + coalesce(pg_catalog.octet_length(p_head), 0)
+           + coalesce(pg_catalog.octet_length(p_holder), 0)
+$$;
+
 -- dg_threads_v1: existing threads in id byte order (COLLATE "C"), after p_after (NULL = from
 -- the first), at most p_limit (1..100000; a row is at most ~2 KiB, so no byte bound).
 -- Raises DG000.
@@ -140,26 +152,50 @@ LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_page bigint;
 BEGIN
     PERFORM _dg_opt_id(p_after, 'after');
     PERFORM _dg_count(p_limit, 'limit', 100000);
+    v_page := (_dg_limits()).max_page_bytes;
+    -- Two statements, so that each plan walks the live-thread index from its own start. A row
+    -- is in the page when the rows before it hold fewer than max_page_bytes (its ids, plus 64
+    -- bytes for the rest), so a page always has at least one row when one exists.
     IF p_after IS NULL THEN
         RETURN QUERY
-        SELECT t.thread_id, t.parent_thread_id, t.head_id, t.last_seq, t.created_at,
-               t.updated_at, t.claim_holder, t.claim_expires_at
-          FROM threads t
-         WHERE t.live
-         ORDER BY t.thread_id
-         LIMIT p_limit;
+        SELECT x.thread_id, x.parent_thread_id, x.head_id, x.last_seq, x.created_at,
+               x.updated_at, x.claim_holder, x.claim_expires_at
+          FROM (SELECT r.*, pg_catalog.sum(r.bytes) OVER (ORDER BY r.thread_id
+                                                          ROWS UNBOUNDED PRECEDING)
+                            - r.bytes AS before_bytes
+                  FROM (SELECT t.thread_id, t.parent_thread_id, t.head_id, t.last_seq,
+                               t.created_at, t.updated_at, t.claim_holder, t.claim_expires_at,
+                               _dg_thread_row_bytes(t.thread_id, t.parent_thread_id, t.head_id,
+                                                    t.claim_holder) AS bytes
+                          FROM threads t
+                         WHERE t.live
+                         ORDER BY t.thread_id
+                         LIMIT p_limit) r) x
+         WHERE x.before_bytes < v_page
+         ORDER BY x.thread_id;
         RETURN;
     END IF;
     RETURN QUERY
-    SELECT t.thread_id, t.parent_thread_id, t.head_id, t.last_seq, t.created_at, t.updated_at,
-           t.claim_holder, t.claim_expires_at
-      FROM threads t
-     WHERE t.live AND t.thread_id > p_after
-     ORDER BY t.thread_id
-     LIMIT p_limit;
+    SELECT x.thread_id, x.parent_thread_id, x.head_id, x.last_seq, x.created_at, x.updated_at,
+           x.claim_holder, x.claim_expires_at
+      FROM (SELECT r.*, pg_catalog.sum(r.bytes) OVER (ORDER BY r.thread_id
+                                                      ROWS UNBOUNDED PRECEDING)
+                        - r.bytes AS before_bytes
+              FROM (SELECT t.thread_id, t.parent_thread_id, t.head_id, t.last_seq, t.created_at,
+                           t.updated_at, t.claim_holder, t.claim_expires_at,
+                           _dg_thread_row_bytes(t.thread_id, t.parent_thread_id, t.head_id,
+                                                t.claim_holder) AS bytes
+                      FROM threads t
+                     WHERE t.live AND t.thread_id > p_after
+                     ORDER BY t.thread_id
+                     LIMIT p_limit) r) x
+     WHERE x.before_bytes < v_page
+     ORDER BY x.thread_id;
 END;
 $$;
 

@@ -106,6 +106,7 @@ def test_dashboard_shows_queue_entries_threads_and_a_live_tail(
         expect(page.locator("h1")).to_contain_text(f"Entry #{filled.failed}")
         expect(page.locator("pre.failure")).to_have_text(FAILURE)
         expect(page.locator("table.attempts tbody tr")).to_have_count(1)
+        expect(page.locator("table.attempts pre.attempt-error")).to_have_text(FAILURE)
         _shoot(page, tmp_path, "dashboard-entry.png", publish)
 
         # The thread: history diffed against the parent, writes, children, effects, events.

@@ -122,6 +122,49 @@ def test_worker_metrics_show_attempts_calls_and_queue_depth(tmp_path: Path) -> N
         assert private not in text
 
 
+def test_a_scrape_during_the_demo_shows_attempts_and_queue_depth(tmp_path: Path) -> None:
+    """`make demo`'s run with metrics on: its workers serve Prometheus metrics while it runs."""
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "DURABLE_GRAPH_DSN"}
+    demo = subprocess.Popen(
+        [
+            *(str(BIN), "demo", "--sqlite", str(tmp_path / "demo.db")),
+            *("--workers", "2", "--metrics-port", str(port)),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seen = ""
+    try:
+
+        def scraped_during_run() -> bool:
+            nonlocal seen
+            assert demo.poll() is None, "the demo ended before a scrape showed its work"
+            for p in (port, port + 1):  # one worker may be the one the demo kills
+                try:
+                    text = _scrape(p)
+                except OSError:
+                    continue
+                started = _value(text, "durable_graph_attempts_started_total")
+                depth = _value(text, 'durable_graph_queue_entries{state="open"}')
+                if started and started >= 1 and depth is not None:
+                    seen = text
+                    return True
+            return False
+
+        _until(scraped_during_run, timeout=60)
+        stdout, stderr = demo.communicate(timeout=120)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.communicate()
+    assert demo.returncode == 0, stderr
+    assert f"metrics http://127.0.0.1:{port}/metrics" in stdout
+    assert _value(seen, 'durable_graph_queue_entries{state="running"}') is not None
+
+
 def test_observer_counts_renewals_losses_and_claim_waits() -> None:
     metrics = PrometheusObserver()
     with InMemoryCheckpointer() as raw:

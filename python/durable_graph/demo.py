@@ -131,6 +131,8 @@ class WorkerLauncher:
     argv: Sequence[str]
     """The command up to and including ``worker`` (store options included)."""
     env: Mapping[str, str] = field(default_factory=dict)
+    metrics_port: int | None = None
+    """When set, worker ``i`` (from 1) serves Prometheus metrics on ``metrics_port + i - 1``."""
 
 
 @dataclass
@@ -294,10 +296,15 @@ def run(
             "--shutdown-deadline",
             "5s",
         ]
+        if launcher.metrics_port is not None:
+            port = launcher.metrics_port + i - 1
+            argv += ["--metrics-port", str(port), "--metrics-sample-interval", "500ms"]
         with log_path.open("wb") as log_file:
             popen = subprocess.Popen(argv, env=env, stdout=log_file, stderr=subprocess.STDOUT)
         procs[name] = _Proc(name, popen, log_path)
         p.line(f"  {name}  pid {popen.pid}  log {log_path}")
+        if launcher.metrics_port is not None:
+            p.line(f"  {' ' * len(name)}  metrics http://127.0.0.1:{port}/metrics")
 
     killed: tuple[str, int, str, str] | None = None
     summary: dict[str, Any] = {"ok": False}

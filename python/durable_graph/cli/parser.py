@@ -438,6 +438,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _option(
         demo,
+        "--metrics-port",
+        type=int,
+        metavar="N",
+        help="worker i serves Prometheus metrics on port N+i-1 (extra durable-graph[metrics])",
+    )
+    _option(
+        demo,
         "--langgraph",
         action="store_true",
         help="run the LangGraph demo instead (needs durable-graph[langgraph])",

@@ -275,7 +275,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         sqlite_path = str(Path(args.sqlite).resolve())
     else:
         env[DSN_ENV] = dsn  # the DSN goes to the workers in their environment, not their argv
-    launcher = demo.WorkerLauncher(argv=_worker_launcher_argv(args, sqlite_path), env=env)
+    launcher = demo.WorkerLauncher(
+        argv=_worker_launcher_argv(args, sqlite_path),
+        env=env,
+        metrics_port=getattr(args, "metrics_port", None),
+    )
     progress = progress_of(args)
     out = output_of(args)
     with store_of(args, must_exist=False) as store:

@@ -187,6 +187,10 @@ def entries_table(entries: list[QueueEntry], now: datetime) -> str:
     return _table(headers, rows, "entries", "No entries.")
 
 
+def _entry_link(entry_id: int | None) -> str:
+    return "—" if entry_id is None else f'<a href="{href(f"/entry/{entry_id}")}">#{entry_id}</a>'
+
+
 def entry_page(entry: QueueEntry, now: datetime, output: EffectRecord | None) -> str:
     state = state_of(entry, now)
     facts = [
@@ -200,14 +204,24 @@ def entry_page(entry: QueueEntry, now: datetime, output: EffectRecord | None) ->
         ("lease expires", when(entry.lease_expires_at)),
         ("closed", when(entry.closed_at)),
         ("outcome", text(outcome_text(entry) or "—")),
+        ("not before", when(entry.not_before)),
+        ("retry of", _entry_link(entry.retry_of)),
     ]
     dl = "".join(f"<dt>{text(k)}</dt><dd>{v}</dd>" for k, v in facts)
     failure = ""
     if isinstance(entry.outcome, Failed):
         failure = f"<h2>Failure</h2><pre class=failure>{text(entry.outcome.error)}</pre>"
     attempts = _table(
-        ["attempt", "run id", "started"],
-        [(str(a.number), text(a.run_id), when(a.started_at)) for a in entry.attempts],
+        ["attempt", "run id", "started", "failure"],
+        [
+            (
+                str(a.number),
+                text(a.run_id),
+                when(a.started_at),
+                "—" if a.error is None else f"<pre class=attempt-error>{text(a.error)}</pre>",
+            )
+            for a in entry.attempts
+        ],
         "attempts",
         "No attempt yet.",
     )
