@@ -18,19 +18,21 @@ AS $$
       FROM queue_attempts a WHERE a.entry_id = p_entry_id
 $$;
 
--- _dg_entry(entry_id): the entry row of sql/README.md (no row when unknown).
+-- _dg_entry(entry_id): the entry row of sql/README.md (no row when unknown). not_before and
+-- retry_of (SPEC §13) come last: columns added at the end keep positional readers working.
+DROP FUNCTION IF EXISTS _dg_entry(bigint);
 CREATE OR REPLACE FUNCTION _dg_entry(p_entry_id bigint)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint)
+               closed_at_seq bigint, not_before timestamptz, retry_of bigint)
 LANGUAGE sql STABLE
 AS $$
     SELECT e.entry_id, e.tenant, e.thread_id, e.key, e.input, e.mode, e.max_attempts,
            a.attempts, e.admitted, e.thread_deleted, e.submitted_at,
            e.lease_holder, e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
-           e.closed_at_seq
+           e.closed_at_seq, e.not_before, e.retry_of
       FROM queue_entries e
      CROSS JOIN LATERAL _dg_attempts(e.entry_id) a
      WHERE e.entry_id = p_entry_id

@@ -77,6 +77,8 @@ $$;
 -- one UPDATE of the entry) and reports it in attempt_kind / attempt_number ('started' n,
 -- 'exhausted', 'thread_deleted'); both NULL when no run id was given or it was taken (the lease
 -- is still taken). No row when nothing is available. Raises DG000.
+-- (Its row gained not_before and retry_of at the end: the return type changed.)
+DROP FUNCTION IF EXISTS dg_lease_v1(text, interval, boolean, text, text);
 CREATE OR REPLACE FUNCTION dg_lease_v1(
     p_holder text, p_ttl interval, p_any_tenant boolean, p_tenant text, p_run_id text)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
@@ -85,7 +87,8 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                outcome_kind text, outcome_detail text, closed_at timestamptz,
                closed_at_seq bigint,
                token bigint, holder text, expires_at timestamptz, ttl interval,
-               attempt_kind text, attempt_number integer)
+               attempt_kind text, attempt_number integer,
+               not_before timestamptz, retry_of bigint)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
@@ -180,7 +183,11 @@ BEGIN
          WHERE q.thread_id = v_thread;
     END IF;
     RETURN QUERY
-    SELECT x.*, v_token, p_holder, v_now + p_ttl, p_ttl, v_kind, v_number
+    -- The lease and attempt columns, then not_before and retry_of last (added at the end).
+    SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts, x.attempts,
+           x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder, x.lease_expires_at,
+           x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq,
+           v_token, p_holder, v_now + p_ttl, p_ttl, v_kind, v_number, x.not_before, x.retry_of
       FROM _dg_entry(h.entry_id) x;
 END;
 $$;

@@ -9,7 +9,9 @@
 -- NULL and the lease taken); then, under the claim, latest_of_runs over the entry's attempts. The
 -- entry columns are read after the claim (in this transaction they are the lease's). Returns
 -- dg_lease_v1's row, then claim_token, claim_expires_at, claim_ttl, then latest_* (the
--- checkpoint, all NULL when none or unclaimed). No row when nothing is available. Raises DG000.
+-- checkpoint, all NULL when none or unclaimed), then not_before and retry_of last (columns
+-- added at the end, as on every entry row). No row when nothing is available. Raises DG000.
+DROP FUNCTION IF EXISTS dg_begin_attempt_v1(text, interval, interval, boolean, text, text);
 CREATE OR REPLACE FUNCTION dg_begin_attempt_v1(
     p_holder text, p_ttl interval, p_claim_ttl interval, p_any_tenant boolean, p_tenant text,
     p_run_id text)
@@ -24,7 +26,8 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                latest_checkpoint_id text, latest_parent_id text, latest_run_id text,
                latest_state text, latest_metadata text, latest_next text[],
                latest_created_at timestamptz, latest_committed_at timestamptz,
-               latest_seq bigint, latest_writes json)
+               latest_seq bigint, latest_writes json,
+               not_before timestamptz, retry_of bigint)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
@@ -67,7 +70,7 @@ BEGIN
            l.token, l.holder, l.expires_at, l.ttl, l.attempt_kind, l.attempt_number,
            v_token, v_expires, v_ttl,
            k.checkpoint_id, k.parent_id, k.run_id, k.state, k.metadata, k.next, k.created_at,
-           k.committed_at, k.seq, k.writes
+           k.committed_at, k.seq, k.writes, l.not_before, l.retry_of
       FROM (SELECT 1) one
       LEFT JOIN LATERAL dg_latest_of_runs_v1(l.thread_id, v_runs) k ON true;
 END;
@@ -77,7 +80,9 @@ $$;
 -- tenant, as for dg_renew_v1) and the claim p_claim_token on the entry's thread
 -- (dg_renew_claim_v1) in one transaction. The lease is checked first, so its errors come first
 -- as in the step-by-step renewal: DG103, DG102, then DG002. Returns dg_renew_v1's row, then
--- claim_holder, claim_token, claim_expires_at, claim_ttl. Raises DG000.
+-- claim_holder, claim_token, claim_expires_at, claim_ttl, then not_before and retry_of last.
+-- Raises DG000.
+DROP FUNCTION IF EXISTS dg_renew_attempt_v1(bigint, bigint, bigint, text);
 CREATE OR REPLACE FUNCTION dg_renew_attempt_v1(p_entry_id bigint, p_token bigint,
                                                p_claim_token bigint, p_tenant text)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
@@ -87,7 +92,7 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                closed_at_seq bigint,
                token bigint, holder text, expires_at timestamptz, ttl interval,
                claim_holder text, claim_token bigint, claim_expires_at timestamptz,
-               claim_ttl interval)
+               claim_ttl interval, not_before timestamptz, retry_of bigint)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
@@ -104,7 +109,11 @@ BEGIN
     e := _dg_lock_lease(p_entry_id, p_token, true, p_tenant);
     SELECT * INTO c FROM dg_renew_claim_v1(e.thread_id, p_claim_token);
     RETURN QUERY
-    SELECT r.*, c.holder, c.token, c.expires_at, c.ttl
+    SELECT r.entry_id, r.tenant, r.thread_id, r.key, r.input, r.mode, r.max_attempts,
+           r.attempts, r.admitted, r.thread_deleted, r.submitted_at, r.lease_holder,
+           r.lease_expires_at, r.outcome_kind, r.outcome_detail, r.closed_at, r.closed_at_seq,
+           r.token, r.holder, r.expires_at, r.ttl, c.holder, c.token, c.expires_at, c.ttl,
+           r.not_before, r.retry_of
       FROM dg_renew_v1(p_entry_id, p_token, NULL, p_tenant) r;
 END;
 $$;
@@ -113,6 +122,7 @@ $$;
 -- error; p_tenant as for dg_close_v1), and release the claim p_claim_token on the entry's thread
 -- (dg_release_claim_v1) if it is still the thread's current claim; left alone otherwise, and
 -- when p_claim_token is NULL. Returns dg_close_v1's row. Raises DG103, DG102, DG000.
+DROP FUNCTION IF EXISTS dg_finish_attempt_v1(bigint, bigint, text, text, bigint, text);
 CREATE OR REPLACE FUNCTION dg_finish_attempt_v1(p_entry_id bigint, p_token bigint,
                                                 p_outcome_kind text, p_outcome_detail text,
                                                 p_claim_token bigint, p_tenant text)
@@ -120,7 +130,7 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint)
+               closed_at_seq bigint, not_before timestamptz, retry_of bigint)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$

@@ -7,6 +7,7 @@
 -- dg_renew_v1: push the lease's expiry to store-now + (p_ttl, or when NULL the ttl the lease
 -- was taken with), keeping the token. Returns the lease row. Raises DG103, DG102, DG000.
 DROP FUNCTION IF EXISTS dg_renew_v1(bigint, bigint, interval);
+DROP FUNCTION IF EXISTS dg_renew_v1(bigint, bigint, interval, text);
 CREATE OR REPLACE FUNCTION dg_renew_v1(p_entry_id bigint, p_token bigint, p_ttl interval,
                                        p_tenant text DEFAULT NULL)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
@@ -14,7 +15,8 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
                closed_at_seq bigint,
-               token bigint, holder text, expires_at timestamptz, ttl interval)
+               token bigint, holder text, expires_at timestamptz, ttl interval,
+               not_before timestamptz, retry_of bigint)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
@@ -33,7 +35,12 @@ BEGIN
      WHERE q.entry_id = p_entry_id;
     PERFORM _dg_refresh_queue_thread(e.thread_id);
     RETURN QUERY
-    SELECT x.*, e.lease_token, e.lease_holder, v_now + coalesce(p_ttl, e.lease_ttl), e.lease_ttl
+    -- The lease columns, then not_before and retry_of last (added at the end).
+    SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts, x.attempts,
+           x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder, x.lease_expires_at,
+           x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq,
+           e.lease_token, e.lease_holder, v_now + coalesce(p_ttl, e.lease_ttl), e.lease_ttl,
+           x.not_before, x.retry_of
       FROM _dg_entry(p_entry_id) x;
 END;
 $$;
@@ -105,13 +112,14 @@ $$;
 -- 'cancelled' | 'interrupted', p_outcome_detail its JSON detail); stamps closed_at (store-now)
 -- and closed_at_seq, ends the lease. Returns the entry row. Raises DG103, DG102, DG000.
 DROP FUNCTION IF EXISTS dg_close_v1(bigint, bigint, text, text);
+DROP FUNCTION IF EXISTS dg_close_v1(bigint, bigint, text, text, text);
 CREATE OR REPLACE FUNCTION dg_close_v1(p_entry_id bigint, p_token bigint, p_outcome_kind text,
                                        p_outcome_detail text, p_tenant text DEFAULT NULL)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint)
+               closed_at_seq bigint, not_before timestamptz, retry_of bigint)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$

@@ -6,7 +6,7 @@
 -- thread's later entries back) until store-now + p_delay; with p_error (a JSON string of at
 -- most max_value_bytes, as a failed outcome's detail: JSON text carries what text cannot, such
 -- as U+0000), record it as the failure reason of the entry's last attempt. Returns the entry
--- row as dg_entry_v2. Raises DG103, DG102 (as every lease call), DG000.
+-- row as dg_entry_v1. Raises DG103, DG102 (as every lease call), DG000.
 CREATE OR REPLACE FUNCTION dg_defer_v1(p_entry_id bigint, p_token bigint, p_delay interval,
                                        p_error text, p_tenant text DEFAULT NULL)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
@@ -46,7 +46,7 @@ BEGIN
            not_before = v_now + p_delay
      WHERE q.entry_id = p_entry_id;
     PERFORM _dg_refresh_queue_thread(e.thread_id);
-    RETURN QUERY SELECT * FROM dg_entry_v2(p_entry_id, p_tenant);
+    RETURN QUERY SELECT * FROM dg_entry_v1(p_entry_id, p_tenant);
 END;
 $$;
 
@@ -89,7 +89,8 @@ BEGIN
 END;
 $$;
 
--- dg_entry_v2: dg_entry_v1's row plus not_before and retry_of (SPEC §13).
+-- dg_entry_v2: the same as dg_entry_v1, kept for callers of this earlier name (dg_entry_v1's
+-- row now ends with not_before and retry_of itself).
 CREATE OR REPLACE FUNCTION dg_entry_v2(p_entry_id bigint, p_tenant text)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
@@ -101,11 +102,6 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
-    PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
-    PERFORM _dg_opt_id(p_tenant, 'tenant');
-    RETURN QUERY
-    SELECT x.*, e.not_before, e.retry_of
-      FROM _dg_entry(p_entry_id) x JOIN queue_entries e ON e.entry_id = x.entry_id
-     WHERE x.tenant IS NOT DISTINCT FROM p_tenant;
+    RETURN QUERY SELECT * FROM dg_entry_v1(p_entry_id, p_tenant);
 END;
 $$;

@@ -5,12 +5,14 @@
 -- dg_cancel_v1: close an open entry cancelled("requested"); its worker learns it on its next
 -- call (DG103). Raises DG404 when the entry is unknown, reclaimed or not p_tenant's (checked
 -- first), DG103 when it is closed.
+-- (Its row gained not_before and retry_of at the end: the return type changed.)
+DROP FUNCTION IF EXISTS dg_cancel_v1(bigint, text);
 CREATE OR REPLACE FUNCTION dg_cancel_v1(p_entry_id bigint, p_tenant text)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint)
+               closed_at_seq bigint, not_before timestamptz, retry_of bigint)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
@@ -41,12 +43,13 @@ $$;
 
 -- dg_entry_v1: the entry when its tenant IS NOT DISTINCT FROM p_tenant (NULL = the no-tenant
 -- namespace); no row when unknown, reclaimed or another tenant's. Raises DG000.
+DROP FUNCTION IF EXISTS dg_entry_v1(bigint, text);
 CREATE OR REPLACE FUNCTION dg_entry_v1(p_entry_id bigint, p_tenant text)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint)
+               closed_at_seq bigint, not_before timestamptz, retry_of bigint)
 LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
@@ -68,6 +71,7 @@ $$;
 -- max_page_bytes (input + outcome + attempts), always at least one row when one exists.
 -- Continue with p_after = the last entry id returned. Raises DG000.
 DROP FUNCTION IF EXISTS dg_open_entries_v1(boolean, text, text);
+DROP FUNCTION IF EXISTS dg_open_entries_v1(boolean, text, text, bigint, integer);
 CREATE OR REPLACE FUNCTION dg_open_entries_v1(p_any_tenant boolean, p_tenant text,
                                               p_thread_id text,
                                               p_after bigint DEFAULT NULL,
@@ -76,7 +80,7 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint)
+               closed_at_seq bigint, not_before timestamptz, retry_of bigint)
 LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
@@ -104,14 +108,16 @@ BEGIN
     RETURN QUERY
     SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts,
            x.attempts, x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder,
-           x.lease_expires_at, x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq
+           x.lease_expires_at, x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq,
+           x.not_before, x.retry_of
       FROM (SELECT r.*, pg_catalog.sum(r.size) OVER (ORDER BY r.h, r.rank, r.entry_id
                                           ROWS UNBOUNDED PRECEDING) - r.size AS before_bytes
               FROM (SELECT e.entry_id, e.tenant, e.thread_id::text AS thread_id, e.key,
                            e.input, e.mode, e.max_attempts, a.attempts, e.admitted,
                            e.thread_deleted, e.submitted_at, e.lease_holder,
                            e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
-                           e.closed_at_seq, q.head_entry_id AS h, e.queue_rank AS rank,
+                           e.closed_at_seq, e.not_before, e.retry_of,
+                           q.head_entry_id AS h, e.queue_rank AS rank,
                            pg_catalog.octet_length(e.input) + pg_catalog.octet_length(a.attempts::text)
                            + coalesce(pg_catalog.octet_length(e.key), 0) AS size
                       FROM queue_threads q

@@ -8,13 +8,14 @@
 -- p_tenant), on p_thread_id (NULL = every thread), with entry_id < p_after (NULL = from the
 -- newest), at most p_limit (1..1000) and max_page_bytes (the rows before the last are below
 -- it). Raises DG000 naming the bad argument.
+DROP FUNCTION IF EXISTS dg_entries_v1(text, boolean, text, text, bigint, integer);
 CREATE OR REPLACE FUNCTION dg_entries_v1(p_state text, p_any_tenant boolean, p_tenant text,
                                          p_thread_id text, p_after bigint, p_limit integer)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint)
+               closed_at_seq bigint, not_before timestamptz, retry_of bigint)
 LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
@@ -37,14 +38,15 @@ BEGIN
     RETURN QUERY
     SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts,
            x.attempts, x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder,
-           x.lease_expires_at, x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq
+           x.lease_expires_at, x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq,
+           x.not_before, x.retry_of
       FROM (SELECT r.*, pg_catalog.sum(r.size) OVER (ORDER BY r.entry_id DESC
                                           ROWS UNBOUNDED PRECEDING) - r.size AS before_bytes
               FROM (SELECT e.entry_id, e.tenant, e.thread_id::text AS thread_id, e.key,
                            e.input, e.mode, e.max_attempts, a.attempts, e.admitted,
                            e.thread_deleted, e.submitted_at, e.lease_holder,
                            e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
-                           e.closed_at_seq,
+                           e.closed_at_seq, e.not_before, e.retry_of,
                            pg_catalog.octet_length(e.input) + pg_catalog.octet_length(a.attempts::text)
                            + coalesce(pg_catalog.octet_length(e.key), 0)
                            + coalesce(pg_catalog.octet_length(e.outcome_detail), 0) AS size

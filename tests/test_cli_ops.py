@@ -16,16 +16,17 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from durable_graph import Submission
+from durable_graph import Completed, Failed, Submission
 from durable_graph.aio import AsyncInMemoryCheckpointer
 from durable_graph.aio.worker import AsyncRunContext, AsyncWorker
-from durable_graph.cli import build_parser
+from durable_graph.cli import build_parser, open_store
 from durable_graph.memory import InMemoryCheckpointer
 from durable_graph.worker import RunContext, Worker
 
@@ -146,6 +147,71 @@ def test_thread_delete_of_a_queued_thread_without_commits_says_it_marked_the_ent
     assert run("thread", "delete", "never", *store, cwd=tmp_path).returncode == 1
     pruned = run("prune", "--keep-last", "1", *store, cwd=tmp_path)
     assert pruned.stdout.strip() == "removed 0 checkpoints and 0 events from 0 threads"
+
+
+# --- queue ls --state and queue stats ---------------------------------------------------------
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_options(request: pytest.FixtureRequest, tmp_path: Path) -> list[str]:
+    if request.param == "sqlite":
+        return ["--sqlite", str(tmp_path / "s.db")]
+    dsn = request.getfixturevalue("pg_dsn")
+    return ["--dsn", dsn, "--schema", request.getfixturevalue("pg_schema")]
+
+
+def _one_of_each_state(store_options: list[str]) -> dict[str, int]:
+    """Entries completed, failed, cancelled, and two open ones (one a retry of the failed)."""
+    args = build_parser().parse_args(["queue", "ls", *store_options])
+    store = open_store(args, must_exist=False)
+    try:
+        queue = store.run_queue
+        ids = {n: queue.submit(Submission(f"t-{n}", n)).entry_id for n in ("ok", "bad", "no")}
+        for outcome in (Completed("fine"), Failed("Traceback ...\nValueError: no model")):
+            lease = queue.lease("w", timedelta(seconds=30))
+            assert lease is not None
+            queue.close(lease, outcome)
+        queue.cancel(ids["no"])
+        ids["waiting"] = queue.submit(Submission("t-waiting", "w")).entry_id
+        ids["retry"] = queue.retry(ids["bad"]).entry_id
+        return ids
+    finally:
+        store.close()
+
+
+def test_queue_ls_by_state_pages_newest_first_and_stats_counts_by_state(
+    store_options: list[str], tmp_path: Path
+) -> None:
+    ids = _one_of_each_state(store_options)
+    failed = run("queue", "ls", "--state", "failed", "--json", *store_options, cwd=tmp_path)
+    [entry] = json.loads(failed.stdout)
+    assert entry["entry_id"] == ids["bad"] and entry["outcome"]["kind"] == "failed"
+    first = run("queue", "ls", "--state", "open", "--limit", "1", *store_options, cwd=tmp_path)
+    assert first.returncode == 0 and f"--after {ids['retry']}" in first.stderr
+    rows = first.stdout.splitlines()
+    assert rows[0].split()[:2] == ["ENTRY", "THREAD"] and rows[1].split()[:2] == [
+        str(ids["retry"]),
+        "t-bad",
+    ]
+    assert rows[1].split()[-1] == str(ids["bad"])  # RETRY OF
+    args = ["--state", "open", "--after", str(ids["retry"]), "--json"]
+    second = run("queue", "ls", *args, *store_options, cwd=tmp_path)
+    assert [e["entry_id"] for e in json.loads(second.stdout)] == [ids["waiting"]]
+    assert second.stderr == ""  # a short page: nothing more
+    stats = run("queue", "stats", "--json", *store_options, cwd=tmp_path)
+    counts = json.loads(stats.stdout)
+    assert counts["oldest_waiting_age"] >= 0
+    del counts["oldest_waiting_age"]
+    assert counts == {
+        "open": 2,
+        "running": 0,
+        "completed": 1,
+        "failed": 1,
+        "cancelled": 1,
+        "interrupted": 0,
+    }
+    text = run("queue", "stats", *store_options, cwd=tmp_path).stdout
+    assert "failed:" in text and "oldest waiting:" in text
 
 
 # --- health and read-only opens ----------------------------------------------------------------

@@ -146,7 +146,10 @@ def test_first_hour_fail_see_why_fix_retry_complete_then_cancel_a_long_run(
     assert second["error"] is not None
     log = hour.stop_worker(worker)
     assert f"entry {failing}" in log and "ValueError" in log
-    # (Worker-log tracebacks are h12's; the attempt's stored traceback is shown by queue show.)
+    # The worker's log carries the traceback too, down to the line that raised.
+    assert "Traceback (most recent call last)" in log
+    assert ", in call_the_model" in log
+    assert 'raise ValueError(f"the model rejected {text!r}")' in log
     shown = hour.run("queue", "show", str(failing))
     assert "Traceback (most recent call last)" in shown and "ValueError" in shown
 

@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 from .. import __version__
 from ..errors import StoreError
+from ..listing import ENTRY_STATES
 from ..model import (
     Mode,
 )
@@ -38,6 +39,7 @@ from .queue import (
     cmd_queue_reclaim,
     cmd_queue_retry,
     cmd_queue_show,
+    cmd_queue_stats,
 )
 from .run import (
     cmd_demo,
@@ -284,7 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
         "unless it completed",
     )
 
-    queue = command("queue", _no_subcommand, "queue entries: ls, show, cancel, retry, reclaim")
+    queue = command(
+        "queue", _no_subcommand, "queue entries: ls, stats, show, cancel, retry, reclaim"
+    )
     queue_commands = queue.add_subparsers(
         dest="queue_command", metavar="ACTION", parser_class=_Parser
     )
@@ -295,9 +299,37 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(func=func)
         return sub
 
-    ls = queue_action("ls", cmd_queue_ls, "list open entries in queue order")
+    ls = queue_action(
+        "ls", cmd_queue_ls, "list open entries in queue order, or (--state) entries newest first"
+    )
     _option(ls, "--tenant", help="only this tenant's entries (default: every tenant)")
     _option(ls, "--thread", help="only this thread's entries")
+    _option(
+        ls,
+        "--state",
+        choices=ENTRY_STATES,
+        help="list the entries in this state, newest first, one page (default: every open "
+        "entry in queue order)",
+    )
+    _option(
+        ls,
+        "--after",
+        type=positive_int,
+        metavar="ID",
+        help="the page after this entry id (the last one of the previous page)",
+    )
+    _option(
+        ls,
+        "--limit",
+        type=positive_int,
+        metavar="N",
+        help="at most N entries, one page (default: 100 with --state, 1000 with --after, "
+        "else every open entry)",
+    )
+    stats = queue_action(
+        "stats", cmd_queue_stats, "count entries by state and show the oldest waiting age"
+    )
+    _option(stats, "--tenant", help="only this tenant's entries (default: every tenant)")
     show = queue_action("show", cmd_queue_show, "show one entry")
     show.add_argument("entry_id", type=positive_int, metavar="ID", help="the entry id")
     _option(show, "--tenant", help="the entry's tenant (default: no tenant)")

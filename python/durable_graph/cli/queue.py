@@ -1,13 +1,16 @@
-"""The ``queue`` commands: ``ls``, ``show``, ``cancel``, ``retry``, ``reclaim``."""
+"""The ``queue`` commands: ``ls``, ``stats``, ``show``, ``cancel``, ``retry``, ``reclaim``."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from datetime import timedelta
 
 from ..checkpointer import Checkpointer
 from ..errors import NotFound
 from ..model import (
     ANY,
+    Failed,
     QueueEntry,
     TenantFilter,
 )
@@ -35,8 +38,15 @@ def _lease_text(entry: QueueEntry) -> str:
 
 def cmd_queue_ls(args: argparse.Namespace) -> int:
     tenant: TenantFilter = ANY if args.tenant is None else args.tenant
+    if args.state is not None:
+        return _ls_by_state(args, tenant)
     with store_of(args, read_only=True) as store:
-        entries = all_open_entries(store, tenant, args.thread)
+        if args.after is None and args.limit is None:
+            entries = all_open_entries(store, tenant, args.thread)
+        else:  # one page, continued with --after the last entry shown
+            limit = 1000 if args.limit is None else args.limit
+            entries = store.run_queue.open_entries(tenant, args.thread, args.after, limit)
+            _more_hint(entries, limit)
     out = output_of(args)
     if out.as_json:
         out.json(entries)
@@ -57,6 +67,85 @@ def cmd_queue_ls(args: argparse.Namespace) -> int:
             for e in entries
         ],
     )
+    return 0
+
+
+_BY_STATE_HEADERS = [
+    "ENTRY",
+    "THREAD",
+    "TENANT",
+    "ATTEMPTS",
+    "LEASE",
+    "OUTCOME",
+    "SUBMITTED",
+    "CLOSED",
+    "NOT BEFORE",
+    "RETRY OF",
+]
+
+
+def _ls_by_state(args: argparse.Namespace, tenant: TenantFilter) -> int:
+    """One page of the entries in ``--state``, newest first (SPEC §13 listing)."""
+    limit = 100 if args.limit is None else args.limit
+    with store_of(args, read_only=True) as store:
+        entries = store.run_queue.entries(args.state, tenant, args.thread, args.after, limit)
+    _more_hint(entries, limit)
+    out = output_of(args)
+    if out.as_json:
+        out.json(entries)
+        return 0
+    out.table(
+        _BY_STATE_HEADERS,
+        [
+            (
+                e.entry_id,
+                e.thread_id,
+                e.tenant or "-",
+                f"{len(e.attempts)}/{e.max_attempts}",
+                _lease_text(e),
+                _outcome_cell(e),
+                when(e.submitted_at),
+                when(e.closed_at),
+                when(e.not_before),
+                e.retry_of or "-",
+            )
+            for e in entries
+        ],
+    )
+    return 0
+
+
+def _more_hint(entries: list[QueueEntry], limit: int) -> None:
+    if len(entries) == limit:  # on stderr, so that the table or the JSON stays whole
+        print(f"more may follow: --after {entries[-1].entry_id}", file=sys.stderr)
+
+
+def _outcome_cell(entry: QueueEntry) -> str:
+    if isinstance(entry.outcome, Failed):  # a traceback: its last line names the exception
+        return f"failed: {_last_line(entry.outcome.error)}"
+    return outcome_text(entry.outcome)
+
+
+def _age_text(age: timedelta | None) -> str:
+    if age is None:
+        return "-"
+    seconds = int(age.total_seconds())
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m{secs:02d}s"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def cmd_queue_stats(args: argparse.Namespace) -> int:
+    tenant: TenantFilter = ANY if args.tenant is None else args.tenant
+    with store_of(args, read_only=True) as store:
+        stats = store.run_queue.stats(tenant)
+    out = output_of(args)
+    if out.as_json:
+        out.json(stats)
+        return 0
+    out.fields([*stats.counts().items(), ("oldest waiting", _age_text(stats.oldest_waiting_age))])
     return 0
 
 

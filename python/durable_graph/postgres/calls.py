@@ -249,9 +249,8 @@ def entry_of(row: Row) -> QueueEntry:
         outcome=decode_outcome(row["outcome_kind"], row["outcome_detail"]),
         closed_at=_utc_or_none(row["closed_at"]),
         closed_at_seq=row["closed_at_seq"],
-        # Only the rows of dg_entry_v2 (entry, defer) carry these two (SPEC §13).
-        not_before=_utc_or_none(row.get("not_before")),
-        retry_of=row.get("retry_of"),
+        not_before=_utc_or_none(row["not_before"]),
+        retry_of=row["retry_of"],
     )
 
 
@@ -766,7 +765,7 @@ def entry(config: PostgresConfig, entry_id: object, tenant: object) -> Call[Queu
         ("bigint", _entry_id(entry_id)),
         ("text", check_optional_identifier("tenant", tenant)),
     ]
-    return _call(config, "entry", "dg_entry_v2", args, _first_or_none(entry_of))
+    return _call(config, "entry", "dg_entry_v1", args, _first_or_none(entry_of))
 
 
 def open_entries(

@@ -8,8 +8,9 @@ from datetime import timedelta
 
 import pytest
 
+from ...checkpointer import Checkpointer
 from ...errors import EntryClosed, LeaseLost, NotFound, ValidationError
-from ...model import Cancelled, Completed, Failed, Started, Submission
+from ...model import Cancelled, Completed, Failed, QueueEntry, Started, Submission
 from ...run_queue import RunQueue
 from ..harness import ClockControl
 from .support import HOUR, SLACK, TTL, _attempted, _entry, _lease, _submit
@@ -164,3 +165,58 @@ class OperatingTests:
         queue.defer(lease, timedelta(0))
         with pytest.raises(LeaseLost):
             queue.renew(lease)
+
+    # --- the entry row everywhere ------------------------------------------------------------
+
+    def test_every_call_returning_an_entry_carries_its_not_before_and_retry_of(
+        self, queue: RunQueue, clock: ClockControl
+    ) -> None:
+        failed, lease = _attempted(queue, "run-1")
+        queue.close(lease, Failed("bad"))
+        first = queue.retry(failed).entry_id
+        second = queue.retry(failed).entry_id  # behind `first` on the same thread
+        held = queue.defer(_lease(queue), timedelta(minutes=5))
+        want = (held.not_before, failed)
+        assert held.entry_id == first and want[0] is not None
+
+        def ops(rows: list[QueueEntry]) -> tuple[object, object]:
+            (row,) = [r for r in rows if r.entry_id == first]
+            return (row.not_before, row.retry_of)
+
+        assert ops(queue.open_entries()) == want
+        assert ops(queue.entries(state="open")) == want
+        clock.advance(timedelta(minutes=5) + SLACK)
+        leased = _lease(queue)
+        assert (leased.entry.entry_id, leased.entry.not_before) == (first, want[0])
+        assert leased.entry.retry_of == failed
+        renewed = queue.renew(leased)
+        assert (renewed.entry.not_before, renewed.entry.retry_of) == want
+        assert ops(queue.entries(state="running")) == want
+        closed = queue.close(renewed, Completed())
+        assert (closed.not_before, closed.retry_of) == want
+        assert ops(queue.entries(state="completed")) == want
+        later = queue.defer(_lease(queue), timedelta(minutes=1))
+        cancelled = queue.cancel(second)
+        assert (cancelled.entry_id, cancelled.retry_of) == (second, failed)
+        assert cancelled.not_before == later.not_before is not None
+
+    def test_the_fast_path_rows_carry_not_before_and_retry_of_too(
+        self, store: Checkpointer, queue: RunQueue, clock: ClockControl
+    ) -> None:
+        failed, lease = _attempted(queue, "run-1")
+        queue.close(lease, Failed("bad"))
+        retried = queue.retry(failed).entry_id
+        begun = store.begin_attempt("worker-1", TTL, run_id="run-2")
+        assert begun is not None and begun.claim is not None
+        assert (begun.lease.entry.entry_id, begun.lease.entry.retry_of) == (retried, failed)
+        want = (queue.defer(begun.lease, timedelta(minutes=5)).not_before, failed)
+        store.release_claim(begun.claim)
+        clock.advance(timedelta(minutes=5) + SLACK)
+        again = store.begin_attempt("worker-1", TTL, run_id="run-3")
+        assert again is not None and again.claim is not None
+        assert (again.lease.entry.not_before, again.lease.entry.retry_of) == want
+        assert (again.entry.not_before, again.entry.retry_of) == want
+        renewed, claim = store.renew_attempt(again.lease, again.claim)
+        assert (renewed.entry.not_before, renewed.entry.retry_of) == want
+        closed = store.finish_attempt(renewed, Completed(), claim)
+        assert (closed.not_before, closed.retry_of) == want
