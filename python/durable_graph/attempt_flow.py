@@ -621,7 +621,7 @@ def _run_planned(
         yield Finish(None)
         return report("lost", run=run_id, number=number, plan=plan)
     outcome: EntryOutcome | None
-    if result.error is not None:  # D43
+    if result.error is not None:  # D43: a raise retries, or closes Failed on the last attempt
         outcome = failure_outcome(current, result.error)
         if outcome is None:  # logged by attempt_flow, with the traceback
             later = retry_later(settings, number, result.error)

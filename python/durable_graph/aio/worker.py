@@ -327,7 +327,8 @@ class AsyncWorker:
                 self._force_event.set()
 
     async def run(self) -> None:
-        """Run attempts, up to ``concurrency`` at once, until `stop`; then shut down (D44)."""
+        """Run attempts, up to ``concurrency`` at once, until `stop`; then shut down (D44: late
+        attempts are cancelled, their claim and lease released)."""
         self._loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
         self._force_event = asyncio.Event()
