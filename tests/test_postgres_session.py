@@ -224,3 +224,12 @@ def test_cli_migrate_against_a_server_that_never_answers_fails_within_its_bound(
     assert code != 0
     assert "could not connect" in capsys.readouterr().err
     assert elapsed < (default.connection_timeout + default.call_timeout).total_seconds() + MARGIN
+
+
+def test_a_refused_login_opening_a_store_is_reported_as_such(pg_dsn: str, pg_schema: str) -> None:
+    """A login the server refuses is a connection problem, not a schema problem (issue 16)."""
+    refused = psycopg.conninfo.make_conninfo(pg_dsn, user="dg_no_such_role")
+    config = PostgresConfig(schema=pg_schema, auto_migrate=False)
+    with pytest.raises(ProcessingError) as raised:
+        PostgresCheckpointer.open(refused, config)
+    assert str(raised.value).startswith("could not connect to PostgreSQL")

@@ -80,7 +80,11 @@ def _prepare_schema(dsn: str, config: PostgresConfig) -> None:
         if config.auto_migrate:
             migrations.migrate(dsn, config.schema, config)
         else:
-            with psycopg.connect(dsn, **config.connection_kwargs()) as conn:
+            try:
+                conn = psycopg.connect(dsn, **config.connection_kwargs())
+            except psycopg.OperationalError as exc:  # unreachable, refused login, bad password
+                raise ProcessingError(f"could not connect to PostgreSQL: {exc}") from exc
+            with conn:
                 migrations.verify(conn, config.schema)
     except StoreError:
         raise
