@@ -41,10 +41,10 @@ from ..validation import (
 )
 from .storage import SqliteTx
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 """``PRAGMA user_version`` of a file this code creates. Version 1 files (table names of before
-the embedded rule set) and version 2 files (before delayed runs, retries and attempt errors)
-are migrated on open; `open` refuses a newer file."""
+the embedded rule set), version 2 files (before delayed runs, retries and attempt errors) and
+version 3 files (before stored trace contexts) are migrated on open; `open` refuses a newer file."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,8 +324,9 @@ def open_storage(path: str, config: SqliteConfig, clock: Callable[[], float]) ->
                     conn.execute(f"ALTER TABLE {table} RENAME TO v1_{table}")
                 for statement in _script("schema.sql") + _script("migrate_v1.sql"):
                     conn.execute(statement)
-            elif version == 2:
-                for statement in _script("migrate_v2.sql"):
+            elif version in (2, 3):
+                later = ["migrate_v3.sql"] if version == 3 else ["migrate_v2.sql", "migrate_v3.sql"]
+                for statement in [s for name in later for s in _script(name)]:
                     conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")

@@ -154,3 +154,11 @@ CREATE INDEX queue_threads_head_idx ON queue_threads (head_entry_id)
 ;
 CREATE INDEX queue_threads_tenant_head_idx ON queue_threads (head_tenant, head_entry_id)
     WHERE head_entry_id IS NOT NULL
+;
+-- The W3C trace context a submission was made in (issue 17; same table as PostgreSQL's
+-- migrations/0005.queue_listing.sql). Removed with its entry (reclaim).
+CREATE TABLE queue_trace_context (
+    entry_id    INTEGER PRIMARY KEY,
+    traceparent TEXT NOT NULL,
+    tracestate  TEXT
+)

@@ -583,6 +583,7 @@ class SqliteTx:
 
     def remove_entry(self, entry: EntryRow) -> None:
         self._run("DELETE FROM queue_attempts WHERE entry_id = ?", (entry.entry_id,))
+        self._run("DELETE FROM queue_trace_context WHERE entry_id = ?", (entry.entry_id,))
         self._run("DELETE FROM queue_entries WHERE entry_id = ?", (entry.entry_id,))
 
     def _refresh_head(self, thread_id: str) -> None:
