@@ -658,3 +658,23 @@ def test_a_wait_wakes_at_once_on_a_write_through_the_same_store(kind: str, path:
         events = store.await_events_after("t", 1, timedelta(seconds=20), slow_poll)
         writer.join()
         assert [e.kind for e in events] == ["ping"] and time.monotonic() - started < 5
+
+
+def test_a_submissions_trace_context_is_kept_in_the_file_first_one_wins(tmp_path: Path) -> None:
+    from durable_graph.observe import TraceContext
+
+    path = tmp_path / "t.db"
+    first = TraceContext("00-" + "a" * 32 + "-" + "b" * 16 + "-01", "k=v")
+    submitter = SqliteCheckpointer.open(path)
+    worker = SqliteCheckpointer.open(path)
+    try:
+        entry_id = submitter.run_queue.submit(Submission("t1", {"x": 1})).entry_id
+        assert submitter.run_queue.set_trace_context(entry_id, first) is True
+        later = TraceContext("00-" + "c" * 32 + "-" + "d" * 16 + "-01")
+        assert worker.run_queue.set_trace_context(entry_id, later) is False
+        assert worker.run_queue.trace_context(entry_id) == first
+        assert worker.run_queue.set_trace_context(entry_id + 1, first) is False
+        assert worker.run_queue.trace_context(entry_id + 1) is None
+    finally:
+        submitter.close()
+        worker.close()

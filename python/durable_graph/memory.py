@@ -102,6 +102,7 @@ class _State:
         self.entry_ids = itertools.count(1)
         self.entries: dict[int, EntryRow] = {}
         self.attempts: dict[int, list[Attempt]] = {}
+        self.trace_contexts: dict[int, tuple[str, str | None]] = {}
         self.keys: dict[tuple[str | None, str], int] = {}
         self.queues: dict[str, _QueueThread] = {}
         self.heads: list[_Head] = []
@@ -530,9 +531,16 @@ class MemoryTx:
                 oldest = e.submitted_at
         return counts, oldest
 
+    def trace_context(self, entry_id: int) -> tuple[str, str | None] | None:
+        return self._s.trace_contexts.get(entry_id)
+
+    def set_trace_context(self, entry_id: int, traceparent: str, tracestate: str | None) -> None:
+        self._s.trace_contexts[entry_id] = (traceparent, tracestate)
+
     def remove_entry(self, entry: EntryRow) -> None:
         s = self._s
         del s.entries[entry.entry_id]
+        s.trace_contexts.pop(entry.entry_id, None)
         for attempt in s.attempts.pop(entry.entry_id):
             runs = s.queues[entry.thread_id].runs
             runs[attempt.run_id].discard(entry.entry_id)

@@ -40,6 +40,7 @@ from ..model import (
     Ticket,
     WatchPolicy,
 )
+from ..observe import TraceContext
 from ..validation import (
     MAX_PAGE_ROWS,
     EncodedSubmission,
@@ -217,6 +218,24 @@ class EmbeddedRunQueue:
                 raise EntryClosed(f"entry {entry_id} is closed")
             _close_entry(tx, entry, store_outcome(Cancelled("requested")))
             return entry_of(tx, _entry(tx, entry_id))
+
+    def set_trace_context(self, entry_id: int, context: TraceContext) -> bool:
+        """Remember the trace ``context`` ``entry_id`` was submitted in (the first one stays),
+        as PostgreSQL's queue does; False for an unknown entry or one that has a context."""
+        check_int("entry_id", entry_id, minimum=0)
+        if not isinstance(context, TraceContext):
+            raise ValidationError("context must be a TraceContext")
+        with self._storage.write() as tx:
+            if tx.entry(entry_id) is None or tx.trace_context(entry_id) is not None:
+                return False
+            tx.set_trace_context(entry_id, context.traceparent, context.tracestate)
+            return True
+
+    def trace_context(self, entry_id: int) -> TraceContext | None:
+        check_int("entry_id", entry_id, minimum=0)
+        with self._storage.read() as tx:
+            stored = tx.trace_context(entry_id)
+        return None if stored is None else TraceContext(stored[0], stored[1])
 
     def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None:
         check_int("entry_id", entry_id, minimum=0)

@@ -229,6 +229,14 @@ class Tx(Protocol):
 
     def remove_entry(self, entry: EntryRow) -> None: ...
 
+    def trace_context(self, entry_id: int) -> tuple[str, str | None] | None:
+        """The (traceparent, tracestate) stored for ``entry_id``, or None."""
+        ...
+
+    def set_trace_context(self, entry_id: int, traceparent: str, tracestate: str | None) -> None:
+        """Store the context of an existing entry that has none yet."""
+        ...
+
 
 class Storage(Protocol):
     """Where an embedded store keeps its rows: transactions, waits and the closed state."""

@@ -581,6 +581,19 @@ class SqliteTx:
         oldest = next((r[2] for r in rows if r[0] == "open"), None)
         return {r[0]: r[1] for r in rows}, None if oldest is None else from_micros(oldest)
 
+    def trace_context(self, entry_id: int) -> tuple[str, str | None] | None:
+        row = self._one(
+            "SELECT traceparent, tracestate FROM queue_trace_context WHERE entry_id = ?",
+            (entry_id,),
+        )
+        return None if row is None else (row[0], row[1])
+
+    def set_trace_context(self, entry_id: int, traceparent: str, tracestate: str | None) -> None:
+        self._run(
+            "INSERT INTO queue_trace_context (entry_id, traceparent, tracestate) VALUES (?, ?, ?)",
+            (entry_id, traceparent, tracestate),
+        )
+
     def remove_entry(self, entry: EntryRow) -> None:
         self._run("DELETE FROM queue_attempts WHERE entry_id = ?", (entry.entry_id,))
         self._run("DELETE FROM queue_trace_context WHERE entry_id = ?", (entry.entry_id,))
