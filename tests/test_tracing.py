@@ -161,6 +161,26 @@ def test_trace_context_travels_through_postgres_to_another_worker(
     assert _ids(close)[0] == _ids(submit)[0]
 
 
+def test_trace_context_travels_through_a_sqlite_file_to_another_worker(tmp_path: Path) -> None:
+    submitter, runner = _tracing(), _tracing()
+    path = tmp_path / "t.db"
+    with SqliteCheckpointer.open(path) as raw_a, SqliteCheckpointer.open(path) as raw_b:
+        a = observed(raw_a, TracingObserver(raw_a, submitter.provider))
+        request = _submit_in_a_request(a, submitter, "t-sqlite")
+        b = observed(raw_b, TracingObserver(raw_b, runner.provider))
+        worker = Worker(b, _Flaky(), holder="w", backoff=RETRY_AT_ONCE)
+        assert worker.run_once() is not None and worker.run_once() is not None
+        stored = raw_a.run_queue.trace_context(1)
+    submit = submitter.one("durable_graph.run_queue.submit")
+    assert _ids(submit)[0] == _ids(request)[0]
+    assert stored is not None and stored.traceparent.split("-")[1] == f"{_ids(submit)[0]:032x}"
+    attempts = runner.spans("durable_graph.attempt")
+    assert len(attempts) == 2
+    assert all(_parent(s) == _ids(submit) for s in attempts)
+    close = runner.one("durable_graph.finish_attempt")
+    assert _ids(close)[0] == _ids(submit)[0]
+
+
 def test_async_postgres_store_links_attempts_to_the_submit(
     pg_dsn: str, pg_config: PostgresConfig
 ) -> None:
