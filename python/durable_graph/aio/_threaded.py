@@ -52,6 +52,7 @@ from ..model import (
     Ticket,
     WatchPolicy,
 )
+from ..observe import TraceContext
 from ..run_queue import RunQueue
 from ..surface import forward_async
 from ._watch import await_entry_closed, await_events, subscribe_events
@@ -125,6 +126,12 @@ class ThreadedRunQueue:
 
     @forward_async
     async def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None: ...
+
+    @forward_async
+    async def set_trace_context(self, entry_id: int, context: TraceContext) -> bool: ...
+
+    @forward_async
+    async def trace_context(self, entry_id: int) -> TraceContext | None: ...
 
     @forward_async
     async def open_entries(
