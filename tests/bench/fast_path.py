@@ -116,6 +116,13 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
+def _by_family(results: list[Result]) -> dict[tuple[str, int], list[Result]]:
+    groups: dict[tuple[str, int], list[Result]] = {}
+    for r in results:
+        groups.setdefault((r.family, r.concurrency), []).append(r)
+    return groups
+
+
 def render(
     results: list[Result],
     wake: dict[str, list[float]],
@@ -138,6 +145,12 @@ def render(
             f"| {r.family} | {r.system} | {r.cycle} | {r.concurrency} | {r.ops_per_s:.0f} | "
             f"{r.p50_ms:.2f} | {r.p99_ms:.2f} |"
         )
+    lines += ["", "| family | c | durable_graph ÷ the fastest anchor |", "|---|---:|---:|"]
+    for (family, c), group in _by_family(results).items():
+        ours = [r.ops_per_s for r in group if r.system == "durable_graph"]
+        anchors = [r.ops_per_s for r in group if r.system not in ("durable_graph", "pgbench")]
+        if ours and anchors:
+            lines.append(f"| {family} | {c} | {ours[0] / max(anchors):.2f}x |")
     lines += ["", "| wake-up (idle worker, submit → handler start) | n | p50 ms | p99 ms |"]
     lines.append("|---|---:|---:|---:|")
     for name, values in wake.items():
@@ -192,6 +205,12 @@ def main(argv: list[str] | None = None) -> int:
                     proc,
                 ),
                 ("pgqueuer + LangGraph", "enqueue+dequeue+aput+log", f"{B}.jobs:PgqueuerJob", pgq),
+                (
+                    "pgqueuer (asyncpg) + LangGraph",
+                    "enqueue+dequeue+aput+log",
+                    f"{B}.jobs:PgqueuerJob",
+                    {**pgq, "driver": "asyncpg"},
+                ),
             ]
             if "job" in only:
                 log("job")
@@ -253,8 +272,11 @@ def main(argv: list[str] | None = None) -> int:
                 wake["procrastinate worker"] = wakeup.procrastinate_worker(
                     dsns["procrastinate"], args.wake_jobs, 0.05
                 )
-                wake["pgqueuer QueueManager"] = wakeup.pgqueuer_worker(
-                    dsns["pgqueuer"], args.wake_jobs, 0.05
+                wake["pgqueuer QueueManager (asyncpg)"] = wakeup.pgqueuer_worker(
+                    dsns["pgqueuer"], args.wake_jobs, 0.05, "asyncpg"
+                )
+                wake["pgqueuer QueueManager (psycopg)"] = wakeup.pgqueuer_worker(
+                    dsns["pgqueuer"], args.wake_jobs, 0.05, "psycopg"
                 )
                 for name, values in wake.items():
                     log(f"  {name}: p50 {statistics.median(values):.2f} ms")

@@ -7,7 +7,9 @@ completes it — the way a user wires each stack:
   handler's context) → ``commit`` → ``finish_attempt``: what `Worker.run_once` does per job;
 - procrastinate + LangGraph: ``defer_job_async`` → ``fetch_job`` → ``AsyncPostgresSaver.aput``
   → ``finish_job``, the saver on its own connection;
-- pgqueuer + LangGraph: ``enqueue`` → ``dequeue`` → ``aput`` → ``log_jobs``.
+- pgqueuer + LangGraph: ``enqueue`` → ``dequeue`` → ``aput`` → ``log_jobs``, once on
+  pgqueuer's psycopg driver and once on asyncpg (``params["driver"]``), the driver its
+  documentation starts with.
 
 Checkpoint cycle (commit + read the head) in two state shapes: one channel (a dict holding the
 ~1 KB transcript) and two channels (``messages`` and ``step``).
@@ -161,6 +163,30 @@ class ProcrastinateJob(_LangGraphSaver):
         await self.lg_conn.close()
 
 
+async def pgqueuer_driver(dsn: str, driver: str | None) -> tuple[Any, Any]:
+    """A connection and pgqueuer's driver over it: ``"asyncpg"`` or psycopg (the default)."""
+    if driver == "asyncpg":
+        import asyncpg
+        import psycopg
+        from pgqueuer.db import AsyncpgDriver
+
+        # asyncpg reads URLs only: pass the libpq key=value DSN's parts by name.
+        parts = psycopg.conninfo.conninfo_to_dict(dsn)
+        conn: Any = await asyncpg.connect(
+            host=parts.get("host"),
+            port=parts.get("port"),
+            user=parts.get("user"),
+            password=parts.get("password"),
+            database=parts.get("dbname"),
+        )
+        return conn, AsyncpgDriver(conn)
+    import psycopg
+    from pgqueuer.db import PsycopgDriver
+
+    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    return conn, PsycopgDriver(conn)
+
+
 class PgqueuerJob(_LangGraphSaver):
     def __init__(self, params: dict[str, Any], index: int) -> None:
         self.params = params
@@ -169,12 +195,10 @@ class PgqueuerJob(_LangGraphSaver):
         self.manager_id: Any = uuid.uuid4()
 
     async def setup(self) -> None:
-        import psycopg
-        from pgqueuer.db import PsycopgDriver
         from pgqueuer.queries import EntrypointExecutionParameter, Queries
 
-        self.conn = await psycopg.AsyncConnection.connect(self.params["dsn"], autocommit=True)
-        self.queries = Queries(PsycopgDriver(self.conn))
+        self.conn, driver = await pgqueuer_driver(self.params["dsn"], self.params.get("driver"))
+        self.queries = Queries(driver)
         self.entrypoints: Any = {"bench": EntrypointExecutionParameter(concurrency_limit=0)}
         self.payload = json.dumps(JOB_INPUT).encode()
         await self.open_saver(self.params["lg_dsn"])
