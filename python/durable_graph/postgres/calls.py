@@ -2,10 +2,10 @@
 
 A `Call` is the whole conversation with the database for one method: the statement (``SELECT *
 FROM "<schema>".dg_<method>_v1(...)``, the schema composed with `psycopg.sql.Identifier`), its
-parameters, and the decoder that turns the fetched rows (dicts keyed by column name, shapes in
-``sql/README.md``) into model values. Nothing here does I/O: the sync store
-(`durable_graph.postgres.store`) executes Calls on a pooled connection, and an asyncio caller can
-execute the very same Calls, so there is one copy of every query and every decoder.
+parameters, and the decoder (from `durable_graph.postgres.rows`) that turns the fetched rows into
+model values. Nothing here does I/O: the sync store (`durable_graph.postgres.store`) executes
+Calls on a pooled connection, and an asyncio caller can execute the very same Calls, so there is
+one copy of every query and every decoder.
 
 Arguments go through `durable_graph.validation` first: bad input raises `ValidationError` naming
 the argument before any SQL is composed.
@@ -16,8 +16,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from psycopg import sql
 
@@ -26,29 +25,24 @@ from ..fast_path import check_begin, check_finish, check_pair, check_submissions
 from ..listing import check_listing
 from ..model import (
     ANY,
-    Attempt,
     AttemptBegun,
     AttemptStart,
     Checkpoint,
     Claim,
     EffectRecord,
     Event,
-    Exhausted,
     Lease,
-    Mode,
-    PendingWrite,
     PruneResult,
     QueueEntry,
     QueueStats,
-    Started,
-    ThreadDeleted,
     ThreadInfo,
     Ticket,
 )
 from ..observe import TraceContext
-from ..run_queue import plan_attempt
 from ..validation import (
     MAX_PAGE_ROWS,
+    EncodedCommit,
+    EncodedEvent,
     check_claim,
     check_claim_policy,
     check_commit,
@@ -64,16 +58,38 @@ from ..validation import (
     check_submission,
     check_tenant_filter,
     check_writes,
-    decode_json,
-    decode_outcome,
     encode_json,
     encode_outcome,
 )
 from .config import PostgresConfig
+from .rows import (
+    Row,
+    Rows,
+    attempt_of,
+    begun_of,
+    checkpoint_of,
+    claim_of,
+    each,
+    effect_of,
+    entry_of,
+    event_of,
+    exactly_one,
+    first_or_none,
+    lease_of,
+    lease_with_attempt_of,
+    nothing,
+    one,
+    prune_result_of,
+    renewed_of,
+    stats_of,
+    thread_of,
+    ticket_of,
+    trace_context_of,
+)
 
 T = TypeVar("T")
-Row = dict[str, Any]
-Rows = list[Row]
+Arg = tuple[str, object]
+"""One argument of a SQL function call: its SQL type (the cast that pins the overload), its value."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,16 +121,11 @@ def _call(
     config: PostgresConfig,
     name: str,
     function: str,
-    args: Sequence[tuple[str, object]],
+    args: Sequence[Arg],
     decode: Callable[[Rows], T],
 ) -> Call[T]:
-    types = tuple(t for t, _ in args)
-    return Call(
-        name,
-        statement(config.schema, function, types),
-        tuple(v for _, v in args),
-        _defensive(name, decode),
-    )
+    types, values = zip(*args, strict=True)  # [(type, value), ...] -> types, values
+    return Call(name, statement(config.schema, function, types), values, _defensive(name, decode))
 
 
 def _defensive(name: str, decode: Callable[[Rows], T]) -> Callable[[Rows], T]:
@@ -135,7 +146,19 @@ def _defensive(name: str, decode: Callable[[Rows], T]) -> Callable[[Rows], T]:
     return run
 
 
-# --- argument checks not covered by a shared helper ----------------------------------------
+def _page(
+    config: PostgresConfig,
+    name: str,
+    function: str,
+    args: Sequence[Arg],
+    limit: int,
+    row_of: Callable[[Row], T],
+) -> Call[list[T]]:
+    """A paged read: ``args``, then the page size (``limit``, checked), every row decoded."""
+    return _call(config, name, function, [*args, ("integer", limit)], each(row_of))
+
+
+# --- arguments the SQL functions share -------------------------------------------------------
 
 
 def _limit(name: str, value: object) -> int:
@@ -144,155 +167,81 @@ def _limit(name: str, value: object) -> int:
     return min(check_int(name, value, minimum=1), MAX_PAGE_ROWS)
 
 
-# --- decoders -------------------------------------------------------------------------------
+def _claim_args(claim: Claim | None) -> list[Arg]:
+    """A claim as the functions take it: its thread and fencing token (NULLs for none)."""
+    if claim is None:
+        return [("text", None), ("bigint", None)]
+    return [("text", claim.thread_id), ("bigint", claim.token)]
 
 
-def _utc(value: datetime) -> datetime:
-    return value.astimezone(UTC)
+def _events_args(events: Sequence[EncodedEvent]) -> list[Arg]:
+    """Events as three parallel arrays (kinds, payloads, created_at): one parameter each."""
+    return [
+        ("text[]", [e.kind for e in events]),
+        ("text[]", [e.payload for e in events]),
+        ("timestamptz[]", [e.created_at for e in events]),
+    ]
 
 
-def _utc_or_none(value: datetime | None) -> datetime | None:
-    return None if value is None else value.astimezone(UTC)
+def _commit_args(cm: EncodedCommit) -> list[Arg]:
+    """A commit's arguments after the claim, in the order of `dg_commit_v1`'s parameters."""
+    return [
+        ("text", cm.checkpoint_id),
+        ("text", cm.parent_id),
+        ("text", cm.run_id),
+        ("text", cm.state),
+        ("text", cm.metadata),
+        ("text[]", list(cm.next)),
+        *_events_args(cm.events),
+        ("timestamptz", cm.created_at),
+        ("text", cm.parent_thread_id),
+        *_claim_args(cm.fence),
+    ]
 
 
-def _iso(value: str) -> datetime:
-    return datetime.fromisoformat(value).astimezone(UTC)
+def _claimed_writes(
+    config: PostgresConfig, claim: object, checkpoint_id: object, writes: object
+) -> list[Arg]:
+    """The claim, the checkpoint and the writes (three parallel arrays) of the put_writes calls."""
+    c = check_claim("claim", claim)
+    checkpoint_id = check_identifier("checkpoint_id", checkpoint_id)
+    ws = check_writes("writes", writes, config.max_value_bytes)
+    return [
+        *_claim_args(c),
+        ("text", checkpoint_id),
+        ("text[]", [w.task_id for w in ws]),
+        ("text[]", [w.channel for w in ws]),
+        ("text[]", [w.value for w in ws]),
+    ]
 
 
-def _one(rows: Rows) -> Row:
-    if len(rows) != 1:
-        raise RuntimeError(f"expected one row, got {len(rows)}")
-    return rows[0]
+def _in_thread(thread_id: object, name: str, value: object) -> list[Arg]:
+    """A thread and an optional id ``name`` in it: a checkpoint, or where a page starts."""
+    return [
+        ("text", check_identifier("thread_id", thread_id)),
+        ("text", check_optional_identifier(name, value)),
+    ]
 
 
-def checkpoint_of(row: Row) -> Checkpoint:
-    writes = row["writes"] or []
-    return Checkpoint(
-        thread_id=row["thread_id"],
-        checkpoint_id=row["checkpoint_id"],
-        parent_id=row["parent_id"],
-        run_id=row["run_id"],
-        state=decode_json(row["state"]),
-        metadata=decode_json(row["metadata"]),
-        next=tuple(row["next"] or ()),
-        created_at=_utc(row["created_at"]),
-        committed_at=_utc(row["committed_at"]),
-        seq=row["seq"],
-        writes=tuple(PendingWrite(w["task_id"], w["channel"], w["value"]) for w in writes),
-    )
+def _tenant_args(name: str, tenant: object, *, allow_any: bool) -> list[Arg]:
+    t = check_tenant_filter(name, tenant, allow_any=allow_any)
+    if t is ANY:
+        return [("boolean", True), ("text", None)]
+    return [("boolean", False), ("text", t)]
 
 
-def event_of(row: Row) -> Event:
-    return Event(
-        thread_id=row["thread_id"],
-        seq=row["seq"],
-        kind=row["kind"],
-        payload=decode_json(row["payload"]),
-        run_id=row["run_id"],
-        created_at=_utc(row["created_at"]),
-        committed_at=_utc(row["committed_at"]),
-    )
+def lease_args(ls: Lease, *args: Arg) -> list[Arg]:
+    """A call fenced by a lease: its entry and token, ``args``, then the entry's tenant."""
+    return [("bigint", ls.entry.entry_id), ("bigint", ls.token), *args, ("text", ls.entry.tenant)]
 
 
-def thread_of(row: Row) -> ThreadInfo:
-    return ThreadInfo(
-        thread_id=row["thread_id"],
-        parent_thread_id=row["parent_thread_id"],
-        head_id=row["head_id"],
-        last_seq=row["last_seq"],
-        created_at=_utc(row["created_at"]),
-        updated_at=_utc(row["updated_at"]),
-        claim_holder=row["claim_holder"],
-        claim_expires_at=_utc_or_none(row["claim_expires_at"]),
-    )
+def _entry_id(value: object, name: str = "entry_id") -> int:
+    return check_int(name, value, minimum=0)
 
 
-def effect_of(row: Row) -> EffectRecord:
-    return EffectRecord(
-        thread_id=row["thread_id"],
-        key=row["key"],
-        value=decode_json(row["value"]),
-        run_id=row["run_id"],
-        recorded_at=_utc(row["recorded_at"]),
-        existing=row["existing"],
-    )
-
-
-def claim_of(row: Row) -> Claim:
-    return Claim(
-        thread_id=row["thread_id"],
-        holder=row["holder"],
-        token=row["token"],
-        expires_at=_utc(row["expires_at"]),
-        ttl=row["ttl"],
-    )
-
-
-def entry_of(row: Row) -> QueueEntry:
-    return QueueEntry(
-        entry_id=row["entry_id"],
-        tenant=row["tenant"],
-        thread_id=row["thread_id"],
-        key=row["key"],
-        input=decode_json(row["input"]),
-        mode=Mode(row["mode"]),
-        max_attempts=row["max_attempts"],
-        attempts=tuple(
-            Attempt(a["number"], a["run_id"], _iso(a["started_at"]), a.get("error"))
-            for a in row["attempts"] or ()
-        ),
-        admitted=row["admitted"],
-        thread_deleted=row["thread_deleted"],
-        submitted_at=_utc(row["submitted_at"]),
-        lease_holder=row["lease_holder"],
-        lease_expires_at=_utc_or_none(row["lease_expires_at"]),
-        outcome=decode_outcome(row["outcome_kind"], row["outcome_detail"]),
-        closed_at=_utc_or_none(row["closed_at"]),
-        closed_at_seq=row["closed_at_seq"],
-        not_before=_utc_or_none(row["not_before"]),
-        retry_of=row["retry_of"],
-    )
-
-
-def attempt_of(row: Row) -> AttemptStart | None:
-    kind = row["attempt_kind"]
-    if kind is None:
-        return None
-    if kind == "started":
-        return Started(row["attempt_number"])
-    if kind == "exhausted":
-        return Exhausted()
-    if kind == "thread_deleted":
-        return ThreadDeleted()
-    raise RuntimeError(f"unknown attempt kind {kind!r}")
-
-
-def lease_of(row: Row, *, with_attempt: bool = False) -> Lease:
-    """A lease row: the entry row plus ``token, holder, expires_at, ttl`` of the lease issued."""
-    return Lease(
-        entry=entry_of(row),
-        token=row["token"],
-        holder=row["holder"],
-        expires_at=_utc(row["expires_at"]),
-        ttl=row["ttl"],
-        attempt=attempt_of(row) if with_attempt else None,
-    )
-
-
-def _first_or_none(convert: Callable[[Row], T]) -> Callable[[Rows], T | None]:
-    return lambda rows: convert(rows[0]) if rows else None
-
-
-def _each(convert: Callable[[Row], T]) -> Callable[[Rows], list[T]]:
-    return lambda rows: [convert(r) for r in rows]
-
-
-def _exactly_one(convert: Callable[[Row], T]) -> Callable[[Rows], T]:
-    return lambda rows: convert(_one(rows))
-
-
-def _nothing(rows: Rows) -> None:
-    return None
+def entry_args(entry_id: object, tenant: object) -> list[Arg]:
+    """An entry named by id, seen from a tenant (None: the no-tenant namespace)."""
+    return [("bigint", _entry_id(entry_id)), ("text", check_optional_identifier("tenant", tenant))]
 
 
 # --- checkpointer: claims -------------------------------------------------------------------
@@ -303,19 +252,17 @@ def claim(config: PostgresConfig, thread_id: object, holder: object, policy: obj
     holder = check_identifier("holder", holder)
     ttl = check_claim_policy(policy).ttl
     args = [("text", thread_id), ("text", holder), ("interval", ttl)]
-    return _call(config, "claim", "dg_claim_v1", args, _exactly_one(claim_of))
+    return _call(config, "claim", "dg_claim_v1", args, exactly_one(claim_of))
 
 
 def renew_claim(config: PostgresConfig, claim: object) -> Call[Claim]:
-    c = check_claim("claim", claim)
-    args = [("text", c.thread_id), ("bigint", c.token)]
-    return _call(config, "renew_claim", "dg_renew_claim_v1", args, _exactly_one(claim_of))
+    args = _claim_args(check_claim("claim", claim))
+    return _call(config, "renew_claim", "dg_renew_claim_v1", args, exactly_one(claim_of))
 
 
 def release_claim(config: PostgresConfig, claim: object) -> Call[None]:
-    c = check_claim("claim", claim)
-    args = [("text", c.thread_id), ("bigint", c.token)]
-    return _call(config, "release_claim", "dg_release_claim_v1", args, _nothing)
+    args = _claim_args(check_claim("claim", claim))
+    return _call(config, "release_claim", "dg_release_claim_v1", args, nothing)
 
 
 # --- checkpointer: writes -------------------------------------------------------------------
@@ -323,99 +270,32 @@ def release_claim(config: PostgresConfig, claim: object) -> Call[None]:
 
 def commit(config: PostgresConfig, claim: object, commit: object) -> Call[Checkpoint]:
     c = check_claim("claim", claim)
-    cm = check_commit(commit, config.max_value_bytes)
-    args = [
-        ("text", c.thread_id),
-        ("bigint", c.token),
-        ("text", cm.checkpoint_id),
-        ("text", cm.parent_id),
-        ("text", cm.run_id),
-        ("text", cm.state),
-        ("text", cm.metadata),
-        ("text[]", list(cm.next)),
-        ("text[]", [e.kind for e in cm.events]),
-        ("text[]", [e.payload for e in cm.events]),
-        ("timestamptz[]", [e.created_at for e in cm.events]),
-        ("timestamptz", cm.created_at),
-        ("text", cm.parent_thread_id),
-        ("text", None if cm.fence is None else cm.fence.thread_id),
-        ("bigint", None if cm.fence is None else cm.fence.token),
-    ]
-    return _call(config, "commit", "dg_commit_v1", args, _exactly_one(checkpoint_of))
+    args = _claim_args(c) + _commit_args(check_commit(commit, config.max_value_bytes))
+    return _call(config, "commit", "dg_commit_v1", args, exactly_one(checkpoint_of))
 
 
 def put_writes(
     config: PostgresConfig, claim: object, checkpoint_id: object, writes: object
 ) -> Call[None]:
-    c = check_claim("claim", claim)
-    checkpoint_id = check_identifier("checkpoint_id", checkpoint_id)
-    ws = check_writes("writes", writes, config.max_value_bytes)
-    args = [
-        ("text", c.thread_id),
-        ("bigint", c.token),
-        ("text", checkpoint_id),
-        ("text[]", [w.task_id for w in ws]),
-        ("text[]", [w.channel for w in ws]),
-        ("text[]", [w.value for w in ws]),
-    ]
-    return _call(config, "put_writes", "dg_put_writes_v1", args, _nothing)
+    args = _claimed_writes(config, claim, checkpoint_id, writes)
+    return _call(config, "put_writes", "dg_put_writes_v1", args, nothing)
 
 
 def put_writes_fenced(
     config: PostgresConfig, claim: object, checkpoint_id: object, writes: object, fence: object
 ) -> Call[None]:
-    c = check_claim("claim", claim)
-    checkpoint_id = check_identifier("checkpoint_id", checkpoint_id)
-    ws = check_writes("writes", writes, config.max_value_bytes)
-    f = check_claim("fence", fence)
-    args = [
-        ("text", c.thread_id),
-        ("bigint", c.token),
-        ("text", checkpoint_id),
-        ("text[]", [w.task_id for w in ws]),
-        ("text[]", [w.channel for w in ws]),
-        ("text[]", [w.value for w in ws]),
-        ("text", f.thread_id),
-        ("bigint", f.token),
-    ]
-    return _call(config, "put_writes_fenced", "dg_put_writes_fenced_v1", args, _nothing)
+    args = _claimed_writes(config, claim, checkpoint_id, writes)
+    args += _claim_args(check_claim("fence", fence))
+    return _call(config, "put_writes_fenced", "dg_put_writes_fenced_v1", args, nothing)
 
 
 def put_writes_and_commit(
     config: PostgresConfig, claim: object, checkpoint_id: object, writes: object, commit: object
 ) -> Call[Checkpoint]:
-    c = check_claim("claim", claim)
-    checkpoint_id = check_identifier("checkpoint_id", checkpoint_id)
-    ws = check_writes("writes", writes, config.max_value_bytes)
-    cm = check_commit(commit, config.max_value_bytes)
-    args = [
-        ("text", c.thread_id),
-        ("bigint", c.token),
-        ("text", checkpoint_id),
-        ("text[]", [w.task_id for w in ws]),
-        ("text[]", [w.channel for w in ws]),
-        ("text[]", [w.value for w in ws]),
-        ("text", cm.checkpoint_id),
-        ("text", cm.parent_id),
-        ("text", cm.run_id),
-        ("text", cm.state),
-        ("text", cm.metadata),
-        ("text[]", list(cm.next)),
-        ("text[]", [e.kind for e in cm.events]),
-        ("text[]", [e.payload for e in cm.events]),
-        ("timestamptz[]", [e.created_at for e in cm.events]),
-        ("timestamptz", cm.created_at),
-        ("text", cm.parent_thread_id),
-        ("text", None if cm.fence is None else cm.fence.thread_id),
-        ("bigint", None if cm.fence is None else cm.fence.token),
-    ]
-    return _call(
-        config,
-        "put_writes_and_commit",
-        "dg_put_writes_and_commit_v1",
-        args,
-        _exactly_one(checkpoint_of),
-    )
+    args = _claimed_writes(config, claim, checkpoint_id, writes)
+    args += _commit_args(check_commit(commit, config.max_value_bytes))
+    decode = exactly_one(checkpoint_of)
+    return _call(config, "put_writes_and_commit", "dg_put_writes_and_commit_v1", args, decode)
 
 
 def append_events(
@@ -424,15 +304,8 @@ def append_events(
     c = check_claim("claim", claim)
     es = check_events("events", events, config.max_value_bytes)
     run_id = check_optional_identifier("run_id", run_id)
-    args = [
-        ("text", c.thread_id),
-        ("bigint", c.token),
-        ("text[]", [e.kind for e in es]),
-        ("text[]", [e.payload for e in es]),
-        ("timestamptz[]", [e.created_at for e in es]),
-        ("text", run_id),
-    ]
-    return _call(config, "append_events", "dg_append_events_v1", args, _each(event_of))
+    args = [*_claim_args(c), *_events_args(es), ("text", run_id)]
+    return _call(config, "append_events", "dg_append_events_v1", args, each(event_of))
 
 
 def record_effect(
@@ -442,26 +315,20 @@ def record_effect(
     key = check_identifier("key", key)
     text = encode_json("value", value, config.max_value_bytes)
     run_id = check_optional_identifier("run_id", run_id)
-    args = [("text", c.thread_id), ("bigint", c.token), ("text", key), ("text", text)]
-    args.append(("text", run_id))
-    return _call(config, "record_effect", "dg_record_effect_v1", args, _exactly_one(effect_of))
+    args = [*_claim_args(c), ("text", key), ("text", text), ("text", run_id)]
+    return _call(config, "record_effect", "dg_record_effect_v1", args, exactly_one(effect_of))
 
 
 def retract_turn(config: PostgresConfig, claim: object) -> Call[Checkpoint | None]:
-    c = check_claim("claim", claim)
-    args = [("text", c.thread_id), ("bigint", c.token)]
-    return _call(config, "retract_turn", "dg_retract_turn_v1", args, _first_or_none(checkpoint_of))
-
-
-def _prune_result(row: Row) -> PruneResult:
-    return PruneResult(int(row["checkpoints_removed"]), int(row["events_removed"]))
+    args = _claim_args(check_claim("claim", claim))
+    return _call(config, "retract_turn", "dg_retract_turn_v1", args, first_or_none(checkpoint_of))
 
 
 def prune(config: PostgresConfig, thread_id: object, policy: object) -> Call[PruneResult]:
     thread_id = check_identifier("thread_id", thread_id)
     p = check_retention(policy)
     args = [("text", thread_id), ("integer", p.keep_last), ("interval", p.max_age)]
-    return _call(config, "prune", "dg_prune_v1", args, _exactly_one(_prune_result))
+    return _call(config, "prune", "dg_prune_v1", args, exactly_one(prune_result_of))
 
 
 @dataclass(frozen=True, slots=True)
@@ -478,6 +345,11 @@ def check_prune_all(policy: object, batch: object) -> tuple[object, int]:
     return policy, _limit("batch", batch)
 
 
+def _prune_batch_of(rows: Rows) -> PruneBatch:
+    row = one(rows)
+    return PruneBatch(prune_result_of(row), int(row["threads_seen"]), row["last_thread_id"])
+
+
 def prune_batch(
     config: PostgresConfig, policy: object, batch: object, after: str | None
 ) -> Call[PruneBatch]:
@@ -490,40 +362,21 @@ def prune_batch(
         ("integer", p.keep_last),
         ("interval", p.max_age),
     ]
-
-    def decode(rows: Rows) -> PruneBatch:
-        row = _one(rows)
-        return PruneBatch(_prune_result(row), int(row["threads_seen"]), row["last_thread_id"])
-
-    return _call(config, "prune_all", "dg_prune_batch_v1", args, decode)
+    return _call(config, "prune_all", "dg_prune_batch_v1", args, _prune_batch_of)
 
 
 def delete_thread(config: PostgresConfig, thread_id: object, fence: object) -> Call[bool]:
     thread_id = check_identifier("thread_id", thread_id)
     f = None if fence is None else check_claim("fence", fence)
-    args = [
-        ("text", thread_id),
-        ("text", None if f is None else f.thread_id),
-        ("bigint", None if f is None else f.token),
-    ]
-    return _call(
-        config,
-        "delete_thread",
-        "dg_delete_thread_v1",
-        args,
-        _exactly_one(lambda row: bool(row["existed"])),
-    )
+    args = [("text", thread_id), *_claim_args(f)]
+    decode = exactly_one(lambda row: bool(row["existed"]))
+    return _call(config, "delete_thread", "dg_delete_thread_v1", args, decode)
 
 
 def delete_runs(config: PostgresConfig, run_ids: object) -> Call[int]:
-    ids = list(dict.fromkeys(check_run_ids(run_ids)))
-    return _call(
-        config,
-        "delete_runs",
-        "dg_delete_runs_v1",
-        [("text[]", ids)],
-        _exactly_one(lambda row: int(row["removed"])),
-    )
+    args: list[Arg] = [("text[]", list(dict.fromkeys(check_run_ids(run_ids))))]
+    decode = exactly_one(lambda row: int(row["removed"]))
+    return _call(config, "delete_runs", "dg_delete_runs_v1", args, decode)
 
 
 def copy_thread(
@@ -531,13 +384,9 @@ def copy_thread(
 ) -> Call[bool]:
     source = check_identifier("source_thread_id", source_thread_id)
     target = check_identifier("target_thread_id", target_thread_id)
-    return _call(
-        config,
-        "copy_thread",
-        "dg_copy_thread_v1",
-        [("text", source), ("text", target)],
-        _exactly_one(lambda row: bool(row["copied"])),
-    )
+    args = [("text", source), ("text", target)]
+    decode = exactly_one(lambda row: bool(row["copied"]))
+    return _call(config, "copy_thread", "dg_copy_thread_v1", args, decode)
 
 
 # --- checkpointer: reads --------------------------------------------------------------------
@@ -546,19 +395,15 @@ def copy_thread(
 def get(
     config: PostgresConfig, thread_id: object, checkpoint_id: object
 ) -> Call[Checkpoint | None]:
-    thread_id = check_identifier("thread_id", thread_id)
-    checkpoint_id = check_optional_identifier("checkpoint_id", checkpoint_id)
-    args = [("text", thread_id), ("text", checkpoint_id)]
-    return _call(config, "get", "dg_get_v1", args, _first_or_none(checkpoint_of))
+    args = _in_thread(thread_id, "checkpoint_id", checkpoint_id)
+    return _call(config, "get", "dg_get_v1", args, first_or_none(checkpoint_of))
 
 
 def history(
     config: PostgresConfig, thread_id: object, before: object, limit: object
 ) -> Call[list[Checkpoint]]:
-    thread_id = check_identifier("thread_id", thread_id)
-    before = check_optional_identifier("before", before)
-    args = [("text", thread_id), ("text", before), ("integer", _limit("limit", limit))]
-    return _call(config, "history", "dg_history_v1", args, _each(checkpoint_of))
+    args = _in_thread(thread_id, "before", before)
+    return _page(config, "history", "dg_history_v1", args, _limit("limit", limit), checkpoint_of)
 
 
 def search(
@@ -571,9 +416,8 @@ def search(
         ("text", thread_id),
         ("text", encode_json("metadata", wanted, config.max_value_bytes)),
         ("text", before),
-        ("integer", _limit("limit", limit)),
     ]
-    return _call(config, "search", "dg_search_v1", args, _each(checkpoint_of))
+    return _page(config, "search", "dg_search_v1", args, _limit("limit", limit), checkpoint_of)
 
 
 def latest_of_runs(
@@ -582,35 +426,29 @@ def latest_of_runs(
     thread_id = check_identifier("thread_id", thread_id)
     ids = list(check_run_ids(run_ids))
     args = [("text", thread_id), ("text[]", ids)]
-    return _call(
-        config, "latest_of_runs", "dg_latest_of_runs_v1", args, _first_or_none(checkpoint_of)
-    )
+    decode = first_or_none(checkpoint_of)
+    return _call(config, "latest_of_runs", "dg_latest_of_runs_v1", args, decode)
 
 
 def thread(config: PostgresConfig, thread_id: object) -> Call[ThreadInfo | None]:
-    args = [("text", check_identifier("thread_id", thread_id))]
-    return _call(config, "thread", "dg_thread_v1", args, _first_or_none(thread_of))
+    args: list[Arg] = [("text", check_identifier("thread_id", thread_id))]
+    return _call(config, "thread", "dg_thread_v1", args, first_or_none(thread_of))
 
 
 def threads(config: PostgresConfig, after: object, limit: object) -> Call[list[ThreadInfo]]:
-    args = [
-        ("text", check_optional_identifier("after", after)),
-        ("integer", _limit("limit", limit)),
-    ]
-    return _call(config, "threads", "dg_threads_v1", args, _each(thread_of))
+    args: list[Arg] = [("text", check_optional_identifier("after", after))]
+    return _page(config, "threads", "dg_threads_v1", args, _limit("limit", limit), thread_of)
+
+
+def _thread_id_of(row: Row) -> str:
+    return row["thread_id"]  # type: ignore[no-any-return]
 
 
 def children(
     config: PostgresConfig, thread_id: object, after: object, limit: object
 ) -> Call[list[str]]:
-    args = [
-        ("text", check_identifier("thread_id", thread_id)),
-        ("text", check_optional_identifier("after", after)),
-        ("integer", _limit("limit", limit)),
-    ]
-    return _call(
-        config, "children", "dg_children_v1", args, lambda rows: [r["thread_id"] for r in rows]
-    )
+    args = _in_thread(thread_id, "after", after)
+    return _page(config, "children", "dg_children_v1", args, _limit("limit", limit), _thread_id_of)
 
 
 def check_after_seq(value: object) -> int:
@@ -623,9 +461,9 @@ def events_after(
     args = [
         ("text", check_identifier("thread_id", thread_id)),
         ("bigint", check_after_seq(after_seq)),
-        ("integer", _limit("limit", limit)),
     ]
-    return _call(config, "events_after", "dg_events_after_v1", args, _each(event_of))
+    size = _limit("limit", limit)
+    return _page(config, "events_after", "dg_events_after_v1", args, size, event_of)
 
 
 def get_effect(config: PostgresConfig, thread_id: object, key: object) -> Call[EffectRecord | None]:
@@ -633,18 +471,16 @@ def get_effect(config: PostgresConfig, thread_id: object, key: object) -> Call[E
         ("text", check_identifier("thread_id", thread_id)),
         ("text", check_identifier("key", key)),
     ]
-    return _call(config, "get_effect", "dg_get_effect_v1", args, _first_or_none(effect_of))
+    return _call(config, "get_effect", "dg_get_effect_v1", args, first_or_none(effect_of))
 
 
 def effects(
     config: PostgresConfig, thread_id: object, after: object, limit: object
 ) -> Call[list[EffectRecord]]:
-    args = [
-        ("text", check_identifier("thread_id", thread_id)),
-        ("text", check_optional_identifier("after", after)),
-        ("integer", check_int("limit", limit, minimum=1, maximum=MAX_PAGE_ROWS)),
-    ]
-    return _call(config, "effects", "dg_effects_v1", args, _each(effect_of))
+    args = _in_thread(thread_id, "after", after)
+    # Refused above the maximum rather than clamped, as the embedded stores do.
+    size = check_int("limit", limit, minimum=1, maximum=MAX_PAGE_ROWS)
+    return _page(config, "effects", "dg_effects_v1", args, size, effect_of)
 
 
 # --- run queue ------------------------------------------------------------------------------
@@ -661,20 +497,7 @@ def submit(config: PostgresConfig, submission: object) -> Call[Ticket]:
         ("integer", s.max_attempts),
         ("timestamptz", s.not_before),
     ]
-    return _call(
-        config,
-        "submit",
-        "dg_submit_v1",
-        args,
-        _exactly_one(lambda row: Ticket(row["entry_id"], row["existing"])),
-    )
-
-
-def _tenant_args(name: str, tenant: object, *, allow_any: bool) -> list[tuple[str, object]]:
-    t = check_tenant_filter(name, tenant, allow_any=allow_any)
-    if t is ANY:
-        return [("boolean", True), ("text", None)]
-    return [("boolean", False), ("text", t)]
+    return _call(config, "submit", "dg_submit_v1", args, exactly_one(ticket_of))
 
 
 def lease(
@@ -686,35 +509,23 @@ def lease(
         *_tenant_args("tenant", tenant, allow_any=True),
         ("text", check_optional_identifier("run_id", run_id)),
     ]
-    with_attempt = run_id is not None
-    return _call(
-        config,
-        "lease",
-        "dg_lease_v1",
-        args,
-        _first_or_none(lambda row: lease_of(row, with_attempt=with_attempt)),
-    )
+    decode = first_or_none(lease_of if run_id is None else lease_with_attempt_of)
+    return _call(config, "lease", "dg_lease_v1", args, decode)
 
 
 def renew(config: PostgresConfig, lease: object, ttl: object) -> Call[Lease]:
     ls = check_lease("lease", lease)
-    args = [
-        ("bigint", ls.entry.entry_id),
-        ("bigint", ls.token),
-        ("interval", None if ttl is None else check_duration("ttl", ttl)),
-        ("text", ls.entry.tenant),
-    ]
-    return _call(config, "renew", "dg_renew_v1", args, _exactly_one(lease_of))
+    args = lease_args(ls, ("interval", None if ttl is None else check_duration("ttl", ttl)))
+    return _call(config, "renew", "dg_renew_v1", args, exactly_one(lease_of))
 
 
 def release(config: PostgresConfig, lease: object) -> Call[None]:
-    ls = check_lease("lease", lease)
-    args = [("bigint", ls.entry.entry_id), ("bigint", ls.token), ("text", ls.entry.tenant)]
-    return _call(config, "release", "dg_release_v1", args, _nothing)
+    args = lease_args(check_lease("lease", lease))
+    return _call(config, "release", "dg_release_v1", args, nothing)
 
 
 def _attempt_start(rows: Rows) -> AttemptStart:
-    start = attempt_of(_one(rows))
+    start = attempt_of(one(rows))
     if start is None:
         raise RuntimeError("dg_record_attempt_v1 returned no attempt kind")
     return start
@@ -722,50 +533,25 @@ def _attempt_start(rows: Rows) -> AttemptStart:
 
 def record_attempt(config: PostgresConfig, lease: object, run_id: object) -> Call[AttemptStart]:
     ls = check_lease("lease", lease)
-    args = [
-        ("bigint", ls.entry.entry_id),
-        ("bigint", ls.token),
-        ("text", check_identifier("run_id", run_id)),
-        ("text", ls.entry.tenant),
-    ]
+    args = lease_args(ls, ("text", check_identifier("run_id", run_id)))
     return _call(config, "record_attempt", "dg_record_attempt_v1", args, _attempt_start)
 
 
 def close(config: PostgresConfig, lease: object, outcome: object) -> Call[QueueEntry]:
     ls = check_lease("lease", lease)
     kind, detail = encode_outcome(outcome, config.max_value_bytes)
-    args = [
-        ("bigint", ls.entry.entry_id),
-        ("bigint", ls.token),
-        ("text", kind),
-        ("text", detail),
-        ("text", ls.entry.tenant),
-    ]
-    return _call(config, "close", "dg_close_v1", args, _exactly_one(entry_of))
-
-
-def _entry_id(value: object) -> int:
-    return check_int("entry_id", value, minimum=0)
-
-
-def _entry_id_named(name: str, value: object) -> int:
-    return check_int(name, value, minimum=0)
+    args = lease_args(ls, ("text", kind), ("text", detail))
+    return _call(config, "close", "dg_close_v1", args, exactly_one(entry_of))
 
 
 def cancel(config: PostgresConfig, entry_id: object, tenant: object) -> Call[QueueEntry]:
-    args = [
-        ("bigint", _entry_id(entry_id)),
-        ("text", check_optional_identifier("tenant", tenant)),
-    ]
-    return _call(config, "cancel", "dg_cancel_v1", args, _exactly_one(entry_of))
+    args = entry_args(entry_id, tenant)
+    return _call(config, "cancel", "dg_cancel_v1", args, exactly_one(entry_of))
 
 
 def entry(config: PostgresConfig, entry_id: object, tenant: object) -> Call[QueueEntry | None]:
-    args = [
-        ("bigint", _entry_id(entry_id)),
-        ("text", check_optional_identifier("tenant", tenant)),
-    ]
-    return _call(config, "entry", "dg_entry_v1", args, _first_or_none(entry_of))
+    args = entry_args(entry_id, tenant)
+    return _call(config, "entry", "dg_entry_v1", args, first_or_none(entry_of))
 
 
 def open_entries(
@@ -774,10 +560,10 @@ def open_entries(
     args = [
         *_tenant_args("tenant", tenant, allow_any=True),
         ("text", check_optional_identifier("thread_id", thread_id)),
-        ("bigint", None if after is None else _entry_id_named("after", after)),
-        ("integer", _limit("limit", limit)),
+        ("bigint", None if after is None else _entry_id(after, "after")),
     ]
-    return _call(config, "open_entries", "dg_open_entries_v1", args, _each(entry_of))
+    size = _limit("limit", limit)
+    return _page(config, "open_entries", "dg_open_entries_v1", args, size, entry_of)
 
 
 def entries(
@@ -795,26 +581,13 @@ def entries(
         *_tenant_args("tenant", t, allow_any=True),
         ("text", thread),
         ("bigint", cursor),
-        ("integer", count),
     ]
-    return _call(config, "entries", "dg_entries_v1", args, _each(entry_of))
-
-
-def _stats_of(row: Row) -> QueueStats:
-    return QueueStats(
-        open=row["open"],
-        running=row["running"],
-        completed=row["completed"],
-        failed=row["failed"],
-        cancelled=row["cancelled"],
-        interrupted=row["interrupted"],
-        oldest_waiting_age=row["oldest_waiting_age"],
-    )
+    return _page(config, "entries", "dg_entries_v1", args, count, entry_of)
 
 
 def stats(config: PostgresConfig, tenant: object) -> Call[QueueStats]:
     args = _tenant_args("tenant", tenant, allow_any=True)
-    return _call(config, "stats", "dg_queue_stats_v1", args, _exactly_one(_stats_of))
+    return _call(config, "stats", "dg_queue_stats_v1", args, exactly_one(stats_of))
 
 
 def set_trace_context(config: PostgresConfig, entry_id: object, context: object) -> Call[bool]:
@@ -825,24 +598,14 @@ def set_trace_context(config: PostgresConfig, entry_id: object, context: object)
         ("text", context.traceparent),
         ("text", context.tracestate),
     ]
-    return _call(
-        config,
-        "set_trace_context",
-        "dg_set_trace_context_v1",
-        args,
-        _exactly_one(lambda row: bool(row["stored"])),
-    )
+    decode = exactly_one(lambda row: bool(row["stored"]))
+    return _call(config, "set_trace_context", "dg_set_trace_context_v1", args, decode)
 
 
 def trace_context(config: PostgresConfig, entry_id: object) -> Call[TraceContext | None]:
-    args = [("bigint", _entry_id(entry_id))]
-    return _call(
-        config,
-        "trace_context",
-        "dg_trace_context_v1",
-        args,
-        _first_or_none(lambda row: TraceContext(row["traceparent"], row["tracestate"])),
-    )
+    args: list[Arg] = [("bigint", _entry_id(entry_id))]
+    decode = first_or_none(trace_context_of)
+    return _call(config, "trace_context", "dg_trace_context_v1", args, decode)
 
 
 def reclaim(config: PostgresConfig, older_than: object, batch: object) -> Call[int]:
@@ -851,55 +614,11 @@ def reclaim(config: PostgresConfig, older_than: object, batch: object) -> Call[i
         ("interval", check_duration("older_than", older_than, allow_zero=True)),
         ("integer", _limit("batch", batch)),
     ]
-    return _call(
-        config, "reclaim", "dg_reclaim_v1", args, _exactly_one(lambda row: int(row["removed"]))
-    )
+    decode = exactly_one(lambda row: int(row["removed"]))
+    return _call(config, "reclaim", "dg_reclaim_v1", args, decode)
 
 
 # --- the worker fast path (SPEC §11; sql/75_fast_path.sql) ---------------------------------
-
-
-def _latest_of(row: Row) -> Checkpoint | None:
-    """The ``latest_*`` columns of a begin_attempt row as a checkpoint; None when NULL."""
-    if row["latest_checkpoint_id"] is None:
-        return None
-    return checkpoint_of(
-        {
-            "thread_id": row["thread_id"],
-            **{k: row["latest_" + k] for k in _LATEST_COLUMNS},
-        }
-    )
-
-
-_LATEST_COLUMNS = (
-    "checkpoint_id",
-    "parent_id",
-    "run_id",
-    "state",
-    "metadata",
-    "next",
-    "created_at",
-    "committed_at",
-    "seq",
-    "writes",
-)
-
-
-def _begun_of(row: Row) -> AttemptBegun:
-    lease = lease_of(row, with_attempt=True)
-    if row["claim_token"] is None:
-        return AttemptBegun(lease, lease.attempt, None, lease.entry, None, None)
-    claim = Claim(
-        thread_id=row["thread_id"],
-        holder=lease.entry.attempts[-1].run_id,  # the attempt just recorded: its run id
-        token=row["claim_token"],
-        expires_at=_utc(row["claim_expires_at"]),
-        ttl=row["claim_ttl"],
-    )
-    # The entry columns were read after the claim, in the same transaction.
-    latest = _latest_of(row)
-    plan = plan_attempt(lease.entry, latest)
-    return AttemptBegun(lease, lease.attempt, claim, lease.entry, latest, plan)
 
 
 def begin_attempt(
@@ -918,46 +637,23 @@ def begin_attempt(
         *_tenant_args("tenant", a.tenant, allow_any=True),
         ("text", a.run_id),
     ]
-    return _call(config, "begin_attempt", "dg_begin_attempt_v1", args, _first_or_none(_begun_of))
-
-
-def _renewed_of(row: Row) -> tuple[Lease, Claim]:
-    claim = Claim(
-        thread_id=row["thread_id"],
-        holder=row["claim_holder"],
-        token=row["claim_token"],
-        expires_at=_utc(row["claim_expires_at"]),
-        ttl=row["claim_ttl"],
-    )
-    return lease_of(row), claim
+    return _call(config, "begin_attempt", "dg_begin_attempt_v1", args, first_or_none(begun_of))
 
 
 def renew_attempt(
     config: PostgresConfig, lease: object, claim: object
 ) -> Call[tuple[Lease, Claim]]:
     ls, c = check_pair(lease, claim)
-    args = [
-        ("bigint", ls.entry.entry_id),
-        ("bigint", ls.token),
-        ("bigint", c.token),
-        ("text", ls.entry.tenant),
-    ]
-    return _call(config, "renew_attempt", "dg_renew_attempt_v1", args, _exactly_one(_renewed_of))
+    args = lease_args(ls, ("bigint", c.token))
+    return _call(config, "renew_attempt", "dg_renew_attempt_v1", args, exactly_one(renewed_of))
 
 
 def finish_attempt(
     config: PostgresConfig, lease: object, outcome: object, claim: object
 ) -> Call[QueueEntry]:
     ls, (kind, detail), c = check_finish(lease, outcome, claim, config.max_value_bytes)
-    args = [
-        ("bigint", ls.entry.entry_id),
-        ("bigint", ls.token),
-        ("text", kind),
-        ("text", detail),
-        ("bigint", c.token),
-        ("text", ls.entry.tenant),
-    ]
-    return _call(config, "finish_attempt", "dg_finish_attempt_v1", args, _exactly_one(entry_of))
+    args = lease_args(ls, ("text", kind), ("text", detail), ("bigint", c.token))
+    return _call(config, "finish_attempt", "dg_finish_attempt_v1", args, exactly_one(entry_of))
 
 
 def submit_many(config: PostgresConfig, submissions: object) -> Call[list[Ticket]] | None:
@@ -973,13 +669,7 @@ def submit_many(config: PostgresConfig, submissions: object) -> Call[list[Ticket
         ("text[]", [s.mode.value for s in subs]),
         ("integer[]", [s.max_attempts for s in subs]),
     ]
-    return _call(
-        config,
-        "submit_many",
-        "dg_submit_many_v1",
-        args,
-        lambda rows: [Ticket(r["entry_id"], r["existing"]) for r in rows],
-    )
+    return _call(config, "submit_many", "dg_submit_many_v1", args, each(ticket_of))
 
 
-__all__ = ["Call", "PruneBatch", "statement"]
+__all__ = ["Arg", "Call", "PruneBatch", "Rows", "entry_args", "lease_args", "statement"]

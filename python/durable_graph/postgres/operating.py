@@ -9,27 +9,20 @@ from __future__ import annotations
 import json
 
 from ..model import QueueEntry, Ticket
-from ..validation import (
-    check_duration,
-    check_error_text,
-    check_int,
-    check_lease,
-    check_optional_identifier,
-)
-from .calls import Call, _call, _exactly_one, entry_of
+from ..validation import check_duration, check_error_text, check_lease
+from .calls import Call, _call, entry_args, lease_args
 from .config import PostgresConfig
+from .rows import entry_of, exactly_one, ticket_of
 
 
 def defer(config: PostgresConfig, lease: object, delay: object, error: object) -> Call[QueueEntry]:
     ls = check_lease("lease", lease)
-    args = [
-        ("bigint", ls.entry.entry_id),
-        ("bigint", ls.token),
+    args = lease_args(
+        ls,
         ("interval", check_duration("delay", delay, allow_zero=True)),
         ("text", None if error is None else _json_string(error, config.max_value_bytes)),
-        ("text", ls.entry.tenant),
-    ]
-    return _call(config, "defer", "dg_defer_v1", args, _exactly_one(entry_of))
+    )
+    return _call(config, "defer", "dg_defer_v1", args, exactly_one(entry_of))
 
 
 def _json_string(error: object, max_bytes: int) -> str:
@@ -38,17 +31,8 @@ def _json_string(error: object, max_bytes: int) -> str:
 
 
 def retry(config: PostgresConfig, entry_id: object, tenant: object) -> Call[Ticket]:
-    args = [
-        ("bigint", check_int("entry_id", entry_id, minimum=0)),
-        ("text", check_optional_identifier("tenant", tenant)),
-    ]
-    return _call(
-        config,
-        "retry",
-        "dg_retry_v1",
-        args,
-        _exactly_one(lambda row: Ticket(row["entry_id"], row["existing"])),
-    )
+    args = entry_args(entry_id, tenant)
+    return _call(config, "retry", "dg_retry_v1", args, exactly_one(ticket_of))
 
 
 __all__ = ["defer", "retry"]
