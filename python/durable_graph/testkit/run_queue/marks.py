@@ -17,10 +17,19 @@ from .support import (
     _delete_marked,
     _entry,
     _lease,
+    _leased,
     _reclaim_closed,
     _retracted_turn,
     _submit,
 )
+
+
+def _marked_by_deleting(
+    queue: RunQueue, store: Checkpointer, entry_id: int, thread_id: str = "thread-1"
+) -> bool:
+    """Delete ``thread_id``, then read whether that marked ``entry_id`` (rule 17)."""
+    store.delete_thread(thread_id)
+    return _entry(queue, entry_id).thread_deleted
 
 
 class MarksTests:
@@ -39,18 +48,15 @@ class MarksTests:
         assert _entry(queue, other_tenant, tenant="acme").thread_deleted is True
 
     def test_delete_thread_marks_leased_entry(self, queue: RunQueue, store: Checkpointer) -> None:
-        entry_id = _submit(queue, "thread-1")
-        _lease(queue)
-        store.delete_thread("thread-1")
-        assert _entry(queue, entry_id).thread_deleted is True
+        lease = _leased(queue, "thread-1")
+        assert _marked_by_deleting(queue, store, lease.entry.entry_id) is True
 
     def test_delete_thread_does_not_mark_closed_entries(
         self, queue: RunQueue, store: Checkpointer
     ) -> None:
         entry_id = _submit(queue, "thread-1")
         queue.cancel(entry_id)
-        store.delete_thread("thread-1")
-        assert _entry(queue, entry_id).thread_deleted is False
+        assert _marked_by_deleting(queue, store, entry_id) is False
 
     def test_delete_thread_does_not_mark_later_entries(
         self, queue: RunQueue, store: Checkpointer
@@ -66,8 +72,7 @@ class MarksTests:
     ) -> None:
         _commit(store, "thread-1", "run-0", "cp-1")
         entry_id = _submit(queue, "thread-2")
-        store.delete_thread("thread-1")
-        assert _entry(queue, entry_id).thread_deleted is False
+        assert _marked_by_deleting(queue, store, entry_id) is False
 
     def test_delete_thread_marks_entries_of_descendants(
         self, queue: RunQueue, store: Checkpointer

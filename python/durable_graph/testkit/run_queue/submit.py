@@ -10,7 +10,7 @@ from ...errors import EntryClosed, SubmissionKeyReused, ThreadBusy
 from ...model import Completed, Interrupted, Mode, Submission
 from ...run_queue import RunQueue
 from ..harness import ClockControl
-from .support import DAY, HOUR, _entry, _lease, _names_no, _near, _open, _submit
+from .support import DAY, HOUR, _entry, _lease, _names_no, _near, _open, _reclaimed, _submit
 
 
 class SubmitTests:
@@ -36,10 +36,7 @@ class SubmitTests:
     def test_submit_entry_ids_are_never_reused_after_reclaim(
         self, queue: RunQueue, clock: ClockControl
     ) -> None:
-        first = _submit(queue)
-        queue.cancel(first)
-        clock.advance(DAY)
-        assert queue.reclaim(HOUR) == 1
+        first = _reclaimed(queue, clock)
         assert _submit(queue) > first
 
     def test_submit_stores_the_submission(self, queue: RunQueue) -> None:

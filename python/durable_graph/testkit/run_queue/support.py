@@ -116,6 +116,14 @@ def _reclaim_closed(queue: RunQueue, clock: ClockControl) -> None:
     assert queue.reclaim(HOUR) == 1
 
 
+def _reclaimed(queue: RunQueue, clock: ClockControl, tenant: str | None = None) -> int:
+    """An entry cancelled, then reclaimed a day later: its id, unknown from now."""
+    entry_id = _submit(queue, tenant=tenant)
+    queue.cancel(entry_id, tenant=tenant)
+    _reclaim_closed(queue, clock)
+    return entry_id
+
+
 def _attempted(
     queue: RunQueue,
     run_id: str,
