@@ -5,7 +5,9 @@ write nothing when they refuse.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -39,7 +41,7 @@ from ...model import (
 )
 from ...run_queue import RunQueue, plan_attempt
 from ..harness import ClockControl
-from .support import PAST_TTL, TTL, _commit, _entry, _lease, _near, _open, _submit
+from .support import PAST_TTL, TTL, _commit, _entry, _lease, _near, _open, _refused, _submit
 
 
 def _begin(
@@ -72,6 +74,15 @@ def _begun_and_taken_over(
     clock.advance(PAST_TTL)
     _lease(queue, "worker-2")
     return entry_id, begun
+
+
+_UNDER_ATTEMPT: dict[str, Callable[[Checkpointer, AttemptBegun], object]] = {
+    "renew_attempt": lambda store, begun: store.renew_attempt(begun.lease, _claimed(begun)),
+    "finish_attempt": lambda store, begun: store.finish_attempt(
+        begun.lease, Completed(), _claimed(begun)
+    ),
+}
+"""The fast-path calls made under a begun attempt's lease and claim."""
 
 
 class FastPathTests:
@@ -245,11 +256,8 @@ class FastPathTests:
         self, store: Checkpointer, queue: RunQueue, kwargs: dict[str, object]
     ) -> None:
         _submit(queue)
-        args: dict[str, object] = {"holder": "w", "ttl": TTL, "run_id": "r", **kwargs}
-        before = _open(queue)
-        with pytest.raises(ValidationError, match=next(iter(kwargs))):
-            store.begin_attempt(**args)  # type: ignore[arg-type]
-        assert _open(queue) == before
+        args: dict[str, Any] = {"holder": "w", "ttl": TTL, "run_id": "r", **kwargs}
+        _refused(queue, lambda: store.begin_attempt(**args), match=next(iter(kwargs)))
 
     # --- renew_attempt --------------------------------------------------------------------
 
@@ -274,14 +282,6 @@ class FastPathTests:
             store.renew_attempt(begun.lease, _claimed(begun))
         # Nothing written: the claim kept its (expired) expiry, so another can claim.
         store.claim("thread-1", "x")
-
-    def test_renew_attempt_on_closed_entry_raises_entry_closed(
-        self, store: Checkpointer, queue: RunQueue
-    ) -> None:
-        entry_id, begun = _begun(store, queue)
-        queue.cancel(entry_id)
-        with pytest.raises(EntryClosed):
-            store.renew_attempt(begun.lease, _claimed(begun))
 
     def test_renew_attempt_with_lost_claim_raises_and_leaves_lease(
         self, store: Checkpointer, queue: RunQueue, clock: ClockControl
@@ -339,13 +339,14 @@ class FastPathTests:
         assert not _entry(queue, entry_id).closed
         store.renew_claim(_claimed(begun))  # the claim was not released
 
-    def test_finish_attempt_on_closed_entry_writes_nothing(
-        self, store: Checkpointer, queue: RunQueue
+    @pytest.mark.parametrize("call", sorted(_UNDER_ATTEMPT))
+    def test_attempt_call_on_closed_entry_raises_entry_closed_writing_nothing(
+        self, store: Checkpointer, queue: RunQueue, call: str
     ) -> None:
         entry_id, begun = _begun(store, queue)
         queue.cancel(entry_id)
         with pytest.raises(EntryClosed):
-            store.finish_attempt(begun.lease, Completed(), _claimed(begun))
+            _UNDER_ATTEMPT[call](store, begun)
         assert _entry(queue, entry_id).outcome == Cancelled("requested")
         store.renew_claim(_claimed(begun))
 

@@ -10,6 +10,7 @@ from typing import NamedTuple
 import pytest
 
 from ...checkpointer import Checkpointer
+from ...errors import ValidationError
 from ...model import (
     ANY,
     JSON,
@@ -215,6 +216,20 @@ def _names_no(message: str, *things: object) -> None:
 def _open(queue: RunQueue) -> list[QueueEntry]:
     """Everything open, every tenant: what a refused call must leave unchanged."""
     return queue.open_entries(tenant=ANY)
+
+
+def _refused(
+    queue: RunQueue,
+    call: Callable[[], object],
+    error: type[Exception] = ValidationError,
+    match: str | None = None,
+) -> None:
+    """``call()`` raises ``error`` (its text matching ``match``, e.g. the bad argument's name)
+    and writes nothing: `_open` is as before."""
+    before = _open(queue)
+    with pytest.raises(error, match=match):
+        call()
+    assert _open(queue) == before
 
 
 _LEASE_CALLS: dict[str, Callable[[RunQueue, Lease], object]] = {
