@@ -28,6 +28,7 @@ from ...model import (
     TenantFilter,
 )
 from ...run_queue import RunQueue, plan_attempt
+from ..checkpointer.support import _commit as commit_under
 from ..fixtures import StoreFixtures
 from ..harness import ClockControl
 
@@ -160,16 +161,14 @@ def _commit(
     """Commit one checkpoint under a fresh claim held by ``run_id``, then release the claim."""
     claim = store.claim(thread_id, run_id)
     try:
-        return store.commit(
+        return commit_under(
+            store,
             claim,
-            Commit(
-                checkpoint_id=checkpoint_id,
-                parent_id=parent_id,
-                run_id=run_id,
-                state={"step": checkpoint_id},
-                next=next_nodes,
-                parent_thread_id=parent_thread_id,
-            ),
+            checkpoint_id,
+            parent_id,
+            run_id,
+            next=next_nodes,
+            parent_thread_id=parent_thread_id,
         )
     finally:
         store.release_claim(claim)
