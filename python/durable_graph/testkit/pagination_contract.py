@@ -12,7 +12,7 @@ import pytest
 
 from ..checkpointer import Checkpointer
 from ..errors import ValidationError
-from ..model import ANY, Commit, Mode, Submission
+from ..model import ANY, Commit, Mode, Submission, TenantFilter
 from ..run_queue import RunQueue
 
 
@@ -35,6 +35,14 @@ def _pages(fetch: Callable[[Any, int], list[R]], key: Callable[[R], Any]) -> lis
             return rows
         rows.extend(page)
         after = key(page[-1])
+
+
+def _paged_entry_ids(queue: RunQueue, tenant: TenantFilter) -> list[int]:
+    """The ids of ``tenant``'s open entries, paged through two at a time."""
+    pages = _pages(
+        lambda after, limit: queue.open_entries(tenant, None, after, limit), lambda e: e.entry_id
+    )
+    return [e.entry_id for e in pages]
 
 
 class CheckpointerPaginationContract:
@@ -75,21 +83,14 @@ class RunQueuePaginationContract:
     """`open_entries(tenant=None, thread_id=None, after=None, limit=1000)`."""
 
     def test_open_entries_pages_list_every_entry_once_in_queue_order(self, queue: RunQueue) -> None:
-        for thread, mode in [
-            ("t1", Mode.ENQUEUE),
-            ("t2", Mode.ENQUEUE),
-            ("t1", Mode.INTERRUPT),
-            ("t3", Mode.ENQUEUE),
-            ("t2", Mode.ENQUEUE),
-            ("t1", Mode.ENQUEUE),
-        ]:
-            queue.submit(Submission(thread, "go", mode=mode))
+        for thread in ("t1", "t2"):
+            queue.submit(Submission(thread, "go"))
+        # An INTERRUPT entry goes ahead of t1's first one: queue order is not submission order.
+        queue.submit(Submission("t1", "go", mode=Mode.INTERRUPT))
+        for thread in ("t3", "t2", "t1"):
+            queue.submit(Submission(thread, "go"))
         whole = [e.entry_id for e in queue.open_entries(tenant=ANY)]
-        paged = _pages(
-            lambda after, limit: queue.open_entries(ANY, None, after, limit),
-            lambda e: e.entry_id,
-        )
-        assert [e.entry_id for e in paged] == whole
+        assert _paged_entry_ids(queue, ANY) == whole
         assert len(whole) == 6
 
     def test_open_entries_limit_caps_the_page(self, queue: RunQueue) -> None:
@@ -100,11 +101,7 @@ class RunQueuePaginationContract:
     def test_open_entries_pages_of_one_tenant_skip_other_tenants(self, queue: RunQueue) -> None:
         mine = [queue.submit(Submission(f"t{i}", "go", tenant="a")).entry_id for i in range(3)]
         queue.submit(Submission("t9", "go", tenant="b"))
-        paged = _pages(
-            lambda after, limit: queue.open_entries("a", None, after, limit),
-            lambda e: e.entry_id,
-        )
-        assert [e.entry_id for e in paged] == mine
+        assert _paged_entry_ids(queue, "a") == mine
 
     def test_open_entries_after_an_unknown_entry_is_empty(self, queue: RunQueue) -> None:
         queue.submit(Submission("t1", "go"))

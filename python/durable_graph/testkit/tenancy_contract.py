@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from ..errors import SubmissionKeyReused, ValidationError
-from ..model import Completed, Lease, Submission
+from ..model import Completed, Lease, QueueEntry, Submission
 from ..run_queue import RunQueue
+from .run_queue.support import _LEASE_CALLS, TTL
 
-TTL = timedelta(seconds=30)
 UNKNOWN = 987_654
 """An entry id no test creates."""
 
@@ -42,57 +42,58 @@ def _forged(lease: Lease, entry_id: int, tenant: str | None) -> Lease:
     )
 
 
+_READS: dict[str, Callable[[RunQueue, int, str | None], Any]] = {
+    "entry": lambda queue, i, t: queue.entry(i, tenant=t),
+    "await_closed": lambda queue, i, t: queue.await_closed(i, timedelta(0), tenant=t),
+    "cancel": lambda queue, i, t: queue.cancel(i, tenant=t),
+    "open_entries": lambda queue, i, t: queue.open_entries(tenant=t, after=i),
+}
+"""The reads (and cancel) that take an entry id and a tenant."""
+
+
+def _owned(queue: RunQueue, lease: Lease) -> QueueEntry:
+    """Tenant a's own read of the entry ``lease`` is for."""
+    entry = queue.entry(lease.entry.entry_id, tenant="a")
+    assert entry is not None
+    return entry
+
+
 class RunQueueTenancyContract:
     """Another tenant's entry is as unknown as an id that never existed."""
 
-    def _leased(self, queue: RunQueue, tenant: str | None) -> Lease:
-        queue.submit(Submission("thread-a", "go", tenant=tenant))
+    @pytest.fixture(params=[False, True], ids=["open", "closed"])
+    def tenant_a_lease(self, queue: RunQueue, request: pytest.FixtureRequest) -> Lease:
+        """Tenant a's entry and its lease; the entry open, or closed by its worker."""
+        queue.submit(Submission("thread-a", "go", tenant="a"))
         lease = queue.lease("worker-a", TTL)
-        assert lease is not None and lease.entry.tenant == tenant
+        assert lease is not None and lease.entry.tenant == "a"
+        if request.param:
+            queue.close(lease, Completed())
         return lease
 
-    @pytest.mark.parametrize("closed", [False, True], ids=["open", "closed"])
-    @pytest.mark.parametrize("call", ["renew", "release", "record_attempt", "close"])
+    @pytest.mark.parametrize("call", sorted(_LEASE_CALLS))
     def test_lease_call_on_another_tenants_entry_answers_as_for_an_unknown_id(
-        self, queue: RunQueue, call: str, closed: bool
+        self, queue: RunQueue, tenant_a_lease: Lease, call: str
     ) -> None:
-        lease = self._leased(queue, "a")
-        if closed:
-            queue.close(lease, Completed())
-        action: Callable[[Lease], Any] = {
-            "renew": lambda ls: queue.renew(ls),
-            "release": lambda ls: queue.release(ls),
-            "record_attempt": lambda ls: queue.record_attempt(ls, "run-x"),
-            "close": lambda ls: queue.close(ls, Completed()),
-        }[call]
+        lease, action = tenant_a_lease, _LEASE_CALLS[call]
+        before = _owned(queue, lease)
         for other in ("b", None):  # another tenant, and the no-tenant namespace
-            theirs = _outcome(action, _forged(lease, lease.entry.entry_id, other))
-            assert theirs == _outcome(action, _forged(lease, UNKNOWN, other))
+            theirs = _outcome(action, queue, _forged(lease, lease.entry.entry_id, other))
+            assert theirs == _outcome(action, queue, _forged(lease, UNKNOWN, other))
         # Nothing changed: the owner's lease still works (or the entry stays closed).
-        entry = queue.entry(lease.entry.entry_id, tenant="a")
-        assert entry is not None and entry.closed is closed and entry.attempts == ()
-        if not closed:
+        assert _owned(queue, lease) == before and before.attempts == ()
+        if not before.closed:
             assert queue.renew(lease).token == lease.token
 
-    @pytest.mark.parametrize("closed", [False, True], ids=["open", "closed"])
-    @pytest.mark.parametrize("call", ["entry", "await_closed", "cancel", "open_entries"])
+    @pytest.mark.parametrize("call", sorted(_READS))
     def test_reads_and_cancel_of_another_tenants_entry_answer_as_for_an_unknown_id(
-        self, queue: RunQueue, call: str, closed: bool
+        self, queue: RunQueue, tenant_a_lease: Lease, call: str
     ) -> None:
-        lease = self._leased(queue, "a")
-        if closed:
-            queue.close(lease, Completed())
-        action: Callable[[int, str | None], Any] = {
-            "entry": lambda i, t: queue.entry(i, tenant=t),
-            "await_closed": lambda i, t: queue.await_closed(i, timedelta(0), tenant=t),
-            "cancel": lambda i, t: queue.cancel(i, tenant=t),
-            "open_entries": lambda i, t: queue.open_entries(tenant=t, after=i),
-        }[call]
+        before = _owned(queue, tenant_a_lease)
         for other in ("b", None):
-            mine = _outcome(action, lease.entry.entry_id, other)
-            assert mine == _outcome(action, UNKNOWN, other)
-        entry = queue.entry(lease.entry.entry_id, tenant="a")
-        assert entry is not None and entry.closed is closed
+            mine = _outcome(_READS[call], queue, before.entry_id, other)
+            assert mine == _outcome(_READS[call], queue, UNKNOWN, other)
+        assert _owned(queue, tenant_a_lease) == before
 
 
 class RunQueueIdentityContract:

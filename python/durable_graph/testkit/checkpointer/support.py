@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -23,7 +23,7 @@ from ...model import (
     Submission,
     WatchPolicy,
 )
-from ..harness import ClockControl, Harness
+from ..fixtures import StoreFixtures
 
 T = "thread-1"
 """The thread most tests work on."""
@@ -158,20 +158,8 @@ def _run_threads(n: int, target: Callable[[int], object]) -> list[object]:
     return results
 
 
-class CheckpointerFixtures:
+class CheckpointerFixtures(StoreFixtures):
     """The fixtures every concern module uses; a backend overrides ``harness``."""
-
-    @pytest.fixture
-    def harness(self) -> Iterator[Harness]:
-        raise NotImplementedError("override `harness` to yield a Harness with a fresh store")
-
-    @pytest.fixture
-    def store(self, harness: Harness) -> Checkpointer:
-        return harness.store
-
-    @pytest.fixture
-    def clock(self, harness: Harness) -> ClockControl:
-        return harness.clock
 
     @pytest.fixture
     def seeded(self, store: Checkpointer) -> Claim:

@@ -21,11 +21,16 @@ from .support import (
     PAST_TTL,
     TTL,
     _attempted,
+    _closed,
     _commit,
     _entry,
+    _expired,
     _lease,
+    _leased,
     _near,
+    _reclaim_closed,
     _submit,
+    _taken_over,
 )
 
 
@@ -35,8 +40,7 @@ class AttemptsCloseTests:
     # --- renew (rule 21; D18: renew defaults to the lease's ttl) --------------------------
 
     def test_renew_pushes_expiry_keeping_token(self, queue: RunQueue, clock: ClockControl) -> None:
-        _submit(queue)
-        lease = _lease(queue)
+        lease = _leased(queue)
         clock.advance(timedelta(seconds=10))
         renewed = queue.renew(lease)
         assert renewed.token == lease.token
@@ -44,17 +48,15 @@ class AttemptsCloseTests:
         _near(renewed.expires_at, lease.expires_at + timedelta(seconds=10))
 
     def test_renew_updates_entry_lease_expiry(self, queue: RunQueue, clock: ClockControl) -> None:
-        entry_id = _submit(queue)
-        lease = _lease(queue)
+        lease = _leased(queue)
         clock.advance(timedelta(seconds=10))
         renewed = queue.renew(lease)
-        assert _entry(queue, entry_id).lease_expires_at == renewed.expires_at
+        assert _entry(queue, lease.entry.entry_id).lease_expires_at == renewed.expires_at
 
     def test_renew_keeps_lease_live_past_original_expiry(
         self, queue: RunQueue, clock: ClockControl
     ) -> None:
-        _submit(queue)
-        lease = _lease(queue)
+        lease = _leased(queue)
         clock.advance(timedelta(seconds=20))
         queue.renew(lease)
         clock.advance(timedelta(seconds=20))
@@ -63,106 +65,82 @@ class AttemptsCloseTests:
     def test_renew_works_after_expiry_while_current(
         self, queue: RunQueue, clock: ClockControl
     ) -> None:
-        _submit(queue)
-        lease = _lease(queue)
-        clock.advance(PAST_TTL)
+        lease = _expired(queue, clock)
         renewed = queue.renew(lease)
         assert renewed.token == lease.token
         assert queue.lease("worker-2", TTL) is None
 
     def test_renew_with_ttl_overrides_expiry(self, queue: RunQueue) -> None:
-        _submit(queue)
-        lease = _lease(queue)
+        lease = _leased(queue)
         renewed = queue.renew(lease, ttl=HOUR)
         _near(renewed.expires_at, lease.expires_at - TTL + HOUR)
 
     def test_renew_without_ttl_uses_the_ttl_the_lease_was_taken_with(self, queue: RunQueue) -> None:
-        _submit(queue)
-        lease = _lease(queue)
+        lease = _leased(queue)
         longer = queue.renew(lease, ttl=HOUR)
         assert longer.ttl == TTL
         again = queue.renew(longer)
         _near(again.expires_at, lease.expires_at)
 
-    def test_renew_after_re_lease_raises_lease_lost(
-        self, queue: RunQueue, clock: ClockControl
-    ) -> None:
-        _submit(queue)
-        lease = _lease(queue)
-        clock.advance(PAST_TTL)
-        _lease(queue, "worker-2")
-        with pytest.raises(LeaseLost):
-            queue.renew(lease)
-
     def test_renew_of_closed_entry_raises_entry_closed(self, queue: RunQueue) -> None:
-        _submit(queue)
-        lease = _lease(queue)
-        queue.close(lease, Completed())
+        lease = _closed(queue)
         with pytest.raises(EntryClosed):
             queue.renew(lease)
 
     # --- release (D19: release and close clear the lease) ---------------------------------
 
     def test_release_clears_the_entry_lease(self, queue: RunQueue) -> None:
-        entry_id = _submit(queue)
-        queue.release(_lease(queue))
-        entry = _entry(queue, entry_id)
+        lease = _leased(queue)
+        queue.release(lease)
+        entry = _entry(queue, lease.entry.entry_id)
         assert (entry.lease_holder, entry.lease_expires_at) == (None, None)
         assert entry.closed is False
 
     def test_released_entry_is_leased_again_at_once(self, queue: RunQueue) -> None:
-        entry_id = _submit(queue)
-        first = _lease(queue)
+        first = _leased(queue)
         queue.release(first)
         second = _lease(queue, "worker-2")
-        assert second.entry.entry_id == entry_id
+        assert second.entry.entry_id == first.entry.entry_id
         assert second.token > first.token
 
     def test_release_works_after_expiry_while_current(
         self, queue: RunQueue, clock: ClockControl
     ) -> None:
-        entry_id = _submit(queue)
-        lease = _lease(queue)
-        clock.advance(PAST_TTL)
+        lease = _expired(queue, clock)
         queue.release(lease)
-        assert _entry(queue, entry_id).lease_holder is None
+        assert _entry(queue, lease.entry.entry_id).lease_holder is None
 
-    def test_release_twice_raises_lease_lost(self, queue: RunQueue) -> None:
-        _submit(queue)
-        lease = _lease(queue)
-        queue.release(lease)
-        with pytest.raises(LeaseLost):
-            queue.release(lease)
-
-    def test_release_after_re_lease_raises_lease_lost(
-        self, queue: RunQueue, clock: ClockControl
+    @pytest.mark.parametrize("call", sorted(_LEASE_CALLS))
+    def test_lease_call_under_released_lease_raises_lease_lost(
+        self, queue: RunQueue, call: str
     ) -> None:
-        _submit(queue)
-        lease = _lease(queue)
-        clock.advance(PAST_TTL)
-        current = _lease(queue, "worker-2")
-        with pytest.raises(LeaseLost):
-            queue.release(lease)
-        assert _entry(queue, current.entry.entry_id).lease_holder == "worker-2"
-
-    def test_released_lease_cannot_record_attempt(self, queue: RunQueue) -> None:
-        entry_id = _submit(queue)
-        lease = _lease(queue)
+        lease = _leased(queue)
         queue.release(lease)
         with pytest.raises(LeaseLost):
-            queue.record_attempt(lease, "run-1")
-        assert _entry(queue, entry_id).attempts == ()
+            _LEASE_CALLS[call](queue, lease)
+        # Nothing written: the entry stays open, unleased and without attempts.
+        entry = _entry(queue, lease.entry.entry_id)
+        assert (entry.lease_holder, entry.closed, entry.attempts) == (None, False, ())
 
-    # --- lease calls on closed entries (rule 21) -------------------------------------------
+    # --- lease calls on lost leases and closed entries (rule 21) ----------------------------
+
+    @pytest.mark.parametrize("call", sorted(_LEASE_CALLS))
+    def test_lease_call_with_lost_lease_raises_lease_lost(
+        self, queue: RunQueue, clock: ClockControl, call: str
+    ) -> None:
+        stale, current = _taken_over(queue, clock)
+        with pytest.raises(LeaseLost):
+            _LEASE_CALLS[call](queue, stale)
+        # Nothing written: worker-2 holds the entry, still open and without attempts.
+        entry = _entry(queue, current.entry.entry_id)
+        assert (entry.lease_holder, entry.closed, entry.attempts) == ("worker-2", False, ())
 
     @pytest.mark.parametrize("call", sorted(_LEASE_CALLS))
     def test_lease_call_on_closed_entry_raises_entry_closed_before_token_check(
         self, queue: RunQueue, clock: ClockControl, call: str
     ) -> None:
-        _submit(queue)
-        stale = _lease(queue)
-        clock.advance(PAST_TTL)
-        queue.close(_lease(queue, "worker-2"), Completed())
+        stale, current = _taken_over(queue, clock)
+        queue.close(current, Completed())
         with pytest.raises(EntryClosed):
             _LEASE_CALLS[call](queue, stale)
 
@@ -170,9 +148,8 @@ class AttemptsCloseTests:
     def test_cancelled_entry_worker_learns_it_on_next_call(
         self, queue: RunQueue, call: str
     ) -> None:
-        entry_id = _submit(queue)
-        lease = _lease(queue)
-        queue.cancel(entry_id)
+        lease = _leased(queue)
+        queue.cancel(lease.entry.entry_id)
         with pytest.raises(EntryClosed):
             _LEASE_CALLS[call](queue, lease)
 
@@ -180,11 +157,8 @@ class AttemptsCloseTests:
     def test_lease_call_on_reclaimed_entry_raises_entry_closed(
         self, queue: RunQueue, clock: ClockControl, call: str
     ) -> None:
-        _submit(queue)
-        lease = _lease(queue)
-        queue.close(lease, Completed())
-        clock.advance(DAY)
-        assert queue.reclaim(HOUR) == 1
+        lease = _closed(queue)
+        _reclaim_closed(queue, clock)
         with pytest.raises(EntryClosed):  # D25: a reclaimed entry answers EntryClosed
             _LEASE_CALLS[call](queue, lease)
 
@@ -193,9 +167,7 @@ class AttemptsCloseTests:
     def test_record_attempt_returns_started_numbers(
         self, queue: RunQueue, clock: ClockControl
     ) -> None:
-        entry_id = _submit(queue)
-        first = _lease(queue)
-        assert queue.record_attempt(first, "run-1") == Started(1)
+        entry_id, _ = _attempted(queue, "run-1")
         clock.advance(PAST_TTL)
         second = _lease(queue, "worker-2")
         assert queue.record_attempt(second, "run-2") == Started(2)
@@ -209,74 +181,53 @@ class AttemptsCloseTests:
         assert queue.record_attempt(_lease(queue), "run-2") == Started(1)
 
     def test_record_attempt_is_visible_to_readers(self, queue: RunQueue) -> None:
-        entry_id = _submit(queue)
-        queue.record_attempt(_lease(queue), "run-1")
+        entry_id, _ = _attempted(queue, "run-1")
         assert [a.run_id for a in _entry(queue, entry_id).attempts] == ["run-1"]
 
     def test_record_attempt_started_at_comes_from_store_clock(
         self, queue: RunQueue, clock: ClockControl
     ) -> None:
-        entry_id = _submit(queue)
-        lease = _lease(queue, ttl=timedelta(days=2))
+        lease = _leased(queue, ttl=timedelta(days=2))
         clock.advance(DAY)
         queue.record_attempt(lease, "run-1")
-        entry = _entry(queue, entry_id)
+        entry = _entry(queue, lease.entry.entry_id)
         _near(entry.attempts[0].started_at, entry.submitted_at + DAY)
 
     def test_record_attempt_on_closed_entry_raises_entry_closed(self, queue: RunQueue) -> None:
-        _submit(queue)
-        lease = _lease(queue)
-        queue.close(lease, Failed("boom"))
+        lease = _closed(queue, Failed("boom"))
         with pytest.raises(EntryClosed):
             queue.record_attempt(lease, "run-1")
-
-    def test_record_attempt_with_lost_lease_raises_lease_lost(
-        self, queue: RunQueue, clock: ClockControl
-    ) -> None:
-        entry_id = _submit(queue)
-        stale = _lease(queue)
-        clock.advance(PAST_TTL)
-        _lease(queue, "worker-2")
-        with pytest.raises(LeaseLost):
-            queue.record_attempt(stale, "run-1")
-        assert _entry(queue, entry_id).attempts == ()
 
     def test_record_attempt_works_after_expiry_while_current(
         self, queue: RunQueue, clock: ClockControl
     ) -> None:
-        _submit(queue)
-        lease = _lease(queue)
-        clock.advance(PAST_TTL)
+        lease = _expired(queue, clock)
         assert queue.record_attempt(lease, "run-1") == Started(1)
 
     def test_record_attempt_on_delete_marked_entry_returns_thread_deleted(
         self, queue: RunQueue, store: Checkpointer
     ) -> None:
-        entry_id = _submit(queue, "thread-1")
-        lease = _lease(queue)
+        lease = _leased(queue, "thread-1")
         store.delete_thread("thread-1")
         assert queue.record_attempt(lease, "run-1") == ThreadDeleted()
-        entry = _entry(queue, entry_id)
+        entry = _entry(queue, lease.entry.entry_id)
         assert entry.outcome == Cancelled("thread_deleted")
         assert entry.attempts == ()
 
     def test_record_attempt_checks_lease_before_delete_mark(
         self, queue: RunQueue, store: Checkpointer
     ) -> None:
-        entry_id = _submit(queue, "thread-1")
-        lease = _lease(queue)
+        lease = _leased(queue, "thread-1")
         queue.release(lease)
         store.delete_thread("thread-1")
         with pytest.raises(LeaseLost):
             queue.record_attempt(lease, "run-1")
-        assert _entry(queue, entry_id).closed is False
+        assert _entry(queue, lease.entry.entry_id).closed is False
 
     def test_record_attempt_checks_delete_mark_before_exhaustion(
         self, queue: RunQueue, store: Checkpointer
     ) -> None:
-        entry_id = _submit(queue, "thread-1", max_attempts=1)
-        lease = _lease(queue)
-        queue.record_attempt(lease, "run-1")
+        entry_id, lease = _attempted(queue, "run-1", "thread-1", max_attempts=1)
         store.delete_thread("thread-1")
         assert queue.record_attempt(lease, "run-2") == ThreadDeleted()
         assert _entry(queue, entry_id).outcome == Cancelled("thread_deleted")
@@ -284,9 +235,7 @@ class AttemptsCloseTests:
     def test_record_attempt_checks_delete_mark_before_taken_run_id(
         self, queue: RunQueue, store: Checkpointer
     ) -> None:
-        _submit(queue, "thread-1")
-        lease = _lease(queue)
-        queue.record_attempt(lease, "run-1")
+        _, lease = _attempted(queue, "run-1", "thread-1")
         store.delete_thread("thread-1")
         assert queue.record_attempt(lease, "run-1") == ThreadDeleted()
 
@@ -305,18 +254,14 @@ class AttemptsCloseTests:
         assert entry.closed is False
 
     def test_exhausted_entry_is_closed_by_its_worker(self, queue: RunQueue) -> None:
-        entry_id = _submit(queue, max_attempts=1)
-        lease = _lease(queue)
-        queue.record_attempt(lease, "run-1")
+        entry_id, lease = _attempted(queue, "run-1", max_attempts=1)
         assert queue.record_attempt(lease, "run-2") == Exhausted()
         closed = queue.close(lease, Failed("out of attempts"))
         assert closed.outcome == Failed("out of attempts")
         assert _entry(queue, entry_id).outcome == Failed("out of attempts")
 
     def test_record_attempt_checks_exhaustion_before_taken_run_id(self, queue: RunQueue) -> None:
-        _submit(queue, max_attempts=1)
-        lease = _lease(queue)
-        queue.record_attempt(lease, "run-1")
+        _, lease = _attempted(queue, "run-1", max_attempts=1)
         assert queue.record_attempt(lease, "run-1") == Exhausted()
 
     def test_record_attempt_refuses_run_id_of_thread_history(
@@ -329,9 +274,7 @@ class AttemptsCloseTests:
         assert _entry(queue, entry_id).attempts == ()
 
     def test_record_attempt_refuses_run_id_of_same_entry(self, queue: RunQueue) -> None:
-        _submit(queue)
-        lease = _lease(queue)
-        queue.record_attempt(lease, "run-1")
+        _, lease = _attempted(queue, "run-1")
         with pytest.raises(RunIdTaken):
             queue.record_attempt(lease, "run-1")
 
@@ -358,9 +301,7 @@ class AttemptsCloseTests:
         assert queue.record_attempt(_lease(queue), "run-1") == Started(1)
 
     def test_record_attempt_after_run_id_taken_leaves_lease_usable(self, queue: RunQueue) -> None:
-        _submit(queue)
-        lease = _lease(queue)
-        queue.record_attempt(lease, "run-1")
+        _, lease = _attempted(queue, "run-1")
         with pytest.raises(RunIdTaken):
             queue.record_attempt(lease, "run-1")
         assert queue.record_attempt(lease, "run-2") == Started(2)
@@ -380,43 +321,37 @@ class AttemptsCloseTests:
     ) -> None:
         _, lease = _attempted(queue, "run-1", "thread-1")
         queue.close(lease, Failed("gave up"))
-        clock.advance(DAY)
-        assert queue.reclaim(HOUR) == 1
+        _reclaim_closed(queue, clock)
         _submit(queue, "thread-1")
         assert queue.record_attempt(_lease(queue), "run-1") == Started(1)
 
     # --- close ----------------------------------------------------------------------------
 
     def test_close_records_outcome_and_returns_closed_entry(self, queue: RunQueue) -> None:
-        entry_id = _submit(queue)
-        closed = queue.close(_lease(queue), Completed({"answer": 42}))
-        assert closed.entry_id == entry_id
+        lease = _leased(queue)
+        closed = queue.close(lease, Completed({"answer": 42}))
+        assert closed.entry_id == lease.entry.entry_id
         assert closed.outcome == Completed({"answer": 42})
         assert closed.closed is True
-        assert _entry(queue, entry_id) == closed
+        assert _entry(queue, lease.entry.entry_id) == closed
 
     def test_close_twice_raises_entry_closed(self, queue: RunQueue) -> None:
-        _submit(queue)
-        lease = _lease(queue)
-        queue.close(lease, Completed())
+        lease = _closed(queue)
         with pytest.raises(EntryClosed):
             queue.close(lease, Failed("again"))
         assert _entry(queue, lease.entry.entry_id).outcome == Completed()
 
     def test_close_keeps_failed_error_text(self, queue: RunQueue) -> None:
-        _submit(queue)
-        closed = queue.close(_lease(queue), Failed("boom: ünïcode 😀 \u0000"))
+        closed = queue.close(_leased(queue), Failed("boom: ünïcode 😀 \u0000"))
         assert closed.outcome == Failed("boom: ünïcode 😀 \u0000")
 
     def test_close_output_round_trips(self, queue: RunQueue) -> None:
-        entry_id = _submit(queue)
         output = {"nested": [1, 2.5, None, {"k": "a\u0000😀"}], "t": True}
-        queue.close(_lease(queue), Completed(output))
-        assert _entry(queue, entry_id).outcome == Completed(output)
+        lease = _closed(queue, Completed(output))
+        assert _entry(queue, lease.entry.entry_id).outcome == Completed(output)
 
     def test_entry_outcome_is_a_fresh_object_each_read(self, queue: RunQueue) -> None:
-        entry_id = _submit(queue)
-        queue.close(_lease(queue), Completed({"items": [1]}))
+        entry_id = _closed(queue, Completed({"items": [1]})).entry.entry_id
         outcome = _entry(queue, entry_id).outcome
         assert isinstance(outcome, Completed) and isinstance(outcome.output, dict)
         outcome.output["items"].append(2)
@@ -425,16 +360,13 @@ class AttemptsCloseTests:
     def test_close_stamps_closed_at_from_store_clock(
         self, queue: RunQueue, clock: ClockControl
     ) -> None:
-        entry_id = _submit(queue)
-        lease = _lease(queue, ttl=timedelta(days=2))
+        lease = _leased(queue, ttl=timedelta(days=2))
         clock.advance(DAY)
         closed = queue.close(lease, Completed())
-        _near(closed.closed_at, _entry(queue, entry_id).submitted_at + DAY)
+        _near(closed.closed_at, _entry(queue, lease.entry.entry_id).submitted_at + DAY)
 
     def test_close_clears_the_lease(self, queue: RunQueue) -> None:
-        entry_id = _submit(queue)
-        queue.close(_lease(queue), Completed())
-        entry = _entry(queue, entry_id)
+        entry = _entry(queue, _closed(queue).entry.entry_id)
         assert (entry.lease_holder, entry.lease_expires_at) == (None, None)
 
     def test_close_lets_the_next_entry_be_leased(self, queue: RunQueue) -> None:
@@ -443,28 +375,14 @@ class AttemptsCloseTests:
         queue.close(_lease(queue), Completed())
         assert _lease(queue).entry.entry_id == following
 
-    def test_close_with_lost_lease_raises_lease_lost(
-        self, queue: RunQueue, clock: ClockControl
-    ) -> None:
-        entry_id = _submit(queue)
-        stale = _lease(queue)
-        clock.advance(PAST_TTL)
-        _lease(queue, "worker-2")
-        with pytest.raises(LeaseLost):
-            queue.close(stale, Completed())
-        assert _entry(queue, entry_id).closed is False
-
     def test_close_works_after_expiry_while_current(
         self, queue: RunQueue, clock: ClockControl
     ) -> None:
-        _submit(queue)
-        lease = _lease(queue)
-        clock.advance(PAST_TTL)
+        lease = _expired(queue, clock)
         assert queue.close(lease, Completed()).outcome == Completed()
 
     def test_closed_at_seq_is_zero_without_events(self, queue: RunQueue) -> None:
-        _submit(queue)
-        assert queue.close(_lease(queue), Completed()).closed_at_seq == 0
+        assert queue.close(_leased(queue), Completed()).closed_at_seq == 0
 
     def test_closed_at_seq_is_thread_last_seq_at_close(
         self, queue: RunQueue, store: Checkpointer
@@ -491,8 +409,7 @@ class AttemptsCloseTests:
     ) -> None:
         first = _commit(store, "thread-1", "run-0", "cp-1")
         second = _commit(store, "thread-1", "run-0", "cp-2", parent_id=first.checkpoint_id)
-        entry_id = _submit(queue, "thread-1")
-        lease = _lease(queue)
+        lease = _leased(queue, "thread-1")
         assert store.delete_thread("thread-1") is True
         assert queue.record_attempt(lease, "run-1") == ThreadDeleted()
-        assert _entry(queue, entry_id).closed_at_seq == second.seq
+        assert _entry(queue, lease.entry.entry_id).closed_at_seq == second.seq

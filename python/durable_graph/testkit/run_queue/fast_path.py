@@ -5,7 +5,9 @@ write nothing when they refuse.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -39,7 +41,7 @@ from ...model import (
 )
 from ...run_queue import RunQueue, plan_attempt
 from ..harness import ClockControl
-from .support import PAST_TTL, TTL, _commit, _entry, _near, _open, _submit
+from .support import PAST_TTL, TTL, _commit, _entry, _lease, _near, _open, _refused, _submit
 
 
 def _begin(
@@ -55,6 +57,34 @@ def _claimed(begun: AttemptBegun) -> Claim:
     return begun.claim
 
 
+def _begun(store: Checkpointer, queue: RunQueue, max_attempts: int = 3) -> tuple[int, AttemptBegun]:
+    """Submit one entry on thread-1 and begin an attempt on it (worker-1, run-1): its id and
+    what begin_attempt answered."""
+    entry_id = _submit(queue, max_attempts=max_attempts)
+    begun = _begin(store)
+    assert begun.lease.entry.entry_id == entry_id
+    return entry_id, begun
+
+
+def _begun_and_taken_over(
+    store: Checkpointer, queue: RunQueue, clock: ClockControl
+) -> tuple[int, AttemptBegun]:
+    """As `_begun`, then the lease expired and worker-2 leased the entry (the claim is left)."""
+    entry_id, begun = _begun(store, queue)
+    clock.advance(PAST_TTL)
+    _lease(queue, "worker-2")
+    return entry_id, begun
+
+
+_UNDER_ATTEMPT: dict[str, Callable[[Checkpointer, AttemptBegun], object]] = {
+    "renew_attempt": lambda store, begun: store.renew_attempt(begun.lease, _claimed(begun)),
+    "finish_attempt": lambda store, begun: store.finish_attempt(
+        begun.lease, Completed(), _claimed(begun)
+    ),
+}
+"""The fast-path calls made under a begun attempt's lease and claim."""
+
+
 class FastPathTests:
     """SPEC §11's four calls against §5's steps."""
 
@@ -63,8 +93,7 @@ class FastPathTests:
     def test_begin_attempt_leases_records_claims_and_plans_fresh(
         self, store: Checkpointer, queue: RunQueue
     ) -> None:
-        entry_id = _submit(queue)
-        begun = _begin(store)
+        entry_id, begun = _begun(store, queue)
         assert begun.lease.entry.entry_id == entry_id
         assert begun.lease.holder == "worker-1"
         assert begun.attempt == Started(1)
@@ -81,8 +110,7 @@ class FastPathTests:
     def test_begin_attempt_holds_lease_and_claim_like_the_steps(
         self, store: Checkpointer, queue: RunQueue
     ) -> None:
-        _submit(queue)
-        begun = _begin(store)
+        _, begun = _begun(store, queue)
         assert queue.lease("worker-2", TTL) is None
         with pytest.raises(ThreadBusy):
             store.claim("thread-1", "someone")
@@ -92,8 +120,7 @@ class FastPathTests:
     def test_begin_attempt_issues_greater_tokens_for_claim_than_lease(
         self, store: Checkpointer, queue: RunQueue
     ) -> None:
-        _submit(queue)
-        begun = _begin(store)
+        _, begun = _begun(store, queue)
         assert _claimed(begun).token > begun.lease.token
 
     def test_begin_attempt_returns_none_when_nothing_is_available(
@@ -141,8 +168,7 @@ class FastPathTests:
     def test_begin_attempt_on_exhausted_entry_records_nothing_and_claims_nothing(
         self, store: Checkpointer, queue: RunQueue
     ) -> None:
-        entry_id = _submit(queue, max_attempts=1)
-        first = _begin(store)
+        entry_id, first = _begun(store, queue, max_attempts=1)
         store.release_claim(_claimed(first))
         queue.release(first.lease)
         begun = _begin(store, run_id="run-2")
@@ -179,8 +205,7 @@ class FastPathTests:
     def test_begin_attempt_plans_resume_from_the_entry_runs_latest(
         self, store: Checkpointer, queue: RunQueue
     ) -> None:
-        entry_id = _submit(queue)
-        first = _begin(store)
+        entry_id, first = _begun(store, queue)
         claim = _claimed(first)
         store.commit(claim, _step("cp-1", None, "run-1", ("next",)))
         store.release_claim(claim)
@@ -197,8 +222,7 @@ class FastPathTests:
     def test_begin_attempt_plans_finished_when_the_run_finished(
         self, store: Checkpointer, queue: RunQueue
     ) -> None:
-        _submit(queue)
-        first = _begin(store)
+        _, first = _begun(store, queue)
         store.commit(_claimed(first), _step("cp-1", None, "run-1", ()))
         store.release_claim(_claimed(first))
         queue.release(first.lease)
@@ -211,8 +235,7 @@ class FastPathTests:
         self, store: Checkpointer, queue: RunQueue
     ) -> None:
         _commit(store, "thread-1", "run-api", "cp-api", next_nodes=("x",))
-        _submit(queue)
-        begun = _begin(store)
+        _, begun = _begun(store, queue)
         assert begun.latest is None and begun.plan == Fresh()
 
     @pytest.mark.parametrize(
@@ -233,19 +256,15 @@ class FastPathTests:
         self, store: Checkpointer, queue: RunQueue, kwargs: dict[str, object]
     ) -> None:
         _submit(queue)
-        args: dict[str, object] = {"holder": "w", "ttl": TTL, "run_id": "r", **kwargs}
-        before = _open(queue)
-        with pytest.raises(ValidationError, match=next(iter(kwargs))):
-            store.begin_attempt(**args)  # type: ignore[arg-type]
-        assert _open(queue) == before
+        args: dict[str, Any] = {"holder": "w", "ttl": TTL, "run_id": "r", **kwargs}
+        _refused(queue, lambda: store.begin_attempt(**args), match=next(iter(kwargs)))
 
     # --- renew_attempt --------------------------------------------------------------------
 
     def test_renew_attempt_pushes_both_expiries_keeping_tokens(
         self, store: Checkpointer, queue: RunQueue, clock: ClockControl
     ) -> None:
-        _submit(queue)
-        begun = _begin(store)
+        _, begun = _begun(store, queue)
         claim = _claimed(begun)
         clock.advance(timedelta(seconds=10))
         lease, renewed = store.renew_attempt(begun.lease, claim)
@@ -258,31 +277,16 @@ class FastPathTests:
     def test_renew_attempt_with_lost_lease_raises_and_leaves_claim(
         self, store: Checkpointer, queue: RunQueue, clock: ClockControl
     ) -> None:
-        _submit(queue)
-        begun = _begin(store)
-        claim = _claimed(begun)
-        clock.advance(PAST_TTL)
-        other = queue.lease("worker-2", TTL)
-        assert other is not None
+        _, begun = _begun_and_taken_over(store, queue, clock)
         with pytest.raises(LeaseLost):
-            store.renew_attempt(begun.lease, claim)
+            store.renew_attempt(begun.lease, _claimed(begun))
         # Nothing written: the claim kept its (expired) expiry, so another can claim.
         store.claim("thread-1", "x")
-
-    def test_renew_attempt_on_closed_entry_raises_entry_closed(
-        self, store: Checkpointer, queue: RunQueue
-    ) -> None:
-        entry_id = _submit(queue)
-        begun = _begin(store)
-        queue.cancel(entry_id)
-        with pytest.raises(EntryClosed):
-            store.renew_attempt(begun.lease, _claimed(begun))
 
     def test_renew_attempt_with_lost_claim_raises_and_leaves_lease(
         self, store: Checkpointer, queue: RunQueue, clock: ClockControl
     ) -> None:
-        entry_id = _submit(queue)
-        begun = _begin(store)
+        entry_id, begun = _begun(store, queue)
         clock.advance(PAST_TTL)
         store.claim("thread-1", "thief")
         with pytest.raises(ClaimLost):
@@ -293,8 +297,7 @@ class FastPathTests:
     def test_renew_attempt_refuses_a_claim_of_another_thread(
         self, store: Checkpointer, queue: RunQueue
     ) -> None:
-        _submit(queue)
-        begun = _begin(store)
+        _, begun = _begun(store, queue)
         stray = store.claim("thread-2", "x")
         with pytest.raises(ValidationError, match="claim"):
             store.renew_attempt(begun.lease, stray)
@@ -304,8 +307,7 @@ class FastPathTests:
     def test_finish_attempt_closes_and_releases_the_claim(
         self, store: Checkpointer, queue: RunQueue
     ) -> None:
-        entry_id = _submit(queue)
-        begun = _begin(store)
+        entry_id, begun = _begun(store, queue)
         closed = store.finish_attempt(begun.lease, Completed({"ok": 1}), _claimed(begun))
         assert closed.outcome == Completed({"ok": 1})
         assert closed.closed_at is not None and closed.lease_holder is None
@@ -331,32 +333,27 @@ class FastPathTests:
     def test_finish_attempt_with_lost_lease_writes_nothing(
         self, store: Checkpointer, queue: RunQueue, clock: ClockControl
     ) -> None:
-        entry_id = _submit(queue)
-        begun = _begin(store)
-        claim = _claimed(begun)
-        clock.advance(PAST_TTL)
-        assert queue.lease("worker-2", TTL) is not None
+        entry_id, begun = _begun_and_taken_over(store, queue, clock)
         with pytest.raises(LeaseLost):
-            store.finish_attempt(begun.lease, Completed(), claim)
+            store.finish_attempt(begun.lease, Completed(), _claimed(begun))
         assert not _entry(queue, entry_id).closed
-        store.renew_claim(claim)  # the claim was not released
+        store.renew_claim(_claimed(begun))  # the claim was not released
 
-    def test_finish_attempt_on_closed_entry_writes_nothing(
-        self, store: Checkpointer, queue: RunQueue
+    @pytest.mark.parametrize("call", sorted(_UNDER_ATTEMPT))
+    def test_attempt_call_on_closed_entry_raises_entry_closed_writing_nothing(
+        self, store: Checkpointer, queue: RunQueue, call: str
     ) -> None:
-        entry_id = _submit(queue)
-        begun = _begin(store)
+        entry_id, begun = _begun(store, queue)
         queue.cancel(entry_id)
         with pytest.raises(EntryClosed):
-            store.finish_attempt(begun.lease, Completed(), _claimed(begun))
+            _UNDER_ATTEMPT[call](store, begun)
         assert _entry(queue, entry_id).outcome == Cancelled("requested")
         store.renew_claim(_claimed(begun))
 
     def test_finish_attempt_leaves_a_claim_that_is_no_longer_current(
         self, store: Checkpointer, queue: RunQueue, clock: ClockControl
     ) -> None:
-        entry_id = _submit(queue)
-        begun = _begin(store)
+        entry_id, begun = _begun(store, queue)
         clock.advance(PAST_TTL)
         thief = store.claim("thread-1", "thief")
         queue.renew(begun.lease)
@@ -368,8 +365,7 @@ class FastPathTests:
     def test_finish_attempt_refuses_bad_outcome_writing_nothing(
         self, store: Checkpointer, queue: RunQueue
     ) -> None:
-        entry_id = _submit(queue)
-        begun = _begin(store)
+        entry_id, begun = _begun(store, queue)
         with pytest.raises(ValidationError, match="outcome"):
             store.finish_attempt(begun.lease, "done", _claimed(begun))  # type: ignore[arg-type]
         assert not _entry(queue, entry_id).closed

@@ -8,10 +8,28 @@ import pytest
 
 from ...checkpointer import Checkpointer
 from ...errors import RunOfDeletedThread
-from ...model import Commit, Failed, Started
+from ...model import Failed, Started
 from ...run_queue import RunQueue
 from ..harness import ClockControl
-from .support import DAY, HOUR, _attempted, _commit, _entry, _lease, _submit
+from .support import (
+    _attempted,
+    _commit,
+    _delete_marked,
+    _entry,
+    _lease,
+    _leased,
+    _reclaim_closed,
+    _retracted_turn,
+    _submit,
+)
+
+
+def _marked_by_deleting(
+    queue: RunQueue, store: Checkpointer, entry_id: int, thread_id: str = "thread-1"
+) -> bool:
+    """Delete ``thread_id``, then read whether that marked ``entry_id`` (rule 17)."""
+    store.delete_thread(thread_id)
+    return _entry(queue, entry_id).thread_deleted
 
 
 class MarksTests:
@@ -30,18 +48,15 @@ class MarksTests:
         assert _entry(queue, other_tenant, tenant="acme").thread_deleted is True
 
     def test_delete_thread_marks_leased_entry(self, queue: RunQueue, store: Checkpointer) -> None:
-        entry_id = _submit(queue, "thread-1")
-        _lease(queue)
-        store.delete_thread("thread-1")
-        assert _entry(queue, entry_id).thread_deleted is True
+        lease = _leased(queue, "thread-1")
+        assert _marked_by_deleting(queue, store, lease.entry.entry_id) is True
 
     def test_delete_thread_does_not_mark_closed_entries(
         self, queue: RunQueue, store: Checkpointer
     ) -> None:
         entry_id = _submit(queue, "thread-1")
         queue.cancel(entry_id)
-        store.delete_thread("thread-1")
-        assert _entry(queue, entry_id).thread_deleted is False
+        assert _marked_by_deleting(queue, store, entry_id) is False
 
     def test_delete_thread_does_not_mark_later_entries(
         self, queue: RunQueue, store: Checkpointer
@@ -57,8 +72,7 @@ class MarksTests:
     ) -> None:
         _commit(store, "thread-1", "run-0", "cp-1")
         entry_id = _submit(queue, "thread-2")
-        store.delete_thread("thread-1")
-        assert _entry(queue, entry_id).thread_deleted is False
+        assert _marked_by_deleting(queue, store, entry_id) is False
 
     def test_delete_thread_marks_entries_of_descendants(
         self, queue: RunQueue, store: Checkpointer
@@ -97,71 +111,53 @@ class MarksTests:
         assert _lease(queue).entry.entry_id == entry_id
 
     def test_commit_refuses_run_of_marked_entry(self, queue: RunQueue, store: Checkpointer) -> None:
-        _attempted(queue, "run-1", "thread-1")
-        store.delete_thread("thread-1")
-        claim = store.claim("thread-1", "run-1")
+        _delete_marked(queue, store)
         with pytest.raises(RunOfDeletedThread):
-            store.commit(claim, Commit("cp-1", None, "run-1", {"s": 1}))
+            _commit(store, "thread-1", "run-1", "cp-1")
         assert store.get("thread-1") is None
 
     def test_commit_refuses_run_of_marked_entry_after_it_closed(
         self, queue: RunQueue, store: Checkpointer
     ) -> None:
-        _, lease = _attempted(queue, "run-1", "thread-1")
-        store.delete_thread("thread-1")
-        queue.close(lease, Failed("thread deleted"))
-        claim = store.claim("thread-1", "run-1")
+        queue.close(_delete_marked(queue, store), Failed("thread deleted"))
         with pytest.raises(RunOfDeletedThread):
-            store.commit(claim, Commit("cp-1", None, "run-1", {"s": 1}))
+            _commit(store, "thread-1", "run-1", "cp-1")
 
     def test_commit_accepts_run_of_marked_entry_after_reclaim(
         self, queue: RunQueue, store: Checkpointer, clock: ClockControl
     ) -> None:
-        _, lease = _attempted(queue, "run-1", "thread-1")
-        store.delete_thread("thread-1")
-        queue.close(lease, Failed("thread deleted"))
-        clock.advance(DAY)
-        assert queue.reclaim(HOUR) == 1
-        claim = store.claim("thread-1", "run-1")
-        assert store.commit(claim, Commit("cp-1", None, "run-1", {"s": 1})).run_id == "run-1"
+        queue.close(_delete_marked(queue, store), Failed("thread deleted"))
+        _reclaim_closed(queue, clock)
+        assert _commit(store, "thread-1", "run-1", "cp-1").run_id == "run-1"
 
-    def test_commit_refusal_only_for_marked_entries_of_committing_thread(
-        self, queue: RunQueue, store: Checkpointer
+    @pytest.mark.parametrize(
+        ("thread_id", "run_id"),
+        [("thread-2", "run-1"), ("thread-1", "run-2")],
+        ids=["the-run-on-another-thread", "another-run-on-the-deleted-thread"],
+    )
+    def test_commit_refusal_only_for_the_marked_entry_run_on_its_thread(
+        self, queue: RunQueue, store: Checkpointer, thread_id: str, run_id: str
     ) -> None:
-        _attempted(queue, "run-1", "thread-1")
-        store.delete_thread("thread-1")
-        claim = store.claim("thread-2", "run-1")
-        assert store.commit(claim, Commit("cp-1", None, "run-1", {"s": 1})).run_id == "run-1"
-
-    def test_commit_accepts_other_runs_on_deleted_thread(
-        self, queue: RunQueue, store: Checkpointer
-    ) -> None:
-        _attempted(queue, "run-1", "thread-1")
-        store.delete_thread("thread-1")
-        assert _commit(store, "thread-1", "run-2", "cp-1").run_id == "run-2"
+        _delete_marked(queue, store)
+        assert _commit(store, thread_id, run_id, "cp-1").run_id == run_id
 
     # --- admissions (SPEC §5 Admissions, rule 10) -------------------------------------------
 
-    def test_commit_admits_open_entry_whose_attempt_is_the_run(
-        self, queue: RunQueue, store: Checkpointer
+    @pytest.mark.parametrize(
+        ("thread_id", "run_id", "admitted"),
+        [
+            ("thread-1", "run-1", True),
+            ("thread-1", "run-other", False),
+            ("thread-2", "run-1", False),
+        ],
+        ids=["the-entry-run", "another-run", "another-thread"],
+    )
+    def test_commit_admits_open_entry_whose_attempt_is_the_run_on_its_thread(
+        self, queue: RunQueue, store: Checkpointer, thread_id: str, run_id: str, admitted: bool
     ) -> None:
         entry_id, _ = _attempted(queue, "run-1", "thread-1")
-        _commit(store, "thread-1", "run-1", "cp-1", next_nodes=("step",))
-        assert _entry(queue, entry_id).admitted is True
-
-    def test_commit_of_another_run_does_not_admit(
-        self, queue: RunQueue, store: Checkpointer
-    ) -> None:
-        entry_id, _ = _attempted(queue, "run-1", "thread-1")
-        _commit(store, "thread-1", "run-other", "cp-1")
-        assert _entry(queue, entry_id).admitted is False
-
-    def test_commit_admits_only_entries_of_committing_thread(
-        self, queue: RunQueue, store: Checkpointer
-    ) -> None:
-        entry_id, _ = _attempted(queue, "run-1", "thread-1")
-        _commit(store, "thread-2", "run-1", "cp-1")
-        assert _entry(queue, entry_id).admitted is False
+        _commit(store, thread_id, run_id, "cp-1", next_nodes=("step",))
+        assert _entry(queue, entry_id).admitted is admitted
 
     def test_commit_does_not_admit_closed_entries(
         self, queue: RunQueue, store: Checkpointer
@@ -175,7 +171,5 @@ class MarksTests:
         self, queue: RunQueue, store: Checkpointer
     ) -> None:
         entry_id, _ = _attempted(queue, "run-1", "thread-1")
-        claim = store.claim("thread-1", "run-1")
-        store.commit(claim, Commit("cp-1", None, "run-1", {"s": 1}))
-        assert store.retract_turn(claim) is None
+        _retracted_turn(store, "thread-1", "run-1")
         assert _entry(queue, entry_id).admitted is True

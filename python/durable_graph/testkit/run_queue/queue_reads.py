@@ -16,7 +16,20 @@ from ...errors import EntryClosed, NotFound
 from ...model import ANY, Cancelled, Completed, Mode, ThreadDeleted
 from ...run_queue import RunQueue
 from ..harness import ClockControl
-from .support import DAY, HOUR, _entry, _lease, _near, _submit
+from .support import DAY, HOUR, _entry, _lease, _near, _reclaimed, _submit
+
+
+def _closed_ago(queue: RunQueue, clock: ClockControl, *ages: timedelta) -> list[int]:
+    """One entry per age, submitted in that order, each cancelled so that it has now been closed
+    for its age: their ids. The oldest is cancelled first, the clock moving on between cancels."""
+    ids = [_submit(queue, f"thread-{n}") for n in range(len(ages))]
+    by_age = sorted(zip(ages, ids, strict=True), reverse=True)
+    for (age, entry_id), (next_age, _) in zip(
+        by_age, [*by_age[1:], (timedelta(0), 0)], strict=True
+    ):
+        queue.cancel(entry_id)
+        clock.advance(age - next_age)
+    return ids
 
 
 class QueueReadsTests:
@@ -206,21 +219,14 @@ class QueueReadsTests:
     def test_reclaim_removes_entries_closed_before_cutoff(
         self, queue: RunQueue, clock: ClockControl
     ) -> None:
-        entry_id = _submit(queue)
-        queue.cancel(entry_id)
-        clock.advance(2 * HOUR)
+        (entry_id,) = _closed_ago(queue, clock, 2 * HOUR)
         assert queue.reclaim(HOUR) == 1
         assert queue.entry(entry_id) is None
 
     def test_reclaim_keeps_entries_closed_after_cutoff(
         self, queue: RunQueue, clock: ClockControl
     ) -> None:
-        old = _submit(queue, "thread-1")
-        recent = _submit(queue, "thread-2")
-        queue.cancel(old)
-        clock.advance(timedelta(minutes=30))
-        queue.cancel(recent)
-        clock.advance(timedelta(minutes=40))
+        old, recent = _closed_ago(queue, clock, timedelta(minutes=70), timedelta(minutes=40))
         assert queue.reclaim(HOUR) == 1
         assert queue.entry(old) is None
         assert _entry(queue, recent).closed is True
@@ -235,12 +241,7 @@ class QueueReadsTests:
     def test_reclaim_removes_oldest_closed_first(
         self, queue: RunQueue, clock: ClockControl
     ) -> None:
-        lower_id = _submit(queue, "thread-1")
-        higher_id = _submit(queue, "thread-2")
-        queue.cancel(higher_id)
-        clock.advance(timedelta(minutes=1))
-        queue.cancel(lower_id)
-        clock.advance(DAY)
+        lower_id, higher_id = _closed_ago(queue, clock, DAY, DAY + timedelta(minutes=1))
         assert queue.reclaim(HOUR, batch=1) == 1
         assert queue.entry(higher_id) is None
         assert queue.entry(lower_id) is not None
@@ -248,9 +249,7 @@ class QueueReadsTests:
     def test_reclaim_removes_at_most_batch_and_returns_count(
         self, queue: RunQueue, clock: ClockControl
     ) -> None:
-        for n in range(5):
-            queue.cancel(_submit(queue, f"thread-{n}"))
-        clock.advance(DAY)
+        _closed_ago(queue, clock, *[DAY] * 5)
         assert queue.reclaim(HOUR, batch=2) == 2
         assert queue.reclaim(HOUR, batch=2) == 2
         assert queue.reclaim(HOUR, batch=2) == 1
@@ -259,25 +258,16 @@ class QueueReadsTests:
     def test_reclaimed_entry_is_unknown_to_await_closed(
         self, queue: RunQueue, clock: ClockControl
     ) -> None:
-        entry_id = _submit(queue)
-        queue.cancel(entry_id)
-        clock.advance(DAY)
-        queue.reclaim(HOUR)
+        entry_id = _reclaimed(queue, clock)
         assert queue.await_closed(entry_id, timedelta(seconds=0.1)) is None
 
     def test_reclaimed_entry_cannot_be_cancelled(
         self, queue: RunQueue, clock: ClockControl
     ) -> None:
-        entry_id = _submit(queue)
-        queue.cancel(entry_id)
-        clock.advance(DAY)
-        queue.reclaim(HOUR)
+        entry_id = _reclaimed(queue, clock)
         with pytest.raises(NotFound):
             queue.cancel(entry_id)
 
     def test_reclaim_of_tenant_entries(self, queue: RunQueue, clock: ClockControl) -> None:
-        entry_id = _submit(queue, tenant="acme")
-        queue.cancel(entry_id, tenant="acme")
-        clock.advance(DAY)
-        assert queue.reclaim(HOUR) == 1
+        entry_id = _reclaimed(queue, clock, tenant="acme")
         assert queue.entry(entry_id, tenant="acme") is None

@@ -10,7 +10,7 @@ from ...errors import EntryClosed, SubmissionKeyReused, ThreadBusy
 from ...model import Completed, Interrupted, Mode, Submission
 from ...run_queue import RunQueue
 from ..harness import ClockControl
-from .support import DAY, HOUR, _entry, _lease, _names_no, _near, _open, _submit
+from .support import DAY, HOUR, _entry, _lease, _names_no, _near, _reclaimed, _refused, _submit
 
 
 class SubmitTests:
@@ -36,10 +36,7 @@ class SubmitTests:
     def test_submit_entry_ids_are_never_reused_after_reclaim(
         self, queue: RunQueue, clock: ClockControl
     ) -> None:
-        first = _submit(queue)
-        queue.cancel(first)
-        clock.advance(DAY)
-        assert queue.reclaim(HOUR) == 1
+        first = _reclaimed(queue, clock)
         assert _submit(queue) > first
 
     def test_submit_stores_the_submission(self, queue: RunQueue) -> None:
@@ -147,10 +144,11 @@ class SubmitTests:
 
     def test_submit_key_reused_writes_nothing(self, queue: RunQueue) -> None:
         _submit(queue, key="k")
-        before = _open(queue)
-        with pytest.raises(SubmissionKeyReused):
-            queue.submit(Submission("thread-1", "other", key="k"))
-        assert _open(queue) == before
+        _refused(
+            queue,
+            lambda: queue.submit(Submission("thread-1", "other", key="k")),
+            SubmissionKeyReused,
+        )
 
     def test_submit_keys_of_none_and_named_tenant_are_separate(self, queue: RunQueue) -> None:
         no_tenant = queue.submit(Submission("thread-1", "go", key="k"))
@@ -223,10 +221,8 @@ class SubmitTests:
 
     def test_reject_refusal_writes_nothing(self, queue: RunQueue) -> None:
         _submit(queue, "thread-1")
-        before = _open(queue)
-        with pytest.raises(ThreadBusy):
-            queue.submit(Submission("thread-1", "go", key="k", mode=Mode.REJECT))
-        assert _open(queue) == before
+        rejected = Submission("thread-1", "go", key="k", mode=Mode.REJECT)
+        _refused(queue, lambda: queue.submit(rejected), ThreadBusy)
         # The refused submission's key was not kept.
         assert queue.submit(Submission("thread-2", "x", key="k")).existing is False
 

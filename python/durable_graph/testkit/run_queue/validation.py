@@ -11,7 +11,7 @@ from ...errors import ValidationError
 from ...model import ANY, Cancelled, Completed, Failed, Submission
 from ...run_queue import RunQueue
 from ..harness import ClockControl
-from .support import _LEASE_CALLS, DAY, HOUR, TTL, _entry, _lease, _open, _submit
+from .support import _LEASE_CALLS, DAY, HOUR, TTL, _entry, _leased, _refused, _submit
 
 _BAD_SUBMISSIONS: dict[str, tuple[Any, str]] = {
     "empty_thread_id": (Submission("", 1), "thread_id"),
@@ -68,10 +68,7 @@ class QueueValidationTests:
     ) -> None:
         _submit(queue, "thread-0", key="k")
         submission, name = _BAD_SUBMISSIONS[case]
-        before = _open(queue)
-        with pytest.raises(ValidationError, match=name):
-            queue.submit(submission)
-        assert _open(queue) == before
+        _refused(queue, lambda: queue.submit(submission), match=name)
 
     @pytest.mark.parametrize("case", sorted(_BAD_LEASE_ARGS))
     def test_lease_with_bad_argument_raises_validation_error(
@@ -81,51 +78,34 @@ class QueueValidationTests:
         overrides, name = _BAD_LEASE_ARGS[case]
         args: dict[str, Any] = {"holder": "worker-1", "ttl": TTL, "tenant": ANY, "run_id": "r-1"}
         args.update(overrides)
-        before = _open(queue)
-        with pytest.raises(ValidationError, match=name):
-            queue.lease(**args)
-        assert _open(queue) == before
+        _refused(queue, lambda: queue.lease(**args), match=name)
 
     @pytest.mark.parametrize("ttl", [timedelta(seconds=-1), timedelta(0), 30])
     def test_renew_with_bad_ttl_raises_validation_error(self, queue: RunQueue, ttl: Any) -> None:
-        _submit(queue)
-        lease = _lease(queue)
-        before = _open(queue)
-        with pytest.raises(ValidationError, match="ttl"):
-            queue.renew(lease, ttl=ttl)
-        assert _open(queue) == before
+        lease = _leased(queue)
+        _refused(queue, lambda: queue.renew(lease, ttl=ttl), match="ttl")
 
     @pytest.mark.parametrize("call", sorted(_LEASE_CALLS))
     def test_lease_call_with_non_lease_raises_validation_error(
         self, queue: RunQueue, call: str
     ) -> None:
-        _submit(queue)
-        lease = _lease(queue)
-        before = _open(queue)
-        with pytest.raises(ValidationError, match="lease"):
-            _LEASE_CALLS[call](queue, lease.entry)  # type: ignore[arg-type]
-        assert _open(queue) == before
+        not_a_lease: Any = _leased(queue).entry
+        _refused(queue, lambda: _LEASE_CALLS[call](queue, not_a_lease), match="lease")
 
     @pytest.mark.parametrize("run_id", ["", "r\x00", 7, "x" * 513])
     def test_record_attempt_with_bad_run_id_raises_validation_error(
         self, queue: RunQueue, run_id: Any
     ) -> None:
-        entry_id = _submit(queue)
-        lease = _lease(queue)
-        with pytest.raises(ValidationError, match="run_id"):
-            queue.record_attempt(lease, run_id)
-        assert _entry(queue, entry_id).attempts == ()
+        lease = _leased(queue)
+        _refused(queue, lambda: queue.record_attempt(lease, run_id), match="run_id")
+        assert _entry(queue, lease.entry.entry_id).attempts == ()
 
     @pytest.mark.parametrize("case", sorted(_BAD_OUTCOMES))
     def test_close_with_bad_outcome_raises_validation_error(
         self, queue: RunQueue, case: str
     ) -> None:
-        _submit(queue)
-        lease = _lease(queue)
-        before = _open(queue)
-        with pytest.raises(ValidationError, match="outcome"):
-            queue.close(lease, _BAD_OUTCOMES[case])
-        assert _open(queue) == before
+        lease = _leased(queue)
+        _refused(queue, lambda: queue.close(lease, _BAD_OUTCOMES[case]), match="outcome")
 
     @pytest.mark.parametrize(
         ("args", "name"),
@@ -135,10 +115,7 @@ class QueueValidationTests:
         self, queue: RunQueue, args: tuple[Any, ...], name: str
     ) -> None:
         _submit(queue)
-        before = _open(queue)
-        with pytest.raises(ValidationError, match=name):
-            queue.cancel(*args)
-        assert _open(queue) == before
+        _refused(queue, lambda: queue.cancel(*args), match=name)
 
     @pytest.mark.parametrize(
         ("args", "name"), [(("1",), "entry_id"), ((1, ""), "tenant"), ((1, 5), "tenant")]

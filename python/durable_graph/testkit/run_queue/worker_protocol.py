@@ -7,9 +7,19 @@ import pytest
 from ...checkpointer import Checkpointer
 from ...errors import ClaimLost, LeaseLost
 from ...model import Commit, Completed, Finished, Fresh, Resume, Started
-from ...run_queue import RunQueue, plan_attempt
+from ...run_queue import RunQueue
 from ..harness import ClockControl
-from .support import PAST_TTL, TTL, _attempted, _commit, _entry, _lease, _submit
+from .support import (
+    PAST_TTL,
+    TTL,
+    _attempted,
+    _commit,
+    _entry,
+    _lease,
+    _planned,
+    _retracted_turn,
+    _submit,
+)
 
 
 class WorkerProtocolTests:
@@ -21,39 +31,32 @@ class WorkerProtocolTests:
         self, queue: RunQueue, store: Checkpointer
     ) -> None:
         entry_id, _ = _attempted(queue, "run-1", "thread-1")
-        entry = _entry(queue, entry_id)
-        latest = store.latest_of_runs("thread-1", [a.run_id for a in entry.attempts])
+        _, latest, plan = _planned(queue, store, entry_id)
         assert latest is None
-        assert plan_attempt(entry, latest) == Fresh()
+        assert plan == Fresh()
 
     def test_plan_resumes_unfinished_checkpoint(self, queue: RunQueue, store: Checkpointer) -> None:
         entry_id, _ = _attempted(queue, "run-1", "thread-1")
         cp = _commit(store, "thread-1", "run-1", "cp-1", next_nodes=("step",))
-        entry = _entry(queue, entry_id)
-        latest = store.latest_of_runs("thread-1", [a.run_id for a in entry.attempts])
+        _, latest, plan = _planned(queue, store, entry_id)
         assert latest == cp
-        assert plan_attempt(entry, latest) == Resume(cp)
+        assert plan == Resume(cp)
 
     def test_plan_is_finished_with_final_checkpoint(
         self, queue: RunQueue, store: Checkpointer
     ) -> None:
         entry_id, _ = _attempted(queue, "run-1", "thread-1")
         cp = _commit(store, "thread-1", "run-1", "cp-1")
-        entry = _entry(queue, entry_id)
-        latest = store.latest_of_runs("thread-1", [a.run_id for a in entry.attempts])
-        assert plan_attempt(entry, latest) == Finished(cp)
+        assert _planned(queue, store, entry_id).plan == Finished(cp)
 
     def test_plan_is_finished_without_checkpoint_after_retraction(
         self, queue: RunQueue, store: Checkpointer
     ) -> None:
         entry_id, _ = _attempted(queue, "run-1", "thread-1")
-        claim = store.claim("thread-1", "run-1")
-        store.commit(claim, Commit("cp-1", None, "run-1", {"s": 1}))
-        store.retract_turn(claim)
-        entry = _entry(queue, entry_id)
-        latest = store.latest_of_runs("thread-1", [a.run_id for a in entry.attempts])
+        _retracted_turn(store, "thread-1", "run-1")
+        _, latest, plan = _planned(queue, store, entry_id)
         assert latest is None
-        assert plan_attempt(entry, latest) == Finished(None)
+        assert plan == Finished(None)
 
     # --- the at-most-once worker protocol (SPEC §5) -----------------------------------------
 
@@ -64,9 +67,8 @@ class WorkerProtocolTests:
         lease = _lease(queue, "worker-1")
         assert queue.record_attempt(lease, "run-1") == Started(1)
         claim = store.claim("thread-1", "run-1")
-        entry = _entry(queue, entry_id)
-        latest = store.latest_of_runs("thread-1", [a.run_id for a in entry.attempts])
-        assert plan_attempt(entry, latest) == Fresh()
+        entry, _, plan = _planned(queue, store, entry_id)
+        assert plan == Fresh()
         cp = store.commit(claim, Commit("cp-1", None, "run-1", {"answer": entry.input}))
         store.release_claim(claim)
         closed = queue.close(lease, Completed({"checkpoint": cp.checkpoint_id}))
@@ -82,33 +84,27 @@ class WorkerProtocolTests:
         lease = _lease(queue, run_id="run-1")
         assert lease.attempt == Started(1)
         claim = store.claim("thread-1", "run-1")
-        entry = _entry(queue, entry_id)
-        latest = store.latest_of_runs("thread-1", [a.run_id for a in entry.attempts])
-        assert plan_attempt(entry, latest) == Fresh()
+        assert _planned(queue, store, entry_id).plan == Fresh()
         store.commit(claim, Commit("cp-1", None, "run-1", {"s": 1}))
         assert queue.close(lease, Completed()).admitted is True
 
     def test_worker_after_crash_before_commit_plans_fresh(
         self, queue: RunQueue, store: Checkpointer, clock: ClockControl
     ) -> None:
-        entry_id = _submit(queue, "thread-1")
-        first = _lease(queue, "worker-1")
-        queue.record_attempt(first, "run-1")
+        entry_id, _ = _attempted(queue, "run-1", "thread-1")
         store.claim("thread-1", "run-1")  # crashes holding lease and claim
         clock.advance(PAST_TTL)
         second = _lease(queue, "worker-2")
         assert queue.record_attempt(second, "run-2") == Started(2)
         store.claim("thread-1", "run-2")
-        entry = _entry(queue, entry_id)
-        latest = store.latest_of_runs("thread-1", [a.run_id for a in entry.attempts])
-        assert plan_attempt(entry, latest) == Fresh()
+        assert _planned(queue, store, entry_id).plan == Fresh()
 
     def test_worker_resumes_after_crash_past_non_final_checkpoint(
         self, queue: RunQueue, store: Checkpointer, clock: ClockControl
     ) -> None:
         entry_id = _submit(queue, "thread-1", {"task": "two steps"})
         first = _lease(queue, "worker-1")
-        queue.record_attempt(first, "run-1")
+        assert queue.record_attempt(first, "run-1") == Started(1)
         claim_1 = store.claim("thread-1", "run-1")
         step_1 = store.commit(claim_1, Commit("cp-1", None, "run-1", {"n": 1}, next=("b",)))
         clock.advance(PAST_TTL)  # worker-1 crashed: its lease and claim expire
@@ -116,10 +112,8 @@ class WorkerProtocolTests:
         assert second.token > first.token
         assert queue.record_attempt(second, "run-2") == Started(2)
         claim_2 = store.claim("thread-1", "run-2")
-        entry = _entry(queue, entry_id)
+        entry, _, plan = _planned(queue, store, entry_id)
         assert [a.run_id for a in entry.attempts] == ["run-1", "run-2"]
-        latest = store.latest_of_runs("thread-1", [a.run_id for a in entry.attempts])
-        plan = plan_attempt(entry, latest)
         assert plan == Resume(step_1)
         assert isinstance(plan, Resume)
         step_2 = store.commit(
@@ -132,27 +126,21 @@ class WorkerProtocolTests:
     def test_worker_finds_finished_after_crash_past_final_checkpoint(
         self, queue: RunQueue, store: Checkpointer, clock: ClockControl
     ) -> None:
-        entry_id = _submit(queue, "thread-1")
-        first = _lease(queue, "worker-1")
-        queue.record_attempt(first, "run-1")
+        entry_id, _ = _attempted(queue, "run-1", "thread-1")
         claim_1 = store.claim("thread-1", "run-1")
         final = store.commit(claim_1, Commit("cp-1", None, "run-1", {"done": True}))
         clock.advance(PAST_TTL)  # worker-1 crashed before close
         second = _lease(queue, "worker-2")
         assert queue.record_attempt(second, "run-2") == Started(2)
         store.claim("thread-1", "run-2")
-        entry = _entry(queue, entry_id)
-        latest = store.latest_of_runs("thread-1", [a.run_id for a in entry.attempts])
-        assert plan_attempt(entry, latest) == Finished(final)
+        assert _planned(queue, store, entry_id).plan == Finished(final)
         queue.close(second, Completed({"done": True}))
         assert [cp.checkpoint_id for cp in store.history("thread-1")] == ["cp-1"]
 
     def test_late_worker_is_fenced_out_after_takeover(
         self, queue: RunQueue, store: Checkpointer, clock: ClockControl
     ) -> None:
-        _submit(queue, "thread-1")
-        first = _lease(queue, "worker-1")
-        queue.record_attempt(first, "run-1")
+        _, first = _attempted(queue, "run-1", "thread-1")
         claim_1 = store.claim("thread-1", "run-1")
         clock.advance(PAST_TTL)  # worker-1 stalls
         second = _lease(queue, "worker-2")
