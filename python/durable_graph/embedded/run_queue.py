@@ -56,7 +56,7 @@ from ..validation import (
     same_json,
 )
 from .common import THREAD_BUSY_ENTRY, current_lease, entry_of, store_outcome, wait_until
-from .rows import EntryRow
+from .rows import EntryQuery, EntryRow
 from .storage import Storage, Tx
 
 _AWAIT_CLOSED_POLL: Final = WatchPolicy().poll_interval.total_seconds()
@@ -289,10 +289,10 @@ class EmbeddedRunQueue:
         after: int | None = None,
         limit: int = 100,
     ) -> list[QueueEntry]:
-        wanted, who, thread, cursor, count = check_listing(state, tenant, thread_id, after, limit)
+        query = EntryQuery(*check_listing(state, tenant, thread_id, after, limit))
         with self._storage.read() as tx:
             # SPEC §13, durable_graph.listing: newest first, paged by entry id.
-            return [entry_of(tx, e) for e in tx.entry_page(wanted, who, thread, cursor, count)]
+            return [entry_of(tx, e) for e in tx.entry_page(query)]
 
     def stats(self, tenant: TenantFilter = ANY) -> QueueStats:
         wanted = check_tenant_filter("tenant", tenant, allow_any=True)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..embedded.rows import CheckpointRow, ClaimRow, EffectRow, EntryRow, ThreadRow
+from ..embedded.rows import CheckpointRow, ClaimRow, EffectRow, EntryQuery, EntryRow, ThreadRow
 from ..model import ANY, Attempt, Event, Mode, PendingWrite, TenantFilter
 from ..validation import (
     INT64_MAX,
@@ -535,14 +535,7 @@ class SqliteTx:
         )
         return [r[0] for r in rows]
 
-    def entry_page(
-        self,
-        state: str | None,
-        tenant: TenantFilter,
-        thread_id: str | None,
-        after: int | None,
-        limit: int,
-    ) -> list[EntryRow]:
+    def entry_page(self, query: EntryQuery) -> list[EntryRow]:
         rows = self._all(
             "SELECT * FROM queue_entries"
             " WHERE (:state IS NULL"
@@ -555,13 +548,13 @@ class SqliteTx:
             "   AND (:after IS NULL OR entry_id < :after)"
             " ORDER BY entry_id DESC LIMIT :limit",
             {
-                "state": state,
+                "state": query.state,
                 "now": self._now_us,
-                "any": tenant is ANY,
-                "tenant": None if tenant is ANY else tenant,
-                "thread": thread_id,
-                "after": after,
-                "limit": limit,
+                "any": query.tenant is ANY,
+                "tenant": None if query.tenant is ANY else query.tenant,
+                "thread": query.thread_id,
+                "after": query.after,
+                "limit": query.limit,
             },
         )
         return [_entry_of(r) for r in rows]
