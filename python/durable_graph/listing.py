@@ -21,13 +21,10 @@ from typing import Final, Literal, TypeAlias, cast, get_args
 
 from .errors import ValidationError
 from .model import (
-    Cancelled,
-    Completed,
-    Failed,
-    Interrupted,
     QueueEntry,
     QueueStats,
     TenantFilter,
+    outcome_name,
 )
 from .validation import check_int, check_optional_identifier, check_tenant_filter
 
@@ -69,18 +66,8 @@ def state_at(outcome_kind: str | None, lease_expires_at: datetime | None, now: d
 
 
 def state_of(entry: QueueEntry, now: datetime) -> EntryState:
-    outcome = entry.outcome
-    if outcome is None:
-        return cast(EntryState, state_at(None, entry.lease_expires_at, now))
-    if isinstance(outcome, Completed):
-        return "completed"
-    if isinstance(outcome, Failed):
-        return "failed"
-    if isinstance(outcome, Cancelled):
-        return "cancelled"
-    if isinstance(outcome, Interrupted):
-        return "interrupted"
-    raise AssertionError(f"unknown outcome {outcome!r}")
+    kind = None if entry.outcome is None else outcome_name(entry.outcome)
+    return cast(EntryState, state_at(kind, entry.lease_expires_at, now))
 
 
 def make_stats(counts: Mapping[str, int], oldest_waiting_age: timedelta | None) -> QueueStats:
@@ -96,10 +83,18 @@ def make_stats(counts: Mapping[str, int], oldest_waiting_age: timedelta | None) 
     )
 
 
+def age_parts(age: timedelta) -> tuple[int, int, int]:
+    """``age`` in whole hours, minutes and seconds, for showing `oldest_waiting_age`."""
+    hours, rest = divmod(int(age.total_seconds()), 3600)
+    minutes, seconds = divmod(rest, 60)
+    return hours, minutes, seconds
+
+
 __all__ = [
     "ENTRY_STATES",
     "MAX_LIMIT",
     "EntryState",
+    "age_parts",
     "check_listing",
     "check_state",
     "make_stats",

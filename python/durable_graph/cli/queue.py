@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from datetime import timedelta
+from typing import TypeVar
 
 from ..checkpointer import Checkpointer
 from ..errors import NotFound
+from ..listing import age_parts
 from ..model import (
     ANY,
     Failed,
     QueueEntry,
     TenantFilter,
 )
+from ..run_queue import RunQueue
 from .common import (
     CliError,
     Output,
@@ -26,6 +30,8 @@ from .common import (
     tenant_of,
     when,
 )
+
+T = TypeVar("T")
 
 # --- commands: queue -----------------------------------------------------------------------
 
@@ -129,9 +135,7 @@ def _outcome_cell(entry: QueueEntry) -> str:
 def _age_text(age: timedelta | None) -> str:
     if age is None:
         return "-"
-    seconds = int(age.total_seconds())
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
+    hours, minutes, secs = age_parts(age)
     if hours:
         return f"{hours}h{minutes:02d}m{secs:02d}s"
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
@@ -211,33 +215,28 @@ def cmd_queue_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_queue_cancel(args: argparse.Namespace) -> int:
+def _on_entry(args: argparse.Namespace, action: Callable[[RunQueue, int, str | None], T]) -> T:
+    """``action(run_queue, entry_id, tenant)``; its `NotFound` says what `_entry_or_fail` says."""
     with store_of(args) as store:
         try:
-            entry = store.run_queue.cancel(args.entry_id, tenant=tenant_of(args))
+            return action(store.run_queue, args.entry_id, tenant_of(args))
         except NotFound:
             _entry_or_fail(store, args.entry_id, tenant_of(args))
             raise
-    out = output_of(args)
-    if out.as_json:
-        out.json(entry)
-    else:
-        out.line(f"entry {entry.entry_id} cancelled")
+
+
+def cmd_queue_cancel(args: argparse.Namespace) -> int:
+    entry = _on_entry(args, lambda queue, entry_id, tenant: queue.cancel(entry_id, tenant=tenant))
+    output_of(args).result(entry, f"entry {entry.entry_id} cancelled")
     return 0
 
 
 def cmd_queue_retry(args: argparse.Namespace) -> int:
-    with store_of(args) as store:
-        try:
-            ticket = store.run_queue.retry(args.entry_id, tenant=tenant_of(args))
-        except NotFound:
-            _entry_or_fail(store, args.entry_id, tenant_of(args))
-            raise
-    out = output_of(args)
-    if out.as_json:
-        out.json({"entry_id": ticket.entry_id, "retry_of": args.entry_id})
-    else:
-        out.line(f"entry {args.entry_id} retried as entry {ticket.entry_id}")
+    ticket = _on_entry(args, lambda queue, entry_id, tenant: queue.retry(entry_id, tenant=tenant))
+    output_of(args).result(
+        {"entry_id": ticket.entry_id, "retry_of": args.entry_id},
+        f"entry {args.entry_id} retried as entry {ticket.entry_id}",
+    )
     return 0
 
 
@@ -252,9 +251,5 @@ def cmd_queue_reclaim(args: argparse.Namespace) -> int:
             if removed < args.batch:
                 break
     progress.done()
-    out = output_of(args)
-    if out.as_json:
-        out.json({"reclaimed": total})
-    else:
-        out.line(f"reclaimed {total} closed entries")
+    output_of(args).result({"reclaimed": total}, f"reclaimed {total} closed entries")
     return 0
