@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
 from .errors import ClaimLost, EntryClosed, LeaseLost, StoreError, ValidationError
 from .model import (
@@ -162,6 +162,11 @@ class Deferred:
     error: str | None
 
 
+Settlement: TypeAlias = EntryOutcome | Deferred | None
+"""How an attempt gives its lease back: closed with an outcome, deferred for a retry, or released
+(None)."""
+
+
 @dataclass(frozen=True, slots=True)
 class DeferLease(StoreOp):
     """→ the entry; ends the lease with the backoff stored in the entry (SPEC §13)."""
@@ -242,7 +247,7 @@ class Finish:
     → the closed entry, or None when nothing was closed.
     """
 
-    outcome: EntryOutcome | Deferred | None
+    outcome: Settlement
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,7 +312,7 @@ def drive(flow: Generator[OpT, Any, R], perform: Callable[[OpT], Any]) -> R:
     """Run ``flow`` to its answer, performing each operation with ``perform`` (blocking).
 
     A `StoreError` an operation raises is thrown into the flow, which decides; the async
-    workers' counterpart is `durable_graph.aio.worker`'s ``_drive``.
+    workers' counterpart is `drive_async`.
     """
     steps: Steps[OpT, R] = Steps(flow)
     for op in steps:
@@ -316,6 +321,46 @@ def drive(flow: Generator[OpT, Any, R], perform: Callable[[OpT], Any]) -> R:
         except StoreError as exc:
             steps.throw(exc)
     return steps.result  # type: ignore[return-value]  # set when the iteration ended
+
+
+async def drive_async(flow: Generator[OpT, Any, R], perform: Callable[[OpT], Awaitable[Any]]) -> R:
+    """`drive` for the async worker: each operation's awaitable is awaited."""
+    steps: Steps[OpT, R] = Steps(flow)
+    for op in steps:
+        try:
+            steps.send(await perform(op))
+        except StoreError as exc:
+            steps.throw(exc)
+    return steps.result  # type: ignore[return-value]  # set when the iteration ended
+
+
+class AttemptKeeper(Protocol):
+    """A worker's keeper as `perform` sees it: the store calls, and the one finish."""
+
+    def call(self, op: StoreOp) -> Any: ...
+
+    def finish(self, outcome: Settlement) -> Any: ...
+
+
+class AttemptWorker(Protocol):
+    """A worker as `perform` sees it: pausing, and calling the handler with a context."""
+
+    def _pause(self, seconds: float) -> Any: ...
+
+    def _run_handler(self, keeper: Any, op: RunHandler) -> Any: ...
+
+
+def perform(op: Operation, keeper: AttemptKeeper, worker: AttemptWorker) -> Any:
+    """What each operation of `attempt_flow` means, for both workers: the result of the keeper's
+    or the worker's method for it (from the async worker, an awaitable of the result)."""
+    if isinstance(op, StoreOp):
+        return keeper.call(op)
+    if isinstance(op, Pause):
+        return worker._pause(op.seconds)
+    if isinstance(op, Finish):
+        return keeper.finish(op.outcome)
+    assert isinstance(op, RunHandler)
+    return worker._run_handler(keeper, op)
 
 
 # --- the keeper: renewing, then finishing, an attempt's lease and claim ----------------------
@@ -395,9 +440,7 @@ def renewal(keeper: Keeper, log: logging.Logger) -> Generator[StoreOp, Any, bool
     return True
 
 
-def finishing(
-    keeper: Keeper, outcome: EntryOutcome | Deferred | None
-) -> Generator[StoreOp, Any, QueueEntry | None]:
+def finishing(keeper: Keeper, outcome: Settlement) -> Generator[StoreOp, Any, QueueEntry | None]:
     """Release the claim and close the entry with ``outcome`` — one `FinishAttempt` call when
     both are held (SPEC §11) — or, with ``outcome`` None, release the claim then the lease, or,
     with a `Deferred` outcome (a retry after backoff, SPEC §13), release the claim then defer.
@@ -440,6 +483,8 @@ def finishing(
 
 
 __all__ = [
+    "AttemptKeeper",
+    "AttemptWorker",
     "BeginAttempt",
     "CloseEntry",
     "DeferLease",
@@ -462,10 +507,13 @@ __all__ = [
     "RenewClaim",
     "RenewLease",
     "RunHandler",
+    "Settlement",
     "Steps",
     "StoreOp",
     "TryClaim",
     "drive",
+    "drive_async",
     "finishing",
+    "perform",
     "renewal",
 ]
