@@ -39,6 +39,7 @@ from .attempt_flow import (
     exhausted_outcome,
     failure_outcome,
     invalid_output,
+    log_failure,
     log_stop_signal,
     new_id,
     next_commit,
@@ -347,12 +348,8 @@ class Worker:
                 generation = changes.generation("queue") if changes is not None else 0
                 try:
                     report = self._attempt(slot)
-                except StoreError as exc:
-                    log.warning("store error: %s", exc)
-                    self._idle()
-                    continue
-                except Exception:
-                    log.exception("unexpected error in worker loop")
+                except Exception as exc:
+                    log_failure(log, exc, "loop")
                     self._idle()
                     continue
                 if report is not None and watching:

@@ -38,6 +38,7 @@ from ..attempt_flow import (
     WorkerStopped,
     attempt_flow,
     describe,
+    log_failure,
     log_stop_signal,
     new_id,
     next_commit,
@@ -398,12 +399,8 @@ class AsyncWorker:
                 run_id = new_id()
                 try:
                     begun = await self._begin(run_id)
-                except StoreError as exc:
-                    log.warning("store error: %s", exc)
-                    await self._wait(self.settings.idle_delay())
-                    continue
-                except Exception:
-                    log.exception("unexpected error in worker loop")
+                except Exception as exc:
+                    log_failure(log, exc, "loop")
                     await self._wait(self.settings.idle_delay())
                     continue
                 if begun is None:
@@ -438,12 +435,8 @@ class AsyncWorker:
         """One attempt as the dispatcher runs it: errors are logged, a busy thread backs off."""
         try:
             report = await self._process(begun, run_id)
-        except StoreError as exc:
-            log.warning("store error: %s", exc)
-            await self._wait(self.settings.idle_delay())
-            return
-        except Exception:
-            log.exception("unexpected error in worker attempt")
+        except Exception as exc:
+            log_failure(log, exc, "attempt")
             await self._wait(self.settings.idle_delay())
             return
         if report.note == "busy":
