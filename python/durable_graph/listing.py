@@ -83,18 +83,24 @@ def make_stats(counts: Mapping[str, int], oldest_waiting_age: timedelta | None) 
     )
 
 
-def age_parts(age: timedelta) -> tuple[int, int, int]:
-    """``age`` in whole hours, minutes and seconds, for showing `oldest_waiting_age`."""
+def age_text(age: timedelta, sep: str, width: int) -> str:
+    """``age`` (e.g. `oldest_waiting_age`) in whole hours, minutes and seconds from its first
+    non-zero unit: ``1h02m03s`` (``sep=""``, ``width=2``) or ``2m 3s`` (``sep=" "``, ``width=1``);
+    every unit after the first is zero-padded to ``width`` digits."""
     hours, rest = divmod(int(age.total_seconds()), 3600)
     minutes, seconds = divmod(rest, 60)
-    return hours, minutes, seconds
+    parts = [(hours, "h"), (minutes, "m"), (seconds, "s")]
+    while len(parts) > 1 and parts[0][0] == 0:
+        parts.pop(0)
+    (first, unit), *rest_parts = parts
+    return sep.join([f"{first}{unit}", *(f"{n:0{width}d}{u}" for n, u in rest_parts)])
 
 
 __all__ = [
     "ENTRY_STATES",
     "MAX_LIMIT",
     "EntryState",
-    "age_parts",
+    "age_text",
     "check_listing",
     "check_state",
     "make_stats",

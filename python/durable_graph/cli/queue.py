@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from ..checkpointer import Checkpointer
 from ..errors import NotFound
-from ..listing import age_parts
+from ..listing import age_text
 from ..model import (
     ANY,
     Failed,
@@ -53,41 +53,8 @@ def cmd_queue_ls(args: argparse.Namespace) -> int:
             limit = 1000 if args.limit is None else args.limit
             entries = store.run_queue.open_entries(tenant, args.thread, args.after, limit)
             _more_hint(entries, limit)
-    out = output_of(args)
-    if out.as_json:
-        out.json(entries)
-        return 0
-    out.table(
-        ["ENTRY", "THREAD", "TENANT", "MODE", "KEY", "ATTEMPTS", "LEASE", "SUBMITTED"],
-        [
-            (
-                e.entry_id,
-                e.thread_id,
-                e.tenant or "-",
-                e.mode.value,
-                e.key or "-",
-                f"{len(e.attempts)}/{e.max_attempts}",
-                _lease_text(e),
-                when(e.submitted_at),
-            )
-            for e in entries
-        ],
-    )
+    _show_entries(args, entries, _OPEN_COLUMNS)
     return 0
-
-
-_BY_STATE_HEADERS = [
-    "ENTRY",
-    "THREAD",
-    "TENANT",
-    "ATTEMPTS",
-    "LEASE",
-    "OUTCOME",
-    "SUBMITTED",
-    "CLOSED",
-    "NOT BEFORE",
-    "RETRY OF",
-]
 
 
 def _ls_by_state(args: argparse.Namespace, tenant: TenantFilter) -> int:
@@ -96,29 +63,18 @@ def _ls_by_state(args: argparse.Namespace, tenant: TenantFilter) -> int:
     with store_of(args, read_only=True) as store:
         entries = store.run_queue.entries(args.state, tenant, args.thread, args.after, limit)
     _more_hint(entries, limit)
+    _show_entries(args, entries, _BY_STATE_COLUMNS)
+    return 0
+
+
+def _show_entries(
+    args: argparse.Namespace, entries: list[QueueEntry], columns: tuple[str, ...]
+) -> None:
     out = output_of(args)
     if out.as_json:
         out.json(entries)
-        return 0
-    out.table(
-        _BY_STATE_HEADERS,
-        [
-            (
-                e.entry_id,
-                e.thread_id,
-                e.tenant or "-",
-                f"{len(e.attempts)}/{e.max_attempts}",
-                _lease_text(e),
-                _outcome_cell(e),
-                when(e.submitted_at),
-                when(e.closed_at),
-                when(e.not_before),
-                e.retry_of or "-",
-            )
-            for e in entries
-        ],
-    )
-    return 0
+    else:
+        out.table(columns, [[_CELLS[c](e) for c in columns] for e in entries])
 
 
 def _more_hint(entries: list[QueueEntry], limit: int) -> None:
@@ -132,13 +88,38 @@ def _outcome_cell(entry: QueueEntry) -> str:
     return outcome_text(entry.outcome)
 
 
+_CELLS: dict[str, Callable[[QueueEntry], object]] = {
+    "ENTRY": lambda e: e.entry_id,
+    "THREAD": lambda e: e.thread_id,
+    "TENANT": lambda e: e.tenant or "-",
+    "MODE": lambda e: e.mode.value,
+    "KEY": lambda e: e.key or "-",
+    "ATTEMPTS": lambda e: f"{len(e.attempts)}/{e.max_attempts}",
+    "LEASE": _lease_text,
+    "OUTCOME": _outcome_cell,
+    "SUBMITTED": lambda e: when(e.submitted_at),
+    "CLOSED": lambda e: when(e.closed_at),
+    "NOT BEFORE": lambda e: when(e.not_before),
+    "RETRY OF": lambda e: e.retry_of or "-",
+}
+"""Each column of an entry table: its header, and how its cell shows an entry."""
+_OPEN_COLUMNS = ("ENTRY", "THREAD", "TENANT", "MODE", "KEY", "ATTEMPTS", "LEASE", "SUBMITTED")
+_BY_STATE_COLUMNS = (
+    "ENTRY",
+    "THREAD",
+    "TENANT",
+    "ATTEMPTS",
+    "LEASE",
+    "OUTCOME",
+    "SUBMITTED",
+    "CLOSED",
+    "NOT BEFORE",
+    "RETRY OF",
+)
+
+
 def _age_text(age: timedelta | None) -> str:
-    if age is None:
-        return "-"
-    hours, minutes, secs = age_parts(age)
-    if hours:
-        return f"{hours}h{minutes:02d}m{secs:02d}s"
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+    return "-" if age is None else age_text(age, sep="", width=2)
 
 
 def cmd_queue_stats(args: argparse.Namespace) -> int:
