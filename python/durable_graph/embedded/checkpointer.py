@@ -69,6 +69,7 @@ from .common import (
     current_lease,
     store_event,
     thread_info_of,
+    value_of,
     wait_until,
 )
 from .rows import CheckpointRow, ClaimRow, EffectRow, ThreadRow
@@ -576,14 +577,7 @@ def _claimed_thread(tx: Tx, claim: Claim) -> ThreadRow:
 
 
 def _effect_of(row: EffectRow, existing: bool) -> EffectRecord:
-    return EffectRecord(
-        thread_id=row.thread_id,
-        key=row.key,
-        value=decode_json(row.value),
-        run_id=row.run_id,
-        recorded_at=row.recorded_at,
-        existing=existing,
-    )
+    return value_of(EffectRecord, row, value=decode_json(row.value), existing=existing)
 
 
 def _prune_thread(tx: Tx, thread_id: str, policy: RetentionPolicy) -> PruneResult:
