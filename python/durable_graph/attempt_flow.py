@@ -2,7 +2,7 @@
 
 `attempt_flow` is a generator holding every decision of an attempt — take the attempt, claim or
 wait, read and plan, run, record the output, settle an exhausted entry, finish — and no I/O: it
-yields the store operation to perform next (`RecordAttempt`, `TryClaim`, `Finish`, ...) and is
+yields the operation to perform next (a `StoreOp` such as ``record_attempt``, `Finish`, ...) and is
 sent its result, or thrown the `StoreError` it raised, the way psycopg 3 drives its protocol
 generators. The sync and async workers are loops that perform those operations, blocking or
 awaited; so both decide alike by construction.
@@ -52,18 +52,11 @@ from typing import Any, Final, Generic, Literal, Protocol, Self, TypedDict, Type
 from .attempt_ops import (
     Deferred,
     Finish,
-    GetEffect,
-    GetHead,
     HandlerResult,
-    LatestOfRuns,
     Operation,
     Pause,
-    ReadEntry,
-    RecordAttempt,
-    RecordEffect,
-    ReleaseClaim,
     RunHandler,
-    TryClaim,
+    store_op,
 )
 from .errors import (
     ClaimLost,
@@ -329,6 +322,15 @@ def log_stop_signal(log: logging.Logger, holder: str, signum: int, again: bool) 
         log.info("worker %s: %s received: finishing running attempts", holder, name)
 
 
+def log_failure(log: logging.Logger, exc: Exception, where: str) -> None:
+    """A failure a worker survives (then waits and goes on): a `StoreError` as a warning (the
+    store may come back), anything else with its traceback."""
+    if isinstance(exc, StoreError):
+        log.warning("store error: %s", exc)
+    else:
+        log.error("unexpected error in worker %s", where, exc_info=exc)
+
+
 def describe(report: AttemptReport) -> str:
     """One log line for an attempt."""
     attempt = report.attempt if report.attempt is not None else "-"
@@ -586,7 +588,7 @@ def _run_begun(
     number = begun.attempt.number
     if not keeper.adopt_claim(begun.claim):  # shutting down: give it back at once
         with contextlib.suppress(StoreError):
-            yield ReleaseClaim(begun.claim)
+            yield store_op("release_claim", begun.claim)
         yield Finish(None)
         return report("lost", run=run_id, number=number)
     return (
@@ -609,10 +611,12 @@ def _run_planned(
     """Step 3's end and step 4: finish a finished run, else run the handler and close."""
     entry = current
     if isinstance(plan, Finished):
-        done = Completed(recorded_output((yield GetEffect(entry.thread_id, _key(entry)))))
+        done = Completed(
+            recorded_output((yield store_op("get_effect", entry.thread_id, _key(entry))))
+        )
         closed = yield Finish(done)
         return report(closing_note(done, closed), done, run=run_id, number=number, plan=plan)
-    head = yield GetHead(entry.thread_id)
+    head = yield store_op("get", entry.thread_id)
     if keeper.lost is not None:  # lost while claiming or reading: the handler must not start
         yield Finish(None)
         return report("lost", run=run_id, number=number, plan=plan)
@@ -637,7 +641,9 @@ def _run_planned(
             # — so a job is submit, begin, its commits, finish (SPEC §11).
             if result.head is not None and (output is not None or number > 1):
                 try:
-                    record = yield RecordEffect(claim, _key(entry), output, run_id)
+                    record = yield store_op(
+                        "record_effect", claim, _key(entry), output, run_id=run_id
+                    )
                     output = record.value
                 except NotFound:
                     pass
@@ -657,7 +663,7 @@ def _take_attempt(lease: Lease, run_id: str) -> Generator[Operation, Any, tuple[
     for _ in range(_RECORD_ATTEMPT_TRIES):
         run_id = new_id()
         try:
-            start: AttemptStart = yield RecordAttempt(lease, run_id)
+            start: AttemptStart = yield store_op("run_queue.record_attempt", lease, run_id)
         except RunIdTaken:
             continue
         return run_id, start
@@ -676,7 +682,7 @@ def _claim_or_wait(
     deadline = time.monotonic() + settings.claim_wait
     while True:
         try:
-            claim: Claim = yield TryClaim(thread_id, holder, settings.claim_policy)
+            claim: Claim = yield store_op("claim", thread_id, holder, settings.claim_policy)
         except ThreadBusy:
             if time.monotonic() >= deadline or keeper.lost is not None or stopping():
                 return None
@@ -685,7 +691,7 @@ def _claim_or_wait(
         if keeper.adopt_claim(claim):
             return claim
         with contextlib.suppress(StoreError):  # if it fails, the claim expires with its ttl
-            yield ReleaseClaim(claim)
+            yield store_op("release_claim", claim)
         return None
 
 
@@ -694,10 +700,12 @@ def _read_and_plan(
 ) -> Generator[Operation, Any, tuple[QueueEntry, AttemptPlan] | None]:
     """The entry read now that the claim is held (its attempts include every attempt another
     worker recorded before ours, SPEC §5), and its plan; None when it is closed."""
-    current: QueueEntry | None = yield ReadEntry(entry.entry_id, entry.tenant)
+    current: QueueEntry | None = yield store_op(
+        "run_queue.entry", entry.entry_id, tenant=entry.tenant
+    )
     if current is None or current.closed:
         return None
-    latest = yield LatestOfRuns(entry.thread_id, tuple(a.run_id for a in current.attempts))
+    latest = yield store_op("latest_of_runs", entry.thread_id, [a.run_id for a in current.attempts])
     return current, plan_attempt(current, latest)
 
 
@@ -719,7 +727,7 @@ def _settle_exhausted(
         return report("closed")
     _, plan = read
     outcome = exhausted_outcome(
-        plan, recorded_output((yield GetEffect(entry.thread_id, _key(entry))))
+        plan, recorded_output((yield store_op("get_effect", entry.thread_id, _key(entry))))
     )
     closed = yield Finish(outcome)
     return report(closing_note(outcome, closed), outcome, plan=plan)
@@ -741,6 +749,7 @@ __all__ = [
     "exhausted_outcome",
     "failure_outcome",
     "invalid_output",
+    "log_failure",
     "log_stop_signal",
     "new_id",
     "next_commit",

@@ -11,147 +11,42 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
 from .errors import ClaimLost, EntryClosed, LeaseLost, StoreError, ValidationError
 from .model import (
-    JSON,
     AttemptPlan,
     Checkpoint,
     Claim,
-    ClaimPolicy,
     EntryOutcome,
     Lease,
     QueueEntry,
-    TenantFilter,
 )
 
 
+@dataclass(frozen=True, slots=True)
 class StoreOp:
-    """A store call. `on` returns its result from a sync store, an awaitable from an async one."""
+    """A call of the store's method ``method`` (``"run_queue.renew"``: its run queue's) with
+    ``args`` and ``kwargs``. `on` returns its result from a sync store, an awaitable from an
+    async one; a `StoreError` it raises is thrown into the flow."""
 
-    __slots__ = ()
-
-    def on(self, store: Any) -> Any:
-        raise NotImplementedError
-
-
-@dataclass(frozen=True, slots=True)
-class RecordAttempt(StoreOp):
-    """→ `AttemptStart`; raises `RunIdTaken`, `EntryClosed`."""
-
-    lease: Lease
-    run_id: str
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
     def on(self, store: Any) -> Any:
-        return store.run_queue.record_attempt(self.lease, self.run_id)
+        target = store
+        for name in self.method.split("."):
+            target = getattr(target, name)
+        return target(*self.args, **self.kwargs)
 
 
-@dataclass(frozen=True, slots=True)
-class TryClaim(StoreOp):
-    """→ `Claim`; raises `ThreadBusy` while another claim is live."""
-
-    thread_id: str
-    holder: str
-    policy: ClaimPolicy
-
-    def on(self, store: Any) -> Any:
-        return store.claim(self.thread_id, self.holder, self.policy)
-
-
-@dataclass(frozen=True, slots=True)
-class ReleaseClaim(StoreOp):
-    claim: Claim
-
-    def on(self, store: Any) -> Any:
-        return store.release_claim(self.claim)
-
-
-@dataclass(frozen=True, slots=True)
-class ReadEntry(StoreOp):
-    """→ `QueueEntry` or None."""
-
-    entry_id: int
-    tenant: str | None
-
-    def on(self, store: Any) -> Any:
-        return store.run_queue.entry(self.entry_id, tenant=self.tenant)
-
-
-@dataclass(frozen=True, slots=True)
-class LatestOfRuns(StoreOp):
-    """→ the latest checkpoint of those runs, or None."""
-
-    thread_id: str
-    run_ids: tuple[str, ...]
-
-    def on(self, store: Any) -> Any:
-        return store.latest_of_runs(self.thread_id, list(self.run_ids))
-
-
-@dataclass(frozen=True, slots=True)
-class GetEffect(StoreOp):
-    """→ `EffectRecord` or None."""
-
-    thread_id: str
-    key: str
-
-    def on(self, store: Any) -> Any:
-        return store.get_effect(self.thread_id, self.key)
-
-
-@dataclass(frozen=True, slots=True)
-class GetHead(StoreOp):
-    """→ the thread's head checkpoint, or None."""
-
-    thread_id: str
-
-    def on(self, store: Any) -> Any:
-        return store.get(self.thread_id)
-
-
-@dataclass(frozen=True, slots=True)
-class RecordEffect(StoreOp):
-    """→ `EffectRecord` (first write wins); raises `NotFound` on a thread with no commit."""
-
-    claim: Claim
-    key: str
-    value: JSON
-    run_id: str
-
-    def on(self, store: Any) -> Any:
-        return store.record_effect(self.claim, self.key, self.value, run_id=self.run_id)
-
-
-@dataclass(frozen=True, slots=True)
-class RenewLease(StoreOp):
-    """→ the renewed `Lease`; raises `LeaseLost`, `EntryClosed`."""
-
-    lease: Lease
-
-    def on(self, store: Any) -> Any:
-        return store.run_queue.renew(self.lease)
-
-
-@dataclass(frozen=True, slots=True)
-class RenewClaim(StoreOp):
-    """→ the renewed `Claim`; raises `ClaimLost`."""
-
-    claim: Claim
-
-    def on(self, store: Any) -> Any:
-        return store.renew_claim(self.claim)
-
-
-@dataclass(frozen=True, slots=True)
-class ReleaseLease(StoreOp):
-    lease: Lease
-
-    def on(self, store: Any) -> Any:
-        return store.run_queue.release(self.lease)
+def store_op(method: str, *args: Any, **kwargs: Any) -> StoreOp:
+    """The `StoreOp` calling ``method(*args, **kwargs)``."""
+    return StoreOp(method, args, kwargs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,70 +57,9 @@ class Deferred:
     error: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class DeferLease(StoreOp):
-    """→ the entry; ends the lease with the backoff stored in the entry (SPEC §13)."""
-
-    lease: Lease
-    deferred: Deferred
-
-    def on(self, store: Any) -> Any:
-        return store.run_queue.defer(self.lease, self.deferred.delay, self.deferred.error)
-
-
-@dataclass(frozen=True, slots=True)
-class CloseEntry(StoreOp):
-    """→ the closed `QueueEntry`; raises `LeaseLost`, `EntryClosed`."""
-
-    lease: Lease
-    outcome: EntryOutcome
-
-    def on(self, store: Any) -> Any:
-        return store.run_queue.close(self.lease, self.outcome)
-
-
-@dataclass(frozen=True, slots=True)
-class BeginAttempt(StoreOp):
-    """→ `AttemptBegun` or None (SPEC §11): lease + attempt + claim + read + plan, one call."""
-
-    holder: str
-    ttl: timedelta
-    run_id: str
-    claim_policy: ClaimPolicy
-    tenant: TenantFilter
-
-    def on(self, store: Any) -> Any:
-        return store.begin_attempt(
-            self.holder,
-            self.ttl,
-            run_id=self.run_id,
-            claim_policy=self.claim_policy,
-            tenant=self.tenant,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class RenewAttempt(StoreOp):
-    """→ ``(Lease, Claim)`` renewed in one call; raises `LeaseLost`, `EntryClosed`, `ClaimLost`."""
-
-    lease: Lease
-    claim: Claim
-
-    def on(self, store: Any) -> Any:
-        return store.renew_attempt(self.lease, self.claim)
-
-
-@dataclass(frozen=True, slots=True)
-class FinishAttempt(StoreOp):
-    """→ the closed `QueueEntry`, the claim released in the same call; raises as `CloseEntry`
-    (and then nothing was written: the claim is still held)."""
-
-    lease: Lease
-    outcome: EntryOutcome
-    claim: Claim
-
-    def on(self, store: Any) -> Any:
-        return store.finish_attempt(self.lease, self.outcome, self.claim)
+Settlement: TypeAlias = EntryOutcome | Deferred | None
+"""How an attempt gives its lease back: closed with an outcome, deferred for a retry, or released
+(None)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +76,7 @@ class Finish:
     → the closed entry, or None when nothing was closed.
     """
 
-    outcome: EntryOutcome | Deferred | None
+    outcome: Settlement
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,7 +141,7 @@ def drive(flow: Generator[OpT, Any, R], perform: Callable[[OpT], Any]) -> R:
     """Run ``flow`` to its answer, performing each operation with ``perform`` (blocking).
 
     A `StoreError` an operation raises is thrown into the flow, which decides; the async
-    workers' counterpart is `durable_graph.aio.worker`'s ``_drive``.
+    workers' counterpart is `drive_async`.
     """
     steps: Steps[OpT, R] = Steps(flow)
     for op in steps:
@@ -316,6 +150,46 @@ def drive(flow: Generator[OpT, Any, R], perform: Callable[[OpT], Any]) -> R:
         except StoreError as exc:
             steps.throw(exc)
     return steps.result  # type: ignore[return-value]  # set when the iteration ended
+
+
+async def drive_async(flow: Generator[OpT, Any, R], perform: Callable[[OpT], Awaitable[Any]]) -> R:
+    """`drive` for the async worker: each operation's awaitable is awaited."""
+    steps: Steps[OpT, R] = Steps(flow)
+    for op in steps:
+        try:
+            steps.send(await perform(op))
+        except StoreError as exc:
+            steps.throw(exc)
+    return steps.result  # type: ignore[return-value]  # set when the iteration ended
+
+
+class AttemptKeeper(Protocol):
+    """A worker's keeper as `perform` sees it: the store calls, and the one finish."""
+
+    def call(self, op: StoreOp) -> Any: ...
+
+    def finish(self, outcome: Settlement) -> Any: ...
+
+
+class AttemptWorker(Protocol):
+    """A worker as `perform` sees it: pausing, and calling the handler with a context."""
+
+    def _pause(self, seconds: float) -> Any: ...
+
+    def _run_handler(self, keeper: Any, op: RunHandler) -> Any: ...
+
+
+def perform(op: Operation, keeper: AttemptKeeper, worker: AttemptWorker) -> Any:
+    """What each operation of `attempt_flow` means, for both workers: the result of the keeper's
+    or the worker's method for it (from the async worker, an awaitable of the result)."""
+    if isinstance(op, StoreOp):
+        return keeper.call(op)
+    if isinstance(op, Pause):
+        return worker._pause(op.seconds)
+    if isinstance(op, Finish):
+        return keeper.finish(op.outcome)
+    assert isinstance(op, RunHandler)
+    return worker._run_handler(keeper, op)
 
 
 # --- the keeper: renewing, then finishing, an attempt's lease and claim ----------------------
@@ -349,7 +223,7 @@ def _give_back_claim(keeper: Keeper) -> Generator[StoreOp, Any, None]:
     claim = keeper.take_claim()
     if claim is not None:
         with contextlib.suppress(StoreError):  # gone already: the same for the handler
-            yield ReleaseClaim(claim)
+            yield store_op("release_claim", claim)
 
 
 def renewal(keeper: Keeper, log: logging.Logger) -> Generator[StoreOp, Any, bool]:
@@ -358,7 +232,7 @@ def renewal(keeper: Keeper, log: logging.Logger) -> Generator[StoreOp, Any, bool
     claim = keeper.current_claim()
     if claim is not None:
         try:
-            lease, both = yield RenewAttempt(keeper.lease, claim)
+            lease, both = yield store_op("renew_attempt", keeper.lease, claim)
         except ClaimLost as exc:
             keeper.lose(exc)
             return False
@@ -373,7 +247,7 @@ def renewal(keeper: Keeper, log: logging.Logger) -> Generator[StoreOp, Any, bool
         keeper.claim_renewed(claim, both)
         return True
     try:
-        keeper.lease = yield RenewLease(keeper.lease)
+        keeper.lease = yield store_op("run_queue.renew", keeper.lease)
     except (LeaseLost, EntryClosed) as exc:
         keeper.lose(exc)
         yield from _give_back_claim(keeper)
@@ -384,7 +258,7 @@ def renewal(keeper: Keeper, log: logging.Logger) -> Generator[StoreOp, Any, bool
     if claim is None:
         return True
     try:
-        renewed: Claim = yield RenewClaim(claim)
+        renewed: Claim = yield store_op("renew_claim", claim)
     except ClaimLost as exc:
         keeper.lose(exc)
         return False
@@ -395,10 +269,8 @@ def renewal(keeper: Keeper, log: logging.Logger) -> Generator[StoreOp, Any, bool
     return True
 
 
-def finishing(
-    keeper: Keeper, outcome: EntryOutcome | Deferred | None
-) -> Generator[StoreOp, Any, QueueEntry | None]:
-    """Release the claim and close the entry with ``outcome`` — one `FinishAttempt` call when
+def finishing(keeper: Keeper, outcome: Settlement) -> Generator[StoreOp, Any, QueueEntry | None]:
+    """Release the claim and close the entry with ``outcome`` — one ``finish_attempt`` call when
     both are held (SPEC §11) — or, with ``outcome`` None, release the claim then the lease, or,
     with a `Deferred` outcome (a retry after backoff, SPEC §13), release the claim then defer.
 
@@ -408,31 +280,31 @@ def finishing(
     claim = keeper.take_claim()
     if claim is not None and outcome is not None and not isinstance(outcome, Deferred):
         try:  # SPEC §11: close, and release the claim, in one call
-            finished: QueueEntry = yield FinishAttempt(keeper.lease, outcome, claim)
+            finished: QueueEntry = yield store_op("finish_attempt", keeper.lease, outcome, claim)
             return finished
         except (LeaseLost, EntryClosed) as exc:
             keeper.lose(exc)
             with contextlib.suppress(StoreError):  # nothing was written: give the claim back
-                yield ReleaseClaim(claim)
+                yield store_op("release_claim", claim)
             return None
         except StoreError:
             with contextlib.suppress(StoreError):  # if it fails, the claim expires with its ttl
-                yield ReleaseClaim(claim)
+                yield store_op("release_claim", claim)
             raise
     if claim is not None:
         with contextlib.suppress(StoreError):  # errors mean it is already gone
-            yield ReleaseClaim(claim)
+            yield store_op("release_claim", claim)
     try:
         if outcome is None:
-            yield ReleaseLease(keeper.lease)
+            yield store_op("run_queue.release", keeper.lease)
             return None
         if isinstance(outcome, Deferred):
             try:
-                yield DeferLease(keeper.lease, outcome)
+                yield store_op("run_queue.defer", keeper.lease, outcome.delay, outcome.error)
             except ValidationError:  # the store's value limit is below the error: keep the wait
-                yield DeferLease(keeper.lease, Deferred(outcome.delay, None))
+                yield store_op("run_queue.defer", keeper.lease, outcome.delay, None)
             return None
-        closed: QueueEntry = yield CloseEntry(keeper.lease, outcome)
+        closed: QueueEntry = yield store_op("run_queue.close", keeper.lease, outcome)
     except (LeaseLost, EntryClosed) as exc:
         keeper.lose(exc)
         return None
@@ -440,32 +312,22 @@ def finishing(
 
 
 __all__ = [
-    "BeginAttempt",
-    "CloseEntry",
-    "DeferLease",
+    "AttemptKeeper",
+    "AttemptWorker",
     "Deferred",
     "Finish",
-    "FinishAttempt",
-    "GetEffect",
-    "GetHead",
     "HandlerResult",
     "Keeper",
-    "LatestOfRuns",
     "Operation",
     "Pause",
-    "ReadEntry",
-    "RecordAttempt",
-    "RecordEffect",
-    "ReleaseClaim",
-    "ReleaseLease",
-    "RenewAttempt",
-    "RenewClaim",
-    "RenewLease",
     "RunHandler",
+    "Settlement",
     "Steps",
     "StoreOp",
-    "TryClaim",
     "drive",
+    "drive_async",
     "finishing",
+    "perform",
     "renewal",
+    "store_op",
 ]

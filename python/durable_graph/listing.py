@@ -21,13 +21,10 @@ from typing import Final, Literal, TypeAlias, cast, get_args
 
 from .errors import ValidationError
 from .model import (
-    Cancelled,
-    Completed,
-    Failed,
-    Interrupted,
     QueueEntry,
     QueueStats,
     TenantFilter,
+    outcome_name,
 )
 from .validation import check_int, check_optional_identifier, check_tenant_filter
 
@@ -69,18 +66,8 @@ def state_at(outcome_kind: str | None, lease_expires_at: datetime | None, now: d
 
 
 def state_of(entry: QueueEntry, now: datetime) -> EntryState:
-    outcome = entry.outcome
-    if outcome is None:
-        return cast(EntryState, state_at(None, entry.lease_expires_at, now))
-    if isinstance(outcome, Completed):
-        return "completed"
-    if isinstance(outcome, Failed):
-        return "failed"
-    if isinstance(outcome, Cancelled):
-        return "cancelled"
-    if isinstance(outcome, Interrupted):
-        return "interrupted"
-    raise AssertionError(f"unknown outcome {outcome!r}")
+    kind = None if entry.outcome is None else outcome_name(entry.outcome)
+    return cast(EntryState, state_at(kind, entry.lease_expires_at, now))
 
 
 def make_stats(counts: Mapping[str, int], oldest_waiting_age: timedelta | None) -> QueueStats:
@@ -96,10 +83,24 @@ def make_stats(counts: Mapping[str, int], oldest_waiting_age: timedelta | None) 
     )
 
 
+def age_text(age: timedelta, sep: str, width: int) -> str:
+    """``age`` (e.g. `oldest_waiting_age`) in whole hours, minutes and seconds from its first
+    non-zero unit: ``1h02m03s`` (``sep=""``, ``width=2``) or ``2m 3s`` (``sep=" "``, ``width=1``);
+    every unit after the first is zero-padded to ``width`` digits."""
+    hours, rest = divmod(int(age.total_seconds()), 3600)
+    minutes, seconds = divmod(rest, 60)
+    parts = [(hours, "h"), (minutes, "m"), (seconds, "s")]
+    while len(parts) > 1 and parts[0][0] == 0:
+        parts.pop(0)
+    (first, unit), *rest_parts = parts
+    return sep.join([f"{first}{unit}", *(f"{n:0{width}d}{u}" for n, u in rest_parts)])
+
+
 __all__ = [
     "ENTRY_STATES",
     "MAX_LIMIT",
     "EntryState",
+    "age_text",
     "check_listing",
     "check_state",
     "make_stats",

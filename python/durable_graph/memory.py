@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from .embedded.checkpointer import EmbeddedCheckpointer
-from .embedded.rows import CheckpointRow, ClaimRow, EffectRow, EntryRow, ThreadRow
+from .embedded.rows import CheckpointRow, ClaimRow, EffectRow, EntryQuery, EntryRow, ThreadRow
 from .embedded.run_queue import EmbeddedRunQueue
 from .errors import ProcessingError
 from .listing import state_at
@@ -501,23 +501,9 @@ class MemoryTx:
         )
         return [entry_id for _, entry_id in heapq.nsmallest(limit, closed)]
 
-    def entry_page(
-        self,
-        state: str | None,
-        tenant: TenantFilter,
-        thread_id: str | None,
-        after: int | None,
-        limit: int,
-    ) -> list[EntryRow]:
-        found = (
-            e
-            for e in self._s.entries.values()
-            if (state is None or state_at(e.outcome_kind, e.lease_expires_at, self.now) == state)
-            and (tenant is ANY or e.tenant == tenant)
-            and (thread_id is None or e.thread_id == thread_id)
-            and (after is None or e.entry_id < after)
-        )
-        return heapq.nlargest(limit, found, key=lambda e: e.entry_id)
+    def entry_page(self, query: EntryQuery) -> list[EntryRow]:
+        found = (e for e in self._s.entries.values() if query.admits(e, self.now))
+        return heapq.nlargest(query.limit, found, key=lambda e: e.entry_id)
 
     def entry_counts(self, tenant: TenantFilter) -> tuple[dict[str, int], datetime | None]:
         counts: dict[str, int] = {}

@@ -276,6 +276,19 @@ class Interrupted:
 EntryOutcome: TypeAlias = Completed | Failed | Cancelled | Interrupted
 
 
+def outcome_name(outcome: EntryOutcome) -> str:
+    """The closed entry's state name (SPEC §13), as stored in ``outcome_kind``."""
+    if isinstance(outcome, Completed):
+        return "completed"
+    if isinstance(outcome, Failed):
+        return "failed"
+    if isinstance(outcome, Cancelled):
+        return "cancelled"
+    if isinstance(outcome, Interrupted):
+        return "interrupted"
+    raise AssertionError(f"unknown outcome {outcome!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class QueueEntry:
     entry_id: int
@@ -442,4 +455,5 @@ __all__ = [
     "ThreadInfo",
     "Ticket",
     "WatchPolicy",
+    "outcome_name",
 ]

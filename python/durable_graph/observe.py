@@ -23,32 +23,16 @@ from typing import Any, TypeVar, cast
 from .errors import EntryClosed, LeaseLost, ThreadBusy, ValidationError
 from .model import (
     AttemptBegun,
-    Cancelled,
     Claim,
     Commit,
-    Completed,
-    EntryOutcome,
-    Failed,
-    Interrupted,
     Lease,
     QueueEntry,
     Started,
     Submission,
+    outcome_name,
 )
 
 S = TypeVar("S")
-
-
-def outcome_name(outcome: EntryOutcome) -> str:
-    if isinstance(outcome, Completed):
-        return "completed"
-    if isinstance(outcome, Failed):
-        return "failed"
-    if isinstance(outcome, Cancelled):
-        return "cancelled"
-    if isinstance(outcome, Interrupted):
-        return "interrupted"
-    raise AssertionError(f"unknown outcome {outcome!r}")
 
 
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
@@ -314,19 +298,25 @@ class _Observed:
         full = self._prefix + name
         track = self._prefix == "run_queue." or name in _TRACKED
 
+        def raised(
+            exc: BaseException,
+            args: tuple[Any, ...],
+            kwargs: dict[str, Any],
+            context: contextlib.AbstractContextManager[None],
+        ) -> None:
+            # A cancellation or an interrupt (not an Exception) is no failure of the call.
+            if track and isinstance(exc, Exception):
+                self._attempts.failed(name, args, kwargs, exc)
+            context.__exit__(type(exc), exc, exc.__traceback__)
+
         def call(*args: Any, **kwargs: Any) -> Any:
             info = call_info(full, args, kwargs)
             context = self._observer.call(info)
             context.__enter__()
             try:
                 result = method(*args, **kwargs)
-            except Exception as exc:
-                if track:
-                    self._attempts.failed(name, args, kwargs, exc)
-                context.__exit__(type(exc), exc, exc.__traceback__)
-                raise
             except BaseException as exc:
-                context.__exit__(type(exc), exc, exc.__traceback__)
+                raised(exc, args, kwargs, context)
                 raise
             if inspect.isawaitable(result):
                 return finish_async(result, args, kwargs, context)
@@ -345,13 +335,8 @@ class _Observed:
         ) -> Any:
             try:
                 result = await pending
-            except Exception as exc:
-                if track:
-                    self._attempts.failed(name, args, kwargs, exc)
-                context.__exit__(type(exc), exc, exc.__traceback__)
-                raise
             except BaseException as exc:
-                context.__exit__(type(exc), exc, exc.__traceback__)
+                raised(exc, args, kwargs, context)
                 raise
             try:
                 if track:

@@ -16,12 +16,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import ValidationError
 
 if TYPE_CHECKING:
     from . import model as m
+
+T = TypeVar("T")
 
 MAX_IDENTIFIER_BYTES = 512
 MAX_JSON_DEPTH = 512
@@ -352,6 +354,19 @@ def _sequence(name: str, value: object) -> Sequence[object]:
     return value
 
 
+def _items(name: str, values: object, kind: type[T]) -> Iterator[tuple[int, str, T]]:
+    """Each item of the sequence ``values`` with its index and its name ``name[i]``, checked to
+    be a ``kind``."""
+    article = "an" if kind.__name__[0] in "AEIOU" else "a"
+    for i, item in enumerate(_sequence(name, values)):
+        where = f"{name}[{i}]"
+        if not isinstance(item, kind):
+            raise ValidationError(
+                f"{where} must be {article} {kind.__name__}, got {type(item).__name__}"
+            )
+        yield i, where, item
+
+
 def check_claim(name: str, value: object) -> m.Claim:
     from .model import Claim
 
@@ -377,10 +392,7 @@ def check_events(name: str, events: object, max_bytes: int) -> tuple[EncodedEven
     from .model import EventIn
 
     encoded = []
-    for i, event in enumerate(_sequence(name, events)):
-        where = f"{name}[{i}]"
-        if not isinstance(event, EventIn):
-            raise ValidationError(f"{where} must be an EventIn, got {type(event).__name__}")
+    for _, where, event in _items(name, events, EventIn):
         kind = check_identifier(f"{where}.kind", event.kind)
         if kind.startswith(STORE_EVENT_PREFIX):
             raise ValidationError(
@@ -425,10 +437,7 @@ def check_writes(name: str, writes: object, max_bytes: int) -> tuple[EncodedWrit
     from .model import PendingWrite
 
     encoded = []
-    for i, write in enumerate(_sequence(name, writes)):
-        where = f"{name}[{i}]"
-        if not isinstance(write, PendingWrite):
-            raise ValidationError(f"{where} must be a PendingWrite, got {type(write).__name__}")
+    for i, where, write in _items(name, writes, PendingWrite):
         encoded.append(
             EncodedWrite(
                 task_id=check_identifier(f"{where}.task_id", write.task_id),

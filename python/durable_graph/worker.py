@@ -39,6 +39,7 @@ from .attempt_flow import (
     exhausted_outcome,
     failure_outcome,
     invalid_output,
+    log_failure,
     log_stop_signal,
     new_id,
     next_commit,
@@ -46,20 +47,18 @@ from .attempt_flow import (
     recorded_output,
 )
 from .attempt_ops import (
-    Deferred,
-    Finish,
     HandlerResult,
-    Operation,
-    Pause,
     RunHandler,
+    Settlement,
     StoreOp,
     drive,
     finishing,
+    perform,
     renewal,
 )
 from .checkpointer import Checkpointer
 from .errors import StoreError, ValidationError
-from .model import JSON, Checkpoint, Claim, EntryOutcome, Event, EventIn, Lease, QueueEntry
+from .model import JSON, Checkpoint, Claim, Event, EventIn, Lease, QueueEntry
 from .polling import Changes
 
 log = logging.getLogger("durable_graph.worker")
@@ -115,10 +114,10 @@ class _Keeper:
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
-            if not drive(renewal(self, log), self._call):
+            if not drive(renewal(self, log), self.call):
                 return
 
-    def _call(self, op: StoreOp) -> Any:
+    def call(self, op: StoreOp) -> Any:
         return op.on(self._store)
 
     def current_claim(self) -> Claim | None:
@@ -141,7 +140,7 @@ class _Keeper:
             self._released = True
         self.stop()
 
-    def finish(self, outcome: EntryOutcome | Deferred | None) -> QueueEntry | None:
+    def finish(self, outcome: Settlement) -> QueueEntry | None:
         """Stop renewing, then release the claim and close (or release) the lease, once.
 
         Returns the closed entry, or None.
@@ -151,7 +150,7 @@ class _Keeper:
                 return None
             self._released = True
         self.stop()
-        return drive(finishing(self, outcome), self._call)
+        return drive(finishing(self, outcome), self.call)
 
 
 # --- what the handler sees ---------------------------------------------------------------
@@ -349,12 +348,8 @@ class Worker:
                 generation = changes.generation("queue") if changes is not None else 0
                 try:
                     report = self._attempt(slot)
-                except StoreError as exc:
-                    log.warning("store error: %s", exc)
-                    self._idle()
-                    continue
-                except Exception:
-                    log.exception("unexpected error in worker loop")
+                except Exception as exc:
+                    log_failure(log, exc, "loop")
                     self._idle()
                     continue
                 if report is not None and watching:
@@ -397,7 +392,7 @@ class Worker:
                 keeper.finish(None)
         try:
             flow = attempt_flow(self.settings, keeper, run_id, self._stop.is_set, log, begun)
-            report = drive(flow, lambda op: self._perform(keeper, op))
+            report = drive(flow, lambda op: perform(op, keeper, self))
         except BaseException:
             # A store failure mid-protocol: give the entry back at once rather than let it
             # wait out its lease (a later attempt resumes it); if that fails too, the lease
@@ -410,15 +405,11 @@ class Worker:
             keeper.stop()
         return report  # attempt_flow logged it
 
-    def _perform(self, keeper: _Keeper, op: Operation) -> Any:
-        """One operation of the attempt flow, performed in this thread."""
-        if isinstance(op, StoreOp):
-            return op.on(self.store)
-        if isinstance(op, Pause):
-            return time.sleep(op.seconds)
-        if isinstance(op, Finish):
-            return keeper.finish(op.outcome)
-        assert isinstance(op, RunHandler)
+    def _pause(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def _run_handler(self, keeper: _Keeper, op: RunHandler) -> HandlerResult:
+        """The handler called in this thread (the attempt flow's `RunHandler`)."""
         ctx = RunContext.starting(self.store, op, keeper)
         try:
             return HandlerResult(output=self.handler(ctx), head=ctx.head)

@@ -27,8 +27,8 @@ import inspect
 import logging
 import signal
 import time
-from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
-from typing import Any, TypeVar, Unpack
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Any, Unpack
 
 from ..attempt_flow import (
     AttemptReport,
@@ -38,20 +38,19 @@ from ..attempt_flow import (
     WorkerStopped,
     attempt_flow,
     describe,
+    log_failure,
     log_stop_signal,
     new_id,
     next_commit,
 )
 from ..attempt_ops import (
-    Deferred,
-    Finish,
     HandlerResult,
-    Operation,
-    Pause,
     RunHandler,
-    Steps,
+    Settlement,
     StoreOp,
+    drive_async,
     finishing,
+    perform,
     renewal,
 )
 from ..errors import StoreError, ValidationError
@@ -60,7 +59,6 @@ from ..model import (
     AttemptBegun,
     Checkpoint,
     Claim,
-    EntryOutcome,
     Event,
     EventIn,
     Lease,
@@ -75,21 +73,8 @@ AsyncHandler = Callable[["AsyncRunContext"], Awaitable[Any]]
 """A user's run: ``async def handler(ctx: AsyncRunContext) -> JSON``."""
 
 Events = Sequence[EventIn]  # keeps `commit`'s signature short
-OpT = TypeVar("OpT")
-R = TypeVar("R")
 _ABANDON_GRACE = 5.0
 """Seconds an abandoned attempt gets to unwind after its handler task was cancelled."""
-
-
-async def _drive(flow: Generator[OpT, Any, R], perform: Callable[[OpT], Awaitable[Any]]) -> R:
-    """`durable_graph.attempt_ops.drive`, awaiting each operation."""
-    steps: Steps[OpT, R] = Steps(flow)
-    for op in steps:
-        try:
-            steps.send(await perform(op))
-        except StoreError as exc:
-            steps.throw(exc)
-    return steps.result  # type: ignore[return-value]  # set when the iteration ended
 
 
 # --- keeping the lease and the claim alive -------------------------------------------------
@@ -156,10 +141,10 @@ class _Keeper:
                 await asyncio.wait_for(self._stop_renewing.wait(), self._interval)
             if self._stop_renewing.is_set():
                 return
-            if not await _drive(renewal(self, log), self._call):
+            if not await drive_async(renewal(self, log), self.call):
                 return
 
-    def _call(self, op: StoreOp) -> Awaitable[Any]:
+    def call(self, op: StoreOp) -> Awaitable[Any]:
         result: Awaitable[Any] = op.on(self._store)
         return result
 
@@ -182,7 +167,7 @@ class _Keeper:
             self._finishing = done
         self._stop_renewing.set()
 
-    async def finish(self, outcome: EntryOutcome | Deferred | None) -> QueueEntry | None:
+    async def finish(self, outcome: Settlement) -> QueueEntry | None:
         """Stop renewing, release the claim, then close (or release) the lease — once.
 
         The first call decides; later calls (the attempt's own, or the worker's at shutdown) wait
@@ -194,9 +179,9 @@ class _Keeper:
             self._finishing.add_done_callback(self._log_failure)
         return await asyncio.shield(self._finishing)
 
-    async def _finish(self, outcome: EntryOutcome | Deferred | None) -> QueueEntry | None:
+    async def _finish(self, outcome: Settlement) -> QueueEntry | None:
         await self.stop_renewing()
-        return await _drive(finishing(self, outcome), self._call)
+        return await drive_async(finishing(self, outcome), self.call)
 
     def _log_failure(self, finishing: asyncio.Future[QueueEntry | None]) -> None:
         if not finishing.cancelled() and finishing.exception() is not None:
@@ -414,12 +399,8 @@ class AsyncWorker:
                 run_id = new_id()
                 try:
                     begun = await self._begin(run_id)
-                except StoreError as exc:
-                    log.warning("store error: %s", exc)
-                    await self._wait(self.settings.idle_delay())
-                    continue
-                except Exception:
-                    log.exception("unexpected error in worker loop")
+                except Exception as exc:
+                    log_failure(log, exc, "loop")
                     await self._wait(self.settings.idle_delay())
                     continue
                 if begun is None:
@@ -454,12 +435,8 @@ class AsyncWorker:
         """One attempt as the dispatcher runs it: errors are logged, a busy thread backs off."""
         try:
             report = await self._process(begun, run_id)
-        except StoreError as exc:
-            log.warning("store error: %s", exc)
-            await self._wait(self.settings.idle_delay())
-            return
-        except Exception:
-            log.exception("unexpected error in worker attempt")
+        except Exception as exc:
+            log_failure(log, exc, "attempt")
             await self._wait(self.settings.idle_delay())
             return
         if report.note == "busy":
@@ -516,7 +493,7 @@ class AsyncWorker:
                 await keeper.finish(None)
         try:
             flow = attempt_flow(self.settings, keeper, run_id, lambda: self._stopping, log, begun)
-            report = await _drive(flow, lambda op: self._perform(keeper, op))
+            report = await drive_async(flow, lambda op: perform(op, keeper, self))
         except StoreError as exc:
             # A store failure mid-protocol: give the entry back at once rather than let it wait
             # out its lease (a later attempt resumes it); if that fails too, the lease expires.
@@ -537,21 +514,14 @@ class AsyncWorker:
             await keeper.stop_renewing()
         return report  # attempt_flow logged it
 
-    async def _wait_or_sleep(self, delay: float) -> None:
+    async def _pause(self, delay: float) -> None:
         if self._stop_event is None or self._stop_event.is_set():  # run_once: nothing to wake us
             await asyncio.sleep(delay)
         else:
             await self._wait(delay)
 
-    async def _perform(self, keeper: _Keeper, op: Operation) -> Any:
-        """One operation of the attempt flow, awaited; the handler runs in a task of its own."""
-        if isinstance(op, StoreOp):
-            return await op.on(self.store)
-        if isinstance(op, Pause):
-            return await self._wait_or_sleep(op.seconds)
-        if isinstance(op, Finish):
-            return await keeper.finish(op.outcome)
-        assert isinstance(op, RunHandler)
+    async def _run_handler(self, keeper: _Keeper, op: RunHandler) -> HandlerResult:
+        """The handler awaited in a task of its own (the attempt flow's `RunHandler`)."""
         ctx = AsyncRunContext.starting(self.store, op, keeper)
         handler_task = asyncio.ensure_future(self.handler(ctx))
         keeper.handler_task = handler_task

@@ -12,8 +12,7 @@ import re
 import sys
 import unicodedata
 import urllib.parse
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
@@ -64,24 +63,22 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=sum(float(n) * _UNITS[u] for n, u in parts))
 
 
-def positive_int(text: str) -> int:
+def _int_at_least(text: str, minimum: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return _int_at_least(text, 1)
 
 
 def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
+    return _int_at_least(text, 0)
 
 
 def json_value(text: str) -> Any:
@@ -176,6 +173,13 @@ class Output:
         width = max(len(k) for k, _ in pairs)
         for key, val in pairs:
             self.out.write(f"{key + ':':<{width + 1}} {shown(str(val))}\n")
+
+    def result(self, value: Any, text: str) -> None:
+        """A command's result: ``value`` as JSON for scripts, else the line ``text``."""
+        if self.as_json:
+            self.json(value)
+        else:
+            self.line(text)
 
     def line(self, text: str = "") -> None:
         """One line (or several: newlines are kept, every other control character escaped)."""
@@ -352,15 +356,11 @@ def store_label(args: argparse.Namespace) -> str:
     return f"PostgreSQL (schema {postgres_config(args).schema})"
 
 
-@contextmanager
 def store_of(
     args: argparse.Namespace, *, must_exist: bool = True, read_only: bool = False
-) -> Iterator[Checkpointer]:
-    store = open_store(args, must_exist=must_exist, read_only=read_only)
-    try:
-        yield store
-    finally:
-        store.close()
+) -> contextlib.closing[Checkpointer]:
+    """The store the options name, closed when the ``with`` block ends."""
+    return contextlib.closing(open_store(args, must_exist=must_exist, read_only=read_only))
 
 
 def output_of(args: argparse.Namespace) -> Output:

@@ -86,6 +86,21 @@ def _option(parser: Any, flag: str, *, help: str, **kw: Any) -> None:
     parser.add_argument(flag, help=f"{help}{shown_default} [env {env}]", **kw)
 
 
+def _actions(
+    group: argparse.ArgumentParser, dest: str, common: _Parser
+) -> Callable[[str, Callable[[argparse.Namespace], int], str], Any]:
+    """The function adding one action (``queue ls``, ``thread show``...) to a command group."""
+    actions = group.add_subparsers(dest=dest, metavar="ACTION", parser_class=_Parser)
+    actions.required = True
+
+    def action(name: str, func: Callable[[argparse.Namespace], int], help: str) -> Any:
+        sub = actions.add_parser(name, help=help, description=help, parents=[common])
+        sub.set_defaults(func=func)
+        return sub
+
+    return action
+
+
 def _common(*, sqlite: bool = True) -> _Parser:
     """Options accepted before or after the command (SUPPRESS keeps the first one given)."""
     common = _Parser(add_help=False)
@@ -289,15 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     queue = command(
         "queue", _no_subcommand, "queue entries: ls, stats, show, cancel, retry, reclaim"
     )
-    queue_commands = queue.add_subparsers(
-        dest="queue_command", metavar="ACTION", parser_class=_Parser
-    )
-    queue_commands.required = True
-
-    def queue_action(name: str, func: Callable[[argparse.Namespace], int], help: str) -> Any:
-        sub = queue_commands.add_parser(name, help=help, description=help, parents=[common])
-        sub.set_defaults(func=func)
-        return sub
+    queue_action = _actions(queue, "queue_command", common)
 
     ls = queue_action(
         "ls", cmd_queue_ls, "list open entries in queue order, or (--state) entries newest first"
@@ -358,15 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     thread = command("thread", _no_subcommand, "threads: ls, show, history, children, delete")
-    thread_commands = thread.add_subparsers(
-        dest="thread_command", metavar="ACTION", parser_class=_Parser
-    )
-    thread_commands.required = True
-
-    def thread_action(name: str, func: Callable[[argparse.Namespace], int], help: str) -> Any:
-        sub = thread_commands.add_parser(name, help=help, description=help, parents=[common])
-        sub.set_defaults(func=func)
-        return sub
+    thread_action = _actions(thread, "thread_command", common)
 
     tls = thread_action("ls", cmd_thread_ls, "list threads in id order")
     _option(tls, "--after", help="start after this thread id")

@@ -28,12 +28,10 @@ def _privileges(args: argparse.Namespace, action: str) -> int:
         raise CliError(f"could not connect: {type(exc).__name__}") from None
     with conn:
         (privileges.grant if action == "grant" else privileges.revoke)(conn, schema, role)
-    out = output_of(args)
     done = "granted" if action == "grant" else "revoked"
-    if out.as_json:
-        out.json({"schema": schema, "role": role, action: True})
-    else:
-        out.line(f"{done}: role {role} on schema {schema}")
+    output_of(args).result(
+        {"schema": schema, "role": role, action: True}, f"{done}: role {role} on schema {schema}"
+    )
     return 0
 
 

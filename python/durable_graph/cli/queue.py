@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from datetime import timedelta
+from typing import TypeVar
 
 from ..checkpointer import Checkpointer
 from ..errors import NotFound
+from ..listing import age_text
 from ..model import (
     ANY,
     Failed,
     QueueEntry,
     TenantFilter,
 )
+from ..run_queue import RunQueue
 from .common import (
     CliError,
     Output,
@@ -26,6 +30,8 @@ from .common import (
     tenant_of,
     when,
 )
+
+T = TypeVar("T")
 
 # --- commands: queue -----------------------------------------------------------------------
 
@@ -47,41 +53,8 @@ def cmd_queue_ls(args: argparse.Namespace) -> int:
             limit = 1000 if args.limit is None else args.limit
             entries = store.run_queue.open_entries(tenant, args.thread, args.after, limit)
             _more_hint(entries, limit)
-    out = output_of(args)
-    if out.as_json:
-        out.json(entries)
-        return 0
-    out.table(
-        ["ENTRY", "THREAD", "TENANT", "MODE", "KEY", "ATTEMPTS", "LEASE", "SUBMITTED"],
-        [
-            (
-                e.entry_id,
-                e.thread_id,
-                e.tenant or "-",
-                e.mode.value,
-                e.key or "-",
-                f"{len(e.attempts)}/{e.max_attempts}",
-                _lease_text(e),
-                when(e.submitted_at),
-            )
-            for e in entries
-        ],
-    )
+    _show_entries(args, entries, _OPEN_COLUMNS)
     return 0
-
-
-_BY_STATE_HEADERS = [
-    "ENTRY",
-    "THREAD",
-    "TENANT",
-    "ATTEMPTS",
-    "LEASE",
-    "OUTCOME",
-    "SUBMITTED",
-    "CLOSED",
-    "NOT BEFORE",
-    "RETRY OF",
-]
 
 
 def _ls_by_state(args: argparse.Namespace, tenant: TenantFilter) -> int:
@@ -90,29 +63,18 @@ def _ls_by_state(args: argparse.Namespace, tenant: TenantFilter) -> int:
     with store_of(args, read_only=True) as store:
         entries = store.run_queue.entries(args.state, tenant, args.thread, args.after, limit)
     _more_hint(entries, limit)
+    _show_entries(args, entries, _BY_STATE_COLUMNS)
+    return 0
+
+
+def _show_entries(
+    args: argparse.Namespace, entries: list[QueueEntry], columns: tuple[str, ...]
+) -> None:
     out = output_of(args)
     if out.as_json:
         out.json(entries)
-        return 0
-    out.table(
-        _BY_STATE_HEADERS,
-        [
-            (
-                e.entry_id,
-                e.thread_id,
-                e.tenant or "-",
-                f"{len(e.attempts)}/{e.max_attempts}",
-                _lease_text(e),
-                _outcome_cell(e),
-                when(e.submitted_at),
-                when(e.closed_at),
-                when(e.not_before),
-                e.retry_of or "-",
-            )
-            for e in entries
-        ],
-    )
-    return 0
+    else:
+        out.table(columns, [[_CELLS[c](e) for c in columns] for e in entries])
 
 
 def _more_hint(entries: list[QueueEntry], limit: int) -> None:
@@ -126,15 +88,38 @@ def _outcome_cell(entry: QueueEntry) -> str:
     return outcome_text(entry.outcome)
 
 
+_CELLS: dict[str, Callable[[QueueEntry], object]] = {
+    "ENTRY": lambda e: e.entry_id,
+    "THREAD": lambda e: e.thread_id,
+    "TENANT": lambda e: e.tenant or "-",
+    "MODE": lambda e: e.mode.value,
+    "KEY": lambda e: e.key or "-",
+    "ATTEMPTS": lambda e: f"{len(e.attempts)}/{e.max_attempts}",
+    "LEASE": _lease_text,
+    "OUTCOME": _outcome_cell,
+    "SUBMITTED": lambda e: when(e.submitted_at),
+    "CLOSED": lambda e: when(e.closed_at),
+    "NOT BEFORE": lambda e: when(e.not_before),
+    "RETRY OF": lambda e: e.retry_of or "-",
+}
+"""Each column of an entry table: its header, and how its cell shows an entry."""
+_OPEN_COLUMNS = ("ENTRY", "THREAD", "TENANT", "MODE", "KEY", "ATTEMPTS", "LEASE", "SUBMITTED")
+_BY_STATE_COLUMNS = (
+    "ENTRY",
+    "THREAD",
+    "TENANT",
+    "ATTEMPTS",
+    "LEASE",
+    "OUTCOME",
+    "SUBMITTED",
+    "CLOSED",
+    "NOT BEFORE",
+    "RETRY OF",
+)
+
+
 def _age_text(age: timedelta | None) -> str:
-    if age is None:
-        return "-"
-    seconds = int(age.total_seconds())
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m{secs:02d}s"
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+    return "-" if age is None else age_text(age, sep="", width=2)
 
 
 def cmd_queue_stats(args: argparse.Namespace) -> int:
@@ -211,33 +196,28 @@ def cmd_queue_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_queue_cancel(args: argparse.Namespace) -> int:
+def _on_entry(args: argparse.Namespace, action: Callable[[RunQueue, int, str | None], T]) -> T:
+    """``action(run_queue, entry_id, tenant)``; its `NotFound` says what `_entry_or_fail` says."""
     with store_of(args) as store:
         try:
-            entry = store.run_queue.cancel(args.entry_id, tenant=tenant_of(args))
+            return action(store.run_queue, args.entry_id, tenant_of(args))
         except NotFound:
             _entry_or_fail(store, args.entry_id, tenant_of(args))
             raise
-    out = output_of(args)
-    if out.as_json:
-        out.json(entry)
-    else:
-        out.line(f"entry {entry.entry_id} cancelled")
+
+
+def cmd_queue_cancel(args: argparse.Namespace) -> int:
+    entry = _on_entry(args, lambda queue, entry_id, tenant: queue.cancel(entry_id, tenant=tenant))
+    output_of(args).result(entry, f"entry {entry.entry_id} cancelled")
     return 0
 
 
 def cmd_queue_retry(args: argparse.Namespace) -> int:
-    with store_of(args) as store:
-        try:
-            ticket = store.run_queue.retry(args.entry_id, tenant=tenant_of(args))
-        except NotFound:
-            _entry_or_fail(store, args.entry_id, tenant_of(args))
-            raise
-    out = output_of(args)
-    if out.as_json:
-        out.json({"entry_id": ticket.entry_id, "retry_of": args.entry_id})
-    else:
-        out.line(f"entry {args.entry_id} retried as entry {ticket.entry_id}")
+    ticket = _on_entry(args, lambda queue, entry_id, tenant: queue.retry(entry_id, tenant=tenant))
+    output_of(args).result(
+        {"entry_id": ticket.entry_id, "retry_of": args.entry_id},
+        f"entry {args.entry_id} retried as entry {ticket.entry_id}",
+    )
     return 0
 
 
@@ -252,9 +232,5 @@ def cmd_queue_reclaim(args: argparse.Namespace) -> int:
             if removed < args.batch:
                 break
     progress.done()
-    out = output_of(args)
-    if out.as_json:
-        out.json({"reclaimed": total})
-    else:
-        out.line(f"reclaimed {total} closed entries")
+    output_of(args).result({"reclaimed": total}, f"reclaimed {total} closed entries")
     return 0

@@ -56,11 +56,9 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     schema = config.schema
     connect(dsn, config).close()  # a refused login reads as such, not as a schema problem
     version = migrations.migrate(dsn, schema, config)
-    out = output_of(args)
-    if out.as_json:
-        out.json({"schema": schema, "version": version})
-    else:
-        out.line(f"schema {schema} is at version {version}")
+    output_of(args).result(
+        {"schema": schema, "version": version}, f"schema {schema} is at version {version}"
+    )
     return 0
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from urllib.parse import urlencode
 
-from ..listing import ENTRY_STATES, state_of
+from ..listing import ENTRY_STATES, age_text, state_of
 from ..model import (
     JSON,
     Cancelled,
@@ -59,16 +59,7 @@ def when(value: datetime | None) -> str:
 
 
 def age(value: timedelta | None) -> str:
-    if value is None:
-        return "none waiting"
-    seconds = int(value.total_seconds())
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h {minutes}m {secs}s"
-    if minutes:
-        return f"{minutes}m {secs}s"
-    return f"{secs}s"
+    return "none waiting" if value is None else age_text(value, sep=" ", width=1)
 
 
 def pretty(value: JSON) -> str:

@@ -69,6 +69,7 @@ from .common import (
     current_lease,
     store_event,
     thread_info_of,
+    value_of,
     wait_until,
 )
 from .rows import CheckpointRow, ClaimRow, EffectRow, ThreadRow
@@ -154,10 +155,7 @@ class EmbeddedCheckpointer(EmbeddedFastPath):
         thread_id = claim.thread_id
         with self._storage.write() as tx:
             if writes is not None:  # put_writes_and_commit: put_writes' checks first
-                current_claim(tx, claim)
-                _existing_thread(tx, thread_id)
-                if tx.checkpoint(thread_id, writes[0]) is None:
-                    raise NotFound(f"checkpoint {writes[0]!r} is not a checkpoint of the thread")
+                _check_writes_target(tx, claim, writes[0])
             # D9 check order: claim, fence, parent, deleted run, duplicate id.
             current_claim(tx, claim)
             if c.fence is not None:
@@ -204,11 +202,17 @@ class EmbeddedCheckpointer(EmbeddedFastPath):
             return checkpoint_of(tx, row)
 
     def put_writes(self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite]) -> None:
-        check_claim("claim", claim)
-        check_identifier("checkpoint_id", checkpoint_id)
-        encoded = check_writes("writes", writes, self._max)
+        encoded = self._checked_writes(claim, checkpoint_id, writes)
         with self._storage.write() as tx:
             _put_writes_in(tx, claim, checkpoint_id, encoded)
+
+    def _checked_writes(
+        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite]
+    ) -> tuple[EncodedWrite, ...]:
+        """put_writes' arguments, checked in signature order; the writes encoded."""
+        check_claim("claim", claim)
+        check_identifier("checkpoint_id", checkpoint_id)
+        return check_writes("writes", writes, self._max)
 
     def append_events(
         self, claim: Claim, events: Sequence[EventIn], run_id: str | None = None
@@ -217,8 +221,7 @@ class EmbeddedCheckpointer(EmbeddedFastPath):
         encoded = check_events("events", events, self._max)
         check_optional_identifier("run_id", run_id)
         with self._storage.write() as tx:
-            current_claim(tx, claim)
-            _existing_thread(tx, claim.thread_id)
+            _claimed_thread(tx, claim)
             return [tx.append_event(claim.thread_id, e, run_id) for e in encoded]
 
     def record_effect(
@@ -229,8 +232,7 @@ class EmbeddedCheckpointer(EmbeddedFastPath):
         encoded = encode_json("value", value, self._max)
         check_optional_identifier("run_id", run_id)
         with self._storage.write() as tx:
-            current_claim(tx, claim)
-            _existing_thread(tx, claim.thread_id)
+            _claimed_thread(tx, claim)
             # First write wins.
             row = tx.effect(claim.thread_id, key)
             if row is not None:
@@ -242,8 +244,7 @@ class EmbeddedCheckpointer(EmbeddedFastPath):
     def retract_turn(self, claim: Claim) -> Checkpoint | None:
         check_claim("claim", claim)
         with self._storage.write() as tx:
-            current_claim(tx, claim)
-            thread = _existing_thread(tx, claim.thread_id)
+            thread = _claimed_thread(tx, claim)
             thread_id = claim.thread_id
             if thread.head_id is None:
                 return None  # D11: no head, nothing retracted or appended
@@ -305,9 +306,7 @@ class EmbeddedCheckpointer(EmbeddedFastPath):
     def put_writes_fenced(
         self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
     ) -> None:
-        check_claim("claim", claim)
-        check_identifier("checkpoint_id", checkpoint_id)
-        encoded = check_writes("writes", writes, self._max)
+        encoded = self._checked_writes(claim, checkpoint_id, writes)
         check_claim("fence", fence)
         with self._storage.write() as tx:
             current_claim(tx, claim)
@@ -318,9 +317,7 @@ class EmbeddedCheckpointer(EmbeddedFastPath):
         self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
     ) -> Checkpoint:
         """put_writes' checks, then commit's, then both writes: one transaction."""
-        check_claim("claim", claim)
-        check_identifier("checkpoint_id", checkpoint_id)
-        encoded = check_writes("writes", writes, self._max)
+        encoded = self._checked_writes(claim, checkpoint_id, writes)
         return self._commit(claim, commit, (checkpoint_id, encoded))
 
     def delete_runs(self, run_ids: Sequence[str]) -> int:
@@ -400,21 +397,14 @@ class EmbeddedCheckpointer(EmbeddedFastPath):
         check_optional_identifier("before", before)
         check_int("limit", limit, minimum=1)
         with self._storage.read() as tx:
-            below = None
-            if before is not None:
-                start = tx.checkpoint(thread_id, before)
-                if start is None:
-                    return []
-                below = start.seq
             found: list[Checkpoint] = []
             # Paged, so a match near the head reads little.
-            while len(found) < limit and (rows := tx.checkpoints_before(thread_id, below, 100)):
+            for rows in _pages_before(tx, thread_id, before, 100):
                 for row in rows:
                     if metadata_matches(decode_json(row.metadata), wanted):
                         found.append(checkpoint_of(tx, row))
                         if len(found) == limit:
-                            break
-                below = rows[-1].seq
+                            return found
             return found
 
     # --- reads ------------------------------------------------------------------------
@@ -437,14 +427,7 @@ class EmbeddedCheckpointer(EmbeddedFastPath):
         check_optional_identifier("before", before)
         check_int("limit", limit, minimum=1)
         with self._storage.read() as tx:
-            below = None
-            if before is not None:
-                # Rule 14: exclusive; an unknown `before` gives [].
-                start = tx.checkpoint(thread_id, before)
-                if start is None:
-                    return []
-                below = start.seq
-            rows = tx.checkpoints_before(thread_id, below, limit)
+            rows = next(_pages_before(tx, thread_id, before, limit), [])
             return [checkpoint_of(tx, r) for r in rows]
 
     def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> Checkpoint | None:
@@ -567,24 +550,34 @@ class EmbeddedCheckpointer(EmbeddedFastPath):
         self.close()
 
 
-def _existing_thread(tx: Tx, thread_id: str) -> ThreadRow:
-    """The thread, or `NotFound` when it has no commit (rule 6; D10: claim checks come before
-    existence checks)."""
-    thread = tx.thread(thread_id)
+def _pages_before(
+    tx: Tx, thread_id: str, before: str | None, size: int
+) -> Iterator[list[CheckpointRow]]:
+    """The thread's checkpoints older than ``before``, newest first, ``size`` a read (rule 14:
+    ``before`` is exclusive; an unknown one gives none)."""
+    below = None
+    if before is not None:
+        start = tx.checkpoint(thread_id, before)
+        if start is None:
+            return
+        below = start.seq
+    while rows := tx.checkpoints_before(thread_id, below, size):
+        yield rows
+        below = rows[-1].seq
+
+
+def _claimed_thread(tx: Tx, claim: Claim) -> ThreadRow:
+    """The claim's thread: `ClaimLost` unless the claim is current, then `NotFound` when the
+    thread has no commit (rule 6; D10: claim checks come before existence checks)."""
+    current_claim(tx, claim)
+    thread = tx.thread(claim.thread_id)
     if thread is None:
-        raise NotFound(f"thread {thread_id!r} has no commit")
+        raise NotFound(f"thread {claim.thread_id!r} has no commit")
     return thread
 
 
 def _effect_of(row: EffectRow, existing: bool) -> EffectRecord:
-    return EffectRecord(
-        thread_id=row.thread_id,
-        key=row.key,
-        value=decode_json(row.value),
-        run_id=row.run_id,
-        recorded_at=row.recorded_at,
-        existing=existing,
-    )
+    return value_of(EffectRecord, row, value=decode_json(row.value), existing=existing)
 
 
 def _prune_thread(tx: Tx, thread_id: str, policy: RetentionPolicy) -> PruneResult:
@@ -623,12 +616,15 @@ def _put_writes_in(
     tx: Tx, claim: Claim, checkpoint_id: str, encoded: Sequence[EncodedWrite]
 ) -> None:
     """put_writes inside a write transaction: its checks (D10), then the writes (rule 12)."""
-    # D10: claim, thread has a commit, then the checkpoint is the thread's.
-    current_claim(tx, claim)
-    _existing_thread(tx, claim.thread_id)
+    _check_writes_target(tx, claim, checkpoint_id)
+    tx.add_writes(claim.thread_id, checkpoint_id, encoded)
+
+
+def _check_writes_target(tx: Tx, claim: Claim, checkpoint_id: str) -> None:
+    """put_writes' checks (D10): claim, thread has a commit, then the checkpoint is the thread's."""
+    _claimed_thread(tx, claim)
     if tx.checkpoint(claim.thread_id, checkpoint_id) is None:
         raise NotFound(f"checkpoint {checkpoint_id!r} is not a checkpoint of the thread")
-    tx.add_writes(claim.thread_id, checkpoint_id, encoded)
 
 
 def _encoded_writes(writes: Sequence[PendingWrite]) -> list[EncodedWrite]:

@@ -4,10 +4,11 @@ the encodings of the store's own values, snapshots (fresh objects every read), a
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..errors import ClaimLost, EntryClosed, LeaseLost
 from ..model import (
@@ -28,7 +29,11 @@ from ..validation import (
 from .rows import CheckpointRow, ClaimRow, EntryRow, ThreadRow
 from .storage import Storage, Tx
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 T = TypeVar("T")
+V = TypeVar("V", bound="DataclassInstance")
 
 THREAD_BUSY_CLAIM: Final = "thread has a live claim"
 THREAD_BUSY_ENTRY: Final = "thread has an open entry"
@@ -68,56 +73,40 @@ def current_lease(tx: Tx, lease: Lease) -> EntryRow:
     return entry
 
 
+def value_of(cls: type[V], row: object, **decoded: Any) -> V:
+    """The public ``cls`` value of a storage row: each field is the row's attribute of the same
+    name (rows, values and tables share their names), unless ``decoded`` gives it."""
+    names = (f.name for f in dataclasses.fields(cls))
+    return cls(**{n: decoded[n] if n in decoded else getattr(row, n) for n in names})
+
+
 def checkpoint_of(tx: Tx, row: CheckpointRow) -> Checkpoint:
-    return Checkpoint(
-        thread_id=row.thread_id,
-        checkpoint_id=row.checkpoint_id,
-        parent_id=row.parent_id,
-        run_id=row.run_id,
+    return value_of(
+        Checkpoint,
+        row,
         state=decode_json(row.state),
         metadata=decode_json(row.metadata),
-        next=row.next,
-        created_at=row.created_at,
-        committed_at=row.committed_at,
-        seq=row.seq,
         writes=tuple(tx.writes_of(row.thread_id, row.checkpoint_id)),
     )
 
 
 def thread_info_of(tx: Tx, thread: ThreadRow) -> ThreadInfo:
     claim = tx.claim_of(thread.thread_id)
-    return ThreadInfo(
-        thread_id=thread.thread_id,
-        parent_thread_id=thread.parent_thread_id,
-        head_id=thread.head_id,
-        last_seq=thread.last_seq,
-        created_at=thread.created_at,
-        updated_at=thread.updated_at,
+    return value_of(
+        ThreadInfo,
+        thread,
         claim_holder=None if claim is None else claim.holder,
         claim_expires_at=None if claim is None else claim.expires_at,
     )
 
 
 def entry_of(tx: Tx, entry: EntryRow) -> QueueEntry:
-    return QueueEntry(
-        entry_id=entry.entry_id,
-        tenant=entry.tenant,
-        thread_id=entry.thread_id,
-        key=entry.key,
+    return value_of(
+        QueueEntry,
+        entry,
         input=decode_json(entry.input),
-        mode=entry.mode,
-        max_attempts=entry.max_attempts,
         attempts=tuple(tx.attempts_of(entry.entry_id)),
-        admitted=entry.admitted,
-        thread_deleted=entry.thread_deleted,
-        submitted_at=entry.submitted_at,
-        lease_holder=entry.lease_holder,
-        lease_expires_at=entry.lease_expires_at,
         outcome=decode_outcome(entry.outcome_kind, entry.outcome_detail),
-        closed_at=entry.closed_at,
-        closed_at_seq=entry.closed_at_seq,
-        not_before=entry.not_before,
-        retry_of=entry.retry_of,
     )
 
 
@@ -151,5 +140,6 @@ __all__ = [
     "store_event",
     "store_outcome",
     "thread_info_of",
+    "value_of",
     "wait_until",
 ]

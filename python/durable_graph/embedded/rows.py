@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ..model import Mode
+from ..listing import state_at
+from ..model import ANY, Mode, TenantFilter
 
 
 @dataclass(slots=True)
@@ -100,4 +101,31 @@ class EntryRow:
         return 1 if self.mode is Mode.INTERRUPT else 2
 
 
-__all__ = ["CheckpointRow", "ClaimRow", "EffectRow", "EntryRow", "ThreadRow"]
+@dataclass(frozen=True, slots=True)
+class EntryQuery:
+    """One page of `RunQueue.entries` as the storage reads it (``Tx.entry_page``), checked.
+
+    The kept entries in ``state`` at store now (`durable_graph.listing.state_at`; None = any),
+    of ``tenant`` and ``thread_id`` (None = any), with ids below ``after``: the ``limit`` newest.
+    """
+
+    state: str | None
+    tenant: TenantFilter
+    thread_id: str | None
+    after: int | None
+    limit: int
+
+    def admits(self, entry: EntryRow, now: datetime) -> bool:
+        """Whether ``entry`` is on the page, ``limit`` aside (the SQL storage's WHERE)."""
+        return (
+            (
+                self.state is None
+                or state_at(entry.outcome_kind, entry.lease_expires_at, now) == self.state
+            )
+            and (self.tenant is ANY or entry.tenant == self.tenant)
+            and (self.thread_id is None or entry.thread_id == self.thread_id)
+            and (self.after is None or entry.entry_id < self.after)
+        )
+
+
+__all__ = ["CheckpointRow", "ClaimRow", "EffectRow", "EntryQuery", "EntryRow", "ThreadRow"]

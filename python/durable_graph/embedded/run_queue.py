@@ -56,7 +56,7 @@ from ..validation import (
     same_json,
 )
 from .common import THREAD_BUSY_ENTRY, current_lease, entry_of, store_outcome, wait_until
-from .rows import EntryRow
+from .rows import EntryQuery, EntryRow
 from .storage import Storage, Tx
 
 _AWAIT_CLOSED_POLL: Final = WatchPolicy().poll_interval.total_seconds()
@@ -185,12 +185,9 @@ class EmbeddedRunQueue:
             return entry_of(tx, _entry(tx, entry.entry_id))
 
     def retry(self, entry_id: int, tenant: str | None = None) -> Ticket:
-        check_int("entry_id", entry_id, minimum=0)
-        check_optional_identifier("tenant", tenant)
+        _check_entry_ref(entry_id, tenant)
         with self._storage.write() as tx:
-            entry = _visible_entry(tx, entry_id, tenant)
-            if entry is None:
-                raise NotFound(f"entry {entry_id} not found")
+            entry = _found_entry(tx, entry_id, tenant)
             if entry.outcome_kind not in ("failed", "cancelled"):
                 raise ValidationError(_not_retryable(entry_id, entry.outcome_kind))
             # Its input again as a new ENQUEUE entry, with no key (a key names one submission).
@@ -207,13 +204,10 @@ class EmbeddedRunQueue:
             return Ticket(new_id, existing=False)
 
     def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry:
-        check_int("entry_id", entry_id, minimum=0)
-        check_optional_identifier("tenant", tenant)
+        _check_entry_ref(entry_id, tenant)
         with self._storage.write() as tx:
             # D16: visibility first, then closed (rule 22).
-            entry = _visible_entry(tx, entry_id, tenant)
-            if entry is None:
-                raise NotFound(f"entry {entry_id} not found")
+            entry = _found_entry(tx, entry_id, tenant)
             if entry.closed:
                 raise EntryClosed(f"entry {entry_id} is closed")
             _close_entry(tx, entry, store_outcome(Cancelled("requested")))
@@ -238,8 +232,7 @@ class EmbeddedRunQueue:
         return None if stored is None else TraceContext(stored[0], stored[1])
 
     def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None:
-        check_int("entry_id", entry_id, minimum=0)
-        check_optional_identifier("tenant", tenant)
+        _check_entry_ref(entry_id, tenant)
         return self._read_entry(entry_id, tenant)
 
     def _read_entry(self, entry_id: int, tenant: str | None) -> QueueEntry | None:
@@ -289,10 +282,10 @@ class EmbeddedRunQueue:
         after: int | None = None,
         limit: int = 100,
     ) -> list[QueueEntry]:
-        wanted, who, thread, cursor, count = check_listing(state, tenant, thread_id, after, limit)
+        query = EntryQuery(*check_listing(state, tenant, thread_id, after, limit))
         with self._storage.read() as tx:
             # SPEC §13, durable_graph.listing: newest first, paged by entry id.
-            return [entry_of(tx, e) for e in tx.entry_page(wanted, who, thread, cursor, count)]
+            return [entry_of(tx, e) for e in tx.entry_page(query)]
 
     def stats(self, tenant: TenantFilter = ANY) -> QueueStats:
         wanted = check_tenant_filter("tenant", tenant, allow_any=True)
@@ -351,10 +344,24 @@ def _head_id(queue: list[EntryRow], fallback: int) -> int:
     return queue[0].entry_id if queue else fallback
 
 
+def _check_entry_ref(entry_id: int, tenant: str | None) -> None:
+    """The arguments naming one entry of one tenant (`entry`, `cancel`, `retry`)."""
+    check_int("entry_id", entry_id, minimum=0)
+    check_optional_identifier("tenant", tenant)
+
+
 def _visible_entry(tx: Tx, entry_id: int, tenant: str | None) -> EntryRow | None:
     """The kept entry when its tenant is ``tenant`` (D16), else None."""
     entry = tx.entry(entry_id)
     return entry if entry is not None and entry.tenant == tenant else None
+
+
+def _found_entry(tx: Tx, entry_id: int, tenant: str | None) -> EntryRow:
+    """The visible entry (D16: another tenant's answers as unknown), else `NotFound`."""
+    entry = _visible_entry(tx, entry_id, tenant)
+    if entry is None:
+        raise NotFound(f"entry {entry_id} not found")
+    return entry
 
 
 def _close_entry(tx: Tx, entry: EntryRow, outcome: tuple[str, str]) -> None:

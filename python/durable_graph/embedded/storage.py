@@ -20,7 +20,7 @@ from typing import Protocol
 
 from ..model import Attempt, Event, PendingWrite, TenantFilter
 from ..validation import EncodedEvent, EncodedSubmission, EncodedWrite
-from .rows import CheckpointRow, ClaimRow, EffectRow, EntryRow, ThreadRow
+from .rows import CheckpointRow, ClaimRow, EffectRow, EntryQuery, EntryRow, ThreadRow
 
 
 class Signal(Protocol):
@@ -210,16 +210,8 @@ class Tx(Protocol):
         """Ids of closed entries closed before ``cutoff``, oldest first, ties by id."""
         ...
 
-    def entry_page(
-        self,
-        state: str | None,
-        tenant: TenantFilter,
-        thread_id: str | None,
-        after: int | None,
-        limit: int,
-    ) -> list[EntryRow]:
-        """Kept entries in ``state`` at now (`durable_graph.listing.state_at`; None = any) of
-        ``tenant`` and ``thread_id`` (None = any), ids below ``after``: the ``limit`` newest."""
+    def entry_page(self, query: EntryQuery) -> list[EntryRow]:
+        """The page ``query`` names, newest first."""
         ...
 
     def entry_counts(self, tenant: TenantFilter) -> tuple[dict[str, int], datetime | None]:

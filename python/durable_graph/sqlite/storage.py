@@ -5,12 +5,13 @@ the tables of ``schema.sql``. Timestamps and durations are integer microseconds 
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..embedded.rows import CheckpointRow, ClaimRow, EffectRow, EntryRow, ThreadRow
+from ..embedded.rows import CheckpointRow, ClaimRow, EffectRow, EntryQuery, EntryRow, ThreadRow
 from ..model import ANY, Attempt, Event, Mode, PendingWrite, TenantFilter
 from ..validation import (
     INT64_MAX,
@@ -23,6 +24,10 @@ from ..validation import (
     to_micros,
 )
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 _Params = Sequence[Any] | dict[str, Any]
 _OPEN = "outcome_kind IS NULL"
 
@@ -275,18 +280,7 @@ class SqliteTx:
             "SELECT * FROM events WHERE thread_id = ? AND seq > ? ORDER BY seq LIMIT ?",
             (thread_id, after_seq, limit),
         )
-        return [
-            Event(
-                thread_id=r["thread_id"],
-                seq=r["seq"],
-                kind=r["kind"],
-                payload=decode_json(r["payload"]),
-                run_id=r["run_id"],
-                created_at=_at(r["created_at"]),
-                committed_at=_at(r["committed_at"]),
-            )
-            for r in rows
-        ]
+        return [_event_of(r) for r in rows]
 
     def drop_events_before(self, thread_id: str, cutoff: datetime) -> int:
         return self._run(
@@ -298,7 +292,7 @@ class SqliteTx:
         row = self._one("SELECT * FROM effects WHERE thread_id = ? AND key = ?", (thread_id, key))
         if row is None:
             return None
-        return EffectRow(thread_id, key, row["value"], row["run_id"], _at(row["recorded_at"]))
+        return _effect_of(row)
 
     def insert_effect(self, row: EffectRow) -> None:
         self._run(
@@ -309,10 +303,7 @@ class SqliteTx:
 
     def effects_of(self, thread_id: str) -> list[EffectRow]:
         rows = self._all("SELECT * FROM effects WHERE thread_id = ? ORDER BY key", (thread_id,))
-        return [
-            EffectRow(thread_id, r["key"], r["value"], r["run_id"], _at(r["recorded_at"]))
-            for r in rows
-        ]
+        return [_effect_of(r) for r in rows]
 
     def effect_page(self, thread_id: str, after: str | None, limit: int) -> list[EffectRow]:
         # The key column's BINARY collation compares UTF-8 bytes, as PostgreSQL's COLLATE "C".
@@ -321,10 +312,7 @@ class SqliteTx:
             " ORDER BY key LIMIT ?",
             (thread_id, after, after, limit),
         )
-        return [
-            EffectRow(thread_id, r["key"], r["value"], r["run_id"], _at(r["recorded_at"]))
-            for r in rows
-        ]
+        return [_effect_of(r) for r in rows]
 
     # --- queue entries --------------------------------------------------------------------
 
@@ -535,14 +523,7 @@ class SqliteTx:
         )
         return [r[0] for r in rows]
 
-    def entry_page(
-        self,
-        state: str | None,
-        tenant: TenantFilter,
-        thread_id: str | None,
-        after: int | None,
-        limit: int,
-    ) -> list[EntryRow]:
+    def entry_page(self, query: EntryQuery) -> list[EntryRow]:
         rows = self._all(
             "SELECT * FROM queue_entries"
             " WHERE (:state IS NULL"
@@ -555,13 +536,13 @@ class SqliteTx:
             "   AND (:after IS NULL OR entry_id < :after)"
             " ORDER BY entry_id DESC LIMIT :limit",
             {
-                "state": state,
+                "state": query.state,
                 "now": self._now_us,
-                "any": tenant is ANY,
-                "tenant": None if tenant is ANY else tenant,
-                "thread": thread_id,
-                "after": after,
-                "limit": limit,
+                "any": query.tenant is ANY,
+                "tenant": None if query.tenant is ANY else query.tenant,
+                "thread": query.thread_id,
+                "after": query.after,
+                "limit": query.limit,
             },
         )
         return [_entry_of(r) for r in rows]
@@ -617,57 +598,50 @@ class SqliteTx:
         )
 
 
+def _row_of(cls: type[T], row: sqlite3.Row, **convert: Callable[[Any], Any]) -> T:
+    """A ``cls`` from the row's columns of the same names as its fields (the schema's names are
+    the rows'), each named in ``convert`` passed through its function (e.g. microseconds to
+    `datetime`)."""
+    names = (f.name for f in dataclasses.fields(cls))
+    return cls(**{name: convert.get(name, _same)(row[name]) for name in names})
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
 def _thread_of(row: sqlite3.Row) -> ThreadRow:
-    return ThreadRow(
-        thread_id=row["thread_id"],
-        parent_thread_id=row["parent_thread_id"],
-        head_id=row["head_id"],
-        last_seq=row["last_seq"],
-        created_at=_at(row["created_at"]),
-        updated_at=_at(row["updated_at"]),
-        first_commit_order=row["first_commit_order"],
-    )
+    return _row_of(ThreadRow, row, created_at=_at, updated_at=_at)
 
 
 def _checkpoint_of(row: sqlite3.Row) -> CheckpointRow:
-    return CheckpointRow(
-        thread_id=row["thread_id"],
-        checkpoint_id=row["checkpoint_id"],
-        seq=row["seq"],
-        parent_id=row["parent_id"],
-        run_id=row["run_id"],
-        state=row["state"],
-        metadata=row["metadata"],
-        next=tuple(decode_json(row["next"])),
-        created_at=_at(row["created_at"]),
-        committed_at=_at(row["committed_at"]),
-    )
+    return _row_of(CheckpointRow, row, next=_json_tuple, created_at=_at, committed_at=_at)
+
+
+def _json_tuple(value: str) -> tuple[str, ...]:
+    return tuple(decode_json(value))
+
+
+def _event_of(row: sqlite3.Row) -> Event:
+    return _row_of(Event, row, payload=decode_json, created_at=_at, committed_at=_at)
+
+
+def _effect_of(row: sqlite3.Row) -> EffectRow:
+    return _row_of(EffectRow, row, recorded_at=_at)
 
 
 def _entry_of(row: sqlite3.Row) -> EntryRow:
-    ttl = row["lease_ttl"]
-    return EntryRow(
-        entry_id=row["entry_id"],
-        tenant=row["tenant"],
-        thread_id=row["thread_id"],
-        key=row["key"],
-        input=row["input"],
-        mode=Mode(row["mode"]),
-        max_attempts=row["max_attempts"],
-        attempt_count=row["attempt_count"],
-        admitted=bool(row["admitted"]),
-        thread_deleted=bool(row["thread_deleted"]),
-        submitted_at=_at(row["submitted_at"]),
-        lease_token=row["lease_token"],
-        lease_holder=row["lease_holder"],
-        lease_expires_at=_ts(row["lease_expires_at"]),
-        lease_ttl=None if ttl is None else timedelta(microseconds=ttl),
-        outcome_kind=row["outcome_kind"],
-        outcome_detail=row["outcome_detail"],
-        closed_at=_ts(row["closed_at"]),
-        closed_at_seq=row["closed_at_seq"],
-        not_before=_ts(row["not_before"]),
-        retry_of=row["retry_of"],
+    return _row_of(
+        EntryRow,
+        row,
+        mode=Mode,
+        admitted=bool,
+        thread_deleted=bool,
+        submitted_at=_at,
+        lease_expires_at=_ts,
+        lease_ttl=lambda us: None if us is None else timedelta(microseconds=us),
+        closed_at=_ts,
+        not_before=_ts,
     )
 
 
