@@ -859,19 +859,17 @@ def reclaim(config: PostgresConfig, older_than: object, batch: object) -> Call[i
 # --- the worker fast path (SPEC §11; sql/75_fast_path.sql) ---------------------------------
 
 
-def _latest_of(row: Row) -> Checkpoint | None:
-    """The ``latest_*`` columns of a begin_attempt row as a checkpoint; None when NULL."""
-    if row["latest_checkpoint_id"] is None:
+def _checkpoint_columns(row: Row, prefix: str) -> Checkpoint | None:
+    """The ``latest_*`` or ``head_*`` columns of a begin_attempt row as a checkpoint; None when
+    NULL."""
+    if row[prefix + "checkpoint_id"] is None:
         return None
     return checkpoint_of(
-        {
-            "thread_id": row["thread_id"],
-            **{k: row["latest_" + k] for k in _LATEST_COLUMNS},
-        }
+        {"thread_id": row["thread_id"], **{k: row[prefix + k] for k in _CHECKPOINT_COLUMNS}}
     )
 
 
-_LATEST_COLUMNS = (
+_CHECKPOINT_COLUMNS = (
     "checkpoint_id",
     "parent_id",
     "run_id",
@@ -888,7 +886,7 @@ _LATEST_COLUMNS = (
 def _begun_of(row: Row) -> AttemptBegun:
     lease = lease_of(row, with_attempt=True)
     if row["claim_token"] is None:
-        return AttemptBegun(lease, lease.attempt, None, lease.entry, None, None)
+        return AttemptBegun(lease, lease.attempt, None, lease.entry, None, None, None)
     claim = Claim(
         thread_id=row["thread_id"],
         holder=lease.entry.attempts[-1].run_id,  # the attempt just recorded: its run id
@@ -897,9 +895,10 @@ def _begun_of(row: Row) -> AttemptBegun:
         ttl=row["claim_ttl"],
     )
     # The entry columns were read after the claim, in the same transaction.
-    latest = _latest_of(row)
+    latest = _checkpoint_columns(row, "latest_")
     plan = plan_attempt(lease.entry, latest)
-    return AttemptBegun(lease, lease.attempt, claim, lease.entry, latest, plan)
+    head = _checkpoint_columns(row, "head_")
+    return AttemptBegun(lease, lease.attempt, claim, lease.entry, latest, plan, head)
 
 
 def begin_attempt(
