@@ -9,8 +9,10 @@
 -- NULL and the lease taken); then, under the claim, latest_of_runs over the entry's attempts. The
 -- entry columns are read after the claim (in this transaction they are the lease's). Returns
 -- dg_lease_v1's row, then claim_token, claim_expires_at, claim_ttl, then latest_* (the
--- checkpoint, all NULL when none or unclaimed), then not_before and retry_of last (columns
--- added at the end, as on every entry row). No row when nothing is available. Raises DG000.
+-- checkpoint, all NULL when none or unclaimed), then not_before and retry_of (columns added at
+-- the end, as on every entry row), then head_* last: the thread's head as dg_get_v1 reads it,
+-- under the claim (all NULL when unclaimed or the thread has no checkpoint), so a worker needs
+-- no read of its own before its first commit. No row when nothing is available. Raises DG000.
 DROP FUNCTION IF EXISTS dg_begin_attempt_v1(text, interval, interval, boolean, text, text);
 CREATE OR REPLACE FUNCTION dg_begin_attempt_v1(
     p_holder text, p_ttl interval, p_claim_ttl interval, p_any_tenant boolean, p_tenant text,
@@ -27,7 +29,11 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                latest_state text, latest_metadata text, latest_next text[],
                latest_created_at timestamptz, latest_committed_at timestamptz,
                latest_seq bigint, latest_writes json,
-               not_before timestamptz, retry_of bigint)
+               not_before timestamptz, retry_of bigint,
+               head_checkpoint_id text, head_parent_id text, head_run_id text,
+               head_state text, head_metadata text, head_next text[],
+               head_created_at timestamptz, head_committed_at timestamptz,
+               head_seq bigint, head_writes json)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
@@ -70,9 +76,13 @@ BEGIN
            l.token, l.holder, l.expires_at, l.ttl, l.attempt_kind, l.attempt_number,
            v_token, v_expires, v_ttl,
            k.checkpoint_id, k.parent_id, k.run_id, k.state, k.metadata, k.next, k.created_at,
-           k.committed_at, k.seq, k.writes, l.not_before, l.retry_of
+           k.committed_at, k.seq, k.writes, l.not_before, l.retry_of,
+           g.checkpoint_id, g.parent_id, g.run_id, g.state, g.metadata, g.next, g.created_at,
+           g.committed_at, g.seq, g.writes
       FROM (SELECT 1) one
-      LEFT JOIN LATERAL dg_latest_of_runs_v1(l.thread_id, v_runs) k ON true;
+      LEFT JOIN LATERAL dg_latest_of_runs_v1(l.thread_id, v_runs) k ON true
+      LEFT JOIN LATERAL (SELECT * FROM dg_get_v1(l.thread_id, NULL)
+                          WHERE v_token IS NOT NULL) g ON true;
 END;
 $$;
 

@@ -43,7 +43,7 @@ from durable_graph.aio._threaded import ThreadedCheckpointer
 from durable_graph.aio.postgres import AsyncPostgresCheckpointer
 from durable_graph.aio.worker import AsyncRunContext, AsyncWorker, WorkerStopped
 from durable_graph.memory import InMemoryCheckpointer
-from durable_graph.model import BackoffPolicy
+from durable_graph.model import AttemptBegun, BackoffPolicy
 from durable_graph.postgres import PostgresConfig
 from durable_graph.testkit import ClockControl, ManualClock
 from durable_graph.testkit.pg_clock import PgClock
@@ -612,9 +612,21 @@ _POLICY = ClaimPolicy()
 
 
 class _HookedStore(InMemoryCheckpointer):
-    """The real in-memory store, running a test's one-shot hook first in `claim` or in `get`
-    (the worker reads the head with it right before the handler starts; `begin_attempt`, one
-    call, already made the plan)."""
+    """The real in-memory store, running a test's one-shot hook first in `claim` or in `get`.
+
+    `begin_attempt` reads the head itself (D73); when it found the claim busy, the worker goes on
+    step by step and reads the head with `get` right before the handler starts: the `get` hook
+    waits for that call (the `get` that `begin_attempt` composes inside its one call skips it).
+    """
+
+    _in_begin = False
+
+    def begin_attempt(self, *args: Any, **kwargs: Any) -> AttemptBegun | None:
+        self._in_begin = True
+        try:
+            return super().begin_attempt(*args, **kwargs)
+        finally:
+            self._in_begin = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -628,6 +640,8 @@ class _HookedStore(InMemoryCheckpointer):
         return super().claim(thread_id, holder, policy)
 
     def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
+        if self._in_begin:
+            return super().get(thread_id, checkpoint_id)
         hook, self.before_plan = self.before_plan, None
         if hook is not None:
             hook()
@@ -647,6 +661,13 @@ def test_handler_is_not_called_once_the_lease_was_lost_before_it_starts() -> Non
         inner = _HookedStore()
         store = ThreadedCheckpointer(inner)
         ticket = await store.run_queue.submit(Submission("t1", None))
+        # Busy at begin_attempt (until it expires), so the worker claims and reads the head step
+        # by step: the `get` hook runs right before the handler would start.
+        inner.claim(
+            "t1",
+            "someone-else",
+            ClaimPolicy(timedelta(milliseconds=300), timedelta(milliseconds=100)),
+        )
 
         def cancel_and_let_the_renewal_notice() -> None:  # runs in a worker thread
             inner.run_queue.cancel(ticket.entry_id)

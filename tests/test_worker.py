@@ -33,7 +33,7 @@ from durable_graph import (
 )
 from durable_graph.checkpointer import Checkpointer
 from durable_graph.memory import InMemoryCheckpointer
-from durable_graph.model import BackoffPolicy
+from durable_graph.model import AttemptBegun, BackoffPolicy
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.sqlite import SqliteCheckpointer
 from durable_graph.testkit import ClockControl, ManualClock
@@ -500,9 +500,21 @@ _POLICY = ClaimPolicy()
 
 
 class _HookedStore(InMemoryCheckpointer):
-    """The real in-memory store, running a test's one-shot hook first in `claim` or in `get`
-    (the worker reads the head with it right before the handler starts; `begin_attempt`, one
-    call, already made the plan)."""
+    """The real in-memory store, running a test's one-shot hook first in `claim` or in `get`.
+
+    `begin_attempt` reads the head itself (D73); when it found the claim busy, the worker goes on
+    step by step and reads the head with `get` right before the handler starts: the `get` hook
+    waits for that call (the `get` that `begin_attempt` composes inside its one call skips it).
+    """
+
+    _in_begin = False
+
+    def begin_attempt(self, *args: Any, **kwargs: Any) -> AttemptBegun | None:
+        self._in_begin = True
+        try:
+            return super().begin_attempt(*args, **kwargs)
+        finally:
+            self._in_begin = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -520,6 +532,8 @@ class _HookedStore(InMemoryCheckpointer):
         return claim
 
     def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
+        if self._in_begin:
+            return super().get(thread_id, checkpoint_id)
         hook, self.before_plan = self.before_plan, None
         if hook is not None:
             hook()
@@ -538,6 +552,11 @@ def test_handler_is_not_called_once_the_lease_was_lost_before_it_starts() -> Non
     store = _HookedStore()
     ticket = store.run_queue.submit(Submission("t1", None))
     calls: list[str] = []
+    # Busy at begin_attempt (until it expires), so the worker claims and reads the head step by
+    # step: the `get` hook runs right before the handler would start.
+    store.claim(
+        "t1", "someone-else", ClaimPolicy(timedelta(milliseconds=300), timedelta(milliseconds=100))
+    )
 
     def cancel_and_let_the_renewal_notice() -> None:
         store.run_queue.cancel(ticket.entry_id)

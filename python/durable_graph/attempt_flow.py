@@ -36,6 +36,7 @@ shutdown an attempt past the deadline is stopped and its claim and lease release
 from __future__ import annotations
 
 import contextlib
+import enum
 import logging
 import os
 import random
@@ -548,7 +549,7 @@ def _attempt_steps(
         return AttemptReport(entry.entry_id, entry.thread_id, run, number, plan, outcome, note)
 
     if begun is not None and begun.claim is not None and begun.plan is not None:
-        return (yield from _run_begun(settings, keeper, run_id, begun, report))
+        return (yield from _run_begun(settings, keeper, run_id, begun, stopping, report))
     try:
         run_id, start = yield from _take_attempt(keeper.lease, run_id)
     except EntryClosed:
@@ -575,25 +576,46 @@ def _attempt_steps(
     return (yield from _run_planned(settings, keeper, run_id, number, claim, current, plan, report))
 
 
+class _Unread(enum.Enum):
+    """A value not read yet (distinct from None, "read: there is none")."""
+
+    UNREAD = "unread"
+
+
+UNREAD = _Unread.UNREAD
+
+
 def _run_begun(
     settings: WorkerSettings,
     keeper: AttemptKeeper,
     run_id: str,
     begun: AttemptBegun,
+    stopping: Callable[[], bool],
     report: Callable[..., AttemptReport],
 ) -> Flow:
-    """Steps 1-3 done by `begin_attempt` (claim held, plan made): adopt the claim, go on."""
+    """Steps 1-3 done by `begin_attempt` (claim held, plan made): adopt the claim, go on.
+
+    A stop requested while `begin_attempt` ran gives the attempt back before its handler starts,
+    as a claim taken after shutdown is given back on the step-by-step path."""
     assert isinstance(begun.attempt, Started) and begun.claim is not None
     assert begun.plan is not None
     number = begun.attempt.number
-    if not keeper.adopt_claim(begun.claim):  # shutting down: give it back at once
+    if stopping() or not keeper.adopt_claim(begun.claim):  # shutting down: give it back
         with contextlib.suppress(StoreError):
             yield store_op("release_claim", begun.claim)
         yield Finish(None)
         return report("lost", run=run_id, number=number)
     return (
         yield from _run_planned(
-            settings, keeper, run_id, number, begun.claim, begun.entry, begun.plan, report
+            settings,
+            keeper,
+            run_id,
+            number,
+            begun.claim,
+            begun.entry,
+            begun.plan,
+            report,
+            head=begun.head,
         )
     )
 
@@ -607,8 +629,13 @@ def _run_planned(
     current: QueueEntry,
     plan: AttemptPlan,
     report: Callable[..., AttemptReport],
+    *,
+    head: Checkpoint | _Unread | None = UNREAD,
 ) -> Flow:
-    """Step 3's end and step 4: finish a finished run, else run the handler and close."""
+    """Step 3's end and step 4: finish a finished run, else run the handler and close.
+
+    ``head``: the thread's head when `begin_attempt` already read it under the claim (D73);
+    read here otherwise."""
     entry = current
     if isinstance(plan, Finished):
         done = Completed(
@@ -616,11 +643,13 @@ def _run_planned(
         )
         closed = yield Finish(done)
         return report(closing_note(done, closed), done, run=run_id, number=number, plan=plan)
-    head = yield store_op("get", entry.thread_id)
+    known: Checkpoint | None = (
+        (yield store_op("get", entry.thread_id)) if isinstance(head, _Unread) else head
+    )
     if keeper.lost is not None:  # lost while claiming or reading: the handler must not start
         yield Finish(None)
         return report("lost", run=run_id, number=number, plan=plan)
-    result: HandlerResult = yield RunHandler(current, plan, run_id, number, head, claim)
+    result: HandlerResult = yield RunHandler(current, plan, run_id, number, known, claim)
     if keeper.lost is not None:
         yield Finish(None)
         return report("lost", run=run_id, number=number, plan=plan)

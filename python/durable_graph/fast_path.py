@@ -116,6 +116,7 @@ class Steps(NamedTuple):
     claim: Callable[[str, str, ClaimPolicy], Claim]
     entry: Callable[[int, str | None], object]
     latest_of_runs: Callable[[str, list[str]], Checkpoint | None]
+    get: Callable[[str], Checkpoint | None]
 
 
 def compose_begin(args: BeginArgs, steps: Steps) -> AttemptBegun | None:
@@ -126,16 +127,19 @@ def compose_begin(args: BeginArgs, steps: Steps) -> AttemptBegun | None:
         return None
     entry = lease.entry
     if not isinstance(lease.attempt, Started):
-        return AttemptBegun(lease, lease.attempt, None, entry, None, None)
+        return AttemptBegun(lease, lease.attempt, None, entry, None, None, None)
     try:
         claim = steps.claim(entry.thread_id, args.run_id, args.claim_policy)
     except ThreadBusy:
-        return AttemptBegun(lease, lease.attempt, None, entry, None, None)
+        return AttemptBegun(lease, lease.attempt, None, entry, None, None, None)
     current = steps.entry(entry.entry_id, entry.tenant)
     if current is not None:
         entry = current  # type: ignore[assignment]  # a QueueEntry: the store's entry()
     latest = steps.latest_of_runs(entry.thread_id, [a.run_id for a in entry.attempts])
-    return AttemptBegun(lease, lease.attempt, claim, entry, latest, plan_attempt(entry, latest))
+    plan = plan_attempt(entry, latest)
+    return AttemptBegun(
+        lease, lease.attempt, claim, entry, latest, plan, steps.get(entry.thread_id)
+    )
 
 
 class EmbeddedFastPath:
@@ -170,7 +174,11 @@ class EmbeddedFastPath:
         args = check_begin(holder, ttl, run_id, claim_policy, tenant)
         store = self._steps
         steps = Steps(
-            store.run_queue.lease, store.claim, store.run_queue.entry, store.latest_of_runs
+            store.run_queue.lease,
+            store.claim,
+            store.run_queue.entry,
+            store.latest_of_runs,
+            store.get,
         )
         with self._atomic():
             return compose_begin(args, steps)

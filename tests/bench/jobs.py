@@ -3,8 +3,8 @@
 Job: one agent run end to end — submit ~100 B, a worker takes it, commits one ~1 KB checkpoint,
 completes it — the way a user wires each stack:
 
-- ours: ``submit`` → ``begin_attempt`` → ``get`` (the head, as `Worker` reads it for the
-  handler's context) → ``commit`` → ``finish_attempt``: what `Worker.run_once` does per job;
+- ours: ``submit`` → ``begin_attempt`` (which returns the thread's head too, D73) → ``commit``
+  → ``finish_attempt``: what `Worker.run_once` does per job;
 - procrastinate + LangGraph: ``defer_job_async`` → ``fetch_job`` → ``AsyncPostgresSaver.aput``
   → ``finish_job``, the saver on its own connection;
 - pgqueuer + LangGraph: ``enqueue`` → ``dequeue`` → ``aput`` → ``log_jobs``, once on
@@ -68,8 +68,7 @@ class OursJob:
                 break
         t2 = ns()
         assert begun.claim is not None
-        head = self.store.get(begun.entry.thread_id)
-        t3 = ns()
+        head = begun.head  # read under the claim by begin_attempt (D73), as the worker uses it
         self.store.commit(
             begun.claim,
             Commit(
@@ -79,15 +78,14 @@ class OursJob:
                 state=STATE,
             ),
         )
-        t4 = ns()
+        t3 = ns()
         self.store.finish_attempt(begun.lease, Completed(), begun.claim)
-        t5 = ns()
+        t4 = ns()
         return {
             "submit": t1 - t0,
             "begin_attempt": t2 - t1,
-            "get": t3 - t2,
-            "commit": t4 - t3,
-            "finish_attempt": t5 - t4,
+            "commit": t3 - t2,
+            "finish_attempt": t4 - t3,
         }
 
     def close(self) -> None:

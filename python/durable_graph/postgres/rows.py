@@ -156,20 +156,21 @@ def lease_with_attempt_of(row: Row) -> m.Lease:
 # --- the worker fast path (SPEC §11; sql/75_fast_path.sql) ---------------------------------
 
 _latest_checkpoint_of = record(m.Checkpoint, prefix="latest_", **_CHECKPOINT_COLUMNS)
+_head_checkpoint_of = record(m.Checkpoint, prefix="head_", **_CHECKPOINT_COLUMNS)
 _renewed_claim_of = record(m.Claim, prefix="claim_", expires_at=_utc)
 
 
-def _latest_of(row: Row) -> m.Checkpoint | None:
-    """The ``latest_*`` columns of a begin_attempt row as a checkpoint; None when NULL."""
-    if row["latest_checkpoint_id"] is None:
-        return None
-    return _latest_checkpoint_of(row)
+def _prefixed_checkpoint(
+    row: Row, prefix: str, decode: Callable[[Row], m.Checkpoint]
+) -> m.Checkpoint | None:
+    """The ``latest_*`` or ``head_*`` columns of a begin_attempt row; None when NULL."""
+    return None if row[prefix + "checkpoint_id"] is None else decode(row)
 
 
 def begun_of(row: Row) -> m.AttemptBegun:
     lease = lease_with_attempt_of(row)
     if row["claim_token"] is None:
-        return m.AttemptBegun(lease, lease.attempt, None, lease.entry, None, None)
+        return m.AttemptBegun(lease, lease.attempt, None, lease.entry, None, None, None)
     claim = m.Claim(
         thread_id=row["thread_id"],
         holder=lease.entry.attempts[-1].run_id,  # the attempt just recorded: its run id
@@ -177,10 +178,11 @@ def begun_of(row: Row) -> m.AttemptBegun:
         expires_at=_utc(row["claim_expires_at"]),
         ttl=row["claim_ttl"],
     )
-    # The entry columns were read after the claim, in the same transaction.
-    latest = _latest_of(row)
+    # The entry columns were read after the claim, in the same transaction; so was the head.
+    latest = _prefixed_checkpoint(row, "latest_", _latest_checkpoint_of)
     plan = plan_attempt(lease.entry, latest)
-    return m.AttemptBegun(lease, lease.attempt, claim, lease.entry, latest, plan)
+    head = _prefixed_checkpoint(row, "head_", _head_checkpoint_of)
+    return m.AttemptBegun(lease, lease.attempt, claim, lease.entry, latest, plan, head)
 
 
 def renewed_of(row: Row) -> tuple[m.Lease, m.Claim]:

@@ -238,6 +238,45 @@ class FastPathTests:
         _, begun = _begun(store, queue)
         assert begun.latest is None and begun.plan == Fresh()
 
+    # --- the head, read under the claim (D73) -------------------------------------------------
+
+    def test_begin_attempt_returns_the_threads_head_as_get_reads_it(
+        self, store: Checkpointer, queue: RunQueue
+    ) -> None:
+        _commit(store, "thread-1", "run-api", "cp-api", next_nodes=("x",))
+        _submit(queue)
+        begun = _begin(store)
+        assert begun.head is not None and begun.head.checkpoint_id == "cp-api"
+        assert begun.head == store.get("thread-1")
+        # The worker's first commit chains onto it with no read of its own.
+        store.commit(_claimed(begun), _step("cp-1", begun.head.checkpoint_id, "run-1", ()))
+
+    def test_begin_attempt_head_is_none_on_a_thread_without_checkpoints(
+        self, store: Checkpointer, queue: RunQueue
+    ) -> None:
+        _submit(queue)
+        assert _begin(store).head is None
+
+    def test_begin_attempt_head_is_the_resumed_runs_own_last_commit(
+        self, store: Checkpointer, queue: RunQueue
+    ) -> None:
+        _submit(queue)
+        first = _begin(store)
+        store.commit(_claimed(first), _step("cp-1", None, "run-1", ("next",)))
+        store.release_claim(_claimed(first))
+        queue.release(first.lease)
+        begun = _begin(store, run_id="run-2")
+        assert begun.head == store.get("thread-1") == begun.latest
+
+    def test_begin_attempt_reads_no_head_without_the_claim(
+        self, store: Checkpointer, queue: RunQueue
+    ) -> None:
+        _commit(store, "thread-1", "run-api", "cp-api")
+        _submit(queue)
+        store.claim("thread-1", "someone-else")
+        begun = _begin(store)
+        assert begun.claim is None and begun.head is None
+
     @pytest.mark.parametrize(
         "kwargs",
         [
