@@ -40,7 +40,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Itera
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from operator import methodcaller
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, cast
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -75,8 +75,6 @@ CONFIG_KEY_DURABILITY = "__pregel_durability"
 PAGE = 100
 """Threads or checkpoints read per store call while listing."""
 
-_UNKNOWN = object()
-
 Call = Callable[[Any], Any]
 """One store call, ``methodcaller(name, *args)``: made on a sync store, awaited on an async one."""
 
@@ -100,67 +98,80 @@ class Run(Generic[R]):
     plan hands out. `finish` / `afinish` run a plan that hands none out and return its result.
     """
 
+    __slots__ = ("_error", "_guard", "_reply", "_result", "_steps", "_store")
+    _result: R  # set at the plan's end
+
     def __init__(self, steps: Steps[R], store: Any, guard: Callable[[str], Any]) -> None:
         self._steps = steps
         self._store = store
         self._guard = guard
         self._reply: Any = None
         self._error: BaseException | None = None
-        self._result: Any = None
 
-    def _advance(self) -> Call | Guarded | CheckpointTuple:
-        """The plan's next request, given the last one's outcome; StopIteration at its end."""
+    def _advance(self) -> Call | Guarded | CheckpointTuple | None:
+        """The plan's next request, given the last one's outcome; None at its end."""
         reply, error = self._reply, self._error
         self._reply, self._error = None, None
         try:
             return self._steps.send(reply) if error is None else self._steps.throw(error)
         except StopIteration as end:
             self._result = end.value
-            raise
+            return None
 
     def __iter__(self) -> Iterator[CheckpointTuple]:
         return self
 
     def __next__(self) -> CheckpointTuple:
-        while not isinstance(op := self._advance(), CheckpointTuple):
-            try:
-                if isinstance(op, Guarded):
-                    with self._guard(op.thread_id):
-                        self._reply = Run(op.steps, self._store, self._guard).finish()
-                else:
-                    self._reply = op(self._store)
-            except BaseException as e:  # raised in the plan at its yield, as from a plain call
-                self._error = e
-        return op
+        while (op := self._advance()) is not None:
+            if isinstance(op, CheckpointTuple):
+                return op
+            self._answer(op)
+        raise StopIteration
 
     def finish(self) -> R:
-        for _ in self:
-            pass
-        return cast(R, self._result)
+        while (op := self._advance()) is not None:
+            if not isinstance(op, CheckpointTuple):  # handed out to no one
+                self._answer(op)
+        return self._result
+
+    def _answer(self, op: Call | Guarded) -> None:
+        """Make ``op`` on the sync store; its outcome goes to the plan at the next advance."""
+        try:
+            if isinstance(op, Guarded):
+                with self._guard(op.thread_id):
+                    self._reply = Run(op.steps, self._store, self._guard).finish()
+            else:
+                self._reply = op(self._store)
+        except BaseException as e:  # raised in the plan at its yield, as from a plain call
+            self._error = e
 
     def __aiter__(self) -> AsyncIterator[CheckpointTuple]:
         return self
 
     async def __anext__(self) -> CheckpointTuple:
-        try:
-            while not isinstance(op := self._advance(), CheckpointTuple):
-                try:
-                    if isinstance(op, Guarded):
-                        async with self._guard(op.thread_id):
-                            run = Run(op.steps, self._store, self._guard)
-                            self._reply = await run.afinish()
-                    else:
-                        self._reply = await op(self._store)
-                except BaseException as e:  # as in __next__
-                    self._error = e
-        except StopIteration:
-            raise StopAsyncIteration from None
-        return op
+        while (op := self._advance()) is not None:
+            if isinstance(op, CheckpointTuple):
+                return op
+            await self._aanswer(op)
+        raise StopAsyncIteration
 
     async def afinish(self) -> R:
-        async for _ in self:
-            pass
-        return cast(R, self._result)
+        while (op := self._advance()) is not None:
+            if not isinstance(op, CheckpointTuple):
+                await self._aanswer(op)
+        return self._result
+
+    async def _aanswer(self, op: Call | Guarded) -> None:
+        """`_answer` on the async store."""
+        try:
+            if isinstance(op, Guarded):
+                async with self._guard(op.thread_id):
+                    run = Run(op.steps, self._store, self._guard)
+                    self._reply = await run.afinish()
+            else:
+                self._reply = await op(self._store)
+        except BaseException as e:
+            self._error = e
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,7 +373,8 @@ class SaverCore(BaseCheckpointSaver[int]):
         config: RunnableConfig,
         checkpoint: LGCheckpoint,
         metadata: CheckpointMetadata,
-    ) -> tuple[str, str, Commit]:
+    ) -> tuple[str, str, Callable[..., Commit]]:
+        """(thread id, store thread, the `Commit` given its ``parent_id`` and ``fence``)."""
         thread_id, ns, lg_parent = codec.config_parts(config)
         self._check_bound(thread_id)
         st = codec.store_thread(thread_id, ns)
@@ -372,9 +384,10 @@ class SaverCore(BaseCheckpointSaver[int]):
         run_id = run_id_of(md, self.bound[1] if self.bound else None)
         if self.bound is not None:
             md["run_id"] = run_id  # so delete_for_runs and list filters see the attempt's run
-        commit = Commit(
+        # Made once its parent is known (under the claim): no copy per put.
+        commit = functools.partial(
+            Commit,
             checkpoint_id=checkpoint["id"],
-            parent_id=None,
             run_id=run_id,
             state=codec.encode_checkpoint(self.serde, checkpoint, lg_parent),
             metadata=md,
@@ -440,16 +453,17 @@ class SaverCore(BaseCheckpointSaver[int]):
             if self.bound is None:
                 yield methodcaller("release_claim", root)
 
-    def _head(self, st: str) -> Steps[str | None]:
-        head = self._heads.get(st, _UNKNOWN)
-        if head is _UNKNOWN:
-            info = yield methodcaller("thread", st)
-            head = info.head_id if info else None
-        return cast(str | None, head)
+    def _read_head(self, st: str) -> Steps[str | None]:
+        info = yield methodcaller("thread", st)
+        head: str | None = info.head_id if info else None
+        return head
 
-    def _commit(self, claim: Claim, st: str, commit: Commit, fence: Claim | None) -> Steps[None]:
-        parent = yield from self._head(st)
-        commit = replace(commit, parent_id=parent, fence=fence)
+    def _commit(
+        self, claim: Claim, st: str, make: Callable[..., Commit], fence: Claim | None
+    ) -> Steps[None]:
+        # The head this saver last wrote, read from the store when unknown.
+        parent = self._heads[st] if st in self._heads else (yield from self._read_head(st))
+        commit = make(parent_id=parent, fence=fence)
         fused, after = self._plan_put(st, parent, commit.checkpoint_id)
         try:
             if fused and parent is not None:
@@ -463,8 +477,8 @@ class SaverCore(BaseCheckpointSaver[int]):
             if fused and parent is not None:
                 with suppress(NotFound):
                     yield methodcaller("put_writes", claim, parent, fused)
-            head = yield from self._head(st)
-            yield methodcaller("commit", claim, replace(commit, parent_id=head))
+            head = yield from self._read_head(st)
+            yield methodcaller("commit", claim, make(parent_id=head, fence=fence))
         self._heads[st] = commit.checkpoint_id
         for h in after:
             with suppress(NotFound):  # its checkpoint is gone: nothing to attach the writes to
