@@ -17,7 +17,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..aio.protocols import AsyncCheckpointer
 from ..model import Checkpoint, Claim, ClaimPolicy
-from .core import Run, SaverCore, Steps
+from .core import SaverCore
+from .plan import Run, Steps
 
 R = TypeVar("R")
 

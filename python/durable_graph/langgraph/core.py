@@ -22,13 +22,9 @@ The store's ``parent_id`` is the head the saver last wrote (looked up when unkno
 own parent id is kept in the stored state, so forks (`update_state` on an old checkpoint, replay,
 `copy_thread`) are ordinary commits.
 
-How one body of code serves both kinds of store (as psycopg drives one protocol from both kinds
-of connection): each LangGraph operation is a plan, a generator that yields the store calls it
-needs (``methodcaller("commit", claim, commit)``) and gets each call's result back at the
-``yield``, or its exception raised there, as a plain call would. A plan yields `Guarded` for the
-part that holds the thread's guard, and `list`'s plan yields the `CheckpointTuple`s it hands out.
-`Run` drives a plan: iterated, on a sync `Checkpointer` under `threading.Lock` guards; async
-iterated, awaiting an `AsyncCheckpointer` under `asyncio.Lock` guards.
+
+Each operation is a plan (see `plan`), run by `DurableSaver` on a sync store and by
+`AsyncDurableSaver` on an async one.
 """
 
 from __future__ import annotations
@@ -36,11 +32,11 @@ from __future__ import annotations
 import functools
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from operator import methodcaller
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -56,9 +52,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from ..errors import NotFound, StaleParent, ValidationError
 from ..model import Checkpoint, Claim, ClaimPolicy, Commit, PendingWrite, RetentionPolicy
 from . import codec
+from .plan import Call, Guarded, Steps, api, listing
 
 R = TypeVar("R")
-P = ParamSpec("P")
 
 UNBOUND_HOLDER = "langgraph-saver"
 """Holder of the per-call claims an unbound saver takes."""
@@ -74,104 +70,6 @@ CONFIG_KEY_DURABILITY = "__pregel_durability"
 
 PAGE = 100
 """Threads or checkpoints read per store call while listing."""
-
-Call = Callable[[Any], Any]
-"""One store call, ``methodcaller(name, *args)``: made on a sync store, awaited on an async one."""
-
-
-@dataclass(frozen=True, slots=True)
-class Guarded:
-    """Steps to run holding the guard of ``thread_id``; their result is the ``yield``'s."""
-
-    thread_id: str
-    steps: Steps[Any]
-
-
-Steps = Generator[Call | Guarded | CheckpointTuple, Any, R]
-"""A plan: store calls and guarded parts in, results out; `CheckpointTuple`s are handed out."""
-
-
-class Run(Generic[R]):
-    """A plan driven against ``store``; ``guard(thread_id)`` gives that thread's lock.
-
-    Iterate it over a sync store, async-iterate it over an async store: it yields the tuples the
-    plan hands out. `finish` / `afinish` run a plan that hands none out and return its result.
-    """
-
-    __slots__ = ("_error", "_guard", "_reply", "_result", "_steps", "_store")
-    _result: R  # set at the plan's end
-
-    def __init__(self, steps: Steps[R], store: Any, guard: Callable[[str], Any]) -> None:
-        self._steps = steps
-        self._store = store
-        self._guard = guard
-        self._reply: Any = None
-        self._error: BaseException | None = None
-
-    def _advance(self) -> Call | Guarded | CheckpointTuple | None:
-        """The plan's next request, given the last one's outcome; None at its end."""
-        reply, error = self._reply, self._error
-        self._reply, self._error = None, None
-        try:
-            return self._steps.send(reply) if error is None else self._steps.throw(error)
-        except StopIteration as end:
-            self._result = end.value
-            return None
-
-    def __iter__(self) -> Iterator[CheckpointTuple]:
-        return self
-
-    def __next__(self) -> CheckpointTuple:
-        while (op := self._advance()) is not None:
-            if isinstance(op, CheckpointTuple):
-                return op
-            self._answer(op)
-        raise StopIteration
-
-    def finish(self) -> R:
-        while (op := self._advance()) is not None:
-            if not isinstance(op, CheckpointTuple):  # handed out to no one
-                self._answer(op)
-        return self._result
-
-    def _answer(self, op: Call | Guarded) -> None:
-        """Make ``op`` on the sync store; its outcome goes to the plan at the next advance."""
-        try:
-            if isinstance(op, Guarded):
-                with self._guard(op.thread_id):
-                    self._reply = Run(op.steps, self._store, self._guard).finish()
-            else:
-                self._reply = op(self._store)
-        except BaseException as e:  # raised in the plan at its yield, as from a plain call
-            self._error = e
-
-    def __aiter__(self) -> AsyncIterator[CheckpointTuple]:
-        return self
-
-    async def __anext__(self) -> CheckpointTuple:
-        while (op := self._advance()) is not None:
-            if isinstance(op, CheckpointTuple):
-                return op
-            await self._aanswer(op)
-        raise StopAsyncIteration
-
-    async def afinish(self) -> R:
-        while (op := self._advance()) is not None:
-            if not isinstance(op, CheckpointTuple):
-                await self._aanswer(op)
-        return self._result
-
-    async def _aanswer(self, op: Call | Guarded) -> None:
-        """`_answer` on the async store."""
-        try:
-            if isinstance(op, Guarded):
-                async with self._guard(op.thread_id):
-                    run = Run(op.steps, self._store, self._guard)
-                    self._reply = await run.afinish()
-            else:
-                self._reply = await op(self._store)
-        except BaseException as e:
-            self._error = e
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,46 +113,6 @@ def _keep(
     if filter:
         return codec.metadata_matches(codec.decode_metadata(serde, cp.metadata), filter)
     return True
-
-
-Method = Callable[Concatenate["SaverCore", P], R]
-
-
-def api(
-    plan: Method[P, Steps[R]],
-) -> tuple[Method[P, R], Method[P, Coroutine[Any, Any, R]]]:
-    """LangGraph's sync and async method for one operation: ``plan`` run by the saver's kind."""
-
-    @functools.wraps(plan)  # so LangGraph sees the plan's parameters (it looks for task_path)
-    def run_sync(self: SaverCore, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self._run(plan(self, *args, **kwargs))
-
-    @functools.wraps(plan)
-    async def run_async(self: SaverCore, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return await self._arun(plan(self, *args, **kwargs))
-
-    return run_sync, run_async
-
-
-def listing(
-    plan: Method[P, Steps[None]],
-) -> tuple[Method[P, Iterator[CheckpointTuple]], Method[P, AsyncIterator[CheckpointTuple]]]:
-    """`api` for a plan that hands out tuples: LangGraph's ``list`` and ``alist``."""
-
-    @functools.wraps(plan)
-    def list_sync(
-        self: SaverCore, /, *args: P.args, **kwargs: P.kwargs
-    ) -> Iterator[CheckpointTuple]:
-        return self._iterate(plan(self, *args, **kwargs))
-
-    @functools.wraps(plan)
-    async def list_async(
-        self: SaverCore, /, *args: P.args, **kwargs: P.kwargs
-    ) -> AsyncIterator[CheckpointTuple]:
-        async for item in self._aiterate(plan(self, *args, **kwargs)):
-            yield item
-
-    return list_sync, list_async
 
 
 class SaverCore(BaseCheckpointSaver[int]):

@@ -18,31 +18,10 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..checkpointer import Checkpointer
 from ..model import Claim, ClaimPolicy
-from .core import (
-    CONFIG_KEY_DURABILITY,
-    DEFAULT_RUN_ID,
-    LANGGRAPH_NEXT,
-    UNBOUND_HOLDER,
-    Held,
-    Run,
-    SaverCore,
-    Steps,
-    run_id_of,
-    store_filter,
-)
+from .core import SaverCore
+from .plan import Run, Steps
 
 R = TypeVar("R")
-
-__all__ = [
-    "CONFIG_KEY_DURABILITY",
-    "DEFAULT_RUN_ID",
-    "LANGGRAPH_NEXT",
-    "UNBOUND_HOLDER",
-    "DurableSaver",
-    "Held",
-    "run_id_of",
-    "store_filter",
-]
 
 
 class DurableSaver(SaverCore):
