@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from operator import methodcaller
-from typing import Any, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -55,6 +56,7 @@ from . import codec
 from .plan import Call, Guarded, Steps, api, listing
 
 R = TypeVar("R")
+StoreT = TypeVar("StoreT")
 
 UNBOUND_HOLDER = "langgraph-saver"
 """Holder of the per-call claims an unbound saver takes."""
@@ -115,21 +117,24 @@ def _keep(
     return True
 
 
-class SaverCore(BaseCheckpointSaver[int]):
+class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
     """What the sync and async savers share: configuration, binding and every operation's plan.
 
-    A saver provides the runners for the API it offers: `_run` and `_iterate` (sync API),
-    `_arun` and `_aiterate` (async API); the others raise NotImplementedError.
+    A saver names its kind of lock (`_lock_kind`) and provides the runners for the API it offers: `_run`
+    and `_iterate` (sync API), `_arun` and `_aiterate` (async API); the others raise
+    NotImplementedError.
     """
 
     def __init__(
         self,
+        store: StoreT,
         *,
         serde: SerializerProtocol | None = None,
         claim_policy: ClaimPolicy = ClaimPolicy(),
         bound: tuple[Claim, str] | None = None,
     ) -> None:
         super().__init__(serde=serde or codec.safe_serializer())
+        self.store = store
         self.claim_policy = claim_policy
         self.bound = bound
         self._heads: dict[str, str | None] = {}
@@ -143,6 +148,27 @@ class SaverCore(BaseCheckpointSaver[int]):
         # Guards _held and _departed only (never held across a store call), so holding a write
         # does not wait for a put in flight.
         self._held_lock = threading.Lock()
+        # The per-thread guards (a lock of the saver's kind), each kept while in use.
+        self._guards: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+        self._guards_lock = threading.Lock()  # LangGraph may look guards up from several threads
+
+    _lock_kind: Callable[[], Any]
+    """The guards' lock: `threading.Lock` for a sync store, `asyncio.Lock` for an async one."""
+
+    def _guard(self, thread_id: str) -> Any:
+        """The lock that serializes this saver's writes to one LangGraph thread."""
+        with self._guards_lock:
+            lock = self._guards.get(thread_id)
+            if lock is None:
+                lock = self._lock_kind()
+                self._guards[thread_id] = lock
+            return lock
+
+    def for_run(self, claim: Claim, run_id: str) -> Self:
+        """A saver whose writes are fenced by ``claim`` and committed under ``run_id``."""
+        return type(self)(
+            self.store, serde=self.serde, claim_policy=self.claim_policy, bound=(claim, run_id)
+        )
 
     # --- runners (per kind of store) --------------------------------------------------------
 
