@@ -190,8 +190,6 @@ def decode_writes(
     serde: SerializerProtocol, writes: Sequence[PendingWrite]
 ) -> list[tuple[str, str, Any]]:
     """LangGraph's pending writes: regular ones in store order, the newest generation of specials."""
-    if not writes:  # most checkpoints read (every get_tuple of a head) have none
-        return []
     newest: dict[tuple[str, str], tuple[int, PendingWrite]] = {}
     out: list[tuple[str, str, Any]] = []
     order: list[tuple[str, str] | PendingWrite] = []
