@@ -76,18 +76,30 @@ def config_parts(config: RunnableConfig) -> tuple[str, str, str | None]:
     return str(thread_id), str(ns), checkpoint_id
 
 
-def is_json(value: object, depth: int = 0) -> bool:
+_JSON_SCALARS = (bool, int, str, type(None))
+
+
+def is_json(value: Any, depth: int = 0) -> bool:
     """True when ``value`` round-trips exactly through `json` (tuples and bytes do not)."""
+    # Exact types only (a str or int subclass does not come back as itself). Plain loops, not
+    # all(...): every put checks its metadata and values here.
     if depth > 500:
         return False
-    if value is None or isinstance(value, (bool, int, str)):
-        return type(value) in (bool, int, str) or value is None
-    if type(value) is float:
+    kind = type(value)
+    if kind in _JSON_SCALARS:
+        return True
+    if kind is float:
         return math.isfinite(value)
-    if type(value) is list:
-        return all(is_json(v, depth + 1) for v in value)
-    if type(value) is dict:
-        return all(type(k) is str and is_json(v, depth + 1) for k, v in value.items())
+    if kind is list:
+        for item in value:  # noqa: SIM110 - see above
+            if not is_json(item, depth + 1):
+                return False
+        return True
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not is_json(item, depth + 1):
+                return False
+        return True
     return False
 
 
