@@ -1,28 +1,42 @@
-"""The API surface, declared once: the sync Protocols, and what the other spellings owe them.
+"""The API surface, declared once: the Protocols are the source, the other spellings derive.
 
 The methods of `Checkpointer` and `RunQueue` (`durable_graph.checkpointer`,
-`durable_graph.run_queue`) are the source. Their other spellings — the async Protocols
-(`durable_graph.aio.protocols`), every store, sync and async, the thread-offloading async
-wrappers (`durable_graph.aio._threaded`) and the testkit's sync adapter over an async store —
-are checked against them by `mismatches` (``tests/test_api_surface.py`` runs it over all of
-them): the same parameters, kinds, defaults and annotations, ``async`` where the Protocol is
-async.
+`durable_graph.run_queue`, plus `TraceContexts`, a queue's optional trace-context storage) are
+the one place each signature is written. The spellings that only pass a call on are *derived*
+from them, one line a method, by the factories here and their two PostgreSQL cousins:
 
-The two wrappers declare each method's signature only (a body of ``...``); `forward` and
-`forward_async` turn a declaration into a call of the wrapped store's method of the same name
-with **only the arguments the caller gave**, so the wrapped store's own defaults apply (and the
-contract suites, which call through the adapter, exercise the async stores' defaults).
+- the thread-offloading async wrappers (`durable_graph.aio._threaded`):
+  ``submit = forward_async(RunQueue.submit)``;
+- the testkit's sync adapter over an async store: ``submit = forward(AsyncRunQueue.submit)``;
+- the PostgreSQL stores, sync and async: ``commit = sql_call(Checkpointer.commit, calls.commit)``
+  (`durable_graph.postgres.store`, `durable_graph.aio.postgres`; `arguments_of` applies the
+  Protocol's defaults, since the builders take every argument positionally).
+
+A derived method presents its source's name, docstring and signature (`derived`), is typed from
+it (mypy checks the call sites and that the class satisfies the Protocol), and is a coroutine
+function where it should be. The spellings written out by hand — the async Protocols
+(`durable_graph.aio.protocols`), the embedded stores, the hand-written waits — are checked
+against the sync Protocols by `mismatches` (``tests/test_api_surface.py`` runs it over every
+store, derived methods included): the same parameters, kinds, defaults and annotations,
+``async`` where the Protocol is async.
+
+The forwarding factories pass **only the arguments the caller gave**, as given, so the wrapped
+store's own defaults apply (and the contract suites, which call through the adapter, exercise
+the async stores' defaults).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, ParamSpec, Protocol, TypeVar, cast
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+
+from .observe import TraceContext
 
 P = ParamSpec("P")
 R = TypeVar("R")
+F = TypeVar("F", bound=Callable[..., Any])
 
 # The sync spelling of a member → its async spelling (the rest keep their names).
 ASYNC_NAMES = {"__enter__": "__aenter__", "__exit__": "__aexit__"}
@@ -37,44 +51,100 @@ NOT_AWAITED = {"subscribe"}
 """Async members that stay plain methods (`subscribe` returns an async iterator)."""
 
 
+class TraceContexts(Protocol):
+    """A run queue that keeps each entry's submit trace context (SPEC §13): every store's queue
+    does; `durable_graph.tracing` keeps the contexts itself for one that does not."""
+
+    def set_trace_context(self, entry_id: int, context: TraceContext) -> bool:
+        """Remember the trace ``context`` ``entry_id`` was submitted in (the first one stays);
+        False for an unknown entry or one that has a context."""
+        ...
+
+    def trace_context(self, entry_id: int) -> TraceContext | None: ...
+
+
+def derived(wrapper: F, source: Callable[..., Any], builder: Callable[..., Any] | None = None) -> F:
+    """``wrapper`` presented as ``source``: its name, docstring, annotations and (through
+    ``__wrapped__``) signature — what `inspect`, `help` and `mismatches` see. ``builder``: the
+    PostgreSQL call builder a `sql_call` runs, kept as ``wrapper.sql_builder`` so a test can
+    check that it takes the Protocol's parameters in order."""
+    functools.update_wrapper(wrapper, source)
+    if builder is not None:
+        vars(wrapper)["sql_builder"] = builder
+    return wrapper
+
+
 class Forwarding(Protocol):
-    """A wrapper that calls the wrapped store's method ``name`` with the ``given`` arguments."""
+    """A wrapper whose ``_forward`` calls the wrapped store's method ``name`` with the caller's
+    ``args`` and ``kwargs``, as given."""
 
-    def _forward(self, name: str, given: dict[str, Any]) -> Any: ...
-
-
-def _given(signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    arguments = signature.bind(*args, **kwargs).arguments  # defaults not applied: given only
-    arguments.pop("self")
-    return arguments
+    def _forward(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any: ...
 
 
-def forward(method: Callable[P, R]) -> Callable[P, R]:
-    """A sync wrapper method with ``method``'s signature (its body is never run)."""
-    signature = inspect.signature(method)
+def forward(
+    method: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[Forwarding, P], R]:
+    """A sync method over the async ``method`` of the same name (``_forward`` runs it)."""
+    name = method.__name__
 
-    @functools.wraps(method)
-    def call(*args: P.args, **kwargs: P.kwargs) -> R:
-        wrapper = cast(Forwarding, args[0])
-        result: R = wrapper._forward(method.__name__, _given(signature, args, kwargs))
+    def call(self: Forwarding, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        result: R = self._forward(name, args, kwargs)
         return result
 
-    return call
+    return derived(call, method)
 
 
 def forward_async(
-    method: Callable[P, Coroutine[Any, Any, R]],
-) -> Callable[P, Coroutine[Any, Any, R]]:
-    """An async wrapper method with ``method``'s signature; ``_forward`` returns an awaitable."""
-    signature = inspect.signature(method)
+    method: Callable[Concatenate[Any, P], R],
+) -> Callable[Concatenate[Forwarding, P], Coroutine[Any, Any, R]]:
+    """An async method over the sync ``method`` of the same name (``_forward`` returns an
+    awaitable of its result)."""
+    name = method.__name__
 
-    @functools.wraps(method)
-    async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-        wrapper = cast(Forwarding, args[0])
-        pending: Awaitable[R] = wrapper._forward(method.__name__, _given(signature, args, kwargs))
+    async def call(self: Forwarding, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        pending: Awaitable[R] = self._forward(name, args, kwargs)
         return await pending
 
-    return call
+    return derived(call, method)
+
+
+def arguments_of(
+    method: Callable[..., Any],
+) -> Callable[[tuple[Any, ...], dict[str, Any]], Sequence[Any]]:
+    """A function of a call's ``(args, kwargs)`` giving every argument of ``method`` after
+    ``self``, in order, with ``method``'s defaults for those not given: what a PostgreSQL call
+    builder takes after ``config``. The signature is read once, here; a call that gives each
+    argument positionally (the common case on hot paths) returns ``args`` as it is.
+    """
+    params = list(inspect.signature(method).parameters.values())[1:]
+    names = [p.name for p in params]
+    positional = sum(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params)
+    every = len(params) if positional == len(params) else -1  # keyword-only: no fast path
+    defaults = [(p.name, p.default) for p in params]
+    where = f"{method.__name__}()"
+
+    def complete(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Sequence[Any]:
+        if len(args) == every and not kwargs:
+            return args
+        if len(args) > positional:
+            raise TypeError(f"{where} takes {positional} positional arguments, got {len(args)}")
+        values = list(args)
+        used = 0
+        for name, default in defaults[len(args) :]:
+            if name in kwargs:
+                values.append(kwargs[name])
+                used += 1
+            elif default is inspect.Parameter.empty:
+                raise TypeError(f"{where} missing required argument: {name!r}")
+            else:
+                values.append(default)
+        if used != len(kwargs):
+            extra = next(k for k in kwargs if k not in names[len(args) :])
+            wrong = "multiple values for" if extra in names else "an unexpected keyword"
+            raise TypeError(f"{where} got {wrong} argument {extra!r}")
+        return values
+
+    return complete
 
 
 def members(protocol: type) -> list[str]:
@@ -140,4 +210,14 @@ def _spelled(annotation: Any, asynchronous: bool) -> Any:
     return ASYNC_ANNOTATIONS.get(annotation, annotation) if asynchronous else annotation
 
 
-__all__ = ["ASYNC_NAMES", "Forwarding", "forward", "forward_async", "members", "mismatches"]
+__all__ = [
+    "ASYNC_NAMES",
+    "Forwarding",
+    "TraceContexts",
+    "arguments_of",
+    "derived",
+    "forward",
+    "forward_async",
+    "members",
+    "mismatches",
+]

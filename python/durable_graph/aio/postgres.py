@@ -2,7 +2,10 @@
 
 Every public method builds the same `Call` as the sync store (`durable_graph.postgres.calls`:
 validation, the SQL function call, the decoder; there is no second copy of any query) and runs it
-with `AsyncExecutor`: one pooled connection, autocommit, one statement, one round trip. No
+with `AsyncExecutor`: one pooled connection, autocommit, one statement, one round trip. The
+one-call methods are derived from the sync store's (``commit =
+async_sql_call(PostgresCheckpointer.commit)``: the same Protocol signature and builder, as a
+coroutine function); ``prune_all``, ``submit_many`` and the waits are written by hand. No
 threads are used for calls (opening the store migrates or verifies the schema once, with the
 sync migration code, in a worker thread).
 
@@ -29,51 +32,36 @@ import asyncio
 import contextlib
 import socket
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, Self, TypeVar
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
 from ..errors import ProcessingError, StoreError, ValidationError, error_for_sqlstate
-from ..listing import EntryState
-from ..model import (
-    ANY,
-    AttemptBegun,
-    AttemptStart,
-    Checkpoint,
-    Claim,
-    ClaimPolicy,
-    Commit,
-    EffectRecord,
-    EntryOutcome,
-    Event,
-    EventIn,
-    Lease,
-    PendingWrite,
-    PruneResult,
-    QueueEntry,
-    QueueStats,
-    RetentionPolicy,
-    Submission,
-    TenantFilter,
-    ThreadInfo,
-    Ticket,
-    WatchPolicy,
-)
-from ..observe import TraceContext
-from ..postgres import calls, operating
+from ..model import Event, PruneResult, QueueEntry, RetentionPolicy, Submission, Ticket, WatchPolicy
+from ..postgres import calls
 from ..postgres.calls import Call, Rows
 from ..postgres.config import PostgresConfig
-from ..postgres.connection import send_cancel
+from ..postgres.connection import PoolState, send_cancel
 from ..postgres.notify_async import AsyncListener
-from ..postgres.store import AWAIT_CLOSED_POLL, _pool_dsn, _prepare_schema
+from ..postgres.store import (
+    AWAIT_CLOSED_POLL,
+    PostgresCheckpointer,
+    PostgresRunQueue,
+    _pool_dsn,
+    _prepare_schema,
+    sql_parts,
+)
+from ..surface import arguments_of, derived
 from ._watch import await_entry_closed, await_events, subscribe_events
 
 T = TypeVar("T")
+P = ParamSpec("P")
+R = TypeVar("R")
 AsyncConn = psycopg.AsyncConnection[Any]
 
 DISCARD_WAIT = 1.0
@@ -105,27 +93,16 @@ async def _fetch(conn: AsyncConn, call: Call[Any]) -> Rows:
     return await cursor.fetchall() if cursor.description is not None else []
 
 
-class AsyncExecutor:
+class AsyncExecutor(PoolState[AsyncConnectionPool[Any]]):
     """Executes Calls for one async store: its pool, its config, its closed flag."""
 
     def __init__(
         self, pool: AsyncConnectionPool[Any], config: PostgresConfig, *, owns_pool: bool
     ) -> None:
-        self.pool = pool
-        self.config = config
-        self._owns_pool = owns_pool
-        self._closed = False
+        super().__init__(pool, config, owns_pool=owns_pool)
         self._discards: set[asyncio.Task[None]] = set()
         self.discarded = 0
         """Connections discarded after a cancellation, a timeout or a failure (for tests)."""
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def check_open(self) -> None:
-        if self._closed:
-            raise ProcessingError("the store is closed")
 
     async def close(self) -> None:
         if self._closed:
@@ -183,20 +160,10 @@ class AsyncExecutor:
 
     async def _getconn(self) -> AsyncConn:
         try:
-            if self._owns_pool:
-                timeout = self.config.connection_timeout.total_seconds()
-                conn: AsyncConn = await self.pool.getconn(timeout=timeout)
-            else:
-                conn = await self.pool.getconn()
-            return conn
-        except PoolTimeout as exc:
-            raise ProcessingError(f"no database connection available: {exc}") from exc
-        except psycopg.Error as exc:
-            raise ProcessingError(f"could not get a database connection: {exc}") from exc
+            conn: AsyncConn = await self.pool.getconn(self._pool_wait())
         except Exception as exc:
-            if self._closed:
-                raise ProcessingError("the store is closed") from exc
-            raise ProcessingError(f"could not get a database connection: {exc}") from exc
+            raise self._no_connection(exc) from exc
+        return conn
 
     async def _putconn(self, conn: AsyncConn, autocommit: bool) -> None:
         """Give an idle connection back to the pool, as it was lent."""
@@ -248,6 +215,25 @@ class AsyncExecutor:
             await self.pool.putconn(conn)
 
 
+class _SqlStore(Protocol):
+    _x: AsyncExecutor
+    _config: PostgresConfig
+
+
+def async_sql_call(
+    method: Callable[Concatenate[Any, P], R],
+) -> Callable[Concatenate[_SqlStore, P], Coroutine[Any, Any, R]]:
+    """The sync store's one-call ``method`` (a `sql_call`) as a coroutine function: the same
+    Protocol method and builder, run by the async executor."""
+    source, build = sql_parts(method)
+    complete = arguments_of(source)
+
+    async def call(self: _SqlStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await self._x.run(build(self._config, *complete(args, kwargs)))
+
+    return derived(call, source, build)
+
+
 class AsyncPostgresRunQueue:
     """The run queue of an `AsyncPostgresCheckpointer`, in the same schema (SPEC §5)."""
 
@@ -256,76 +242,27 @@ class AsyncPostgresRunQueue:
         self._config = executor.config
         self._changes = changes
 
-    async def submit(self, submission: Submission) -> Ticket:
-        return await self._x.run(calls.submit(self._config, submission))
+    submit = async_sql_call(PostgresRunQueue.submit)
 
     async def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]:
         call = calls.submit_many(self._config, submissions)
         return [] if call is None else await self._x.run(call)
 
-    async def lease(
-        self,
-        holder: str,
-        ttl: timedelta,
-        tenant: TenantFilter = ANY,
-        run_id: str | None = None,
-    ) -> Lease | None:
-        return await self._x.run(calls.lease(self._config, holder, ttl, tenant, run_id))
-
-    async def renew(self, lease: Lease, ttl: timedelta | None = None) -> Lease:
-        return await self._x.run(calls.renew(self._config, lease, ttl))
-
-    async def release(self, lease: Lease) -> None:
-        await self._x.run(calls.release(self._config, lease))
-
-    async def record_attempt(self, lease: Lease, run_id: str) -> AttemptStart:
-        return await self._x.run(calls.record_attempt(self._config, lease, run_id))
-
-    async def close(self, lease: Lease, outcome: EntryOutcome) -> QueueEntry:
-        return await self._x.run(calls.close(self._config, lease, outcome))
-
-    async def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry:
-        return await self._x.run(calls.cancel(self._config, entry_id, tenant))
-
-    async def defer(self, lease: Lease, delay: timedelta, error: str | None = None) -> QueueEntry:
-        return await self._x.run(operating.defer(self._config, lease, delay, error))
-
-    async def retry(self, entry_id: int, tenant: str | None = None) -> Ticket:
-        return await self._x.run(operating.retry(self._config, entry_id, tenant))
-
-    async def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None:
-        return await self._x.run(calls.entry(self._config, entry_id, tenant))
-
-    async def open_entries(
-        self,
-        tenant: TenantFilter = None,
-        thread_id: str | None = None,
-        after: int | None = None,
-        limit: int = 1000,
-    ) -> list[QueueEntry]:
-        return await self._x.run(calls.open_entries(self._config, tenant, thread_id, after, limit))
-
-    async def entries(
-        self,
-        state: EntryState | None = None,
-        tenant: TenantFilter = ANY,
-        thread_id: str | None = None,
-        after: int | None = None,
-        limit: int = 100,
-    ) -> list[QueueEntry]:
-        return await self._x.run(
-            calls.entries(self._config, state, tenant, thread_id, after, limit)
-        )
-
-    async def stats(self, tenant: TenantFilter = ANY) -> QueueStats:
-        return await self._x.run(calls.stats(self._config, tenant))
-
-    async def set_trace_context(self, entry_id: int, context: TraceContext) -> bool:
-        """Remember the trace ``context`` ``entry_id`` was submitted in (the first one stays)."""
-        return await self._x.run(calls.set_trace_context(self._config, entry_id, context))
-
-    async def trace_context(self, entry_id: int) -> TraceContext | None:
-        return await self._x.run(calls.trace_context(self._config, entry_id))
+    lease = async_sql_call(PostgresRunQueue.lease)
+    renew = async_sql_call(PostgresRunQueue.renew)
+    release = async_sql_call(PostgresRunQueue.release)
+    record_attempt = async_sql_call(PostgresRunQueue.record_attempt)
+    close = async_sql_call(PostgresRunQueue.close)
+    cancel = async_sql_call(PostgresRunQueue.cancel)
+    defer = async_sql_call(PostgresRunQueue.defer)
+    retry = async_sql_call(PostgresRunQueue.retry)
+    entry = async_sql_call(PostgresRunQueue.entry)
+    open_entries = async_sql_call(PostgresRunQueue.open_entries)
+    entries = async_sql_call(PostgresRunQueue.entries)
+    stats = async_sql_call(PostgresRunQueue.stats)
+    set_trace_context = async_sql_call(PostgresRunQueue.set_trace_context)
+    trace_context = async_sql_call(PostgresRunQueue.trace_context)
+    reclaim = async_sql_call(PostgresRunQueue.reclaim)
 
     async def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
@@ -334,9 +271,6 @@ class AsyncPostgresRunQueue:
         return await await_entry_closed(
             self.entry, entry_id, timeout, tenant, AWAIT_CLOSED_POLL, self._changes
         )
-
-    async def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
-        return await self._x.run(calls.reclaim(self._config, older_than, batch))
 
 
 class AsyncPostgresCheckpointer:
@@ -413,65 +347,33 @@ class AsyncPostgresCheckpointer:
     def run_queue(self) -> AsyncPostgresRunQueue:
         return self._run_queue
 
-    # --- claims ---------------------------------------------------------------------------
-
-    async def claim(
-        self, thread_id: str, holder: str, policy: ClaimPolicy = ClaimPolicy()
-    ) -> Claim:
-        return await self._x.run(calls.claim(self._config, thread_id, holder, policy))
-
-    async def renew_claim(self, claim: Claim) -> Claim:
-        return await self._x.run(calls.renew_claim(self._config, claim))
-
-    async def release_claim(self, claim: Claim) -> None:
-        await self._x.run(calls.release_claim(self._config, claim))
-
-    # --- the worker fast path (SPEC §11): one SQL function call each -------------------------
-
-    async def begin_attempt(
-        self,
-        holder: str,
-        ttl: timedelta,
-        *,
-        run_id: str,
-        claim_policy: ClaimPolicy = ClaimPolicy(),
-        tenant: TenantFilter = ANY,
-    ) -> AttemptBegun | None:
-        return await self._x.run(
-            calls.begin_attempt(self._config, holder, ttl, run_id, claim_policy, tenant)
-        )
-
-    async def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
-        return await self._x.run(calls.renew_attempt(self._config, lease, claim))
-
-    async def finish_attempt(self, lease: Lease, outcome: EntryOutcome, claim: Claim) -> QueueEntry:
-        return await self._x.run(calls.finish_attempt(self._config, lease, outcome, claim))
-
-    # --- writes ---------------------------------------------------------------------------
-
-    async def commit(self, claim: Claim, commit: Commit) -> Checkpoint:
-        return await self._x.run(calls.commit(self._config, claim, commit))
-
-    async def put_writes(
-        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite]
-    ) -> None:
-        await self._x.run(calls.put_writes(self._config, claim, checkpoint_id, writes))
-
-    async def append_events(
-        self, claim: Claim, events: Sequence[EventIn], run_id: str | None = None
-    ) -> list[Event]:
-        return await self._x.run(calls.append_events(self._config, claim, events, run_id))
-
-    async def record_effect(
-        self, claim: Claim, key: str, value: object, run_id: str | None = None
-    ) -> EffectRecord:
-        return await self._x.run(calls.record_effect(self._config, claim, key, value, run_id))
-
-    async def retract_turn(self, claim: Claim) -> Checkpoint | None:
-        return await self._x.run(calls.retract_turn(self._config, claim))
-
-    async def prune(self, thread_id: str, policy: RetentionPolicy) -> PruneResult:
-        return await self._x.run(calls.prune(self._config, thread_id, policy))
+    claim = async_sql_call(PostgresCheckpointer.claim)
+    renew_claim = async_sql_call(PostgresCheckpointer.renew_claim)
+    release_claim = async_sql_call(PostgresCheckpointer.release_claim)
+    begin_attempt = async_sql_call(PostgresCheckpointer.begin_attempt)
+    renew_attempt = async_sql_call(PostgresCheckpointer.renew_attempt)
+    finish_attempt = async_sql_call(PostgresCheckpointer.finish_attempt)
+    commit = async_sql_call(PostgresCheckpointer.commit)
+    put_writes = async_sql_call(PostgresCheckpointer.put_writes)
+    append_events = async_sql_call(PostgresCheckpointer.append_events)
+    record_effect = async_sql_call(PostgresCheckpointer.record_effect)
+    retract_turn = async_sql_call(PostgresCheckpointer.retract_turn)
+    prune = async_sql_call(PostgresCheckpointer.prune)
+    delete_thread = async_sql_call(PostgresCheckpointer.delete_thread)
+    put_writes_fenced = async_sql_call(PostgresCheckpointer.put_writes_fenced)
+    put_writes_and_commit = async_sql_call(PostgresCheckpointer.put_writes_and_commit)
+    delete_runs = async_sql_call(PostgresCheckpointer.delete_runs)
+    copy_thread = async_sql_call(PostgresCheckpointer.copy_thread)
+    get = async_sql_call(PostgresCheckpointer.get)
+    history = async_sql_call(PostgresCheckpointer.history)
+    latest_of_runs = async_sql_call(PostgresCheckpointer.latest_of_runs)
+    search = async_sql_call(PostgresCheckpointer.search)
+    thread = async_sql_call(PostgresCheckpointer.thread)
+    threads = async_sql_call(PostgresCheckpointer.threads)
+    children = async_sql_call(PostgresCheckpointer.children)
+    events_after = async_sql_call(PostgresCheckpointer.events_after)
+    get_effect = async_sql_call(PostgresCheckpointer.get_effect)
+    effects = async_sql_call(PostgresCheckpointer.effects)
 
     async def prune_all(self, policy: RetentionPolicy, batch: int = 1000) -> PruneResult:
         """Prune every thread, ``batch`` threads per transaction (rule 16); the totals."""
@@ -487,67 +389,6 @@ class AsyncPostgresCheckpointer:
             # A step that ran out of its row budget inside its first thread resumes there.
             if step.last_thread_id is not None:
                 after = step.last_thread_id
-
-    async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
-        return await self._x.run(calls.delete_thread(self._config, thread_id, fence))
-
-    async def put_writes_fenced(
-        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
-    ) -> None:
-        await self._x.run(
-            calls.put_writes_fenced(self._config, claim, checkpoint_id, writes, fence)
-        )
-
-    async def search(
-        self,
-        thread_id: str,
-        metadata: dict[str, object],
-        before: str | None = None,
-        limit: int = 100,
-    ) -> list[Checkpoint]:
-        return await self._x.run(calls.search(self._config, thread_id, metadata, before, limit))
-
-    async def put_writes_and_commit(
-        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
-    ) -> Checkpoint:
-        return await self._x.run(
-            calls.put_writes_and_commit(self._config, claim, checkpoint_id, writes, commit)
-        )
-
-    async def delete_runs(self, run_ids: Sequence[str]) -> int:
-        return await self._x.run(calls.delete_runs(self._config, run_ids))
-
-    async def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
-        return await self._x.run(
-            calls.copy_thread(self._config, source_thread_id, target_thread_id)
-        )
-
-    # --- reads ----------------------------------------------------------------------------
-
-    async def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
-        return await self._x.run(calls.get(self._config, thread_id, checkpoint_id))
-
-    async def history(
-        self, thread_id: str, before: str | None = None, limit: int = 100
-    ) -> list[Checkpoint]:
-        return await self._x.run(calls.history(self._config, thread_id, before, limit))
-
-    async def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> Checkpoint | None:
-        return await self._x.run(calls.latest_of_runs(self._config, thread_id, run_ids))
-
-    async def thread(self, thread_id: str) -> ThreadInfo | None:
-        return await self._x.run(calls.thread(self._config, thread_id))
-
-    async def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]:
-        return await self._x.run(calls.threads(self._config, after, limit))
-
-    async def children(
-        self, thread_id: str, after: str | None = None, limit: int = 1000
-    ) -> list[str]:
-        return await self._x.run(calls.children(self._config, thread_id, after, limit))
-
-    async def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]:
-        return await self._x.run(calls.events_after(self._config, thread_id, after_seq, limit))
 
     async def await_events_after(
         self,
@@ -568,14 +409,6 @@ class AsyncPostgresCheckpointer:
         return subscribe_events(
             self.events_after, self._x.check_open, thread_id, after_seq, watch, self._changes
         )
-
-    async def get_effect(self, thread_id: str, key: str) -> EffectRecord | None:
-        return await self._x.run(calls.get_effect(self._config, thread_id, key))
-
-    async def effects(
-        self, thread_id: str, after: str | None = None, limit: int = 100
-    ) -> list[EffectRecord]:
-        return await self._x.run(calls.effects(self._config, thread_id, after, limit))
 
     # --- lifecycle ------------------------------------------------------------------------
 

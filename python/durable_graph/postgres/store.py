@@ -5,49 +5,30 @@ call, the decoder) and runs it with the store's `Executor` (`durable_graph.postg
 pooled connection, autocommit, time bound, error mapping). The logic — locking, ordering,
 fencing, time — lives in the SQL functions (``sql/``, documented in ``sql/README.md``).
 
-Only ``prune_all`` may issue several calls: one per batch of threads, each batch its own
-transaction (SPEC §8 rule 16). ``await_events_after``, ``subscribe`` and ``await_closed`` poll,
-woken early by LISTEN/NOTIFY (`durable_graph.postgres.notify`: one listener connection per store).
+The one-call methods are derived, not written out: ``commit = sql_call(Checkpointer.commit,
+calls.commit)`` takes its signature from the Protocol (`durable_graph.surface`) and its work
+from the builder. Written by hand: ``prune_all``, which may issue several calls (one per batch
+of threads, each batch its own transaction, SPEC §8 rule 16); ``submit_many`` (an empty list
+issues none); ``await_events_after``, ``subscribe`` and ``await_closed``, which poll, woken
+early by LISTEN/NOTIFY (`durable_graph.postgres.notify`: one listener connection per store).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Concatenate, ParamSpec, Protocol, Self, TypeVar
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from ..checkpointer import Checkpointer
 from ..errors import ProcessingError, StoreError, ValidationError
-from ..listing import EntryState
-from ..model import (
-    ANY,
-    AttemptBegun,
-    AttemptStart,
-    Checkpoint,
-    Claim,
-    ClaimPolicy,
-    Commit,
-    EffectRecord,
-    EntryOutcome,
-    Event,
-    EventIn,
-    Lease,
-    PendingWrite,
-    PruneResult,
-    QueueEntry,
-    QueueStats,
-    RetentionPolicy,
-    Submission,
-    TenantFilter,
-    ThreadInfo,
-    Ticket,
-    WatchPolicy,
-)
-from ..observe import TraceContext
+from ..model import Event, PruneResult, QueueEntry, RetentionPolicy, Submission, Ticket, WatchPolicy
 from ..polling import follow, poll
+from ..run_queue import RunQueue
+from ..surface import TraceContexts, arguments_of, derived
 from ..validation import (
     check_duration,
     check_identifier,
@@ -56,14 +37,42 @@ from ..validation import (
     check_watch,
 )
 from . import calls, operating
+from .calls import Call
 from .config import PostgresConfig
 from .connection import Executor
 from .notify import Listener
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 AWAIT_CLOSED_POLL = timedelta(milliseconds=100)
 """How often `await_closed` reads the entry."""
 
 _NOT_LIBPQ = {"autocommit", "prepare_threshold", "row_factory", "cursor_factory", "context"}
+
+
+class _SqlStore(Protocol):
+    _x: Executor
+    _config: PostgresConfig
+
+
+def sql_call(
+    method: Callable[Concatenate[Any, P], R], build: Callable[..., Call[R]]
+) -> Callable[Concatenate[_SqlStore, P], R]:
+    """The Protocol's ``method`` as one SQL function call: its builder ``build`` (called with
+    the config and every argument, in order, defaults applied), run by the store's executor."""
+    complete = arguments_of(method)
+
+    def call(self: _SqlStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self._x.run(build(self._config, *complete(args, kwargs)))
+
+    return derived(call, method, build)
+
+
+def sql_parts(method: Callable[..., Any]) -> tuple[Callable[..., Any], Callable[..., Call[Any]]]:
+    """The Protocol method and the builder a `sql_call` method was derived from (the async
+    store derives its own from them: `durable_graph.aio.postgres.async_sql_call`)."""
+    return vars(method)["__wrapped__"], vars(method)["sql_builder"]
 
 
 def _check_config(config: object) -> PostgresConfig:
@@ -107,74 +116,27 @@ class PostgresRunQueue:
         self._config = executor.config
         self._changes = changes
 
-    def submit(self, submission: Submission) -> Ticket:
-        return self._x.run(calls.submit(self._config, submission))
+    submit = sql_call(RunQueue.submit, calls.submit)
 
     def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]:
         call = calls.submit_many(self._config, submissions)
         return [] if call is None else self._x.run(call)
 
-    def lease(
-        self,
-        holder: str,
-        ttl: timedelta,
-        tenant: TenantFilter = ANY,
-        run_id: str | None = None,
-    ) -> Lease | None:
-        return self._x.run(calls.lease(self._config, holder, ttl, tenant, run_id))
-
-    def renew(self, lease: Lease, ttl: timedelta | None = None) -> Lease:
-        return self._x.run(calls.renew(self._config, lease, ttl))
-
-    def release(self, lease: Lease) -> None:
-        self._x.run(calls.release(self._config, lease))
-
-    def record_attempt(self, lease: Lease, run_id: str) -> AttemptStart:
-        return self._x.run(calls.record_attempt(self._config, lease, run_id))
-
-    def close(self, lease: Lease, outcome: EntryOutcome) -> QueueEntry:
-        return self._x.run(calls.close(self._config, lease, outcome))
-
-    def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry:
-        return self._x.run(calls.cancel(self._config, entry_id, tenant))
-
-    def defer(self, lease: Lease, delay: timedelta, error: str | None = None) -> QueueEntry:
-        return self._x.run(operating.defer(self._config, lease, delay, error))
-
-    def retry(self, entry_id: int, tenant: str | None = None) -> Ticket:
-        return self._x.run(operating.retry(self._config, entry_id, tenant))
-
-    def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None:
-        return self._x.run(calls.entry(self._config, entry_id, tenant))
-
-    def open_entries(
-        self,
-        tenant: TenantFilter = None,
-        thread_id: str | None = None,
-        after: int | None = None,
-        limit: int = 1000,
-    ) -> list[QueueEntry]:
-        return self._x.run(calls.open_entries(self._config, tenant, thread_id, after, limit))
-
-    def entries(
-        self,
-        state: EntryState | None = None,
-        tenant: TenantFilter = ANY,
-        thread_id: str | None = None,
-        after: int | None = None,
-        limit: int = 100,
-    ) -> list[QueueEntry]:
-        return self._x.run(calls.entries(self._config, state, tenant, thread_id, after, limit))
-
-    def stats(self, tenant: TenantFilter = ANY) -> QueueStats:
-        return self._x.run(calls.stats(self._config, tenant))
-
-    def set_trace_context(self, entry_id: int, context: TraceContext) -> bool:
-        """Remember the trace ``context`` ``entry_id`` was submitted in (the first one stays)."""
-        return self._x.run(calls.set_trace_context(self._config, entry_id, context))
-
-    def trace_context(self, entry_id: int) -> TraceContext | None:
-        return self._x.run(calls.trace_context(self._config, entry_id))
+    lease = sql_call(RunQueue.lease, calls.lease)
+    renew = sql_call(RunQueue.renew, calls.renew)
+    release = sql_call(RunQueue.release, calls.release)
+    record_attempt = sql_call(RunQueue.record_attempt, calls.record_attempt)
+    close = sql_call(RunQueue.close, calls.close)
+    cancel = sql_call(RunQueue.cancel, calls.cancel)
+    defer = sql_call(RunQueue.defer, operating.defer)
+    retry = sql_call(RunQueue.retry, operating.retry)
+    entry = sql_call(RunQueue.entry, calls.entry)
+    open_entries = sql_call(RunQueue.open_entries, calls.open_entries)
+    entries = sql_call(RunQueue.entries, calls.entries)
+    stats = sql_call(RunQueue.stats, calls.stats)
+    set_trace_context = sql_call(TraceContexts.set_trace_context, calls.set_trace_context)
+    trace_context = sql_call(TraceContexts.trace_context, calls.trace_context)
+    reclaim = sql_call(RunQueue.reclaim, calls.reclaim)
 
     def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
@@ -193,10 +155,6 @@ class PostgresRunQueue:
             ("closed", str(entry_id)),
         )
         return found if found is not None and found.closed else None
-
-    def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
-        """Remove at most ``batch`` closed entries, oldest closed first, in one transaction."""
-        return self._x.run(calls.reclaim(self._config, older_than, batch))
 
 
 class PostgresCheckpointer:
@@ -273,61 +231,35 @@ class PostgresCheckpointer:
     def run_queue(self) -> PostgresRunQueue:
         return self._run_queue
 
-    # --- claims ---------------------------------------------------------------------------
-
-    def claim(self, thread_id: str, holder: str, policy: ClaimPolicy = ClaimPolicy()) -> Claim:
-        return self._x.run(calls.claim(self._config, thread_id, holder, policy))
-
-    def renew_claim(self, claim: Claim) -> Claim:
-        return self._x.run(calls.renew_claim(self._config, claim))
-
-    def release_claim(self, claim: Claim) -> None:
-        self._x.run(calls.release_claim(self._config, claim))
-
-    # --- the worker fast path (SPEC §11): one SQL function call each -------------------------
-
-    def begin_attempt(
-        self,
-        holder: str,
-        ttl: timedelta,
-        *,
-        run_id: str,
-        claim_policy: ClaimPolicy = ClaimPolicy(),
-        tenant: TenantFilter = ANY,
-    ) -> AttemptBegun | None:
-        return self._x.run(
-            calls.begin_attempt(self._config, holder, ttl, run_id, claim_policy, tenant)
-        )
-
-    def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
-        return self._x.run(calls.renew_attempt(self._config, lease, claim))
-
-    def finish_attempt(self, lease: Lease, outcome: EntryOutcome, claim: Claim) -> QueueEntry:
-        return self._x.run(calls.finish_attempt(self._config, lease, outcome, claim))
-
-    # --- writes ---------------------------------------------------------------------------
-
-    def commit(self, claim: Claim, commit: Commit) -> Checkpoint:
-        return self._x.run(calls.commit(self._config, claim, commit))
-
-    def put_writes(self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite]) -> None:
-        self._x.run(calls.put_writes(self._config, claim, checkpoint_id, writes))
-
-    def append_events(
-        self, claim: Claim, events: Sequence[EventIn], run_id: str | None = None
-    ) -> list[Event]:
-        return self._x.run(calls.append_events(self._config, claim, events, run_id))
-
-    def record_effect(
-        self, claim: Claim, key: str, value: object, run_id: str | None = None
-    ) -> EffectRecord:
-        return self._x.run(calls.record_effect(self._config, claim, key, value, run_id))
-
-    def retract_turn(self, claim: Claim) -> Checkpoint | None:
-        return self._x.run(calls.retract_turn(self._config, claim))
-
-    def prune(self, thread_id: str, policy: RetentionPolicy) -> PruneResult:
-        return self._x.run(calls.prune(self._config, thread_id, policy))
+    claim = sql_call(Checkpointer.claim, calls.claim)
+    renew_claim = sql_call(Checkpointer.renew_claim, calls.renew_claim)
+    release_claim = sql_call(Checkpointer.release_claim, calls.release_claim)
+    begin_attempt = sql_call(Checkpointer.begin_attempt, calls.begin_attempt)
+    renew_attempt = sql_call(Checkpointer.renew_attempt, calls.renew_attempt)
+    finish_attempt = sql_call(Checkpointer.finish_attempt, calls.finish_attempt)
+    commit = sql_call(Checkpointer.commit, calls.commit)
+    put_writes = sql_call(Checkpointer.put_writes, calls.put_writes)
+    append_events = sql_call(Checkpointer.append_events, calls.append_events)
+    record_effect = sql_call(Checkpointer.record_effect, calls.record_effect)
+    retract_turn = sql_call(Checkpointer.retract_turn, calls.retract_turn)
+    prune = sql_call(Checkpointer.prune, calls.prune)
+    delete_thread = sql_call(Checkpointer.delete_thread, calls.delete_thread)
+    put_writes_fenced = sql_call(Checkpointer.put_writes_fenced, calls.put_writes_fenced)
+    put_writes_and_commit = sql_call(
+        Checkpointer.put_writes_and_commit, calls.put_writes_and_commit
+    )
+    delete_runs = sql_call(Checkpointer.delete_runs, calls.delete_runs)
+    copy_thread = sql_call(Checkpointer.copy_thread, calls.copy_thread)
+    get = sql_call(Checkpointer.get, calls.get)
+    history = sql_call(Checkpointer.history, calls.history)
+    latest_of_runs = sql_call(Checkpointer.latest_of_runs, calls.latest_of_runs)
+    search = sql_call(Checkpointer.search, calls.search)
+    thread = sql_call(Checkpointer.thread, calls.thread)
+    threads = sql_call(Checkpointer.threads, calls.threads)
+    children = sql_call(Checkpointer.children, calls.children)
+    events_after = sql_call(Checkpointer.events_after, calls.events_after)
+    get_effect = sql_call(Checkpointer.get_effect, calls.get_effect)
+    effects = sql_call(Checkpointer.effects, calls.effects)
 
     def prune_all(self, policy: RetentionPolicy, batch: int = 1000) -> PruneResult:
         """Prune every thread, ``batch`` threads per transaction (rule 16); the totals."""
@@ -343,61 +275,6 @@ class PostgresCheckpointer:
             # A step that ran out of its row budget inside its first thread resumes there.
             if step.last_thread_id is not None:
                 after = step.last_thread_id
-
-    def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
-        return self._x.run(calls.delete_thread(self._config, thread_id, fence))
-
-    def put_writes_fenced(
-        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
-    ) -> None:
-        self._x.run(calls.put_writes_fenced(self._config, claim, checkpoint_id, writes, fence))
-
-    def search(
-        self,
-        thread_id: str,
-        metadata: dict[str, object],
-        before: str | None = None,
-        limit: int = 100,
-    ) -> list[Checkpoint]:
-        return self._x.run(calls.search(self._config, thread_id, metadata, before, limit))
-
-    def put_writes_and_commit(
-        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
-    ) -> Checkpoint:
-        return self._x.run(
-            calls.put_writes_and_commit(self._config, claim, checkpoint_id, writes, commit)
-        )
-
-    def delete_runs(self, run_ids: Sequence[str]) -> int:
-        return self._x.run(calls.delete_runs(self._config, run_ids))
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
-        return self._x.run(calls.copy_thread(self._config, source_thread_id, target_thread_id))
-
-    # --- reads ----------------------------------------------------------------------------
-
-    def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
-        return self._x.run(calls.get(self._config, thread_id, checkpoint_id))
-
-    def history(
-        self, thread_id: str, before: str | None = None, limit: int = 100
-    ) -> list[Checkpoint]:
-        return self._x.run(calls.history(self._config, thread_id, before, limit))
-
-    def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> Checkpoint | None:
-        return self._x.run(calls.latest_of_runs(self._config, thread_id, run_ids))
-
-    def thread(self, thread_id: str) -> ThreadInfo | None:
-        return self._x.run(calls.thread(self._config, thread_id))
-
-    def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]:
-        return self._x.run(calls.threads(self._config, after, limit))
-
-    def children(self, thread_id: str, after: str | None = None, limit: int = 1000) -> list[str]:
-        return self._x.run(calls.children(self._config, thread_id, after, limit))
-
-    def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]:
-        return self._x.run(calls.events_after(self._config, thread_id, after_seq, limit))
 
     def await_events_after(
         self,
@@ -436,14 +313,6 @@ class PostgresCheckpointer:
             self._changes,
             thread_id,
         )
-
-    def get_effect(self, thread_id: str, key: str) -> EffectRecord | None:
-        return self._x.run(calls.get_effect(self._config, thread_id, key))
-
-    def effects(
-        self, thread_id: str, after: str | None = None, limit: int = 100
-    ) -> list[EffectRecord]:
-        return self._x.run(calls.effects(self._config, thread_id, after, limit))
 
     # --- lifecycle ------------------------------------------------------------------------
 
