@@ -2,12 +2,12 @@
 
 Every public method builds the same `Call` as the sync store (`durable_graph.postgres.calls`:
 validation, the SQL function call, the decoder; there is no second copy of any query) and runs it
-with `AsyncExecutor`: one pooled connection, autocommit, one statement, one round trip. The
-one-call methods are derived from the sync store's (``commit =
-async_sql_call(PostgresCheckpointer.commit)``: the same Protocol signature and builder, as a
-coroutine function); ``prune_all``, ``submit_many`` and the waits are written by hand. No
-threads are used for calls (opening the store migrates or verifies the schema once, with the
-sync migration code, in a worker thread).
+with `AsyncExecutor`: one pooled connection, autocommit, one statement, one round trip. As in
+the sync store, the one-call methods are inherited from the Protocols' method sets (here the
+async ones, `durable_graph.surface.AsyncCheckpointerCalls`, `AsyncRunQueueCalls`) and run the
+builders the sync store names (`CHECKPOINTER_CALLS`, `RUN_QUEUE_CALLS`); ``prune_all``,
+``submit_many`` and the waits are written by hand. No threads are used for calls (opening the
+store migrates or verifies the schema once, with the sync migration code, in a worker thread).
 
 Time bound. The server enforces ``call_timeout`` through the session options of the pool's
 connections (``PostgresConfig.connection_kwargs``, as the sync store); the client waits at most
@@ -32,16 +32,15 @@ import asyncio
 import contextlib
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from datetime import timedelta
-from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, Protocol, Self, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from ..errors import ProcessingError, StoreError, ValidationError, error_for_sqlstate
+from ..errors import ProcessingError, StoreError, error_for_sqlstate
 from ..model import Event, PruneResult, QueueEntry, RetentionPolicy, Submission, Ticket, WatchPolicy
 from ..postgres import calls
 from ..postgres.calls import Call, Rows
@@ -50,18 +49,19 @@ from ..postgres.connection import PoolState, send_cancel
 from ..postgres.notify_async import AsyncListener
 from ..postgres.store import (
     AWAIT_CLOSED_POLL,
-    PostgresCheckpointer,
-    PostgresRunQueue,
+    CHECKPOINTER_CALLS,
+    RUN_QUEUE_CALLS,
+    PruneAll,
+    _check_create,
+    _check_open,
     _pool_dsn,
     _prepare_schema,
-    sql_parts,
+    pool_options,
 )
-from ..surface import arguments_of, derived
+from ..surface import AsyncCheckpointerCalls, AsyncRunQueueCalls
 from ._watch import await_entry_closed, await_events, subscribe_events
 
 T = TypeVar("T")
-P = ParamSpec("P")
-R = TypeVar("R")
 AsyncConn = psycopg.AsyncConnection[Any]
 
 DISCARD_WAIT = 1.0
@@ -69,12 +69,6 @@ DISCARD_WAIT = 1.0
 
 CANCEL_GRACE = 0.25
 """Seconds a discarded call's statement may take to end on its cancel request (SPEC §10.8)."""
-
-
-def _check_config(config: object) -> PostgresConfig:
-    if not isinstance(config, PostgresConfig):
-        raise ValidationError(f"config must be a PostgresConfig, got {type(config).__name__}")
-    return config
 
 
 def _shutdown_socket(conn: AsyncConn) -> None:
@@ -215,26 +209,7 @@ class AsyncExecutor(PoolState[AsyncConnectionPool[Any]]):
             await self.pool.putconn(conn)
 
 
-class _SqlStore(Protocol):
-    _x: AsyncExecutor
-    _config: PostgresConfig
-
-
-def async_sql_call(
-    method: Callable[Concatenate[Any, P], R],
-) -> Callable[Concatenate[_SqlStore, P], Coroutine[Any, Any, R]]:
-    """The sync store's one-call ``method`` (a `sql_call`) as a coroutine function: the same
-    Protocol method and builder, run by the async executor."""
-    source, build = sql_parts(method)
-    complete = arguments_of(source)
-
-    async def call(self: _SqlStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return await self._x.run(build(self._config, *complete(args, kwargs)))
-
-    return derived(call, source, build)
-
-
-class AsyncPostgresRunQueue:
+class AsyncPostgresRunQueue(AsyncRunQueueCalls):
     """The run queue of an `AsyncPostgresCheckpointer`, in the same schema (SPEC §5)."""
 
     def __init__(self, executor: AsyncExecutor, changes: AsyncListener | None = None) -> None:
@@ -242,27 +217,12 @@ class AsyncPostgresRunQueue:
         self._config = executor.config
         self._changes = changes
 
-    submit = async_sql_call(PostgresRunQueue.submit)
+    def _forward(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Awaitable[Any]:
+        return self._x.run(RUN_QUEUE_CALLS.call(self._config, name, args, kwargs))
 
     async def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]:
         call = calls.submit_many(self._config, submissions)
         return [] if call is None else await self._x.run(call)
-
-    lease = async_sql_call(PostgresRunQueue.lease)
-    renew = async_sql_call(PostgresRunQueue.renew)
-    release = async_sql_call(PostgresRunQueue.release)
-    record_attempt = async_sql_call(PostgresRunQueue.record_attempt)
-    close = async_sql_call(PostgresRunQueue.close)
-    cancel = async_sql_call(PostgresRunQueue.cancel)
-    defer = async_sql_call(PostgresRunQueue.defer)
-    retry = async_sql_call(PostgresRunQueue.retry)
-    entry = async_sql_call(PostgresRunQueue.entry)
-    open_entries = async_sql_call(PostgresRunQueue.open_entries)
-    entries = async_sql_call(PostgresRunQueue.entries)
-    stats = async_sql_call(PostgresRunQueue.stats)
-    set_trace_context = async_sql_call(PostgresRunQueue.set_trace_context)
-    trace_context = async_sql_call(PostgresRunQueue.trace_context)
-    reclaim = async_sql_call(PostgresRunQueue.reclaim)
 
     async def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
@@ -273,7 +233,7 @@ class AsyncPostgresRunQueue:
         )
 
 
-class AsyncPostgresCheckpointer:
+class AsyncPostgresCheckpointer(AsyncCheckpointerCalls):
     """The PostgreSQL Checkpointer with coroutine methods (SPEC §4, §6, §9)."""
 
     def __init__(self, executor: AsyncExecutor, conninfo: str | None = None) -> None:
@@ -283,6 +243,9 @@ class AsyncPostgresCheckpointer:
         self._config = executor.config
         self._changes = None if conninfo is None else AsyncListener(conninfo, executor.config)
         self._run_queue = AsyncPostgresRunQueue(executor, self._changes)
+
+    def _forward(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Awaitable[Any]:
+        return self._x.run(CHECKPOINTER_CALLS.call(self._config, name, args, kwargs))
 
     @property
     def changes(self) -> AsyncListener | None:
@@ -294,18 +257,10 @@ class AsyncPostgresCheckpointer:
         cls, dsn: str, config: PostgresConfig | None = None
     ) -> AsyncPostgresCheckpointer:
         """A store with its own `AsyncConnectionPool` on ``dsn``; migrates or verifies the schema."""
-        config = _check_config(PostgresConfig() if config is None else config)
-        if not isinstance(dsn, str):
-            raise ValidationError(f"dsn must be a str, got {type(dsn).__name__}")
+        config = _check_open(dsn, config)
         await asyncio.to_thread(_prepare_schema, dsn, config)
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            dsn,
-            min_size=1,
-            max_size=config.max_pool_size,
-            kwargs=config.connection_kwargs(),
-            timeout=config.connection_timeout.total_seconds(),
-            name=f"durable_graph.aio:{config.schema}",
-            open=False,
+            dsn, **pool_options(config, "durable_graph.aio"), open=False
         )
         try:
             await pool.open()
@@ -326,11 +281,7 @@ class AsyncPostgresCheckpointer:
         at most ``call_timeout``; for the server-side bound, create the pool with
         ``kwargs=config.connection_kwargs()``.
         """
-        config = _check_config(PostgresConfig() if config is None else config)
-        if not isinstance(pool, AsyncConnectionPool):
-            raise ValidationError(
-                f"pool must be a psycopg_pool.AsyncConnectionPool, got {type(pool).__name__}"
-            )
+        config = _check_create(pool, config, AsyncConnectionPool)
         conninfo = _pool_dsn(pool)  # type: ignore[arg-type]
         await asyncio.to_thread(_prepare_schema, conninfo, config)
         return cls(AsyncExecutor(pool, config, owns_pool=False), conninfo)
@@ -347,48 +298,12 @@ class AsyncPostgresCheckpointer:
     def run_queue(self) -> AsyncPostgresRunQueue:
         return self._run_queue
 
-    claim = async_sql_call(PostgresCheckpointer.claim)
-    renew_claim = async_sql_call(PostgresCheckpointer.renew_claim)
-    release_claim = async_sql_call(PostgresCheckpointer.release_claim)
-    begin_attempt = async_sql_call(PostgresCheckpointer.begin_attempt)
-    renew_attempt = async_sql_call(PostgresCheckpointer.renew_attempt)
-    finish_attempt = async_sql_call(PostgresCheckpointer.finish_attempt)
-    commit = async_sql_call(PostgresCheckpointer.commit)
-    put_writes = async_sql_call(PostgresCheckpointer.put_writes)
-    append_events = async_sql_call(PostgresCheckpointer.append_events)
-    record_effect = async_sql_call(PostgresCheckpointer.record_effect)
-    retract_turn = async_sql_call(PostgresCheckpointer.retract_turn)
-    prune = async_sql_call(PostgresCheckpointer.prune)
-    delete_thread = async_sql_call(PostgresCheckpointer.delete_thread)
-    put_writes_fenced = async_sql_call(PostgresCheckpointer.put_writes_fenced)
-    put_writes_and_commit = async_sql_call(PostgresCheckpointer.put_writes_and_commit)
-    delete_runs = async_sql_call(PostgresCheckpointer.delete_runs)
-    copy_thread = async_sql_call(PostgresCheckpointer.copy_thread)
-    get = async_sql_call(PostgresCheckpointer.get)
-    history = async_sql_call(PostgresCheckpointer.history)
-    latest_of_runs = async_sql_call(PostgresCheckpointer.latest_of_runs)
-    search = async_sql_call(PostgresCheckpointer.search)
-    thread = async_sql_call(PostgresCheckpointer.thread)
-    threads = async_sql_call(PostgresCheckpointer.threads)
-    children = async_sql_call(PostgresCheckpointer.children)
-    events_after = async_sql_call(PostgresCheckpointer.events_after)
-    get_effect = async_sql_call(PostgresCheckpointer.get_effect)
-    effects = async_sql_call(PostgresCheckpointer.effects)
-
     async def prune_all(self, policy: RetentionPolicy, batch: int = 1000) -> PruneResult:
         """Prune every thread, ``batch`` threads per transaction (rule 16); the totals."""
-        _, size = calls.check_prune_all(policy, batch)
-        checkpoints = events = 0
-        after: str | None = None
-        while True:
-            step = await self._x.run(calls.prune_batch(self._config, policy, size, after))
-            checkpoints += step.result.checkpoints_removed
-            events += step.result.events_removed
-            if step.threads_seen < size:
-                return PruneResult(checkpoints, events)
-            # A step that ran out of its row budget inside its first thread resumes there.
-            if step.last_thread_id is not None:
-                after = step.last_thread_id
+        batches = PruneAll(self._config, policy, batch)
+        while (call := batches.next_call()) is not None:
+            batches.record(await self._x.run(call))
+        return batches.result
 
     async def await_events_after(
         self,
@@ -417,17 +332,6 @@ class AsyncPostgresCheckpointer:
         if self._changes is not None:
             await self._changes.close()
         await self._x.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
 
 __all__ = ["AsyncExecutor", "AsyncPostgresCheckpointer", "AsyncPostgresRunQueue"]

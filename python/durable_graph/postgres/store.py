@@ -5,11 +5,12 @@ call, the decoder) and runs it with the store's `Executor` (`durable_graph.postg
 pooled connection, autocommit, time bound, error mapping). The logic — locking, ordering,
 fencing, time — lives in the SQL functions (``sql/``, documented in ``sql/README.md``).
 
-The one-call methods are derived, not written out: ``commit = sql_call(Checkpointer.commit,
-calls.commit)`` takes its signature from the Protocol (`durable_graph.surface`) and its work
-from the builder. Written by hand: ``prune_all``, which may issue several calls (one per batch
-of threads, each batch its own transaction, SPEC §8 rule 16); ``submit_many`` (an empty list
-issues none); ``await_events_after``, ``subscribe`` and ``await_closed``, which poll, woken
+The one-call methods are not written out: the classes inherit them from the Protocols' method
+sets (`durable_graph.surface.CheckpointerCalls`, `RunQueueCalls`: the signatures), and each call
+runs its builder, named in `CHECKPOINTER_CALLS` or `RUN_QUEUE_CALLS` (`SqlCalls`; the async store
+uses the same tables). Written by hand: ``prune_all``, which may issue several calls (one per
+batch of threads, each batch its own transaction, SPEC §8 rule 16); ``submit_many`` (an empty
+list issues none); ``await_events_after``, ``subscribe`` and ``await_closed``, which poll, woken
 early by LISTEN/NOTIFY (`durable_graph.postgres.notify`: one listener connection per store).
 """
 
@@ -17,8 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
-from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, Protocol, Self, TypeVar
+from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -28,7 +28,7 @@ from ..errors import ProcessingError, StoreError, ValidationError
 from ..model import Event, PruneResult, QueueEntry, RetentionPolicy, Submission, Ticket, WatchPolicy
 from ..polling import follow, poll
 from ..run_queue import RunQueue
-from ..surface import TraceContexts, arguments_of, derived
+from ..surface import CheckpointerCalls, RunQueueCalls, TraceContexts, arguments_of
 from ..validation import (
     check_duration,
     check_identifier,
@@ -42,43 +42,151 @@ from .config import PostgresConfig
 from .connection import Executor
 from .notify import Listener
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
 AWAIT_CLOSED_POLL = timedelta(milliseconds=100)
 """How often `await_closed` reads the entry."""
 
 _NOT_LIBPQ = {"autocommit", "prepare_threshold", "row_factory", "cursor_factory", "context"}
 
 
-class _SqlStore(Protocol):
-    _x: Executor
-    _config: PostgresConfig
+class SqlCalls:
+    """The Protocol methods that are one SQL function call each, by name, with their builders
+    (`durable_graph.postgres.calls`), for the sync and the async store alike.
+
+    A builder takes the config, then every argument of its method positionally, without
+    defaults: `call` applies the Protocol method's own (`durable_graph.surface.arguments_of`).
+    """
+
+    def __init__(self, protocols: Sequence[type], **builders: Callable[..., Call[Any]]) -> None:
+        self.builders = builders
+        self.methods = {n: next(vars(p)[n] for p in protocols if n in vars(p)) for n in builders}
+        # Prepared once: a call costs one dict read and the argument completion (issue 14).
+        self._prepared = {n: (b, arguments_of(self.methods[n])) for n, b in builders.items()}
+
+    def call(
+        self, config: PostgresConfig, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Call[Any]:
+        """The `Call` of method ``name`` for the caller's ``args`` and ``kwargs``."""
+        build, complete = self._prepared[name]
+        return build(config, *complete(args, kwargs))
 
 
-def sql_call(
-    method: Callable[Concatenate[Any, P], R], build: Callable[..., Call[R]]
-) -> Callable[Concatenate[_SqlStore, P], R]:
-    """The Protocol's ``method`` as one SQL function call: its builder ``build`` (called with
-    the config and every argument, in order, defaults applied), run by the store's executor."""
-    complete = arguments_of(method)
-
-    def call(self: _SqlStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self._x.run(build(self._config, *complete(args, kwargs)))
-
-    return derived(call, method, build)
-
-
-def sql_parts(method: Callable[..., Any]) -> tuple[Callable[..., Any], Callable[..., Call[Any]]]:
-    """The Protocol method and the builder a `sql_call` method was derived from (the async
-    store derives its own from them: `durable_graph.aio.postgres.async_sql_call`)."""
-    return vars(method)["__wrapped__"], vars(method)["sql_builder"]
+RUN_QUEUE_CALLS = SqlCalls(
+    [RunQueue, TraceContexts],
+    submit=calls.submit,
+    lease=calls.lease,
+    renew=calls.renew,
+    release=calls.release,
+    record_attempt=calls.record_attempt,
+    close=calls.close,
+    cancel=calls.cancel,
+    defer=operating.defer,
+    retry=operating.retry,
+    entry=calls.entry,
+    open_entries=calls.open_entries,
+    entries=calls.entries,
+    stats=calls.stats,
+    reclaim=calls.reclaim,
+    set_trace_context=calls.set_trace_context,
+    trace_context=calls.trace_context,
+)
+CHECKPOINTER_CALLS = SqlCalls(
+    [Checkpointer],
+    claim=calls.claim,
+    renew_claim=calls.renew_claim,
+    release_claim=calls.release_claim,
+    begin_attempt=calls.begin_attempt,
+    renew_attempt=calls.renew_attempt,
+    finish_attempt=calls.finish_attempt,
+    commit=calls.commit,
+    put_writes=calls.put_writes,
+    append_events=calls.append_events,
+    record_effect=calls.record_effect,
+    retract_turn=calls.retract_turn,
+    prune=calls.prune,
+    delete_thread=calls.delete_thread,
+    put_writes_fenced=calls.put_writes_fenced,
+    put_writes_and_commit=calls.put_writes_and_commit,
+    delete_runs=calls.delete_runs,
+    copy_thread=calls.copy_thread,
+    get=calls.get,
+    history=calls.history,
+    latest_of_runs=calls.latest_of_runs,
+    search=calls.search,
+    thread=calls.thread,
+    threads=calls.threads,
+    children=calls.children,
+    events_after=calls.events_after,
+    get_effect=calls.get_effect,
+    effects=calls.effects,
+)
 
 
 def _check_config(config: object) -> PostgresConfig:
+    """``config`` checked; the default config for None."""
+    if config is None:
+        return PostgresConfig()
     if not isinstance(config, PostgresConfig):
         raise ValidationError(f"config must be a PostgresConfig, got {type(config).__name__}")
     return config
+
+
+def _check_open(dsn: object, config: object) -> PostgresConfig:
+    """`open`'s arguments (sync and async store), checked in that order: the config to use."""
+    checked = _check_config(config)
+    if not isinstance(dsn, str):
+        raise ValidationError(f"dsn must be a str, got {type(dsn).__name__}")
+    return checked
+
+
+def _check_create(pool: object, config: object, pool_class: type) -> PostgresConfig:
+    """`create`'s arguments (``pool_class``: the sync or the async pool), config first."""
+    checked = _check_config(config)
+    if not isinstance(pool, pool_class):
+        raise ValidationError(
+            f"pool must be a psycopg_pool.{pool_class.__name__}, got {type(pool).__name__}"
+        )
+    return checked
+
+
+def pool_options(config: PostgresConfig, name: str) -> dict[str, Any]:
+    """The settings of a pool the store opens itself (sync or async), named ``name:schema``."""
+    return {
+        "min_size": 1,
+        "max_size": config.max_pool_size,
+        "kwargs": config.connection_kwargs(),
+        "timeout": config.connection_timeout.total_seconds(),
+        "name": f"{name}:{config.schema}",
+    }
+
+
+class PruneAll:
+    """`prune_all`'s batches, without I/O (the sync and the async store run them): each
+    `next_call` is one batch, its own transaction (rule 16), until it returns None; `record`
+    takes the batch's outcome; `result` is the running total."""
+
+    def __init__(self, config: PostgresConfig, policy: object, batch: object) -> None:
+        _, self._size = calls.check_prune_all(policy, batch)
+        self._config = config
+        self._policy = policy
+        self._after: str | None = None
+        self._done = False
+        self.result = PruneResult(0, 0)
+
+    def next_call(self) -> Call[calls.PruneBatch] | None:
+        if self._done:
+            return None
+        return calls.prune_batch(self._config, self._policy, self._size, self._after)
+
+    def record(self, step: calls.PruneBatch) -> None:
+        self.result = PruneResult(
+            self.result.checkpoints_removed + step.result.checkpoints_removed,
+            self.result.events_removed + step.result.events_removed,
+        )
+        if step.threads_seen < self._size:
+            self._done = True
+        elif step.last_thread_id is not None:
+            # A step that ran out of its row budget inside its first thread resumes there.
+            self._after = step.last_thread_id
 
 
 def _prepare_schema(dsn: str, config: PostgresConfig) -> None:
@@ -108,7 +216,7 @@ def _pool_dsn(pool: ConnectionPool[Any]) -> str:
     return psycopg.conninfo.make_conninfo(conninfo, **extra)
 
 
-class PostgresRunQueue:
+class PostgresRunQueue(RunQueueCalls):
     """The run queue of a `PostgresCheckpointer`, in the same schema (SPEC §5)."""
 
     def __init__(self, executor: Executor, changes: Listener | None = None) -> None:
@@ -116,27 +224,12 @@ class PostgresRunQueue:
         self._config = executor.config
         self._changes = changes
 
-    submit = sql_call(RunQueue.submit, calls.submit)
+    def _forward(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return self._x.run(RUN_QUEUE_CALLS.call(self._config, name, args, kwargs))
 
     def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]:
         call = calls.submit_many(self._config, submissions)
         return [] if call is None else self._x.run(call)
-
-    lease = sql_call(RunQueue.lease, calls.lease)
-    renew = sql_call(RunQueue.renew, calls.renew)
-    release = sql_call(RunQueue.release, calls.release)
-    record_attempt = sql_call(RunQueue.record_attempt, calls.record_attempt)
-    close = sql_call(RunQueue.close, calls.close)
-    cancel = sql_call(RunQueue.cancel, calls.cancel)
-    defer = sql_call(RunQueue.defer, operating.defer)
-    retry = sql_call(RunQueue.retry, operating.retry)
-    entry = sql_call(RunQueue.entry, calls.entry)
-    open_entries = sql_call(RunQueue.open_entries, calls.open_entries)
-    entries = sql_call(RunQueue.entries, calls.entries)
-    stats = sql_call(RunQueue.stats, calls.stats)
-    set_trace_context = sql_call(TraceContexts.set_trace_context, calls.set_trace_context)
-    trace_context = sql_call(TraceContexts.trace_context, calls.trace_context)
-    reclaim = sql_call(RunQueue.reclaim, calls.reclaim)
 
     def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
@@ -157,7 +250,7 @@ class PostgresRunQueue:
         return found if found is not None and found.closed else None
 
 
-class PostgresCheckpointer:
+class PostgresCheckpointer(CheckpointerCalls):
     """The PostgreSQL Checkpointer: one SQL function call per method (SPEC §4, §6)."""
 
     def __init__(self, executor: Executor, conninfo: str | None = None) -> None:
@@ -168,6 +261,9 @@ class PostgresCheckpointer:
         self._changes = None if conninfo is None else Listener(conninfo, executor.config)
         self._run_queue = PostgresRunQueue(executor, self._changes)
 
+    def _forward(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return self._x.run(CHECKPOINTER_CALLS.call(self._config, name, args, kwargs))
+
     @property
     def changes(self) -> Listener | None:
         """The store's LISTEN/NOTIFY listener (SPEC §11), for waiters and idle workers."""
@@ -176,19 +272,11 @@ class PostgresCheckpointer:
     @classmethod
     def open(cls, dsn: str, config: PostgresConfig | None = None) -> PostgresCheckpointer:
         """A store with its own pool on ``dsn``; migrates the schema, or verifies it."""
-        config = _check_config(PostgresConfig() if config is None else config)
-        if not isinstance(dsn, str):
-            raise ValidationError(f"dsn must be a str, got {type(dsn).__name__}")
+        config = _check_open(dsn, config)
         _prepare_schema(dsn, config)
         try:
             pool: ConnectionPool[Any] = ConnectionPool(
-                dsn,
-                min_size=1,
-                max_size=config.max_pool_size,
-                kwargs=config.connection_kwargs(),
-                timeout=config.connection_timeout.total_seconds(),
-                name=f"durable_graph:{config.schema}",
-                open=True,
+                dsn, **pool_options(config, "durable_graph"), open=True
             )
         except Exception as exc:
             raise ProcessingError(f"could not open a connection pool: {exc}") from exc
@@ -204,11 +292,7 @@ class PostgresCheckpointer:
         ``call_timeout`` on the client; for the server-side bound, create the pool with
         ``kwargs=config.connection_kwargs()``.
         """
-        config = _check_config(PostgresConfig() if config is None else config)
-        if not isinstance(pool, ConnectionPool):
-            raise ValidationError(
-                f"pool must be a psycopg_pool.ConnectionPool, got {type(pool).__name__}"
-            )
+        config = _check_create(pool, config, ConnectionPool)
         if config.auto_migrate:
             _prepare_schema(_pool_dsn(pool), config)
         else:
@@ -231,50 +315,12 @@ class PostgresCheckpointer:
     def run_queue(self) -> PostgresRunQueue:
         return self._run_queue
 
-    claim = sql_call(Checkpointer.claim, calls.claim)
-    renew_claim = sql_call(Checkpointer.renew_claim, calls.renew_claim)
-    release_claim = sql_call(Checkpointer.release_claim, calls.release_claim)
-    begin_attempt = sql_call(Checkpointer.begin_attempt, calls.begin_attempt)
-    renew_attempt = sql_call(Checkpointer.renew_attempt, calls.renew_attempt)
-    finish_attempt = sql_call(Checkpointer.finish_attempt, calls.finish_attempt)
-    commit = sql_call(Checkpointer.commit, calls.commit)
-    put_writes = sql_call(Checkpointer.put_writes, calls.put_writes)
-    append_events = sql_call(Checkpointer.append_events, calls.append_events)
-    record_effect = sql_call(Checkpointer.record_effect, calls.record_effect)
-    retract_turn = sql_call(Checkpointer.retract_turn, calls.retract_turn)
-    prune = sql_call(Checkpointer.prune, calls.prune)
-    delete_thread = sql_call(Checkpointer.delete_thread, calls.delete_thread)
-    put_writes_fenced = sql_call(Checkpointer.put_writes_fenced, calls.put_writes_fenced)
-    put_writes_and_commit = sql_call(
-        Checkpointer.put_writes_and_commit, calls.put_writes_and_commit
-    )
-    delete_runs = sql_call(Checkpointer.delete_runs, calls.delete_runs)
-    copy_thread = sql_call(Checkpointer.copy_thread, calls.copy_thread)
-    get = sql_call(Checkpointer.get, calls.get)
-    history = sql_call(Checkpointer.history, calls.history)
-    latest_of_runs = sql_call(Checkpointer.latest_of_runs, calls.latest_of_runs)
-    search = sql_call(Checkpointer.search, calls.search)
-    thread = sql_call(Checkpointer.thread, calls.thread)
-    threads = sql_call(Checkpointer.threads, calls.threads)
-    children = sql_call(Checkpointer.children, calls.children)
-    events_after = sql_call(Checkpointer.events_after, calls.events_after)
-    get_effect = sql_call(Checkpointer.get_effect, calls.get_effect)
-    effects = sql_call(Checkpointer.effects, calls.effects)
-
     def prune_all(self, policy: RetentionPolicy, batch: int = 1000) -> PruneResult:
         """Prune every thread, ``batch`` threads per transaction (rule 16); the totals."""
-        _, size = calls.check_prune_all(policy, batch)
-        checkpoints = events = 0
-        after: str | None = None
-        while True:
-            step = self._x.run(calls.prune_batch(self._config, policy, size, after))
-            checkpoints += step.result.checkpoints_removed
-            events += step.result.events_removed
-            if step.threads_seen < size:
-                return PruneResult(checkpoints, events)
-            # A step that ran out of its row budget inside its first thread resumes there.
-            if step.last_thread_id is not None:
-                after = step.last_thread_id
+        batches = PruneAll(self._config, policy, batch)
+        while (call := batches.next_call()) is not None:
+            batches.record(self._x.run(call))
+        return batches.result
 
     def await_events_after(
         self,
@@ -322,16 +368,12 @@ class PostgresCheckpointer:
             self._changes.close()
         self._x.close()
 
-    def __enter__(self) -> Self:
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-__all__ = ["PostgresCheckpointer", "PostgresRunQueue"]
+__all__ = [
+    "CHECKPOINTER_CALLS",
+    "RUN_QUEUE_CALLS",
+    "PostgresCheckpointer",
+    "PostgresRunQueue",
+    "PruneAll",
+    "SqlCalls",
+]

@@ -3,11 +3,11 @@
 `SyncAdapter.open(factory)` starts one event loop in a background thread, builds the async store
 on it (``factory`` is a coroutine function: an `AsyncConnectionPool` must be opened on the loop
 that uses it) and returns a `Checkpointer` whose every method runs the async method on that loop
-(`asyncio.run_coroutine_threadsafe`) and waits for its result. The methods are derived from the
-async Protocols (`durable_graph.surface.forward`: no signature is written again here) and pass
-only the arguments the caller gave, so the contract suites exercise the async stores' own
-default values. Many threads may call it at once: their calls run as concurrent tasks on the one
-loop.
+(`asyncio.run_coroutine_threadsafe`) and waits for its result. The methods are
+`durable_graph.surface`'s sync method sets (each derived from the sync Protocol's method: no
+signature is written again here) and pass only the arguments the caller gave, so the contract
+suites exercise the async stores' own default values. Many threads may call it at once: their
+calls run as concurrent tasks on the one loop.
 
 `close()` closes the async store and keeps the loop running, so calls after it raise the store's
 own `ProcessingError`; `shutdown()` closes the store and stops the loop (tests call it at
@@ -20,12 +20,11 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
-from types import TracebackType
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..aio.protocols import AsyncCheckpointer, AsyncRunQueue
 from ..model import Event, WatchPolicy
-from ..surface import forward
+from ..surface import CheckpointerCalls, RunQueueCalls
 
 T = TypeVar("T")
 S = TypeVar("S", bound=AsyncCheckpointer)
@@ -59,51 +58,39 @@ class LoopThread:
         self.loop.close()
 
 
-class _OnLoop:
-    """Forwards a derived method to the async target's method of the same name, on the loop."""
+def _on_loop(
+    run: Callable[[Coroutine[Any, Any, T]], T],
+    target: object,
+    name: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> T:
+    """The async target's method ``name`` called with the caller's arguments, on the loop."""
+    return run(getattr(target, name)(*args, **kwargs))
 
-    target: Any
-    _run: Callable[[Coroutine[Any, Any, Any]], Any]
 
-    def _forward(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        return self._run(getattr(self.target, name)(*args, **kwargs))
-
-
-class SyncRunQueueAdapter(_OnLoop):
+class SyncRunQueueAdapter(RunQueueCalls):
     """A sync `RunQueue` over an `AsyncRunQueue`."""
 
     def __init__(self, target: AsyncRunQueue, runner: LoopThread) -> None:
         self.target = target
         self._run = runner.run
 
-    submit = forward(AsyncRunQueue.submit)
-    submit_many = forward(AsyncRunQueue.submit_many)
-    lease = forward(AsyncRunQueue.lease)
-    renew = forward(AsyncRunQueue.renew)
-    release = forward(AsyncRunQueue.release)
-    record_attempt = forward(AsyncRunQueue.record_attempt)
-    close = forward(AsyncRunQueue.close)
-    cancel = forward(AsyncRunQueue.cancel)
-    defer = forward(AsyncRunQueue.defer)
-    retry = forward(AsyncRunQueue.retry)
-    entry = forward(AsyncRunQueue.entry)
-    open_entries = forward(AsyncRunQueue.open_entries)
-    entries = forward(AsyncRunQueue.entries)
-    stats = forward(AsyncRunQueue.stats)
-    await_closed = forward(AsyncRunQueue.await_closed)
-    reclaim = forward(AsyncRunQueue.reclaim)
+    def _forward(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return _on_loop(self._run, self.target, name, args, kwargs)
 
 
-class SyncAdapter(_OnLoop, Generic[S]):
+class SyncAdapter(CheckpointerCalls, Generic[S]):
     """A sync `Checkpointer` over the async store ``target``, run on ``runner``'s loop."""
-
-    target: S
 
     def __init__(self, target: S, runner: LoopThread) -> None:
         self.target = target
         self._runner = runner
         self._run = runner.run
         self._run_queue = SyncRunQueueAdapter(target.run_queue, runner)
+
+    def _forward(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return _on_loop(self._run, self.target, name, args, kwargs)
 
     @classmethod
     def open(cls, factory: Callable[[], Awaitable[S]]) -> SyncAdapter[S]:
@@ -127,36 +114,6 @@ class SyncAdapter(_OnLoop, Generic[S]):
     @property
     def run_queue(self) -> SyncRunQueueAdapter:
         return self._run_queue
-
-    claim = forward(AsyncCheckpointer.claim)
-    renew_claim = forward(AsyncCheckpointer.renew_claim)
-    release_claim = forward(AsyncCheckpointer.release_claim)
-    begin_attempt = forward(AsyncCheckpointer.begin_attempt)
-    renew_attempt = forward(AsyncCheckpointer.renew_attempt)
-    finish_attempt = forward(AsyncCheckpointer.finish_attempt)
-    commit = forward(AsyncCheckpointer.commit)
-    put_writes = forward(AsyncCheckpointer.put_writes)
-    append_events = forward(AsyncCheckpointer.append_events)
-    record_effect = forward(AsyncCheckpointer.record_effect)
-    retract_turn = forward(AsyncCheckpointer.retract_turn)
-    prune = forward(AsyncCheckpointer.prune)
-    prune_all = forward(AsyncCheckpointer.prune_all)
-    delete_thread = forward(AsyncCheckpointer.delete_thread)
-    put_writes_fenced = forward(AsyncCheckpointer.put_writes_fenced)
-    put_writes_and_commit = forward(AsyncCheckpointer.put_writes_and_commit)
-    delete_runs = forward(AsyncCheckpointer.delete_runs)
-    copy_thread = forward(AsyncCheckpointer.copy_thread)
-    get = forward(AsyncCheckpointer.get)
-    history = forward(AsyncCheckpointer.history)
-    latest_of_runs = forward(AsyncCheckpointer.latest_of_runs)
-    search = forward(AsyncCheckpointer.search)
-    thread = forward(AsyncCheckpointer.thread)
-    threads = forward(AsyncCheckpointer.threads)
-    children = forward(AsyncCheckpointer.children)
-    events_after = forward(AsyncCheckpointer.events_after)
-    await_events_after = forward(AsyncCheckpointer.await_events_after)
-    get_effect = forward(AsyncCheckpointer.get_effect)
-    effects = forward(AsyncCheckpointer.effects)
 
     def subscribe(
         self, thread_id: str, after_seq: int = 0, watch: WatchPolicy = WatchPolicy()
@@ -197,17 +154,6 @@ class SyncAdapter(_OnLoop, Generic[S]):
             self.close()
         finally:
             self._runner.stop()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 __all__ = ["LoopThread", "SyncAdapter", "SyncRunQueueAdapter"]
