@@ -3,8 +3,9 @@
 The sync `Checkpointer` and `RunQueue` Protocols are the source (`durable_graph.surface`). Each
 implementation — memory, SQLite, PostgreSQL, their three async stores — the async Protocols, and
 the testkit adapter must have each member (``members``: the methods, ``run_queue`` and the context
-manager) with the same parameters, kinds, defaults and
-annotations (``async`` where the Protocol is async). The fixed ThreadBusy messages and the
+manager) with the same parameters, kinds, defaults and annotations (``async`` where the Protocol
+is async), whether written out or derived from the Protocol. The PostgreSQL builders behind the
+derived methods take the Protocol's parameters in order. The fixed ThreadBusy messages and the
 SQLSTATE map are checked against the SQL functions that raise them.
 """
 
@@ -21,15 +22,29 @@ import pytest
 import durable_graph
 from durable_graph import ClaimPolicy, Commit, errors
 from durable_graph.aio import AsyncInMemoryCheckpointer, AsyncSqliteCheckpointer
-from durable_graph.aio.postgres import AsyncPostgresCheckpointer
+from durable_graph.aio.postgres import AsyncPostgresCheckpointer, AsyncPostgresRunQueue
 from durable_graph.aio.protocols import AsyncCheckpointer, AsyncRunQueue
 from durable_graph.checkpointer import Checkpointer
 from durable_graph.memory import InMemoryCheckpointer
 from durable_graph.model import Checkpoint
 from durable_graph.postgres import PostgresCheckpointer
+from durable_graph.postgres.store import (
+    CHECKPOINTER_CALLS,
+    RUN_QUEUE_CALLS,
+    PostgresRunQueue,
+    SqlCalls,
+)
 from durable_graph.run_queue import RunQueue
 from durable_graph.sqlite import SqliteCheckpointer
-from durable_graph.surface import mismatches
+from durable_graph.surface import (
+    AsyncCheckpointerCalls,
+    AsyncRunQueueCalls,
+    CheckpointerCalls,
+    RunQueueCalls,
+    TraceContexts,
+    arguments_of,
+    mismatches,
+)
 from durable_graph.testkit.async_adapter import SyncAdapter
 
 SQL_DIR = Path(durable_graph.__file__).parent / "_sql"
@@ -66,6 +81,74 @@ def test_async_store_signatures_match_the_sync_protocols(store: type) -> None:
     assert mismatches(Checkpointer, store, asynchronous=True) == []
     queue = AsyncRunQueue if store is AsyncCheckpointer else _queue_class(store)
     assert mismatches(RunQueue, queue, asynchronous=True) == []
+
+
+@pytest.mark.parametrize("store", [*SYNC_STORES[:-1], *ASYNC_STORES[1:]], ids=lambda c: c.__name__)
+def test_every_store_queue_keeps_trace_contexts_with_one_signature(store: type) -> None:
+    asynchronous = store in ASYNC_STORES
+    assert mismatches(TraceContexts, _queue_class(store), asynchronous=asynchronous) == []
+
+
+SQL_STORES = [
+    (PostgresCheckpointer, CheckpointerCalls, CHECKPOINTER_CALLS),
+    (PostgresRunQueue, RunQueueCalls, RUN_QUEUE_CALLS),
+    (AsyncPostgresCheckpointer, AsyncCheckpointerCalls, CHECKPOINTER_CALLS),
+    (AsyncPostgresRunQueue, AsyncRunQueueCalls, RUN_QUEUE_CALLS),
+]
+
+
+@pytest.mark.parametrize(
+    ("store", "method_set", "table"), SQL_STORES, ids=[s[0].__name__ for s in SQL_STORES]
+)
+def test_a_postgres_method_not_written_out_is_one_sql_call(
+    store: type, method_set: type, table: SqlCalls
+) -> None:
+    forwarded = {n: m for n, m in vars(method_set).items() if hasattr(m, "__wrapped__")}
+    inherited = {n for n, m in forwarded.items() if inspect.getattr_static(store, n) is m}
+    assert inherited == set(table.builders)
+
+
+@pytest.mark.parametrize(
+    "table", [CHECKPOINTER_CALLS, RUN_QUEUE_CALLS], ids=["checkpointer", "run_queue"]
+)
+def test_every_sql_builder_takes_the_protocols_parameters_in_order(table: SqlCalls) -> None:
+    for name, build in table.builders.items():
+        builder = inspect.signature(build).parameters.values()
+        params = list(inspect.signature(table.methods[name]).parameters)[1:]
+        assert [p.name for p in builder] == ["config", *params], name
+        assert all(p.kind is p.POSITIONAL_OR_KEYWORD for p in builder), name
+        assert all(p.default is p.empty for p in builder), name
+
+
+def test_sql_call_arguments_are_completed_with_the_protocols_defaults() -> None:
+    history = arguments_of(Checkpointer.history)
+    assert history(("t", None, 100), {}) == ("t", None, 100)
+    assert list(history(("t",), {})) == ["t", None, 100]
+    assert list(history(("t",), {"limit": 5})) == ["t", None, 5]
+    assert list(history((), {"thread_id": "t", "before": "c"})) == ["t", "c", 100]
+    begin = arguments_of(Checkpointer.begin_attempt)
+    assert list(begin(("h", 1), {"run_id": "r"})) == ["h", 1, "r", ClaimPolicy(), durable_graph.ANY]
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error"),
+    [
+        ((), {}, "history() missing required argument: 'thread_id'"),
+        (("t", None, 100, 1), {}, "history() takes 3 positional arguments, got 4"),
+        (("t",), {"thread_id": "u"}, "history() got multiple values for argument 'thread_id'"),
+        (("t",), {"size": 5}, "history() got an unexpected keyword argument 'size'"),
+    ],
+)
+def test_sql_call_arguments_refuse_a_call_python_would_refuse(
+    args: tuple[object, ...], kwargs: dict[str, object], error: str
+) -> None:
+    with pytest.raises(TypeError, match=re.escape(error)):
+        arguments_of(Checkpointer.history)(args, kwargs)
+
+
+def test_sql_call_keyword_only_arguments_stay_keyword_only() -> None:
+    with pytest.raises(TypeError, match="takes 2 positional arguments, got 3"):
+        arguments_of(Checkpointer.begin_attempt)(("h", 1, "r"), {})
 
 
 def test_a_changed_default_is_reported() -> None:

@@ -2,9 +2,12 @@
 
 Every public method builds the same `Call` as the sync store (`durable_graph.postgres.calls`:
 validation, the SQL function call, the decoder; there is no second copy of any query) and runs it
-with `AsyncExecutor`: one pooled connection, autocommit, one statement, one round trip. No
-threads are used for calls (opening the store migrates or verifies the schema once, with the
-sync migration code, in a worker thread).
+with `AsyncExecutor`: one pooled connection, autocommit, one statement, one round trip. As in
+the sync store, the one-call methods are inherited from the Protocols' method sets (here the
+async ones, `durable_graph.surface.AsyncCheckpointerCalls`, `AsyncRunQueueCalls`) and run the
+builders the sync store names (`CHECKPOINTER_CALLS`, `RUN_QUEUE_CALLS`); ``prune_all``,
+``submit_many`` and the waits are written by hand. No threads are used for calls (opening the
+store migrates or verifies the schema once, with the sync migration code, in a worker thread).
 
 Time bound. The server enforces ``call_timeout`` through the session options of the pool's
 connections (``PostgresConfig.connection_kwargs``, as the sync store); the client waits at most
@@ -29,48 +32,33 @@ import asyncio
 import contextlib
 import socket
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from datetime import timedelta
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
-from ..errors import ProcessingError, StoreError, ValidationError, error_for_sqlstate
-from ..listing import EntryState
-from ..model import (
-    ANY,
-    AttemptBegun,
-    AttemptStart,
-    Checkpoint,
-    Claim,
-    ClaimPolicy,
-    Commit,
-    EffectRecord,
-    EntryOutcome,
-    Event,
-    EventIn,
-    Lease,
-    PendingWrite,
-    PruneResult,
-    QueueEntry,
-    QueueStats,
-    RetentionPolicy,
-    Submission,
-    TenantFilter,
-    ThreadInfo,
-    Ticket,
-    WatchPolicy,
-)
-from ..observe import TraceContext
-from ..postgres import calls, operating
+from ..errors import ProcessingError, StoreError, error_for_sqlstate
+from ..model import Event, PruneResult, QueueEntry, RetentionPolicy, Submission, Ticket, WatchPolicy
+from ..postgres import calls
 from ..postgres.calls import Call, Rows
 from ..postgres.config import PostgresConfig
-from ..postgres.connection import send_cancel
+from ..postgres.connection import PoolState, send_cancel
 from ..postgres.notify_async import AsyncListener
-from ..postgres.store import AWAIT_CLOSED_POLL, _pool_dsn, _prepare_schema
+from ..postgres.store import (
+    AWAIT_CLOSED_POLL,
+    CHECKPOINTER_CALLS,
+    RUN_QUEUE_CALLS,
+    PruneAll,
+    _check_create,
+    _check_open,
+    _pool_dsn,
+    _prepare_schema,
+    pool_options,
+)
+from ..surface import AsyncCheckpointerCalls, AsyncRunQueueCalls
 from ._watch import await_entry_closed, await_events, subscribe_events
 
 T = TypeVar("T")
@@ -81,12 +69,6 @@ DISCARD_WAIT = 1.0
 
 CANCEL_GRACE = 0.25
 """Seconds a discarded call's statement may take to end on its cancel request (SPEC §10.8)."""
-
-
-def _check_config(config: object) -> PostgresConfig:
-    if not isinstance(config, PostgresConfig):
-        raise ValidationError(f"config must be a PostgresConfig, got {type(config).__name__}")
-    return config
 
 
 def _shutdown_socket(conn: AsyncConn) -> None:
@@ -105,27 +87,16 @@ async def _fetch(conn: AsyncConn, call: Call[Any]) -> Rows:
     return await cursor.fetchall() if cursor.description is not None else []
 
 
-class AsyncExecutor:
+class AsyncExecutor(PoolState[AsyncConnectionPool[Any]]):
     """Executes Calls for one async store: its pool, its config, its closed flag."""
 
     def __init__(
         self, pool: AsyncConnectionPool[Any], config: PostgresConfig, *, owns_pool: bool
     ) -> None:
-        self.pool = pool
-        self.config = config
-        self._owns_pool = owns_pool
-        self._closed = False
+        super().__init__(pool, config, owns_pool=owns_pool)
         self._discards: set[asyncio.Task[None]] = set()
         self.discarded = 0
         """Connections discarded after a cancellation, a timeout or a failure (for tests)."""
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def check_open(self) -> None:
-        if self._closed:
-            raise ProcessingError("the store is closed")
 
     async def close(self) -> None:
         if self._closed:
@@ -183,20 +154,10 @@ class AsyncExecutor:
 
     async def _getconn(self) -> AsyncConn:
         try:
-            if self._owns_pool:
-                timeout = self.config.connection_timeout.total_seconds()
-                conn: AsyncConn = await self.pool.getconn(timeout=timeout)
-            else:
-                conn = await self.pool.getconn()
-            return conn
-        except PoolTimeout as exc:
-            raise ProcessingError(f"no database connection available: {exc}") from exc
-        except psycopg.Error as exc:
-            raise ProcessingError(f"could not get a database connection: {exc}") from exc
+            conn: AsyncConn = await self.pool.getconn(self._pool_wait())
         except Exception as exc:
-            if self._closed:
-                raise ProcessingError("the store is closed") from exc
-            raise ProcessingError(f"could not get a database connection: {exc}") from exc
+            raise self._no_connection(exc) from exc
+        return conn
 
     async def _putconn(self, conn: AsyncConn, autocommit: bool) -> None:
         """Give an idle connection back to the pool, as it was lent."""
@@ -248,7 +209,7 @@ class AsyncExecutor:
             await self.pool.putconn(conn)
 
 
-class AsyncPostgresRunQueue:
+class AsyncPostgresRunQueue(AsyncRunQueueCalls):
     """The run queue of an `AsyncPostgresCheckpointer`, in the same schema (SPEC §5)."""
 
     def __init__(self, executor: AsyncExecutor, changes: AsyncListener | None = None) -> None:
@@ -256,76 +217,12 @@ class AsyncPostgresRunQueue:
         self._config = executor.config
         self._changes = changes
 
-    async def submit(self, submission: Submission) -> Ticket:
-        return await self._x.run(calls.submit(self._config, submission))
+    def _forward(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Awaitable[Any]:
+        return self._x.run(RUN_QUEUE_CALLS.call(self._config, name, args, kwargs))
 
     async def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]:
         call = calls.submit_many(self._config, submissions)
         return [] if call is None else await self._x.run(call)
-
-    async def lease(
-        self,
-        holder: str,
-        ttl: timedelta,
-        tenant: TenantFilter = ANY,
-        run_id: str | None = None,
-    ) -> Lease | None:
-        return await self._x.run(calls.lease(self._config, holder, ttl, tenant, run_id))
-
-    async def renew(self, lease: Lease, ttl: timedelta | None = None) -> Lease:
-        return await self._x.run(calls.renew(self._config, lease, ttl))
-
-    async def release(self, lease: Lease) -> None:
-        await self._x.run(calls.release(self._config, lease))
-
-    async def record_attempt(self, lease: Lease, run_id: str) -> AttemptStart:
-        return await self._x.run(calls.record_attempt(self._config, lease, run_id))
-
-    async def close(self, lease: Lease, outcome: EntryOutcome) -> QueueEntry:
-        return await self._x.run(calls.close(self._config, lease, outcome))
-
-    async def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry:
-        return await self._x.run(calls.cancel(self._config, entry_id, tenant))
-
-    async def defer(self, lease: Lease, delay: timedelta, error: str | None = None) -> QueueEntry:
-        return await self._x.run(operating.defer(self._config, lease, delay, error))
-
-    async def retry(self, entry_id: int, tenant: str | None = None) -> Ticket:
-        return await self._x.run(operating.retry(self._config, entry_id, tenant))
-
-    async def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None:
-        return await self._x.run(calls.entry(self._config, entry_id, tenant))
-
-    async def open_entries(
-        self,
-        tenant: TenantFilter = None,
-        thread_id: str | None = None,
-        after: int | None = None,
-        limit: int = 1000,
-    ) -> list[QueueEntry]:
-        return await self._x.run(calls.open_entries(self._config, tenant, thread_id, after, limit))
-
-    async def entries(
-        self,
-        state: EntryState | None = None,
-        tenant: TenantFilter = ANY,
-        thread_id: str | None = None,
-        after: int | None = None,
-        limit: int = 100,
-    ) -> list[QueueEntry]:
-        return await self._x.run(
-            calls.entries(self._config, state, tenant, thread_id, after, limit)
-        )
-
-    async def stats(self, tenant: TenantFilter = ANY) -> QueueStats:
-        return await self._x.run(calls.stats(self._config, tenant))
-
-    async def set_trace_context(self, entry_id: int, context: TraceContext) -> bool:
-        """Remember the trace ``context`` ``entry_id`` was submitted in (the first one stays)."""
-        return await self._x.run(calls.set_trace_context(self._config, entry_id, context))
-
-    async def trace_context(self, entry_id: int) -> TraceContext | None:
-        return await self._x.run(calls.trace_context(self._config, entry_id))
 
     async def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
@@ -335,11 +232,8 @@ class AsyncPostgresRunQueue:
             self.entry, entry_id, timeout, tenant, AWAIT_CLOSED_POLL, self._changes
         )
 
-    async def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
-        return await self._x.run(calls.reclaim(self._config, older_than, batch))
 
-
-class AsyncPostgresCheckpointer:
+class AsyncPostgresCheckpointer(AsyncCheckpointerCalls):
     """The PostgreSQL Checkpointer with coroutine methods (SPEC §4, §6, §9)."""
 
     def __init__(self, executor: AsyncExecutor, conninfo: str | None = None) -> None:
@@ -349,6 +243,9 @@ class AsyncPostgresCheckpointer:
         self._config = executor.config
         self._changes = None if conninfo is None else AsyncListener(conninfo, executor.config)
         self._run_queue = AsyncPostgresRunQueue(executor, self._changes)
+
+    def _forward(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Awaitable[Any]:
+        return self._x.run(CHECKPOINTER_CALLS.call(self._config, name, args, kwargs))
 
     @property
     def changes(self) -> AsyncListener | None:
@@ -360,18 +257,10 @@ class AsyncPostgresCheckpointer:
         cls, dsn: str, config: PostgresConfig | None = None
     ) -> AsyncPostgresCheckpointer:
         """A store with its own `AsyncConnectionPool` on ``dsn``; migrates or verifies the schema."""
-        config = _check_config(PostgresConfig() if config is None else config)
-        if not isinstance(dsn, str):
-            raise ValidationError(f"dsn must be a str, got {type(dsn).__name__}")
+        config = _check_open(dsn, config)
         await asyncio.to_thread(_prepare_schema, dsn, config)
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            dsn,
-            min_size=1,
-            max_size=config.max_pool_size,
-            kwargs=config.connection_kwargs(),
-            timeout=config.connection_timeout.total_seconds(),
-            name=f"durable_graph.aio:{config.schema}",
-            open=False,
+            dsn, **pool_options(config, "durable_graph.aio"), open=False
         )
         try:
             await pool.open()
@@ -392,11 +281,7 @@ class AsyncPostgresCheckpointer:
         at most ``call_timeout``; for the server-side bound, create the pool with
         ``kwargs=config.connection_kwargs()``.
         """
-        config = _check_config(PostgresConfig() if config is None else config)
-        if not isinstance(pool, AsyncConnectionPool):
-            raise ValidationError(
-                f"pool must be a psycopg_pool.AsyncConnectionPool, got {type(pool).__name__}"
-            )
+        config = _check_create(pool, config, AsyncConnectionPool)
         conninfo = _pool_dsn(pool)  # type: ignore[arg-type]
         await asyncio.to_thread(_prepare_schema, conninfo, config)
         return cls(AsyncExecutor(pool, config, owns_pool=False), conninfo)
@@ -413,141 +298,12 @@ class AsyncPostgresCheckpointer:
     def run_queue(self) -> AsyncPostgresRunQueue:
         return self._run_queue
 
-    # --- claims ---------------------------------------------------------------------------
-
-    async def claim(
-        self, thread_id: str, holder: str, policy: ClaimPolicy = ClaimPolicy()
-    ) -> Claim:
-        return await self._x.run(calls.claim(self._config, thread_id, holder, policy))
-
-    async def renew_claim(self, claim: Claim) -> Claim:
-        return await self._x.run(calls.renew_claim(self._config, claim))
-
-    async def release_claim(self, claim: Claim) -> None:
-        await self._x.run(calls.release_claim(self._config, claim))
-
-    # --- the worker fast path (SPEC §11): one SQL function call each -------------------------
-
-    async def begin_attempt(
-        self,
-        holder: str,
-        ttl: timedelta,
-        *,
-        run_id: str,
-        claim_policy: ClaimPolicy = ClaimPolicy(),
-        tenant: TenantFilter = ANY,
-    ) -> AttemptBegun | None:
-        return await self._x.run(
-            calls.begin_attempt(self._config, holder, ttl, run_id, claim_policy, tenant)
-        )
-
-    async def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
-        return await self._x.run(calls.renew_attempt(self._config, lease, claim))
-
-    async def finish_attempt(self, lease: Lease, outcome: EntryOutcome, claim: Claim) -> QueueEntry:
-        return await self._x.run(calls.finish_attempt(self._config, lease, outcome, claim))
-
-    # --- writes ---------------------------------------------------------------------------
-
-    async def commit(self, claim: Claim, commit: Commit) -> Checkpoint:
-        return await self._x.run(calls.commit(self._config, claim, commit))
-
-    async def put_writes(
-        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite]
-    ) -> None:
-        await self._x.run(calls.put_writes(self._config, claim, checkpoint_id, writes))
-
-    async def append_events(
-        self, claim: Claim, events: Sequence[EventIn], run_id: str | None = None
-    ) -> list[Event]:
-        return await self._x.run(calls.append_events(self._config, claim, events, run_id))
-
-    async def record_effect(
-        self, claim: Claim, key: str, value: object, run_id: str | None = None
-    ) -> EffectRecord:
-        return await self._x.run(calls.record_effect(self._config, claim, key, value, run_id))
-
-    async def retract_turn(self, claim: Claim) -> Checkpoint | None:
-        return await self._x.run(calls.retract_turn(self._config, claim))
-
-    async def prune(self, thread_id: str, policy: RetentionPolicy) -> PruneResult:
-        return await self._x.run(calls.prune(self._config, thread_id, policy))
-
     async def prune_all(self, policy: RetentionPolicy, batch: int = 1000) -> PruneResult:
         """Prune every thread, ``batch`` threads per transaction (rule 16); the totals."""
-        _, size = calls.check_prune_all(policy, batch)
-        checkpoints = events = 0
-        after: str | None = None
-        while True:
-            step = await self._x.run(calls.prune_batch(self._config, policy, size, after))
-            checkpoints += step.result.checkpoints_removed
-            events += step.result.events_removed
-            if step.threads_seen < size:
-                return PruneResult(checkpoints, events)
-            # A step that ran out of its row budget inside its first thread resumes there.
-            if step.last_thread_id is not None:
-                after = step.last_thread_id
-
-    async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
-        return await self._x.run(calls.delete_thread(self._config, thread_id, fence))
-
-    async def put_writes_fenced(
-        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
-    ) -> None:
-        await self._x.run(
-            calls.put_writes_fenced(self._config, claim, checkpoint_id, writes, fence)
-        )
-
-    async def search(
-        self,
-        thread_id: str,
-        metadata: dict[str, object],
-        before: str | None = None,
-        limit: int = 100,
-    ) -> list[Checkpoint]:
-        return await self._x.run(calls.search(self._config, thread_id, metadata, before, limit))
-
-    async def put_writes_and_commit(
-        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
-    ) -> Checkpoint:
-        return await self._x.run(
-            calls.put_writes_and_commit(self._config, claim, checkpoint_id, writes, commit)
-        )
-
-    async def delete_runs(self, run_ids: Sequence[str]) -> int:
-        return await self._x.run(calls.delete_runs(self._config, run_ids))
-
-    async def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
-        return await self._x.run(
-            calls.copy_thread(self._config, source_thread_id, target_thread_id)
-        )
-
-    # --- reads ----------------------------------------------------------------------------
-
-    async def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
-        return await self._x.run(calls.get(self._config, thread_id, checkpoint_id))
-
-    async def history(
-        self, thread_id: str, before: str | None = None, limit: int = 100
-    ) -> list[Checkpoint]:
-        return await self._x.run(calls.history(self._config, thread_id, before, limit))
-
-    async def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> Checkpoint | None:
-        return await self._x.run(calls.latest_of_runs(self._config, thread_id, run_ids))
-
-    async def thread(self, thread_id: str) -> ThreadInfo | None:
-        return await self._x.run(calls.thread(self._config, thread_id))
-
-    async def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]:
-        return await self._x.run(calls.threads(self._config, after, limit))
-
-    async def children(
-        self, thread_id: str, after: str | None = None, limit: int = 1000
-    ) -> list[str]:
-        return await self._x.run(calls.children(self._config, thread_id, after, limit))
-
-    async def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]:
-        return await self._x.run(calls.events_after(self._config, thread_id, after_seq, limit))
+        batches = PruneAll(self._config, policy, batch)
+        while (call := batches.next_call()) is not None:
+            batches.record(await self._x.run(call))
+        return batches.result
 
     async def await_events_after(
         self,
@@ -569,14 +325,6 @@ class AsyncPostgresCheckpointer:
             self.events_after, self._x.check_open, thread_id, after_seq, watch, self._changes
         )
 
-    async def get_effect(self, thread_id: str, key: str) -> EffectRecord | None:
-        return await self._x.run(calls.get_effect(self._config, thread_id, key))
-
-    async def effects(
-        self, thread_id: str, after: str | None = None, limit: int = 100
-    ) -> list[EffectRecord]:
-        return await self._x.run(calls.effects(self._config, thread_id, after, limit))
-
     # --- lifecycle ------------------------------------------------------------------------
 
     async def close(self) -> None:
@@ -584,17 +332,6 @@ class AsyncPostgresCheckpointer:
         if self._changes is not None:
             await self._changes.close()
         await self._x.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
 
 __all__ = ["AsyncExecutor", "AsyncPostgresCheckpointer", "AsyncPostgresRunQueue"]

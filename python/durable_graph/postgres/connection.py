@@ -28,7 +28,7 @@ import select
 import socket
 import threading
 import time
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import psycopg
 from psycopg import pq
@@ -40,6 +40,7 @@ from .calls import Call, Rows
 from .config import PostgresConfig
 
 T = TypeVar("T")
+PoolT = TypeVar("PoolT")
 
 CANCEL_TIMEOUT = 0.5
 """Seconds the watchdog's cancel request may take (it runs on a thread of its own)."""
@@ -183,15 +184,15 @@ def _send_cancel(cancel_conn: pq.abc.PGcancelConn) -> None:
         cancel_conn.finish()
 
 
-class Executor:
-    """Executes Calls for one store: its pool, its config, its closed flag."""
+class PoolState(Generic[PoolT]):
+    """What both executors keep (`Executor` here, `AsyncExecutor` in `durable_graph.aio.postgres`):
+    the pool, the config, whether the store owns the pool, the closed flag."""
 
-    def __init__(self, pool: ConnectionPool[Any], config: PostgresConfig, *, owns_pool: bool):
+    def __init__(self, pool: PoolT, config: PostgresConfig, *, owns_pool: bool) -> None:
         self.pool = pool
         self.config = config
         self._owns_pool = owns_pool
         self._closed = False
-        self._close_lock = threading.Lock()
 
     @property
     def closed(self) -> bool:
@@ -200,6 +201,27 @@ class Executor:
     def check_open(self) -> None:
         if self._closed:
             raise ProcessingError("the store is closed")
+
+    def _pool_wait(self) -> float | None:
+        """How long to wait for a pooled connection: ``connection_timeout`` on the store's own
+        pool; on a caller's pool, None (the pool's own timeout)."""
+        return self.config.connection_timeout.total_seconds() if self._owns_pool else None
+
+    def _no_connection(self, exc: Exception) -> ProcessingError:
+        """The error for a failed ``getconn``, saying why."""
+        if isinstance(exc, PoolTimeout):
+            return ProcessingError(f"no database connection available: {exc}")
+        if self._closed and not isinstance(exc, psycopg.Error):  # the pool closed under the call
+            return ProcessingError("the store is closed")
+        return ProcessingError(f"could not get a database connection: {exc}")
+
+
+class Executor(PoolState[ConnectionPool[Any]]):
+    """Executes Calls for one store: its pool, its config, its closed flag."""
+
+    def __init__(self, pool: ConnectionPool[Any], config: PostgresConfig, *, owns_pool: bool):
+        super().__init__(pool, config, owns_pool=owns_pool)
+        self._close_lock = threading.Lock()
 
     def close(self) -> None:
         with self._close_lock:
@@ -226,20 +248,10 @@ class Executor:
 
     def _getconn(self) -> psycopg.Connection[Any]:
         try:
-            if self._owns_pool:
-                timeout = self.config.connection_timeout.total_seconds()
-                conn: psycopg.Connection[Any] = self.pool.getconn(timeout=timeout)
-            else:
-                conn = self.pool.getconn()
-            return conn
-        except PoolTimeout as exc:
-            raise ProcessingError(f"no database connection available: {exc}") from exc
-        except psycopg.Error as exc:
-            raise ProcessingError(f"could not get a database connection: {exc}") from exc
+            conn: psycopg.Connection[Any] = self.pool.getconn(self._pool_wait())
         except Exception as exc:
-            if self._closed:
-                raise ProcessingError("the store is closed") from exc
-            raise ProcessingError(f"could not get a database connection: {exc}") from exc
+            raise self._no_connection(exc) from exc
+        return conn
 
     def _putconn(self, conn: psycopg.Connection[Any], keep: bool, autocommit: bool) -> None:
         if keep and conn.info.transaction_status == pq.TransactionStatus.IDLE:
@@ -299,4 +311,4 @@ class Executor:
         return rows, True
 
 
-__all__ = ["CANCEL_GRACE", "Executor", "send_cancel"]
+__all__ = ["CANCEL_GRACE", "Executor", "PoolState", "send_cancel"]

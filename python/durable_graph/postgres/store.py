@@ -5,49 +5,30 @@ call, the decoder) and runs it with the store's `Executor` (`durable_graph.postg
 pooled connection, autocommit, time bound, error mapping). The logic — locking, ordering,
 fencing, time — lives in the SQL functions (``sql/``, documented in ``sql/README.md``).
 
-Only ``prune_all`` may issue several calls: one per batch of threads, each batch its own
-transaction (SPEC §8 rule 16). ``await_events_after``, ``subscribe`` and ``await_closed`` poll,
-woken early by LISTEN/NOTIFY (`durable_graph.postgres.notify`: one listener connection per store).
+The one-call methods are not written out: the classes inherit them from the Protocols' method
+sets (`durable_graph.surface.CheckpointerCalls`, `RunQueueCalls`: the signatures), and each call
+runs its builder, named in `CHECKPOINTER_CALLS` or `RUN_QUEUE_CALLS` (`SqlCalls`; the async store
+uses the same tables). Written by hand: ``prune_all``, which may issue several calls (one per
+batch of threads, each batch its own transaction, SPEC §8 rule 16); ``submit_many`` (an empty
+list issues none); ``await_events_after``, ``subscribe`` and ``await_closed``, which poll, woken
+early by LISTEN/NOTIFY (`durable_graph.postgres.notify`: one listener connection per store).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from ..checkpointer import Checkpointer
 from ..errors import ProcessingError, StoreError, ValidationError
-from ..listing import EntryState
-from ..model import (
-    ANY,
-    AttemptBegun,
-    AttemptStart,
-    Checkpoint,
-    Claim,
-    ClaimPolicy,
-    Commit,
-    EffectRecord,
-    EntryOutcome,
-    Event,
-    EventIn,
-    Lease,
-    PendingWrite,
-    PruneResult,
-    QueueEntry,
-    QueueStats,
-    RetentionPolicy,
-    Submission,
-    TenantFilter,
-    ThreadInfo,
-    Ticket,
-    WatchPolicy,
-)
-from ..observe import TraceContext
+from ..model import Event, PruneResult, QueueEntry, RetentionPolicy, Submission, Ticket, WatchPolicy
 from ..polling import follow, poll
+from ..run_queue import RunQueue
+from ..surface import CheckpointerCalls, RunQueueCalls, TraceContexts, arguments_of
 from ..validation import (
     check_duration,
     check_identifier,
@@ -56,6 +37,7 @@ from ..validation import (
     check_watch,
 )
 from . import calls, operating
+from .calls import Call
 from .config import PostgresConfig
 from .connection import Executor
 from .notify import Listener
@@ -66,10 +48,145 @@ AWAIT_CLOSED_POLL = timedelta(milliseconds=100)
 _NOT_LIBPQ = {"autocommit", "prepare_threshold", "row_factory", "cursor_factory", "context"}
 
 
+class SqlCalls:
+    """The Protocol methods that are one SQL function call each, by name, with their builders
+    (`durable_graph.postgres.calls`), for the sync and the async store alike.
+
+    A builder takes the config, then every argument of its method positionally, without
+    defaults: `call` applies the Protocol method's own (`durable_graph.surface.arguments_of`).
+    """
+
+    def __init__(self, protocols: Sequence[type], **builders: Callable[..., Call[Any]]) -> None:
+        self.builders = builders
+        self.methods = {n: next(vars(p)[n] for p in protocols if n in vars(p)) for n in builders}
+        # Prepared once: a call costs one dict read and the argument completion (issue 14).
+        self._prepared = {n: (b, arguments_of(self.methods[n])) for n, b in builders.items()}
+
+    def call(
+        self, config: PostgresConfig, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Call[Any]:
+        """The `Call` of method ``name`` for the caller's ``args`` and ``kwargs``."""
+        build, complete = self._prepared[name]
+        return build(config, *complete(args, kwargs))
+
+
+RUN_QUEUE_CALLS = SqlCalls(
+    [RunQueue, TraceContexts],
+    submit=calls.submit,
+    lease=calls.lease,
+    renew=calls.renew,
+    release=calls.release,
+    record_attempt=calls.record_attempt,
+    close=calls.close,
+    cancel=calls.cancel,
+    defer=operating.defer,
+    retry=operating.retry,
+    entry=calls.entry,
+    open_entries=calls.open_entries,
+    entries=calls.entries,
+    stats=calls.stats,
+    reclaim=calls.reclaim,
+    set_trace_context=calls.set_trace_context,
+    trace_context=calls.trace_context,
+)
+CHECKPOINTER_CALLS = SqlCalls(
+    [Checkpointer],
+    claim=calls.claim,
+    renew_claim=calls.renew_claim,
+    release_claim=calls.release_claim,
+    begin_attempt=calls.begin_attempt,
+    renew_attempt=calls.renew_attempt,
+    finish_attempt=calls.finish_attempt,
+    commit=calls.commit,
+    put_writes=calls.put_writes,
+    append_events=calls.append_events,
+    record_effect=calls.record_effect,
+    retract_turn=calls.retract_turn,
+    prune=calls.prune,
+    delete_thread=calls.delete_thread,
+    put_writes_fenced=calls.put_writes_fenced,
+    put_writes_and_commit=calls.put_writes_and_commit,
+    delete_runs=calls.delete_runs,
+    copy_thread=calls.copy_thread,
+    get=calls.get,
+    history=calls.history,
+    latest_of_runs=calls.latest_of_runs,
+    search=calls.search,
+    thread=calls.thread,
+    threads=calls.threads,
+    children=calls.children,
+    events_after=calls.events_after,
+    get_effect=calls.get_effect,
+    effects=calls.effects,
+)
+
+
 def _check_config(config: object) -> PostgresConfig:
+    """``config`` checked; the default config for None."""
+    if config is None:
+        return PostgresConfig()
     if not isinstance(config, PostgresConfig):
         raise ValidationError(f"config must be a PostgresConfig, got {type(config).__name__}")
     return config
+
+
+def _check_open(dsn: object, config: object) -> PostgresConfig:
+    """`open`'s arguments (sync and async store), checked in that order: the config to use."""
+    checked = _check_config(config)
+    if not isinstance(dsn, str):
+        raise ValidationError(f"dsn must be a str, got {type(dsn).__name__}")
+    return checked
+
+
+def _check_create(pool: object, config: object, pool_class: type) -> PostgresConfig:
+    """`create`'s arguments (``pool_class``: the sync or the async pool), config first."""
+    checked = _check_config(config)
+    if not isinstance(pool, pool_class):
+        raise ValidationError(
+            f"pool must be a psycopg_pool.{pool_class.__name__}, got {type(pool).__name__}"
+        )
+    return checked
+
+
+def pool_options(config: PostgresConfig, name: str) -> dict[str, Any]:
+    """The settings of a pool the store opens itself (sync or async), named ``name:schema``."""
+    return {
+        "min_size": 1,
+        "max_size": config.max_pool_size,
+        "kwargs": config.connection_kwargs(),
+        "timeout": config.connection_timeout.total_seconds(),
+        "name": f"{name}:{config.schema}",
+    }
+
+
+class PruneAll:
+    """`prune_all`'s batches, without I/O (the sync and the async store run them): each
+    `next_call` is one batch, its own transaction (rule 16), until it returns None; `record`
+    takes the batch's outcome; `result` is the running total."""
+
+    def __init__(self, config: PostgresConfig, policy: object, batch: object) -> None:
+        _, self._size = calls.check_prune_all(policy, batch)
+        self._config = config
+        self._policy = policy
+        self._after: str | None = None
+        self._done = False
+        self.result = PruneResult(0, 0)
+
+    def next_call(self) -> Call[calls.PruneBatch] | None:
+        if self._done:
+            return None
+        return calls.prune_batch(self._config, self._policy, self._size, self._after)
+
+    def record(self, step: calls.PruneBatch) -> None:
+        self.result = PruneResult(
+            self.result.checkpoints_removed + step.result.checkpoints_removed,
+            self.result.events_removed + step.result.events_removed,
+        )
+        if step.threads_seen < self._size:
+            self._done = True
+        elif step.last_thread_id is not None:
+            # A step that ran out of its row budget inside its first thread resumes there.
+            self._after = step.last_thread_id
 
 
 def _prepare_schema(dsn: str, config: PostgresConfig) -> None:
@@ -99,7 +216,7 @@ def _pool_dsn(pool: ConnectionPool[Any]) -> str:
     return psycopg.conninfo.make_conninfo(conninfo, **extra)
 
 
-class PostgresRunQueue:
+class PostgresRunQueue(RunQueueCalls):
     """The run queue of a `PostgresCheckpointer`, in the same schema (SPEC §5)."""
 
     def __init__(self, executor: Executor, changes: Listener | None = None) -> None:
@@ -107,74 +224,12 @@ class PostgresRunQueue:
         self._config = executor.config
         self._changes = changes
 
-    def submit(self, submission: Submission) -> Ticket:
-        return self._x.run(calls.submit(self._config, submission))
+    def _forward(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return self._x.run(RUN_QUEUE_CALLS.call(self._config, name, args, kwargs))
 
     def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]:
         call = calls.submit_many(self._config, submissions)
         return [] if call is None else self._x.run(call)
-
-    def lease(
-        self,
-        holder: str,
-        ttl: timedelta,
-        tenant: TenantFilter = ANY,
-        run_id: str | None = None,
-    ) -> Lease | None:
-        return self._x.run(calls.lease(self._config, holder, ttl, tenant, run_id))
-
-    def renew(self, lease: Lease, ttl: timedelta | None = None) -> Lease:
-        return self._x.run(calls.renew(self._config, lease, ttl))
-
-    def release(self, lease: Lease) -> None:
-        self._x.run(calls.release(self._config, lease))
-
-    def record_attempt(self, lease: Lease, run_id: str) -> AttemptStart:
-        return self._x.run(calls.record_attempt(self._config, lease, run_id))
-
-    def close(self, lease: Lease, outcome: EntryOutcome) -> QueueEntry:
-        return self._x.run(calls.close(self._config, lease, outcome))
-
-    def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry:
-        return self._x.run(calls.cancel(self._config, entry_id, tenant))
-
-    def defer(self, lease: Lease, delay: timedelta, error: str | None = None) -> QueueEntry:
-        return self._x.run(operating.defer(self._config, lease, delay, error))
-
-    def retry(self, entry_id: int, tenant: str | None = None) -> Ticket:
-        return self._x.run(operating.retry(self._config, entry_id, tenant))
-
-    def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None:
-        return self._x.run(calls.entry(self._config, entry_id, tenant))
-
-    def open_entries(
-        self,
-        tenant: TenantFilter = None,
-        thread_id: str | None = None,
-        after: int | None = None,
-        limit: int = 1000,
-    ) -> list[QueueEntry]:
-        return self._x.run(calls.open_entries(self._config, tenant, thread_id, after, limit))
-
-    def entries(
-        self,
-        state: EntryState | None = None,
-        tenant: TenantFilter = ANY,
-        thread_id: str | None = None,
-        after: int | None = None,
-        limit: int = 100,
-    ) -> list[QueueEntry]:
-        return self._x.run(calls.entries(self._config, state, tenant, thread_id, after, limit))
-
-    def stats(self, tenant: TenantFilter = ANY) -> QueueStats:
-        return self._x.run(calls.stats(self._config, tenant))
-
-    def set_trace_context(self, entry_id: int, context: TraceContext) -> bool:
-        """Remember the trace ``context`` ``entry_id`` was submitted in (the first one stays)."""
-        return self._x.run(calls.set_trace_context(self._config, entry_id, context))
-
-    def trace_context(self, entry_id: int) -> TraceContext | None:
-        return self._x.run(calls.trace_context(self._config, entry_id))
 
     def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
@@ -194,12 +249,8 @@ class PostgresRunQueue:
         )
         return found if found is not None and found.closed else None
 
-    def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
-        """Remove at most ``batch`` closed entries, oldest closed first, in one transaction."""
-        return self._x.run(calls.reclaim(self._config, older_than, batch))
 
-
-class PostgresCheckpointer:
+class PostgresCheckpointer(CheckpointerCalls):
     """The PostgreSQL Checkpointer: one SQL function call per method (SPEC §4, §6)."""
 
     def __init__(self, executor: Executor, conninfo: str | None = None) -> None:
@@ -210,6 +261,9 @@ class PostgresCheckpointer:
         self._changes = None if conninfo is None else Listener(conninfo, executor.config)
         self._run_queue = PostgresRunQueue(executor, self._changes)
 
+    def _forward(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return self._x.run(CHECKPOINTER_CALLS.call(self._config, name, args, kwargs))
+
     @property
     def changes(self) -> Listener | None:
         """The store's LISTEN/NOTIFY listener (SPEC §11), for waiters and idle workers."""
@@ -218,19 +272,11 @@ class PostgresCheckpointer:
     @classmethod
     def open(cls, dsn: str, config: PostgresConfig | None = None) -> PostgresCheckpointer:
         """A store with its own pool on ``dsn``; migrates the schema, or verifies it."""
-        config = _check_config(PostgresConfig() if config is None else config)
-        if not isinstance(dsn, str):
-            raise ValidationError(f"dsn must be a str, got {type(dsn).__name__}")
+        config = _check_open(dsn, config)
         _prepare_schema(dsn, config)
         try:
             pool: ConnectionPool[Any] = ConnectionPool(
-                dsn,
-                min_size=1,
-                max_size=config.max_pool_size,
-                kwargs=config.connection_kwargs(),
-                timeout=config.connection_timeout.total_seconds(),
-                name=f"durable_graph:{config.schema}",
-                open=True,
+                dsn, **pool_options(config, "durable_graph"), open=True
             )
         except Exception as exc:
             raise ProcessingError(f"could not open a connection pool: {exc}") from exc
@@ -246,11 +292,7 @@ class PostgresCheckpointer:
         ``call_timeout`` on the client; for the server-side bound, create the pool with
         ``kwargs=config.connection_kwargs()``.
         """
-        config = _check_config(PostgresConfig() if config is None else config)
-        if not isinstance(pool, ConnectionPool):
-            raise ValidationError(
-                f"pool must be a psycopg_pool.ConnectionPool, got {type(pool).__name__}"
-            )
+        config = _check_create(pool, config, ConnectionPool)
         if config.auto_migrate:
             _prepare_schema(_pool_dsn(pool), config)
         else:
@@ -273,131 +315,12 @@ class PostgresCheckpointer:
     def run_queue(self) -> PostgresRunQueue:
         return self._run_queue
 
-    # --- claims ---------------------------------------------------------------------------
-
-    def claim(self, thread_id: str, holder: str, policy: ClaimPolicy = ClaimPolicy()) -> Claim:
-        return self._x.run(calls.claim(self._config, thread_id, holder, policy))
-
-    def renew_claim(self, claim: Claim) -> Claim:
-        return self._x.run(calls.renew_claim(self._config, claim))
-
-    def release_claim(self, claim: Claim) -> None:
-        self._x.run(calls.release_claim(self._config, claim))
-
-    # --- the worker fast path (SPEC §11): one SQL function call each -------------------------
-
-    def begin_attempt(
-        self,
-        holder: str,
-        ttl: timedelta,
-        *,
-        run_id: str,
-        claim_policy: ClaimPolicy = ClaimPolicy(),
-        tenant: TenantFilter = ANY,
-    ) -> AttemptBegun | None:
-        return self._x.run(
-            calls.begin_attempt(self._config, holder, ttl, run_id, claim_policy, tenant)
-        )
-
-    def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
-        return self._x.run(calls.renew_attempt(self._config, lease, claim))
-
-    def finish_attempt(self, lease: Lease, outcome: EntryOutcome, claim: Claim) -> QueueEntry:
-        return self._x.run(calls.finish_attempt(self._config, lease, outcome, claim))
-
-    # --- writes ---------------------------------------------------------------------------
-
-    def commit(self, claim: Claim, commit: Commit) -> Checkpoint:
-        return self._x.run(calls.commit(self._config, claim, commit))
-
-    def put_writes(self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite]) -> None:
-        self._x.run(calls.put_writes(self._config, claim, checkpoint_id, writes))
-
-    def append_events(
-        self, claim: Claim, events: Sequence[EventIn], run_id: str | None = None
-    ) -> list[Event]:
-        return self._x.run(calls.append_events(self._config, claim, events, run_id))
-
-    def record_effect(
-        self, claim: Claim, key: str, value: object, run_id: str | None = None
-    ) -> EffectRecord:
-        return self._x.run(calls.record_effect(self._config, claim, key, value, run_id))
-
-    def retract_turn(self, claim: Claim) -> Checkpoint | None:
-        return self._x.run(calls.retract_turn(self._config, claim))
-
-    def prune(self, thread_id: str, policy: RetentionPolicy) -> PruneResult:
-        return self._x.run(calls.prune(self._config, thread_id, policy))
-
     def prune_all(self, policy: RetentionPolicy, batch: int = 1000) -> PruneResult:
         """Prune every thread, ``batch`` threads per transaction (rule 16); the totals."""
-        _, size = calls.check_prune_all(policy, batch)
-        checkpoints = events = 0
-        after: str | None = None
-        while True:
-            step = self._x.run(calls.prune_batch(self._config, policy, size, after))
-            checkpoints += step.result.checkpoints_removed
-            events += step.result.events_removed
-            if step.threads_seen < size:
-                return PruneResult(checkpoints, events)
-            # A step that ran out of its row budget inside its first thread resumes there.
-            if step.last_thread_id is not None:
-                after = step.last_thread_id
-
-    def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
-        return self._x.run(calls.delete_thread(self._config, thread_id, fence))
-
-    def put_writes_fenced(
-        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim
-    ) -> None:
-        self._x.run(calls.put_writes_fenced(self._config, claim, checkpoint_id, writes, fence))
-
-    def search(
-        self,
-        thread_id: str,
-        metadata: dict[str, object],
-        before: str | None = None,
-        limit: int = 100,
-    ) -> list[Checkpoint]:
-        return self._x.run(calls.search(self._config, thread_id, metadata, before, limit))
-
-    def put_writes_and_commit(
-        self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], commit: Commit
-    ) -> Checkpoint:
-        return self._x.run(
-            calls.put_writes_and_commit(self._config, claim, checkpoint_id, writes, commit)
-        )
-
-    def delete_runs(self, run_ids: Sequence[str]) -> int:
-        return self._x.run(calls.delete_runs(self._config, run_ids))
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> bool:
-        return self._x.run(calls.copy_thread(self._config, source_thread_id, target_thread_id))
-
-    # --- reads ----------------------------------------------------------------------------
-
-    def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
-        return self._x.run(calls.get(self._config, thread_id, checkpoint_id))
-
-    def history(
-        self, thread_id: str, before: str | None = None, limit: int = 100
-    ) -> list[Checkpoint]:
-        return self._x.run(calls.history(self._config, thread_id, before, limit))
-
-    def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> Checkpoint | None:
-        return self._x.run(calls.latest_of_runs(self._config, thread_id, run_ids))
-
-    def thread(self, thread_id: str) -> ThreadInfo | None:
-        return self._x.run(calls.thread(self._config, thread_id))
-
-    def threads(self, after: str | None = None, limit: int = 100) -> list[ThreadInfo]:
-        return self._x.run(calls.threads(self._config, after, limit))
-
-    def children(self, thread_id: str, after: str | None = None, limit: int = 1000) -> list[str]:
-        return self._x.run(calls.children(self._config, thread_id, after, limit))
-
-    def events_after(self, thread_id: str, after_seq: int, limit: int = 1000) -> list[Event]:
-        return self._x.run(calls.events_after(self._config, thread_id, after_seq, limit))
+        batches = PruneAll(self._config, policy, batch)
+        while (call := batches.next_call()) is not None:
+            batches.record(self._x.run(call))
+        return batches.result
 
     def await_events_after(
         self,
@@ -437,14 +360,6 @@ class PostgresCheckpointer:
             thread_id,
         )
 
-    def get_effect(self, thread_id: str, key: str) -> EffectRecord | None:
-        return self._x.run(calls.get_effect(self._config, thread_id, key))
-
-    def effects(
-        self, thread_id: str, after: str | None = None, limit: int = 100
-    ) -> list[EffectRecord]:
-        return self._x.run(calls.effects(self._config, thread_id, after, limit))
-
     # --- lifecycle ------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -453,16 +368,12 @@ class PostgresCheckpointer:
             self._changes.close()
         self._x.close()
 
-    def __enter__(self) -> Self:
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-__all__ = ["PostgresCheckpointer", "PostgresRunQueue"]
+__all__ = [
+    "CHECKPOINTER_CALLS",
+    "RUN_QUEUE_CALLS",
+    "PostgresCheckpointer",
+    "PostgresRunQueue",
+    "PruneAll",
+    "SqlCalls",
+]
