@@ -342,8 +342,7 @@ class CommitTests:
     def test_thread_updated_at_moves_with_append_events(
         self, store: Checkpointer, clock: ClockControl
     ) -> None:
-        claim = _new_thread(store)
-        clock.advance(HOUR)
+        claim, _ = _first_commit_an_hour_ago(store, clock)
         (event,) = store.append_events(claim, [EventIn("a")])
         info = _info(store)
         assert info.updated_at == event.committed_at
@@ -352,8 +351,7 @@ class CommitTests:
     def test_thread_updated_at_moves_with_retract_turn(
         self, store: Checkpointer, clock: ClockControl
     ) -> None:
-        claim = _new_thread(store)
-        clock.advance(HOUR)
+        claim, _ = _first_commit_an_hour_ago(store, clock)
         store.retract_turn(claim)
         info = _info(store)
         assert info.updated_at == store.events_after(T, 0)[-1].committed_at
@@ -363,12 +361,13 @@ class CommitTests:
         self, store: Checkpointer, clock: ClockControl
     ) -> None:
         claim = _new_thread(store)
-        before = _info(store)
+        before = store.thread(T)
         clock.advance(HOUR)
         store.put_writes(claim, "c1", [PendingWrite("t", "ch", 1)])
         store.record_effect(claim, "k", 1)
         store.renew_claim(claim)
-        after = _info(store)
+        after = store.thread(T)
+        assert before is not None and after is not None
         assert (after.updated_at, after.last_seq) == (before.updated_at, before.last_seq)
 
     def test_thread_info_has_no_head_of_other_threads(self, store: Checkpointer) -> None:

@@ -18,7 +18,6 @@ from .support import (
     _commit,
     _first_commit_an_hour_ago,
     _head,
-    _info,
     _kinds,
     _new_thread,
     _released_claim,
@@ -137,8 +136,8 @@ class WritesEventsEffectsTests:
     def test_append_events_moves_last_seq_not_the_head(self, store: Checkpointer) -> None:
         claim = _new_thread(store)
         store.append_events(claim, [EventIn("a")])
-        info = _info(store)
-        assert (info.last_seq, info.head_id) == (2, "c1")
+        info = store.thread(T)
+        assert info is not None and (info.last_seq, info.head_id) == (2, "c1")
         assert _head(store).seq == 1
 
     def test_append_events_carry_the_given_run_id(self, store: Checkpointer) -> None:
@@ -173,7 +172,8 @@ class WritesEventsEffectsTests:
     def test_append_events_with_empty_list_returns_empty(self, store: Checkpointer) -> None:
         claim = _new_thread(store)
         assert store.append_events(claim, []) == []
-        assert _info(store).last_seq == 1
+        info = store.thread(T)
+        assert info is not None and info.last_seq == 1
 
     def test_append_events_with_empty_list_still_checks(self, store: Checkpointer) -> None:
         claim = store.claim(T, "h")
