@@ -198,6 +198,12 @@ def _info(store: Checkpointer, thread_id: str = T) -> ThreadInfo:
     return info
 
 
+def _claim_fields(store: Checkpointer, thread_id: str = T) -> tuple[str | None, datetime | None]:
+    """The claim ThreadInfo shows for ``thread_id`` (rule 9): its holder and expiry."""
+    info = _info(store, thread_id)
+    return info.claim_holder, info.claim_expires_at
+
+
 def _head(store: Checkpointer, thread_id: str = T, checkpoint_id: str | None = None) -> Checkpoint:
     """``store.get(thread_id, checkpoint_id)``, which must find a checkpoint."""
     checkpoint = store.get(thread_id, checkpoint_id)
@@ -227,6 +233,12 @@ def _superseded_claim(
     return old, store.claim(thread_id, "holder-b")
 
 
+def _assert_busy(store: Checkpointer, holder: str = "holder-b") -> None:
+    """``holder`` cannot claim T: a live or current claim holds it (ThreadBusy)."""
+    with pytest.raises(ThreadBusy):
+        store.claim(T, holder)
+
+
 def _first_commit_an_hour_ago(store: Checkpointer, clock: ClockControl) -> tuple[Claim, Checkpoint]:
     """Claim T, commit c1, then move the store clock on by `HOUR`; the claim and c1."""
     claim = store.claim(T, "h")
@@ -242,6 +254,13 @@ def _fenced_child(store: Checkpointer, root: str) -> tuple[Claim, Claim]:
     child = store.claim(f"{root}/ns", "h")
     _commit(store, child, "k1", None, parent_thread_id=root, fence=fence)
     return fence, child
+
+
+def _assert_run_refused(store: Checkpointer, run_id: str) -> None:
+    """A fresh claim on T cannot commit for ``run_id``: its thread was deleted under it."""
+    claim = store.claim(T, run_id)
+    with pytest.raises(RunOfDeletedThread):
+        _commit(store, claim, "c1", None, run_id)
 
 
 def _refused_naming(store: Checkpointer, name: str, call: Callable[[], object]) -> None:
@@ -263,22 +282,3 @@ def _await_while(
         return store.await_events_after(thread_id, after, timedelta(seconds=20), FAST)
     finally:
         timer.join()
-
-
-def _claim_fields(store: Checkpointer, thread_id: str = T) -> tuple[str | None, datetime | None]:
-    """The claim ThreadInfo shows for ``thread_id`` (rule 9): its holder and expiry."""
-    info = _info(store, thread_id)
-    return info.claim_holder, info.claim_expires_at
-
-
-def _assert_run_refused(store: Checkpointer, run_id: str) -> None:
-    """A fresh claim on T cannot commit for ``run_id``: its thread was deleted under it."""
-    claim = store.claim(T, run_id)
-    with pytest.raises(RunOfDeletedThread):
-        _commit(store, claim, "c1", None, run_id)
-
-
-def _assert_busy(store: Checkpointer, holder: str = "holder-b") -> None:
-    """``holder`` cannot claim T: a live or current claim holds it (ThreadBusy)."""
-    with pytest.raises(ThreadBusy):
-        store.claim(T, holder)
