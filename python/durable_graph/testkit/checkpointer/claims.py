@@ -12,7 +12,20 @@ from ...checkpointer import Checkpointer
 from ...errors import ClaimLost, GraphError, ThreadBusy
 from ...model import Claim, ClaimPolicy, Submission
 from ..harness import ClockControl
-from .support import SLACK, T, _commit, _new_thread, _within
+from .support import (
+    PAST_TTL,
+    SLACK,
+    T,
+    _assert_busy,
+    _claim_fields,
+    _commit,
+    _expired_claim,
+    _info,
+    _new_thread,
+    _released_claim,
+    _superseded_claim,
+    _within,
+)
 
 
 class ClaimsTests:
@@ -52,8 +65,7 @@ class ClaimsTests:
 
     def test_claim_refused_while_another_claim_is_live(self, store: Checkpointer) -> None:
         store.claim(T, "holder-a")
-        with pytest.raises(ThreadBusy):
-            store.claim(T, "holder-b")
+        _assert_busy(store)
 
     def test_thread_busy_is_a_graph_error(self, store: Checkpointer) -> None:
         store.claim(T, "holder-a")
@@ -77,23 +89,19 @@ class ClaimsTests:
 
     def test_claims_are_not_reentrant_for_the_same_holder(self, store: Checkpointer) -> None:
         store.claim(T, "holder-a")
-        with pytest.raises(ThreadBusy):
-            store.claim(T, "holder-a")
+        _assert_busy(store, "holder-a")
 
     def test_claim_is_still_live_just_before_expiry(
         self, store: Checkpointer, clock: ClockControl
     ) -> None:
         store.claim(T, "holder-a")
         clock.advance(timedelta(seconds=20))
-        with pytest.raises(ThreadBusy):
-            store.claim(T, "holder-b")
+        _assert_busy(store)
 
     def test_claim_taken_once_previous_claim_expired(
         self, store: Checkpointer, clock: ClockControl
     ) -> None:
-        first = store.claim(T, "holder-a")
-        clock.advance(timedelta(seconds=31))
-        second = store.claim(T, "holder-b")
+        first, second = _superseded_claim(store, clock)
         assert second.holder == "holder-b" and second.token > first.token
 
     def test_claim_has_expired_at_its_expires_at(
@@ -120,7 +128,7 @@ class ClaimsTests:
         store.release_claim(claim)
         tokens.append(claim.token)
         tokens.append(store.claim(T, "h").token)
-        clock.advance(timedelta(seconds=31))
+        clock.advance(PAST_TTL)
         tokens.append(store.claim(T, "h").token)
         assert tokens == sorted(set(tokens))
 
@@ -163,57 +171,46 @@ class ClaimsTests:
         clock.advance(timedelta(seconds=20))
         store.renew_claim(claim)
         clock.advance(timedelta(seconds=20))
-        with pytest.raises(ThreadBusy):
-            store.claim(T, "holder-b")
+        _assert_busy(store)
 
     def test_renew_claim_after_expiry_while_still_current(
         self, store: Checkpointer, clock: ClockControl
     ) -> None:
-        claim = store.claim(T, "holder-a")
-        clock.advance(timedelta(seconds=31))
+        claim = _expired_claim(store, clock)
         renewed = store.renew_claim(claim)
         assert renewed.token == claim.token
-        with pytest.raises(ThreadBusy):
-            store.claim(T, "holder-b")
+        _assert_busy(store)
 
     def test_renew_claim_lost_after_another_claim(
         self, store: Checkpointer, clock: ClockControl
     ) -> None:
-        claim = store.claim(T, "holder-a")
-        clock.advance(timedelta(seconds=31))
-        store.claim(T, "holder-b")
+        claim, _ = _superseded_claim(store, clock)
         with pytest.raises(ClaimLost):
             store.renew_claim(claim)
 
     def test_renew_claim_lost_after_release(self, store: Checkpointer) -> None:
-        claim = store.claim(T, "h")
-        store.release_claim(claim)
+        claim = _released_claim(store)
         with pytest.raises(ClaimLost):
             store.renew_claim(claim)
 
     def test_release_claim_lost_when_already_released(self, store: Checkpointer) -> None:
-        claim = store.claim(T, "h")
-        store.release_claim(claim)
+        claim = _released_claim(store)
         with pytest.raises(ClaimLost):
             store.release_claim(claim)
 
     def test_release_claim_lost_after_another_claim(
         self, store: Checkpointer, clock: ClockControl
     ) -> None:
-        claim = store.claim(T, "holder-a")
-        clock.advance(timedelta(seconds=31))
-        newer = store.claim(T, "holder-b")
+        claim, newer = _superseded_claim(store, clock)
         with pytest.raises(ClaimLost):
             store.release_claim(claim)
-        with pytest.raises(ThreadBusy):  # the newer claim was not released
-            store.claim(T, "holder-c")
+        _assert_busy(store, "holder-c")  # the newer claim was not released
         store.release_claim(newer)
 
     def test_release_of_expired_current_claim_succeeds(
         self, store: Checkpointer, clock: ClockControl
     ) -> None:
-        claim = store.claim(T, "h")
-        clock.advance(timedelta(seconds=31))
+        claim = _expired_claim(store, clock)
         store.release_claim(claim)
         with pytest.raises(ClaimLost):
             store.renew_claim(claim)
@@ -227,13 +224,11 @@ class ClaimsTests:
     def test_expired_current_claim_can_still_commit(
         self, store: Checkpointer, clock: ClockControl
     ) -> None:
-        claim = store.claim(T, "h")
-        clock.advance(timedelta(seconds=31))
+        claim = _expired_claim(store, clock)
         assert _commit(store, claim, "c1", None).checkpoint_id == "c1"
 
     def test_commit_with_released_claim_is_claim_lost(self, store: Checkpointer) -> None:
-        claim = store.claim(T, "h")
-        store.release_claim(claim)
+        claim = _released_claim(store)
         with pytest.raises(ClaimLost):
             _commit(store, claim, "c1", None)
         assert store.thread(T) is None
@@ -242,28 +237,24 @@ class ClaimsTests:
         self, store: Checkpointer, clock: ClockControl
     ) -> None:
         claim = _new_thread(store)
-        clock.advance(timedelta(seconds=31))
+        clock.advance(PAST_TTL)
         store.claim(T, "newer")
         with pytest.raises(ClaimLost):
             _commit(store, claim, "c2", "c1")
-        assert store.thread(T) is not None and store.thread(T).head_id == "c1"  # type: ignore[union-attr]
+        assert _info(store).head_id == "c1"
 
     # --- ThreadInfo claim fields (rule 9) -------------------------------------------------
 
-    def test_thread_info_describes_the_live_claim(self, store: Checkpointer) -> None:
-        claim = _new_thread(store)
-        info = store.thread(T)
-        assert info is not None
-        assert (info.claim_holder, info.claim_expires_at) == ("worker", claim.expires_at)
-
-    def test_thread_info_describes_an_expired_current_claim(
-        self, store: Checkpointer, clock: ClockControl
+    @pytest.mark.parametrize(
+        "elapsed",
+        [pytest.param(timedelta(0), id="live"), pytest.param(timedelta(minutes=5), id="expired")],
+    )
+    def test_thread_info_describes_the_current_claim(
+        self, store: Checkpointer, clock: ClockControl, elapsed: timedelta
     ) -> None:
         claim = _new_thread(store)
-        clock.advance(timedelta(minutes=5))
-        info = store.thread(T)
-        assert info is not None
-        assert (info.claim_holder, info.claim_expires_at) == ("worker", claim.expires_at)
+        clock.advance(elapsed)
+        assert _claim_fields(store) == ("worker", claim.expires_at)
 
     def test_thread_info_follows_a_renewed_claim(
         self, store: Checkpointer, clock: ClockControl
@@ -271,21 +262,16 @@ class ClaimsTests:
         claim = _new_thread(store)
         clock.advance(timedelta(seconds=5))
         renewed = store.renew_claim(claim)
-        info = store.thread(T)
-        assert info is not None and info.claim_expires_at == renewed.expires_at
+        assert _info(store).claim_expires_at == renewed.expires_at
 
     def test_thread_info_shows_the_newest_claim(
         self, store: Checkpointer, clock: ClockControl
     ) -> None:
         _new_thread(store)
-        clock.advance(timedelta(seconds=31))
+        clock.advance(PAST_TTL)
         newer = store.claim(T, "newer")
-        info = store.thread(T)
-        assert info is not None
-        assert (info.claim_holder, info.claim_expires_at) == ("newer", newer.expires_at)
+        assert _claim_fields(store) == ("newer", newer.expires_at)
 
     def test_thread_info_claim_fields_none_after_release(self, store: Checkpointer) -> None:
         store.release_claim(_new_thread(store))
-        info = store.thread(T)
-        assert info is not None
-        assert (info.claim_holder, info.claim_expires_at) == (None, None)
+        assert _claim_fields(store) == (None, None)

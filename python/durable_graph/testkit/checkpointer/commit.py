@@ -20,7 +20,24 @@ from ...errors import (
 )
 from ...model import EventIn, Failed, PendingWrite
 from ..harness import ClockControl
-from .support import HOUR, T, _attempt, _chain, _commit, _kinds, _new_thread, _snapshot, _within
+from .support import (
+    HOUR,
+    T,
+    _assert_run_refused,
+    _attempt,
+    _chain,
+    _commit,
+    _expired_claim,
+    _first_commit_an_hour_ago,
+    _head,
+    _info,
+    _kinds,
+    _new_thread,
+    _released_claim,
+    _snapshot,
+    _superseded_claim,
+    _within,
+)
 
 
 class CommitTests:
@@ -31,8 +48,7 @@ class CommitTests:
     def test_commit_on_new_thread_creates_it(self, store: Checkpointer) -> None:
         claim = store.claim(T, "h")
         checkpoint = _commit(store, claim, "c1", None)
-        info = store.thread(T)
-        assert info is not None
+        info = _info(store)
         assert (info.thread_id, info.head_id, info.last_seq) == (T, "c1", checkpoint.seq)
         assert info.parent_thread_id is None
 
@@ -59,8 +75,8 @@ class CommitTests:
     def test_commit_chains_on_the_head(self, store: Checkpointer) -> None:
         claim = store.claim(T, "h")
         _chain(store, claim, ["c1", "c2", "c3"])
-        head = store.get(T)
-        assert head is not None and (head.checkpoint_id, head.parent_id) == ("c3", "c2")
+        head = _head(store)
+        assert (head.checkpoint_id, head.parent_id) == ("c3", "c2")
 
     def test_commit_on_new_thread_with_a_parent_is_stale_parent(self, store: Checkpointer) -> None:
         claim = store.claim(T, "h")
@@ -111,8 +127,7 @@ class CommitTests:
         assert _commit(store, claim, "c1", None, fence=fence).checkpoint_id == "c1"
 
     def test_commit_with_released_fence_is_claim_lost(self, store: Checkpointer) -> None:
-        fence = store.claim("parent", "h")
-        store.release_claim(fence)
+        fence = _released_claim(store, "parent")
         claim = store.claim(T, "h")
         with pytest.raises(ClaimLost):
             _commit(store, claim, "c1", None, fence=fence)
@@ -121,9 +136,7 @@ class CommitTests:
     def test_commit_with_superseded_fence_is_claim_lost(
         self, store: Checkpointer, clock: ClockControl
     ) -> None:
-        fence = store.claim("parent", "h")
-        clock.advance(timedelta(seconds=31))
-        store.claim("parent", "h2")
+        fence, _ = _superseded_claim(store, clock, "parent")
         claim = store.claim(T, "h")
         with pytest.raises(ClaimLost):
             _commit(store, claim, "c1", None, fence=fence)
@@ -131,8 +144,7 @@ class CommitTests:
     def test_commit_with_expired_but_current_fence_succeeds(
         self, store: Checkpointer, clock: ClockControl
     ) -> None:
-        fence = store.claim("parent", "h")
-        clock.advance(timedelta(seconds=31))
+        fence = _expired_claim(store, clock, "parent")
         claim = store.claim(T, "h")
         assert _commit(store, claim, "c1", None, fence=fence).checkpoint_id == "c1"
 
@@ -146,20 +158,17 @@ class CommitTests:
     # --- commit check order (D9: claim, fence, parent, deleted run, duplicate id) ---------
 
     def test_stale_claim_is_reported_before_stale_parent(self, store: Checkpointer) -> None:
-        claim = _new_thread(store)
-        store.release_claim(claim)
+        claim = _released_claim(store, ids=["c1"])
         with pytest.raises(ClaimLost):
             _commit(store, claim, "c2", "wrong")
 
     def test_stale_claim_is_reported_before_duplicate_checkpoint(self, store: Checkpointer) -> None:
-        claim = _new_thread(store)
-        store.release_claim(claim)
+        claim = _released_claim(store, ids=["c1"])
         with pytest.raises(ClaimLost):
             _commit(store, claim, "c1", "c1")
 
     def test_stale_fence_is_reported_before_stale_parent(self, store: Checkpointer) -> None:
-        fence = store.claim("parent", "h")
-        store.release_claim(fence)
+        fence = _released_claim(store, "parent")
         claim = _new_thread(store)
         with pytest.raises(ClaimLost):
             _commit(store, claim, "c2", "wrong", fence=fence)
@@ -206,8 +215,7 @@ class CommitTests:
     def test_checkpoint_seq_is_the_threads_last_seq_after_commit(self, store: Checkpointer) -> None:
         claim = store.claim(T, "h")
         checkpoint = _commit(store, claim, "c1", None, events=(EventIn("a"), EventIn("b")))
-        info = store.thread(T)
-        assert checkpoint.seq == 3 and info is not None and info.last_seq == 3
+        assert checkpoint.seq == 3 and _info(store).last_seq == 3
 
     def test_event_numbers_continue_across_commits_and_appends(self, store: Checkpointer) -> None:
         claim = _new_thread(store)
@@ -248,9 +256,7 @@ class CommitTests:
     def test_committed_at_comes_from_the_store_clock(
         self, store: Checkpointer, clock: ClockControl
     ) -> None:
-        claim = store.claim(T, "h")
-        first = _commit(store, claim, "c1", None)
-        clock.advance(HOUR)
+        claim, first = _first_commit_an_hour_ago(store, clock)
         second = _commit(store, claim, "c2", "c1")
         assert _within(second.committed_at - first.committed_at, HOUR)
 
@@ -266,17 +272,16 @@ class CommitTests:
     def test_created_at_kept_to_the_microsecond(self, store: Checkpointer) -> None:
         produced = datetime(2001, 2, 3, 4, 5, 6, 789012, tzinfo=UTC)
         checkpoint = _commit(store, store.claim(T, "h"), "c1", None, created_at=produced)
-        stored = store.get(T)
         assert checkpoint.created_at == produced
-        assert stored is not None and stored.created_at == produced
+        assert _head(store).created_at == produced
 
     def test_created_at_in_another_zone_is_kept_as_the_same_instant(
         self, store: Checkpointer
     ) -> None:
         produced = datetime(2030, 6, 1, 23, 59, 59, 1, tzinfo=timezone(timedelta(hours=-7)))
         _commit(store, store.claim(T, "h"), "c1", None, created_at=produced)
-        stored = store.get(T)
-        assert stored is not None and stored.created_at == produced
+        stored = _head(store)
+        assert stored.created_at == produced
         assert stored.created_at.utcoffset() == timedelta(0)
 
     def test_created_at_none_means_commit_time(self, store: Checkpointer) -> None:
@@ -290,8 +295,7 @@ class CommitTests:
         _commit(store, claim, "c1", None, created_at=late)
         _commit(store, claim, "c2", "c1", created_at=early)
         assert [c.checkpoint_id for c in store.history(T)] == ["c2", "c1"]
-        head = store.get(T)
-        assert head is not None and head.checkpoint_id == "c2"
+        assert _head(store).checkpoint_id == "c2"
 
     def test_event_created_at_kept_to_the_microsecond(self, store: Checkpointer) -> None:
         produced = datetime(2011, 12, 13, 14, 15, 16, 171819, tzinfo=UTC)
@@ -330,32 +334,26 @@ class CommitTests:
     def test_thread_created_and_updated_at_first_and_last_commit(
         self, store: Checkpointer, clock: ClockControl
     ) -> None:
-        claim = store.claim(T, "h")
-        first = _commit(store, claim, "c1", None)
-        clock.advance(HOUR)
+        claim, first = _first_commit_an_hour_ago(store, clock)
         second = _commit(store, claim, "c2", "c1")
-        info = store.thread(T)
-        assert info is not None
+        info = _info(store)
         assert (info.created_at, info.updated_at) == (first.committed_at, second.committed_at)
 
     def test_thread_updated_at_moves_with_append_events(
         self, store: Checkpointer, clock: ClockControl
     ) -> None:
-        claim = _new_thread(store)
-        clock.advance(HOUR)
+        claim, _ = _first_commit_an_hour_ago(store, clock)
         (event,) = store.append_events(claim, [EventIn("a")])
-        info = store.thread(T)
-        assert info is not None and info.updated_at == event.committed_at
+        info = _info(store)
+        assert info.updated_at == event.committed_at
         assert _within(info.updated_at - info.created_at, HOUR)
 
     def test_thread_updated_at_moves_with_retract_turn(
         self, store: Checkpointer, clock: ClockControl
     ) -> None:
-        claim = _new_thread(store)
-        clock.advance(HOUR)
+        claim, _ = _first_commit_an_hour_ago(store, clock)
         store.retract_turn(claim)
-        info = store.thread(T)
-        assert info is not None
+        info = _info(store)
         assert info.updated_at == store.events_after(T, 0)[-1].committed_at
         assert _within(info.updated_at - info.created_at, HOUR)
 
@@ -375,15 +373,12 @@ class CommitTests:
     def test_thread_info_has_no_head_of_other_threads(self, store: Checkpointer) -> None:
         _new_thread(store, "t-a", ids=["a1", "a2"])
         _new_thread(store, "t-b", ids=["b1"])
-        info_a, info_b = store.thread("t-a"), store.thread("t-b")
-        assert info_a is not None and info_b is not None
-        assert (info_a.head_id, info_b.head_id) == ("a2", "b1")
+        assert (_info(store, "t-a").head_id, _info(store, "t-b").head_id) == ("a2", "b1")
 
     def test_parent_thread_id_recorded_on_first_commit(self, store: Checkpointer) -> None:
         _new_thread(store, "parent")
         _new_thread(store, "child", parent_thread_id="parent")
-        info = store.thread("child")
-        assert info is not None and info.parent_thread_id == "parent"
+        assert _info(store, "child").parent_thread_id == "parent"
 
     def test_parent_thread_id_of_later_commits_is_ignored(self, store: Checkpointer) -> None:
         _new_thread(store, "p1")
@@ -391,16 +386,14 @@ class CommitTests:
         claim = store.claim("child", "h")
         _commit(store, claim, "c1", None, parent_thread_id="p1")
         _commit(store, claim, "c2", "c1", parent_thread_id="p2")
-        info = store.thread("child")
-        assert info is not None and info.parent_thread_id == "p1"
+        assert _info(store, "child").parent_thread_id == "p1"
         assert store.children("p1") == ["child"] and store.children("p2") == []
 
     def test_parent_thread_id_not_set_by_a_later_commit(self, store: Checkpointer) -> None:
         _new_thread(store, "p1")
         claim = _new_thread(store, "child")
         _commit(store, claim, "c2", "c1", parent_thread_id="p1")
-        info = store.thread("child")
-        assert info is not None and info.parent_thread_id is None
+        assert _info(store, "child").parent_thread_id is None
         assert store.children("p1") == []
 
     def test_children_listed_in_first_commit_order(self, store: Checkpointer) -> None:
@@ -449,9 +442,7 @@ class CommitTests:
     def test_commit_of_a_run_of_a_delete_marked_entry_is_refused(self, store: Checkpointer) -> None:
         _attempt(store, T, "run-a")
         assert store.delete_thread(T) is False
-        claim = store.claim(T, "run-a")
-        with pytest.raises(RunOfDeletedThread):
-            _commit(store, claim, "c1", None, "run-a")
+        _assert_run_refused(store, "run-a")
         assert store.thread(T) is None
 
     def test_run_of_deleted_thread_refused_after_the_thread_existed(
@@ -460,9 +451,7 @@ class CommitTests:
         _attempt(store, T, "run-a")
         _new_thread(store, run_id="run-a")
         assert store.delete_thread(T) is True
-        claim = store.claim(T, "run-a")
-        with pytest.raises(RunOfDeletedThread):
-            _commit(store, claim, "c1", None, "run-a")
+        _assert_run_refused(store, "run-a")
 
     def test_run_of_deleted_thread_refused_after_the_entry_closed(
         self, store: Checkpointer
@@ -471,9 +460,7 @@ class CommitTests:
         store.delete_thread(T)
         closed = store.run_queue.close(lease, Failed("gone"))
         assert closed.closed
-        claim = store.claim(T, "run-a")
-        with pytest.raises(RunOfDeletedThread):
-            _commit(store, claim, "c1", None, "run-a")
+        _assert_run_refused(store, "run-a")
 
     def test_other_runs_commit_on_a_thread_with_a_delete_marked_entry(
         self, store: Checkpointer

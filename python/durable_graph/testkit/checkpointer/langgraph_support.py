@@ -14,7 +14,7 @@ import pytest
 from ...checkpointer import Checkpointer
 from ...errors import ClaimLost, NotFound, StaleParent, ThreadBusy, ValidationError
 from ...model import Commit, PendingWrite
-from .support import T, _chain, _commit, _kinds, _new_thread, _snapshot
+from .support import T, _chain, _commit, _fenced_child, _kinds, _new_thread, _snapshot
 
 
 class LangGraphSupportTests:
@@ -103,9 +103,7 @@ class LangGraphSupportTests:
     def test_copy_thread_copies_descendants_named_after_the_source(
         self, store: Checkpointer
     ) -> None:
-        root = _new_thread(store, "src", ids=("r1",))
-        child = store.claim("src/ns", "h")
-        _commit(store, child, "k1", None, parent_thread_id="src", fence=root)
+        _fenced_child(store, "src")
         other = store.claim("elsewhere", "h")
         _commit(store, other, "o1", None, parent_thread_id="src")
         assert store.copy_thread("src", "dst")
@@ -192,9 +190,7 @@ class LangGraphSupportTests:
         assert _snapshot(store) == before
 
     def test_put_writes_and_commit_is_fenced_writes_included(self, store: Checkpointer) -> None:
-        root = _new_thread(store, "root", ids=("r1",))
-        child = store.claim("root/ns", "h")
-        _commit(store, child, "k1", None, parent_thread_id="root", fence=root)
+        root, child = _fenced_child(store, "root")
         store.release_claim(root)
         store.claim("root", "live")
         before = _snapshot(store, "root/ns")
@@ -283,9 +279,7 @@ class LangGraphSupportTests:
     # --- put_writes_fenced ----------------------------------------------------------------
 
     def test_put_writes_fenced_writes_while_the_fence_is_current(self, store: Checkpointer) -> None:
-        root = _new_thread(store, "root", ids=("r1",))
-        child = store.claim("root/ns", "h")
-        _commit(store, child, "k1", None, parent_thread_id="root", fence=root)
+        root, child = _fenced_child(store, "root")
         store.put_writes_fenced(child, "k1", [PendingWrite("t", "ch", 1)], root)
         got = store.get("root/ns", "k1")
         assert got is not None and got.writes == (PendingWrite("t", "ch", 1),)
@@ -293,9 +287,7 @@ class LangGraphSupportTests:
     def test_put_writes_fenced_refuses_a_stale_fence_and_writes_nothing(
         self, store: Checkpointer
     ) -> None:
-        root = _new_thread(store, "root", ids=("r1",))
-        child = store.claim("root/ns", "h")
-        _commit(store, child, "k1", None, parent_thread_id="root", fence=root)
+        root, child = _fenced_child(store, "root")
         store.release_claim(root)
         store.claim("root", "live")
         with pytest.raises(ClaimLost):
@@ -306,9 +298,7 @@ class LangGraphSupportTests:
     def test_put_writes_fenced_checks_the_claim_and_the_checkpoint(
         self, store: Checkpointer
     ) -> None:
-        root = _new_thread(store, "root", ids=("r1",))
-        child = store.claim("root/ns", "h")
-        _commit(store, child, "k1", None, parent_thread_id="root", fence=root)
+        root, child = _fenced_child(store, "root")
         with pytest.raises(NotFound):
             store.put_writes_fenced(child, "nope", [PendingWrite("t", "ch", 1)], root)
         store.release_claim(child)

@@ -13,7 +13,7 @@ import pytest
 from ...checkpointer import Checkpointer
 from ...errors import ValidationError
 from ...model import EventIn, ThreadInfo
-from .support import FAST, T, _commit, _kinds, _new_thread
+from .support import FAST, T, _await_while, _commit, _kinds, _new_thread
 
 
 class ReadsTests:
@@ -194,24 +194,14 @@ class ReadsTests:
         self, store: Checkpointer
     ) -> None:
         claim = _new_thread(store)
-        timer = threading.Timer(0.2, lambda: store.append_events(claim, [EventIn("ping")]))
         started = time.monotonic()
-        timer.start()
-        try:
-            events = store.await_events_after(T, 1, timedelta(seconds=20), FAST)
-        finally:
-            timer.join()
+        events = _await_while(store, 1, lambda: store.append_events(claim, [EventIn("ping")]))
         assert _kinds(events) == ["ping"]
         assert time.monotonic() - started < 10
 
     def test_await_events_after_sees_the_first_commit(self, store: Checkpointer) -> None:
         claim = store.claim(T, "h")
-        timer = threading.Timer(0.2, lambda: _commit(store, claim, "c1", None))
-        timer.start()
-        try:
-            events = store.await_events_after(T, 0, timedelta(seconds=20), FAST)
-        finally:
-            timer.join()
+        events = _await_while(store, 0, lambda: _commit(store, claim, "c1", None))
         assert _kinds(events) == ["store.checkpoint"]
 
     def test_await_events_after_refuses_a_non_timedelta_timeout(self, store: Checkpointer) -> None:

@@ -22,7 +22,7 @@ from ...model import (
     Submission,
 )
 from ..harness import ClockControl
-from .support import HOUR, T, _attempt, _chain, _commit, _new_thread, _snapshot
+from .support import HOUR, T, _attempt, _chain, _commit, _new_thread, _released_claim, _snapshot
 
 
 class RetractPruneDeleteTests:
@@ -141,8 +141,7 @@ class RetractPruneDeleteTests:
             store.retract_turn(claim)
 
     def test_retract_turn_with_stale_claim_is_claim_lost(self, store: Checkpointer) -> None:
-        claim = _new_thread(store)
-        store.release_claim(claim)
+        claim = _released_claim(store, ids=["c1"])
         with pytest.raises(ClaimLost):
             store.retract_turn(claim)
         assert [c.checkpoint_id for c in store.history(T)] == ["c1"]

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
 from ...checkpointer import Checkpointer
+from ...errors import RunOfDeletedThread, ThreadBusy, ValidationError
 from ...model import (
     Checkpoint,
     Claim,
@@ -21,9 +22,11 @@ from ...model import (
     PendingWrite,
     Started,
     Submission,
+    ThreadInfo,
     WatchPolicy,
 )
 from ..fixtures import StoreFixtures
+from ..harness import ClockControl
 
 T = "thread-1"
 """The thread most tests work on."""
@@ -169,3 +172,102 @@ class CheckpointerFixtures(StoreFixtures):
         store.put_writes(claim, "c1", [PendingWrite("t", "ch", 1)])
         store.record_effect(claim, "k", {"v": 1})
         return claim
+
+
+# --- arrange and assert steps many tests share -----------------------------------------------
+
+PAST_TTL = timedelta(seconds=31)
+"""Just past the default claim ttl (30 s): a claim older than this has expired."""
+
+
+def _info(store: Checkpointer, thread_id: str = T) -> ThreadInfo:
+    """The ThreadInfo of ``thread_id``, which must exist."""
+    info = store.thread(thread_id)
+    assert info is not None
+    return info
+
+
+def _claim_fields(store: Checkpointer, thread_id: str = T) -> tuple[str | None, datetime | None]:
+    """The claim ThreadInfo shows for ``thread_id`` (rule 9): its holder and expiry."""
+    info = _info(store, thread_id)
+    return info.claim_holder, info.claim_expires_at
+
+
+def _head(store: Checkpointer, thread_id: str = T, checkpoint_id: str | None = None) -> Checkpoint:
+    """``store.get(thread_id, checkpoint_id)``, which must find a checkpoint."""
+    checkpoint = store.get(thread_id, checkpoint_id)
+    assert checkpoint is not None
+    return checkpoint
+
+
+def _released_claim(store: Checkpointer, thread_id: str = T, ids: Sequence[str] = ()) -> Claim:
+    """Claim ``thread_id``, commit ``ids`` on it and release it: a claim every call refuses."""
+    claim = _new_thread(store, thread_id, ids)
+    store.release_claim(claim)
+    return claim
+
+
+def _expired_claim(store: Checkpointer, clock: ClockControl, thread_id: str = T) -> Claim:
+    """A default-ttl claim on ``thread_id`` whose ttl has run out, still the current claim."""
+    claim = store.claim(thread_id, "holder-a")
+    clock.advance(PAST_TTL)
+    return claim
+
+
+def _superseded_claim(
+    store: Checkpointer, clock: ClockControl, thread_id: str = T
+) -> tuple[Claim, Claim]:
+    """An expired claim on ``thread_id`` and the newer claim that took the thread from it."""
+    old = _expired_claim(store, clock, thread_id)
+    return old, store.claim(thread_id, "holder-b")
+
+
+def _assert_busy(store: Checkpointer, holder: str = "holder-b") -> None:
+    """``holder`` cannot claim T: a live or current claim holds it (ThreadBusy)."""
+    with pytest.raises(ThreadBusy):
+        store.claim(T, holder)
+
+
+def _first_commit_an_hour_ago(store: Checkpointer, clock: ClockControl) -> tuple[Claim, Checkpoint]:
+    """Claim T, commit c1, then move the store clock on by `HOUR`; the claim and c1."""
+    claim = store.claim(T, "h")
+    first = _commit(store, claim, "c1", None)
+    clock.advance(HOUR)
+    return claim, first
+
+
+def _fenced_child(store: Checkpointer, root: str) -> tuple[Claim, Claim]:
+    """Thread ``root`` (checkpoint r1) and its subgraph thread ``root/ns`` (checkpoint k1),
+    committed under ``root``'s claim as fence; both claims, still current."""
+    fence = _new_thread(store, root, ids=("r1",))
+    child = store.claim(f"{root}/ns", "h")
+    _commit(store, child, "k1", None, parent_thread_id=root, fence=fence)
+    return fence, child
+
+
+def _assert_run_refused(store: Checkpointer, run_id: str) -> None:
+    """A fresh claim on T cannot commit for ``run_id``: its thread was deleted under it."""
+    claim = store.claim(T, run_id)
+    with pytest.raises(RunOfDeletedThread):
+        _commit(store, claim, "c1", None, run_id)
+
+
+def _refused_naming(store: Checkpointer, name: str, call: Callable[[], object]) -> None:
+    """``call()`` raises a ValidationError naming ``name`` and changes nothing on T."""
+    before = _snapshot(store)
+    with pytest.raises(ValidationError) as raised:
+        call()
+    assert name in str(raised.value)
+    assert _snapshot(store) == before
+
+
+def _await_while(
+    store: Checkpointer, after: int, action: Callable[[], object], thread_id: str = T
+) -> list[Event]:
+    """``await_events_after(thread_id, after)`` while another thread runs ``action`` 0.2 s in."""
+    timer = threading.Timer(0.2, action)
+    timer.start()
+    try:
+        return store.await_events_after(thread_id, after, timedelta(seconds=20), FAST)
+    finally:
+        timer.join()

@@ -13,7 +13,18 @@ import pytest
 from ...checkpointer import Checkpointer
 from ...errors import ClaimLost, ValidationError
 from ...model import Claim, ClaimPolicy, Commit, EventIn, PendingWrite, RetentionPolicy, WatchPolicy
-from .support import FAST, T, _commit, _deep, _grow, _new_thread, _same_json, _snapshot
+from .support import (
+    FAST,
+    T,
+    _commit,
+    _deep,
+    _grow,
+    _new_thread,
+    _refused_naming,
+    _released_claim,
+    _same_json,
+    _snapshot,
+)
 
 # --- parameter tables ------------------------------------------------------------------------
 
@@ -289,32 +300,24 @@ class ValidationTests:
     def test_every_kind_of_bad_identifier_is_refused(
         self, store: Checkpointer, seeded: Claim, name: str, call: Site, bad: Any
     ) -> None:
-        before = _snapshot(store)
-        with pytest.raises(ValidationError) as raised:
-            call(store, seeded, bad)
-        assert name in str(raised.value)
-        assert _snapshot(store) == before
+        _refused_naming(store, name, lambda: call(store, seeded, bad))
 
     @pytest.mark.parametrize("name,call", IDENTIFIER_SITES)
     def test_bad_identifier_argument_is_refused_by_name(
         self, store: Checkpointer, seeded: Claim, name: str, call: Site
     ) -> None:
-        before = _snapshot(store)
-        with pytest.raises(ValidationError) as raised:
-            call(store, seeded, "")
-        assert name in str(raised.value)
-        assert _snapshot(store) == before
+        _refused_naming(store, name, lambda: call(store, seeded, ""))
         store.claim("other", "ok")  # a refused claim took nothing
 
     @pytest.mark.parametrize("bad", BAD_JSON)
     def test_every_kind_of_bad_json_state_is_refused(
         self, store: Checkpointer, seeded: Claim, bad: Any
     ) -> None:
-        before = _snapshot(store)
-        with pytest.raises(ValidationError) as raised:
-            store.commit(seeded, Commit("c2", "c1", "run-1", {"a": [0, bad]}))
-        assert "state" in str(raised.value)
-        assert _snapshot(store) == before
+        _refused_naming(
+            store,
+            "state",
+            lambda: store.commit(seeded, Commit("c2", "c1", "run-1", {"a": [0, bad]})),
+        )
 
     @pytest.mark.parametrize("name,call", JSON_SITES)
     @pytest.mark.parametrize(
@@ -328,11 +331,7 @@ class ValidationTests:
     def test_bad_json_argument_is_refused_by_name(
         self, store: Checkpointer, seeded: Claim, name: str, call: Site, bad: Any
     ) -> None:
-        before = _snapshot(store)
-        with pytest.raises(ValidationError) as raised:
-            call(store, seeded, bad)
-        assert name in str(raised.value)
-        assert _snapshot(store) == before
+        _refused_naming(store, name, lambda: call(store, seeded, bad))
 
     def test_bad_json_error_names_the_path(self, store: Checkpointer, seeded: Claim) -> None:
         with pytest.raises(ValidationError) as raised:
@@ -443,7 +442,6 @@ class ValidationTests:
         self, store: Checkpointer, call: Callable[[Checkpointer, Claim], object]
     ) -> None:
         # D10: a stale claim on an id with no commit is ClaimLost, not NotFound
-        claim = store.claim(T, "h")
-        store.release_claim(claim)
+        claim = _released_claim(store)
         with pytest.raises(ClaimLost):
             call(store, claim)

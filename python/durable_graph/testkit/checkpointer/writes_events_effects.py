@@ -12,7 +12,18 @@ from ...checkpointer import Checkpointer
 from ...errors import ClaimLost, NotFound, ValidationError
 from ...model import EffectRecord, EventIn, PendingWrite
 from ..harness import ClockControl
-from .support import HOUR, T, _commit, _kinds, _new_thread, _snapshot, _within
+from .support import (
+    HOUR,
+    T,
+    _commit,
+    _first_commit_an_hour_ago,
+    _head,
+    _kinds,
+    _new_thread,
+    _released_claim,
+    _snapshot,
+    _within,
+)
 
 
 class WritesEventsEffectsTests:
@@ -23,39 +34,32 @@ class WritesEventsEffectsTests:
     def test_put_writes_attaches_writes_to_the_checkpoint(self, store: Checkpointer) -> None:
         claim = _new_thread(store)
         store.put_writes(claim, "c1", [PendingWrite("task", "ch", {"v": 1})])
-        head = store.get(T)
-        assert head is not None and head.writes == (PendingWrite("task", "ch", {"v": 1}),)
+        assert _head(store).writes == (PendingWrite("task", "ch", {"v": 1}),)
 
     def test_put_writes_is_idempotent_per_task_channel_index(self, store: Checkpointer) -> None:
         claim = _new_thread(store)
         writes = [PendingWrite("t", "a", 1), PendingWrite("t", "b", 2)]
         store.put_writes(claim, "c1", writes)
         store.put_writes(claim, "c1", writes)
-        head = store.get(T)
-        assert head is not None and head.writes == tuple(writes)
+        assert _head(store).writes == tuple(writes)
 
     def test_put_writes_first_value_wins(self, store: Checkpointer) -> None:
         claim = _new_thread(store)
         store.put_writes(claim, "c1", [PendingWrite("t", "a", "first")])
         store.put_writes(claim, "c1", [PendingWrite("t", "a", "second")])
-        head = store.get(T)
-        assert head is not None and head.writes == (PendingWrite("t", "a", "first"),)
+        assert _head(store).writes == (PendingWrite("t", "a", "first"),)
 
     def test_put_writes_index_is_the_position_in_the_list(self, store: Checkpointer) -> None:
         claim = _new_thread(store)
         store.put_writes(claim, "c1", [PendingWrite("t", "a", 1), PendingWrite("t", "a", 2)])
         store.put_writes(claim, "c1", [PendingWrite("t", "a", 9)])
-        head = store.get(T)
-        assert head is not None
-        assert head.writes == (PendingWrite("t", "a", 1), PendingWrite("t", "a", 2))
+        assert _head(store).writes == (PendingWrite("t", "a", 1), PendingWrite("t", "a", 2))
 
     def test_put_writes_later_index_adds_a_write(self, store: Checkpointer) -> None:
         claim = _new_thread(store)
         store.put_writes(claim, "c1", [PendingWrite("t", "a", 1)])
         store.put_writes(claim, "c1", [PendingWrite("t", "a", 1), PendingWrite("t", "b", 2)])
-        head = store.get(T)
-        assert head is not None
-        assert head.writes == (PendingWrite("t", "a", 1), PendingWrite("t", "b", 2))
+        assert _head(store).writes == (PendingWrite("t", "a", 1), PendingWrite("t", "b", 2))
 
     def test_writes_are_ordered_by_task_then_index(self, store: Checkpointer) -> None:
         claim = _new_thread(store)
@@ -63,8 +67,7 @@ class WritesEventsEffectsTests:
             claim, "c1", [PendingWrite("task-b", "z", 1), PendingWrite("task-b", "a", 2)]
         )
         store.put_writes(claim, "c1", [PendingWrite("task-a", "y", 3)])
-        head = store.get(T)
-        assert head is not None
+        head = _head(store)
         assert [(w.task_id, w.channel) for w in head.writes] == [
             ("task-a", "y"),
             ("task-b", "z"),
@@ -108,12 +111,10 @@ class WritesEventsEffectsTests:
     def test_put_writes_with_stale_claim_is_claim_lost_before_not_found(
         self, store: Checkpointer
     ) -> None:
-        claim = _new_thread(store)
-        store.release_claim(claim)
+        claim = _released_claim(store, ids=["c1"])
         with pytest.raises(ClaimLost):
             store.put_writes(claim, "nope", [PendingWrite("t", "ch", 1)])
-        head = store.get(T)
-        assert head is not None and head.writes == ()
+        assert _head(store).writes == ()
 
     def test_put_writes_with_empty_list_still_checks(self, store: Checkpointer) -> None:
         claim = _new_thread(store)
@@ -137,8 +138,7 @@ class WritesEventsEffectsTests:
         store.append_events(claim, [EventIn("a")])
         info = store.thread(T)
         assert info is not None and (info.last_seq, info.head_id) == (2, "c1")
-        head = store.get(T)
-        assert head is not None and head.seq == 1
+        assert _head(store).seq == 1
 
     def test_append_events_carry_the_given_run_id(self, store: Checkpointer) -> None:
         claim = _new_thread(store)
@@ -153,9 +153,7 @@ class WritesEventsEffectsTests:
     def test_append_events_committed_at_from_store_clock(
         self, store: Checkpointer, clock: ClockControl
     ) -> None:
-        claim = store.claim(T, "h")
-        checkpoint = _commit(store, claim, "c1", None)
-        clock.advance(HOUR)
+        claim, checkpoint = _first_commit_an_hour_ago(store, clock)
         (event,) = store.append_events(claim, [EventIn("a")])
         assert _within(event.committed_at - checkpoint.committed_at, HOUR)
         assert event.created_at == event.committed_at
@@ -167,8 +165,7 @@ class WritesEventsEffectsTests:
         assert store.events_after(T, 0) == []
 
     def test_append_events_with_stale_claim_is_claim_lost(self, store: Checkpointer) -> None:
-        claim = store.claim(T, "h")
-        store.release_claim(claim)
+        claim = _released_claim(store)
         with pytest.raises(ClaimLost):
             store.append_events(claim, [EventIn("a")])
 
@@ -231,9 +228,7 @@ class WritesEventsEffectsTests:
     def test_effect_recorded_at_comes_from_store_clock(
         self, store: Checkpointer, clock: ClockControl
     ) -> None:
-        claim = store.claim(T, "h")
-        checkpoint = _commit(store, claim, "c1", None)
-        clock.advance(HOUR)
+        claim, checkpoint = _first_commit_an_hour_ago(store, clock)
         record = store.record_effect(claim, "k", 1)
         assert _within(record.recorded_at - checkpoint.committed_at, HOUR)
 
@@ -269,8 +264,7 @@ class WritesEventsEffectsTests:
         assert store.get_effect(T, "k") is None
 
     def test_record_effect_with_stale_claim_is_claim_lost(self, store: Checkpointer) -> None:
-        claim = _new_thread(store)
-        store.release_claim(claim)
+        claim = _released_claim(store, ids=["c1"])
         with pytest.raises(ClaimLost):
             store.record_effect(claim, "k", 1)
         assert store.get_effect(T, "k") is None
