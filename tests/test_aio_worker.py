@@ -22,8 +22,6 @@ from typing import Any
 import pytest
 
 from durable_graph import (
-    Checkpoint,
-    Claim,
     ClaimLost,
     ClaimPolicy,
     Commit,
@@ -42,12 +40,12 @@ from durable_graph.aio import AsyncCheckpointer, AsyncInMemoryCheckpointer, Asyn
 from durable_graph.aio._threaded import ThreadedCheckpointer
 from durable_graph.aio.postgres import AsyncPostgresCheckpointer
 from durable_graph.aio.worker import AsyncRunContext, AsyncWorker, WorkerStopped
-from durable_graph.memory import InMemoryCheckpointer
-from durable_graph.model import AttemptBegun, BackoffPolicy
+from durable_graph.model import BackoffPolicy
 from durable_graph.postgres import PostgresConfig
 from durable_graph.testkit import ClockControl, ManualClock
 from durable_graph.testkit.pg_clock import PgClock
 from durable_graph.worker import output_effect_key
+from hooked_store import HookedStore
 
 FAST: dict[str, Any] = {
     "lease_ttl": timedelta(milliseconds=600),
@@ -608,45 +606,6 @@ def test_sigterm_stops_a_worker_with_signal_handlers_installed() -> None:
 
 # --- the attempt flow's three former drifts (the same tests as for the sync Worker) ---------
 
-_POLICY = ClaimPolicy()
-
-
-class _HookedStore(InMemoryCheckpointer):
-    """The real in-memory store, running a test's one-shot hook first in `claim` or in `get`.
-
-    `begin_attempt` reads the head itself (D73); when it found the claim busy, the worker goes on
-    step by step and reads the head with `get` right before the handler starts: the `get` hook
-    waits for that call (the `get` that `begin_attempt` composes inside its one call skips it).
-    """
-
-    _in_begin = False
-
-    def begin_attempt(self, *args: Any, **kwargs: Any) -> AttemptBegun | None:
-        self._in_begin = True
-        try:
-            return super().begin_attempt(*args, **kwargs)
-        finally:
-            self._in_begin = False
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.before_claim: Callable[[], None] | None = None
-        self.before_plan: Callable[[], None] | None = None
-
-    def claim(self, thread_id: str, holder: str, policy: ClaimPolicy = _POLICY) -> Claim:
-        hook, self.before_claim = self.before_claim, None
-        if hook is not None:
-            hook()
-        return super().claim(thread_id, holder, policy)
-
-    def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
-        if self._in_begin:
-            return super().get(thread_id, checkpoint_id)
-        hook, self.before_plan = self.before_plan, None
-        if hook is not None:
-            hook()
-        return super().get(thread_id, checkpoint_id)
-
 
 def _counting(calls: list[str]) -> Callable[[AsyncRunContext], Coroutine[Any, Any, Any]]:
     async def handler(ctx: AsyncRunContext) -> Any:
@@ -658,7 +617,7 @@ def _counting(calls: list[str]) -> Callable[[AsyncRunContext], Coroutine[Any, An
 
 def test_handler_is_not_called_once_the_lease_was_lost_before_it_starts() -> None:
     async def main() -> None:
-        inner = _HookedStore()
+        inner = HookedStore()
         store = ThreadedCheckpointer(inner)
         ticket = await store.run_queue.submit(Submission("t1", None))
         # Busy at begin_attempt (until it expires), so the worker claims and reads the head step
@@ -684,7 +643,7 @@ def test_handler_is_not_called_once_the_lease_was_lost_before_it_starts() -> Non
 
 def test_claim_wait_ended_by_a_lost_lease_reports_lost_not_busy() -> None:
     async def main() -> None:
-        inner = _HookedStore()
+        inner = HookedStore()
         store = ThreadedCheckpointer(inner)
         ticket = await store.run_queue.submit(Submission("t1", None))
         await store.claim("t1", "someone-else", ClaimPolicy(ttl=timedelta(seconds=30)))
@@ -702,7 +661,7 @@ def test_claim_wait_ended_by_a_lost_lease_reports_lost_not_busy() -> None:
 
 def test_claim_taken_after_shutdown_abandoned_the_attempt_is_given_back() -> None:
     async def main() -> None:
-        inner = _HookedStore()
+        inner = HookedStore()
         store = ThreadedCheckpointer(inner)
         ticket = await store.run_queue.submit(Submission("t1", None))
         long_claims = ClaimPolicy(

@@ -17,8 +17,6 @@ from typing import Any
 import pytest
 
 from durable_graph import (
-    Checkpoint,
-    Claim,
     ClaimLost,
     ClaimPolicy,
     Commit,
@@ -33,12 +31,13 @@ from durable_graph import (
 )
 from durable_graph.checkpointer import Checkpointer
 from durable_graph.memory import InMemoryCheckpointer
-from durable_graph.model import AttemptBegun, BackoffPolicy
+from durable_graph.model import BackoffPolicy
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.sqlite import SqliteCheckpointer
 from durable_graph.testkit import ClockControl, ManualClock
 from durable_graph.testkit.pg_clock import PgClock
 from durable_graph.worker import RunContext, Worker, output_effect_key
+from hooked_store import HookedStore
 
 FAST: dict[str, Any] = {
     "lease_ttl": timedelta(milliseconds=600),
@@ -496,50 +495,6 @@ def test_concurrency_runs_attempts_in_parallel(backend: Backend) -> None:
 # --- the attempt flow's three former drifts (the same test for AsyncWorker) ----------------
 
 
-_POLICY = ClaimPolicy()
-
-
-class _HookedStore(InMemoryCheckpointer):
-    """The real in-memory store, running a test's one-shot hook first in `claim` or in `get`.
-
-    `begin_attempt` reads the head itself (D73); when it found the claim busy, the worker goes on
-    step by step and reads the head with `get` right before the handler starts: the `get` hook
-    waits for that call (the `get` that `begin_attempt` composes inside its one call skips it).
-    """
-
-    _in_begin = False
-
-    def begin_attempt(self, *args: Any, **kwargs: Any) -> AttemptBegun | None:
-        self._in_begin = True
-        try:
-            return super().begin_attempt(*args, **kwargs)
-        finally:
-            self._in_begin = False
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.before_claim: Callable[[], None] | None = None
-        self.before_plan: Callable[[], None] | None = None
-        self.hooked_claim_taken = threading.Event()
-
-    def claim(self, thread_id: str, holder: str, policy: ClaimPolicy = _POLICY) -> Claim:
-        hook, self.before_claim = self.before_claim, None
-        if hook is None:
-            return super().claim(thread_id, holder, policy)
-        hook()
-        claim = super().claim(thread_id, holder, policy)
-        self.hooked_claim_taken.set()
-        return claim
-
-    def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
-        if self._in_begin:
-            return super().get(thread_id, checkpoint_id)
-        hook, self.before_plan = self.before_plan, None
-        if hook is not None:
-            hook()
-        return super().get(thread_id, checkpoint_id)
-
-
 def _never_called(calls: list[str]) -> Callable[[RunContext], Any]:
     def handler(ctx: RunContext) -> Any:
         calls.append(ctx.run_id)
@@ -549,7 +504,7 @@ def _never_called(calls: list[str]) -> Callable[[RunContext], Any]:
 
 
 def test_handler_is_not_called_once_the_lease_was_lost_before_it_starts() -> None:
-    store = _HookedStore()
+    store = HookedStore()
     ticket = store.run_queue.submit(Submission("t1", None))
     calls: list[str] = []
     # Busy at begin_attempt (until it expires), so the worker claims and reads the head step by
@@ -569,7 +524,7 @@ def test_handler_is_not_called_once_the_lease_was_lost_before_it_starts() -> Non
 
 
 def test_claim_wait_ended_by_a_lost_lease_reports_lost_not_busy() -> None:
-    store = _HookedStore()
+    store = HookedStore()
     ticket = store.run_queue.submit(Submission("t1", None))
     store.claim("t1", "someone-else", ClaimPolicy(ttl=timedelta(seconds=30)))
 
@@ -583,7 +538,7 @@ def test_claim_wait_ended_by_a_lost_lease_reports_lost_not_busy() -> None:
 
 
 def test_claim_taken_after_shutdown_abandoned_the_attempt_is_given_back() -> None:
-    store = _HookedStore()
+    store = HookedStore()
     store.run_queue.submit(Submission("t1", None))
     long_claims = ClaimPolicy(ttl=timedelta(seconds=30), renew_every=timedelta(milliseconds=150))
     calls: list[str] = []
