@@ -57,6 +57,12 @@ def ns() -> int:
     return time.perf_counter_ns()
 
 
+async def settled(value: Any) -> Any:
+    """``value`` awaited if a workload's method returned an awaitable (async workloads), else
+    as is: one loop can drive sync and async workloads alike."""
+    return await value if inspect.isawaitable(value) else value
+
+
 @dataclass
 class Sample:
     """What one worker process measured."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import inspect
 import statistics
 import sys
 import time
@@ -29,7 +28,7 @@ from durable_graph.testkit import pg_server
 
 from . import notify_cost, pgbench, wakeup
 from .checkpoint import setup_langgraph
-from .common import Result, measure_interleaved, summarize
+from .common import Result, measure_interleaved, settled, summarize
 from .queue import setup_pgqueuer, setup_procrastinate
 from .run import create_databases, drop_databases, server_facts
 
@@ -80,22 +79,19 @@ def transactions_per_job(
         if k in params
     ]
 
-    async def maybe(value: Any) -> Any:
-        return await value if inspect.isawaitable(value) else value
-
     async def run() -> tuple[float, float]:
         with psycopg.connect(base, autocommit=True) as admin:
             admin.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
-            await maybe(workload.setup())
+            await settled(workload.setup())
             for _ in range(5):
-                await maybe(workload.op())
+                await settled(workload.op())
             time.sleep(1.5)  # let the workload's session report its statistics (idle: < 1 s)
             before = _xact_commit(admin, dbnames)
             start = admin.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
             for _ in range(jobs):
-                await maybe(workload.op())
+                await settled(workload.op())
             end = admin.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
-            await maybe(workload.close())  # its sessions end: their statistics are flushed
+            await settled(workload.close())  # its sessions end: their statistics are flushed
             time.sleep(1.5)
             after = _xact_commit(admin, dbnames)
             admin.execute("CHECKPOINT")

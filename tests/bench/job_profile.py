@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import time
 from typing import Any
 
@@ -24,29 +23,26 @@ from durable_graph.testkit import pg_server
 
 from . import jobs
 from .checkpoint import setup_langgraph
+from .common import settled
 from .queue import setup_pgqueuer, setup_procrastinate
 from .run import create_databases
 
 WARMUP = 200
 
 
-async def _maybe(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
 async def _profile(name: str, workload: Any, admin_dsn: str, n: int) -> list[str]:
-    await _maybe(workload.setup())
+    await settled(workload.setup())
     for _ in range(WARMUP):
-        await _maybe(workload.op())
+        await settled(workload.op())
     with psycopg.connect(admin_dsn, autocommit=True) as admin:
         admin.execute("SELECT pg_stat_statements_reset()")
     steps: dict[str, int] = {}
     cpu, wall = time.process_time(), time.perf_counter()
     for _ in range(n):
-        for step, ns in (await _maybe(workload.op())).items():
+        for step, ns in (await settled(workload.op())).items():
             steps[step] = steps.get(step, 0) + ns
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    await _maybe(workload.close())
+    await settled(workload.close())
     with psycopg.connect(admin_dsn, autocommit=True) as admin:
         total = admin.execute(
             "SELECT sum(total_exec_time), sum(wal_bytes) FROM pg_stat_statements"
