@@ -1,7 +1,7 @@
 """Shared fixtures: a real PostgreSQL for the whole session.
 
 `DURABLE_GRAPH_TEST_DSN` names a server to use; otherwise a throwaway one is started
-(`durable_graph.testkit.pg_server`) and removed at the end. Each session gets a fresh database
+(`durable_graph.testkit.postgres.server`) and removed at the end. Each session gets a fresh database
 from pytest-postgresql's `DatabaseJanitor`; each test gets its own schema inside it.
 """
 
@@ -17,8 +17,8 @@ from psycopg import sql
 from pytest_postgresql.janitor import DatabaseJanitor
 
 from durable_graph.postgres.migrations import migrate
-from durable_graph.testkit import pg_server
-from durable_graph.testkit.pg_clock import PgClock
+from durable_graph.testkit.postgres import server as pg_server
+from durable_graph.testkit.postgres.clock import PgClock
 
 _SERVER: pg_server.PgServer | None = None
 
@@ -76,7 +76,7 @@ def pg_schema(pg_dsn: str) -> Iterator[str]:
 def class_schema(pg_dsn: str) -> Iterator[tuple[str, PgClock]]:
     """A schema migrated once for a whole test class, with a movable clock.
 
-    Tests empty it with `durable_graph.testkit.pg_schema.reset_store` before each run.
+    Tests empty it with `durable_graph.testkit.postgres.schema.reset_store` before each run.
     """
     schema = f"c_{uuid.uuid4().hex[:16]}"
     migrate(pg_dsn, schema)

@@ -21,8 +21,8 @@ from durable_graph import (
     PendingWrite,
     Submission,
 )
-from durable_graph.attempt_flow import output_effect_key
 from durable_graph.dashboard import create_app
+from durable_graph.worker.flow import output_effect_key
 
 FAILURE = "ValueError: the model refused <script>alert('x')</script> & gave up"
 THREAD = "chat/1 <b>&amp;"

@@ -16,17 +16,17 @@ import psycopg
 from hypothesis import strategies as st
 from psycopg import sql
 
-import durable_graph.errors
+import durable_graph.core.errors
 from durable_graph import (
     RetentionPolicy,
 )
-from durable_graph.memory import InMemoryCheckpointer
-from durable_graph.model import JSON
+from durable_graph.core.model import JSON
+from durable_graph.memory.store import InMemoryCheckpointer
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.postgres.migrations import migrate
 from durable_graph.sqlite import SqliteCheckpointer, SqliteConfig
 from durable_graph.testkit.harness import ManualClock
-from durable_graph.testkit.pg_schema import reset_store
+from durable_graph.testkit.postgres.schema import reset_store
 
 EXAMPLES = int(os.environ.get("DURABLE_GRAPH_DIFF_EXAMPLES", "200"))
 STEPS = int(os.environ.get("DURABLE_GRAPH_DIFF_STEPS", "30"))
@@ -66,7 +66,7 @@ ADVANCES = st.sampled_from(
 MAX_AGES = [None, *[timedelta(seconds=s) for s in (30, 90, 630, DAY + 30)]]
 SQLSTATE_ERRORS: dict[str, str] = {
     str(getattr(cls, "sqlstate")): cls.__name__  # noqa: B009 (not every class has one)
-    for cls in vars(durable_graph.errors).values()
+    for cls in vars(durable_graph.core.errors).values()
     if isinstance(cls, type) and isinstance(getattr(cls, "sqlstate", None), str)
 }
 

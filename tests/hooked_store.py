@@ -7,8 +7,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from durable_graph.memory import InMemoryCheckpointer
-from durable_graph.model import AttemptBegun, Checkpoint, Claim, ClaimPolicy
+from durable_graph.core.model import AttemptBegun, Checkpoint, Claim, ClaimPolicy
+from durable_graph.memory.store import InMemoryCheckpointer
 
 _POLICY = ClaimPolicy()
 

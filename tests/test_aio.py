@@ -37,16 +37,16 @@ from durable_graph.aio import (
     AsyncRunQueue,
     AsyncSqliteCheckpointer,
 )
-from durable_graph.aio.postgres import AsyncPostgresCheckpointer
-from durable_graph.checkpointer import Checkpointer
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.run_queue import RunQueue
 from durable_graph.postgres import PostgresConfig
-from durable_graph.run_queue import RunQueue
+from durable_graph.postgres.async_store import AsyncPostgresCheckpointer
 from durable_graph.testkit import Harness, ManualClock
 from durable_graph.testkit.async_adapter import SyncAdapter
-from durable_graph.testkit.checkpointer_contract import CheckpointerContract
-from durable_graph.testkit.pg_clock import PgClock
-from durable_graph.testkit.pg_schema import reset_store
-from durable_graph.testkit.run_queue_contract import RunQueueContract
+from durable_graph.testkit.contract.checkpointer.suite import CheckpointerContract
+from durable_graph.testkit.contract.run_queue.suite import RunQueueContract
+from durable_graph.testkit.postgres.clock import PgClock
+from durable_graph.testkit.postgres.schema import reset_store
 
 SEC = timedelta(seconds=1)
 

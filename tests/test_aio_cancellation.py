@@ -33,7 +33,7 @@ import pytest
 from psycopg import sql
 
 from durable_graph import Claim, ClaimPolicy, Commit, EventIn, ProcessingError, StaleParent
-from durable_graph.aio.postgres import AsyncPostgresCheckpointer
+from durable_graph.postgres.async_store import AsyncPostgresCheckpointer
 from durable_graph.postgres.config import PostgresConfig
 
 APP = "dg_aio_cancel"

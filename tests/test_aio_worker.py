@@ -1,4 +1,4 @@
-"""The async worker runtime (durable_graph.aio.worker) on the three async stores.
+"""The async worker runtime (durable_graph.worker.aio) on the three async stores.
 
 Each test runs its own event loop (``asyncio.run``) on a fresh store: in memory, a real SQLite
 file, or a fresh schema of the session's real PostgreSQL. Crashed attempts are staged with the
@@ -37,14 +37,14 @@ from durable_graph import (
     ValidationError,
 )
 from durable_graph.aio import AsyncCheckpointer, AsyncInMemoryCheckpointer, AsyncSqliteCheckpointer
-from durable_graph.aio._threaded import ThreadedCheckpointer
-from durable_graph.aio.postgres import AsyncPostgresCheckpointer
-from durable_graph.aio.worker import AsyncRunContext, AsyncWorker, WorkerStopped
-from durable_graph.model import BackoffPolicy
+from durable_graph.core.model import BackoffPolicy
+from durable_graph.embedded.threaded import ThreadedCheckpointer
 from durable_graph.postgres import PostgresConfig
+from durable_graph.postgres.async_store import AsyncPostgresCheckpointer
 from durable_graph.testkit import ClockControl, ManualClock
-from durable_graph.testkit.pg_clock import PgClock
-from durable_graph.worker import output_effect_key
+from durable_graph.testkit.postgres.clock import PgClock
+from durable_graph.worker.aio import AsyncRunContext, AsyncWorker, WorkerStopped
+from durable_graph.worker.sync import output_effect_key
 from hooked_store import HookedStore
 
 FAST: dict[str, Any] = {

@@ -1,6 +1,6 @@
 """One API surface: every spelling of the 32 store methods matches the sync Protocols.
 
-The sync `Checkpointer` and `RunQueue` Protocols are the source (`durable_graph.surface`). Each
+The sync `Checkpointer` and `RunQueue` Protocols are the source (`durable_graph.core.surface`). Each
 implementation — memory, SQLite, PostgreSQL, their three async stores — the async Protocols, and
 the testkit adapter must have each member (``members``: the methods, ``run_queue`` and the context
 manager) with the same parameters, kinds, defaults and annotations (``async`` where the Protocol
@@ -20,23 +20,14 @@ from pathlib import Path
 import pytest
 
 import durable_graph
-from durable_graph import ClaimPolicy, Commit, errors
+from durable_graph import ClaimPolicy, Commit
 from durable_graph.aio import AsyncInMemoryCheckpointer, AsyncSqliteCheckpointer
-from durable_graph.aio.postgres import AsyncPostgresCheckpointer, AsyncPostgresRunQueue
-from durable_graph.aio.protocols import AsyncCheckpointer, AsyncRunQueue
-from durable_graph.checkpointer import Checkpointer
-from durable_graph.memory import InMemoryCheckpointer
-from durable_graph.model import Checkpoint
-from durable_graph.postgres import PostgresCheckpointer
-from durable_graph.postgres.store import (
-    CHECKPOINTER_CALLS,
-    RUN_QUEUE_CALLS,
-    PostgresRunQueue,
-    SqlCalls,
-)
-from durable_graph.run_queue import RunQueue
-from durable_graph.sqlite import SqliteCheckpointer
-from durable_graph.surface import (
+from durable_graph.core import errors
+from durable_graph.core.async_protocols import AsyncCheckpointer, AsyncRunQueue
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.model import Checkpoint
+from durable_graph.core.run_queue import RunQueue
+from durable_graph.core.surface import (
     AsyncCheckpointerCalls,
     AsyncRunQueueCalls,
     CheckpointerCalls,
@@ -45,6 +36,16 @@ from durable_graph.surface import (
     arguments_of,
     mismatches,
 )
+from durable_graph.memory.store import InMemoryCheckpointer
+from durable_graph.postgres import PostgresCheckpointer
+from durable_graph.postgres.async_store import AsyncPostgresCheckpointer, AsyncPostgresRunQueue
+from durable_graph.postgres.store import (
+    CHECKPOINTER_CALLS,
+    RUN_QUEUE_CALLS,
+    PostgresRunQueue,
+    SqlCalls,
+)
+from durable_graph.sqlite import SqliteCheckpointer
 from durable_graph.testkit.async_adapter import SyncAdapter
 
 SQL_DIR = Path(durable_graph.__file__).parent / "_sql"

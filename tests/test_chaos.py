@@ -30,7 +30,7 @@ from chaos.netns import Netns, unavailable_reason
 from chaos.supervisor import ChaosPlan, Env, Result, Supervisor
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.sqlite import SqliteCheckpointer
-from durable_graph.testkit import pg_server
+from durable_graph.testkit.postgres import server as pg_server
 
 LONG = os.environ.get("DURABLE_GRAPH_CHAOS") == "long"
 

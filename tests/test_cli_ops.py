@@ -25,10 +25,10 @@ import pytest
 
 from durable_graph import Completed, Failed, Submission
 from durable_graph.aio import AsyncInMemoryCheckpointer
-from durable_graph.aio.worker import AsyncRunContext, AsyncWorker
 from durable_graph.cli import build_parser, open_store
-from durable_graph.memory import InMemoryCheckpointer
-from durable_graph.worker import RunContext, Worker
+from durable_graph.memory.store import InMemoryCheckpointer
+from durable_graph.worker.aio import AsyncRunContext, AsyncWorker
+from durable_graph.worker.sync import RunContext, Worker
 
 BIN = Path(sys.executable).with_name("durable-graph")
 

@@ -58,7 +58,7 @@ from hypothesis.stateful import (
 )
 from psycopg import sql
 
-import durable_graph.errors
+import durable_graph.core.errors
 from differential_world import (
     ADVANCES,
     AGES,
@@ -101,7 +101,7 @@ from durable_graph import (
     QueueEntry,
     Submission,
 )
-from durable_graph.model import JSON
+from durable_graph.core.model import JSON
 
 # --- the machine -------------------------------------------------------------------------------
 
@@ -678,7 +678,7 @@ class DifferentialMachine(RuleBasedStateMachine):
         if not waited:
             pg.advance(delta)
         committed: dict[str, object] = {
-            "postgres": durable_graph.errors.GraphError(commit_error) if commit_error else None
+            "postgres": durable_graph.core.errors.GraphError(commit_error) if commit_error else None
         }
         for name in ("memory", "sqlite"):
             store, advance = self.stores[name], self.advancers[list(self.stores).index(name)]
@@ -689,7 +689,7 @@ class DifferentialMachine(RuleBasedStateMachine):
                 store.commit(claim.per_store[name], commit)
                 committed[name] = None
             except Exception as exc:
-                committed[name] = durable_graph.errors.GraphError(type(exc).__name__)
+                committed[name] = durable_graph.core.errors.GraphError(type(exc).__name__)
             advance(delta)
             if waited:
                 result[name] = self._attempt(take)

@@ -28,7 +28,7 @@ from durable_graph import (
     Submission,
     ThreadBusy,
 )
-from durable_graph.memory import InMemoryCheckpointer
+from durable_graph.memory.store import InMemoryCheckpointer
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.sqlite import SqliteCheckpointer
 

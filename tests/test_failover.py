@@ -29,7 +29,7 @@ from chaos.netns import Netns, unavailable_reason
 from chaos.supervisor import Env
 from durable_graph import ClaimLost, ClaimPolicy, Commit, ProcessingError, Submission
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
-from durable_graph.testkit import pg_server
+from durable_graph.testkit.postgres import server as pg_server
 from failover.fleet import Fleet, FleetEnv, FleetPlan
 
 LONG = os.environ.get("DURABLE_GRAPH_FLEET") == "long"

@@ -17,9 +17,9 @@ import pytest
 
 from durable_graph import Submission
 from durable_graph.aio import AsyncWorker
-from durable_graph.aio.postgres import AsyncPostgresCheckpointer
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
-from durable_graph.worker import RunContext, Worker
+from durable_graph.postgres.async_store import AsyncPostgresCheckpointer
+from durable_graph.worker.sync import RunContext, Worker
 
 STATE = {"messages": ["x" * 1000]}  # ~1 KB
 

@@ -20,9 +20,10 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
 from durable_graph.aio import AsyncInMemoryCheckpointer, AsyncPostgresCheckpointer, AsyncWorker
-from durable_graph.aio.protocols import AsyncCheckpointer
-from durable_graph.checkpointer import Checkpointer
-from durable_graph.errors import ClaimLost, ThreadBusy, ValidationError
+from durable_graph.core.async_protocols import AsyncCheckpointer
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.errors import ClaimLost, ThreadBusy, ValidationError
+from durable_graph.core.model import ClaimPolicy, Completed, Submission
 from durable_graph.langgraph import (
     AsyncDurableSaver,
     DurableSaver,
@@ -31,13 +32,12 @@ from durable_graph.langgraph import (
     graph_handler,
 )
 from durable_graph.langgraph.codec import NS_SEP
-from durable_graph.memory import InMemoryCheckpointer
-from durable_graph.model import ClaimPolicy, Completed, Submission
+from durable_graph.memory.store import InMemoryCheckpointer
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.sqlite import SqliteCheckpointer
 from durable_graph.testkit import ClockControl, ManualClock
-from durable_graph.testkit.pg_clock import PgClock
-from durable_graph.worker import Worker
+from durable_graph.testkit.postgres.clock import PgClock
+from durable_graph.worker.sync import Worker
 
 TTL = timedelta(seconds=5)
 POLICY = ClaimPolicy(ttl=TTL, renew_every=timedelta(seconds=1))
@@ -340,7 +340,7 @@ def test_values_are_stored_as_json_and_never_pickled(
 def test_a_stored_pickle_is_refused_on_load(clocked: tuple[Checkpointer, ClockControl]) -> None:
     store, _ = clocked
     claim = store.claim("t1", "h")
-    from durable_graph.model import Commit
+    from durable_graph.core.model import Commit
 
     store.commit(
         claim,

@@ -21,7 +21,7 @@ from durable_graph.aio import (
     AsyncSqliteCheckpointer,
 )
 from durable_graph.langgraph import AsyncDurableSaver, DurableSaver
-from durable_graph.memory import InMemoryCheckpointer
+from durable_graph.memory.store import InMemoryCheckpointer
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.sqlite import SqliteCheckpointer
 

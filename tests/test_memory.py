@@ -36,12 +36,12 @@ from durable_graph import (
     ValidationError,
     plan_attempt,
 )
-from durable_graph.checkpointer import Checkpointer
-from durable_graph.memory import InMemoryCheckpointer, MemoryStorage
-from durable_graph.run_queue import RunQueue
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.run_queue import RunQueue
+from durable_graph.memory.store import InMemoryCheckpointer, MemoryStorage
 from durable_graph.testkit import Harness, ManualClock
-from durable_graph.testkit.checkpointer_contract import CheckpointerContract
-from durable_graph.testkit.run_queue_contract import RunQueueContract
+from durable_graph.testkit.contract.checkpointer.suite import CheckpointerContract
+from durable_graph.testkit.contract.run_queue.suite import RunQueueContract
 
 
 def _memory_harness() -> Iterator[Harness]:

@@ -42,10 +42,10 @@ from durable_graph import (
     ThreadDeleted,
     plan_attempt,
 )
+from durable_graph.core.validation import from_posix
 from durable_graph.embedded.rows import EntryRow
-from durable_graph.memory import InMemoryCheckpointer, MemoryStorage
+from durable_graph.memory.store import InMemoryCheckpointer, MemoryStorage
 from durable_graph.testkit import ManualClock
-from durable_graph.validation import from_posix
 
 WORKERS = 16
 RUN_SECONDS = 4.0

@@ -1,5 +1,5 @@
 """Prometheus metrics (SPEC §13): a real worker process scraped while it runs, and the observer
-the metrics hang on (durable_graph.observe) on sync and async stores."""
+the metrics hang on (durable_graph.observe.observer) on sync and async stores."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ import pytest
 
 from durable_graph import Completed, EntryClosed, Submission
 from durable_graph.aio import AsyncInMemoryCheckpointer
-from durable_graph.memory import InMemoryCheckpointer
-from durable_graph.metrics import PrometheusObserver
-from durable_graph.observe import observed
+from durable_graph.memory.store import InMemoryCheckpointer
+from durable_graph.observe.metrics import PrometheusObserver
+from durable_graph.observe.observer import observed
 from durable_graph.sqlite import SqliteCheckpointer
 
 BIN = Path(sys.executable).with_name("durable-graph")

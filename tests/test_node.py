@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from durable_graph.model import Submission
+from durable_graph.core.model import Submission
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 
 NODE_DIR = Path(__file__).parent / "node"

@@ -21,7 +21,7 @@ from psycopg import sql
 from durable_graph import Commit, Completed, EventIn, Submission, WatchPolicy
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.postgres.notify import APPLICATION_NAME, KINDS
-from durable_graph.worker import RunContext, Worker
+from durable_graph.worker.sync import RunContext, Worker
 
 SLOW = WatchPolicy(poll_interval=timedelta(seconds=30))
 WAIT = timedelta(seconds=20)
@@ -265,7 +265,7 @@ def test_async_waiters_and_an_idle_async_worker_wake_when_notified(
     import asyncio
 
     from durable_graph.aio import AsyncWorker
-    from durable_graph.aio.postgres import AsyncPostgresCheckpointer
+    from durable_graph.postgres.async_store import AsyncPostgresCheckpointer
 
     async def main() -> None:
         store = await AsyncPostgresCheckpointer.open(pg_dsn, PostgresConfig(schema=pg_schema))

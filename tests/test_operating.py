@@ -1,6 +1,6 @@
 """Operating the queue with real workers (SPEC §13): retry backoff stored in the entry with the
 attempt's traceback, prompt cancel reaching a running handler, and the SQLite file upgrade that
-carries the new columns. The store rules themselves are in testkit/run_queue/operating.py.
+carries the new columns. The store rules themselves are in testkit/contract/run_queue/operating.py.
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ import pytest
 
 from durable_graph import BackoffPolicy, ClaimLost, ClaimPolicy, Commit, Submission
 from durable_graph.aio import AsyncInMemoryCheckpointer
-from durable_graph.aio.worker import AsyncRunContext, AsyncWorker
-from durable_graph.checkpointer import Checkpointer
-from durable_graph.errors import ValidationError
-from durable_graph.memory import InMemoryCheckpointer
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.errors import ValidationError
+from durable_graph.core.validation import fit_error_text
+from durable_graph.memory.store import InMemoryCheckpointer
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.sqlite import SCHEMA_VERSION, SqliteCheckpointer, SqliteConfig
 from durable_graph.testkit import ManualClock
-from durable_graph.validation import fit_error_text
-from durable_graph.worker import RunContext, Worker
+from durable_graph.worker.aio import AsyncRunContext, AsyncWorker
+from durable_graph.worker.sync import RunContext, Worker
 
 RENEW = 0.3
 """The workers' renewal interval here (lease ttl / 3)."""

@@ -17,11 +17,11 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from durable_graph.errors import ProcessingError, ValidationError
-from durable_graph.model import ANY, Commit, EventIn, Failed, Submission, WatchPolicy
+from durable_graph.core.errors import ProcessingError, ValidationError
+from durable_graph.core.model import ANY, Commit, EventIn, Failed, Submission, WatchPolicy
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.postgres.migrations import migrate
-from durable_graph.testkit.pg_schema import reset_store
+from durable_graph.testkit.postgres.schema import reset_store
 
 DEEP_512 = "[" * 512 + "]" * 512
 DEEP_513 = "[" * 513 + "]" * 513

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from durable_graph.errors import ProcessingError
+from durable_graph.core.errors import ProcessingError
 from durable_graph.postgres import migrations
 
 PSQL = "/usr/bin/psql"

@@ -32,10 +32,10 @@ from durable_graph import (
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.postgres.migrations import migrate
 from durable_graph.testkit import Harness
-from durable_graph.testkit.checkpointer_contract import CheckpointerContract
-from durable_graph.testkit.pg_clock import PgClock
-from durable_graph.testkit.pg_schema import reset_store
-from durable_graph.testkit.run_queue_contract import RunQueueContract
+from durable_graph.testkit.contract.checkpointer.suite import CheckpointerContract
+from durable_graph.testkit.contract.run_queue.suite import RunQueueContract
+from durable_graph.testkit.postgres.clock import PgClock
+from durable_graph.testkit.postgres.schema import reset_store
 
 
 def _pg_harness(pg_dsn: str, class_schema: tuple[str, PgClock]) -> Iterator[Harness]:

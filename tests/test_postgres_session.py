@@ -27,9 +27,9 @@ from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from durable_graph import Commit, ProcessingError
-from durable_graph.aio.postgres import AsyncPostgresCheckpointer
 from durable_graph.cli import main
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
+from durable_graph.postgres.async_store import AsyncPostgresCheckpointer
 from durable_graph.postgres.migrations import lock_key, migrate
 
 MARGIN = 0.75

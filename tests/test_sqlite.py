@@ -35,13 +35,13 @@ from durable_graph import (
     ValidationError,
     WatchPolicy,
 )
-from durable_graph.checkpointer import Checkpointer
-from durable_graph.memory import InMemoryCheckpointer
-from durable_graph.run_queue import RunQueue
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.run_queue import RunQueue
+from durable_graph.memory.store import InMemoryCheckpointer
 from durable_graph.sqlite import SCHEMA_VERSION, SqliteCheckpointer, SqliteConfig
 from durable_graph.testkit import Harness, ManualClock
-from durable_graph.testkit.checkpointer_contract import CheckpointerContract
-from durable_graph.testkit.run_queue_contract import RunQueueContract
+from durable_graph.testkit.contract.checkpointer.suite import CheckpointerContract
+from durable_graph.testkit.contract.run_queue.suite import RunQueueContract
 
 
 def _sqlite_harness(tmp_path: Path) -> Iterator[Harness]:
@@ -661,7 +661,7 @@ def test_a_wait_wakes_at_once_on_a_write_through_the_same_store(kind: str, path:
 
 
 def test_a_submissions_trace_context_is_kept_in_the_file_first_one_wins(tmp_path: Path) -> None:
-    from durable_graph.observe import TraceContext
+    from durable_graph.observe.observer import TraceContext
 
     path = tmp_path / "t.db"
     first = TraceContext("00-" + "a" * 32 + "-" + "b" * 16 + "-01", "k=v")

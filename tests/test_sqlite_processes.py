@@ -45,8 +45,8 @@ from durable_graph import (
     ThreadDeleted,
     plan_attempt,
 )
+from durable_graph.core.validation import to_micros
 from durable_graph.sqlite import SqliteCheckpointer, SqliteConfig
-from durable_graph.validation import to_micros
 
 PROCESSES = 4
 THREADS = [f"thread-{i}" for i in range(8)]

@@ -1,4 +1,4 @@
-"""The worker runtime (durable_graph.worker) on the in-memory store and on real SQLite files.
+"""The worker runtime (durable_graph.worker.sync) on the in-memory store and on real SQLite files.
 
 Crashed attempts are staged with the store's own calls (lease with a run id, claim, commit, then
 nothing — as a SIGKILLed worker leaves it); the store clock is moved past their ttls.
@@ -29,14 +29,14 @@ from durable_graph import (
     Submission,
     ThreadBusy,
 )
-from durable_graph.checkpointer import Checkpointer
-from durable_graph.memory import InMemoryCheckpointer
-from durable_graph.model import BackoffPolicy
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.model import BackoffPolicy
+from durable_graph.memory.store import InMemoryCheckpointer
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.sqlite import SqliteCheckpointer
 from durable_graph.testkit import ClockControl, ManualClock
-from durable_graph.testkit.pg_clock import PgClock
-from durable_graph.worker import RunContext, Worker, output_effect_key
+from durable_graph.testkit.postgres.clock import PgClock
+from durable_graph.worker.sync import RunContext, Worker, output_effect_key
 from hooked_store import HookedStore
 
 FAST: dict[str, Any] = {

@@ -1,7 +1,7 @@
 """durable_graph: the durable store for agent-graph runs (see SPEC.md and README.md)."""
 
-from .checkpointer import Checkpointer
-from .errors import (
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.errors import (
     ClaimLost,
     DuplicateCheckpoint,
     EntryClosed,
@@ -18,7 +18,7 @@ from .errors import (
     ThreadBusy,
     ValidationError,
 )
-from .model import (
+from durable_graph.core.model import (
     ANY,
     Attempt,
     AttemptBegun,
@@ -55,7 +55,7 @@ from .model import (
     Ticket,
     WatchPolicy,
 )
-from .run_queue import RunQueue, plan_attempt
+from durable_graph.core.run_queue import RunQueue, plan_attempt
 
 __version__ = "0.1.0"
 

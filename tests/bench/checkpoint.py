@@ -14,7 +14,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from durable_graph.model import ClaimPolicy, Commit
+from durable_graph.core.model import ClaimPolicy, Commit
 
 from .common import STATE, ns
 from .stores import open_store

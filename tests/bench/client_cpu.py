@@ -21,10 +21,10 @@ from typing import Any
 
 import psycopg
 
-from durable_graph.model import Commit, Completed, Lease, Submission
+from durable_graph.core.model import Commit, Completed, Lease, Submission
 from durable_graph.postgres import PostgresCheckpointer
 from durable_graph.postgres.config import PostgresConfig
-from durable_graph.testkit import pg_server
+from durable_graph.testkit.postgres import server as pg_server
 
 
 def _state() -> dict[str, Any]:

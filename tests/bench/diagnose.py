@@ -34,7 +34,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from durable_graph.model import ANY, Commit, Completed, Submission
+from durable_graph.core.model import ANY, Commit, Completed, Submission
 from durable_graph.postgres import calls
 from durable_graph.postgres.config import PostgresConfig
 

@@ -24,7 +24,7 @@ from typing import Any
 import psycopg
 
 from durable_graph.postgres.migrations import migrate
-from durable_graph.testkit import pg_server
+from durable_graph.testkit.postgres import server as pg_server
 
 from . import notify_cost, pgbench, wakeup
 from .checkpoint import setup_langgraph

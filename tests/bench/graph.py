@@ -15,7 +15,7 @@ import uuid
 from datetime import timedelta
 from typing import Any, TypedDict
 
-from durable_graph.model import ClaimPolicy
+from durable_graph.core.model import ClaimPolicy
 
 from .common import STATE
 from .stores import open_store

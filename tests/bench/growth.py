@@ -50,9 +50,9 @@ from typing import Any
 
 import psycopg
 
-from durable_graph.checkpointer import Checkpointer
-from durable_graph.model import Commit, Completed, Mode, Submission
-from durable_graph.validation import encode_json
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.model import Commit, Completed, Mode, Submission
+from durable_graph.core.validation import encode_json
 
 from .checkpoint import LONG_CLAIM
 from .common import JOB_INPUT, STATE, percentile

@@ -22,7 +22,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from durable_graph.model import ClaimPolicy, Commit, Completed, Submission
+from durable_graph.core.model import ClaimPolicy, Commit, Completed, Submission
 
 from .common import JOB_INPUT, STATE, ns
 from .stores import open_store

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from durable_graph.model import Commit, Submission
+from durable_graph.core.model import Commit, Submission
 
 from .common import JOB_INPUT, STATE, ns
 from .jobs import LONG_CLAIM

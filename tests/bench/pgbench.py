@@ -19,7 +19,7 @@ import tempfile
 
 import psycopg
 
-from durable_graph.testkit import pg_server
+from durable_graph.testkit.postgres import server as pg_server
 
 from .common import Result, Sample, percentile
 

@@ -24,7 +24,7 @@ import psycopg
 from psycopg import sql
 
 from durable_graph.postgres.migrations import migrate
-from durable_graph.testkit import pg_server
+from durable_graph.testkit.postgres import server as pg_server
 
 VARIANTS = ("definer", "invoker_set", "invoker")
 
@@ -80,7 +80,7 @@ def _setup(conn: psycopg.Connection[Any], dsn: str, base: str) -> dict[str, str]
 
 
 def _reset(conn: psycopg.Connection[Any], schema: str) -> None:
-    from durable_graph.testkit.pg_schema import reset_store
+    from durable_graph.testkit.postgres.schema import reset_store
 
     reset_store(conn, schema)
 

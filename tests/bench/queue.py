@@ -16,7 +16,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from durable_graph.model import Completed, Started, Submission
+from durable_graph.core.model import Completed, Started, Submission
 
 from .common import JOB_INPUT, ns
 from .stores import open_store

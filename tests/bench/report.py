@@ -16,7 +16,7 @@ FUSED = "submit + lease(run_id) + close"
 METHOD = """\
 ## Method
 
-* **One server.** A throwaway PostgreSQL 15 (`durable_graph.testkit.pg_server.start(durable=True)`:
+* **One server.** A throwaway PostgreSQL 15 (`durable_graph.testkit.postgres.server.start(durable=True)`:
   `fsync`, `synchronous_commit` and `full_page_writes` on) or the server of
   `DURABLE_GRAPH_TEST_DSN`; every system gets its own database on it. SQLite files live on the
   same disk (`synchronous=FULL`, WAL).
@@ -366,7 +366,7 @@ ANALYSIS = """\
 
 The SQL pass (below) left the Python client as the limit: it spent more CPU per call than the
 server. This pass changed only the client (`durable_graph.postgres.connection`, `.calls`,
-`durable_graph.validation`); the calls, their SQL, their results and their errors are unchanged.
+`durable_graph.core.validation`); the calls, their SQL, their results and their errors are unchanged.
 
 ### What changed (each measured; kept only what paid)
 

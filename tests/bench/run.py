@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.bench.run --out bench-results.md   (what `make bench` runs)
 
-A throwaway server is started with fsync on (`durable_graph.testkit.pg_server.start(
+A throwaway server is started with fsync on (`durable_graph.testkit.postgres.server.start(
 durable=True)`), unless ``DURABLE_GRAPH_TEST_DSN`` names one; every system gets its own database
 on that one server. Families: (a) checkpoint cycle, (b) queue lifecycle, (c) worker cycle,
 (d) pgbench reference, (e) SQLite, then growth and the diagnosis of what limits us. The results
@@ -25,7 +25,7 @@ from typing import Any
 
 import psycopg
 
-from durable_graph.testkit import pg_server
+from durable_graph.testkit.postgres import server as pg_server
 
 from . import checkpoint, diagnose, growth, pgbench, report
 from . import queue as queue_bench

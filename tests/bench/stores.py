@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from durable_graph.checkpointer import Checkpointer
+from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.postgres import PostgresCheckpointer
 from durable_graph.postgres.config import PostgresConfig
 from durable_graph.sqlite import SqliteCheckpointer

@@ -27,9 +27,9 @@ POLL = 5.0
 
 
 def ours(dsn: str, schema: str, n: int, gap: float) -> list[float]:
-    from durable_graph.model import Submission
+    from durable_graph.core.model import Submission
     from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
-    from durable_graph.worker import RunContext, Worker
+    from durable_graph.worker.sync import RunContext, Worker
 
     config = PostgresConfig(schema=schema, auto_migrate=False, max_pool_size=2)
     latencies: list[float] = []

@@ -16,8 +16,8 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from durable_graph.model import Commit, Completed, Fresh, Started, Submission
-from durable_graph.run_queue import plan_attempt
+from durable_graph.core.model import Commit, Completed, Fresh, Started, Submission
+from durable_graph.core.run_queue import plan_attempt
 
 from .checkpoint import LONG_CLAIM
 from .common import JOB_INPUT, STATE, ns
@@ -100,7 +100,7 @@ class RuntimeCycle:
         self.retries = 0
 
     def setup(self) -> None:
-        from durable_graph.worker import Worker
+        from durable_graph.worker.sync import Worker
 
         self.store = open_store(self.params)
         self.queue = self.store.run_queue

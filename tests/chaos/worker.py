@@ -14,7 +14,7 @@ input applied (metadata ``{"entry_id", "applied": true, "token"}``, ``next=("fin
 final commit (``applied: false``, ``next=()``); ``Resume``: the final commit; ``Finished``: nothing
 -> release the claim -> ``close(Completed)``. Sometimes it stalls (sleeps past the lease and claim
 ttl without renewing) in the window between planning and committing, where fencing must refuse it.
-The worker deliberately uses its own minimal loop (not `durable_graph.worker`) so that every
+The worker deliberately uses its own minimal loop (not `durable_graph.worker.sync`) so that every
 acknowledged call is logged with its timing and token.
 """
 

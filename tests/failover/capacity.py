@@ -27,7 +27,7 @@ import psycopg
 
 from durable_graph import ClaimPolicy, Commit, Completed, Submission, plan_attempt
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
-from durable_graph.testkit import pg_server
+from durable_graph.testkit.postgres import server as pg_server
 
 STATE = {"messages": [{"role": "user", "content": "x" * 200} for _ in range(4)], "step": 0}
 """About 1 KB of agent state, as in the benchmarks."""

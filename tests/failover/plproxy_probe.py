@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
-from durable_graph.testkit import pg_server
+from durable_graph.testkit.postgres import server as pg_server
 from failover.capacity import cluster_cpu_seconds
 
 SCHEMA = "dg"

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .memory import AsyncInMemoryCheckpointer
-from .protocols import AsyncCheckpointer, AsyncRunQueue
+from durable_graph.core.async_protocols import AsyncCheckpointer, AsyncRunQueue
+from durable_graph.memory.async_store import AsyncInMemoryCheckpointer
 
 if TYPE_CHECKING:
-    from .postgres import AsyncPostgresCheckpointer, AsyncPostgresRunQueue
-    from .sqlite import AsyncSqliteCheckpointer
-    from .worker import AsyncRunContext, AsyncWorker
+    from durable_graph.postgres.async_store import AsyncPostgresCheckpointer, AsyncPostgresRunQueue
+    from durable_graph.sqlite.async_store import AsyncSqliteCheckpointer
+    from durable_graph.worker.aio import AsyncRunContext, AsyncWorker
 
 __all__ = [
     "AsyncCheckpointer",
@@ -37,15 +37,15 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # Each backend is imported when first named: psycopg only by those who use PostgreSQL.
     if name == "AsyncSqliteCheckpointer":
-        from .sqlite import AsyncSqliteCheckpointer
+        from durable_graph.sqlite.async_store import AsyncSqliteCheckpointer
 
         return AsyncSqliteCheckpointer
     if name in ("AsyncPostgresCheckpointer", "AsyncPostgresRunQueue"):
-        from . import postgres
+        from durable_graph.postgres import async_store as postgres
 
         return getattr(postgres, name)
     if name in ("AsyncWorker", "AsyncRunContext"):
-        from . import worker
+        from durable_graph.worker import aio as worker
 
         return getattr(worker, name)
     raise AttributeError(name)

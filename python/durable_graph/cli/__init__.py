@@ -19,9 +19,9 @@ One module per command group: `common` (errors, argument types, output, opening 
 
 from __future__ import annotations
 
-from .common import CliError, UsageError, open_store, parse_duration, to_jsonable
-from .parser import build_parser, main
-from .run import load_app
+from durable_graph.cli.common import CliError, UsageError, open_store, parse_duration, to_jsonable
+from durable_graph.cli.parser import build_parser, main
+from durable_graph.cli.run import load_app
 
 __all__ = [
     "CliError",

@@ -2,6 +2,6 @@
 
 import sys
 
-from .parser import main
+from durable_graph.cli.parser import main
 
 sys.exit(main())

@@ -17,8 +17,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..checkpointer import Checkpointer
-from ..model import (
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.model import (
     Cancelled,
     Completed,
     EntryOutcome,
@@ -282,7 +282,7 @@ def schema_of(args: argparse.Namespace) -> str | None:
 
 
 def postgres_config(args: argparse.Namespace) -> Any:
-    from ..postgres import PostgresConfig
+    from durable_graph.postgres import PostgresConfig
 
     schema = schema_of(args)
     return PostgresConfig() if schema is None else PostgresConfig(schema=schema)
@@ -310,7 +310,7 @@ def open_store(
             f"no store at {path} (give --sqlite PATH or --dsn, or submit a run to create it)"
         )
     try:
-        from ..sqlite import SqliteCheckpointer, SqliteConfig
+        from durable_graph.sqlite import SqliteCheckpointer, SqliteConfig
     except ImportError as exc:
         raise CliError(f"the SQLite backend is not available: {exc}") from None
     sqlite_store: Checkpointer = SqliteCheckpointer.open(path, SqliteConfig(read_only=read_only))
@@ -334,7 +334,7 @@ def _open_postgres(dsn: str, config: Any, read_only: bool) -> Checkpointer:
     try:
         import psycopg
 
-        from ..postgres import PostgresCheckpointer, migrations
+        from durable_graph.postgres import PostgresCheckpointer, migrations
     except ImportError as exc:
         raise CliError(f"the PostgreSQL backend is not available: {exc}") from None
     with connect(dsn, config) as conn:

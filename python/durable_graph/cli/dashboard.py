@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
-from .common import CliError, UsageError, store_of
+from durable_graph.cli.common import CliError, UsageError, store_of
 
 TOKEN_ENV = "DURABLE_GRAPH_TOKEN"
 log = logging.getLogger("durable_graph.dashboard")
@@ -89,7 +89,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from ..dashboard import create_app
+        from durable_graph.dashboard import create_app
     except ImportError as exc:
         raise CliError(str(exc)) from None
     logging.basicConfig(level=logging.INFO)

@@ -6,9 +6,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import StoreError
-from ..model import ANY
-from .common import (
+from durable_graph.cli.common import (
     CliError,
     Unreachable,
     all_open_entries,
@@ -18,6 +16,8 @@ from .common import (
     redacted,
     store_label,
 )
+from durable_graph.core.errors import StoreError
+from durable_graph.core.model import ANY
 
 
 def _check(args: argparse.Namespace) -> dict[str, Any]:

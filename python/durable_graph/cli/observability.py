@@ -1,4 +1,4 @@
-"""The worker's ``--metrics-port`` and ``--traces``: its store observed (durable_graph.observe),
+"""The worker's ``--metrics-port`` and ``--traces``: its store observed (durable_graph.observe.observer),
 the queue sampled and the metrics served, spans exported."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import contextlib
 import logging
 from collections.abc import Iterator
 
-from ..checkpointer import Checkpointer
-from ..observe import Observer
-from .common import CliError
+from durable_graph.cli.common import CliError
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.observe.observer import Observer
 
 log = logging.getLogger("durable_graph.worker")
 
@@ -23,7 +23,7 @@ def worker_metrics(args: argparse.Namespace, store: Checkpointer) -> Iterator[Ch
     if port is None and traces is None:
         yield store
         return
-    from ..observe import Observers, observed
+    from durable_graph.observe.observer import Observers, observed
 
     observers: list[Observer] = []
     with contextlib.ExitStack() as stack:
@@ -39,7 +39,7 @@ def _tracing(store: Checkpointer) -> Observer:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 
-        from ..tracing import TracingObserver
+        from durable_graph.observe.tracing import TracingObserver
     except ImportError as exc:
         raise CliError(
             f"--traces needs OpenTelemetry: pip install 'durable-graph[otel]' ({exc})"
@@ -54,7 +54,7 @@ def _metrics(args: argparse.Namespace, store: Checkpointer, port: int) -> Iterat
     if not 0 <= port <= 65535:
         raise CliError(f"--metrics-port must be between 0 and 65535, got {port}")
     try:
-        from ..metrics import PrometheusObserver, QueueSampler, serve
+        from durable_graph.observe.metrics import PrometheusObserver, QueueSampler, serve
     except ImportError as exc:
         raise CliError(str(exc)) from None
     observer = PrometheusObserver()

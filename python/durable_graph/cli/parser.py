@@ -9,14 +9,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from .. import __version__
-from ..errors import StoreError
-from ..listing import ENTRY_STATES
-from ..model import (
-    Mode,
-)
-from . import dashboard as _dashboard
-from .common import (
+from durable_graph import __version__
+from durable_graph.cli import dashboard as _dashboard
+from durable_graph.cli.common import (
     DEBUG_ENV,
     DEFAULT_SQLITE_PATH,
     DSN_ENV,
@@ -31,9 +26,9 @@ from .common import (
     redacted,
     shown,
 )
-from .health import cmd_health
-from .privileges import cmd_grant, cmd_revoke
-from .queue import (
+from durable_graph.cli.health import cmd_health
+from durable_graph.cli.privileges import cmd_grant, cmd_revoke
+from durable_graph.cli.queue import (
     cmd_queue_cancel,
     cmd_queue_ls,
     cmd_queue_reclaim,
@@ -41,14 +36,14 @@ from .queue import (
     cmd_queue_show,
     cmd_queue_stats,
 )
-from .run import (
+from durable_graph.cli.run import (
     cmd_demo,
     cmd_migrate,
     cmd_sql,
     cmd_submit,
     cmd_worker,
 )
-from .threads import (
+from durable_graph.cli.threads import (
     cmd_events,
     cmd_prune,
     cmd_thread_children,
@@ -56,6 +51,11 @@ from .threads import (
     cmd_thread_history,
     cmd_thread_ls,
     cmd_thread_show,
+)
+from durable_graph.core.errors import StoreError
+from durable_graph.core.listing import ENTRY_STATES
+from durable_graph.core.model import (
+    Mode,
 )
 
 # --- the parser ----------------------------------------------------------------------------

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import CliError, UsageError, dsn_of, output_of, postgres_config
+from durable_graph.cli.common import CliError, UsageError, dsn_of, output_of, postgres_config
 
 
 def _privileges(args: argparse.Namespace, action: str) -> int:
-    from ..postgres import privileges
+    from durable_graph.postgres import privileges
 
     schema = postgres_config(args).schema
     role = privileges.check_role(args.role, "--role")

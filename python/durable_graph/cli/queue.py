@@ -8,17 +8,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TypeVar
 
-from ..checkpointer import Checkpointer
-from ..errors import NotFound
-from ..listing import age_text
-from ..model import (
-    ANY,
-    Failed,
-    QueueEntry,
-    TenantFilter,
-)
-from ..run_queue import RunQueue
-from .common import (
+from durable_graph.cli.common import (
     CliError,
     Output,
     all_open_entries,
@@ -30,6 +20,16 @@ from .common import (
     tenant_of,
     when,
 )
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.errors import NotFound
+from durable_graph.core.listing import age_text
+from durable_graph.core.model import (
+    ANY,
+    Failed,
+    QueueEntry,
+    TenantFilter,
+)
+from durable_graph.core.run_queue import RunQueue
 
 T = TypeVar("T")
 

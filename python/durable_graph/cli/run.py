@@ -14,18 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..errors import ValidationError
-from ..model import (
-    ANY,
-    BackoffPolicy,
-    ClaimPolicy,
-    Completed,
-    Mode,
-    QueueEntry,
-    Submission,
-    TenantFilter,
-)
-from .common import (
+from durable_graph.cli.common import (
     DSN_ENV,
     CliError,
     UsageError,
@@ -41,7 +30,18 @@ from .common import (
     store_of,
     to_jsonable,
 )
-from .observability import worker_metrics
+from durable_graph.cli.observability import worker_metrics
+from durable_graph.core.errors import ValidationError
+from durable_graph.core.model import (
+    ANY,
+    BackoffPolicy,
+    ClaimPolicy,
+    Completed,
+    Mode,
+    QueueEntry,
+    Submission,
+    TenantFilter,
+)
 
 # --- commands: schema ----------------------------------------------------------------------
 
@@ -50,7 +50,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     dsn = dsn_of(args)
     if dsn is None:
         raise UsageError("migrate needs --dsn (or DURABLE_GRAPH_DSN)")
-    from ..postgres import migrations
+    from durable_graph.postgres import migrations
 
     config = postgres_config(args)
     schema = config.schema
@@ -63,7 +63,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    from ..postgres import migrations
+    from durable_graph.postgres import migrations
 
     sys.stdout.write(migrations.install_script(postgres_config(args).schema))
     return 0
@@ -169,7 +169,7 @@ def _installed(name: str, cwd: str) -> bool:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from ..worker import Worker
+    from durable_graph.worker.sync import Worker
 
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()), handlers=[_log_handler(args)]
@@ -235,7 +235,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def _langgraph_demo(args: argparse.Namespace) -> int:
     """``demo --langgraph``: a LangGraph graph run by the queue (durable_graph.langgraph.demo)."""
     try:
-        from ..langgraph import demo as langgraph_demo
+        from durable_graph.langgraph import demo as langgraph_demo
     except ImportError as exc:
         raise UsageError(
             f"--langgraph needs the extra: pip install 'durable-graph[langgraph]' ({exc})"
@@ -258,7 +258,7 @@ def _worker_launcher_argv(args: argparse.Namespace, sqlite_path: str | None) -> 
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .. import demo
+    from durable_graph.cli import demo
 
     if getattr(args, "langgraph", False):
         return _langgraph_demo(args)

@@ -6,17 +6,7 @@ import argparse
 import json
 from collections.abc import Sequence
 
-from ..checkpointer import Checkpointer
-from ..model import (
-    ANY,
-    Checkpoint,
-    Event,
-    PruneResult,
-    RetentionPolicy,
-    ThreadInfo,
-    WatchPolicy,
-)
-from .common import (
+from durable_graph.cli.common import (
     PAGE,
     CliError,
     UsageError,
@@ -29,6 +19,16 @@ from .common import (
     store_of,
     to_jsonable,
     when,
+)
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.model import (
+    ANY,
+    Checkpoint,
+    Event,
+    PruneResult,
+    RetentionPolicy,
+    ThreadInfo,
+    WatchPolicy,
 )
 
 # --- commands: threads and events ---------------------------------------------------------

@@ -9,6 +9,6 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "the dashboard needs Starlette and uvicorn: pip install 'durable-graph[dashboard]'"
     ) from exc
 
-from .app import create_app
+from durable_graph.dashboard.app import create_app
 
 __all__ = ["create_app"]

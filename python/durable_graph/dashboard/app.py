@@ -28,13 +28,13 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..attempt_flow import output_effect_key
-from ..checkpointer import Checkpointer
-from ..errors import StoreError, ValidationError
-from ..listing import ENTRY_STATES
-from ..model import Checkpoint, QueueEntry
-from . import render
-from .assets import CSS, JS
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.errors import StoreError, ValidationError
+from durable_graph.core.listing import ENTRY_STATES
+from durable_graph.core.model import Checkpoint, QueueEntry
+from durable_graph.dashboard import render
+from durable_graph.dashboard.assets import CSS, JS
+from durable_graph.worker.flow import output_effect_key
 
 PAGE = 50
 """Entries, threads and checkpoints shown per page."""

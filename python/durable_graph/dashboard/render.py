@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from urllib.parse import urlencode
 
-from ..listing import ENTRY_STATES, age_text, state_of
-from ..model import (
+from durable_graph.core.listing import ENTRY_STATES, age_text, state_of
+from durable_graph.core.model import (
     JSON,
     Cancelled,
     Checkpoint,

@@ -2,7 +2,7 @@
 
 Every method is the same steps in the same order as the PL/pgSQL functions of ``sql/``:
 
-    validate (durable_graph.validation) -> transaction (lock bounded, D23; now read once, D4)
+    validate (durable_graph.core.validation) -> transaction (lock bounded, D23; now read once, D4)
     -> checks in the documented order -> writes
 
 All checks come before the first write, so a refused call has changed nothing on any storage.
@@ -18,8 +18,8 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Self
 
-from ..checkpointer import copy_pairs, metadata_matches
-from ..errors import (
+from durable_graph.core.checkpointer import copy_pairs, metadata_matches
+from durable_graph.core.errors import (
     DuplicateCheckpoint,
     NotFound,
     RunOfDeletedThread,
@@ -27,8 +27,8 @@ from ..errors import (
     ThreadBusy,
     ValidationError,
 )
-from ..fast_path import EmbeddedFastPath
-from ..model import (
+from durable_graph.core.fast_path import EmbeddedFastPath
+from durable_graph.core.model import (
     Checkpoint,
     Claim,
     ClaimPolicy,
@@ -43,7 +43,7 @@ from ..model import (
     ThreadInfo,
     WatchPolicy,
 )
-from ..validation import (
+from durable_graph.core.validation import (
     MAX_PAGE_ROWS,
     EncodedWrite,
     check_claim,
@@ -62,7 +62,7 @@ from ..validation import (
     decode_json,
     encode_json,
 )
-from .common import (
+from durable_graph.embedded.common import (
     THREAD_BUSY_CLAIM,
     checkpoint_of,
     current_claim,
@@ -72,9 +72,9 @@ from .common import (
     value_of,
     wait_until,
 )
-from .rows import CheckpointRow, ClaimRow, EffectRow, ThreadRow
-from .run_queue import EmbeddedRunQueue
-from .storage import Storage, Tx
+from durable_graph.embedded.rows import CheckpointRow, ClaimRow, EffectRow, ThreadRow
+from durable_graph.embedded.run_queue import EmbeddedRunQueue
+from durable_graph.embedded.storage import Storage, Tx
 
 _EVENT_BATCH = 1000
 """Events one read of `await_events_after` / `subscribe` returns at most."""
@@ -84,7 +84,7 @@ class EmbeddedCheckpointer(EmbeddedFastPath):
     """SPEC §4 over a `Storage`; ``.run_queue`` is the `EmbeddedRunQueue` of the same storage.
 
     SPEC §11's ``begin_attempt`` / ``renew_attempt`` / ``finish_attempt`` are these rules
-    composed in one transaction of the storage (`durable_graph.fast_path.EmbeddedFastPath`)."""
+    composed in one transaction of the storage (`durable_graph.core.fast_path.EmbeddedFastPath`)."""
 
     def __init__(self, storage: Storage) -> None:
         self._storage = storage

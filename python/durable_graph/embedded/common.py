@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from ..errors import ClaimLost, EntryClosed, LeaseLost
-from ..model import (
+from durable_graph.core.errors import ClaimLost, EntryClosed, LeaseLost
+from durable_graph.core.model import (
     Checkpoint,
     Claim,
     EntryOutcome,
@@ -19,15 +19,15 @@ from ..model import (
     QueueEntry,
     ThreadInfo,
 )
-from ..validation import (
+from durable_graph.core.validation import (
     EncodedEvent,
     decode_json,
     decode_outcome,
     encode_json,
     encode_outcome,
 )
-from .rows import CheckpointRow, ClaimRow, EntryRow, ThreadRow
-from .storage import Storage, Tx
+from durable_graph.embedded.rows import CheckpointRow, ClaimRow, EntryRow, ThreadRow
+from durable_graph.embedded.storage import Storage, Tx
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ..listing import state_at
-from ..model import ANY, Mode, TenantFilter
+from durable_graph.core.listing import state_at
+from durable_graph.core.model import ANY, Mode, TenantFilter
 
 
 @dataclass(slots=True)
@@ -105,7 +105,7 @@ class EntryRow:
 class EntryQuery:
     """One page of `RunQueue.entries` as the storage reads it (``Tx.entry_page``), checked.
 
-    The kept entries in ``state`` at store now (`durable_graph.listing.state_at`; None = any),
+    The kept entries in ``state`` at store now (`durable_graph.core.listing.state_at`; None = any),
     of ``tenant`` and ``thread_id`` (None = any), with ids below ``after``: the ``limit`` newest.
     """
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Final
 
-from ..errors import (
+from durable_graph.core.errors import (
     EntryClosed,
     NotFound,
     RunIdTaken,
@@ -20,9 +20,9 @@ from ..errors import (
     ThreadBusy,
     ValidationError,
 )
-from ..fast_path import submit_each
-from ..listing import EntryState, check_listing, make_stats
-from ..model import (
+from durable_graph.core.fast_path import submit_each
+from durable_graph.core.listing import EntryState, check_listing, make_stats
+from durable_graph.core.model import (
     ANY,
     AttemptStart,
     Cancelled,
@@ -40,8 +40,7 @@ from ..model import (
     Ticket,
     WatchPolicy,
 )
-from ..observe import TraceContext
-from ..validation import (
+from durable_graph.core.validation import (
     MAX_PAGE_ROWS,
     EncodedSubmission,
     check_duration,
@@ -55,9 +54,16 @@ from ..validation import (
     encode_outcome,
     same_json,
 )
-from .common import THREAD_BUSY_ENTRY, current_lease, entry_of, store_outcome, wait_until
-from .rows import EntryQuery, EntryRow
-from .storage import Storage, Tx
+from durable_graph.embedded.common import (
+    THREAD_BUSY_ENTRY,
+    current_lease,
+    entry_of,
+    store_outcome,
+    wait_until,
+)
+from durable_graph.embedded.rows import EntryQuery, EntryRow
+from durable_graph.embedded.storage import Storage, Tx
+from durable_graph.observe.observer import TraceContext
 
 _AWAIT_CLOSED_POLL: Final = WatchPolicy().poll_interval.total_seconds()
 """How often `await_closed` reads again for other processes (it takes no `WatchPolicy`; D21:
@@ -284,7 +290,7 @@ class EmbeddedRunQueue:
     ) -> list[QueueEntry]:
         query = EntryQuery(*check_listing(state, tenant, thread_id, after, limit))
         with self._storage.read() as tx:
-            # SPEC §13, durable_graph.listing: newest first, paged by entry id.
+            # SPEC §13, durable_graph.core.listing: newest first, paged by entry id.
             return [entry_of(tx, e) for e in tx.entry_page(query)]
 
     def stats(self, tenant: TenantFilter = ANY) -> QueueStats:

@@ -18,9 +18,16 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from ..model import Attempt, Event, PendingWrite, TenantFilter
-from ..validation import EncodedEvent, EncodedSubmission, EncodedWrite
-from .rows import CheckpointRow, ClaimRow, EffectRow, EntryQuery, EntryRow, ThreadRow
+from durable_graph.core.model import Attempt, Event, PendingWrite, TenantFilter
+from durable_graph.core.validation import EncodedEvent, EncodedSubmission, EncodedWrite
+from durable_graph.embedded.rows import (
+    CheckpointRow,
+    ClaimRow,
+    EffectRow,
+    EntryQuery,
+    EntryRow,
+    ThreadRow,
+)
 
 
 class Signal(Protocol):

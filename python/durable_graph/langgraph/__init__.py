@@ -8,10 +8,10 @@ claim. `graph_handler(graph)` runs a compiled graph for each queue entry. Needs 
 
 from __future__ import annotations
 
-from .async_saver import AsyncDurableSaver
-from .codec import safe_serializer
-from .handler import async_graph_handler, graph_handler, output_of
-from .saver import DurableSaver
+from durable_graph.langgraph.async_saver import AsyncDurableSaver
+from durable_graph.langgraph.codec import safe_serializer
+from durable_graph.langgraph.handler import async_graph_handler, graph_handler, output_of
+from durable_graph.langgraph.saver import DurableSaver
 
 __all__ = [
     "AsyncDurableSaver",

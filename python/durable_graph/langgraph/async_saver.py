@@ -13,10 +13,10 @@ from typing import TypeVar
 
 from langgraph.checkpoint.base import CheckpointTuple
 
-from ..aio.protocols import AsyncCheckpointer
-from ..model import Checkpoint
-from .core import SaverCore
-from .plan import Run, Steps
+from durable_graph.core.async_protocols import AsyncCheckpointer
+from durable_graph.core.model import Checkpoint
+from durable_graph.langgraph.core import SaverCore
+from durable_graph.langgraph.plan import Run, Steps
 
 R = TypeVar("R")
 

@@ -34,8 +34,8 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from ..errors import ValidationError
-from ..model import Checkpoint, PendingWrite
+from durable_graph.core.errors import ValidationError
+from durable_graph.core.model import Checkpoint, PendingWrite
 
 NS_SEP = "\x1f"
 """Separates a thread id from a subgraph namespace in a child thread's id (ASCII unit separator)."""

@@ -50,10 +50,17 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.base import Checkpoint as LGCheckpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ..errors import NotFound, StaleParent, ValidationError
-from ..model import Checkpoint, Claim, ClaimPolicy, Commit, PendingWrite, RetentionPolicy
-from . import codec
-from .plan import Call, Guarded, Steps, api, listing
+from durable_graph.core.errors import NotFound, StaleParent, ValidationError
+from durable_graph.core.model import (
+    Checkpoint,
+    Claim,
+    ClaimPolicy,
+    Commit,
+    PendingWrite,
+    RetentionPolicy,
+)
+from durable_graph.langgraph import codec
+from durable_graph.langgraph.plan import Call, Guarded, Steps, api, listing
 
 R = TypeVar("R")
 StoreT = TypeVar("StoreT")

@@ -29,12 +29,12 @@ from typing import Annotated, Any, TextIO, TypedDict
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
-from ..checkpointer import Checkpointer
-from ..errors import ClaimLost
-from ..model import ClaimPolicy, Completed, Submission
-from ..worker import Worker
-from .handler import graph_handler
-from .saver import DurableSaver
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.errors import ClaimLost
+from durable_graph.core.model import ClaimPolicy, Completed, Submission
+from durable_graph.langgraph.handler import graph_handler
+from durable_graph.langgraph.saver import DurableSaver
+from durable_graph.worker.sync import Worker
 
 TTL = timedelta(seconds=1)
 POLICY = ClaimPolicy(ttl=TTL, renew_every=timedelta(milliseconds=300))
@@ -133,7 +133,7 @@ def run(store: Checkpointer, out: TextIO | None = None) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..sqlite import SqliteCheckpointer
+    from durable_graph.sqlite import SqliteCheckpointer
 
     parser = argparse.ArgumentParser(description="the LangGraph demo on a SQLite store")
     parser.add_argument("--sqlite", default=None, help="store file (a fresh one by default)")

@@ -29,10 +29,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
 from langgraph.types import Command, StateSnapshot
 
-from ..model import JSON, Fresh
-from ..worker import RunContext
-from .async_saver import AsyncDurableSaver
-from .saver import DurableSaver
+from durable_graph.core.model import JSON, Fresh
+from durable_graph.langgraph.async_saver import AsyncDurableSaver
+from durable_graph.langgraph.saver import DurableSaver
+from durable_graph.worker.sync import RunContext
 
 RESUME_KEY = "resume"
 """An input ``{"resume": value}`` answers the thread's pending ``interrupt()``."""

@@ -14,9 +14,9 @@ from typing import TypeVar
 
 from langgraph.checkpoint.base import CheckpointTuple
 
-from ..checkpointer import Checkpointer
-from .core import SaverCore
-from .plan import Run, Steps
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.langgraph.core import SaverCore
+from durable_graph.langgraph.plan import Run, Steps
 
 R = TypeVar("R")
 

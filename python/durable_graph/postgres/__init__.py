@@ -5,7 +5,7 @@ method, shared by every caller), `connection` (runs a call on a pooled connectio
 time), `store` (the sync `PostgresCheckpointer` / `PostgresRunQueue`), `migrations` (schema).
 """
 
-from .config import PostgresConfig
-from .store import PostgresCheckpointer, PostgresRunQueue
+from durable_graph.postgres.config import PostgresConfig
+from durable_graph.postgres.store import PostgresCheckpointer, PostgresRunQueue
 
 __all__ = ["PostgresCheckpointer", "PostgresConfig", "PostgresRunQueue"]

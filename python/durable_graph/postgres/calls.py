@@ -7,7 +7,7 @@ model values. Nothing here does I/O: the sync store (`durable_graph.postgres.sto
 Calls on a pooled connection, and an asyncio caller can execute the very same Calls, so there is
 one copy of every query and every decoder.
 
-Arguments go through `durable_graph.validation` first: bad input raises `ValidationError` naming
+Arguments go through `durable_graph.core.validation` first: bad input raises `ValidationError` naming
 the argument before any SQL is composed.
 """
 
@@ -20,10 +20,10 @@ from typing import Generic, TypeVar
 
 from psycopg import sql
 
-from ..errors import ProcessingError, StoreError, ValidationError
-from ..fast_path import check_begin, check_finish, check_pair, check_submissions
-from ..listing import check_listing
-from ..model import (
+from durable_graph.core.errors import ProcessingError, StoreError, ValidationError
+from durable_graph.core.fast_path import check_begin, check_finish, check_pair, check_submissions
+from durable_graph.core.listing import check_listing
+from durable_graph.core.model import (
     ANY,
     AttemptBegun,
     AttemptStart,
@@ -38,8 +38,7 @@ from ..model import (
     ThreadInfo,
     Ticket,
 )
-from ..observe import TraceContext
-from ..validation import (
+from durable_graph.core.validation import (
     MAX_PAGE_ROWS,
     EncodedCommit,
     EncodedEvent,
@@ -61,8 +60,9 @@ from ..validation import (
     encode_json,
     encode_outcome,
 )
-from .config import PostgresConfig
-from .rows import (
+from durable_graph.observe.observer import TraceContext
+from durable_graph.postgres.config import PostgresConfig
+from durable_graph.postgres.rows import (
     Row,
     Rows,
     attempt_of,

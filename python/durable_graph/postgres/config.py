@@ -11,8 +11,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from ..errors import ValidationError
-from ..validation import DEFAULT_MAX_VALUE_BYTES, INT32_MAX, check_int, check_max_value_bytes
+from durable_graph.core.errors import ValidationError
+from durable_graph.core.validation import (
+    DEFAULT_MAX_VALUE_BYTES,
+    INT32_MAX,
+    check_int,
+    check_max_value_bytes,
+)
 
 SCHEMA_PATTERN = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 MIN_CONNECTION_TIMEOUT_MS = 250

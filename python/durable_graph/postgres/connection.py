@@ -35,9 +35,9 @@ from psycopg import pq
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..errors import ProcessingError, StoreError, error_for_sqlstate
-from .calls import Call, Rows
-from .config import PostgresConfig
+from durable_graph.core.errors import ProcessingError, StoreError, error_for_sqlstate
+from durable_graph.postgres.calls import Call, Rows
+from durable_graph.postgres.config import PostgresConfig
 
 T = TypeVar("T")
 PoolT = TypeVar("PoolT")
@@ -185,7 +185,7 @@ def _send_cancel(cancel_conn: pq.abc.PGcancelConn) -> None:
 
 
 class PoolState(Generic[PoolT]):
-    """What both executors keep (`Executor` here, `AsyncExecutor` in `durable_graph.aio.postgres`):
+    """What both executors keep (`Executor` here, `AsyncExecutor` in `durable_graph.postgres.async_store`):
     the pool, the config, whether the store owns the pool, the closed flag."""
 
     def __init__(self, pool: PoolT, config: PostgresConfig, *, owns_pool: bool) -> None:

@@ -39,8 +39,8 @@ from urllib.parse import urlencode
 import psycopg
 from psycopg import sql
 
-from ..errors import ProcessingError, StoreError
-from .config import PostgresConfig, check_schema
+from durable_graph.core.errors import ProcessingError, StoreError
+from durable_graph.postgres.config import PostgresConfig, check_schema
 
 _LOCK_NAMESPACE = "durable_graph.migrate:"
 _FUNCTION_FILE = re.compile(r"\d\d_[a-z0-9_]+\.sql")

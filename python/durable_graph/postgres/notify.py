@@ -33,8 +33,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from .calls import statement
-from .config import PostgresConfig
+from durable_graph.postgres.calls import statement
+from durable_graph.postgres.config import PostgresConfig
 
 log = logging.getLogger("durable_graph.postgres.notify")
 

@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator
 
 import psycopg
 
-from .config import PostgresConfig
-from .notify import (
+from durable_graph.postgres.config import PostgresConfig
+from durable_graph.postgres.notify import (
     APPLICATION_NAME,
     HEARTBEAT,
     KINDS,

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 
-from ..model import QueueEntry, Ticket
-from ..validation import check_duration, check_error_text, check_lease
-from .calls import Call, _call, entry_args, lease_args
-from .config import PostgresConfig
-from .rows import entry_of, exactly_one, ticket_of
+from durable_graph.core.model import QueueEntry, Ticket
+from durable_graph.core.validation import check_duration, check_error_text, check_lease
+from durable_graph.postgres.calls import Call, _call, entry_args, lease_args
+from durable_graph.postgres.config import PostgresConfig
+from durable_graph.postgres.rows import entry_of, exactly_one, ticket_of
 
 
 def defer(config: PostgresConfig, lease: object, delay: object, error: object) -> Call[QueueEntry]:

@@ -19,9 +19,9 @@ from typing import Any
 
 import psycopg
 
-from ..errors import ProcessingError, ValidationError
-from .config import check_schema
-from .migrations import expected_functions
+from durable_graph.core.errors import ProcessingError, ValidationError
+from durable_graph.postgres.config import check_schema
+from durable_graph.postgres.migrations import expected_functions
 
 MAX_ROLE_BYTES = 63
 """PostgreSQL's identifier limit (NAMEDATALEN - 1)."""

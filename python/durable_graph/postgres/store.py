@@ -6,7 +6,7 @@ pooled connection, autocommit, time bound, error mapping). The logic — locking
 fencing, time — lives in the SQL functions (``sql/``, documented in ``sql/README.md``).
 
 The one-call methods are not written out: the classes inherit them from the Protocols' method
-sets (`durable_graph.surface.CheckpointerCalls`, `RunQueueCalls`: the signatures), and each call
+sets (`durable_graph.core.surface.CheckpointerCalls`, `RunQueueCalls`: the signatures), and each call
 runs its builder, named in `CHECKPOINTER_CALLS` or `RUN_QUEUE_CALLS` (`SqlCalls`; the async store
 uses the same tables). Written by hand: ``prune_all``, which may issue several calls (one per
 batch of threads, each batch its own transaction, SPEC §8 rule 16); ``submit_many`` (an empty
@@ -23,24 +23,32 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from ..checkpointer import Checkpointer
-from ..errors import ProcessingError, StoreError, ValidationError
-from ..model import Event, PruneResult, QueueEntry, RetentionPolicy, Submission, Ticket, WatchPolicy
-from ..polling import follow, poll
-from ..run_queue import RunQueue
-from ..surface import CheckpointerCalls, RunQueueCalls, TraceContexts, arguments_of
-from ..validation import (
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.errors import ProcessingError, StoreError, ValidationError
+from durable_graph.core.model import (
+    Event,
+    PruneResult,
+    QueueEntry,
+    RetentionPolicy,
+    Submission,
+    Ticket,
+    WatchPolicy,
+)
+from durable_graph.core.polling import follow, poll
+from durable_graph.core.run_queue import RunQueue
+from durable_graph.core.surface import CheckpointerCalls, RunQueueCalls, TraceContexts, arguments_of
+from durable_graph.core.validation import (
     check_duration,
     check_identifier,
     check_int,
     check_optional_identifier,
     check_watch,
 )
-from . import calls, operating
-from .calls import Call
-from .config import PostgresConfig
-from .connection import Executor
-from .notify import Listener
+from durable_graph.postgres import calls, operating
+from durable_graph.postgres.calls import Call
+from durable_graph.postgres.config import PostgresConfig
+from durable_graph.postgres.connection import Executor
+from durable_graph.postgres.notify import Listener
 
 AWAIT_CLOSED_POLL = timedelta(milliseconds=100)
 """How often `await_closed` reads the entry."""
@@ -53,7 +61,7 @@ class SqlCalls:
     (`durable_graph.postgres.calls`), for the sync and the async store alike.
 
     A builder takes the config, then every argument of its method positionally, without
-    defaults: `call` applies the Protocol method's own (`durable_graph.surface.arguments_of`).
+    defaults: `call` applies the Protocol method's own (`durable_graph.core.surface.arguments_of`).
     """
 
     def __init__(self, protocols: Sequence[type], **builders: Callable[..., Call[Any]]) -> None:
@@ -191,7 +199,7 @@ class PruneAll:
 
 def _prepare_schema(dsn: str, config: PostgresConfig) -> None:
     """Migrate (auto_migrate) or verify the schema (SPEC §8 rule 28) before the store opens."""
-    from . import migrations
+    from durable_graph.postgres import migrations
 
     try:
         if config.auto_migrate:
@@ -296,7 +304,7 @@ class PostgresCheckpointer(CheckpointerCalls):
         if config.auto_migrate:
             _prepare_schema(_pool_dsn(pool), config)
         else:
-            from . import migrations
+            from durable_graph.postgres import migrations
 
             try:
                 with pool.connection() as conn:

@@ -30,8 +30,8 @@ from datetime import timedelta
 from importlib import resources
 from typing import Final, Literal
 
-from ..errors import ProcessingError, ValidationError
-from ..validation import (
+from durable_graph.core.errors import ProcessingError, ValidationError
+from durable_graph.core.validation import (
     DEFAULT_MAX_VALUE_BYTES,
     INT32_MAX,
     check_duration,
@@ -39,7 +39,7 @@ from ..validation import (
     from_posix,
     to_micros,
 )
-from .storage import SqliteTx
+from durable_graph.sqlite.storage import SqliteTx
 
 SCHEMA_VERSION: Final = 4
 """``PRAGMA user_version`` of a file this code creates. Version 1 files (table names of before

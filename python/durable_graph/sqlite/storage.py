@@ -11,9 +11,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..embedded.rows import CheckpointRow, ClaimRow, EffectRow, EntryQuery, EntryRow, ThreadRow
-from ..model import ANY, Attempt, Event, Mode, PendingWrite, TenantFilter
-from ..validation import (
+from durable_graph.core.model import ANY, Attempt, Event, Mode, PendingWrite, TenantFilter
+from durable_graph.core.validation import (
     INT64_MAX,
     EncodedEvent,
     EncodedSubmission,
@@ -22,6 +21,14 @@ from ..validation import (
     encode_json,
     from_micros,
     to_micros,
+)
+from durable_graph.embedded.rows import (
+    CheckpointRow,
+    ClaimRow,
+    EffectRow,
+    EntryQuery,
+    EntryRow,
+    ThreadRow,
 )
 
 if TYPE_CHECKING:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .harness import ClockControl, Harness, ManualClock
+from durable_graph.testkit.harness import ClockControl, Harness, ManualClock
 
 if TYPE_CHECKING:
-    from .checkpointer_contract import CheckpointerContract
-    from .run_queue_contract import RunQueueContract
+    from durable_graph.testkit.contract.checkpointer.suite import CheckpointerContract
+    from durable_graph.testkit.contract.run_queue.suite import RunQueueContract
 
 __all__ = ["CheckpointerContract", "ClockControl", "Harness", "ManualClock", "RunQueueContract"]
 
@@ -22,11 +22,11 @@ __all__ = ["CheckpointerContract", "ClockControl", "Harness", "ManualClock", "Ru
 def __getattr__(name: str) -> Any:
     # The suites import pytest: load them only when a test suite asks for them.
     if name == "CheckpointerContract":
-        from .checkpointer_contract import CheckpointerContract
+        from durable_graph.testkit.contract.checkpointer.suite import CheckpointerContract
 
         return CheckpointerContract
     if name == "RunQueueContract":
-        from .run_queue_contract import RunQueueContract
+        from durable_graph.testkit.contract.run_queue.suite import RunQueueContract
 
         return RunQueueContract
     raise AttributeError(name)

@@ -4,7 +4,7 @@
 on it (``factory`` is a coroutine function: an `AsyncConnectionPool` must be opened on the loop
 that uses it) and returns a `Checkpointer` whose every method runs the async method on that loop
 (`asyncio.run_coroutine_threadsafe`) and waits for its result. The methods are
-`durable_graph.surface`'s sync method sets (each derived from the sync Protocol's method: no
+`durable_graph.core.surface`'s sync method sets (each derived from the sync Protocol's method: no
 signature is written again here) and pass only the arguments the caller gave, so the contract
 suites exercise the async stores' own default values. Many threads may call it at once: their
 calls run as concurrent tasks on the one loop.
@@ -22,9 +22,9 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any, Generic, TypeVar
 
-from ..aio.protocols import AsyncCheckpointer, AsyncRunQueue
-from ..model import Event, WatchPolicy
-from ..surface import CheckpointerCalls, RunQueueCalls
+from durable_graph.core.async_protocols import AsyncCheckpointer, AsyncRunQueue
+from durable_graph.core.model import Event, WatchPolicy
+from durable_graph.core.surface import CheckpointerCalls, RunQueueCalls
 
 T = TypeVar("T")
 S = TypeVar("S", bound=AsyncCheckpointer)

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ..checkpointer import Checkpointer
-from .harness import ClockControl, Harness
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.testkit.harness import ClockControl, Harness
 
 
 class StoreFixtures:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol
 
-from ..checkpointer import Checkpointer
+from durable_graph.core.checkpointer import Checkpointer
 
 
 class ClockControl(Protocol):

@@ -1,0 +1,229 @@
+"""The worker fast path's argument checks, shared by every backend (SPEC §11).
+
+`begin_attempt`, `renew_attempt`, `finish_attempt` and `submit_many` do §5's steps in one
+transaction each; their arguments are checked here first (`ValidationError` naming the argument,
+nothing written), so all six stores refuse alike. The embedded stores compose their existing
+step methods under their store lock (`compose_begin`); PostgreSQL composes the step functions in
+``sql/75_fast_path.sql``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from datetime import timedelta
+from typing import Any, NamedTuple
+
+from durable_graph.core.errors import ClaimLost, ThreadBusy, ValidationError
+from durable_graph.core.model import (
+    ANY,
+    AttemptBegun,
+    Checkpoint,
+    Claim,
+    ClaimPolicy,
+    EntryOutcome,
+    Lease,
+    QueueEntry,
+    Started,
+    Submission,
+    TenantFilter,
+    Ticket,
+)
+from durable_graph.core.run_queue import plan_attempt
+from durable_graph.core.validation import (
+    DEFAULT_MAX_VALUE_BYTES,
+    EncodedSubmission,
+    check_claim,
+    check_claim_policy,
+    check_duration,
+    check_identifier,
+    check_lease,
+    check_submission,
+    check_tenant_filter,
+    encode_outcome,
+)
+
+MAX_SUBMISSIONS = 10_000
+"""The most submissions one `submit_many` takes (``dg_submit_many_v1`` checks it too)."""
+
+
+class BeginArgs(NamedTuple):
+    holder: str
+    ttl: timedelta
+    run_id: str
+    claim_policy: ClaimPolicy
+    tenant: TenantFilter
+
+
+def check_begin(
+    holder: object, ttl: object, run_id: object, claim_policy: object, tenant: object
+) -> BeginArgs:
+    """`begin_attempt`'s arguments, checked in signature order."""
+    if not isinstance(claim_policy, ClaimPolicy):
+        raise ValidationError(
+            f"claim_policy must be a ClaimPolicy, got {type(claim_policy).__name__}"
+        )
+    return BeginArgs(
+        check_identifier("holder", holder),
+        check_duration("ttl", ttl),
+        check_identifier("run_id", run_id),
+        check_claim_policy(claim_policy),
+        check_tenant_filter("tenant", tenant, allow_any=True),
+    )
+
+
+def check_pair(lease: object, claim: object) -> tuple[Lease, Claim]:
+    """A lease and the claim of the same attempt: the claim must be on the entry's thread."""
+    ls = check_lease("lease", lease)
+    c = check_claim("claim", claim)
+    if c.thread_id != ls.entry.thread_id:
+        raise ValidationError("claim must be on the lease's thread (claim.thread_id)")
+    return ls, c
+
+
+def check_finish(
+    lease: object, outcome: object, claim: object, max_bytes: int
+) -> tuple[Lease, tuple[str, str], Claim]:
+    """`finish_attempt`'s arguments; the outcome encoded as every backend stores it."""
+    ls = check_lease("lease", lease)
+    encoded = encode_outcome(outcome, max_bytes)
+    _, c = check_pair(ls, claim)
+    return ls, encoded, c
+
+
+def check_submissions(submissions: object, max_bytes: int) -> list[EncodedSubmission]:
+    """Each submission checked as `submit` checks it, named ``submissions[i]`` in errors."""
+    if isinstance(submissions, (str, bytes)) or not isinstance(submissions, Sequence):
+        raise ValidationError(
+            f"submissions must be a sequence of Submission, got {type(submissions).__name__}"
+        )
+    if len(submissions) > MAX_SUBMISSIONS:
+        raise ValidationError(f"submissions must number at most {MAX_SUBMISSIONS}")
+    encoded = []
+    for i, s in enumerate(submissions):
+        try:
+            encoded.append(check_submission(s, max_bytes))
+        except ValidationError as exc:
+            raise ValidationError(str(exc).replace("submission", f"submissions[{i}]", 1)) from None
+    return encoded
+
+
+class Steps(NamedTuple):
+    """A sync store's step methods, as `compose_begin` calls them (under the store's lock)."""
+
+    lease: Callable[..., Lease | None]
+    claim: Callable[[str, str, ClaimPolicy], Claim]
+    entry: Callable[[int, str | None], object]
+    latest_of_runs: Callable[[str, list[str]], Checkpoint | None]
+    get: Callable[[str], Checkpoint | None]
+
+
+def compose_begin(args: BeginArgs, steps: Steps) -> AttemptBegun | None:
+    """`begin_attempt` as §5's steps, for a store whose caller holds its write lock throughout
+    (so nothing interleaves: the steps are one transaction)."""
+    lease = steps.lease(args.holder, args.ttl, args.tenant, args.run_id)
+    if lease is None:
+        return None
+    entry = lease.entry
+    if not isinstance(lease.attempt, Started):
+        return AttemptBegun(lease, lease.attempt, None, entry, None, None, None)
+    try:
+        claim = steps.claim(entry.thread_id, args.run_id, args.claim_policy)
+    except ThreadBusy:
+        return AttemptBegun(lease, lease.attempt, None, entry, None, None, None)
+    current = steps.entry(entry.entry_id, entry.tenant)
+    if current is not None:
+        entry = current  # type: ignore[assignment]  # a QueueEntry: the store's entry()
+    latest = steps.latest_of_runs(entry.thread_id, [a.run_id for a in entry.attempts])
+    plan = plan_attempt(entry, latest)
+    return AttemptBegun(
+        lease, lease.attempt, claim, entry, latest, plan, steps.get(entry.thread_id)
+    )
+
+
+class EmbeddedFastPath:
+    """The three attempt calls on an embedded store, composed from its step methods inside one
+    write transaction of its storage (`_atomic`: SQLite's ``BEGIN IMMEDIATE``, which the steps
+    join; the memory store's lock). `_precheck` raises, before anything is written, what the
+    steps would raise, for a storage that cannot roll back (the memory one)."""
+
+    def _atomic(self) -> AbstractContextManager[None]:
+        raise NotImplementedError
+
+    def _max_bytes(self) -> int:
+        return DEFAULT_MAX_VALUE_BYTES
+
+    def _precheck(self, lease: Lease, claim: Claim | None) -> None:
+        """Raise the lease's error (closed, then lost), then the claim's (lost), if any."""
+
+    @property
+    def _steps(self) -> Any:
+        """The sync store whose step methods are composed (``self``)."""
+        return self
+
+    def begin_attempt(
+        self,
+        holder: str,
+        ttl: timedelta,
+        *,
+        run_id: str,
+        claim_policy: ClaimPolicy = ClaimPolicy(),
+        tenant: TenantFilter = ANY,
+    ) -> AttemptBegun | None:
+        args = check_begin(holder, ttl, run_id, claim_policy, tenant)
+        store = self._steps
+        steps = Steps(
+            store.run_queue.lease,
+            store.claim,
+            store.run_queue.entry,
+            store.latest_of_runs,
+            store.get,
+        )
+        with self._atomic():
+            return compose_begin(args, steps)
+
+    def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
+        ls, c = check_pair(lease, claim)
+        store = self._steps
+        with self._atomic():
+            self._precheck(ls, c)
+            renewed = store.run_queue.renew(ls)
+            return renewed, store.renew_claim(c)
+
+    def finish_attempt(self, lease: Lease, outcome: EntryOutcome, claim: Claim) -> QueueEntry:
+        ls, _, c = check_finish(lease, outcome, claim, self._max_bytes())
+        store = self._steps
+        with self._atomic():
+            self._precheck(ls, None)  # close's errors first; nothing written on them
+            closed: QueueEntry = store.run_queue.close(ls, outcome)
+            with contextlib.suppress(ClaimLost):  # not current: left alone
+                store.release_claim(c)
+            return closed
+
+
+def submit_each(
+    submit: Callable[[Submission], Ticket],
+    submissions: Sequence[Submission],
+    atomic: AbstractContextManager[None],
+    max_bytes: int,
+) -> list[Ticket]:
+    """`submit_many` on an embedded store: each as `submit` would, inside ``atomic`` (a write
+    transaction that undoes everything on error)."""
+    check_submissions(submissions, max_bytes)
+    with atomic:
+        return [submit(s) for s in submissions]
+
+
+__all__ = [
+    "MAX_SUBMISSIONS",
+    "BeginArgs",
+    "EmbeddedFastPath",
+    "Steps",
+    "check_begin",
+    "check_finish",
+    "check_pair",
+    "check_submissions",
+    "compose_begin",
+    "submit_each",
+]

@@ -1,0 +1,133 @@
+"""The RunQueue interface (SPEC §5) and the pure planning rule every worker follows.
+
+Order per thread: open entries that recorded an attempt first, then INTERRUPT entries, then the
+rest, each by entry id. Only the head is ever leased, and only while no other entry of the thread
+holds a live lease.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Protocol, runtime_checkable
+
+from durable_graph.core.listing import EntryState
+from durable_graph.core.model import (
+    ANY,
+    AttemptPlan,
+    AttemptStart,
+    Checkpoint,
+    EntryOutcome,
+    Finished,
+    Fresh,
+    Lease,
+    QueueEntry,
+    QueueStats,
+    Resume,
+    Submission,
+    TenantFilter,
+    Ticket,
+)
+
+
+def plan_attempt(entry: QueueEntry, latest: Checkpoint | None) -> AttemptPlan:
+    """What an attempt must do, given the newest checkpoint of the entry's recorded runs.
+
+    ``latest`` must come from `Checkpointer.latest_of_runs` over ``entry.attempts``, with
+    ``entry`` read *after* the thread's claim is held (SPEC §5, at most once).
+    """
+    if latest is None:
+        # Admitted with no checkpoint left: the input was applied, then retracted.
+        return Finished(None) if entry.admitted else Fresh()
+    if latest.next == ():
+        return Finished(latest)
+    return Resume(latest)
+
+
+@runtime_checkable
+class RunQueue(Protocol):
+    """Submitted runs, leased by workers on any machine, attempted and closed once."""
+
+    def submit(self, submission: Submission) -> Ticket:
+        """Enqueue, deduplicated by the tenant's key; REJECT and INTERRUPT per SPEC §5."""
+        ...
+
+    def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]:
+        """One transaction: each submission as `submit` treats it, in order; any error writes
+        nothing (SPEC §11)."""
+        ...
+
+    def lease(
+        self,
+        holder: str,
+        ttl: timedelta,
+        tenant: TenantFilter = ANY,
+        run_id: str | None = None,
+    ) -> Lease | None:
+        """Lease the oldest available thread head; with ``run_id`` record the attempt too."""
+        ...
+
+    def renew(self, lease: Lease, ttl: timedelta | None = None) -> Lease: ...
+
+    def release(self, lease: Lease) -> None: ...
+
+    def record_attempt(self, lease: Lease, run_id: str) -> AttemptStart:
+        """Record an attempt durably before returning (SPEC §8 rule 20 for the check order)."""
+        ...
+
+    def close(self, lease: Lease, outcome: EntryOutcome) -> QueueEntry: ...
+
+    def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry: ...
+
+    def defer(self, lease: Lease, delay: timedelta, error: str | None = None) -> QueueEntry:
+        """End the lease and hold the entry (so its thread) until store-now + ``delay``; with
+        ``error``, record it as the current attempt's failure reason (SPEC §13 backoff)."""
+        ...
+
+    def retry(self, entry_id: int, tenant: str | None = None) -> Ticket:
+        """Submit a failed or cancelled entry's input again as a new ENQUEUE entry recording
+        ``retry_of``; `ValidationError` naming ``entry_id`` for an open, completed or
+        interrupted entry, `NotFound` for an unknown or another tenant's (SPEC §13)."""
+        ...
+
+    def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None: ...
+
+    def open_entries(
+        self,
+        tenant: TenantFilter = None,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 1000,
+    ) -> list[QueueEntry]:
+        """One page of open entries in rule-24 order, after the entry ``after`` (placed at its
+        thread's head now, its queue rank, its id; unknown or not ``tenant``'s: ``[]``). May
+        hold fewer than ``limit`` rows (a byte-bounded page); only an empty page is the end."""
+        ...
+
+    def entries(
+        self,
+        state: EntryState | None = None,
+        tenant: TenantFilter = ANY,
+        thread_id: str | None = None,
+        after: int | None = None,
+        limit: int = 100,
+    ) -> list[QueueEntry]:
+        """One page of entries, newest first; ``after`` = the previous page's last entry id.
+
+        ``state``: open (waiting), running (open with a live lease), or a closed outcome's name
+        (`durable_graph.core.listing`).
+        """
+        ...
+
+    def stats(self, tenant: TenantFilter = ANY) -> QueueStats:
+        """Counts by state and the oldest waiting entry's age, by the store clock."""
+        ...
+
+    def await_closed(
+        self, entry_id: int, timeout: timedelta, tenant: str | None = None
+    ) -> QueueEntry | None: ...
+
+    def reclaim(self, older_than: timedelta, batch: int = 1000) -> int: ...
+
+
+__all__ = ["RunQueue", "plan_attempt"]

@@ -1,0 +1,1 @@
+"""PostgreSQL test helpers: a throwaway `server`, a fresh `schema` per test, a movable `clock`."""

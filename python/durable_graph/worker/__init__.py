@@ -1,0 +1,43 @@
+"""The worker (SPEC §5, §11): `flow` decides, `ops` names the store calls, `sync` and `aio` run them."""
+
+from durable_graph.worker.sync import (
+    AttemptReport,
+    Handler,
+    LostFlag,
+    Note,
+    RunContext,
+    RunContextBase,
+    Worker,
+    WorkerSettings,
+    WorkerStopped,
+    closing_note,
+    describe,
+    exhausted_outcome,
+    failure_outcome,
+    invalid_output,
+    new_id,
+    next_commit,
+    output_effect_key,
+    recorded_output,
+)
+
+__all__ = [
+    "AttemptReport",
+    "Handler",
+    "LostFlag",
+    "Note",
+    "RunContext",
+    "RunContextBase",
+    "Worker",
+    "WorkerSettings",
+    "WorkerStopped",
+    "closing_note",
+    "describe",
+    "exhausted_outcome",
+    "failure_outcome",
+    "invalid_output",
+    "new_id",
+    "next_commit",
+    "output_effect_key",
+    "recorded_output",
+]

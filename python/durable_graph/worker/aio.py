@@ -1,0 +1,541 @@
+"""The async worker runtime: `AsyncWorker` runs ``async def`` handlers, many at once on one loop.
+
+The attempt (SPEC §5, D40-D44) is `durable_graph.worker.flow`, the same generator the sync
+`durable_graph.worker.sync.Worker` drives: this worker awaits its operations, and runs the handler
+(``await handler(ctx)``) in a task of its own, so both workers decide alike by construction.
+
+Concurrency (D52): up to ``concurrency`` attempts run as tasks on the calling event loop; one
+dispatcher leases only while a slot is free, so an idle worker makes one lease call per poll
+whatever its concurrency. Each attempt's lease and claim are renewed by a background task of its
+own. No threads are started: with `AsyncPostgresCheckpointer` the worker is pure asyncio (the
+in-memory and SQLite async stores run each call in a worker thread, as they always do).
+
+Shutdown (D44, D52): `stop` (or SIGTERM / SIGINT with ``install_signal_handlers=True``) wakes the
+dispatcher from its idle wait and stops leasing; running attempts get ``shutdown_deadline`` (a
+second signal cuts it short); then each one still running is lost (``ctx.cancelled``, further
+``ctx`` writes raise `WorkerStopped`), its handler task is cancelled, and its claim and lease are
+released so another worker resumes it at once. Cancelling the task running `run` or `run_once`
+does the same at once, then re-raises `CancelledError`. Releasing and closing are shielded: a
+cancellation never leaves a lease half-closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Any, Unpack
+
+from durable_graph.core.async_protocols import AsyncCheckpointer
+from durable_graph.core.errors import StoreError, ValidationError
+from durable_graph.core.model import (
+    JSON,
+    AttemptBegun,
+    Checkpoint,
+    Claim,
+    Event,
+    EventIn,
+    Lease,
+    QueueEntry,
+)
+from durable_graph.core.polling import AsyncChanges
+from durable_graph.worker.flow import (
+    AttemptReport,
+    RunContextBase,
+    WorkerOptions,
+    WorkerSettings,
+    WorkerStopped,
+    attempt_flow,
+    describe,
+    log_failure,
+    log_stop_signal,
+    new_id,
+    next_commit,
+)
+from durable_graph.worker.ops import (
+    HandlerResult,
+    RunHandler,
+    Settlement,
+    StoreOp,
+    drive_async,
+    finishing,
+    perform,
+    renewal,
+)
+
+log = logging.getLogger("durable_graph.worker.aio")
+
+AsyncHandler = Callable[["AsyncRunContext"], Awaitable[Any]]
+"""A user's run: ``async def handler(ctx: AsyncRunContext) -> JSON``."""
+
+Events = Sequence[EventIn]  # keeps `commit`'s signature short
+_ABANDON_GRACE = 5.0
+"""Seconds an abandoned attempt gets to unwind after its handler task was cancelled."""
+
+
+# --- keeping the lease and the claim alive -------------------------------------------------
+
+
+class _Keeper:
+    """One attempt's lease (and claim, once taken): renewed by a task, released or closed once."""
+
+    def __init__(self, store: AsyncCheckpointer, lease: Lease, interval: float) -> None:
+        self.handler_task: asyncio.Task[Any] | None = None  # cancelled if the worker shuts down
+        self.lease = lease
+        self.claim: Claim | None = None
+        self._store = store
+        self._interval = interval
+        self._lost: StoreError | None = None
+        self._renewer: asyncio.Task[None] | None = None
+        self._stop_renewing = asyncio.Event()
+        self._finishing: asyncio.Future[QueueEntry | None] | None = None
+
+    def start(self) -> None:
+        self._renewer = asyncio.create_task(
+            self._renew(), name=f"dg-renew-{self.lease.entry.entry_id}"
+        )
+
+    @property
+    def lost(self) -> StoreError | None:
+        return self._lost
+
+    def lose(self, error: StoreError) -> None:
+        if self._lost is None:
+            self._lost = error
+
+    @property
+    def finishing(self) -> bool:
+        return self._finishing is not None
+
+    def adopt_claim(self, claim: Claim) -> bool:
+        """Keep ``claim`` renewed; False once the attempt is being finished (caller releases it)."""
+        if self._finishing is not None:
+            return False
+        self.claim = claim
+        return True
+
+    def cancel_handler(self) -> None:
+        if self.handler_task is not None:
+            self.handler_task.cancel()
+
+    async def stop_renewing(self) -> None:
+        """Stop the renewer, letting a renewal in flight finish (a cancelled PostgreSQL call
+        would cost its connection); if we are cancelled meanwhile, cancel it too."""
+        self._stop_renewing.set()
+        renewer = self._renewer
+        if renewer is None or renewer.done():
+            return
+        try:
+            await asyncio.wait({renewer})
+        except asyncio.CancelledError:
+            renewer.cancel()
+            raise
+
+    async def _renew(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop_renewing.wait(), self._interval)
+            if self._stop_renewing.is_set():
+                return
+            if not await drive_async(renewal(self, log), self.call):
+                return
+
+    def call(self, op: StoreOp) -> Awaitable[Any]:
+        result: Awaitable[Any] = op.on(self._store)
+        return result
+
+    def current_claim(self) -> Claim | None:
+        return self.claim
+
+    def claim_renewed(self, old: Claim, new: Claim) -> None:
+        if self.claim is old:  # not released meanwhile
+            self.claim = new
+
+    def take_claim(self) -> Claim | None:
+        claim, self.claim = self.claim, None
+        return claim
+
+    def abandon(self) -> None:
+        """Stop renewing without touching the store (the entry is already closed)."""
+        if self._finishing is None:
+            done: asyncio.Future[QueueEntry | None] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            self._finishing = done
+        self._stop_renewing.set()
+
+    async def finish(self, outcome: Settlement) -> QueueEntry | None:
+        """Stop renewing, release the claim, then close (or release) the lease — once.
+
+        The first call decides; later calls (the attempt's own, or the worker's at shutdown) wait
+        for it and get its answer. The work is shielded: cancelling a caller never interrupts a
+        close half-way. Returns the closed entry, or None.
+        """
+        if self._finishing is None:
+            self._finishing = asyncio.ensure_future(self._finish(outcome))
+            self._finishing.add_done_callback(self._log_failure)
+        return await asyncio.shield(self._finishing)
+
+    async def _finish(self, outcome: Settlement) -> QueueEntry | None:
+        await self.stop_renewing()
+        return await drive_async(finishing(self, outcome), self.call)
+
+    def _log_failure(self, finishing: asyncio.Future[QueueEntry | None]) -> None:
+        if not finishing.cancelled() and finishing.exception() is not None:
+            log.warning(
+                "entry %d: releasing the lease failed (it will expire): %s",
+                self.lease.entry.entry_id,
+                finishing.exception(),
+            )
+
+
+# --- what the handler sees ---------------------------------------------------------------
+
+
+class AsyncRunContext(RunContextBase[AsyncCheckpointer]):
+    """One attempt of one queue entry, as an async handler sees it.
+
+    ``plan`` says what to do: `Fresh` (apply ``entry.input``) or `Resume` (continue from
+    ``plan.checkpoint``). `commit` chains checkpoints under the attempt's claim; once the attempt
+    has lost its lease or claim, ``cancelled`` is true and every write raises. Await the writes
+    one at a time: each commit's parent is the head the previous one left.
+    """
+
+    async def commit(
+        self, state: JSON, next: Sequence[str] = (), metadata: JSON = None, events: Events = ()
+    ) -> Checkpoint:
+        """Commit a checkpoint whose parent is the current head; ``next=()`` ends the run."""
+        self.check()
+        checkpoint = await self.store.commit(
+            self._claim, next_commit(self.run_id, self._head, state, next, metadata, events)
+        )
+        self._head = checkpoint
+        return checkpoint
+
+    async def append_events(self, events: Sequence[EventIn]) -> list[Event]:
+        """Append events to the thread's log (tagged with this run id), without a checkpoint."""
+        self.check()
+        return await self.store.append_events(self._claim, events, run_id=self.run_id)
+
+    async def record_effect(self, key: str, fn: Callable[[], JSON | Awaitable[JSON]]) -> JSON:
+        """The value recorded under ``key``; ``fn`` (sync or async) runs only when none is yet.
+
+        First write wins, as for `durable_graph.worker.sync.RunContext.record_effect`.
+        """
+        self.check()
+        recorded = await self.store.get_effect(self.thread_id, key)
+        if recorded is not None:
+            return recorded.value
+        value = fn()
+        if inspect.isawaitable(value):
+            value = await value
+        self.check()
+        record = await self.store.record_effect(self._claim, key, value, run_id=self.run_id)
+        return record.value
+
+
+# --- the worker ----------------------------------------------------------------------------
+
+
+def _is_async_callable(handler: object) -> bool:
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        getattr(handler, "__call__", None)  # noqa: B004 - an object with an async __call__
+    )
+
+
+class AsyncWorker:
+    """Leases entries from ``store.run_queue`` and awaits ``handler`` for each (SPEC §5)."""
+
+    def __init__(
+        self,
+        store: AsyncCheckpointer,
+        handler: AsyncHandler,
+        *,
+        install_signal_handlers: bool = False,
+        **options: Unpack[WorkerOptions],
+    ) -> None:
+        """``options``: `WorkerOptions`, as for `durable_graph.worker.sync.Worker`."""
+        if not _is_async_callable(handler):
+            raise ValidationError("handler must be an async function (async def handler(ctx))")
+        self.settings = WorkerSettings.check(**options)
+        self.store = store
+        self.handler = handler
+        self.holder = self.settings.holder
+        self.install_signal_handlers = bool(install_signal_handlers)
+        self._stopping = False
+        self._forced = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop_event: asyncio.Event | None = None
+        self._force_event: asyncio.Event | None = None
+        self._running: set[asyncio.Task[None]] = set()
+        self._keepers: set[_Keeper] = set()
+        self._abandoned = False
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    @property
+    def running_attempts(self) -> int:
+        """How many attempts are running now."""
+        return len(self._keepers)
+
+    def stop(self, *, force: bool = False) -> None:
+        """Stop leasing; `run` lets running attempts finish within ``shutdown_deadline``.
+
+        ``force=True`` (or a second call from a signal) does not wait for them. Safe to call from
+        any thread.
+        """
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+            except RuntimeError:
+                current = None
+            if current is not loop:
+                loop.call_soon_threadsafe(self._stop_now, force)
+                return
+        self._stop_now(force)
+
+    def _stop_now(self, force: bool) -> None:
+        self._stopping = True
+        if self._stop_event is not None:
+            self._stop_event.set()
+        if force:
+            self._forced = True
+            if self._force_event is not None:
+                self._force_event.set()
+
+    async def run(self) -> None:
+        """Run attempts, up to ``concurrency`` at once, until `stop`; then shut down (D44: late
+        attempts are cancelled, their claim and lease released)."""
+        self._loop = asyncio.get_running_loop()
+        self._stop_event = asyncio.Event()
+        self._force_event = asyncio.Event()
+        if self._stopping:
+            self._stop_event.set()
+        if self._forced:
+            self._force_event.set()
+        with self._signals():
+            log.info("worker %s started (%d slot(s))", self.holder, self.settings.concurrency)
+            try:
+                await self._dispatch()
+                log.info("worker %s stopping", self.holder)
+                await self._drain()
+            except asyncio.CancelledError:
+                log.info("worker %s cancelled: releasing running attempts", self.holder)
+                self._stopping = True
+                await self._abandon_running()
+                raise
+            await self._abandon_running()
+            log.info("worker %s stopped", self.holder)
+
+    async def run_once(self) -> AttemptReport | None:
+        """Lease and process at most one entry in the calling task; None if none was ready."""
+        run_id = new_id()
+        begun = await self._begin(run_id)
+        if begun is None:
+            return None
+        return await self._process(begun, run_id)
+
+    # --- internals --------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _signals(self) -> Iterator[None]:
+        if not self.install_signal_handlers:
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        for sig in previous:
+            loop.add_signal_handler(sig, self._on_signal, sig)
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                loop.remove_signal_handler(sig)
+                if handler is not None:
+                    signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int) -> None:
+        again = self._stopping
+        log_stop_signal(log, self.holder, signum, again)
+        self._stop_now(force=again)
+
+    async def _wait(self, timeout: float | None, *tasks: asyncio.Future[Any]) -> None:
+        """Sleep up to ``timeout`` seconds, waking early on `stop` or when any of ``tasks`` ends."""
+        assert self._stop_event is not None
+        waiter = asyncio.ensure_future(self._stop_event.wait())
+        try:
+            await asyncio.wait(
+                {waiter, *tasks}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            waiter.cancel()
+
+    async def _begin(self, run_id: str) -> AttemptBegun | None:
+        """SPEC §11: lease, attempt, claim, read and plan in one call."""
+        s = self.settings
+        return await self.store.begin_attempt(
+            s.holder, s.lease_ttl, run_id=run_id, claim_policy=s.claim_policy, tenant=s.tenant
+        )
+
+    async def _dispatch(self) -> None:
+        """Lease while a slot is free, start each lease as a task; idle when nothing is ready
+        (woken by queue notifications where the store has them, SPEC §11)."""
+        changes: AsyncChanges | None = getattr(self.store, "changes", None)
+        async with contextlib.AsyncExitStack() as idle:
+            watching = False  # registered for queue notifications: only while idle
+            while not self._stopping:
+                if len(self._running) >= self.settings.concurrency:
+                    await self._wait(None, *self._running)
+                    continue
+                generation = changes.generation("queue") if changes is not None else 0
+                run_id = new_id()
+                try:
+                    begun = await self._begin(run_id)
+                except Exception as exc:
+                    log_failure(log, exc, "loop")
+                    await self._wait(self.settings.idle_delay())
+                    continue
+                if begun is None:
+                    if changes is None:
+                        await self._wait(self.settings.idle_delay())
+                    elif not watching:
+                        # Register, then look again at once: a submit since the empty begin
+                        # was not notified, one from now on is.
+                        await idle.enter_async_context(changes.watching("queue"))
+                        watching = True
+                    else:
+                        notified = asyncio.ensure_future(
+                            changes.wait("queue", generation, self.settings.idle_delay())
+                        )
+                        try:
+                            await self._wait(None, notified)
+                        finally:
+                            notified.cancel()
+                    continue
+                if watching:
+                    await idle.aclose()  # busy again (the registration lingers a few seconds)
+                    watching = False
+                # A lease taken while stop() arrived still runs (within the shutdown deadline):
+                # its attempt is recorded already, and giving it back would burn that attempt.
+                task = asyncio.create_task(
+                    self._slot(begun, run_id), name=f"dg-attempt-{begun.lease.entry.entry_id}"
+                )
+                self._running.add(task)
+                task.add_done_callback(self._running.discard)
+
+    async def _slot(self, begun: AttemptBegun, run_id: str) -> None:
+        """One attempt as the dispatcher runs it: errors are logged, a busy thread backs off."""
+        try:
+            report = await self._process(begun, run_id)
+        except Exception as exc:
+            log_failure(log, exc, "attempt")
+            await self._wait(self.settings.idle_delay())
+            return
+        if report.note == "busy":
+            await self._wait(self.settings.idle_delay(2.0))  # this slot backs off (D41)
+
+    async def _drain(self) -> None:
+        """Give running attempts ``shutdown_deadline`` to finish (a forced stop cuts it short)."""
+        assert self._force_event is not None
+        deadline = time.monotonic() + self.settings.shutdown_deadline.total_seconds()
+        force = asyncio.ensure_future(self._force_event.wait())
+        try:
+            while self._running and not force.done():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                await asyncio.wait(
+                    {force, *self._running}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
+        finally:
+            force.cancel()
+
+    async def _abandon_running(self) -> None:
+        """Cancel what still runs; release its claim and lease (D44); wait for it to unwind."""
+        self._abandoned = True  # an attempt still beginning gives itself back (_process)
+        keepers = list(self._keepers)
+        for keeper in keepers:
+            log.info("entry %d: shutdown; releasing claim and lease", keeper.lease.entry.entry_id)
+            keeper.lose(WorkerStopped("the worker shut down; this attempt's claim was released"))
+            keeper.cancel_handler()
+        results = await asyncio.gather(
+            *(keeper.finish(None) for keeper in keepers), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, StoreError):
+                raise result
+        tasks = set(self._running)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=_ABANDON_GRACE)
+            for task in pending:
+                log.warning("%s ignores cancellation; cancelling its attempt", task.get_name())
+                task.cancel()
+
+    async def _process(self, begun: AttemptBegun, run_id: str) -> AttemptReport:
+        """Everything after the lease, with the lease renewed and given back on any failure."""
+        lease = begun.lease
+        keeper = _Keeper(self.store, lease, self.settings.renew_every)
+        keeper.start()
+        self._keepers.add(keeper)
+        if self._abandoned:
+            # Begun while shutdown gave up on running attempts: give it back (D44); the flow
+            # then releases the claim and reports "lost".
+            keeper.lose(WorkerStopped("the worker shut down; this attempt's claim was released"))
+            with contextlib.suppress(StoreError):
+                await keeper.finish(None)
+        try:
+            flow = attempt_flow(self.settings, keeper, run_id, lambda: self._stopping, log, begun)
+            report = await drive_async(flow, lambda op: perform(op, keeper, self))
+        except StoreError as exc:
+            # A store failure mid-protocol: give the entry back at once rather than let it wait
+            # out its lease (a later attempt resumes it); if that fails too, the lease expires.
+            with contextlib.suppress(StoreError):
+                await keeper.finish(None)
+            if keeper.lost is None:
+                raise
+            entry = lease.entry  # the attempt was lost meanwhile: that explains the failure
+            report = AttemptReport(entry.entry_id, entry.thread_id, None, None, None, None, "lost")
+            log.info("%s (%s)", describe(report), exc)
+            return report
+        except BaseException:
+            with contextlib.suppress(StoreError):
+                await keeper.finish(None)
+            raise
+        finally:
+            self._keepers.discard(keeper)
+            await keeper.stop_renewing()
+        return report  # attempt_flow logged it
+
+    async def _pause(self, delay: float) -> None:
+        if self._stop_event is None or self._stop_event.is_set():  # run_once: nothing to wake us
+            await asyncio.sleep(delay)
+        else:
+            await self._wait(delay)
+
+    async def _run_handler(self, keeper: _Keeper, op: RunHandler) -> HandlerResult:
+        """The handler awaited in a task of its own (the attempt flow's `RunHandler`)."""
+        ctx = AsyncRunContext.starting(self.store, op, keeper)
+        handler_task = asyncio.ensure_future(self.handler(ctx))
+        keeper.handler_task = handler_task
+        try:
+            return HandlerResult(output=await handler_task, head=ctx.head)
+        except BaseException as exc:  # D43: the flow decides between retry and Failed
+            this = asyncio.current_task()
+            if isinstance(exc, asyncio.CancelledError) and this is not None and this.cancelling():
+                raise  # our own task is being cancelled: _process releases, then re-raises
+            if not isinstance(exc, Exception | asyncio.CancelledError):
+                raise  # KeyboardInterrupt, SystemExit
+            return HandlerResult(error=exc, head=ctx.head)
+        finally:
+            keeper.handler_task = None
+
+
+__all__ = ["AsyncHandler", "AsyncRunContext", "AsyncWorker", "WorkerStopped"]

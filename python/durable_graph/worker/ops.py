@@ -1,0 +1,333 @@
+"""The operations an attempt asks its worker to perform, and the loop that performs them.
+
+The flows (`durable_graph.worker.flow.attempt_flow`, and here the keeper's `renewal` and
+`finishing`) are generators without I/O: they yield an operation and are sent its result, or
+thrown the `StoreError` it raised. A `StoreOp`'s ``on(store)`` makes the call on a sync store
+(the result) or an async one (an awaitable), so the sync and async workers perform the same
+operations with one line each: ``op.on(store)`` or ``await op.on(store)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar
+
+from durable_graph.core.errors import ClaimLost, EntryClosed, LeaseLost, StoreError, ValidationError
+from durable_graph.core.model import (
+    AttemptPlan,
+    Checkpoint,
+    Claim,
+    EntryOutcome,
+    Lease,
+    QueueEntry,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreOp:
+    """A call of the store's method ``method`` (``"run_queue.renew"``: its run queue's) with
+    ``args`` and ``kwargs``. `on` returns its result from a sync store, an awaitable from an
+    async one; a `StoreError` it raises is thrown into the flow."""
+
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def on(self, store: Any) -> Any:
+        target = store
+        for name in self.method.split("."):
+            target = getattr(target, name)
+        return target(*self.args, **self.kwargs)
+
+
+def store_op(method: str, *args: Any, **kwargs: Any) -> StoreOp:
+    """The `StoreOp` calling ``method(*args, **kwargs)``."""
+    return StoreOp(method, args, kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A failed attempt with attempts left: hold the entry ``delay`` (backoff), noting ``error``."""
+
+    delay: timedelta
+    error: str | None
+
+
+Settlement: TypeAlias = EntryOutcome | Deferred | None
+"""How an attempt gives its lease back: closed with an outcome, deferred for a retry, or released
+(None)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Sleep ``seconds`` (a worker may wake early on stop) → None."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """Release the claim, then close the entry with ``outcome`` (None: release the lease), once.
+
+    → the closed entry, or None when nothing was closed.
+    """
+
+    outcome: Settlement
+
+
+@dataclass(frozen=True, slots=True)
+class RunHandler:
+    """Call the user's handler with a context built from these → `HandlerResult`."""
+
+    entry: QueueEntry
+    plan: AttemptPlan
+    run_id: str
+    attempt: int
+    head: Checkpoint | None
+    claim: Claim
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerResult:
+    """How the handler ended: its output, or the exception it raised; ``head`` is its context's."""
+
+    output: object = None
+    error: BaseException | None = None
+    head: Checkpoint | None = None
+
+
+Operation = StoreOp | Pause | Finish | RunHandler
+OpT = TypeVar("OpT")
+R = TypeVar("R")
+
+
+class Steps(Generic[OpT, R]):
+    """Drives a flow: iterate for the next operation, then `send` its result or `throw` its error.
+
+    ``result`` holds the flow's answer once iteration ends.
+    """
+
+    def __init__(self, flow: Generator[OpT, Any, R]) -> None:
+        self._flow = flow
+        self._sent: Any = None
+        self._error: StoreError | None = None
+        self.result: R | None = None
+
+    def __iter__(self) -> Generator[OpT, None, None]:
+        while True:
+            try:
+                if self._error is None:
+                    op = self._flow.send(self._sent)
+                else:
+                    op = self._flow.throw(self._error)
+            except StopIteration as done:
+                self.result = done.value
+                return
+            self._sent, self._error = None, None
+            yield op
+
+    def send(self, result: Any) -> None:
+        self._sent = result
+
+    def throw(self, error: StoreError) -> None:
+        self._error = error
+
+
+def drive(flow: Generator[OpT, Any, R], perform: Callable[[OpT], Any]) -> R:
+    """Run ``flow`` to its answer, performing each operation with ``perform`` (blocking).
+
+    A `StoreError` an operation raises is thrown into the flow, which decides; the async
+    workers' counterpart is `drive_async`.
+    """
+    steps: Steps[OpT, R] = Steps(flow)
+    for op in steps:
+        try:
+            steps.send(perform(op))
+        except StoreError as exc:
+            steps.throw(exc)
+    return steps.result  # type: ignore[return-value]  # set when the iteration ended
+
+
+async def drive_async(flow: Generator[OpT, Any, R], perform: Callable[[OpT], Awaitable[Any]]) -> R:
+    """`drive` for the async worker: each operation's awaitable is awaited."""
+    steps: Steps[OpT, R] = Steps(flow)
+    for op in steps:
+        try:
+            steps.send(await perform(op))
+        except StoreError as exc:
+            steps.throw(exc)
+    return steps.result  # type: ignore[return-value]  # set when the iteration ended
+
+
+class AttemptKeeper(Protocol):
+    """A worker's keeper as `perform` sees it: the store calls, and the one finish."""
+
+    def call(self, op: StoreOp) -> Any: ...
+
+    def finish(self, outcome: Settlement) -> Any: ...
+
+
+class AttemptWorker(Protocol):
+    """A worker as `perform` sees it: pausing, and calling the handler with a context."""
+
+    def _pause(self, seconds: float) -> Any: ...
+
+    def _run_handler(self, keeper: Any, op: RunHandler) -> Any: ...
+
+
+def perform(op: Operation, keeper: AttemptKeeper, worker: AttemptWorker) -> Any:
+    """What each operation of `attempt_flow` means, for both workers: the result of the keeper's
+    or the worker's method for it (from the async worker, an awaitable of the result)."""
+    if isinstance(op, StoreOp):
+        return keeper.call(op)
+    if isinstance(op, Pause):
+        return worker._pause(op.seconds)
+    if isinstance(op, Finish):
+        return keeper.finish(op.outcome)
+    assert isinstance(op, RunHandler)
+    return worker._run_handler(keeper, op)
+
+
+# --- the keeper: renewing, then finishing, an attempt's lease and claim ----------------------
+
+
+class Keeper(Protocol):
+    """An attempt's lease and claim holder as the keeper flows see it (all immediate, no I/O)."""
+
+    lease: Lease
+
+    @property
+    def lost(self) -> StoreError | None: ...
+
+    def lose(self, error: StoreError) -> None: ...
+
+    def current_claim(self) -> Claim | None: ...
+
+    def claim_renewed(self, old: Claim, new: Claim) -> None:
+        """Keep ``new`` unless the claim was taken away (released) since ``old`` was read."""
+        ...
+
+    def take_claim(self) -> Claim | None:
+        """The claim, forgotten by the keeper (it is about to be released)."""
+        ...
+
+
+def _give_back_claim(keeper: Keeper) -> Generator[StoreOp, Any, None]:
+    """Prompt cancel (SPEC §13): the entry is closed or re-leased, so give the claim back now,
+    and the handler's next store call under it raises `ClaimLost` even when it bypasses its
+    context."""
+    claim = keeper.take_claim()
+    if claim is not None:
+        with contextlib.suppress(StoreError):  # gone already: the same for the handler
+            yield store_op("release_claim", claim)
+
+
+def renewal(keeper: Keeper, log: logging.Logger) -> Generator[StoreOp, Any, bool]:
+    """Renew the lease, and the claim if one is held (one call, SPEC §11); False once the
+    attempt is lost."""
+    claim = keeper.current_claim()
+    if claim is not None:
+        try:
+            lease, both = yield store_op("renew_attempt", keeper.lease, claim)
+        except ClaimLost as exc:
+            keeper.lose(exc)
+            return False
+        except (LeaseLost, EntryClosed) as exc:
+            keeper.lose(exc)
+            yield from _give_back_claim(keeper)
+            return False
+        except StoreError as exc:  # transient: both stay current until taken by another
+            log.warning("entry %d: renewal failed: %s", keeper.lease.entry.entry_id, exc)
+            return True
+        keeper.lease = lease
+        keeper.claim_renewed(claim, both)
+        return True
+    try:
+        keeper.lease = yield store_op("run_queue.renew", keeper.lease)
+    except (LeaseLost, EntryClosed) as exc:
+        keeper.lose(exc)
+        yield from _give_back_claim(keeper)
+        return False
+    except StoreError as exc:  # transient: the lease stays current until re-leased
+        log.warning("entry %d: lease renewal failed: %s", keeper.lease.entry.entry_id, exc)
+    claim = keeper.current_claim()
+    if claim is None:
+        return True
+    try:
+        renewed: Claim = yield store_op("renew_claim", claim)
+    except ClaimLost as exc:
+        keeper.lose(exc)
+        return False
+    except StoreError as exc:
+        log.warning("thread %s: claim renewal failed: %s", claim.thread_id, exc)
+        return True
+    keeper.claim_renewed(claim, renewed)
+    return True
+
+
+def finishing(keeper: Keeper, outcome: Settlement) -> Generator[StoreOp, Any, QueueEntry | None]:
+    """Release the claim and close the entry with ``outcome`` — one ``finish_attempt`` call when
+    both are held (SPEC §11) — or, with ``outcome`` None, release the claim then the lease, or,
+    with a `Deferred` outcome (a retry after backoff, SPEC §13), release the claim then defer.
+
+    The claim goes first: while the lease is live no other worker can lease the thread, so
+    nobody meets a claim that is about to be released. → the closed entry, or None.
+    """
+    claim = keeper.take_claim()
+    if claim is not None and outcome is not None and not isinstance(outcome, Deferred):
+        try:  # SPEC §11: close, and release the claim, in one call
+            finished: QueueEntry = yield store_op("finish_attempt", keeper.lease, outcome, claim)
+            return finished
+        except (LeaseLost, EntryClosed) as exc:
+            keeper.lose(exc)
+            with contextlib.suppress(StoreError):  # nothing was written: give the claim back
+                yield store_op("release_claim", claim)
+            return None
+        except StoreError:
+            with contextlib.suppress(StoreError):  # if it fails, the claim expires with its ttl
+                yield store_op("release_claim", claim)
+            raise
+    if claim is not None:
+        with contextlib.suppress(StoreError):  # errors mean it is already gone
+            yield store_op("release_claim", claim)
+    try:
+        if outcome is None:
+            yield store_op("run_queue.release", keeper.lease)
+            return None
+        if isinstance(outcome, Deferred):
+            try:
+                yield store_op("run_queue.defer", keeper.lease, outcome.delay, outcome.error)
+            except ValidationError:  # the store's value limit is below the error: keep the wait
+                yield store_op("run_queue.defer", keeper.lease, outcome.delay, None)
+            return None
+        closed: QueueEntry = yield store_op("run_queue.close", keeper.lease, outcome)
+    except (LeaseLost, EntryClosed) as exc:
+        keeper.lose(exc)
+        return None
+    return closed
+
+
+__all__ = [
+    "AttemptKeeper",
+    "AttemptWorker",
+    "Deferred",
+    "Finish",
+    "HandlerResult",
+    "Keeper",
+    "Operation",
+    "Pause",
+    "RunHandler",
+    "Settlement",
+    "Steps",
+    "StoreOp",
+    "drive",
+    "drive_async",
+    "finishing",
+    "perform",
+    "renewal",
+    "store_op",
+]

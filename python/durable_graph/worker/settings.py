@@ -1,0 +1,125 @@
+"""A worker's options, checked once for `Worker` and `AsyncWorker`, and the timings derived from
+them (renewal, claim wait, idle delay)."""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Final, TypedDict
+
+from durable_graph.core.errors import ValidationError
+from durable_graph.core.model import ANY, BackoffPolicy, ClaimPolicy, TenantFilter
+from durable_graph.core.validation import (
+    check_duration,
+    check_identifier,
+    check_int,
+    check_tenant_filter,
+)
+
+DEFAULT_BACKOFF: Final = BackoffPolicy()
+"""A worker's retry backoff unless given one: about 1 s, 2 s, 4 s ... capped at 5 min."""
+
+_CLAIM_RETRY_DELAY = 0.2
+
+
+class WorkerOptions(TypedDict, total=False):
+    """A worker's keyword options, the same for `Worker` and `AsyncWorker`.
+
+    Defaults (in `WorkerSettings.check`): ``holder`` host:pid:id, ``concurrency`` 1, ``lease_ttl``
+    30 s, ``claim_policy`` ``ClaimPolicy()``, ``tenant`` ANY, ``poll_interval`` 1 s,
+    ``shutdown_deadline`` 30 s, ``backoff`` `DEFAULT_BACKOFF` (the wait stored in a failed
+    attempt's entry before its next attempt, SPEC §13).
+    """
+
+    holder: str | None
+    concurrency: int
+    lease_ttl: timedelta
+    claim_policy: ClaimPolicy
+    tenant: TenantFilter
+    poll_interval: timedelta
+    shutdown_deadline: timedelta
+    backoff: BackoffPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """A worker's checked configuration, with the timings derived from it (sync and async)."""
+
+    holder: str
+    concurrency: int
+    lease_ttl: timedelta
+    claim_policy: ClaimPolicy
+    tenant: TenantFilter
+    poll_interval: timedelta
+    shutdown_deadline: timedelta
+    backoff: BackoffPolicy = DEFAULT_BACKOFF
+
+    @classmethod
+    def check(
+        cls,
+        *,
+        holder: str | None = None,
+        concurrency: int = 1,
+        lease_ttl: timedelta = timedelta(seconds=30),
+        claim_policy: ClaimPolicy = ClaimPolicy(),
+        tenant: TenantFilter = ANY,
+        poll_interval: timedelta = timedelta(seconds=1),
+        shutdown_deadline: timedelta = timedelta(seconds=30),
+        backoff: BackoffPolicy = DEFAULT_BACKOFF,
+    ) -> WorkerSettings:
+        """Check every argument (`ValidationError` naming it); ``holder=None`` → host:pid:id."""
+        if not isinstance(claim_policy, ClaimPolicy):
+            raise ValidationError("claim_policy must be a ClaimPolicy")
+        return cls(
+            holder=check_identifier(
+                "holder",
+                holder
+                if holder is not None
+                else f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
+            ),
+            concurrency=check_int("concurrency", concurrency, minimum=1, maximum=1024),
+            lease_ttl=check_duration("lease_ttl", lease_ttl),
+            claim_policy=claim_policy,
+            tenant=check_tenant_filter("tenant", tenant, allow_any=True),
+            poll_interval=check_duration("poll_interval", poll_interval),
+            shutdown_deadline=check_duration("shutdown_deadline", shutdown_deadline),
+            backoff=_check_backoff(backoff),
+        )
+
+    @property
+    def renew_every(self) -> float:
+        """Seconds between renewals of the lease and the claim: ``min(renew_every, ttl / 3)``."""
+        return min(self.claim_policy.renew_every, self.lease_ttl / 3).total_seconds()
+
+    @property
+    def claim_wait(self) -> float:
+        """How long a busy thread's claim is waited for, lease held: one ttl + one renewal (D41)."""
+        return self.claim_policy.ttl.total_seconds() + self.renew_every
+
+    @property
+    def claim_retry_delay(self) -> float:
+        """Seconds between claim tries while the thread is busy (D41)."""
+        return min(_CLAIM_RETRY_DELAY, self.poll_interval.total_seconds())
+
+    def idle_delay(self, scale: float = 1.0) -> float:
+        """Seconds to wait after an empty poll (``scale=2`` after a busy thread, D41), jittered."""
+        return self.poll_interval.total_seconds() * scale * random.uniform(0.5, 1.5)
+
+
+def _check_backoff(value: object) -> BackoffPolicy:
+    if not isinstance(value, BackoffPolicy):
+        raise ValidationError("backoff must be a BackoffPolicy")
+    check_duration("backoff.base", value.base, allow_zero=True)
+    check_duration("backoff.cap", value.cap, allow_zero=True)
+    if not (isinstance(value.factor, (int, float)) and 1.0 <= value.factor <= 100.0):
+        raise ValidationError("backoff.factor must be a number in [1, 100]")
+    if not (isinstance(value.jitter, (int, float)) and 0.0 <= value.jitter <= 1.0):
+        raise ValidationError("backoff.jitter must be a number in [0, 1]")
+    return value
+
+
+__all__ = ["DEFAULT_BACKOFF", "WorkerOptions", "WorkerSettings"]

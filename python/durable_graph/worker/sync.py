@@ -1,0 +1,439 @@
+"""The worker runtime: runs a user's handler for queued entries, following SPEC §5 to the letter.
+
+The attempt itself — lease's attempt, claim or wait, plan, run, record the output, settle,
+finish — is `durable_graph.worker.flow`, shared with the async worker; it starts from
+`begin_attempt` and ends with `finish_attempt` (SPEC §11), so a job costs submit, begin, the
+handler's commits and finish; `Worker` performs its
+operations in threads: ``concurrency`` attempt loops, each leasing and driving one attempt at a
+time.
+
+A background thread renews the lease and the claim every ``min(claim_policy.renew_every,
+lease_ttl / 3)``. When a renewal learns the attempt lost its lease or claim (`LeaseLost`,
+`ClaimLost`, `EntryClosed` e.g. after `RunQueue.cancel`), the attempt is stopped cooperatively:
+``ctx.cancelled`` turns true and every further ``ctx`` write raises that error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any, Unpack
+
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.errors import StoreError, ValidationError
+from durable_graph.core.model import JSON, Checkpoint, Claim, Event, EventIn, Lease, QueueEntry
+from durable_graph.core.polling import Changes
+from durable_graph.worker.flow import (
+    AttemptReport,
+    LostFlag,
+    Note,
+    RunContextBase,
+    WorkerOptions,
+    WorkerSettings,
+    WorkerStopped,
+    attempt_flow,
+    closing_note,
+    describe,
+    exhausted_outcome,
+    failure_outcome,
+    invalid_output,
+    log_failure,
+    log_stop_signal,
+    new_id,
+    next_commit,
+    output_effect_key,
+    recorded_output,
+)
+from durable_graph.worker.ops import (
+    HandlerResult,
+    RunHandler,
+    Settlement,
+    StoreOp,
+    drive,
+    finishing,
+    perform,
+    renewal,
+)
+
+log = logging.getLogger("durable_graph.worker")
+
+Handler = Callable[["RunContext"], Any]
+"""A user's run: receives a `RunContext`, returns the run's output (a JSON value)."""
+
+
+# --- keeping the lease and the claim alive -------------------------------------------------
+
+
+class _Keeper:
+    """Renews one attempt's lease (and claim, once taken) in a background thread."""
+
+    def __init__(self, store: Checkpointer, lease: Lease, interval: float) -> None:
+        self._store = store
+        self.lease = lease
+        self.claim: Claim | None = None
+        self._interval = interval
+        self._lock = threading.Lock()
+        self._lost: StoreError | None = None
+        self._stop = threading.Event()
+        self._released = False
+        self._thread = threading.Thread(
+            target=self._run, name=f"dg-renew-{lease.entry.entry_id}", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def lost(self) -> StoreError | None:
+        with self._lock:
+            return self._lost
+
+    def lose(self, error: StoreError) -> None:
+        with self._lock:
+            if self._lost is None:
+                self._lost = error
+
+    def adopt_claim(self, claim: Claim) -> bool:
+        """Keep ``claim`` renewed; False once the attempt is being finished (caller releases it)."""
+        with self._lock:
+            if self._released:
+                return False
+            self.claim = claim
+            return True
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            if not drive(renewal(self, log), self.call):
+                return
+
+    def call(self, op: StoreOp) -> Any:
+        return op.on(self._store)
+
+    def current_claim(self) -> Claim | None:
+        with self._lock:
+            return self.claim
+
+    def claim_renewed(self, old: Claim, new: Claim) -> None:
+        with self._lock:
+            if self.claim is old:
+                self.claim = new
+
+    def take_claim(self) -> Claim | None:
+        with self._lock:
+            claim, self.claim = self.claim, None
+        return claim
+
+    def abandon(self) -> None:
+        """Stop renewing without touching the store (the entry is already closed)."""
+        with self._lock:
+            self._released = True
+        self.stop()
+
+    def finish(self, outcome: Settlement) -> QueueEntry | None:
+        """Stop renewing, then release the claim and close (or release) the lease, once.
+
+        Returns the closed entry, or None.
+        """
+        with self._lock:
+            if self._released:
+                return None
+            self._released = True
+        self.stop()
+        return drive(finishing(self, outcome), self.call)
+
+
+# --- what the handler sees ---------------------------------------------------------------
+
+
+class RunContext(RunContextBase[Checkpointer]):
+    """One attempt of one queue entry, as the handler sees it.
+
+    ``plan`` says what to do: `Fresh` (apply ``entry.input``) or `Resume` (continue from
+    ``plan.checkpoint``). `commit` chains checkpoints under the attempt's claim; once the
+    attempt has lost its lease or claim, ``cancelled`` is true and every write raises.
+    """
+
+    def commit(
+        self,
+        state: JSON,
+        next: Sequence[str] = (),
+        metadata: JSON = None,
+        events: Sequence[EventIn] = (),
+    ) -> Checkpoint:
+        """Commit a checkpoint whose parent is the current head; ``next=()`` ends the run."""
+        self.check()
+        checkpoint = self.store.commit(
+            self._claim, next_commit(self.run_id, self._head, state, next, metadata, events)
+        )
+        self._head = checkpoint
+        return checkpoint
+
+    def append_events(self, events: Sequence[EventIn]) -> list[Event]:
+        """Append events to the thread's log (tagged with this run id), without a checkpoint."""
+        self.check()
+        return self.store.append_events(self._claim, events, run_id=self.run_id)
+
+    def record_effect(self, key: str, fn: Callable[[], JSON]) -> JSON:
+        """The value recorded under ``key``; ``fn`` runs only when none is recorded yet.
+
+        First write wins: if two attempts race, both return the first recorded value. The
+        thread needs a commit first (`NotFound` otherwise). ``fn`` may run more than once if an
+        attempt crashes between running it and recording its value.
+        """
+        self.check()
+        recorded = self.store.get_effect(self.thread_id, key)
+        if recorded is not None:
+            return recorded.value
+        value = fn()
+        self.check()
+        return self.store.record_effect(self._claim, key, value, run_id=self.run_id).value
+
+
+# --- the worker ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Slot:
+    keeper: _Keeper | None = None
+
+
+class Worker:
+    """Leases entries from ``store.run_queue`` and runs ``handler`` for each (SPEC §5)."""
+
+    def __init__(
+        self,
+        store: Checkpointer,
+        handler: Handler,
+        **options: Unpack[WorkerOptions],
+    ) -> None:
+        """``options``: `WorkerOptions` (holder, concurrency, lease_ttl, claim_policy, tenant,
+        poll_interval, shutdown_deadline), each checked (`ValidationError` naming it)."""
+        if not callable(handler):
+            raise ValidationError("handler must be callable")
+        self.settings = settings = WorkerSettings.check(**options)
+        self.store = store
+        self.handler = handler
+        self.holder = settings.holder
+        self.concurrency = settings.concurrency
+        self.lease_ttl = settings.lease_ttl
+        self.claim_policy = settings.claim_policy
+        self.tenant = settings.tenant
+        self.poll_interval = settings.poll_interval
+        self.shutdown_deadline = settings.shutdown_deadline
+        self._renew_every = settings.renew_every
+        self._stop = threading.Event()
+        self._force = threading.Event()
+        self._abandoned = threading.Event()
+        self._wakes: set[threading.Event] = set()
+        self._lock = threading.Lock()
+        self._slots: list[_Slot] = []
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def stop(self) -> None:
+        """Stop leasing; `run` lets running attempts finish within ``shutdown_deadline``."""
+        self._stop.set()
+        self._wake_idle()
+
+    def _wake_idle(self) -> None:
+        with self._lock:
+            for wake in self._wakes:
+                wake.set()
+
+    def run(self) -> None:
+        """Run ``concurrency`` attempt loops until `stop` (or SIGTERM/SIGINT), then shut down.
+
+        Shutdown: no new leases; running attempts get ``shutdown_deadline`` to finish (a second
+        signal cuts the wait short); the rest are cancelled (their ``ctx`` raises `WorkerStopped`) and their claims and leases
+        released, so another worker resumes them at once.
+        """
+        with self._signals():
+            threads = []
+            for index in range(self.concurrency):
+                slot = _Slot()
+                with self._lock:
+                    self._slots.append(slot)
+                thread = threading.Thread(
+                    target=self._loop, args=(slot,), name=f"dg-worker-{index}", daemon=True
+                )
+                thread.start()
+                threads.append(thread)
+            log.info("worker %s started (%d slot(s))", self.holder, self.concurrency)
+            while not self._stop.wait(0.5):
+                pass
+            log.info("worker %s stopping", self.holder)
+            deadline = time.monotonic() + self.shutdown_deadline.total_seconds()
+            while (
+                any(t.is_alive() for t in threads)
+                and time.monotonic() < deadline
+                and not self._force.is_set()
+            ):
+                for thread in threads:
+                    thread.join(0.1)
+            self._abandon_running()
+            log.info("worker %s stopped", self.holder)
+
+    def run_once(self) -> AttemptReport | None:
+        """Lease and process at most one entry in the calling thread; None if none was ready."""
+        return self._attempt(_Slot())
+
+    # --- internals --------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            again = self._stop.is_set()
+            log_stop_signal(log, self.holder, signum, again)
+            (self._force if again else self._stop).set()
+            self._wake_idle()
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _abandon_running(self) -> None:
+        """Past the shutdown deadline: cancel what still runs, release its claim and lease (D44)."""
+        with self._lock:
+            self._abandoned.set()  # an attempt still beginning gives itself back (_attempt)
+            keepers = [slot.keeper for slot in self._slots if slot.keeper is not None]
+        for keeper in keepers:
+            entry_id = keeper.lease.entry.entry_id
+            log.info("entry %d: shutdown deadline passed; releasing claim and lease", entry_id)
+            keeper.lose(WorkerStopped("the worker shut down; this attempt's claim was released"))
+            keeper.finish(None)
+
+    def _idle(self, scale: float = 1.0) -> None:
+        self._stop.wait(self.settings.idle_delay(scale))
+
+    def _wait_for_work(self, changes: Changes, generation: int) -> None:
+        """Idle until the queue is notified (SPEC §11), `stop`, or one poll interval."""
+        wake = threading.Event()
+        with self._lock:
+            if self._stop.is_set():
+                return
+            self._wakes.add(wake)
+        try:
+            changes.wait("queue", generation, self.settings.idle_delay(), wake)
+        finally:
+            with self._lock:
+                self._wakes.discard(wake)
+
+    def _loop(self, slot: _Slot) -> None:
+        changes: Changes | None = getattr(self.store, "changes", None)
+        with contextlib.ExitStack() as idle:
+            watching = False  # registered for queue notifications: only while idle
+            while not self._stop.is_set():
+                generation = changes.generation("queue") if changes is not None else 0
+                try:
+                    report = self._attempt(slot)
+                except Exception as exc:
+                    log_failure(log, exc, "loop")
+                    self._idle()
+                    continue
+                if report is not None and watching:
+                    idle.close()  # busy again (the registration lingers a few seconds)
+                    watching = False
+                if report is None:
+                    if changes is None:
+                        self._idle()
+                    elif not watching:
+                        # Register, then look again at once: a submit since the empty begin
+                        # was not notified, one from now on is.
+                        idle.enter_context(changes.watching("queue"))
+                        watching = True
+                    else:
+                        self._wait_for_work(changes, generation)
+                elif report.note == "busy":
+                    self._idle(2.0)
+
+    def _attempt(self, slot: _Slot) -> AttemptReport | None:
+        run_id = new_id()
+        # SPEC §11: lease, attempt, claim, read and plan in one call.
+        begun = self.store.begin_attempt(
+            self.holder,
+            self.lease_ttl,
+            run_id=run_id,
+            claim_policy=self.claim_policy,
+            tenant=self.tenant,
+        )
+        if begun is None:
+            return None
+        keeper = _Keeper(self.store, begun.lease, self._renew_every)
+        keeper.start()
+        with self._lock:
+            slot.keeper = keeper
+        if self._abandoned.is_set():
+            # Begun while shutdown gave up on running attempts: give it back (D44); the flow
+            # then releases the claim and reports "lost".
+            keeper.lose(WorkerStopped("the worker shut down; this attempt's claim was released"))
+            with contextlib.suppress(StoreError):
+                keeper.finish(None)
+        try:
+            flow = attempt_flow(self.settings, keeper, run_id, self._stop.is_set, log, begun)
+            report = drive(flow, lambda op: perform(op, keeper, self))
+        except BaseException:
+            # A store failure mid-protocol: give the entry back at once rather than let it
+            # wait out its lease (a later attempt resumes it); if that fails too, the lease
+            # simply expires.
+            with contextlib.suppress(StoreError):
+                keeper.finish(None)
+            raise
+        finally:
+            slot.keeper = None
+            keeper.stop()
+        return report  # attempt_flow logged it
+
+    def _pause(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def _run_handler(self, keeper: _Keeper, op: RunHandler) -> HandlerResult:
+        """The handler called in this thread (the attempt flow's `RunHandler`)."""
+        ctx = RunContext.starting(self.store, op, keeper)
+        try:
+            return HandlerResult(output=self.handler(ctx), head=ctx.head)
+        except Exception as exc:  # D43: the flow decides between retry and Failed
+            return HandlerResult(error=exc, head=ctx.head)
+
+
+__all__ = [
+    "AttemptReport",
+    "Handler",
+    "LostFlag",
+    "Note",
+    "RunContext",
+    "RunContextBase",
+    "Worker",
+    "WorkerSettings",
+    "WorkerStopped",
+    "closing_note",
+    "describe",
+    "exhausted_outcome",
+    "failure_outcome",
+    "invalid_output",
+    "new_id",
+    "next_commit",
+    "output_effect_key",
+    "recorded_output",
+]
