@@ -1,0 +1,366 @@
+"""Setting up, upgrading and checking a partitioned store (SPEC §16.3).
+
+`init` installs each partition (the same migrations and functions as ``sql/install.sql``),
+makes its entry ids and fencing tokens count in steps of N from an offset equal to its number
+(`set_steps`), records its number in its ``schema_meta`` (``partition``, ``partitions``), and
+generates the proxy (`install_proxy`): the PL/Proxy cluster (a foreign server named
+``dg_<schema>`` whose options ``p0 .. pN-1`` are the partitions' DSNs, with a user mapping for
+PUBLIC, so the proxy connects to a partition as the calling role), and the routing functions of
+`durable_graph.postgres.partitions.proxy`. The proxy's ``schema_meta`` says ``kind = proxy``:
+a store opened on it never installs a local store there (`durable_graph.postgres.migrations`).
+
+`migrate` and `verify` read the partitions from the proxy's cluster and work per partition,
+then on the proxy; `grant` grants a runtime role on every partition and on the proxy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from durable_graph.core.errors import ProcessingError
+from durable_graph.postgres import migrations, privileges
+from durable_graph.postgres.config import PostgresConfig, check_schema
+from durable_graph.postgres.partitions import proxy
+from durable_graph.postgres.partitions.routing import check_partitions
+
+PROXY_KIND = "proxy"
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """A partitioned store: its schema, the proxy's DSN, the partitions' DSNs by number."""
+
+    schema: str
+    proxy: str
+    partitions: tuple[str, ...]
+
+
+def cluster_name(schema: str) -> str:
+    """The PL/Proxy cluster (foreign server) of a proxy schema."""
+    return f"dg_{check_schema(schema)}"[:63]
+
+
+@contextlib.contextmanager
+def _connect(dsn: str, what: str) -> Iterator[psycopg.Connection[Any]]:
+    try:
+        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise ProcessingError(f"could not connect to {what}: {exc}") from exc
+    with conn:
+        yield conn
+
+
+# --- partitions ---------------------------------------------------------------------------
+
+
+def set_steps(conn: psycopg.Connection[Any], schema: str, part: int, n: int) -> None:
+    """Entry ids and fencing tokens of partition ``part`` of ``n``: ≡ part mod n, from n + part
+    on, each continuing above what was issued; the number recorded in ``schema_meta``."""
+    ident = sql.Identifier(schema)
+    with conn.transaction():
+        meta = dict(
+            conn.execute(sql.SQL("SELECT key, value FROM {}.schema_meta").format(ident)).fetchall()
+        )
+        if "partition" in meta and (meta["partition"], meta.get("partitions")) != (
+            str(part),
+            str(n),
+        ):
+            raise ProcessingError(
+                f"schema {schema} is partition {meta['partition']} of {meta.get('partitions')}, "
+                f"not {part} of {n}: a partition keeps its number"
+            )
+        row = conn.execute(
+            "SELECT pg_catalog.pg_get_serial_sequence(%s, 'entry_id')",
+            (f'"{schema}".queue_entries',),
+        ).fetchone()
+        assert row is not None and row[0] is not None
+        for seq in (str(row[0]), f'"{schema}".fencing_token_seq'):
+            got = conn.execute(
+                "SELECT coalesce(last_value, 0) FROM pg_catalog.pg_sequences"
+                " WHERE (quote_ident(schemaname) || '.' || quote_ident(sequencename)) = %s"
+                "    OR (schemaname || '.' || sequencename) = %s",
+                (seq, seq.replace('"', "")),
+            ).fetchone()
+            last = int(got[0]) if got else 0
+            start = n + part
+            nxt = start if last < start else last + ((part - last) % n or n)
+            conn.execute(
+                sql.SQL("ALTER SEQUENCE {} INCREMENT BY {} START WITH {} RESTART WITH {}").format(
+                    sql.SQL(seq), sql.Literal(n), sql.Literal(start), sql.Literal(nxt)
+                )
+            )
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {}.schema_meta (key, value) VALUES ('partition', %s), "
+                "('partitions', %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+            ).format(ident),
+            (str(part), str(n)),
+        )
+
+
+def check_steps(conn: psycopg.Connection[Any], schema: str, part: int, n: int) -> str | None:
+    """Why partition ``part`` of ``n`` does not count as it should, or None."""
+    meta = dict(
+        conn.execute(
+            sql.SQL("SELECT key, value FROM {}.schema_meta").format(sql.Identifier(schema))
+        ).fetchall()
+    )
+    if (meta.get("partition"), meta.get("partitions")) != (str(part), str(n)):
+        return (
+            f"schema {schema} there is partition {meta.get('partition')} of "
+            f"{meta.get('partitions')}, expected {part} of {n}"
+        )
+    rows = conn.execute(
+        "SELECT sequencename, increment_by, start_value FROM pg_catalog.pg_sequences"
+        " WHERE schemaname = %s AND sequencename IN ('fencing_token_seq', 'queue_entries_entry_id_seq')",
+        (schema,),
+    ).fetchall()
+    for name, step, start in rows:
+        if int(step) != n or int(start) % n != part:
+            return f"sequence {name} counts by {step} from {start}, not by {n} from ≡ {part}"
+    if len(rows) != 2:
+        return "the entry id and fencing token sequences were not found"
+    return None
+
+
+# --- the proxy ----------------------------------------------------------------------------
+
+
+def read_layout(proxy_dsn: str, schema: str) -> Layout:
+    """The partitions of the proxy at ``proxy_dsn``, from its cluster's options."""
+    with _connect(proxy_dsn, "the proxy") as conn:
+        row = conn.execute(
+            "SELECT srvoptions FROM pg_catalog.pg_foreign_server WHERE srvname = %s",
+            (cluster_name(schema),),
+        ).fetchone()
+    if row is None:
+        raise ProcessingError(
+            f"the database at the proxy DSN has no partition cluster {cluster_name(schema)}: "
+            "run durable-graph partitions init first"
+        )
+    options = dict(str(o).split("=", 1) for o in row[0] or [])
+    parts = []
+    while f"p{len(parts)}" in options:
+        parts.append(options[f"p{len(parts)}"])
+    return Layout(schema, proxy_dsn, tuple(parts))
+
+
+def _proxy_digest(conn: psycopg.Connection[Any], schema: str) -> str:
+    row = conn.execute(migrations._DIGEST_SQL, (schema,)).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def install_proxy(proxy_dsn: str, schema: str, partitions: Sequence[str]) -> None:
+    """(Re)generate the proxy from partition 0's catalog, in one transaction."""
+    n = check_partitions(len(partitions))
+    with _connect(partitions[0], "partition 0") as part0:
+        signatures = proxy.read_signatures(part0, schema)
+    cluster = cluster_name(schema)
+    statements = proxy.generate(schema, cluster, n, signatures)
+    ident = sql.Identifier(schema)
+    with _connect(proxy_dsn, "the proxy") as conn, conn.transaction():
+        conn.execute("CREATE EXTENSION IF NOT EXISTS plproxy")
+        tables = conn.execute(
+            "SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+            " ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'"
+            " AND c.relname <> 'schema_meta'",
+            (schema,),
+        ).fetchall()
+        if tables:
+            raise ProcessingError(
+                f"schema {schema} of the proxy database holds tables ({tables[0][0]}, ...): a "
+                "local store is there; a proxy needs a database (or schema) of its own"
+            )
+        options = sql.SQL(", ").join(
+            sql.SQL("{} {}").format(sql.Identifier(f"p{i}"), sql.Literal(dsn))
+            for i, dsn in enumerate(partitions)
+        )
+        conn.execute(sql.SQL("DROP SERVER IF EXISTS {} CASCADE").format(sql.Identifier(cluster)))
+        conn.execute(
+            sql.SQL(
+                "CREATE SERVER {} FOREIGN DATA WRAPPER plproxy OPTIONS "
+                "(connection_lifetime '1800', {})"
+            ).format(sql.Identifier(cluster), options)
+        )
+        conn.execute(sql.SQL("CREATE USER MAPPING FOR PUBLIC SERVER {}").format(sql.Identifier(cluster)))
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
+        for (sig,) in conn.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p"
+            " WHERE p.pronamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = %s)",
+            (schema,),
+        ).fetchall():
+            conn.execute(sql.SQL("DROP FUNCTION {} CASCADE").format(sql.SQL(sig)))
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {}.schema_meta (key text PRIMARY KEY, value text NOT NULL)"
+            ).format(ident)
+        )
+        conn.execute(sql.SQL("SET LOCAL search_path TO {}, pg_temp").format(ident))
+        conn.execute("SET LOCAL check_function_bodies = off")
+        for statement in statements:
+            conn.execute(statement.encode("utf-8"))
+        conn.execute(
+            sql.SQL("REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {} FROM PUBLIC").format(ident)
+        )
+        meta = {
+            "kind": PROXY_KIND,
+            "partitions": str(n),
+            "version": str(migrations.required_version()),
+            "functions_digest": migrations.functions_digest(),
+            "proxy_digest": _proxy_digest(conn, schema),
+        }
+        conn.execute(sql.SQL("DELETE FROM {}.schema_meta").format(ident))
+        for key, value in meta.items():
+            conn.execute(
+                sql.SQL("INSERT INTO {}.schema_meta (key, value) VALUES (%s, %s)").format(ident),
+                (key, value),
+            )
+        # Roles granted before (USAGE on the schema) keep their grants on the new functions.
+        for (role,) in conn.execute(
+            "SELECT a.grantee::regrole::text FROM pg_catalog.pg_namespace n,"
+            " pg_catalog.aclexplode(n.nspacl) a WHERE n.nspname = %s"
+            " AND a.privilege_type = 'USAGE' AND a.grantee <> n.nspowner AND a.grantee <> 0",
+            (schema,),
+        ).fetchall():
+            conn.execute(
+                sql.SQL("GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {} TO {}").format(
+                    ident, sql.SQL(str(role))
+                )
+            )
+
+
+def proxy_problem(conn: psycopg.Connection[Any], schema: str, meta: dict[str, str]) -> str | None:
+    """Why the proxy in ``schema`` (its ``schema_meta`` read as ``meta``) is not current, or
+    None: its version and partition digest this package's, its routing functions unchanged
+    since generated, and every partition (asked through the proxy) current and numbered right."""
+    fix = f"run durable-graph partitions migrate --proxy ... --schema {schema}"
+    if meta.get("version") != str(migrations.required_version()) or meta.get(
+        "functions_digest"
+    ) != migrations.functions_digest():
+        return (
+            f"proxy schema {schema} was generated for version {meta.get('version')} with other "
+            f"SQL functions than this package's (version {migrations.required_version()}): {fix}"
+        )
+    if _proxy_digest(conn, schema) != meta.get("proxy_digest"):
+        return f"proxy schema {schema}: its routing functions were changed since generated: {fix}"
+    n = int(meta.get("partitions", "0"))
+    for part in range(n):
+        try:
+            with conn.transaction():
+                rows = conn.execute(
+                    sql.SQL("SELECT key, value FROM {}._dg_on_schema_meta_v1(%s)").format(
+                        sql.Identifier(schema)
+                    ),
+                    (part,),
+                ).fetchall()
+        except psycopg.Error as exc:
+            return f"partition {part} of proxy schema {schema} could not be checked: {exc}"
+        got = {str(k): str(v) for k, v in rows}
+        if got.get("version") != str(migrations.required_version()) or got.get(
+            "functions_digest"
+        ) != migrations.functions_digest():
+            return (
+                f"partition {part} of proxy schema {schema} is at version {got.get('version')} "
+                f"with other SQL functions than this package's: {fix}"
+            )
+        if (got.get("partition"), got.get("partitions")) != (str(part), str(n)):
+            return (
+                f"the proxy's partition {part} is partition {got.get('partition')} of "
+                f"{got.get('partitions')}: the cluster's DSNs are out of order"
+            )
+    return None
+
+
+# --- the commands -------------------------------------------------------------------------
+
+
+def init(
+    proxy_dsn: str, partitions: Sequence[str], schema: str, config: PostgresConfig | None = None
+) -> Layout:
+    """Install the partitions and generate the proxy (idempotent)."""
+    check_schema(schema)
+    n = check_partitions(len(partitions))
+    config = config or PostgresConfig(schema=schema)
+    for part, dsn in enumerate(partitions):
+        migrations.migrate(dsn, schema, config)
+        with _connect(dsn, f"partition {part}") as conn:
+            set_steps(conn, schema, part, n)
+    install_proxy(proxy_dsn, schema, partitions)
+    return Layout(schema, proxy_dsn, tuple(partitions))
+
+
+def migrate(proxy_dsn: str, schema: str, config: PostgresConfig | None = None) -> Layout:
+    """Migrate every partition, then regenerate the proxy."""
+    layout = read_layout(proxy_dsn, schema)
+    config = config or PostgresConfig(schema=schema)
+    for dsn in layout.partitions:
+        migrations.migrate(dsn, schema, config)
+    install_proxy(proxy_dsn, schema, layout.partitions)
+    return layout
+
+
+def verify(proxy_dsn: str, schema: str) -> list[str]:
+    """What is wrong with the partitioned store, per partition and for the proxy ([]: nothing)."""
+    layout = read_layout(proxy_dsn, schema)
+    n = len(layout.partitions)
+    problems: list[str] = []
+    for part, dsn in enumerate(layout.partitions):
+        try:
+            with _connect(dsn, f"partition {part}") as conn:
+                migrations.verify(conn, schema)
+                problem = check_steps(conn, schema, part, n)
+                if problem:
+                    problems.append(f"partition {part}: {problem}")
+        except ProcessingError as exc:
+            problems.append(f"partition {part}: {exc}")
+    with _connect(proxy_dsn, "the proxy") as conn:
+        meta, _ = migrations._read_meta(conn, schema)
+        if meta.get("kind") != PROXY_KIND:
+            problems.append(f"proxy: schema {schema} there is not a generated proxy")
+        else:
+            problem = proxy_problem(conn, schema, meta)
+            if problem:
+                problems.append(f"proxy: {problem}")
+    return problems
+
+
+def grant(proxy_dsn: str, schema: str, role: str) -> None:
+    """Let ``role`` call the store: on every partition as on one store, and on the proxy USAGE
+    on the schema and the cluster and EXECUTE on its functions (they route, nothing more)."""
+    privileges.check_role(role)
+    layout = read_layout(proxy_dsn, schema)
+    for part, dsn in enumerate(layout.partitions):
+        with _connect(dsn, f"partition {part}") as conn:
+            privileges.grant(conn, schema, role)
+    ident, who = sql.Identifier(schema), sql.Identifier(role)
+    with _connect(proxy_dsn, "the proxy") as conn, conn.transaction():
+        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(ident, who))
+        conn.execute(sql.SQL("GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {} TO {}").format(ident, who))
+        conn.execute(
+            sql.SQL("GRANT USAGE ON FOREIGN SERVER {} TO {}").format(
+                sql.Identifier(cluster_name(schema)), who
+            )
+        )
+
+
+__all__ = [
+    "PROXY_KIND",
+    "Layout",
+    "check_steps",
+    "cluster_name",
+    "grant",
+    "init",
+    "install_proxy",
+    "migrate",
+    "proxy_problem",
+    "read_layout",
+    "set_steps",
+    "verify",
+]
