@@ -31,6 +31,13 @@ pg-deps:
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql-$$ver-plpgsql-check >/dev/null; \
 	fi
+	@# PL/Proxy for tests/test_partitions.py (the store over partitions, SPEC §16).
+	@if [ -z "$$DURABLE_GRAPH_TEST_DSN" ] && ! ls /usr/share/postgresql/*/extension/plproxy.control >/dev/null 2>&1; then \
+		ver=$$(ls /usr/lib/postgresql | sort -n | tail -1); \
+		echo "installing postgresql-$$ver-plproxy"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql-$$ver-plproxy >/dev/null; \
+	fi
 
 # node-postgres for tests/test_node.py (the SQL API driven from Node.js), from package-lock.json.
 tests/node/node_modules/.package-lock.json: tests/node/package-lock.json

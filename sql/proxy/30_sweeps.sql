@@ -47,7 +47,7 @@ BEGIN
                 pg_catalog.quote_literal(p_after) USING ERRCODE = 'DG000';
         END IF;
         v_part := pg_catalog.split_part(p_after, pg_catalog.chr(31), 1)::integer;
-        v_after := pg_catalog.nullif(pg_catalog.substr(p_after,
+        v_after := NULLIF(pg_catalog.substr(p_after,
                                      pg_catalog.strpos(p_after, pg_catalog.chr(31)) + 1), '');
         IF v_part >= _dg_partitions() THEN
             RAISE EXCEPTION 'after names partition %, the store has %', v_part, _dg_partitions()

@@ -55,7 +55,7 @@ from durable_graph.core.surface import AsyncCheckpointerCalls, AsyncRunQueueCall
 from durable_graph.postgres import calls
 from durable_graph.postgres.calls import Call, Rows
 from durable_graph.postgres.config import PostgresConfig
-from durable_graph.postgres.connection import PoolState, send_cancel
+from durable_graph.postgres.connection import PoolState, send_cancel, store_message
 from durable_graph.postgres.notify_async import AsyncListener
 from durable_graph.postgres.store import (
     AWAIT_CLOSED_POLL,
@@ -156,7 +156,7 @@ class AsyncExecutor(PoolState[AsyncConnectionPool[Any]]):
         except psycopg.Error as exc:
             store_error = error_for_sqlstate(exc.sqlstate)
             if store_error is not None:
-                raise store_error(exc.diag.message_primary or str(exc)) from None
+                raise store_error(store_message(exc.diag.message_primary or str(exc))) from None
             elapsed = time.monotonic() - started
             raise ProcessingError(f"{call.name} failed after {elapsed:.3f}s: {exc}") from exc
 

@@ -56,6 +56,18 @@ def _connect(dsn: str, what: str) -> Iterator[psycopg.Connection[Any]]:
         yield conn
 
 
+def with_credentials(dsn: str, proxy_dsn: str) -> str:
+    """A partition's DSN for the setup commands' own connections: the proxy DSN's user and
+    password added when the partition's gives none. (The cluster keeps the DSN as given: one
+    without a user makes the proxy connect to the partition as the calling role, SPEC §10.5.)"""
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    proxy = psycopg.conninfo.conninfo_to_dict(proxy_dsn)
+    for key in ("user", "password"):
+        if key not in params and key in proxy:
+            params[key] = proxy[key]
+    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in params.items()})
+
+
 # --- partitions ---------------------------------------------------------------------------
 
 
@@ -145,7 +157,7 @@ def read_layout(proxy_dsn: str, schema: str) -> Layout:
             "run durable-graph partitions init first"
         )
     options = dict(str(o).split("=", 1) for o in row[0] or [])
-    parts = []
+    parts: list[str] = []
     while f"p{len(parts)}" in options:
         parts.append(options[f"p{len(parts)}"])
     return Layout(schema, proxy_dsn, tuple(parts))
@@ -160,7 +172,7 @@ def _proxy_digest(conn: psycopg.Connection[Any], schema: str) -> str:
 def install_proxy(proxy_dsn: str, schema: str, partitions: Sequence[str]) -> None:
     """(Re)generate the proxy from partition 0's catalog, in one transaction."""
     n = check_partitions(len(partitions))
-    with _connect(partitions[0], "partition 0") as part0:
+    with _connect(with_credentials(partitions[0], proxy_dsn), "partition 0") as part0:
         signatures = proxy.read_signatures(part0, schema)
     cluster = cluster_name(schema)
     statements = proxy.generate(schema, cluster, n, signatures)
@@ -189,7 +201,9 @@ def install_proxy(proxy_dsn: str, schema: str, partitions: Sequence[str]) -> Non
                 "(connection_lifetime '1800', {})"
             ).format(sql.Identifier(cluster), options)
         )
-        conn.execute(sql.SQL("CREATE USER MAPPING FOR PUBLIC SERVER {}").format(sql.Identifier(cluster)))
+        conn.execute(
+            sql.SQL("CREATE USER MAPPING FOR PUBLIC SERVER {}").format(sql.Identifier(cluster))
+        )
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
         for (sig,) in conn.execute(
             "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p"
@@ -206,9 +220,7 @@ def install_proxy(proxy_dsn: str, schema: str, partitions: Sequence[str]) -> Non
         conn.execute("SET LOCAL check_function_bodies = off")
         for statement in statements:
             conn.execute(statement.encode("utf-8"))
-        conn.execute(
-            sql.SQL("REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {} FROM PUBLIC").format(ident)
-        )
+        conn.execute(sql.SQL("REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {} FROM PUBLIC").format(ident))
         meta = {
             "kind": PROXY_KIND,
             "partitions": str(n),
@@ -241,9 +253,10 @@ def proxy_problem(conn: psycopg.Connection[Any], schema: str, meta: dict[str, st
     None: its version and partition digest this package's, its routing functions unchanged
     since generated, and every partition (asked through the proxy) current and numbered right."""
     fix = f"run durable-graph partitions migrate --proxy ... --schema {schema}"
-    if meta.get("version") != str(migrations.required_version()) or meta.get(
-        "functions_digest"
-    ) != migrations.functions_digest():
+    if (
+        meta.get("version") != str(migrations.required_version())
+        or meta.get("functions_digest") != migrations.functions_digest()
+    ):
         return (
             f"proxy schema {schema} was generated for version {meta.get('version')} with other "
             f"SQL functions than this package's (version {migrations.required_version()}): {fix}"
@@ -251,30 +264,32 @@ def proxy_problem(conn: psycopg.Connection[Any], schema: str, meta: dict[str, st
     if _proxy_digest(conn, schema) != meta.get("proxy_digest"):
         return f"proxy schema {schema}: its routing functions were changed since generated: {fix}"
     n = int(meta.get("partitions", "0"))
-    for part in range(n):
-        try:
-            with conn.transaction():
-                rows = conn.execute(
-                    sql.SQL("SELECT key, value FROM {}._dg_on_schema_meta_v1(%s)").format(
-                        sql.Identifier(schema)
-                    ),
-                    (part,),
-                ).fetchall()
-        except psycopg.Error as exc:
-            return f"partition {part} of proxy schema {schema} could not be checked: {exc}"
-        got = {str(k): str(v) for k, v in rows}
-        if got.get("version") != str(migrations.required_version()) or got.get(
-            "functions_digest"
-        ) != migrations.functions_digest():
-            return (
-                f"partition {part} of proxy schema {schema} is at version {got.get('version')} "
-                f"with other SQL functions than this package's: {fix}"
-            )
-        if (got.get("partition"), got.get("partitions")) != (str(part), str(n)):
-            return (
-                f"the proxy's partition {part} is partition {got.get('partition')} of "
-                f"{got.get('partitions')}: the cluster's DSNs are out of order"
-            )
+    try:  # every partition at once (RUN ON ALL); each answers its own rows
+        with conn.transaction():
+            rows = conn.execute(
+                sql.SQL("SELECT key, value FROM {}._dg_all_schema_meta_v1()").format(
+                    sql.Identifier(schema)
+                )
+            ).fetchall()
+    except psycopg.Error as exc:
+        return f"the partitions of proxy schema {schema} could not be checked: {exc}"
+    values: dict[str, list[str]] = {}
+    for key, value in rows:
+        values.setdefault(str(key), []).append(str(value))
+    numbers = sorted(int(v) for v in values.get("partition", []))
+    if (
+        values.get("version") != [str(migrations.required_version())] * n
+        or values.get("functions_digest") != [migrations.functions_digest()] * n
+    ):
+        return (
+            f"a partition of proxy schema {schema} is at another version or has other SQL "
+            f"functions than this package's: {fix}"
+        )
+    if numbers != list(range(n)) or values.get("partitions") != [str(n)] * n:
+        return (
+            f"the partitions of proxy schema {schema} are numbered {numbers}, expected 0..{n - 1}"
+            " of " + str(n) + ": the cluster's DSNs are wrong"
+        )
     return None
 
 
@@ -288,7 +303,8 @@ def init(
     check_schema(schema)
     n = check_partitions(len(partitions))
     config = config or PostgresConfig(schema=schema)
-    for part, dsn in enumerate(partitions):
+    for part, given in enumerate(partitions):
+        dsn = with_credentials(given, proxy_dsn)
         migrations.migrate(dsn, schema, config)
         with _connect(dsn, f"partition {part}") as conn:
             set_steps(conn, schema, part, n)
@@ -301,7 +317,7 @@ def migrate(proxy_dsn: str, schema: str, config: PostgresConfig | None = None) -
     layout = read_layout(proxy_dsn, schema)
     config = config or PostgresConfig(schema=schema)
     for dsn in layout.partitions:
-        migrations.migrate(dsn, schema, config)
+        migrations.migrate(with_credentials(dsn, proxy_dsn), schema, config)
     install_proxy(proxy_dsn, schema, layout.partitions)
     return layout
 
@@ -313,7 +329,7 @@ def verify(proxy_dsn: str, schema: str) -> list[str]:
     problems: list[str] = []
     for part, dsn in enumerate(layout.partitions):
         try:
-            with _connect(dsn, f"partition {part}") as conn:
+            with _connect(with_credentials(dsn, proxy_dsn), f"partition {part}") as conn:
                 migrations.verify(conn, schema)
                 problem = check_steps(conn, schema, part, n)
                 if problem:
@@ -337,12 +353,14 @@ def grant(proxy_dsn: str, schema: str, role: str) -> None:
     privileges.check_role(role)
     layout = read_layout(proxy_dsn, schema)
     for part, dsn in enumerate(layout.partitions):
-        with _connect(dsn, f"partition {part}") as conn:
+        with _connect(with_credentials(dsn, proxy_dsn), f"partition {part}") as conn:
             privileges.grant(conn, schema, role)
     ident, who = sql.Identifier(schema), sql.Identifier(role)
     with _connect(proxy_dsn, "the proxy") as conn, conn.transaction():
         conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(ident, who))
-        conn.execute(sql.SQL("GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {} TO {}").format(ident, who))
+        conn.execute(
+            sql.SQL("GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {} TO {}").format(ident, who)
+        )
         conn.execute(
             sql.SQL("GRANT USAGE ON FOREIGN SERVER {} TO {}").format(
                 sql.Identifier(cluster_name(schema)), who

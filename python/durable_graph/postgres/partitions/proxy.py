@@ -103,8 +103,14 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _stub(schema: str, cluster: str, sig: Signature, run_on: str, name: str | None = None,
-          arguments: str | None = None) -> str:
+def _stub(
+    schema: str,
+    cluster: str,
+    sig: Signature,
+    run_on: str,
+    name: str | None = None,
+    arguments: str | None = None,
+) -> str:
     fn = name or sig.name
     return (
         f"CREATE FUNCTION {_q(schema)}.{fn}({sig.arguments if arguments is None else arguments})"
@@ -155,7 +161,7 @@ def generate(schema: str, cluster: str, partitions: int, signatures: list[Signat
     stubs: list[str] = []
     missing: list[str] = []
     for sig in signatures:
-        names = sig.argument_names
+        names = sig.argument_names if sig.name not in PARTITION_ONLY else []
         if names[:1] == ["p_thread_id"] and sig.name not in own:
             others = [(a, a.removeprefix("p_")) for a in names if a in THREAD_ALSO]
             if others:
@@ -165,7 +171,7 @@ def generate(schema: str, cluster: str, partitions: int, signatures: list[Signat
                 stubs.append(_stub(schema, cluster, sig, f"{schema}._dg_thread_part(p_thread_id)"))
             continue
         if names[:2] == ["p_source", "p_target"] and sig.name not in own:
-            ddl, run_on = _route(schema, sig, [("p_target", "target")])
+            ddl, run_on = _route(schema, sig, [("p_target", "target_thread_id")])
             stubs.extend([ddl, _stub(schema, cluster, sig, run_on)])
             continue
         if names[:1] == ["p_entry_id"] and sig.name not in own:
@@ -181,7 +187,8 @@ def generate(schema: str, cluster: str, partitions: int, signatures: list[Signat
             missing.append(sig.name)
     if missing:
         raise ProcessingError(
-            "no proxy routing for partition function(s) " + ", ".join(missing)
+            "no proxy routing for partition function(s) "
+            + ", ".join(missing)
             + ": add their store-wide template to sql/proxy/"
         )
     files = proxy_files()  # the routing (00_) first: the stubs' RUN ON calls it

@@ -32,7 +32,9 @@ def check_partitions(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise ValidationError(f"partitions must be an int, got {type(value).__name__}")
     if not 1 <= value <= MAX_PARTITIONS or value & (value - 1):
-        raise ValidationError(f"partitions must be a power of two in 1..{MAX_PARTITIONS}, got {value}")
+        raise ValidationError(
+            f"partitions must be a power of two in 1..{MAX_PARTITIONS}, got {value}"
+        )
     return value
 
 

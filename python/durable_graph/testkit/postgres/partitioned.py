@@ -5,9 +5,11 @@ over them round-robin, a proxy database on the first, set up by
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -15,7 +17,7 @@ from psycopg import sql
 from durable_graph.postgres import partitions
 from durable_graph.testkit.postgres import server as pg_server
 from durable_graph.testkit.postgres.clock import PgClock
-from durable_graph.testkit.postgres.schema import reset_store
+from durable_graph.testkit.postgres.schema import store_tables
 
 
 @dataclass
@@ -30,11 +32,36 @@ class PartitionedStore:
     def server_of(self, part: int) -> pg_server.PgServer:
         return self.servers[part % len(self.servers)]
 
+    _resetters: list[tuple[psycopg.Connection[Any], bytes]] = field(default_factory=list)
+
     def reset(self) -> None:
-        """Empty every partition (`reset_store`; the sequences restart at their offsets)."""
-        for dsn in self.partitions:
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                reset_store(conn, self.schema)
+        """Empty every partition, all at once (what `reset_store` does, as one statement a
+        partition on a connection kept open: DELETE rather than TRUNCATE, which costs file
+        operations per table; the sequences restart at their partition offsets)."""
+        if not self._resetters:
+            for dsn in self.partitions:
+                conn = psycopg.connect(dsn, autocommit=True)
+                self._resetters.append((conn, _reset_script(conn, self.schema)))
+        errors: list[BaseException] = []
+
+        def run(conn: psycopg.Connection[Any], script: bytes) -> None:
+            try:
+                conn.execute(script)
+            except BaseException as exc:  # reported below, on the caller's thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=pair) for pair in self._resetters]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+
+    def close(self) -> None:
+        for conn, _ in self._resetters:
+            conn.close()
+        self._resetters.clear()
 
     def clock(self) -> MultiClock:
         """A test clock moving every partition's clock together."""
@@ -52,6 +79,37 @@ class MultiClock:
             clock.advance(delta)
 
 
+def _reset_script(conn: psycopg.Connection[Any], schema: str) -> bytes:
+    """One statement emptying a partition as `reset_store` does."""
+    tables = store_tables(conn, schema)
+    sequences = [
+        str(r[0])
+        for r in conn.execute(
+            "SELECT sequencename FROM pg_sequences WHERE schemaname = %s", (schema,)
+        ).fetchall()
+    ]
+    parts: list[sql.Composable] = [sql.SQL("SET session_replication_role = replica")]
+    parts += [sql.SQL("DELETE FROM {}").format(sql.Identifier(schema, t)) for t in tables]
+    parts += [
+        sql.SQL("ALTER SEQUENCE {} RESTART").format(sql.Identifier(schema, q)) for q in sequences
+    ]
+    parts += [
+        sql.SQL("DELETE FROM {}").format(sql.Identifier(schema, "limits")),
+        sql.SQL("INSERT INTO {} DEFAULT VALUES").format(sql.Identifier(schema, "limits")),
+        sql.SQL("SET session_replication_role = origin"),
+    ]
+    clock = conn.execute(
+        "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'dg_test_clock'", (schema,)
+    ).fetchone()
+    if clock:
+        parts.append(
+            sql.SQL("UPDATE {} SET clock_offset = interval '0'").format(
+                sql.Identifier(schema, "dg_test_clock")
+            )
+        )
+    return sql.SQL("; ").join(parts).as_bytes(conn)
+
+
 def create(
     servers: Sequence[pg_server.PgServer],
     n: int,
@@ -66,12 +124,14 @@ def create(
         db = f"{prefix}{part}"
         with psycopg.connect(server.dsn(), autocommit=True) as admin:
             admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
-        dsns.append(server.dsn(db))
+        # No user: the proxy connects to a partition as the calling role.
+        dsns.append(f"host={server.host} port={server.port} dbname={db}")
     with psycopg.connect(servers[0].dsn(), autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(proxy_db)))
     proxy = servers[0].dsn(proxy_db)
     partitions.init(proxy, dsns, schema)
-    return PartitionedStore(list(servers), dsns, proxy, schema)
+    full = [partitions.layout.with_credentials(d, proxy) for d in dsns]
+    return PartitionedStore(list(servers), full, proxy, schema)
 
 
 @contextlib.contextmanager
@@ -81,7 +141,11 @@ def started(count: int = 3, n: int = 8, schema: str = "dg") -> Iterator[Partitio
     try:
         for _ in range(count):
             servers.append(pg_server.start())
-        yield create(servers, n, schema)
+        store = create(servers, n, schema)
+        try:
+            yield store
+        finally:
+            store.close()
     finally:
         for server in servers:
             server.stop()
