@@ -160,8 +160,7 @@ def test_root_rule_refuses_a_parent_on_another_partition(
 ) -> None:
     """On the proxy a first commit naming a parent on another partition is a ValidationError
     naming the argument, and nothing is written."""
-    (harness,) = list(_first(_proxy_harness(partitioned_store, partitioned_clock, proxy_pool)))
-    store = harness.store
+    store = _proxy_store(partitioned_store, proxy_pool)
     n = len(partitioned_store.partitions)
     parent = "parent"
     other = next(
@@ -182,9 +181,10 @@ def test_root_rule_refuses_a_parent_on_another_partition(
     store.close()
 
 
-def _first(gen: Iterator[Harness]) -> Iterator[Harness]:
-    """The harness of a generator fixture body, closed after use by the caller's store.close."""
-    yield next(gen)
+def _proxy_store(ps: partitioned.PartitionedStore, pool: ConnectionPool[Any]) -> Any:
+    """A store on the emptied proxy; the caller closes it."""
+    ps.reset()
+    return PostgresCheckpointer.create(pool, PostgresConfig(schema=SCHEMA, auto_migrate=False))
 
 
 def test_tokens_unique_store_wide_and_increasing_per_thread(any_store: Harness) -> None:
@@ -415,8 +415,8 @@ def test_a_partition_down_fails_its_own_threads_and_names_itself(
     partitions that are up, listings raise ProcessingError naming the missing partitions; all
     is well again once the server is back."""
     ps = partitioned_store
-    (harness,) = list(_first(_proxy_harness(ps, partitioned_clock, proxy_pool)))
-    store, queue = harness.store, harness.store.run_queue
+    store = _proxy_store(ps, proxy_pool)
+    queue = store.run_queue
     n = len(ps.partitions)
     down = {p for p in range(n) if p % len(ps.servers) == 2}
     threads = {

@@ -152,9 +152,10 @@ END;
 $$;
 
 -- dg_schema_meta_v1 on a proxy: the proxy's own bookkeeping (kind 'proxy', partitions, the
--- version and functions digest of the partitions it was generated for, its own digest).
+-- version and functions digest of the partitions it was generated for, its own digest); the
+-- one SECURITY DEFINER function of a proxy, so a runtime role reads the table through it.
 CREATE OR REPLACE FUNCTION dg_schema_meta_v1() RETURNS TABLE (key text, value text)
-LANGUAGE sql STABLE
+LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$ SELECT m.key, m.value FROM schema_meta m ORDER BY m.key $$;
 
