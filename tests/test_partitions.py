@@ -9,6 +9,7 @@ Needs Debian's ``postgresql-15-plproxy`` (`make pg-deps` installs it).
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from psycopg_pool import ConnectionPool
 from durable_graph.core.errors import ProcessingError, SubmissionKeyReused, ValidationError
 from durable_graph.core.model import ANY, Commit, Completed, RetentionPolicy, Submission
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig, migrations, partitions
+from durable_graph.postgres.async_store import AsyncPostgresCheckpointer
 from durable_graph.postgres.partitions import partition_of_thread
 from durable_graph.testkit import Harness
 from durable_graph.testkit.contract.amended import amended_names
@@ -452,3 +454,41 @@ def test_a_partition_down_fails_its_own_threads_and_names_itself(
                 continue
     assert len(queue.open_entries(tenant=ANY)) == n
     store.close()
+
+
+def test_the_documented_hash_is_the_proxys(partitioned_store: partitioned.PartitionedStore) -> None:
+    """`partition_of_thread` (the documented hash) routes as the proxy does, roots included;
+    entry ids route by their residue."""
+    ids = [f"t-{i}" for i in range(200)] + ["ünï-cödé", "a\x1fb", "a\x1fc\x1fd", "x" * 512]
+    n = len(partitioned_store.partitions)
+    with psycopg.connect(partitioned_store.proxy) as conn:
+        rows = conn.execute(
+            "SELECT t, dg._dg_thread_part(t) FROM unnest(%s::text[]) t", (ids,)
+        ).fetchall()
+        assert {t: p for t, p in rows} == {t: partition_of_thread(t, n) for t in ids}
+        assert partition_of_thread("a\x1fb", n) == partition_of_thread("a", n)
+        row = conn.execute("SELECT dg._dg_entry_part(8 * 1000 + 5)").fetchone()
+        assert row == (5,)
+
+
+def test_the_async_store_on_a_proxy_polls_and_routes(
+    partitioned_store: partitioned.PartitionedStore,
+) -> None:
+    async def main() -> None:
+        store = await AsyncPostgresCheckpointer.open(
+            partitioned_store.proxy, PostgresConfig(schema=SCHEMA, auto_migrate=False)
+        )
+        try:
+            assert store.changes is None
+            claim = await store.claim("async-thread", "w")
+            await store.commit(
+                claim, Commit(checkpoint_id="c1", parent_id=None, run_id="r", state={"a": 1})
+            )
+            got = await store.get("async-thread")
+            assert got is not None and got.state == {"a": 1}
+            assert "async-thread" in [t.thread_id for t in await store.threads()]
+        finally:
+            await store.close()
+
+    partitioned_store.reset()
+    asyncio.run(main())

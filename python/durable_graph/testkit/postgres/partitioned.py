@@ -116,16 +116,22 @@ def create(
     schema: str,
     prefix: str = "dg_part",
     proxy_db: str = "dg_proxy",
+    homes: Sequence[tuple[str, str]] | None = None,
 ) -> PartitionedStore:
-    """Make the databases and run `partitions.init`."""
+    """Make the databases and run `partitions.init`. Partition ``i`` lives on server ``i %
+    len(servers)``, or, with ``homes``, on ``homes[i % len(homes)]``: (an admin DSN of its
+    server, a DSN template for the partition with ``{db}``, e.g. a replicated pair's multi-host
+    DSN). The proxy is on the first server."""
+    if homes is None:
+        homes = [(s.dsn(), f"host={s.host} port={s.port} dbname={{db}}") for s in servers]
     dsns = []
     for part in range(n):
-        server = servers[part % len(servers)]
+        admin_dsn, template = homes[part % len(homes)]
         db = f"{prefix}{part}"
-        with psycopg.connect(server.dsn(), autocommit=True) as admin:
+        with psycopg.connect(admin_dsn, autocommit=True) as admin:
             admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
         # No user: the proxy connects to a partition as the calling role.
-        dsns.append(f"host={server.host} port={server.port} dbname={db}")
+        dsns.append(template.format(db=db))
     with psycopg.connect(servers[0].dsn(), autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(proxy_db)))
     proxy = servers[0].dsn(proxy_db)
