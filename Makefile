@@ -69,11 +69,12 @@ bench: venv pg-deps
 	$(VENV)/bin/python -m tests.bench.fast_path --out bench-fast-path.md
 
 # Long randomized differential runs, the 60 s parent/child race workload, and 11 minutes of a
-# fleet through a failover.
+# fleet through a failover, on one store and on 8 partitions (one partition server failing over).
 soak: venv pg-deps
 	DURABLE_GRAPH_DIFF_EXAMPLES=2000 $(VENV)/bin/pytest tests/test_differential.py $(PYTEST_ARGS)
 	DURABLE_GRAPH_RACE_SECONDS=60 $(VENV)/bin/pytest -s tests/test_pg_races.py -k workload $(PYTEST_ARGS)
 	DURABLE_GRAPH_FLEET=long $(VENV)/bin/pytest -s -p no:logging tests/test_failover.py $(PYTEST_ARGS)
+	DURABLE_GRAPH_FLEET=long $(VENV)/bin/pytest -s -p no:logging tests/test_partitions_failover.py $(PYTEST_ARGS)
 
 chaos: venv pg-deps
 	DURABLE_GRAPH_CHAOS=long $(VENV)/bin/pytest -s tests/test_chaos.py $(PYTEST_ARGS)

@@ -75,7 +75,7 @@ def run_fleet(
         return PostgresCheckpointer.open(ps.proxy, store_config(SCHEMA, auto_migrate=False))
 
     fenv = FleetEnv(
-        env=Env(open_store=open_store, worker_cfg=worker_cfg),
+        env=Env(open_store=open_store, worker_cfg=worker_cfg, tokens_per_thread=True),
         kill_primary=pair.primary.kill_hard,
         promote=pair.promote,
         netns=[],
