@@ -405,6 +405,14 @@ def test_cli_partitions_verify_migrate_and_grant(
         assert seen is not None and seen[0] >= 1
     finally:
         store.close()
+    # A migrate regenerates the proxy's functions and keeps the role's grants.
+    done = subprocess.run([*base[:3], "partitions", "migrate", *base[3:]], capture_output=True)
+    assert done.returncode == 0, done.stderr
+    store = PostgresCheckpointer.open(as_role, PostgresConfig(schema=SCHEMA, auto_migrate=False))
+    try:
+        assert [t.thread_id for t in store.threads()] == ["granted"]
+    finally:
+        store.close()
 
 
 def test_a_partition_down_fails_its_own_threads_and_names_itself(

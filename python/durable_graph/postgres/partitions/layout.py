@@ -169,6 +169,41 @@ def _proxy_digest(conn: psycopg.Connection[Any], schema: str) -> str:
     return str(row[0])
 
 
+def _cluster(conn: psycopg.Connection[Any], cluster: str, partitions: Sequence[str]) -> None:
+    """Create the PL/Proxy cluster, or set its partitions' options in place (keeping its user
+    mappings and grants, which a drop would take along)."""
+    server = sql.Identifier(cluster)
+    row = conn.execute(
+        "SELECT srvoptions FROM pg_catalog.pg_foreign_server WHERE srvname = %s", (cluster,)
+    ).fetchone()
+    wanted = {f"p{i}": dsn for i, dsn in enumerate(partitions)}
+    if row is None:
+        options = sql.SQL(", ").join(
+            sql.SQL("{} {}").format(sql.Identifier(k), sql.Literal(v)) for k, v in wanted.items()
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE SERVER {} FOREIGN DATA WRAPPER plproxy OPTIONS "
+                "(connection_lifetime '1800', {})"
+            ).format(server, options)
+        )
+        conn.execute(sql.SQL("CREATE USER MAPPING FOR PUBLIC SERVER {}").format(server))
+        return
+    have = dict(str(o).split("=", 1) for o in row[0] or [])
+    changes: list[sql.Composable] = []
+    for key, value in wanted.items():
+        if have.get(key) != value:
+            verb = "SET" if key in have else "ADD"
+            changes.append(sql.SQL(verb + " {} {}").format(sql.Identifier(key), sql.Literal(value)))
+    for key in have:
+        if key.startswith("p") and key[1:].isdigit() and key not in wanted:
+            changes.append(sql.SQL("DROP {}").format(sql.Identifier(key)))
+    if changes:
+        conn.execute(
+            sql.SQL("ALTER SERVER {} OPTIONS ({})").format(server, sql.SQL(", ").join(changes))
+        )
+
+
 def install_proxy(proxy_dsn: str, schema: str, partitions: Sequence[str]) -> None:
     """(Re)generate the proxy from partition 0's catalog, in one transaction."""
     n = check_partitions(len(partitions))
@@ -190,20 +225,7 @@ def install_proxy(proxy_dsn: str, schema: str, partitions: Sequence[str]) -> Non
                 f"schema {schema} of the proxy database holds tables ({tables[0][0]}, ...): a "
                 "local store is there; a proxy needs a database (or schema) of its own"
             )
-        options = sql.SQL(", ").join(
-            sql.SQL("{} {}").format(sql.Identifier(f"p{i}"), sql.Literal(dsn))
-            for i, dsn in enumerate(partitions)
-        )
-        conn.execute(sql.SQL("DROP SERVER IF EXISTS {} CASCADE").format(sql.Identifier(cluster)))
-        conn.execute(
-            sql.SQL(
-                "CREATE SERVER {} FOREIGN DATA WRAPPER plproxy OPTIONS "
-                "(connection_lifetime '1800', {})"
-            ).format(sql.Identifier(cluster), options)
-        )
-        conn.execute(
-            sql.SQL("CREATE USER MAPPING FOR PUBLIC SERVER {}").format(sql.Identifier(cluster))
-        )
+        _cluster(conn, cluster, partitions)
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
         for (sig,) in conn.execute(
             "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p"
