@@ -122,3 +122,28 @@ CREATE OR REPLACE FUNCTION dg_page_bytes_v1() RETURNS bigint
 LANGUAGE sql STABLE
 SET search_path FROM CURRENT
 AS $$ SELECT (_dg_limits()).max_page_bytes $$;
+
+-- dg_reclaim_peek_v1: the closed entries dg_reclaim_v1(p_older_than, p_limit) would remove, in
+-- its order (closed_at, then entry id), at most p_limit (1..100000); no lock. The proxy merges
+-- every partition's list and asks each partition to reclaim exactly its share of the oldest
+-- p_batch store-wide. Raises DG000.
+CREATE OR REPLACE FUNCTION dg_reclaim_peek_v1(p_older_than interval, p_limit integer)
+RETURNS TABLE (closed_at timestamptz, entry_id bigint)
+LANGUAGE plpgsql STABLE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_cutoff timestamptz;
+BEGIN
+    PERFORM _dg_not_null(p_older_than IS NOT NULL, 'older_than');
+    p_older_than := _dg_duration(p_older_than, 'older_than', true);
+    PERFORM _dg_count(p_limit, 'batch', 100000);
+    v_cutoff := store_now() - p_older_than;
+    RETURN QUERY
+    SELECT c.closed_at, c.entry_id FROM queue_entries c
+     WHERE c.outcome_kind IS NOT NULL AND c.closed_at < v_cutoff
+     ORDER BY c.closed_at, c.entry_id
+     LIMIT p_limit;
+END;
+$$;

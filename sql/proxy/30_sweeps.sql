@@ -1,26 +1,35 @@
 -- Sweeps, batches and administration on a partition proxy (SPEC §16.1: sweeps run per
 -- partition, each partition's call its own transaction, within the caller's batch bound).
 
--- dg_reclaim_v1 on a proxy: at most p_batch entries over all partitions: each partition in turn
--- (from a random start) reclaims at most what is left of the batch. Returns the total.
+-- dg_reclaim_v1 on a proxy: the oldest p_batch closed entries store-wide (each partition's
+-- candidates merged by closed_at, then entry id: dg_reclaim_peek_v1 on every partition at
+-- once), each partition then reclaiming exactly its share (its oldest are its share), each its
+-- own transaction. At most p_batch in all. Returns the total.
 CREATE OR REPLACE FUNCTION dg_reclaim_v1(p_older_than interval, p_batch integer)
 RETURNS TABLE (removed integer)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
 DECLARE
-    v_n integer := _dg_partitions();
-    v_start integer := (pg_catalog.random() * v_n)::integer % v_n;
-    v_left integer := p_batch;
+    v_total integer := 0;
+    v_share record;
     v_removed integer;
 BEGIN
-    FOR i IN 0 .. v_n - 1 LOOP
+    FOR v_share IN
+        SELECT _dg_entry_part(c.entry_id) AS part, pg_catalog.count(*)::integer AS n
+          FROM (SELECT a.entry_id FROM _dg_all_reclaim_peek_v1(p_older_than, p_batch) a
+                 ORDER BY a.closed_at, a.entry_id LIMIT p_batch) c
+         GROUP BY 1 ORDER BY 1
+    LOOP
         SELECT r.removed INTO v_removed
-          FROM _dg_on_reclaim_v1((v_start + i) % v_n, p_older_than, v_left) r;
-        v_left := v_left - v_removed;
-        EXIT WHEN v_left <= 0;
+          FROM _dg_on_reclaim_v1(v_share.part, p_older_than, v_share.n) r;
+        v_total := v_total + coalesce(v_removed, 0);
     END LOOP;
-    RETURN QUERY SELECT p_batch - v_left;
+    RETURN QUERY SELECT v_total;
+EXCEPTION WHEN SQLSTATE 'DG000' THEN
+    RAISE;
+WHEN OTHERS THEN
+    PERFORM _dg_fan_out_failed('reclaim', SQLERRM);
 END;
 $$;
 

@@ -199,7 +199,13 @@ def generate(schema: str, cluster: str, partitions: int, signatures: list[Signat
 
 
 PARTITION_ONLY = frozenset(
-    {"dg_lease_peek_v1", "dg_queue_position_v1", "dg_open_entries_at_v1", "dg_page_bytes_v1"}
+    {
+        "dg_lease_peek_v1",
+        "dg_queue_position_v1",
+        "dg_open_entries_at_v1",
+        "dg_page_bytes_v1",
+        "dg_reclaim_peek_v1",
+    }
 )
 """Functions a partition serves to the proxy only (``sql/93_partitions.sql``)."""
 

@@ -44,13 +44,20 @@ class PartitionedStore:
                 self._resetters.append((conn, _reset_script(conn, self.schema)))
         errors: list[BaseException] = []
 
-        def run(conn: psycopg.Connection[Any], script: bytes) -> None:
+        def run(i: int) -> None:
+            conn, script = self._resetters[i]
             try:
-                conn.execute(script)
+                try:
+                    conn.execute(script)
+                except psycopg.OperationalError:  # the server restarted since: reconnect once
+                    conn.close()
+                    conn = psycopg.connect(self.partitions[i], autocommit=True)
+                    self._resetters[i] = (conn, script)
+                    conn.execute(script)
             except BaseException as exc:  # reported below, on the caller's thread
                 errors.append(exc)
 
-        threads = [threading.Thread(target=run, args=pair) for pair in self._resetters]
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(self._resetters))]
         for t in threads:
             t.start()
         for t in threads:
