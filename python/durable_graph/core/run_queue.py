@@ -27,6 +27,7 @@ from durable_graph.core.model import (
     Submission,
     TenantFilter,
     Ticket,
+    TraceContext,
 )
 
 
@@ -130,4 +131,16 @@ class RunQueue(Protocol):
     def reclaim(self, older_than: timedelta, batch: int = 1000) -> int: ...
 
 
-__all__ = ["RunQueue", "plan_attempt"]
+class TraceContexts(Protocol):
+    """A run queue that keeps each entry's submit trace context (SPEC §13): every store's queue
+    does; `durable_graph.observe.tracing` keeps the contexts itself for one that does not."""
+
+    def set_trace_context(self, entry_id: int, context: TraceContext) -> bool:
+        """Remember the trace ``context`` ``entry_id`` was submitted in (the first one stays);
+        False for an unknown entry or one that has a context."""
+        ...
+
+    def trace_context(self, entry_id: int) -> TraceContext | None: ...
+
+
+__all__ = ["RunQueue", "TraceContexts", "plan_attempt"]

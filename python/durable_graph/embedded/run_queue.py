@@ -38,6 +38,7 @@ from durable_graph.core.model import (
     TenantFilter,
     ThreadDeleted,
     Ticket,
+    TraceContext,
     WatchPolicy,
 )
 from durable_graph.core.validation import (
@@ -63,7 +64,6 @@ from durable_graph.embedded.common import (
 )
 from durable_graph.embedded.rows import EntryQuery, EntryRow
 from durable_graph.embedded.storage import Storage, Tx
-from durable_graph.observe.observer import TraceContext
 
 _AWAIT_CLOSED_POLL: Final = WatchPolicy().poll_interval.total_seconds()
 """How often `await_closed` reads again for other processes (it takes no `WatchPolicy`; D21:

@@ -37,6 +37,7 @@ from durable_graph.core.model import (
     QueueStats,
     ThreadInfo,
     Ticket,
+    TraceContext,
 )
 from durable_graph.core.validation import (
     MAX_PAGE_ROWS,
@@ -60,7 +61,6 @@ from durable_graph.core.validation import (
     encode_json,
     encode_outcome,
 )
-from durable_graph.observe.observer import TraceContext
 from durable_graph.postgres.config import PostgresConfig
 from durable_graph.postgres.rows import (
     Row,
