@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final, Literal, TypeAlias
 
 from durable_graph.core.errors import ValidationError
-from durable_graph.core.validation import check_duration
+from durable_graph.core.scalars import check_duration
 
 JSON: TypeAlias = bool | int | float | str | list[Any] | dict[str, Any] | None
 """A JSON value: round-trips exactly through ``json`` (SPEC §2)."""

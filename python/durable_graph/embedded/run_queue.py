@@ -21,7 +21,7 @@ from durable_graph.core.errors import (
     ValidationError,
 )
 from durable_graph.core.fast_path import submit_each
-from durable_graph.core.listing import EntryState, check_listing, make_stats
+from durable_graph.core.listing import EntryState, make_stats
 from durable_graph.core.model import (
     ANY,
     AttemptStart,
@@ -49,9 +49,11 @@ from durable_graph.core.validation import (
     check_identifier,
     check_int,
     check_lease,
+    check_listing,
     check_optional_identifier,
     check_submission,
     check_tenant_filter,
+    check_trace_context,
     encode_outcome,
     same_json,
 )
@@ -223,8 +225,7 @@ class EmbeddedRunQueue:
         """Remember the trace ``context`` ``entry_id`` was submitted in (the first one stays),
         as PostgreSQL's queue does; False for an unknown entry or one that has a context."""
         check_int("entry_id", entry_id, minimum=0)
-        if not isinstance(context, TraceContext):
-            raise ValidationError("context must be a TraceContext")
+        check_trace_context(context)
         with self._storage.write() as tx:
             if tx.entry(entry_id) is None or tx.trace_context(entry_id) is not None:
                 return False

@@ -30,7 +30,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from durable_graph.core.errors import ProcessingError, StoreError, error_for_sqlstate
-from durable_graph.postgres.calls import Call, Rows
+from durable_graph.postgres.calls import Rows, SqlCall
 from durable_graph.postgres.config import PostgresConfig
 from durable_graph.postgres.connection import PoolState, send_cancel
 
@@ -54,14 +54,14 @@ def _shutdown_socket(conn: AsyncConn) -> None:
             sock.close()
 
 
-async def _fetch(conn: AsyncConn, call: Call[Any]) -> Rows:
+async def _fetch(conn: AsyncConn, call: SqlCall[Any]) -> Rows:
     cursor = conn.cursor(row_factory=dict_row)
     await cursor.execute(call.query, call.params)
     return await cursor.fetchall() if cursor.description is not None else []
 
 
 class AsyncExecutor(PoolState[AsyncConnectionPool[Any]]):
-    """Executes Calls for one async store: its pool, its config, its closed flag."""
+    """Executes SqlCalls for one async store: its pool, its config, its closed flag."""
 
     def __init__(
         self, pool: AsyncConnectionPool[Any], config: PostgresConfig, *, owns_pool: bool
@@ -80,7 +80,7 @@ class AsyncExecutor(PoolState[AsyncConnectionPool[Any]]):
         if self._owns_pool:
             await self.pool.close()
 
-    async def run(self, call: Call[T]) -> T:
+    async def run(self, call: SqlCall[T]) -> T:
         """Execute ``call`` (one statement) and decode its rows; see the module docstring."""
         await asyncio.sleep(0)  # a cancellation requested before the call is raised here
         self.check_open()
@@ -109,7 +109,7 @@ class AsyncExecutor(PoolState[AsyncConnectionPool[Any]]):
         await self._putconn(conn, autocommit)
         return call.decode(rows)
 
-    async def _statement(self, conn: AsyncConn, call: Call[Any]) -> Rows:
+    async def _statement(self, conn: AsyncConn, call: SqlCall[Any]) -> Rows:
         if not conn.autocommit:  # a caller's pool: run in autocommit, then put it back
             try:
                 await conn.set_autocommit(True)

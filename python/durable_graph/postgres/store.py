@@ -37,14 +37,16 @@ from durable_graph.core.model import (
 )
 from durable_graph.core.polling import follow, poll
 from durable_graph.core.validation import (
+    check_after_seq,
     check_duration,
     check_identifier,
     check_int,
     check_optional_identifier,
+    check_prune_all,
     check_watch,
 )
 from durable_graph.postgres import calls
-from durable_graph.postgres.calls import Call
+from durable_graph.postgres.calls import SqlCall
 from durable_graph.postgres.config import PostgresConfig
 from durable_graph.postgres.connection import Executor
 from durable_graph.postgres.generated import CheckpointerSql, RunQueueSql
@@ -100,14 +102,14 @@ class PruneAll:
     takes the batch's outcome; `result` is the running total."""
 
     def __init__(self, config: PostgresConfig, policy: object, batch: object) -> None:
-        _, self._size = calls.check_prune_all(policy, batch)
+        _, self._size = check_prune_all(policy, batch)
         self._config = config
         self._policy = policy
         self._after: str | None = None
         self._done = False
         self.result = PruneResult(0, 0)
 
-    def next_call(self) -> Call[calls.PruneBatch] | None:
+    def next_call(self) -> SqlCall[calls.PruneBatch] | None:
         if self._done:
             return None
         return calls.prune_batch(self._config, self._policy, self._size, self._after)
@@ -261,7 +263,7 @@ class PostgresCheckpointer(CheckpointerSql, ClosedOnExit):
         """Events as soon as there are some: read every ``watch.poll_interval``, and at once when
         notified (SPEC §11); ``[]`` at the wall-clock timeout (D21)."""
         check_identifier("thread_id", thread_id)
-        calls.check_after_seq(after_seq)
+        check_after_seq(after_seq)
         check_duration("timeout", timeout, allow_zero=True)
         return poll(
             lambda: self.events_after(thread_id, after_seq),
@@ -277,7 +279,7 @@ class PostgresCheckpointer(CheckpointerSql, ClosedOnExit):
     ) -> Iterator[Event]:
         """Every event after ``after_seq``, forever, polling when caught up (rule 8 on close)."""
         check_identifier("thread_id", thread_id)
-        calls.check_after_seq(after_seq)
+        check_after_seq(after_seq)
         every = check_watch(watch).poll_interval.total_seconds()
         self._x.check_open()
         return follow(
