@@ -29,6 +29,7 @@ def test_every_generated_file_says_it_is_generated() -> None:
     found = sorted(p.relative_to(package).as_posix() for p in package.rglob("*generated.py"))
     assert found == [
         "embedded/threaded_generated.py",
+        "langgraph/generated.py",
         "postgres/async_generated.py",
         "postgres/generated.py",
         "testkit/adapter_generated.py",

@@ -9,7 +9,7 @@ The declaration is read from three places, and only there:
 - `HAND_WRITTEN`, `POLLING` and `SQL` below: the methods each target writes by hand (waits, ``prune_all``,
   ``submit_many``, ``close``, ...), which the generator skips.
 
-It writes four modules, each a mixin class per Protocol group that a hand-written store class
+It writes five modules, each a mixin class per Protocol group that a hand-written store class
 inherits, each file headed "DO NOT CHANGE":
 
 - ``postgres/generated.py``: ``def commit(self, claim, commit): return
@@ -17,7 +17,10 @@ inherits, each file headed "DO NOT CHANGE":
 - ``postgres/async_generated.py``: the same awaited, for the async store;
 - ``embedded/threaded_generated.py``: the async wrappers of the embedded stores, each method the
   sync store's in a worker thread (`durable_graph.embedded.offload.in_thread`);
-- ``testkit/adapter_generated.py``: the testkit's sync adapter over an async store.
+- ``testkit/adapter_generated.py``: the testkit's sync adapter over an async store;
+- ``langgraph/generated.py``: LangGraph's ``put`` / ``aput``, ``get_tuple`` / ``aget_tuple``, ...
+  on the savers, each running the plan of its name (``SaverCore._put``, ...) from
+  ``langgraph/core.py``.
 
 Adding a store method: write it in the Protocol (and the async Protocol, the embedded stores), add
 its builder to ``postgres/calls.py``, run ``make generate``. ``--check`` (``tests/test_generated.py``)
@@ -57,12 +60,14 @@ POLLING: Written = {
     "Checkpointer": {*HAND_WRITTEN["Checkpointer"], "await_events_after"},
     "RunQueue": {"await_closed"},
     "TraceContexts": set(),
+    "SaverCore": set(),
 }
 SQL: Written = {
     # prune_all runs one transaction per batch; an empty submit_many issues no call.
     "Checkpointer": {*POLLING["Checkpointer"], "prune_all"},
     "RunQueue": {*POLLING["RunQueue"], "submit_many"},
     "TraceContexts": set(),
+    "SaverCore": set(),
 }
 
 
@@ -90,7 +95,8 @@ class Protocol:
     module: str
     methods: list[Method]
     imports: dict[str, str]
-    """Name → the module the Protocol's module takes it from (or defines it in)."""
+    """Name → ``module:spelling``: where the Protocol's module takes it from (or defines it in),
+    and how it is imported (``Checkpoint as LGCheckpoint``)."""
 
 
 def _names(node: ast.AST | None) -> set[str]:
@@ -99,7 +105,7 @@ def _names(node: ast.AST | None) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
-def read_protocol(module: str, name: str) -> Protocol:
+def read_protocol(module: str, name: str, *, private: bool = False) -> Protocol:
     """The public methods of the Protocol ``name`` in ``module`` (source order)."""
     path = PACKAGE.joinpath(*module.split(".")[1:]).with_suffix(".py")
     tree = ast.parse(path.read_text())
@@ -107,17 +113,18 @@ def read_protocol(module: str, name: str) -> Protocol:
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module:
             for alias in node.names:
-                imports[alias.asname or alias.name] = node.module
+                spelled = alias.name if alias.asname is None else f"{alias.name} as {alias.asname}"
+                imports[alias.asname or alias.name] = f"{node.module}:{spelled}"
         elif isinstance(node, ast.Assign):
-            imports |= {t.id: module for t in node.targets if isinstance(t, ast.Name)}
+            imports |= {t.id: f"{module}:{t.id}" for t in node.targets if isinstance(t, ast.Name)}
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            imports[node.target.id] = module
+            imports[node.target.id] = f"{module}:{node.target.id}"
         elif isinstance(node, ast.ClassDef):
-            imports[node.name] = module
+            imports[node.name] = f"{module}:{node.name}"
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
     methods = []
     for fn in cls.body:
-        if not isinstance(fn, ast.FunctionDef) or fn.name.startswith("_"):
+        if not isinstance(fn, ast.FunctionDef) or fn.name.startswith("_") != private:
             continue
         if any(ast.unparse(d) == "property" for d in fn.decorator_list):
             continue
@@ -139,14 +146,37 @@ def read_protocol(module: str, name: str) -> Protocol:
     return Protocol(name, module, methods, imports)
 
 
+def read_plans(module: str, name: str, plans: list[str]) -> Protocol:
+    """The LangGraph saver's plans (``_put``, ...) of class ``name``: each becomes two methods."""
+    found = read_protocol(module, name, private=True)
+    by_name = {m.name: m for m in found.methods}
+    return Protocol(name, module, [by_name[p] for p in plans], found.imports)
+
+
 CHECKPOINTER = read_protocol("durable_graph.core.checkpointer", "Checkpointer")
 RUN_QUEUE = read_protocol("durable_graph.core.run_queue", "RunQueue")
 TRACE_CONTEXTS = read_protocol("durable_graph.core.run_queue", "TraceContexts")
+SAVER_PLANS = read_plans(
+    "durable_graph.langgraph.core",
+    "SaverCore",
+    [
+        "_put",
+        "_put_writes",
+        "_get_tuple",
+        "_list",
+        "_delete_thread",
+        "_delete_for_runs",
+        "_copy_thread",
+        "_prune",
+    ],
+)
 
 
 def generated(protocols: list[Protocol], hand_written: Written) -> list[tuple[Protocol, Method]]:
     """The methods to write out: every public one but those written by hand."""
-    return [(p, m) for p in protocols for m in p.methods if m.name not in hand_written[p.name]]
+    return [
+        (p, m) for p in protocols for m in p.methods if m.name not in hand_written.get(p.name, ())
+    ]
 
 
 # --- the PostgreSQL builders --------------------------------------------------------------
@@ -187,6 +217,7 @@ class MixinClass:
     attributes: list[str]
     """Declared, set by the hand-written store's ``__init__``: ``_x: Executor``."""
     body: Callable[[Protocol, Method], str]
+    bases: str = ""
 
 
 @dataclass(frozen=True)
@@ -197,6 +228,7 @@ class Target:
     imports: list[str]
     classes: list[MixinClass]
     hand_written: Written
+    preamble: tuple[str, ...] = ()
 
 
 def _sql(protocol: Protocol, method: Method, awaited: bool) -> str:
@@ -339,30 +371,85 @@ TARGETS = [
         ],
     ),
 ]
+TARGETS.append(
+    Target(
+        path="langgraph/generated.py",
+        hand_written=HAND_WRITTEN,
+        doc="LangGraph's checkpointer API on the savers: each operation's plan as its sync and async method.\n\nEach runs the plan of its name (`SaverCore._put`, ...) with the saver's runner (``_run`` or\n``_arun``, ``_iterate`` or ``_aiterate``); `DurableSaver` and `AsyncDurableSaver` inherit them.\n",
+        asynchronous=False,
+        imports=[
+            "from collections.abc import AsyncIterator, Iterator",
+            "from typing import Generic, TypeVar",
+            "from langgraph.checkpoint.base import CheckpointTuple",
+            "from durable_graph.langgraph.core import SaverCore",
+        ],
+        preamble=('StoreT = TypeVar("StoreT")',),
+        classes=[
+            MixinClass(
+                "SaverApi",
+                "LangGraph's `BaseCheckpointSaver` methods, each running one plan.",
+                [SAVER_PLANS],
+                [],
+                lambda p, m: "",
+                bases="(SaverCore[StoreT], Generic[StoreT])",
+            )
+        ],
+    )
+)
+
+
+def _saver_methods(method: Method) -> list[str]:
+    """LangGraph's sync and async method for the plan ``method``: run by the saver's runner."""
+    public = method.name.removeprefix("_")
+    args = method.arguments(keywords=True)
+    params, returns = method.signature.rsplit(" -> ", 1)
+    result = returns.removeprefix("Plan[").removesuffix("]")
+    call = f"self.{method.name}({args})"
+    if public == "list":
+        return [
+            f"    def {public}{params} -> Iterator[CheckpointTuple]:",
+            f"        return self._iterate({call})",
+            "",
+            f"    async def a{public}{params} -> AsyncIterator[CheckpointTuple]:",
+            f"        async for item in self._aiterate({call}):",
+            "            yield item",
+        ]
+    return [
+        f"    def {public}{params} -> {result}:",
+        f"        return self._run({call})",
+        "",
+        f"    async def a{public}{params} -> {result}:",
+        f"        return await self._arun({call})",
+    ]
 
 
 def render(target: Target) -> str:
     sources = sorted(
-        {f"core/{p.module.rsplit('.', 1)[1]}.py" for c in target.classes for p in c.protocols}
+        {"/".join(p.module.split(".")[1:]) + ".py" for c in target.classes for p in c.protocols}
     )
     header = (
         f"# DO NOT CHANGE: generated by tools/generate_stores.py from {', '.join(sources)}"
         + (" and postgres/calls.py" if target.path.startswith("postgres/") else "")
-        + ".\n# Edit the Protocols (or the builders, or the generator) and run `make generate`.\n"
+        + ".\n# Edit those (or the generator) and run `make generate`.\n"
     )
     names: dict[str, set[str]] = {}
     lines: list[str] = []
     for cls in target.classes:
-        lines += ["", "", f"class {cls.name}:", f'    """{cls.doc}"""', ""]
+        lines += ["", "", f"class {cls.name}{cls.bases}:", f'    """{cls.doc}"""', ""]
         lines += [f"    {a}" for a in cls.attributes]
         for protocol, method in generated(cls.protocols, target.hand_written):
-            for n in method.names:
-                names.setdefault(protocol.imports[n], set()).add(n)
+            for n in method.names - {"Plan"}:
+                module, spelled = protocol.imports[n].split(":")
+                names.setdefault(module, set()).add(spelled)
+            if protocol is SAVER_PLANS:
+                lines += ["", *_saver_methods(method)]
+                continue
             prefix = "async def" if target.asynchronous else "def"
             lines += ["", f"    {prefix} {method.name}{method.signature}:"]
             lines.append(f"        {cls.body(protocol, method)}")
     imports = ["from __future__ import annotations", "", *target.imports]
     imports += [f"from {m} import {', '.join(sorted(ns))}" for m, ns in names.items()]
+    imports += ["", *target.preamble]
     exports = ", ".join(f'"{c.name}"' for c in target.classes)
     text = "\n".join(
         [header + f'"""{target.doc}"""', "", *imports, *lines, "", "", f"__all__ = [{exports}]", ""]

@@ -492,6 +492,30 @@ def check_trace_context(value: object) -> m.TraceContext:
     return value
 
 
+# --- the waits (`await_events_after`, `subscribe`, `await_closed`) ------------------------
+
+
+def check_subscribe(thread_id: object, after_seq: object, watch: object) -> None:
+    check_identifier("thread_id", thread_id)
+    check_after_seq(after_seq)
+    check_watch(watch)
+
+
+def check_await_events(
+    thread_id: object, after_seq: object, timeout: object, watch: object
+) -> None:
+    check_identifier("thread_id", thread_id)
+    check_after_seq(after_seq)
+    check_duration("timeout", timeout, allow_zero=True)
+    check_watch(watch)
+
+
+def check_await_closed(entry_id: object, timeout: object, tenant: object) -> None:
+    check_entry_id(entry_id)
+    check_duration("timeout", timeout, allow_zero=True)
+    check_optional_identifier("tenant", tenant)
+
+
 __all__ = [
     "DEFAULT_MAX_VALUE_BYTES",
     "INT32_MAX",
@@ -509,6 +533,8 @@ __all__ = [
     "EncodedSubmission",
     "EncodedWrite",
     "check_after_seq",
+    "check_await_closed",
+    "check_await_events",
     "check_backoff",
     "check_begin",
     "check_claim",
@@ -536,6 +562,7 @@ __all__ = [
     "check_str",
     "check_submission",
     "check_submissions",
+    "check_subscribe",
     "check_tenant_filter",
     "check_timestamp",
     "check_trace_context",

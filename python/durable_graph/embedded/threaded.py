@@ -16,11 +16,11 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Self, cast
 
-from durable_graph.core.async_polling import await_entry_closed, await_events, subscribe_events
 from durable_graph.core.async_protocols import AsyncClosedOnExit
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import ProcessingError
 from durable_graph.core.model import Event, QueueEntry, WatchPolicy
+from durable_graph.core.polling import await_entry_closed, await_events, subscribe_events
 from durable_graph.core.run_queue import RunQueue, TraceContexts
 from durable_graph.embedded.offload import in_thread
 from durable_graph.embedded.threaded_generated import (

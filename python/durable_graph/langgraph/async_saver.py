@@ -15,13 +15,13 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.model import Checkpoint
-from durable_graph.langgraph.core import SaverCore
+from durable_graph.langgraph.generated import SaverApi
 from durable_graph.langgraph.plan import Performer, Plan
 
 R = TypeVar("R")
 
 
-class AsyncDurableSaver(SaverCore[AsyncCheckpointer]):
+class AsyncDurableSaver(SaverApi[AsyncCheckpointer]):
     """A LangGraph `BaseCheckpointSaver` over an `AsyncCheckpointer`."""
 
     _lock_kind = asyncio.Lock

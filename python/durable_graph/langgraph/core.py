@@ -24,8 +24,9 @@ own parent id is kept in the stored state, so forks (`update_state` on an old ch
 
 
 Each operation is a plan (see `plan`), run by `DurableSaver` on a sync store and by
-`AsyncDurableSaver` on an async one; LangGraph's methods, each written out below (``put`` and
-``aput``, ...), run their plan with the saver's runner.
+`AsyncDurableSaver` on an async one; LangGraph's methods (``put`` and ``aput``, ...) are written
+out in `durable_graph.langgraph.generated` (`SaverApi`, generated from the plans here by
+``tools/generate_stores.py``), each running its plan with the saver's runner.
 """
 
 from __future__ import annotations
@@ -549,93 +550,3 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
         if wanted is None:
             return store_op("history", st, before=before, limit=PAGE)
         return store_op("search", st, wanted, before=before, limit=PAGE)
-
-    # --- the API: each plan as LangGraph's sync and async method -------------------------
-
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: LGCheckpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return self._run(self._put(config, checkpoint, metadata, new_versions))
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: LGCheckpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return await self._arun(self._put(config, checkpoint, metadata, new_versions))
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        return self._run(self._put_writes(config, writes, task_id, task_path))
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        return await self._arun(self._put_writes(config, writes, task_id, task_path))
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._run(self._get_tuple(config))
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self._arun(self._get_tuple(config))
-
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        return self._iterate(self._list(config, filter=filter, before=before, limit=limit))
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        plan = self._list(config, filter=filter, before=before, limit=limit)
-        async for item in self._aiterate(plan):
-            yield item
-
-    def delete_thread(self, thread_id: str) -> None:
-        return self._run(self._delete_thread(thread_id))
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        return await self._arun(self._delete_thread(thread_id))
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        return self._run(self._delete_for_runs(run_ids))
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        return await self._arun(self._delete_for_runs(run_ids))
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        return self._run(self._copy_thread(source_thread_id, target_thread_id))
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        return await self._arun(self._copy_thread(source_thread_id, target_thread_id))
-
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        return self._run(self._prune(thread_ids, strategy=strategy))
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        return await self._arun(self._prune(thread_ids, strategy=strategy))

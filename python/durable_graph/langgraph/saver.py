@@ -15,13 +15,13 @@ from typing import TypeVar
 from langgraph.checkpoint.base import CheckpointTuple
 
 from durable_graph.core.checkpointer import Checkpointer
-from durable_graph.langgraph.core import SaverCore
+from durable_graph.langgraph.generated import SaverApi
 from durable_graph.langgraph.plan import Performer, Plan
 
 R = TypeVar("R")
 
 
-class DurableSaver(SaverCore[Checkpointer]):
+class DurableSaver(SaverApi[Checkpointer]):
     """A LangGraph `BaseCheckpointSaver` over a sync `Checkpointer` (memory, SQLite, PostgreSQL)."""
 
     _lock_kind = threading.Lock

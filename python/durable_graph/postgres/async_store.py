@@ -19,7 +19,6 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from durable_graph.core.async_polling import await_entry_closed, await_events, subscribe_events
 from durable_graph.core.async_protocols import AsyncClosedOnExit
 from durable_graph.core.errors import ProcessingError
 from durable_graph.core.model import (
@@ -31,6 +30,7 @@ from durable_graph.core.model import (
     Ticket,
     WatchPolicy,
 )
+from durable_graph.core.polling import await_entry_closed, await_events, subscribe_events
 from durable_graph.postgres import calls
 from durable_graph.postgres.async_connection import AsyncExecutor
 from durable_graph.postgres.async_generated import AsyncCheckpointerSql, AsyncRunQueueSql

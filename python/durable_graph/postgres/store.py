@@ -37,13 +37,10 @@ from durable_graph.core.model import (
 )
 from durable_graph.core.polling import follow, poll
 from durable_graph.core.validation import (
-    check_after_seq,
-    check_duration,
-    check_identifier,
-    check_int,
-    check_optional_identifier,
+    check_await_closed,
+    check_await_events,
     check_prune_all,
-    check_watch,
+    check_subscribe,
 )
 from durable_graph.postgres import calls
 from durable_graph.postgres.calls import SqlCall
@@ -170,9 +167,7 @@ class PostgresRunQueue(RunQueueSql):
     ) -> QueueEntry | None:
         """Poll the entry every 100 ms, at once when notified it closed (SPEC §11); None if open
         at the wall-clock timeout (D21, rule 23)."""
-        check_int("entry_id", entry_id, minimum=0)
-        check_duration("timeout", timeout, allow_zero=True)
-        check_optional_identifier("tenant", tenant)
+        check_await_closed(entry_id, timeout, tenant)
         found = poll(
             lambda: self._x.run(calls.entry(self._config, entry_id, tenant)),
             lambda e: e is None or e.closed,
@@ -262,14 +257,12 @@ class PostgresCheckpointer(CheckpointerSql, ClosedOnExit):
     ) -> list[Event]:
         """Events as soon as there are some: read every ``watch.poll_interval``, and at once when
         notified (SPEC §11); ``[]`` at the wall-clock timeout (D21)."""
-        check_identifier("thread_id", thread_id)
-        check_after_seq(after_seq)
-        check_duration("timeout", timeout, allow_zero=True)
+        check_await_events(thread_id, after_seq, timeout, watch)
         return poll(
             lambda: self.events_after(thread_id, after_seq),
             bool,
             timeout,
-            check_watch(watch).poll_interval.total_seconds(),
+            watch.poll_interval.total_seconds(),
             self._changes,
             ("events", thread_id),
         )
@@ -278,9 +271,8 @@ class PostgresCheckpointer(CheckpointerSql, ClosedOnExit):
         self, thread_id: str, after_seq: int = 0, watch: WatchPolicy = WatchPolicy()
     ) -> Iterator[Event]:
         """Every event after ``after_seq``, forever, polling when caught up (rule 8 on close)."""
-        check_identifier("thread_id", thread_id)
-        check_after_seq(after_seq)
-        every = check_watch(watch).poll_interval.total_seconds()
+        check_subscribe(thread_id, after_seq, watch)
+        every = watch.poll_interval.total_seconds()
         self._x.check_open()
         return follow(
             lambda seq: self.events_after(thread_id, seq),
