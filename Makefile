@@ -43,6 +43,7 @@ lint: venv
 	$(VENV)/bin/ruff format --check python tests tools
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy --strict tests
+	$(VENV)/bin/mypy --strict tools
 
 format: venv
 	$(VENV)/bin/ruff check --fix python tests
