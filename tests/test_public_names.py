@@ -2,8 +2,8 @@
 
 `BEFORE` is each public module's ``__all__`` at cc9b93e, the commit before the tree was
 reorganised (``git show cc9b93e:python/durable_graph/__init__.py`` and the others): each name
-must still be in that module's ``__all__`` and importable from it. `ADDED` lists what the move
-added (the async stores beside their sync ones).
+must still be in that module's ``__all__`` and importable from it (a module may export more: the
+move added the async stores beside their sync ones in ``memory`` and ``sqlite``).
 """
 
 from __future__ import annotations
@@ -141,16 +141,11 @@ BEFORE: dict[str, list[str]] = {
     ],
 }
 
-ADDED: dict[str, set[str]] = {
-    "durable_graph.memory": {"AsyncInMemoryCheckpointer"},
-    "durable_graph.sqlite": {"AsyncSqliteCheckpointer"},
-}
-
 
 @pytest.mark.parametrize("module", sorted(BEFORE))
 def test_every_public_name_before_the_move_is_importable_where_it_was(module: str) -> None:
     found = importlib.import_module(module)
-    assert set(found.__all__) == set(BEFORE[module]) | ADDED.get(module, set())
-    for name in found.__all__:
+    assert set(BEFORE[module]) <= set(found.__all__)  # more may come; none may go
+    for name in BEFORE[module]:
         assert getattr(found, name) is not None, f"{module}.{name}"
         exec(f"from {module} import {name}", {})  # the spelling users write
