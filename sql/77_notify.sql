@@ -88,7 +88,8 @@ BEGIN
     PERFORM _dg_check(coalesce(pg_catalog.cardinality(p_kinds), 0) <= 10000, 'at most 10000 watches');
     PERFORM _dg_check(p_ttl > interval '0' AND p_ttl <= interval '1 hour',
                       'ttl must be positive and at most an hour');
-    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM unnest(p_kinds, p_keys) AS u(kind, key)
+    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest(p_kinds),
+                                                           pg_catalog.unnest(p_keys)) AS u(kind, key)
                                    WHERE u.kind IS NULL OR u.key IS NULL
                                       OR u.kind NOT IN ('events', 'closed', 'queue')
                                       OR pg_catalog.octet_length(u.key) > 512),
@@ -98,10 +99,11 @@ BEGIN
      WHERE w.expires_at <= v_now
         OR (w.listener = p_listener
             AND (w.kind, w.key) NOT IN (SELECT u.kind, u.key
-                                          FROM unnest(p_kinds, p_keys) AS u(kind, key)));
+                                          FROM ROWS FROM (pg_catalog.unnest(p_kinds),
+                                                          pg_catalog.unnest(p_keys)) AS u(kind, key)));
     INSERT INTO watchers (kind, key, listener, expires_at)
     SELECT DISTINCT u.kind, u.key, p_listener, v_now + p_ttl
-      FROM unnest(p_kinds, p_keys) AS u(kind, key)
+      FROM ROWS FROM (pg_catalog.unnest(p_kinds), pg_catalog.unnest(p_keys)) AS u(kind, key)
     ON CONFLICT (kind, key, listener) DO UPDATE SET expires_at = EXCLUDED.expires_at;
 END;
 $$;

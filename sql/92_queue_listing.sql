@@ -128,8 +128,8 @@ DECLARE
 BEGIN
     PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
     PERFORM _dg_check(p_traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
-                      AND pg_catalog.substr(p_traceparent, 4, 32) <> repeat('0', 32)
-                      AND pg_catalog.substr(p_traceparent, 37, 16) <> repeat('0', 16),
+                      AND pg_catalog.substr(p_traceparent, 4, 32) <> pg_catalog.repeat('0', 32)
+                      AND pg_catalog.substr(p_traceparent, 37, 16) <> pg_catalog.repeat('0', 16),
                       'traceparent must be a W3C version 00 traceparent');
     PERFORM _dg_check(p_tracestate IS NULL
                       OR (pg_catalog.length(p_tracestate) <= 512 AND p_tracestate ~ '^[\x20-\x7e]*$'),
