@@ -98,7 +98,9 @@ def _calls(sql_text: str, where: str) -> Iterator[tuple[str, str]]:
             node = {"CreateFunctionStmt": fn}
         elif "DoStmt" in node:
             code = _sval(_def_elem(node["DoStmt"]["args"], "as"))
-            wrapped = f"CREATE FUNCTION dg_do() RETURNS void LANGUAGE plpgsql AS $dg_do${code}$dg_do$"
+            wrapped = (
+                f"CREATE FUNCTION dg_do() RETURNS void LANGUAGE plpgsql AS $dg_do${code}$dg_do$"
+            )
             bodies.extend(_plpgsql_queries(wrapped))
             node = {}
         for call in _nodes(node, "FuncCall"):
