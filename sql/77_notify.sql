@@ -1,10 +1,13 @@
 -- Change notifications (SPEC §11; the watchers table is migrations/0007.notify.sql, whose
--- comment says what is sent when). The trigger functions are internal helpers: they run inside
--- the dg_* function whose write fired them, under its pinned search_path.
+-- comment says what is sent when). The trigger functions are internal helpers, fired by the
+-- dg_* functions' writes and by the owner's own maintenance DML (any search_path): each pins the
+-- install's search_path (the schema, then pg_temp) with SET ... FROM CURRENT, so `watchers` and
+-- `queue_entries` are the schema's own whoever fires them (issue #24).
 
 -- events: one row trigger; a commit appending several events notifies once (dedup).
 CREATE OR REPLACE FUNCTION _dg_notify_events() RETURNS trigger
 LANGUAGE plpgsql
+SET search_path FROM CURRENT
 AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM watchers w
@@ -19,6 +22,7 @@ $$;
 -- queue: a submit (or a batch of them) may give idle workers work.
 CREATE OR REPLACE FUNCTION _dg_notify_queue() RETURNS trigger
 LANGUAGE plpgsql
+SET search_path FROM CURRENT
 AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM watchers w
@@ -33,6 +37,7 @@ $$;
 -- (idle workers: the thread's next head may now be leased).
 CREATE OR REPLACE FUNCTION _dg_notify_entry() RETURNS trigger
 LANGUAGE plpgsql
+SET search_path FROM CURRENT
 AS $$
 BEGIN
     IF NEW.outcome_kind IS NOT NULL
