@@ -590,22 +590,24 @@ def stats(config: PostgresConfig, tenant: object) -> Call[QueueStats]:
     return _call(config, "stats", "dg_queue_stats_v1", args, exactly_one(stats_of))
 
 
-def set_trace_context(config: PostgresConfig, entry_id: object, context: object) -> Call[bool]:
+def set_trace_context(
+    config: PostgresConfig, entry_id: object, context: object, tenant: object
+) -> Call[bool]:
+    args = entry_args(entry_id, tenant)
     if not isinstance(context, TraceContext):
         raise ValidationError("context must be a TraceContext")
-    args = [
-        ("bigint", _entry_id(entry_id)),
-        ("text", context.traceparent),
-        ("text", context.tracestate),
-    ]
+    args += [("text", context.traceparent), ("text", context.tracestate)]
     decode = exactly_one(lambda row: bool(row["stored"]))
-    return _call(config, "set_trace_context", "dg_set_trace_context_v1", args, decode)
+    return _call(config, "set_trace_context", "dg_set_trace_context_v2", args, decode)
 
 
-def trace_context(config: PostgresConfig, entry_id: object) -> Call[TraceContext | None]:
-    args: list[Arg] = [("bigint", _entry_id(entry_id))]
+def trace_context(
+    config: PostgresConfig, entry_id: object, tenant: object
+) -> Call[TraceContext | None]:
     decode = first_or_none(trace_context_of)
-    return _call(config, "trace_context", "dg_trace_context_v1", args, decode)
+    return _call(
+        config, "trace_context", "dg_trace_context_v2", entry_args(entry_id, tenant), decode
+    )
 
 
 def reclaim(config: PostgresConfig, older_than: object, batch: object) -> Call[int]:
