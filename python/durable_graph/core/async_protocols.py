@@ -111,9 +111,13 @@ class AsyncRunQueue(Protocol):
 class AsyncTraceContexts(Protocol):
     """`durable_graph.core.run_queue.TraceContexts` with coroutine methods."""
 
-    async def set_trace_context(self, entry_id: int, context: TraceContext) -> bool: ...
+    async def set_trace_context(
+        self, entry_id: int, context: TraceContext, tenant: str | None = None
+    ) -> bool: ...
 
-    async def trace_context(self, entry_id: int) -> TraceContext | None: ...
+    async def trace_context(
+        self, entry_id: int, tenant: str | None = None
+    ) -> TraceContext | None: ...
 
 
 @runtime_checkable

@@ -431,7 +431,7 @@ _TRACESTATE = re.compile(r"[\x20-\x7e]{0,512}")
 class TraceContext:
     """The W3C trace context a submission was made in (https://www.w3.org/TR/trace-context/).
 
-    Stored beside the entry (PostgreSQL: ``dg_set_trace_context_v1``, so any language can set
+    Stored beside the entry (PostgreSQL: ``dg_set_trace_context_v2``, so any language can set
     it) and read by the worker's tracing, which makes the attempts children of the submit.
     """
 

@@ -238,11 +238,13 @@ class ThreadedRunQueueCalls:
     async def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
         return await in_thread(self._sync.reclaim, older_than, batch)
 
-    async def set_trace_context(self, entry_id: int, context: TraceContext) -> bool:
-        return await in_thread(self._traces.set_trace_context, entry_id, context)
+    async def set_trace_context(
+        self, entry_id: int, context: TraceContext, tenant: str | None = None
+    ) -> bool:
+        return await in_thread(self._traces.set_trace_context, entry_id, context, tenant)
 
-    async def trace_context(self, entry_id: int) -> TraceContext | None:
-        return await in_thread(self._traces.trace_context, entry_id)
+    async def trace_context(self, entry_id: int, tenant: str | None = None) -> TraceContext | None:
+        return await in_thread(self._traces.trace_context, entry_id, tenant)
 
 
 __all__ = ["ThreadedCheckpointerCalls", "ThreadedRunQueueCalls"]

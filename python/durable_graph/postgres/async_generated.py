@@ -236,11 +236,13 @@ class AsyncRunQueueSql:
     async def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
         return await self._x.run(calls.reclaim(self._config, older_than, batch))
 
-    async def set_trace_context(self, entry_id: int, context: TraceContext) -> bool:
-        return await self._x.run(calls.set_trace_context(self._config, entry_id, context))
+    async def set_trace_context(
+        self, entry_id: int, context: TraceContext, tenant: str | None = None
+    ) -> bool:
+        return await self._x.run(calls.set_trace_context(self._config, entry_id, context, tenant))
 
-    async def trace_context(self, entry_id: int) -> TraceContext | None:
-        return await self._x.run(calls.trace_context(self._config, entry_id))
+    async def trace_context(self, entry_id: int, tenant: str | None = None) -> TraceContext | None:
+        return await self._x.run(calls.trace_context(self._config, entry_id, tenant))
 
 
 __all__ = ["AsyncCheckpointerSql", "AsyncRunQueueSql"]

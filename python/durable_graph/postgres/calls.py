@@ -588,21 +588,23 @@ def stats(config: PostgresConfig, tenant: object) -> SqlCall[QueueStats]:
     return _call(config, "stats", "dg_queue_stats_v1", args, exactly_one(stats_of))
 
 
-def set_trace_context(config: PostgresConfig, entry_id: object, context: object) -> SqlCall[bool]:
+def set_trace_context(
+    config: PostgresConfig, entry_id: object, context: object, tenant: object
+) -> SqlCall[bool]:
     context = check_trace_context(context)
-    args = [
-        ("bigint", check_entry_id(entry_id)),
-        ("text", context.traceparent),
-        ("text", context.tracestate),
-    ]
+    args = entry_args(entry_id, tenant)
+    args += [("text", context.traceparent), ("text", context.tracestate)]
     decode = exactly_one(lambda row: bool(row["stored"]))
-    return _call(config, "set_trace_context", "dg_set_trace_context_v1", args, decode)
+    return _call(config, "set_trace_context", "dg_set_trace_context_v2", args, decode)
 
 
-def trace_context(config: PostgresConfig, entry_id: object) -> SqlCall[TraceContext | None]:
-    args: list[Arg] = [("bigint", check_entry_id(entry_id))]
+def trace_context(
+    config: PostgresConfig, entry_id: object, tenant: object
+) -> SqlCall[TraceContext | None]:
     decode = first_or_none(trace_context_of)
-    return _call(config, "trace_context", "dg_trace_context_v1", args, decode)
+    return _call(
+        config, "trace_context", "dg_trace_context_v2", entry_args(entry_id, tenant), decode
+    )
 
 
 def reclaim(config: PostgresConfig, older_than: object, batch: object) -> SqlCall[int]:

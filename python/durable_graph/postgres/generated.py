@@ -226,11 +226,13 @@ class RunQueueSql:
     def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
         return self._x.run(calls.reclaim(self._config, older_than, batch))
 
-    def set_trace_context(self, entry_id: int, context: TraceContext) -> bool:
-        return self._x.run(calls.set_trace_context(self._config, entry_id, context))
+    def set_trace_context(
+        self, entry_id: int, context: TraceContext, tenant: str | None = None
+    ) -> bool:
+        return self._x.run(calls.set_trace_context(self._config, entry_id, context, tenant))
 
-    def trace_context(self, entry_id: int) -> TraceContext | None:
-        return self._x.run(calls.trace_context(self._config, entry_id))
+    def trace_context(self, entry_id: int, tenant: str | None = None) -> TraceContext | None:
+        return self._x.run(calls.trace_context(self._config, entry_id, tenant))
 
 
 __all__ = ["CheckpointerSql", "RunQueueSql"]

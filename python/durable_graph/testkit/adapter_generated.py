@@ -244,11 +244,13 @@ class SyncRunQueueCalls:
     def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
         return self._runner.run(self.target.reclaim(older_than, batch))
 
-    def set_trace_context(self, entry_id: int, context: TraceContext) -> bool:
-        return self._runner.run(self._traces.set_trace_context(entry_id, context))
+    def set_trace_context(
+        self, entry_id: int, context: TraceContext, tenant: str | None = None
+    ) -> bool:
+        return self._runner.run(self._traces.set_trace_context(entry_id, context, tenant))
 
-    def trace_context(self, entry_id: int) -> TraceContext | None:
-        return self._runner.run(self._traces.trace_context(entry_id))
+    def trace_context(self, entry_id: int, tenant: str | None = None) -> TraceContext | None:
+        return self._runner.run(self._traces.trace_context(entry_id, tenant))
 
 
 __all__ = ["SyncCheckpointerCalls", "SyncRunQueueCalls"]
