@@ -634,5 +634,6 @@ def _encoded_writes(writes: Sequence[PendingWrite]) -> list[EncodedWrite]:
     for w in writes:
         index = per_task.get(w.task_id, 0)
         per_task[w.task_id] = index + 1
-        out.append(EncodedWrite(w.task_id, w.channel, index, encode_json("value", w.value, 2**62)))
+        value = encode_json("value", w.value, 2**62)
+        out.append(EncodedWrite(w.task_id, w.channel, index, value, w.task_path))
     return out

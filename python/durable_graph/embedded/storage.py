@@ -114,7 +114,8 @@ class Tx(Protocol):
         ...
 
     def writes_of(self, thread_id: str, checkpoint_id: str) -> list[PendingWrite]:
-        """By (task_id, idx), ties in the order written."""
+        """By (task_path, task_id, idx), LangGraph's ``writes_sort_key``; ties in the order
+        written."""
         ...
 
     def append_event(self, thread_id: str, event: EncodedEvent, run_id: str | None) -> Event:

@@ -189,21 +189,31 @@ def next_generation(existing: Sequence[PendingWrite], task_id: str, channel: str
 def decode_writes(
     serde: SerializerProtocol, writes: Sequence[PendingWrite]
 ) -> list[tuple[str, str, Any]]:
-    """LangGraph's pending writes: regular ones in store order, the newest generation of specials."""
+    """LangGraph's pending writes, in its ``writes_sort_key`` order: (task_path, task_id, idx).
+
+    The store returns them by (task_path, task_id, index); within a task, a special write (the
+    newest generation of each) takes LangGraph's index for its channel (``WRITES_IDX_MAP``,
+    negative: before the task's regular writes), as LangGraph's own savers store it.
+    """
     newest: dict[tuple[str, str], tuple[int, PendingWrite]] = {}
-    out: list[tuple[str, str, Any]] = []
-    order: list[tuple[str, str] | PendingWrite] = []
+    order: list[tuple[tuple[str, str, int], tuple[str, str] | PendingWrite]] = []
+    position: dict[tuple[str, str], int] = {}
     for w in writes:
         channel, sep, gen = w.channel.partition(GEN_SEP)
+        group = (w.task_path, w.task_id)
         if sep and is_special(channel):
             key = (w.task_id, channel)
             if key not in newest:
-                order.append(key)
+                order.append(((w.task_path, w.task_id, WRITES_IDX_MAP[channel]), key))
             if key not in newest or int(gen) > newest[key][0]:
                 newest[key] = (int(gen), w)
         else:
-            order.append(w)
-    for item in order:
+            idx = position.get(group, 0)
+            position[group] = idx + 1
+            order.append(((w.task_path, w.task_id, idx), w))
+    order.sort(key=lambda item: item[0])  # stable: ties keep the store's order
+    out: list[tuple[str, str, Any]] = []
+    for _, item in order:
         if isinstance(item, PendingWrite):
             out.append((item.task_id, item.channel, decode(serde, cast(Any, item.value))))
         else:

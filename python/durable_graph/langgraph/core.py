@@ -90,6 +90,8 @@ class Held:
     writes: list[tuple[str, Any]]
     behind: bool
     """Held by choice (write-behind) rather than because its checkpoint was not stored yet."""
+    task_path: str = ""
+    """LangGraph's path of the task (stored: reads order writes by LangGraph's writes_sort_key)."""
 
 
 def run_id_of(metadata: dict[str, Any], bound: str | None) -> str:
@@ -240,7 +242,7 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
         with self._held_lock:
             for h in self._held.pop(st, []):
                 if h.behind and h.checkpoint_id == parent:
-                    fused.extend(self._writes_for(None, h.task_id, h.writes)[0])
+                    fused.extend(self._writes_for(None, h.task_id, h.writes, h.task_path)[0])
                 elif h.checkpoint_id == new_id and not h.behind:
                     after.append(h)
                 else:
@@ -293,10 +295,11 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
         existing: Sequence[PendingWrite] | None,
         task_id: str,
         writes: Sequence[tuple[str, Any]],
+        task_path: str = "",
     ) -> tuple[list[PendingWrite], list[PendingWrite]]:
         """(regular writes, special writes each under a new generation)."""
         regular = [
-            PendingWrite(task_id, ch, codec.encode(self.serde, v))
+            PendingWrite(task_id, ch, codec.encode(self.serde, v), task_path)
             for ch, v in writes
             if not codec.is_special(ch)
         ]
@@ -306,7 +309,7 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
             if codec.is_special(ch):
                 gen = codec.next_generation(seen, task_id, ch)
                 w = PendingWrite(
-                    task_id, codec.special_channel(ch, gen), codec.encode(self.serde, v)
+                    task_id, codec.special_channel(ch, gen), codec.encode(self.serde, v), task_path
                 )
                 special.append(w)
                 seen.append(w)
@@ -384,7 +387,7 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
             if cp is None:
                 raise NotFound("checkpoint not found")
             existing = cp.writes
-        regular, special = self._writes_for(existing, h.task_id, h.writes)
+        regular, special = self._writes_for(existing, h.task_id, h.writes, h.task_path)
         for batch in (regular, special):
             if not batch:
                 continue
@@ -438,8 +441,10 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
             raise ValidationError("config: configurable.checkpoint_id is required for put_writes")
         st = codec.store_thread(thread_id, ns)
         items = list(writes)
+        if not isinstance(task_path, str):
+            raise ValidationError("task_path: must be a str")
         if self._write_behind(config, items) and self._hold_behind(
-            st, Held(checkpoint_id, task_id, items, behind=True)
+            st, Held(checkpoint_id, task_id, items, behind=True, task_path=task_path)
         ):
             return
 
@@ -447,7 +452,7 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
             for h in self._take_held(st):  # what is held goes first, in order
                 yield from self._put_held_or_keep(claim, st, h, fence)
             yield from self._put_held_or_keep(
-                claim, st, Held(checkpoint_id, task_id, items, behind=False), fence
+                claim, st, Held(checkpoint_id, task_id, items, False, task_path), fence
             )
 
         yield Guarded(thread_id, self._with_claim(thread_id, st, write))
