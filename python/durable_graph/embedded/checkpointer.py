@@ -605,6 +605,8 @@ def _prune_thread(tx: Tx, thread_id: str, policy: RetentionPolicy) -> PruneResul
     ]
     for row in removed:
         tx.remove_checkpoint(thread_id, row.checkpoint_id)
+    if removed:  # a kept checkpoint whose parent was removed has none (SPEC §14.1)
+        tx.orphan(thread_id, [r.checkpoint_id for r in removed])
     events_removed = 0 if cutoff is None else tx.drop_events_before(thread_id, cutoff)
     return PruneResult(len(removed), events_removed)
 

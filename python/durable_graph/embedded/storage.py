@@ -93,6 +93,10 @@ class Tx(Protocol):
         """A checkpoint goes with its pending writes."""
         ...
 
+    def orphan(self, thread_id: str, removed: Sequence[str]) -> None:
+        """The thread's checkpoints whose parent is in ``removed`` now have none (prune)."""
+        ...
+
     def checkpoints_newest_first(self, thread_id: str) -> list[CheckpointRow]: ...
 
     def checkpoints_before(

@@ -6,7 +6,7 @@ allow-list (never pickle: a stored ``pickle`` type is refused on load), as base6
 stored can run code when it is read back.
 
 Layout of `Commit.state`: ``{"cp": <checkpoint without channel_values>, "values": {channel:
-<encoded>}, "lg_parent": <LangGraph's parent id or null>}``. LangGraph's own parent id lives
+<encoded>}, "lg_parent": <LangGraph's parent id or null>, "sp": <committed on a store parent>}``. LangGraph's own parent id lives
 here, because the store's ``parent_id`` is the head the saver last wrote (forks are puts whose
 LangGraph parent is not the head).
 
@@ -42,6 +42,9 @@ NS_SEP = "\x1f"
 
 GEN_SEP = "\x1f#"
 """Marks the generation of a special write's channel (see `special_channel`)."""
+
+STORE_PARENT_KEY = "sp"
+"""Key of `Commit.state` saying whether the checkpoint was committed on a store parent."""
 
 TYPED_KEY = "__dg_typed__"
 """Key of the metadata entry that holds the non-JSON metadata values, each typed."""
@@ -234,6 +237,11 @@ def to_tuple(serde: SerializerProtocol, cp: Checkpoint) -> CheckpointTuple:
     }
     lg_parent = state.get("lg_parent")
     parent: RunnableConfig | None = None
+    # The store left the checkpoint with no parent (prune removed the one it was committed on):
+    # it reports none, as PostgresSaver's prune leaves it. A thread's first checkpoint has no
+    # store parent either, but keeps LangGraph's (STORE_PARENT_KEY: it was committed on none).
+    if cp.parent_id is None and state.get(STORE_PARENT_KEY):
+        lg_parent = None
     if lg_parent is not None:
         parent = {
             "configurable": {

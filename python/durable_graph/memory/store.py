@@ -291,6 +291,12 @@ class MemoryTx:
         del thread.checkpoints[checkpoint_id]
         thread.writes.pop(checkpoint_id, None)
 
+    def orphan(self, thread_id: str, removed: Sequence[str]) -> None:
+        gone = set(removed)
+        for row in self._s.threads[thread_id].checkpoints.values():
+            if row.parent_id in gone:
+                row.parent_id = None
+
     def checkpoints_newest_first(self, thread_id: str) -> list[CheckpointRow]:
         thread = self._s.threads.get(thread_id)
         return [] if thread is None else list(reversed(thread.checkpoints.values()))

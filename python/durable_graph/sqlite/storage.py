@@ -220,6 +220,13 @@ class SqliteTx:
                 (thread_id, checkpoint_id),
             )
 
+    def orphan(self, thread_id: str, removed: Sequence[str]) -> None:
+        self._run(
+            "UPDATE checkpoints SET parent_id = NULL WHERE thread_id = ?"
+            " AND parent_id IN (SELECT value FROM json_each(?))",
+            (thread_id, encode_json("removed", list(removed), INT64_MAX)),
+        )
+
     def checkpoints_newest_first(self, thread_id: str) -> list[CheckpointRow]:
         return self.checkpoints_before(thread_id, None, -1)
 
