@@ -1,7 +1,8 @@
 """Our savers as checkpointer fixtures beside LangGraph's, for LangGraph's own test suite.
 
 `run.py` copies this file into the tests of the downloaded ``langgraph`` sdist (as
-``tests/_durable_graph_fixtures.py``) and appends one line to that sdist's ``conftest.py``::
+``tests/_durable_graph_fixtures.py``, with ``savers.py`` as ``tests/_durable_graph_savers.py``)
+and appends one line to that sdist's ``conftest.py``::
 
     from tests._durable_graph_fixtures import *  # durable_graph's savers beside LangGraph's
 
@@ -22,30 +23,20 @@ Nothing of LangGraph's is changed: its tests, savers and fixtures run as shipped
 from __future__ import annotations
 
 import os
-import tempfile
-import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-import psycopg
 import pytest
 import tests.conftest_checkpointer as lg_fixtures  # type: ignore[import-not-found]
-from psycopg import sql
-
-from durable_graph.aio import (
-    AsyncInMemoryCheckpointer,
-    AsyncPostgresCheckpointer,
-    AsyncSqliteCheckpointer,
+from tests._durable_graph_savers import (  # type: ignore[import-not-found]
+    ASYNC_OURS,
+    OURS,
+    PG_URI,
+    SYNC_OURS,
 )
-from durable_graph.langgraph import AsyncDurableSaver, DurableSaver
-from durable_graph.memory.store import InMemoryCheckpointer
-from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
-from durable_graph.sqlite import SqliteCheckpointer
 
-PG_URI = os.environ.get("DG_SUITE_PG_URI", lg_fixtures.DEFAULT_POSTGRES_URI)
-"""A server LangGraph's fixtures create their databases on (a URI ending in ``/``)."""
-lg_fixtures.DEFAULT_POSTGRES_URI = PG_URI
+if PG_URI:
+    lg_fixtures.DEFAULT_POSTGRES_URI = PG_URI
 NO_DOCKER = not PG_URI  # read by test_prune_postgres once this conftest is loaded
 
 SYNC_LANGGRAPH = {
@@ -72,82 +63,9 @@ def _chosen(variable: str, default: str) -> list[str]:
 
 LANGGRAPH_SAVERS = _chosen("DG_SUITE_LANGGRAPH_SAVERS", "memory,sqlite,postgres")
 """LangGraph's savers to run (sync names; an async run takes the async one of each kind)."""
-OURS = _chosen("DG_SUITE_OURS", "memory,sqlite,postgres")
-"""Our backends to run."""
 
 _ASYNC_OF = {"memory": "memory", "sqlite": "sqlite_aio", "postgres": "postgres_aio"}
 
-
-# --- our savers -----------------------------------------------------------------------------
-
-
-@contextmanager
-def _pg_schema() -> Iterator[tuple[str, str]]:
-    """(dsn, a fresh schema) on the suite's server, the schema dropped afterwards."""
-    dsn = PG_URI.rstrip("/") + "/postgres"
-    schema = f"lg_{uuid.uuid4().hex[:16]}"
-    try:
-        yield dsn, schema
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-
-
-@contextmanager
-def dg_memory() -> Iterator[DurableSaver]:
-    with InMemoryCheckpointer() as store:
-        yield DurableSaver(store)
-
-
-@contextmanager
-def dg_sqlite() -> Iterator[DurableSaver]:
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        SqliteCheckpointer.open(os.path.join(tmp, "lg.db")) as store,
-    ):
-        yield DurableSaver(store)
-
-
-@contextmanager
-def dg_postgres() -> Iterator[DurableSaver]:
-    with (
-        _pg_schema() as (dsn, schema),
-        PostgresCheckpointer.open(dsn, PostgresConfig(schema=schema)) as store,
-    ):
-        yield DurableSaver(store)
-
-
-@asynccontextmanager
-async def dg_memory_aio() -> AsyncIterator[AsyncDurableSaver]:
-    store = AsyncInMemoryCheckpointer()
-    try:
-        yield AsyncDurableSaver(store)
-    finally:
-        await store.close()
-
-
-@asynccontextmanager
-async def dg_sqlite_aio() -> AsyncIterator[AsyncDurableSaver]:
-    with tempfile.TemporaryDirectory() as tmp:
-        store = await AsyncSqliteCheckpointer.open(os.path.join(tmp, "lg.db"))
-        try:
-            yield AsyncDurableSaver(store)
-        finally:
-            await store.close()
-
-
-@asynccontextmanager
-async def dg_postgres_aio() -> AsyncIterator[AsyncDurableSaver]:
-    with _pg_schema() as (dsn, schema):
-        store = await AsyncPostgresCheckpointer.open(dsn, PostgresConfig(schema=schema))
-        try:
-            yield AsyncDurableSaver(store)
-        finally:
-            await store.close()
-
-
-SYNC_OURS = {"memory": dg_memory, "sqlite": dg_sqlite, "postgres": dg_postgres}
-ASYNC_OURS = {"memory": dg_memory_aio, "sqlite": dg_sqlite_aio, "postgres": dg_postgres_aio}
 
 SYNC_PARAMS = [n for n in LANGGRAPH_SAVERS if n in SYNC_LANGGRAPH] + [f"dg_{n}" for n in OURS]
 ASYNC_PARAMS = [

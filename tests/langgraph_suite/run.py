@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -94,8 +95,11 @@ PEER = {
     "dg_postgres_aio": "postgres_aio",
 }
 """LangGraph's saver whose result is the bar for each of ours."""
-# test_prune_postgres's own ids for LangGraph's PostgresSaver (sync and async lists).
-PRUNE_IDS = {"make_checkpointer0": "postgres"}
+# LangGraph's PostgresSaver in test ids of its own: test_prune_postgres's first saver, and
+# langgraph-checkpoint-postgres's "base" (its pool, pipe and shallow forms are not the bar).
+PRUNE_IDS = {"make_checkpointer0": "postgres", "base": "postgres"}
+POSTGRES_FILES = ["test_sync.py", "test_async.py"]
+"""langgraph-checkpoint-postgres's tests of its savers (``--checkpoint-postgres``)."""
 
 CONFTEST_LINE = (
     "from tests._durable_graph_fixtures import *  # noqa: F403 durable_graph's savers beside\n"
@@ -122,10 +126,11 @@ def sdist(package: str, version: str) -> Path:
     return target
 
 
-def add_fixtures(tree: Path) -> None:
-    """Our fixtures beside LangGraph's: a copied module, imported at the conftest's end."""
+def add_fixtures(tree: Path, fixtures: str = "fixtures.py") -> None:
+    """Our fixtures beside LangGraph's: copied modules, imported at the conftest's end."""
     tests = tree / "tests"
-    shutil.copyfile(HERE / "fixtures.py", tests / "_durable_graph_fixtures.py")
+    shutil.copyfile(HERE / "savers.py", tests / "_durable_graph_savers.py")
+    shutil.copyfile(HERE / fixtures, tests / "_durable_graph_fixtures.py")
     conftest = tests / "conftest.py"
     text = conftest.read_text(encoding="utf-8")
     if CONFTEST_LINE not in text:
@@ -183,6 +188,8 @@ def report(outcomes: dict[str, str]) -> tuple[str, int]:
         if saver is not None and saver in OURS and outcome == "failed":
             peer = outcomes.get(peer_id(test_id, saver))
             # test_prune_postgres runs only PostgresSaver: its result is the bar for all ours.
+            if peer is None:  # langgraph-checkpoint-postgres: PostgresSaver is "base"
+                peer = outcomes.get(re.sub(rf"(?<=[\[-]){saver}(?=[\]-])", "base", test_id))
             if peer is None and "test_prune_postgres" in test_id:
                 peer = outcomes.get(re.sub(r"dg_\w+?(?=[\]-])", "make_checkpointer0", test_id))
             if peer in (None, "passed"):
@@ -198,29 +205,49 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--subset", choices=["short", "all"], default="all")
     parser.add_argument("--files", nargs="*", help="test files of the sdist (default: subset)")
     parser.add_argument("--out", type=Path, help="write the markdown report here too")
+    parser.add_argument(
+        "--checkpoint-postgres",
+        action="store_true",
+        help="also langgraph-checkpoint-postgres's test_sync / test_async (ours beside "
+        "PostgresSaver)",
+    )
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args(argv)
 
+    runs: list[tuple[Path, list[str], list[str]]] = []
     tree = sdist("langgraph", importlib.metadata.version("langgraph"))
     add_fixtures(tree)
     files = args.files or (SHORT_FILES if args.subset == "short" else ALL_FILES)
-    junit = WORK / "junit.xml"
+    # LangGraph's tests run their async tests with anyio's plugin alone.
+    runs.append((tree, files, ["-p", "no:asyncio", "--snapshot-warn-unused"]))
+    if args.checkpoint_postgres:
+        pg_tree = sdist(
+            "langgraph-checkpoint-postgres",
+            importlib.metadata.version("langgraph-checkpoint-postgres"),
+        )
+        add_fixtures(pg_tree, "fixtures_postgres.py")
+        runs.append((pg_tree, POSTGRES_FILES, ["-p", "asyncio", "-o", "asyncio_mode=auto"]))
+    outcomes: dict[str, str] = {}
     server = pg_server.start()
     try:
         env = dict(os.environ)
         env.update(
             NO_DOCKER="true",  # no Redis here; test_prune_postgres runs on our server anyway
             DG_SUITE_PG_URI=f"postgresql://{server.user}@{server.host}:{server.port}/",
-            PYTHONPATH=str(tree),
         )
         env.pop("LANGGRAPH_STRICT_MSGPACK", None)  # the default, as LangGraph's CI runs it
-        cmd = [sys.executable, "-m", "pytest", *(f"tests/{f}" for f in files),
-               "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--snapshot-warn-unused",
-               f"--junitxml={junit}", *args.pytest_args]  # fmt: skip
-        subprocess.run(cmd, cwd=tree, env=env, check=False)
+        with tempfile.TemporaryDirectory() as tmp:
+            for i, (where, chosen, plugins) in enumerate(runs):
+                junit = Path(tmp) / f"junit-{i}.xml"
+                cmd = [sys.executable, "-m", "pytest", *(f"tests/{f}" for f in chosen),
+                       "-q", "-p", "no:cacheprovider", "-o", "addopts=", *plugins,
+                       f"--junitxml={junit}", *args.pytest_args]  # fmt: skip
+                subprocess.run(cmd, cwd=where, env={**env, "PYTHONPATH": str(where)}, check=False)
+                if junit.exists():
+                    outcomes.update({f"{where.name}/{k}": v for k, v in results(junit).items()})
     finally:
         server.stop()
-    text, missed = report(results(junit))
+    text, missed = report(outcomes)
     print(text)
     if args.out is not None:
         args.out.write_text(text + "\n", encoding="utf-8")
