@@ -67,15 +67,14 @@ ALL_FILES = [
 SHORT_FILES = [
     "test_checkpoint_migration.py",
     "test_delta_channel_exit_mode.py",
-    "test_delta_channel_fork.py",
     "test_delta_channel_parallel_order.py",
-    "test_delta_channel_subgraph.py",
     "test_delta_channel_to_plain.py",
     "test_delta_channel_update_state.py",
     "test_prune_postgres.py",
     "test_pydantic.py",
 ]
-"""`make test`'s subset: the delta-channel, checkpoint-migration, pydantic and prune files."""
+"""`make test`'s subset: the delta-channel (but the long fork and subgraph files, which the whole
+suite runs), checkpoint-migration, pydantic and prune files."""
 
 OURS = [
     "dg_memory",

@@ -2,7 +2,8 @@
 
 Copied beside LangGraph's tests as ``tests/_durable_graph_savers.py`` by `run.py`; used by
 ``fixtures.py`` (the langgraph sdist) and ``fixtures_postgres.py`` (langgraph-checkpoint-postgres).
-PostgreSQL stores get a fresh schema on the suite's server (``DG_SUITE_PG_URI``).
+PostgreSQL stores use one schema per test process on the suite's server (``DG_SUITE_PG_URI``),
+emptied before each test.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
 import psycopg
-from psycopg import sql
 
 from durable_graph.aio import (
     AsyncInMemoryCheckpointer,
@@ -24,7 +24,9 @@ from durable_graph.aio import (
 from durable_graph.langgraph import AsyncDurableSaver, DurableSaver
 from durable_graph.memory.store import InMemoryCheckpointer
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
+from durable_graph.postgres.migrations import migrate
 from durable_graph.sqlite import SqliteCheckpointer
+from durable_graph.testkit.postgres.schema import reset_store
 
 PG_URI = os.environ.get("DG_SUITE_PG_URI", "")
 """The suite's server (a URI ending in ``/``; LangGraph's fixtures add a database name)."""
@@ -34,16 +36,22 @@ OURS = [n for n in OURS if n]
 """Our backends to run."""
 
 
+_SCHEMA: list[str] = []
+"""The one schema the PostgreSQL stores of this test process use (migrated once)."""
+
+
 @contextmanager
 def _pg_schema() -> Iterator[tuple[str, str]]:
-    """(dsn, a fresh schema) on the suite's server, the schema dropped afterwards."""
+    """(dsn, the process's store schema, emptied): migrating a fresh schema per test would cost
+    more than most tests (the tests of a process run one after another)."""
     dsn = PG_URI.rstrip("/") + "/postgres"
-    schema = f"lg_{uuid.uuid4().hex[:16]}"
-    try:
-        yield dsn, schema
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        if not _SCHEMA:
+            _SCHEMA.append(f"lg_{uuid.uuid4().hex[:16]}")
+            migrate(dsn, _SCHEMA[0])
+        else:
+            reset_store(conn, _SCHEMA[0])
+    yield dsn, _SCHEMA[0]
 
 
 @contextmanager
