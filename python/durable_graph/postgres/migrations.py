@@ -371,9 +371,59 @@ def is_proxy(state: _Installed) -> bool:
 
 
 def _proxy_problem(conn: psycopg.Connection[Any], schema: str, state: _Installed) -> str | None:
-    from durable_graph.postgres.partitions.layout import proxy_problem
-
     return proxy_problem(conn, schema, state.meta)
+
+
+def proxy_digest(conn: psycopg.Connection[Any], schema: str) -> str:
+    """The digest of the functions installed in ``schema`` (a proxy records its own)."""
+    row = conn.execute(_DIGEST_SQL, (schema,)).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def proxy_problem(conn: psycopg.Connection[Any], schema: str, meta: dict[str, str]) -> str | None:
+    """Why the proxy in ``schema`` (its ``schema_meta`` read as ``meta``) is not current, or
+    None: its version and partition digest this package's, its routing functions unchanged
+    since generated, and every partition (asked through the proxy) current and numbered right."""
+    fix = f"run durable-graph partitions migrate --proxy ... --schema {schema}"
+    if (
+        meta.get("version") != str(required_version())
+        or meta.get("functions_digest") != functions_digest()
+    ):
+        return (
+            f"proxy schema {schema} was generated for version {meta.get('version')} with other "
+            f"SQL functions than this package's (version {required_version()}): {fix}"
+        )
+    if proxy_digest(conn, schema) != meta.get("proxy_digest"):
+        return f"proxy schema {schema}: its routing functions were changed since generated: {fix}"
+    n = int(meta.get("partitions", "0"))
+    try:  # every partition at once (RUN ON ALL); each answers its own rows
+        with conn.transaction():
+            rows = conn.execute(
+                sql.SQL("SELECT key, value FROM {}._dg_all_schema_meta_v1()").format(
+                    sql.Identifier(schema)
+                )
+            ).fetchall()
+    except psycopg.Error as exc:
+        return f"the partitions of proxy schema {schema} could not be checked: {exc}"
+    values: dict[str, list[str]] = {}
+    for key, value in rows:
+        values.setdefault(str(key), []).append(str(value))
+    numbers = sorted(int(v) for v in values.get("partition", []))
+    if (
+        values.get("version") != [str(required_version())] * n
+        or values.get("functions_digest") != [functions_digest()] * n
+    ):
+        return (
+            f"a partition of proxy schema {schema} is at another version or has other SQL "
+            f"functions than this package's: {fix}"
+        )
+    if numbers != list(range(n)) or values.get("partitions") != [str(n)] * n:
+        return (
+            f"the partitions of proxy schema {schema} are numbered {numbers}, expected 0..{n - 1}"
+            " of " + str(n) + ": the cluster's DSNs are wrong"
+        )
+    return None
 
 
 def kind(conn: psycopg.Connection[Any], schema: str) -> str:
@@ -598,6 +648,8 @@ __all__ = [
     "migration_files",
     "not_current_message",
     "prepare",
+    "proxy_digest",
+    "proxy_problem",
     "required_version",
     "verify",
 ]

@@ -163,12 +163,6 @@ def read_layout(proxy_dsn: str, schema: str) -> Layout:
     return Layout(schema, proxy_dsn, tuple(parts))
 
 
-def _proxy_digest(conn: psycopg.Connection[Any], schema: str) -> str:
-    row = conn.execute(migrations._DIGEST_SQL, (schema,)).fetchone()
-    assert row is not None
-    return str(row[0])
-
-
 def _cluster(conn: psycopg.Connection[Any], cluster: str, partitions: Sequence[str]) -> None:
     """Create the PL/Proxy cluster, or set its partitions' options in place (keeping its user
     mappings and grants, which a drop would take along)."""
@@ -248,7 +242,7 @@ def install_proxy(proxy_dsn: str, schema: str, partitions: Sequence[str]) -> Non
             "partitions": str(n),
             "version": str(migrations.required_version()),
             "functions_digest": migrations.functions_digest(),
-            "proxy_digest": _proxy_digest(conn, schema),
+            "proxy_digest": migrations.proxy_digest(conn, schema),
         }
         conn.execute(sql.SQL("DELETE FROM {}.schema_meta").format(ident))
         for key, value in meta.items():
@@ -268,51 +262,6 @@ def install_proxy(proxy_dsn: str, schema: str, partitions: Sequence[str]) -> Non
                     ident, sql.SQL(str(role))
                 )
             )
-
-
-def proxy_problem(conn: psycopg.Connection[Any], schema: str, meta: dict[str, str]) -> str | None:
-    """Why the proxy in ``schema`` (its ``schema_meta`` read as ``meta``) is not current, or
-    None: its version and partition digest this package's, its routing functions unchanged
-    since generated, and every partition (asked through the proxy) current and numbered right."""
-    fix = f"run durable-graph partitions migrate --proxy ... --schema {schema}"
-    if (
-        meta.get("version") != str(migrations.required_version())
-        or meta.get("functions_digest") != migrations.functions_digest()
-    ):
-        return (
-            f"proxy schema {schema} was generated for version {meta.get('version')} with other "
-            f"SQL functions than this package's (version {migrations.required_version()}): {fix}"
-        )
-    if _proxy_digest(conn, schema) != meta.get("proxy_digest"):
-        return f"proxy schema {schema}: its routing functions were changed since generated: {fix}"
-    n = int(meta.get("partitions", "0"))
-    try:  # every partition at once (RUN ON ALL); each answers its own rows
-        with conn.transaction():
-            rows = conn.execute(
-                sql.SQL("SELECT key, value FROM {}._dg_all_schema_meta_v1()").format(
-                    sql.Identifier(schema)
-                )
-            ).fetchall()
-    except psycopg.Error as exc:
-        return f"the partitions of proxy schema {schema} could not be checked: {exc}"
-    values: dict[str, list[str]] = {}
-    for key, value in rows:
-        values.setdefault(str(key), []).append(str(value))
-    numbers = sorted(int(v) for v in values.get("partition", []))
-    if (
-        values.get("version") != [str(migrations.required_version())] * n
-        or values.get("functions_digest") != [migrations.functions_digest()] * n
-    ):
-        return (
-            f"a partition of proxy schema {schema} is at another version or has other SQL "
-            f"functions than this package's: {fix}"
-        )
-    if numbers != list(range(n)) or values.get("partitions") != [str(n)] * n:
-        return (
-            f"the partitions of proxy schema {schema} are numbered {numbers}, expected 0..{n - 1}"
-            " of " + str(n) + ": the cluster's DSNs are wrong"
-        )
-    return None
 
 
 # --- the commands -------------------------------------------------------------------------
@@ -363,7 +312,7 @@ def verify(proxy_dsn: str, schema: str) -> list[str]:
         if meta.get("kind") != PROXY_KIND:
             problems.append(f"proxy: schema {schema} there is not a generated proxy")
         else:
-            problem = proxy_problem(conn, schema, meta)
+            problem = migrations.proxy_problem(conn, schema, meta)
             if problem:
                 problems.append(f"proxy: {problem}")
     return problems
@@ -399,7 +348,6 @@ __all__ = [
     "init",
     "install_proxy",
     "migrate",
-    "proxy_problem",
     "read_layout",
     "set_steps",
     "verify",
