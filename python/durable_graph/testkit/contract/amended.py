@@ -28,6 +28,7 @@ AMENDED: dict[str, str] = {
     "test_copy_thread_refuses_a_target_with_a_live_claim": ROOT,
     "test_copy_thread_target_continues_a_deleted_threads_numbering": ROOT,
     "test_copied_thread_takes_commits_on_its_head": ROOT,
+    "test_copy_thread_keeps_the_paths_and_the_order": ROOT,
     "test_children_pages_list_every_child_once_in_first_commit_order": ROOT,
     "test_children_limit_caps_the_page": ROOT,
     "test_fully_retracted_thread_keeps_its_parent_thread": ROOT,
