@@ -52,7 +52,11 @@ def proxy_pool(partitioned_store: partitioned.PartitionedStore) -> Iterator[Conn
     partitions, so a fresh pool per test would pay 8 partition connections per backend."""
     config = PostgresConfig(schema=SCHEMA)
     pool: ConnectionPool[Any] = ConnectionPool(
-        partitioned_store.proxy, min_size=1, max_size=8, kwargs=config.connection_kwargs()
+        partitioned_store.proxy,
+        min_size=1,
+        max_size=8,
+        kwargs=config.connection_kwargs(),
+        open=True,
     )
     try:
         yield pool
