@@ -69,8 +69,8 @@ BEGIN
     PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     PERFORM _dg_id(p_checkpoint_id, 'checkpoint_id');
     PERFORM _dg_call_bytes(
-        coalesce(pg_column_size(p_task_ids), 0) + coalesce(pg_column_size(p_channels), 0)
-        + coalesce(pg_column_size(p_values), 0) + coalesce(pg_column_size(p_task_paths), 0),
+        coalesce(pg_catalog.pg_column_size(p_task_ids), 0) + coalesce(pg_catalog.pg_column_size(p_channels), 0)
+        + coalesce(pg_catalog.pg_column_size(p_values), 0) + coalesce(pg_catalog.pg_column_size(p_task_paths), 0),
         v_lim.max_call_bytes);
     PERFORM _dg_ids(p_task_ids, 'task_ids', 1000000);
     PERFORM _dg_ids(p_channels, 'channels', 1000000);
@@ -89,7 +89,9 @@ BEGIN
     IF v_n = 0 THEN
         RETURN;
     END IF;
-    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM unnest(p_task_ids, p_channels, p_values)
+    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest(p_task_ids),
+                                                     pg_catalog.unnest(p_channels),
+                                                     pg_catalog.unnest(p_values))
                                             AS w(task_id, channel, value)
                                    WHERE w.task_id IS NULL OR w.channel IS NULL
                                       OR w.value IS NULL),
@@ -97,7 +99,8 @@ BEGIN
     INSERT INTO pending_writes (thread_id, checkpoint_id, task_id, channel, idx, value, task_path)
     SELECT p_thread_id, p_checkpoint_id, w.task_id, w.channel, (w.ord - 1)::integer, w.value,
            coalesce(p_task_paths[w.ord], '')
-      FROM unnest(p_task_ids, p_channels, p_values) WITH ORDINALITY
+      FROM ROWS FROM (pg_catalog.unnest(p_task_ids), pg_catalog.unnest(p_channels),
+                     pg_catalog.unnest(p_values)) WITH ORDINALITY
            AS w(task_id, channel, value, ord)
      ORDER BY w.ord
     ON CONFLICT DO NOTHING;
@@ -140,8 +143,8 @@ BEGIN
     PERFORM _dg_id(p_thread_id, 'thread_id');
     PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     PERFORM _dg_call_bytes(
-        coalesce(pg_column_size(p_kinds), 0) + coalesce(pg_column_size(p_payloads), 0)
-        + coalesce(pg_column_size(p_created_at), 0),
+        coalesce(pg_catalog.pg_column_size(p_kinds), 0) + coalesce(pg_catalog.pg_column_size(p_payloads), 0)
+        + coalesce(pg_catalog.pg_column_size(p_created_at), 0),
         v_lim.max_call_bytes);
     PERFORM _dg_ids(p_kinds, 'kinds', 1000000);
     PERFORM _dg_jsons(p_payloads, 'payloads', v_lim.max_value_bytes, true);
@@ -183,7 +186,7 @@ BEGIN
     PERFORM _dg_id(p_thread_id, 'thread_id');
     PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     PERFORM _dg_id(p_key, 'key');
-    PERFORM _dg_call_bytes(coalesce(pg_column_size(p_value), 0), v_lim.max_call_bytes);
+    PERFORM _dg_call_bytes(coalesce(pg_catalog.pg_column_size(p_value), 0), v_lim.max_call_bytes);
     IF p_value IS NOT NULL THEN
         PERFORM _dg_json(p_value, 'value', v_lim.max_value_bytes);
     END IF;

@@ -84,7 +84,7 @@ BEGIN
         SELECT t.thread_id FROM threads t JOIN tree ON t.parent_thread_id = tree.id WHERE t.live
     )
     SELECT pg_catalog.array_agg(id ORDER BY id) INTO v_sources FROM tree
-     WHERE left(id, pg_catalog.length(p_source)) = p_source;
+     WHERE pg_catalog.left(id, pg_catalog.length(p_source)) = p_source;
     v_targets := ARRAY(SELECT p_target || pg_catalog.substr(u, pg_catalog.length(p_source) + 1)
                          FROM pg_catalog.unnest(v_sources) WITH ORDINALITY AS x(u, n) ORDER BY n);
     PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(v_targets) u
@@ -109,7 +109,7 @@ BEGIN
         v_parent := s.parent_thread_id;
         IF i = 1 OR v_sources[i] = p_source THEN
             v_parent := NULL;
-        ELSIF v_parent IS NOT NULL AND left(v_parent, pg_catalog.length(p_source)) = p_source THEN
+        ELSIF v_parent IS NOT NULL AND pg_catalog.left(v_parent, pg_catalog.length(p_source)) = p_source THEN
             v_parent := p_target || pg_catalog.substr(v_parent, pg_catalog.length(p_source) + 1);
         END IF;
         UPDATE threads t
@@ -236,7 +236,7 @@ BEGIN
       JOIN checkpoints c ON c.thread_id = t.thread_id
      CROSS JOIN LATERAL _dg_writes(c.thread_id, c.checkpoint_id) w
      WHERE t.thread_id = p_thread_id AND t.live AND c.seq < v_before
-       AND NOT EXISTS (SELECT 1 FROM jsonb_each(v_filter) f
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.jsonb_each(v_filter) f
                         WHERE (c.metadata::jsonb -> f.key) IS DISTINCT FROM f.value)
      ORDER BY c.seq DESC
      LIMIT p_limit;

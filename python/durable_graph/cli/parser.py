@@ -109,7 +109,9 @@ def _common(*, sqlite: bool = True) -> _Parser:
     store.add_argument(
         "--dsn",
         default=argparse.SUPPRESS,
-        help=f"PostgreSQL conninfo or URL; selects PostgreSQL [env {DSN_ENV}]",
+        help=f"PostgreSQL conninfo or URL; selects PostgreSQL. On the command line it (and "
+        f"any password in it) is visible to every user of the machine in `ps`; {DSN_ENV} is "
+        f"not [env {DSN_ENV}]",
     )
     if sqlite:
         store.add_argument(

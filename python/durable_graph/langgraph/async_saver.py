@@ -1,12 +1,8 @@
 """`AsyncDurableSaver`: LangGraph's checkpointer over any async store (SPEC §12, §14.1).
 
 The same rules as `DurableSaver` (`core`'s, see there), run on an `AsyncCheckpointer` under
-`asyncio.Lock` guards. Its sync methods are offered as LangGraph's async savers offer theirs
-(``AsyncPostgresSaver``, ``AsyncSqliteSaver``): each runs the async method on the saver's event
-loop (the loop it was made in, or else the one of its first async call) and waits for it, so
-sync code in another thread — a sync node, a tool, ``graph.get_state`` — can use a saver that an
-async application owns. Called from the loop's own thread it would wait on itself: it raises
-`asyncio.InvalidStateError` instead, as LangGraph's savers do.
+`asyncio.Lock` guards. Its sync methods run the async ones on the saver's event loop from another
+thread, as LangGraph's async savers do (D88), and refuse from the loop's own thread.
 """
 
 from __future__ import annotations
@@ -19,13 +15,13 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.model import Checkpoint, Claim
-from durable_graph.langgraph.core import SaverCore
-from durable_graph.langgraph.plan import Run, Steps
+from durable_graph.langgraph.generated import SaverApi
+from durable_graph.langgraph.plan import Performer, Plan
 
 R = TypeVar("R")
 
 
-class AsyncDurableSaver(SaverCore[AsyncCheckpointer]):
+class AsyncDurableSaver(SaverApi[AsyncCheckpointer]):
     """A LangGraph `BaseCheckpointSaver` over an `AsyncCheckpointer`."""
 
     _lock_kind = asyncio.Lock
@@ -48,13 +44,13 @@ class AsyncDurableSaver(SaverCore[AsyncCheckpointer]):
         if self.loop is None:
             self.loop = asyncio.get_running_loop()
 
-    async def _arun(self, steps: Steps[R]) -> R:
+    async def _arun(self, plan: Plan[R]) -> R:
         self._seen_loop()
-        return await Run(steps, self.store, self._guard).afinish()
+        return await Performer(self.store, self._guard).arun(plan)
 
-    async def _aiterate(self, steps: Steps[None]) -> AsyncIterator[CheckpointTuple]:
+    async def _aiterate(self, plan: Plan[None]) -> AsyncIterator[CheckpointTuple]:
         self._seen_loop()
-        async for item in Run(steps, self.store, self._guard):
+        async for item in Performer(self.store, self._guard).aiterate(plan):
             yield item
 
     # --- LangGraph's sync API: the async one on the saver's loop, from another thread -------
@@ -79,12 +75,12 @@ class AsyncDurableSaver(SaverCore[AsyncCheckpointer]):
             )
         return asyncio.run_coroutine_threadsafe(work, loop).result()
 
-    def _run(self, steps: Steps[R]) -> R:
-        return self._on_loop(self._arun(steps))
+    def _run(self, plan: Plan[R]) -> R:
+        return self._on_loop(self._arun(plan))
 
-    def _iterate(self, steps: Steps[None]) -> Iterator[CheckpointTuple]:
+    def _iterate(self, plan: Plan[None]) -> Iterator[CheckpointTuple]:
         async def collect() -> list[CheckpointTuple]:
-            return [item async for item in self._aiterate(steps)]
+            return [item async for item in self._aiterate(plan)]
 
         return iter(self._on_loop(collect()))
 
