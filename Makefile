@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all venv pg-deps node-deps lint format test demo bench soak chaos clean
+.PHONY: all venv pg-deps node-deps lint format generate test demo bench soak chaos clean
 
 all: test
 
@@ -39,14 +39,20 @@ tests/node/node_modules/.package-lock.json: tests/node/package-lock.json
 node-deps: tests/node/node_modules/.package-lock.json
 
 lint: venv
-	$(VENV)/bin/ruff check python tests
-	$(VENV)/bin/ruff format --check python tests
+	$(VENV)/bin/ruff check python tests tools
+	$(VENV)/bin/ruff format --check python tests tools
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy --strict tests
+	$(VENV)/bin/mypy --strict tools
 
 format: venv
 	$(VENV)/bin/ruff check --fix python tests
 	$(VENV)/bin/ruff format python tests
+
+# The store methods written out from the Protocols and the PostgreSQL call builders
+# (tools/generate_stores.py; tests/test_generated.py fails when a generated file is not current).
+generate: venv
+	$(PY) tools/generate_stores.py
 
 test: venv pg-deps node-deps lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

@@ -128,7 +128,7 @@ def test_one_job_is_one_trace_from_submit_to_close() -> None:
         "durable_graph.commit",
         "durable_graph.finish_attempt",
     }
-    assert not tracing.spans("durable_graph.core.run_queue.lease")  # polls make no spans
+    assert not tracing.spans("durable_graph.run_queue.lease")  # polls make no spans
     assert not tracing.spans("durable_graph.begin_attempt")
 
 

@@ -15,10 +15,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import timedelta
-from types import TracebackType
 from typing import Self
 
-from durable_graph.core.checkpointer import copy_pairs, metadata_matches
+from durable_graph.core.checkpointer import ClosedOnExit, copy_pairs, metadata_matches
 from durable_graph.core.errors import (
     DuplicateCheckpoint,
     NotFound,
@@ -80,7 +79,7 @@ _EVENT_BATCH = 1000
 """Events one read of `await_events_after` / `subscribe` returns at most."""
 
 
-class EmbeddedCheckpointer(EmbeddedFastPath):
+class EmbeddedCheckpointer(EmbeddedFastPath, ClosedOnExit):
     """SPEC §4 over a `Storage`; ``.run_queue`` is the `EmbeddedRunQueue` of the same storage.
 
     SPEC §11's ``begin_attempt`` / ``renew_attempt`` / ``finish_attempt`` are these rules
@@ -540,14 +539,6 @@ class EmbeddedCheckpointer(EmbeddedFastPath):
     def __enter__(self) -> Self:
         self._storage.check_open()
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _pages_before(

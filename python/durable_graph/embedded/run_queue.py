@@ -21,7 +21,7 @@ from durable_graph.core.errors import (
     ValidationError,
 )
 from durable_graph.core.fast_path import submit_each
-from durable_graph.core.listing import EntryState, check_listing, make_stats
+from durable_graph.core.listing import EntryState, make_stats
 from durable_graph.core.model import (
     ANY,
     AttemptStart,
@@ -38,6 +38,7 @@ from durable_graph.core.model import (
     TenantFilter,
     ThreadDeleted,
     Ticket,
+    TraceContext,
     WatchPolicy,
 )
 from durable_graph.core.validation import (
@@ -48,9 +49,11 @@ from durable_graph.core.validation import (
     check_identifier,
     check_int,
     check_lease,
+    check_listing,
     check_optional_identifier,
     check_submission,
     check_tenant_filter,
+    check_trace_context,
     encode_outcome,
     same_json,
 )
@@ -63,7 +66,6 @@ from durable_graph.embedded.common import (
 )
 from durable_graph.embedded.rows import EntryQuery, EntryRow
 from durable_graph.embedded.storage import Storage, Tx
-from durable_graph.observe.observer import TraceContext
 
 _AWAIT_CLOSED_POLL: Final = WatchPolicy().poll_interval.total_seconds()
 """How often `await_closed` reads again for other processes (it takes no `WatchPolicy`; D21:
@@ -226,8 +228,7 @@ class EmbeddedRunQueue:
         first one stays), as PostgreSQL's queue does; False for an entry that has a context, or
         is unknown or another tenant's (D16: no oracle)."""
         _check_entry_ref(entry_id, tenant)
-        if not isinstance(context, TraceContext):
-            raise ValidationError("context must be a TraceContext")
+        check_trace_context(context)
         with self._storage.write() as tx:
             if _visible_entry(tx, entry_id, tenant) is None:
                 return False

@@ -15,22 +15,22 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.model import Checkpoint
-from durable_graph.langgraph.core import SaverCore
-from durable_graph.langgraph.plan import Run, Steps
+from durable_graph.langgraph.generated import SaverApi
+from durable_graph.langgraph.plan import Performer, Plan
 
 R = TypeVar("R")
 
 
-class AsyncDurableSaver(SaverCore[AsyncCheckpointer]):
+class AsyncDurableSaver(SaverApi[AsyncCheckpointer]):
     """A LangGraph `BaseCheckpointSaver` over an `AsyncCheckpointer`."""
 
     _lock_kind = asyncio.Lock
 
-    async def _arun(self, steps: Steps[R]) -> R:
-        return await Run(steps, self.store, self._guard).afinish()
+    async def _arun(self, plan: Plan[R]) -> R:
+        return await Performer(self.store, self._guard).arun(plan)
 
-    def _aiterate(self, steps: Steps[None]) -> AsyncIterator[CheckpointTuple]:
-        return Run(steps, self.store, self._guard)
+    def _aiterate(self, plan: Plan[None]) -> AsyncIterator[CheckpointTuple]:
+        return Performer(self.store, self._guard).aiterate(plan)
 
 
 __all__ = ["AsyncDurableSaver", "Checkpoint"]

@@ -24,7 +24,9 @@ own parent id is kept in the stored state, so forks (`update_state` on an old ch
 
 
 Each operation is a plan (see `plan`), run by `DurableSaver` on a sync store and by
-`AsyncDurableSaver` on an async one.
+`AsyncDurableSaver` on an async one; LangGraph's methods (``put`` and ``aput``, ...) are written
+out in `durable_graph.langgraph.generated` (`SaverApi`, generated from the plans here by
+``tools/generate_stores.py``), each running its plan with the saver's runner.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
-from operator import methodcaller
 from typing import Any, Generic, Self, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -59,8 +60,9 @@ from durable_graph.core.model import (
     PendingWrite,
     RetentionPolicy,
 )
+from durable_graph.core.ops import StoreOp, store_op
 from durable_graph.langgraph import codec
-from durable_graph.langgraph.plan import Call, Guarded, Steps, api, listing
+from durable_graph.langgraph.plan import Guarded, Plan
 
 R = TypeVar("R")
 StoreT = TypeVar("StoreT")
@@ -179,16 +181,16 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
 
     # --- runners (per kind of store) --------------------------------------------------------
 
-    def _run(self, steps: Steps[R]) -> R:
+    def _run(self, plan: Plan[R]) -> R:
         raise NotImplementedError
 
-    async def _arun(self, steps: Steps[R]) -> R:
+    async def _arun(self, plan: Plan[R]) -> R:
         raise NotImplementedError
 
-    def _iterate(self, steps: Steps[None]) -> Iterator[CheckpointTuple]:
+    def _iterate(self, plan: Plan[None]) -> Iterator[CheckpointTuple]:
         raise NotImplementedError
 
-    def _aiterate(self, steps: Steps[None]) -> AsyncIterator[CheckpointTuple]:
+    def _aiterate(self, plan: Plan[None]) -> AsyncIterator[CheckpointTuple]:
         raise NotImplementedError
 
     # --- held writes ------------------------------------------------------------------------
@@ -324,52 +326,52 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
     # --- steps under claims -----------------------------------------------------------------
 
     def _with_claim(
-        self, thread_id: str, st: str, steps: Callable[[Claim, Claim | None], Steps[R]]
-    ) -> Steps[R]:
+        self, thread_id: str, st: str, steps: Callable[[Claim, Claim | None], Plan[R]]
+    ) -> Plan[R]:
         """Run ``steps(claim of st, fence)`` under the right claims (see the module docstring)."""
         holder = self.bound[1] if self.bound else UNBOUND_HOLDER
         if self.bound is not None:
             root = self.bound[0]
         else:
-            root = yield methodcaller("claim", thread_id, holder, self.claim_policy)
+            root = yield store_op("claim", thread_id, holder, self.claim_policy)
         try:
             if st == thread_id:
                 return (yield from steps(root, None))
-            child = yield methodcaller("claim", st, holder, self.claim_policy)
+            child = yield store_op("claim", st, holder, self.claim_policy)
             try:
                 return (yield from steps(child, root))
             finally:
-                yield methodcaller("release_claim", child)
+                yield store_op("release_claim", child)
         finally:
             if self.bound is None:
-                yield methodcaller("release_claim", root)
+                yield store_op("release_claim", root)
 
-    def _read_head(self, st: str) -> Steps[str | None]:
-        info = yield methodcaller("thread", st)
+    def _read_head(self, st: str) -> Plan[str | None]:
+        info = yield store_op("thread", st)
         head: str | None = info.head_id if info else None
         return head
 
     def _commit(
         self, claim: Claim, st: str, make: Callable[..., Commit], fence: Claim | None
-    ) -> Steps[None]:
+    ) -> Plan[None]:
         # The head this saver last wrote, read from the store when unknown.
         parent = self._heads[st] if st in self._heads else (yield from self._read_head(st))
         commit = make(parent_id=parent, fence=fence)
         fused, after = self._plan_put(st, parent, commit.checkpoint_id)
         try:
             if fused and parent is not None:
-                yield methodcaller("put_writes_and_commit", claim, parent, fused, commit)
+                yield store_op("put_writes_and_commit", claim, parent, fused, commit)
             else:
-                yield methodcaller("commit", claim, commit)
+                yield store_op("commit", claim, commit)
         except (StaleParent, NotFound):
             # The head moved (another writer, a delete): write the held writes on their own
             # (dropped if their checkpoint is gone), then commit on the head as it is now.
             self._heads.pop(st, None)
             if fused and parent is not None:
                 with suppress(NotFound):
-                    yield methodcaller("put_writes", claim, parent, fused)
+                    yield store_op("put_writes", claim, parent, fused)
             head = yield from self._read_head(st)
-            yield methodcaller("commit", claim, make(parent_id=head, fence=fence))
+            yield store_op("commit", claim, make(parent_id=head, fence=fence))
         self._heads[st] = commit.checkpoint_id
         for h in after:
             with suppress(NotFound):  # its checkpoint is gone: nothing to attach the writes to
@@ -377,10 +379,10 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
 
     def _put_writes_claimed(
         self, claim: Claim, st: str, h: Held, fence: Claim | None
-    ) -> Steps[None]:
+    ) -> Plan[None]:
         existing = None
         if any(codec.is_special(ch) for ch, _ in h.writes):
-            cp = yield methodcaller("get", st, h.checkpoint_id)
+            cp = yield store_op("get", st, h.checkpoint_id)
             if cp is None:
                 raise NotFound("checkpoint not found")
             existing = cp.writes
@@ -389,11 +391,11 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
             if not batch:
                 continue
             if fence is None:
-                yield methodcaller("put_writes", claim, h.checkpoint_id, batch)
+                yield store_op("put_writes", claim, h.checkpoint_id, batch)
             else:  # a subgraph namespace: fenced by the root thread's claim, atomically
-                yield methodcaller("put_writes_fenced", claim, h.checkpoint_id, batch, fence)
+                yield store_op("put_writes_fenced", claim, h.checkpoint_id, batch, fence)
 
-    def _put_held_or_keep(self, claim: Claim, st: str, h: Held, fence: Claim | None) -> Steps[None]:
+    def _put_held_or_keep(self, claim: Claim, st: str, h: Held, fence: Claim | None) -> Plan[None]:
         try:
             yield from self._put_writes_claimed(claim, st, h, fence)
         except NotFound:
@@ -401,7 +403,7 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
             with self._held_lock:
                 self._hold(st, replace(h, behind=False))
 
-    def _then_forget(self, call: Call, thread_id: str) -> Steps[None]:
+    def _then_forget(self, call: StoreOp, thread_id: str) -> Plan[None]:
         """``call``, then forget the heads kept for ``thread_id`` (deleted or replaced)."""
         yield call
         for st in [k for k in self._heads if codec.split_thread(k)[0] == thread_id]:
@@ -415,7 +417,7 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
         checkpoint: LGCheckpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-    ) -> Steps[RunnableConfig]:
+    ) -> Plan[RunnableConfig]:
         thread_id, st, commit = self._commit_for(config, checkpoint, metadata)
         yield Guarded(
             thread_id,
@@ -431,7 +433,7 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str = "",
-    ) -> Steps[None]:
+    ) -> Plan[None]:
         thread_id, ns, checkpoint_id = codec.config_parts(config)
         self._check_bound(thread_id)
         if checkpoint_id is None:
@@ -443,7 +445,7 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
         ):
             return
 
-        def write(claim: Claim, fence: Claim | None) -> Steps[None]:
+        def write(claim: Claim, fence: Claim | None) -> Plan[None]:
             for h in self._take_held(st):  # what is held goes first, in order
                 yield from self._put_held_or_keep(claim, st, h, fence)
             yield from self._put_held_or_keep(
@@ -452,37 +454,37 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
 
         yield Guarded(thread_id, self._with_claim(thread_id, st, write))
 
-    def _delete_thread(self, thread_id: str) -> Steps[None]:
+    def _delete_thread(self, thread_id: str) -> Plan[None]:
         claim = self.bound[0] if self.bound else None
         yield Guarded(
-            thread_id, self._then_forget(methodcaller("delete_thread", thread_id, claim), thread_id)
+            thread_id, self._then_forget(store_op("delete_thread", thread_id, claim), thread_id)
         )
 
-    def _delete_for_runs(self, run_ids: Sequence[str]) -> Steps[None]:
+    def _delete_for_runs(self, run_ids: Sequence[str]) -> Plan[None]:
         if run_ids:
-            yield methodcaller("delete_runs", list(run_ids))
+            yield store_op("delete_runs", list(run_ids))
         self._heads.clear()
 
-    def _copy_thread(self, source_thread_id: str, target_thread_id: str) -> Steps[None]:
+    def _copy_thread(self, source_thread_id: str, target_thread_id: str) -> Plan[None]:
         codec.store_thread(source_thread_id, "")
         codec.store_thread(target_thread_id, "")
-        copy = methodcaller("copy_thread", source_thread_id, target_thread_id)
+        copy = store_op("copy_thread", source_thread_id, target_thread_id)
         yield Guarded(target_thread_id, self._then_forget(copy, target_thread_id))
 
-    def _prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> Steps[None]:
+    def _prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> Plan[None]:
         if strategy not in ("keep_latest", "delete"):
             raise ValidationError(f"strategy: unknown {strategy!r}")
         for thread_id in thread_ids:
             if strategy == "delete":
                 yield from self._delete_thread(thread_id)
                 continue
-            children = yield methodcaller("children", thread_id)
+            children = yield store_op("children", thread_id)
             for st in [thread_id, *children]:
-                yield methodcaller("prune", st, RetentionPolicy(keep_last=1))
+                yield store_op("prune", st, RetentionPolicy(keep_last=1))
 
-    def _get_tuple(self, config: RunnableConfig) -> Steps[CheckpointTuple | None]:
+    def _get_tuple(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
         thread_id, ns, checkpoint_id = codec.config_parts(config)
-        cp = yield methodcaller("get", codec.store_thread(thread_id, ns), checkpoint_id)
+        cp = yield store_op("get", codec.store_thread(thread_id, ns), checkpoint_id)
         return None if cp is None else codec.to_tuple(self.serde, cp)
 
     def _list(
@@ -492,7 +494,7 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
         filter: dict[str, Any] | None = None,
         before: RunnableConfig | None = None,
         limit: int | None = None,
-    ) -> Steps[None]:
+    ) -> Plan[None]:
         thread_id, ns, before_id = self._list_plan(config, before)
         exact = None if config is None else (config.get("configurable") or {}).get("checkpoint_id")
         wanted = store_filter(filter)  # a JSON metadata filter is applied by the store
@@ -530,30 +532,21 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
 
     def _threads_to_list(
         self, thread_id: str | None, ns: str | None, after: str | None
-    ) -> Steps[Sequence[str]]:
+    ) -> Plan[Sequence[str]]:
         """The store threads to list after ``after`` (None: the first ones); empty at the end."""
         if thread_id is None:  # every thread, a page at a time
-            page = yield methodcaller("threads", after=after, limit=PAGE)
+            page = yield store_op("threads", after=after, limit=PAGE)
             return [t.thread_id for t in page]
         if after is not None:  # one thread, or one with its namespaces: all in the first batch
             return []
         if ns is not None:
             return [codec.store_thread(thread_id, ns)]
-        return [thread_id, *(yield methodcaller("children", thread_id))]
+        return [thread_id, *(yield store_op("children", thread_id))]
 
-    def _history_call(self, st: str, wanted: dict[str, object] | None, before: str | None) -> Call:
+    def _history_call(
+        self, st: str, wanted: dict[str, object] | None, before: str | None
+    ) -> StoreOp:
         """The call for the page of ``st``'s checkpoints before ``before``, newest first."""
         if wanted is None:
-            return methodcaller("history", st, before=before, limit=PAGE)
-        return methodcaller("search", st, wanted, before=before, limit=PAGE)
-
-    # --- the API: each plan as LangGraph's sync and async method ---------------------------
-
-    put, aput = api(_put)
-    put_writes, aput_writes = api(_put_writes)
-    get_tuple, aget_tuple = api(_get_tuple)
-    list, alist = listing(_list)
-    delete_thread, adelete_thread = api(_delete_thread)
-    delete_for_runs, adelete_for_runs = api(_delete_for_runs)
-    copy_thread, acopy_thread = api(_copy_thread)
-    prune, aprune = api(_prune)
+            return store_op("history", st, before=before, limit=PAGE)
+        return store_op("search", st, wanted, before=before, limit=PAGE)

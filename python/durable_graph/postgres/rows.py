@@ -14,9 +14,9 @@ from operator import itemgetter
 from typing import Any, TypeVar
 
 from durable_graph.core import model as m
+from durable_graph.core.model import TraceContext
 from durable_graph.core.run_queue import plan_attempt
 from durable_graph.core.validation import decode_json, decode_outcome
-from durable_graph.observe.observer import TraceContext
 
 T = TypeVar("T")
 Row = dict[str, Any]
