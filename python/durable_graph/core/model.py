@@ -123,6 +123,12 @@ class PendingWrite:
     task_id: str
     channel: str
     value: JSON
+    task_path: str = ""
+    """The path of the task that made the write (LangGraph's ``task_path``; ``""`` for none).
+
+    A checkpoint's writes are read in LangGraph's ``writes_sort_key`` order: by task path, then
+    task id, then index (the position in its `put_writes` call). Not part of the write's
+    identity: the first value under ``(task_id, channel, index)`` wins, path included."""
 
 
 @dataclass(frozen=True, slots=True)

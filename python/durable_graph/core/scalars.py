@@ -58,6 +58,27 @@ def check_identifier(name: str, value: object) -> str:
     return value
 
 
+MAX_TASK_PATH_BYTES = 4096
+"""A pending write's task path: 0..4096 UTF-8 bytes (LangGraph's paths of nested tasks are long)."""
+
+
+def check_task_path(name: str, value: object) -> str:
+    """A str of 0..4096 UTF-8 bytes with no NUL and no lone surrogate (``""``: no path)."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{name} must be a str, got {type(value).__name__}")
+    if value == "":
+        return value
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValidationError(f"{name} must not contain lone surrogates") from None
+    if size > MAX_TASK_PATH_BYTES:
+        raise ValidationError(f"{name} must be at most {MAX_TASK_PATH_BYTES} UTF-8 bytes")
+    if "\x00" in value:
+        raise ValidationError(f"{name} must not contain NUL")
+    return value
+
+
 def check_optional_identifier(name: str, value: object) -> str | None:
     return None if value is None else check_identifier(name, value)
 

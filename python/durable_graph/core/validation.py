@@ -57,6 +57,7 @@ from durable_graph.core.scalars import (
     check_max_value_bytes,
     check_optional_identifier,
     check_str,
+    check_task_path,
     check_timestamp,
     decode_json,
     encode_json,
@@ -100,6 +101,7 @@ class EncodedWrite:
     channel: str
     index: int
     value: str
+    task_path: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +208,7 @@ def check_writes(name: str, writes: object, max_bytes: int) -> tuple[EncodedWrit
                 channel=check_identifier(f"{where}.channel", write.channel),
                 index=i,
                 value=encode_json(f"{where}.value", write.value, max_bytes),
+                task_path=check_task_path(f"{where}.task_path", write.task_path),
             )
         )
     return tuple(encoded)

@@ -596,6 +596,8 @@ def _prune_thread(tx: Tx, thread_id: str, policy: RetentionPolicy) -> PruneResul
     ]
     for row in removed:
         tx.remove_checkpoint(thread_id, row.checkpoint_id)
+    if removed:  # a kept checkpoint whose parent was removed has none (SPEC §14.1)
+        tx.orphan(thread_id, [r.checkpoint_id for r in removed])
     events_removed = 0 if cutoff is None else tx.drop_events_before(thread_id, cutoff)
     return PruneResult(len(removed), events_removed)
 
@@ -625,5 +627,6 @@ def _encoded_writes(writes: Sequence[PendingWrite]) -> list[EncodedWrite]:
     for w in writes:
         index = per_task.get(w.task_id, 0)
         per_task[w.task_id] = index + 1
-        out.append(EncodedWrite(w.task_id, w.channel, index, encode_json("value", w.value, 2**62)))
+        value = encode_json("value", w.value, 2**62)
+        out.append(EncodedWrite(w.task_id, w.channel, index, value, w.task_path))
     return out

@@ -32,6 +32,7 @@ out in `durable_graph.langgraph.generated` (`SaverApi`, generated from the plans
 from __future__ import annotations
 
 import functools
+import random
 import threading
 import weakref
 from collections import deque
@@ -61,8 +62,11 @@ from durable_graph.core.model import (
     RetentionPolicy,
 )
 from durable_graph.core.ops import StoreOp, store_op
-from durable_graph.langgraph import codec
+from durable_graph.langgraph import allowlist, codec
 from durable_graph.langgraph.plan import Guarded, Plan
+
+# Graphs compiled from here on hand their schema types to their saver (see `allowlist`).
+allowlist.enable()
 
 R = TypeVar("R")
 StoreT = TypeVar("StoreT")
@@ -82,6 +86,9 @@ CONFIG_KEY_DURABILITY = "__pregel_durability"
 PAGE = 100
 """Threads or checkpoints read per store call while listing."""
 
+DELTA_METADATA_KEYS = frozenset({"counters_since_delta_snapshot", "delta_writes_versioned"})
+"""Checkpoint metadata keys that show a thread uses a DeltaChannel (as PostgresSaver reads it)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Held:
@@ -92,6 +99,8 @@ class Held:
     writes: list[tuple[str, Any]]
     behind: bool
     """Held by choice (write-behind) rather than because its checkpoint was not stored yet."""
+    task_path: str = ""
+    """LangGraph's path of the task (stored: reads order writes by LangGraph's writes_sort_key)."""
 
 
 def run_id_of(metadata: dict[str, Any], bound: str | None) -> str:
@@ -179,6 +188,16 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
             self.store, serde=self.serde, claim_policy=self.claim_policy, bound=(claim, run_id)
         )
 
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        """The next channel version: an int after an int (or none), as LangGraph's base saver
+        does; after a string, a string in LangGraph's own savers' format (``InMemorySaver``,
+        ``SqliteSaver``, ``PostgresSaver``: a zero-padded counter, a dot, a random fraction), so
+        a thread they wrote (or one imported from them) continues with versions that compare
+        above its stored ones."""
+        if isinstance(current, str):
+            return f"{int(current.split('.')[0]) + 1:032}.{random.random():016}"
+        return super().get_next_version(current, channel)
+
     # --- runners (per kind of store) --------------------------------------------------------
 
     def _run(self, plan: Plan[R]) -> R:
@@ -242,7 +261,7 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
         with self._held_lock:
             for h in self._held.pop(st, []):
                 if h.behind and h.checkpoint_id == parent:
-                    fused.extend(self._writes_for(None, h.task_id, h.writes)[0])
+                    fused.extend(self._writes_for(None, h.task_id, h.writes, h.task_path)[0])
                 elif h.checkpoint_id == new_id and not h.behind:
                     after.append(h)
                 else:
@@ -277,28 +296,35 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
         run_id = run_id_of(md, self.bound[1] if self.bound else None)
         if self.bound is not None:
             md["run_id"] = run_id  # so delete_for_runs and list filters see the attempt's run
+        state = codec.encode_checkpoint(self.serde, checkpoint, lg_parent)
         # Made once its parent is known (under the claim): no copy per put.
         commit = functools.partial(
             Commit,
             checkpoint_id=checkpoint["id"],
             run_id=run_id,
-            state=codec.encode_checkpoint(self.serde, checkpoint, lg_parent),
             metadata=md,
             # Whether the graph finished is LangGraph's to say (see handler.py): never `Finished`.
             next=LANGGRAPH_NEXT,
             parent_thread_id=thread_id if ns else None,
         )
-        return thread_id, st, commit
+
+        def make(parent_id: str | None, fence: Claim | None) -> Commit:
+            # Whether it had a store parent: one that prune removes reports none (codec.to_tuple).
+            state[codec.STORE_PARENT_KEY] = parent_id is not None
+            return commit(parent_id=parent_id, fence=fence, state=state)
+
+        return thread_id, st, make
 
     def _writes_for(
         self,
         existing: Sequence[PendingWrite] | None,
         task_id: str,
         writes: Sequence[tuple[str, Any]],
+        task_path: str = "",
     ) -> tuple[list[PendingWrite], list[PendingWrite]]:
         """(regular writes, special writes each under a new generation)."""
         regular = [
-            PendingWrite(task_id, ch, codec.encode(self.serde, v))
+            PendingWrite(task_id, ch, codec.encode(self.serde, v), task_path)
             for ch, v in writes
             if not codec.is_special(ch)
         ]
@@ -308,7 +334,7 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
             if codec.is_special(ch):
                 gen = codec.next_generation(seen, task_id, ch)
                 w = PendingWrite(
-                    task_id, codec.special_channel(ch, gen), codec.encode(self.serde, v)
+                    task_id, codec.special_channel(ch, gen), codec.encode(self.serde, v), task_path
                 )
                 special.append(w)
                 seen.append(w)
@@ -386,7 +412,7 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
             if cp is None:
                 raise NotFound("checkpoint not found")
             existing = cp.writes
-        regular, special = self._writes_for(existing, h.task_id, h.writes)
+        regular, special = self._writes_for(existing, h.task_id, h.writes, h.task_path)
         for batch in (regular, special):
             if not batch:
                 continue
@@ -440,8 +466,10 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
             raise ValidationError("config: configurable.checkpoint_id is required for put_writes")
         st = codec.store_thread(thread_id, ns)
         items = list(writes)
+        if not isinstance(task_path, str):
+            raise ValidationError("task_path: must be a str")
         if self._write_behind(config, items) and self._hold_behind(
-            st, Held(checkpoint_id, task_id, items, behind=True)
+            st, Held(checkpoint_id, task_id, items, behind=True, task_path=task_path)
         ):
             return
 
@@ -449,7 +477,7 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
             for h in self._take_held(st):  # what is held goes first, in order
                 yield from self._put_held_or_keep(claim, st, h, fence)
             yield from self._put_held_or_keep(
-                claim, st, Held(checkpoint_id, task_id, items, behind=False), fence
+                claim, st, Held(checkpoint_id, task_id, items, False, task_path), fence
             )
 
         yield Guarded(thread_id, self._with_claim(thread_id, st, write))
@@ -472,15 +500,86 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
         yield Guarded(target_thread_id, self._then_forget(copy, target_thread_id))
 
     def _prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> Plan[None]:
+        """LangGraph's ``prune``, as ``PostgresSaver`` 3.2 does it.
+
+        ``"delete"`` deletes the threads. ``"keep_latest"`` keeps the latest checkpoint of each
+        namespace (with its pending writes; it is left with no parent), and deletes a finished
+        subgraph call's namespace (``name:task_id``) that started from a root checkpoint other
+        than the kept one; a ``checkpointer=True`` subgraph's namespace keeps its latest. It
+        refuses (`NotImplementedError`, nothing pruned) a batch in which a thread uses a
+        ``DeltaChannel``: such a state is rebuilt from older checkpoints' writes, which a prune
+        to one checkpoint would lose.
+        """
+        if isinstance(thread_ids, str):
+            raise TypeError("thread_ids must be a sequence of thread IDs, not a str")
         if strategy not in ("keep_latest", "delete"):
             raise ValidationError(f"strategy: unknown {strategy!r}")
-        for thread_id in thread_ids:
-            if strategy == "delete":
+        ids = [str(t) for t in thread_ids]
+        if strategy == "delete":
+            for thread_id in ids:
                 yield from self._delete_thread(thread_id)
-                continue
-            children = yield store_op("children", thread_id)
-            for st in [thread_id, *children]:
-                yield store_op("prune", st, RetentionPolicy(keep_last=1))
+            return
+        namespaces: dict[str, list[str]] = {}
+        for thread_id in ids:
+            codec.store_thread(thread_id, "")
+            namespaces[thread_id] = [thread_id, *(yield store_op("children", thread_id))]
+        delta = []
+        for thread_id in ids:
+            if (yield from self._uses_delta(namespaces[thread_id])):
+                delta.append(thread_id)
+        if delta:
+            raise NotImplementedError(
+                "keep_latest can't prune threads that use a DeltaChannel (their state is "
+                f"rebuilt from older checkpoints' delta writes): {', '.join(sorted(delta))}"
+            )
+        for thread_id in ids:
+            # Which namespaces are finished calls is read before anything of the thread goes.
+            root = yield store_op("get", thread_id, None)
+            calls = set()
+            for st in namespaces[thread_id][1:]:
+                if (yield from self._finished_call(st, thread_id, root)):
+                    calls.add(st)
+            for st in namespaces[thread_id]:
+                if st in calls:
+                    yield from self._forget_after(store_op("delete_thread", st, None), st)
+                else:
+                    yield store_op("prune", st, RetentionPolicy(keep_last=1))
+
+    def _uses_delta(self, store_threads: Sequence[str]) -> Plan[bool]:
+        """Whether a checkpoint of these threads counts DeltaChannel updates (LangGraph's
+        ``counters_since_delta_snapshot`` / LangGraph.js's ``delta_writes_versioned``)."""
+        for st in store_threads:
+            older = None
+            while page := (yield store_op("history", st, before=older, limit=PAGE)):
+                for cp in page:
+                    md = cp.metadata if isinstance(cp.metadata, dict) else {}
+                    typed = md.get(codec.TYPED_KEY)
+                    keys = set(md) | (set(typed) if isinstance(typed, dict) else set())
+                    if keys & DELTA_METADATA_KEYS:
+                        return True
+                older = page[-1].checkpoint_id
+        return False
+
+    def _finished_call(self, st: str, thread_id: str, root: Checkpoint | None) -> Plan[bool]:
+        """Is ``st`` a subgraph call's namespace that started from a saved root checkpoint
+        other than the root's latest (``root``)? Such a call is over: prune drops it."""
+        if ":" not in codec.split_thread(st)[1]:
+            return False  # a checkpointer=True subgraph: its state outlives each call
+        head = yield store_op("get", st, None)
+        if head is None:
+            return False
+        md = codec.decode_metadata(self.serde, head.metadata)
+        parents = md.get("parents")
+        started = parents.get("") if isinstance(parents, dict) else None
+        if not isinstance(started, str) or (root is not None and started == root.checkpoint_id):
+            return False
+        # Only once that root checkpoint is saved: a run may save the call first.
+        saved = yield store_op("get", thread_id, started)
+        return saved is not None
+
+    def _forget_after(self, call: StoreOp, st: str) -> Plan[None]:
+        yield call
+        self._heads.pop(st, None)
 
     def _get_tuple(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
         thread_id, ns, checkpoint_id = codec.config_parts(config)

@@ -202,7 +202,7 @@ def _commit_args(cm: EncodedCommit) -> list[Arg]:
 def _claimed_writes(
     config: PostgresConfig, claim: object, checkpoint_id: object, writes: object
 ) -> list[Arg]:
-    """The claim, the checkpoint and the writes (three parallel arrays) of the put_writes calls."""
+    """The claim, the checkpoint and the writes (four parallel arrays) of the put_writes calls."""
     c = check_claim("claim", claim)
     checkpoint_id = check_identifier("checkpoint_id", checkpoint_id)
     ws = check_writes("writes", writes, config.max_value_bytes)
@@ -212,6 +212,7 @@ def _claimed_writes(
         ("text[]", [w.task_id for w in ws]),
         ("text[]", [w.channel for w in ws]),
         ("text[]", [w.value for w in ws]),
+        ("text[]", [w.task_path for w in ws]),
     ]
 
 
@@ -279,7 +280,7 @@ def put_writes(
     config: PostgresConfig, claim: object, checkpoint_id: object, writes: object
 ) -> SqlCall[None]:
     args = _claimed_writes(config, claim, checkpoint_id, writes)
-    return _call(config, "put_writes", "dg_put_writes_v1", args, nothing)
+    return _call(config, "put_writes", "dg_put_writes_v2", args, nothing)
 
 
 def put_writes_fenced(
@@ -287,7 +288,7 @@ def put_writes_fenced(
 ) -> SqlCall[None]:
     args = _claimed_writes(config, claim, checkpoint_id, writes)
     args += _claim_args(check_claim("fence", fence))
-    return _call(config, "put_writes_fenced", "dg_put_writes_fenced_v1", args, nothing)
+    return _call(config, "put_writes_fenced", "dg_put_writes_fenced_v2", args, nothing)
 
 
 def put_writes_and_commit(
@@ -296,7 +297,7 @@ def put_writes_and_commit(
     args = _claimed_writes(config, claim, checkpoint_id, writes)
     args += _commit_args(check_commit(commit, config.max_value_bytes))
     decode = exactly_one(checkpoint_of)
-    return _call(config, "put_writes_and_commit", "dg_put_writes_and_commit_v1", args, decode)
+    return _call(config, "put_writes_and_commit", "dg_put_writes_and_commit_v2", args, decode)
 
 
 def append_events(
@@ -591,8 +592,8 @@ def stats(config: PostgresConfig, tenant: object) -> SqlCall[QueueStats]:
 def set_trace_context(
     config: PostgresConfig, entry_id: object, context: object, tenant: object
 ) -> SqlCall[bool]:
-    args = entry_args(entry_id, tenant)
     context = check_trace_context(context)
+    args = entry_args(entry_id, tenant)
     args += [("text", context.traceparent), ("text", context.tracestate)]
     decode = exactly_one(lambda row: bool(row["stored"]))
     return _call(config, "set_trace_context", "dg_set_trace_context_v2", args, decode)

@@ -78,7 +78,10 @@ def _strings(value: list[str] | None) -> tuple[str, ...]:
 
 
 def _writes(value: list[dict[str, Any]] | None) -> tuple[m.PendingWrite, ...]:
-    return tuple(m.PendingWrite(w["task_id"], w["channel"], w["value"]) for w in value or ())
+    return tuple(
+        m.PendingWrite(w["task_id"], w["channel"], w["value"], w.get("task_path", ""))
+        for w in value or ()
+    )
 
 
 def _attempts(value: list[dict[str, Any]] | None) -> tuple[m.Attempt, ...]:
