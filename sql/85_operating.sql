@@ -63,6 +63,7 @@ AS $$
 DECLARE
     e queue_entries;
     v_id bigint;
+    v_place record;
 BEGIN
     PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
     PERFORM _dg_opt_id(p_tenant, 'tenant');
@@ -79,10 +80,11 @@ BEGIN
         RAISE EXCEPTION 'entry_id: entry % is %; only a failed or cancelled entry can be retried',
             p_entry_id, coalesce(e.outcome_kind, 'open') USING ERRCODE = 'DG000';
     END IF;
+    v_place := _dg_list_place(e.thread_id, 'enqueue');
     INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts, submitted_at,
-                               retry_of)
+                               retry_of, open_since, list_after)
     VALUES (e.tenant, e.thread_id, NULL, e.input, 'enqueue', e.max_attempts, store_now(),
-            e.entry_id)
+            e.entry_id, v_place.open_since, v_place.list_after)
     RETURNING queue_entries.entry_id INTO v_id;
     PERFORM _dg_refresh_queue_thread(e.thread_id);
     RETURN QUERY SELECT v_id, false;

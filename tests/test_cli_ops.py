@@ -27,6 +27,7 @@ from durable_graph import Completed, Failed, Submission
 from durable_graph.aio import AsyncInMemoryCheckpointer
 from durable_graph.cli import build_parser, open_store
 from durable_graph.memory.store import InMemoryCheckpointer
+from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.worker.aio import AsyncRunContext, AsyncWorker
 from durable_graph.worker.sync import RunContext, Worker
 
@@ -258,6 +259,30 @@ def test_health_on_postgres_before_and_after_migrate(
     assert run("migrate", *store, cwd=tmp_path).returncode == 0
     after = run("health", *store, cwd=tmp_path)
     assert after.returncode == 0 and "healthy" in after.stdout
+
+
+def test_health_counts_with_stats_waiting_and_running_apart(
+    pg_dsn: str, pg_schema: str, tmp_path: Path
+) -> None:
+    # Issue 26 item 3: one stats() call (one snapshot, the store's clock), not a walk over
+    # every open entry; waiting and running are told apart.
+    store = ["--dsn", pg_dsn, "--schema", pg_schema]
+    assert run("migrate", *store, cwd=tmp_path).returncode == 0
+    for thread in ("a", "b", "c"):
+        assert run("submit", thread, "--input", "1", *store, cwd=tmp_path).returncode == 0
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            f"UPDATE {pg_schema}.queue_entries SET submitted_at = submitted_at - interval '1 hour'"
+        )
+    with PostgresCheckpointer.open(pg_dsn, PostgresConfig(schema=pg_schema)) as pg:
+        assert pg.run_queue.lease("w", timedelta(minutes=5)) is not None
+    health = run("health", *store, "--json", cwd=tmp_path)
+    report = json.loads(health.stdout)
+    assert report["queue_depth"] == 3 and report["queue_waiting"] == 2, report
+    assert report["queue_running"] == 1
+    assert 3590 <= report["oldest_open_age_seconds"] <= 3700, report
+    text = run("health", *store, cwd=tmp_path).stdout
+    assert "3 open entries: 2 waiting, 1 running" in text, text
 
 
 def test_a_refused_login_is_reported_as_such_not_as_a_schema_problem(

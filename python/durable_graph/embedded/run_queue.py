@@ -61,7 +61,7 @@ from durable_graph.embedded.common import (
     store_outcome,
     wait_until,
 )
-from durable_graph.embedded.rows import EntryQuery, EntryRow
+from durable_graph.embedded.rows import EntryQuery, EntryRow, Place
 from durable_graph.embedded.storage import Storage, Tx
 from durable_graph.observe.observer import TraceContext
 
@@ -260,25 +260,17 @@ class EmbeddedRunQueue:
         check_int("limit", limit, minimum=1)
         limit = min(limit, MAX_PAGE_ROWS)
         with self._storage.read() as tx:
-            # Rule 24: threads by their head's entry id (over every tenant), each in queue order.
-            if after is None:
-                return [entry_of(tx, e) for e in tx.open_entries(wanted, thread_id)[:limit]]
-            # A page after the entry `after`, placed at (its thread's head now, its queue
-            # position); unknown, reclaimed or not the wanted tenant's: [] (sql/README.md).
-            mark = tx.entry(after)
-            if mark is None or not (wanted is ANY or mark.tenant == wanted):
-                return []
-            mark_head = _head_id(tx.open_entries(ANY, mark.thread_id), mark.entry_id)
-            start = (mark_head, queue_position(mark))
-            rows: list[EntryRow] = []
-            heads: dict[str, int] = {}
-            for e in tx.open_entries(ANY, thread_id):
-                head = heads.setdefault(e.thread_id, e.entry_id)  # the first of its thread
-                if (wanted is ANY or e.tenant == wanted) and (head, queue_position(e)) > start:
-                    rows.append(e)
-                    if len(rows) == limit:
-                        break
-            return [entry_of(tx, e) for e in rows]
+            # D-list: by the fixed place of each entry (its thread's stretch of open entries,
+            # INTERRUPT first, entry id), so a page after ``after`` neither skips an entry
+            # open throughout the walk nor repeats one while entries close (issue 26 item 1).
+            start: Place | None = None
+            if after is not None:
+                mark = tx.entry(after)
+                # Unknown, reclaimed or not the wanted tenant's: [] (sql/README.md).
+                if mark is None or not (wanted is ANY or mark.tenant == wanted):
+                    return []
+                start = mark.list_place
+            return [entry_of(tx, e) for e in tx.open_page(wanted, thread_id, start, limit)]
 
     def entries(
         self,
@@ -338,16 +330,6 @@ def _entry(tx: Tx, entry_id: int) -> EntryRow:
     entry = tx.entry(entry_id)
     assert entry is not None
     return entry
-
-
-def queue_position(entry: EntryRow) -> tuple[int, int]:
-    """Per-thread queue order (SPEC §5): attempted entries, then INTERRUPT, then the rest."""
-    rank = 0 if entry.attempt_count else 1 if entry.mode is Mode.INTERRUPT else 2
-    return rank, entry.entry_id
-
-
-def _head_id(queue: list[EntryRow], fallback: int) -> int:
-    return queue[0].entry_id if queue else fallback
 
 
 def _check_entry_ref(entry_id: int, tenant: str | None) -> None:

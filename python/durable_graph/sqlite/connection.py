@@ -41,10 +41,11 @@ from durable_graph.core.validation import (
 )
 from durable_graph.sqlite.storage import SqliteTx
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 """``PRAGMA user_version`` of a file this code creates. Version 1 files (table names of before
-the embedded rule set), version 2 files (before delayed runs, retries and attempt errors) and
-version 3 files (before stored trace contexts) are migrated on open; `open` refuses a newer file."""
+the embedded rule set), version 2 files (before delayed runs, retries and attempt errors),
+version 3 files (before stored trace contexts) and version 4 files (before fixed listing
+places) are migrated on open; `open` refuses a newer file."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,10 +323,15 @@ def open_storage(path: str, config: SqliteConfig, clock: Callable[[], float]) ->
             elif version == 1:
                 for table in _V1_TABLES:
                     conn.execute(f"ALTER TABLE {table} RENAME TO v1_{table}")
-                for statement in _script("schema.sql") + _script("migrate_v1.sql"):
+                for statement in (
+                    _script("schema.sql")
+                    + _script("migrate_v1.sql")
+                    + _script("fill_open_since.sql")
+                ):
                     conn.execute(statement)
-            elif version in (2, 3):
-                later = ["migrate_v3.sql"] if version == 3 else ["migrate_v2.sql", "migrate_v3.sql"]
+            elif version in (2, 3, 4):
+                steps = ["migrate_v2.sql", "migrate_v3.sql", "migrate_v4.sql"]
+                later = [*steps[version - 2 :], "fill_open_since.sql"]
                 for statement in [s for name in later for s in _script(name)]:
                     conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
