@@ -164,6 +164,72 @@ def test_cancel_reaches_a_running_handler_within_one_renewal(
     assert len([t for t in steps if t > cancelled_at]) <= 3
 
 
+def test_cancel_wakes_a_sync_handler_waiting_on_its_context_and_logs_cancelled(
+    real_time_store: Checkpointer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 26 item 7: a handler waiting a minute stops within one renewal of the cancel, and
+    # the worker logs "cancelled" with the reason, not "lost".
+    store = real_time_store
+    woke: dict[str, Any] = {}
+
+    def waits(ctx: RunContext) -> Any:
+        ctx.commit({"step": 0}, next=("more",))
+        woke["cancelled"] = ctx.wait_cancelled(60.0)
+        woke["at"] = time.monotonic()
+        return "ran to the end"
+
+    entry_id = store.run_queue.submit(Submission("t-wait", "go")).entry_id
+    worker = Worker(store, waits, **QUICK)
+    reports: list[Any] = []
+    runner = threading.Thread(target=lambda: reports.append(worker.run_once()))
+    caplog.set_level("INFO", logger="durable_graph.worker")
+    runner.start()
+    assert _wait(lambda: store.get("t-wait") is not None, 10.0)
+    store.run_queue.cancel(entry_id)
+    cancelled_at = time.monotonic()
+    runner.join(10.0)
+    assert not runner.is_alive()
+    assert woke["cancelled"] is True and woke["at"] - cancelled_at <= RENEW + 0.5
+    assert reports[0].note == "cancelled"
+    lines = [r.getMessage() for r in caplog.records if f"entry {entry_id} " in r.getMessage()]
+    assert any("cancelled" in m and "(requested)" in m for m in lines), lines
+
+
+def test_cancel_cancels_an_async_handlers_task_and_logs_cancelled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> tuple[Any, float, bool]:
+        store = AsyncInMemoryCheckpointer()
+        stopped = {"cancelled": False}
+
+        async def sleeps(ctx: AsyncRunContext) -> Any:
+            await ctx.commit({"step": 0}, next=("more",))
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                stopped["cancelled"] = True
+                raise
+            return "ran to the end"
+
+        entry_id = (await store.run_queue.submit(Submission("t-sleep", "go"))).entry_id
+        worker = AsyncWorker(store, sleeps, **QUICK)
+        run = asyncio.ensure_future(worker.run_once())
+        while await store.get("t-sleep") is None:
+            await asyncio.sleep(0.02)
+        await store.run_queue.cancel(entry_id)
+        cancelled_at = time.monotonic()
+        report = await asyncio.wait_for(run, 10.0)
+        return report, time.monotonic() - cancelled_at, stopped["cancelled"]
+
+    caplog.set_level("INFO", logger="durable_graph.worker")
+    report, took, handler_cancelled = asyncio.run(scenario())
+    assert handler_cancelled and took <= RENEW + 0.5
+    assert report.note == "cancelled"
+    assert any(
+        "cancelled" in r.getMessage() and "(requested)" in r.getMessage() for r in caplog.records
+    )
+
+
 def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     store = SqliteCheckpointer.open(path)
@@ -220,7 +286,11 @@ async def _async_cancel_reaches_the_handler() -> dict[str, Any]:
                     return None
                 await ctx.commit({"step": i}, next=("more",))
                 seen["steps"].append(time.monotonic())
-                await asyncio.sleep(0.2)
+                try:
+                    await asyncio.sleep(0.2)
+                except asyncio.CancelledError:  # the worker cancels the task (issue 26 item 7)
+                    seen["noticed"] = time.monotonic()
+                    raise
             return "ran to the end"
 
         entry_id = (await store.run_queue.submit(Submission("t-long", "go"))).entry_id

@@ -417,7 +417,7 @@ def test_cancel_stops_the_attempt_cooperatively(backend: Backend) -> None:
     queue.cancel(ticket.entry_id)
     runner.join(10)
     assert errors and isinstance(errors[0], EntryClosed)
-    assert reports and getattr(reports[0], "note", None) == "lost"
+    assert reports and getattr(reports[0], "note", None) == "cancelled"
     info = store.thread("t1")
     assert info is not None and info.claim_holder is None  # the claim was released
 

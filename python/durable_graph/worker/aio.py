@@ -26,6 +26,7 @@ import contextlib
 import inspect
 import logging
 import signal
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, Unpack
@@ -90,6 +91,7 @@ class _Keeper:
         self._store = store
         self._interval = interval
         self._lost: StoreError | None = None
+        self.lost_event = threading.Event()  # what a sync wait could use; the task is cancelled
         self._renewer: asyncio.Task[None] | None = None
         self._stop_renewing = asyncio.Event()
         self._finishing: asyncio.Future[QueueEntry | None] | None = None
@@ -106,6 +108,10 @@ class _Keeper:
     def lose(self, error: StoreError) -> None:
         if self._lost is None:
             self._lost = error
+            self.lost_event.set()
+            # SPEC §13, issue 26 item 7: a lost attempt (its entry cancelled, re-leased, the
+            # worker stopping) stops now: its handler's task is cancelled.
+            self.cancel_handler()
 
     @property
     def finishing(self) -> bool:

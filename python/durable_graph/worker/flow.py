@@ -40,6 +40,7 @@ import enum
 import logging
 import random
 import signal
+import threading
 import time
 import traceback
 import uuid
@@ -104,7 +105,8 @@ Note = Literal[
     "thread_deleted",  # the store closed the entry Cancelled("thread_deleted")
     "busy",  # the thread's claim stayed taken: lease released, backing off
     "closed",  # the entry was closed by someone else (cancel, interrupt) after the lease
-    "lost",  # the lease or claim was lost mid-attempt (renewal failed, cancelled, shutdown)
+    "lost",  # the lease or claim was lost mid-attempt (renewal failed, re-leased, shutdown)
+    "cancelled",  # the entry was cancelled (queue cancel, thread deleted) while its handler ran
 ]
 
 _RECORD_ATTEMPT_TRIES = 5
@@ -235,10 +237,14 @@ def describe(report: AttemptReport) -> str:
 
 
 class LostFlag(Protocol):
-    """What a context asks its attempt's keeper: the error that ended the attempt, if any."""
+    """What a context asks its attempt's keeper: the error that ended the attempt, if any, and
+    the event set when it did."""
 
     @property
     def lost(self) -> StoreError | None: ...
+
+    @property
+    def lost_event(self) -> threading.Event: ...
 
 
 StoreT = TypeVar("StoreT")
@@ -403,6 +409,8 @@ def log_attempt_end(
     level = {"failed": logging.ERROR, "retry": logging.WARNING}.get(report.note, logging.INFO)
     raised = error is not None and report.note in ("failed", "retry")
     reason = f": {type(error).__name__}: {error}" if raised else ""
+    if isinstance(report.outcome, Cancelled) and report.note == "cancelled":
+        reason = f" ({report.outcome.reason})"
     log.log(
         level,
         "%s in %.3fs%s",
@@ -542,6 +550,9 @@ def _run_planned(
     result: HandlerResult = yield RunHandler(current, plan, run_id, number, known, claim)
     if keeper.lost is not None:
         yield Finish(None)
+        why = yield from _why_lost(keeper, entry)
+        if why is not None:  # issue 26 item 7: say it was cancelled, and why
+            return report("cancelled", why, run=run_id, number=number, plan=plan)
         return report("lost", run=run_id, number=number, plan=plan)
     outcome: EntryOutcome | None
     if result.error is not None:  # D43: a raise retries, or closes Failed on the last attempt
@@ -573,6 +584,21 @@ def _run_planned(
 
 def _key(entry: QueueEntry) -> str:
     return output_effect_key(entry.entry_id)
+
+
+def _why_lost(
+    keeper: AttemptKeeper, entry: QueueEntry
+) -> Generator[Operation, Any, Cancelled | None]:
+    """The entry's `Cancelled` outcome when the attempt was lost because the entry was closed
+    cancelled (a `queue cancel`, a deleted thread), else None (re-leased, shut down, gone)."""
+    if not isinstance(keeper.lost, EntryClosed):
+        return None
+    try:
+        now: QueueEntry | None = yield store_op("run_queue.entry", entry.entry_id, entry.tenant)
+    except StoreError:
+        return None
+    outcome = None if now is None else now.outcome
+    return outcome if isinstance(outcome, Cancelled) else None
 
 
 def _take_attempt(lease: Lease, run_id: str) -> Generator[Operation, Any, tuple[str, AttemptStart]]:

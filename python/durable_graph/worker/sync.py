@@ -80,6 +80,8 @@ class _Keeper:
         self._interval = interval
         self._lock = threading.Lock()
         self._lost: StoreError | None = None
+        self.lost_event = threading.Event()
+        """Set once the attempt is lost (cancelled, re-leased, shut down): `RunContext` waits on it."""
         self._stop = threading.Event()
         self._released = False
         self._thread = threading.Thread(
@@ -98,6 +100,7 @@ class _Keeper:
         with self._lock:
             if self._lost is None:
                 self._lost = error
+        self.lost_event.set()
 
     def adopt_claim(self, claim: Claim) -> bool:
         """Keep ``claim`` renewed; False once the attempt is being finished (caller releases it)."""
@@ -161,8 +164,20 @@ class RunContext(RunContextBase[Checkpointer]):
 
     ``plan`` says what to do: `Fresh` (apply ``entry.input``) or `Resume` (continue from
     ``plan.checkpoint``). `commit` chains checkpoints under the attempt's claim; once the
-    attempt has lost its lease or claim, ``cancelled`` is true and every write raises.
+    attempt has lost its lease or claim (e.g. its entry was cancelled), ``cancelled`` is true,
+    `cancel_event` is set and every write raises. A handler that waits (on I/O, a sleep) waits
+    on the event instead, `wait_cancelled(timeout)`, to stop promptly (SPEC §13).
     """
+
+    @property
+    def cancel_event(self) -> threading.Event:
+        """Set when the attempt is lost; wait on it rather than `time.sleep`."""
+        return self._keeper.lost_event
+
+    def wait_cancelled(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds (None: for ever) for the attempt to be lost; True when
+        it was (stop and return), False when the time ran out first."""
+        return self.cancel_event.wait(timeout)
 
     def commit(
         self,
