@@ -1,4 +1,4 @@
--- durable_graph schema, version 8 (issue 26 item 1; D-list): each queue entry's fixed listing
+-- durable_graph schema, version 8 (issue 26 items 1 and 8; D65, D66): each queue entry's fixed listing
 -- place, so dg_open_entries_v1 pages neither skip nor repeat an entry while entries close, and
 -- read only the page's rows (queue_entries_listing_idx) instead of every open entry.
 -- open_since: the id of the entry that opened the thread's current stretch of open entries (NULL:
@@ -19,3 +19,6 @@ CREATE INDEX IF NOT EXISTS queue_entries_listing_idx ON queue_entries (
     (CASE WHEN list_after IS NULL AND mode = 'interrupt' THEN 1 ELSE 2 END),
     (coalesce(list_after, entry_id)), (list_after IS NOT NULL), entry_id)
     WHERE outcome_kind IS NULL;
+-- retry: the retries of an entry, so a second retry returns the first (D66).
+CREATE INDEX IF NOT EXISTS queue_entries_retry_of_idx ON queue_entries (retry_of, entry_id)
+    WHERE retry_of IS NOT NULL;

@@ -215,6 +215,24 @@ def test_queue_ls_by_state_pages_newest_first_and_stats_counts_by_state(
     assert "failed:" in text and "oldest waiting:" in text
 
 
+def test_queue_retry_twice_shows_the_first_retry_and_again_submits_another(
+    tmp_path: Path,
+) -> None:
+    # Issue 26 item 8: a second `queue retry N` no longer makes a second entry that also runs.
+    store = ["--sqlite", str(tmp_path / "s.db")]
+    assert run("submit", "t", "--input", "1", *store, cwd=tmp_path).returncode == 0
+    assert run("queue", "cancel", "1", *store, cwd=tmp_path).returncode == 0
+    first = json.loads(run("queue", "retry", "1", "--json", *store, cwd=tmp_path).stdout)
+    second = run("queue", "retry", "1", *store, cwd=tmp_path)
+    assert second.returncode == 0
+    assert f"already retried as entry {first['entry_id']}" in second.stdout
+    assert "--again" in second.stdout
+    more = json.loads(run("queue", "retry", "1", "--again", "--json", *store, cwd=tmp_path).stdout)
+    assert more["entry_id"] > first["entry_id"] and more["existing"] is False
+    listed = json.loads(run("queue", "ls", "--json", *store, cwd=tmp_path).stdout)
+    assert [e["entry_id"] for e in listed] == [first["entry_id"], more["entry_id"]]
+
+
 # --- health and read-only opens ----------------------------------------------------------------
 
 

@@ -346,6 +346,12 @@ def build_parser() -> argparse.ArgumentParser:
     retry = queue_action("retry", cmd_queue_retry, "submit a failed or cancelled entry again")
     retry.add_argument("entry_id", type=positive_int, metavar="ID", help="the entry id")
     _option(retry, "--tenant", help="the entry's tenant (default: no tenant)")
+    retry.add_argument(  # no environment default: a deliberate act, said each time
+        "--again",
+        action="store_true",
+        help="submit one more retry even when the entry was retried already (by default a "
+        "second retry shows the first one)",
+    )
     reclaim = queue_action("reclaim", cmd_queue_reclaim, "remove entries closed long ago")
     _option(
         reclaim,

@@ -213,10 +213,19 @@ def cmd_queue_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_queue_retry(args: argparse.Namespace) -> int:
-    ticket = _on_entry(args, lambda queue, entry_id, tenant: queue.retry(entry_id, tenant=tenant))
+    again = bool(getattr(args, "again", False))
+    ticket = _on_entry(
+        args, lambda queue, entry_id, tenant: queue.retry(entry_id, tenant=tenant, again=again)
+    )
+    text = f"entry {args.entry_id} retried as entry {ticket.entry_id}"
+    if ticket.existing:
+        text = (
+            f"entry {args.entry_id} was already retried as entry {ticket.entry_id} "
+            "(--again to submit another)"
+        )
     output_of(args).result(
-        {"entry_id": ticket.entry_id, "retry_of": args.entry_id},
-        f"entry {args.entry_id} retried as entry {ticket.entry_id}",
+        {"entry_id": ticket.entry_id, "retry_of": args.entry_id, "existing": ticket.existing},
+        text,
     )
     return 0
 

@@ -43,6 +43,7 @@ from durable_graph.core.model import (
 from durable_graph.core.validation import (
     MAX_PAGE_ROWS,
     EncodedSubmission,
+    check_bool,
     check_duration,
     check_error_text,
     check_identifier,
@@ -190,12 +191,16 @@ class EmbeddedRunQueue:
             tx.defer_entry(entry, tx.now + delay)
             return entry_of(tx, _entry(tx, entry.entry_id))
 
-    def retry(self, entry_id: int, tenant: str | None = None) -> Ticket:
+    def retry(self, entry_id: int, tenant: str | None = None, again: bool = False) -> Ticket:
         _check_entry_ref(entry_id, tenant)
+        check_bool("again", again)
         with self._storage.write() as tx:
             entry = _found_entry(tx, entry_id, tenant)
             if entry.outcome_kind not in ("failed", "cancelled"):
                 raise ValidationError(_not_retryable(entry_id, entry.outcome_kind))
+            first = None if again else tx.first_retry_of(entry_id)
+            if first is not None:  # D66: a second retry is the first one's ticket
+                return Ticket(first, existing=True)
             # Its input again as a new ENQUEUE entry, with no key (a key names one submission).
             again = EncodedSubmission(
                 thread_id=entry.thread_id,

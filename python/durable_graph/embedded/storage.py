@@ -210,6 +210,10 @@ class Tx(Protocol):
         """Mark every open entry of the thread ``thread_deleted``."""
         ...
 
+    def first_retry_of(self, entry_id: int) -> int | None:
+        """The lowest kept entry id whose ``retry_of`` is ``entry_id``, if any."""
+        ...
+
     def open_page(
         self,
         tenant: TenantFilter,

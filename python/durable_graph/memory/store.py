@@ -544,6 +544,10 @@ class MemoryTx:
             for entry in rank.values():
                 entry.thread_deleted = True
 
+    def first_retry_of(self, entry_id: int) -> int | None:
+        found = (e.entry_id for e in self._s.entries.values() if e.retry_of == entry_id)
+        return min(found, default=None)
+
     def open_page(
         self,
         tenant: TenantFilter,

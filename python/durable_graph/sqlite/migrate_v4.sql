@@ -12,3 +12,7 @@ CREATE INDEX IF NOT EXISTS queue_entries_listing_idx ON queue_entries (
     CASE WHEN list_after IS NULL AND mode = 'interrupt' THEN 1 ELSE 2 END,
     coalesce(list_after, entry_id), list_after IS NOT NULL, entry_id)
     WHERE outcome_kind IS NULL
+;
+-- retry: the retries of an entry (a second retry returns the first; schema version 5).
+CREATE INDEX IF NOT EXISTS queue_entries_retry_of_idx ON queue_entries (retry_of)
+    WHERE retry_of IS NOT NULL

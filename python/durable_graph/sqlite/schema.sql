@@ -122,6 +122,10 @@ CREATE TABLE queue_entries (
 CREATE INDEX queue_entries_open_idx ON queue_entries (thread_id, queue_rank, entry_id)
     WHERE outcome_kind IS NULL
 ;
+-- retry: the retries of an entry (a second retry returns the first; schema version 5).
+CREATE INDEX queue_entries_retry_of_idx ON queue_entries (retry_of)
+    WHERE retry_of IS NOT NULL
+;
 -- open_entries pages: open entries by their fixed place (EntryRow.list_place; version 5).
 CREATE INDEX queue_entries_listing_idx ON queue_entries (
     coalesce(open_since, entry_id),

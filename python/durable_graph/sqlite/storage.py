@@ -523,6 +523,13 @@ class SqliteTx:
             (thread_id,),
         )
 
+    def first_retry_of(self, entry_id: int) -> int | None:
+        row = self._one(
+            "SELECT min(entry_id) FROM queue_entries WHERE retry_of = ?",  # retry_of index
+            (entry_id,),
+        )
+        return None if row is None or row[0] is None else int(row[0])
+
     def open_page(
         self,
         tenant: TenantFilter,
