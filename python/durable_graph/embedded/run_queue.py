@@ -202,7 +202,7 @@ class EmbeddedRunQueue:
             if first is not None:  # D66: a second retry is the first one's ticket
                 return Ticket(first, existing=True)
             # Its input again as a new ENQUEUE entry, with no key (a key names one submission).
-            again = EncodedSubmission(
+            resubmitted = EncodedSubmission(
                 thread_id=entry.thread_id,
                 input=entry.input,
                 tenant=entry.tenant,
@@ -211,7 +211,7 @@ class EmbeddedRunQueue:
                 max_attempts=entry.max_attempts,
                 retry_of=entry.entry_id,
             )
-            new_id = tx.insert_entry(again)
+            new_id = tx.insert_entry(resubmitted)
             return Ticket(new_id, existing=False)
 
     def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry:
