@@ -254,7 +254,10 @@ def test_handler_exception_is_retried_then_closes_failed(backend: Backend) -> No
             second = await worker.run_once()
             assert second is not None and second.note == "failed"
             entry = await queue.entry(ticket.entry_id)
-            assert entry is not None and entry.outcome == Failed("boom 2")
+            assert entry is not None and isinstance(entry.outcome, Failed)
+            assert entry.outcome.error.startswith("Traceback")
+            assert entry.outcome.error.endswith("RuntimeError: boom 2")
+            assert entry.attempts[-1].error == entry.outcome.error
 
     run(main)
 

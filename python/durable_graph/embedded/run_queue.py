@@ -123,6 +123,13 @@ class EmbeddedRunQueue:
             entry = tx.leasable_head(wanted)
             if entry is None:
                 return None
+            # The attempt of an expired lease ended without a word: say why (issue 26 item 9).
+            stale = tx.leased_entry(entry.thread_id)
+            if stale is not None and stale.attempt_count > 0:
+                last = tx.attempts_of(stale.entry_id)[-1]
+                if last.error is None:
+                    why = f"lease expired: worker {stale.lease_holder} stopped renewing"
+                    tx.set_attempt_error(stale, last.number, why)
             # End the expired lease of any other entry of the thread.
             tx.end_leases_of_thread(entry.thread_id)
             token = tx.issue_token()

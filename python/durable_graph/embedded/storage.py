@@ -163,6 +163,10 @@ class Tx(Protocol):
         ``not_before`` has come (SPEC §13: a delayed head holds its thread back)."""
         ...
 
+    def leased_entry(self, thread_id: str) -> EntryRow | None:
+        """The open entry of the thread holding a lease token (live or expired), if any."""
+        ...
+
     def end_leases_of_thread(self, thread_id: str) -> None: ...
 
     def set_lease(

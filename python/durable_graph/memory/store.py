@@ -446,6 +446,10 @@ class MemoryTx:
             return head
         return None
 
+    def leased_entry(self, thread_id: str) -> EntryRow | None:
+        queue = self._s.queues.get(thread_id)
+        return None if queue is None else queue.leased
+
     def end_leases_of_thread(self, thread_id: str) -> None:
         leased = self._s.queues[thread_id].leased
         if leased is not None:

@@ -394,6 +394,14 @@ class SqliteTx:
         )
         return None if row is None else _entry_of(row)
 
+    def leased_entry(self, thread_id: str) -> EntryRow | None:
+        row = self._one(
+            "SELECT * FROM queue_entries WHERE thread_id = ? AND lease_token IS NOT NULL"
+            f" AND {_OPEN} LIMIT 1",
+            (thread_id,),
+        )
+        return None if row is None else _entry_of(row)
+
     def end_leases_of_thread(self, thread_id: str) -> None:
         self._run(
             "UPDATE queue_entries SET lease_token = NULL, lease_holder = NULL,"

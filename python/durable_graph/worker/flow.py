@@ -23,7 +23,7 @@ One attempt, in order (the at-most-once protocol):
 4. The handler returns → its output is recorded (effect `output_effect_key`) under the claim, the
    claim is released and the entry closed ``Completed(output)``. It raises → if attempts remain,
    claim and lease are released (the entry is retried, resuming from its last checkpoint), else
-   the entry is closed ``Failed(str(exc))``.
+   the entry is closed ``Failed(traceback)`` (its last line ``Type: message``).
 
 Worker decisions (docs/decisions.md D40-D44): the output is recorded as an effect so a later
 attempt that finds the run ``Finished`` closes with the same output (D40); a busy thread is waited
@@ -179,7 +179,10 @@ def failure_outcome(entry: QueueEntry, exc: BaseException) -> Failed | None:
     """
     if len(entry.attempts) < entry.max_attempts:
         return None
-    return Failed(str(exc) or type(exc).__name__)
+    # The traceback, as a retried attempt keeps it (issue 26 item 9): its last line names the
+    # exception's type and message; the store records it as the closing attempt's error too.
+    text = "".join(traceback.format_exception(exc)).rstrip()
+    return Failed(fit_error_text(text, _MAX_ERROR_BYTES))
 
 
 def retry_later(settings: WorkerSettings, number: int, exc: BaseException) -> Deferred:

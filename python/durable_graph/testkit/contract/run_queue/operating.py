@@ -14,6 +14,7 @@ from durable_graph.core.model import Cancelled, Completed, Failed, QueueEntry, S
 from durable_graph.core.run_queue import RunQueue
 from durable_graph.testkit.contract.run_queue.support import (
     HOUR,
+    PAST_TTL,
     SLACK,
     TTL,
     _attempted,
@@ -163,6 +164,29 @@ class OperatingTests:
         queue.cancel(entry_id)
         with pytest.raises(ValidationError, match="again"):
             queue.retry(entry_id, again=1)  # type: ignore[arg-type]
+
+    def test_an_attempt_whose_lease_expired_records_why(
+        self, queue: RunQueue, clock: ClockControl
+    ) -> None:
+        # Issue 26 item 9: its worker died (SIGKILL): the next lease says so in the attempt.
+        entry_id, _dead = _attempted(queue, "run-1")
+        clock.advance(PAST_TTL + SLACK)
+        again = _lease(queue, "worker-2")
+        assert again.entry.entry_id == entry_id
+        (attempt,) = _entry(queue, entry_id).attempts
+        assert attempt.error == "lease expired: worker worker-1 stopped renewing"
+
+    def test_a_released_or_deferred_attempt_is_not_called_expired(
+        self, queue: RunQueue, clock: ClockControl
+    ) -> None:
+        entry_id, lease = _attempted(queue, "run-1")
+        queue.defer(lease, timedelta(0), error="kept")
+        again = _lease(queue, "worker-2")
+        queue.record_attempt(again, "run-2")
+        queue.release(again)
+        clock.advance(PAST_TTL + SLACK)
+        _lease(queue, "worker-3")
+        assert [a.error for a in _entry(queue, entry_id).attempts] == ["kept", None]
 
     def test_attempt_error_keeps_any_text_as_written(self, queue: RunQueue) -> None:
         odd = "boom: ünïcode 😀 \x00 and\nlines"
