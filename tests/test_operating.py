@@ -363,3 +363,47 @@ def test_a_version_4_sqlite_file_gains_fixed_listing_places(tmp_path: Path) -> N
         store.close()
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_busy_sqlite_store_inside_ctx_commit_does_not_use_up_an_attempt(
+    tmp_path: Path,
+) -> None:
+    # Issue 26 item 6: another process holds the write lock past the busy timeout while the
+    # handler commits; the commit is made again within the attempt, not counted as a failure.
+    path = tmp_path / "s.db"
+    store = SqliteCheckpointer.open(
+        path, config=SqliteConfig(busy_timeout=timedelta(milliseconds=100))
+    )
+    entry_id = store.run_queue.submit(Submission("t-busy", "go", max_attempts=1)).entry_id
+    locked = threading.Event()
+    unlock = threading.Event()
+
+    def hold_the_write_lock() -> None:
+        raw = sqlite3.connect(path, isolation_level=None)
+        raw.execute("BEGIN IMMEDIATE")
+        locked.set()
+        unlock.wait(10)
+        raw.execute("ROLLBACK")
+        raw.close()
+
+    def handler(ctx: RunContext) -> Any:
+        holder = threading.Thread(target=hold_the_write_lock)
+        holder.start()
+        assert locked.wait(5)
+        threading.Timer(1.0, unlock.set).start()  # ten busy timeouts
+        ctx.commit({"done": True})
+        holder.join()
+        return "committed"
+
+    try:
+        worker = Worker(
+            store, handler, lease_ttl=timedelta(seconds=5), poll_interval=timedelta(milliseconds=50)
+        )
+        report = worker.run_once()
+        assert report is not None and report.note == "completed", report
+        entry = store.run_queue.entry(entry_id)
+        assert entry is not None and len(entry.attempts) == 1
+        assert entry.outcome is not None and entry.closed
+    finally:
+        unlock.set()
+        store.close()

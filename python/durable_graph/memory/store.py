@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from durable_graph.core.errors import ProcessingError
+from durable_graph.core.errors import ProcessingError, StoreBusy
 from durable_graph.core.listing import state_at
 from durable_graph.core.model import ANY, Attempt, Event, PendingWrite, TenantFilter
 from durable_graph.core.validation import (
@@ -137,7 +137,7 @@ class MemoryStorage:
     def _locked(self) -> Iterator[_State]:
         s = self._state
         if not s.lock.acquire(timeout=LOCK_TIMEOUT_SECONDS):
-            raise ProcessingError(
+            raise StoreBusy(
                 f"the in-memory store's lock was not free within {LOCK_TIMEOUT_SECONDS:g} s"
             )
         try:

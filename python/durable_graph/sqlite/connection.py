@@ -30,7 +30,7 @@ from datetime import timedelta
 from importlib import resources
 from typing import Final, Literal
 
-from durable_graph.core.errors import ProcessingError, ValidationError
+from durable_graph.core.errors import ProcessingError, StoreBusy, ValidationError
 from durable_graph.core.validation import (
     DEFAULT_MAX_VALUE_BYTES,
     INT32_MAX,
@@ -40,6 +40,9 @@ from durable_graph.core.validation import (
     to_micros,
 )
 from durable_graph.sqlite.storage import SqliteTx
+
+_BUSY: Final = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+"""The error codes of a write lock that stayed taken past the busy timeout."""
 
 SCHEMA_VERSION: Final = 5
 """``PRAGMA user_version`` of a file this code creates. Version 1 files (table names of before
@@ -251,6 +254,10 @@ class SqliteStorage:
             conn = self._connection()
             try:
                 conn.execute(begin)
+            except sqlite3.OperationalError as exc:
+                if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in _BUSY:  # nothing done
+                    raise StoreBusy(f"could not begin a transaction: {exc}") from exc
+                raise ProcessingError(f"could not begin a transaction: {exc}") from exc
             except sqlite3.Error as exc:
                 raise ProcessingError(f"could not begin a transaction: {exc}") from exc
             try:

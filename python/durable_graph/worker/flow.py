@@ -53,6 +53,7 @@ from durable_graph.core.errors import (
     EntryClosed,
     NotFound,
     RunIdTaken,
+    StoreBusy,
     StoreError,
     ThreadBusy,
     ValidationError,
@@ -95,6 +96,8 @@ from durable_graph.worker.ops import (
 )
 from durable_graph.worker.settings import WorkerOptions, WorkerSettings
 
+BUSY_RETRY_SECONDS: Final = 0.05
+"""How long a context write waits after a `StoreBusy` before it tries again."""
 _MAX_ERROR_BYTES: Final = 64 * 1024
 """A traceback kept as an attempt's error is cut to its last 64 KiB (its end names the failure)."""
 
@@ -249,6 +252,9 @@ class LostFlag(Protocol):
     @property
     def lost_event(self) -> threading.Event: ...
 
+    @property
+    def lease(self) -> Lease: ...
+
 
 StoreT = TypeVar("StoreT")
 
@@ -322,6 +328,16 @@ class RunContextBase(Generic[StoreT]):
         lost = self._keeper.lost
         if lost is not None:
             raise type(lost)(str(lost))
+
+    def busy_wait(self, error: StoreBusy, started: float) -> float:
+        """Issue 26 item 6: a write of the context met a busy store (`StoreBusy`: nothing was
+        written). A busy store is not the handler's failure: the seconds to wait before the
+        same call is made again, while the attempt lives (its lease is renewed meanwhile) and
+        within one lease ttl of the call's start; past that, ``error`` is raised."""
+        self.check()
+        if time.monotonic() - started >= self._keeper.lease.ttl.total_seconds():
+            raise error
+        return BUSY_RETRY_SECONDS
 
 
 # --- the flow -------------------------------------------------------------------------------

@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 from durable_graph.core.checkpointer import Checkpointer
-from durable_graph.core.errors import StoreError, ValidationError
+from durable_graph.core.errors import StoreBusy, StoreError, ValidationError
 from durable_graph.core.model import JSON, Checkpoint, Claim, Event, EventIn, Lease, QueueEntry
 from durable_graph.core.polling import Changes
 from durable_graph.worker.flow import (
@@ -62,6 +62,8 @@ from durable_graph.worker.ops import (
 )
 
 log = logging.getLogger("durable_graph.worker")
+
+T = TypeVar("T")
 
 Handler = Callable[["RunContext"], Any]
 """A user's run: receives a `RunContext`, returns the run's output (a JSON value)."""
@@ -188,16 +190,17 @@ class RunContext(RunContextBase[Checkpointer]):
     ) -> Checkpoint:
         """Commit a checkpoint whose parent is the current head; ``next=()`` ends the run."""
         self.check()
-        checkpoint = self.store.commit(
-            self._claim, next_commit(self.run_id, self._head, state, next, metadata, events)
-        )
+        commit = next_commit(self.run_id, self._head, state, next, metadata, events)
+        checkpoint = self._unless_busy(lambda: self.store.commit(self._claim, commit))
         self._head = checkpoint
         return checkpoint
 
     def append_events(self, events: Sequence[EventIn]) -> list[Event]:
         """Append events to the thread's log (tagged with this run id), without a checkpoint."""
         self.check()
-        return self.store.append_events(self._claim, events, run_id=self.run_id)
+        return self._unless_busy(
+            lambda: self.store.append_events(self._claim, events, run_id=self.run_id)
+        )
 
     def record_effect(self, key: str, fn: Callable[[], JSON]) -> JSON:
         """The value recorded under ``key``; ``fn`` runs only when none is recorded yet.
@@ -212,7 +215,18 @@ class RunContext(RunContextBase[Checkpointer]):
             return recorded.value
         value = fn()
         self.check()
-        return self.store.record_effect(self._claim, key, value, run_id=self.run_id).value
+        return self._unless_busy(
+            lambda: self.store.record_effect(self._claim, key, value, run_id=self.run_id)
+        ).value
+
+    def _unless_busy(self, call: Callable[[], T]) -> T:
+        """``call``, made again while the store is only busy (`busy_wait`)."""
+        started = time.monotonic()
+        while True:
+            try:
+                return call()
+            except StoreBusy as exc:
+                self.cancel_event.wait(self.busy_wait(exc, started))
 
 
 # --- the worker ----------------------------------------------------------------------------
