@@ -233,6 +233,18 @@ def test_queue_retry_twice_shows_the_first_retry_and_again_submits_another(
     assert [e["entry_id"] for e in listed] == [first["entry_id"], more["entry_id"]]
 
 
+def test_bad_input_is_a_usage_error_with_a_hint_to_quote_a_string(tmp_path: Path) -> None:
+    # Issue 26 items 5 and 11: nested past the recursion limit it printed `RecursionError`
+    # (exit 1); a bare word failed with "not valid JSON" and no hint.
+    store = ["--sqlite", str(tmp_path / "s.db")]
+    deep = run("submit", "t", "--input", "[" * 5000 + "]" * 5000, *store, cwd=tmp_path)
+    assert deep.returncode == 2, deep.stderr
+    assert "nested too deeply" in deep.stderr and "RecursionError" not in deep.stderr
+    bare = run("submit", "t", "--input", "hello", *store, cwd=tmp_path)
+    assert bare.returncode == 2
+    assert "--input '\"hello\"'" in bare.stderr, bare.stderr
+
+
 # --- health and read-only opens ----------------------------------------------------------------
 
 

@@ -82,10 +82,23 @@ def non_negative_int(text: str) -> int:
 
 
 def json_value(text: str) -> Any:
+    """A JSON value given on the command line; a bad one is a usage error (exit 2), with a hint
+    when it looks like a bare word meant as a string (issue 26 items 5 and 11)."""
     try:
         return json.loads(text)
+    except RecursionError:
+        raise argparse.ArgumentTypeError("not valid JSON: nested too deeply to read") from None
     except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+        hint = ""
+        start = text.lstrip()[:1]
+        if (
+            start
+            and start not in '{["-0123456789'
+            and text.strip() not in ("true", "false", "null")
+        ):
+            quoted = json.dumps(text)
+            hint = f"; a string is quoted in JSON: --input '{quoted}'"
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}{hint}") from None
 
 
 def env_name(flag: str) -> str:

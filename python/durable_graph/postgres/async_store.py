@@ -55,7 +55,7 @@ from durable_graph.core.surface import AsyncCheckpointerCalls, AsyncRunQueueCall
 from durable_graph.postgres import calls
 from durable_graph.postgres.calls import Call, Rows
 from durable_graph.postgres.config import PostgresConfig
-from durable_graph.postgres.connection import PoolState, send_cancel
+from durable_graph.postgres.connection import QUIET_DISCARDS, PoolState, send_cancel
 from durable_graph.postgres.notify_async import AsyncListener
 from durable_graph.postgres.store import (
     AWAIT_CLOSED_POLL,
@@ -211,6 +211,7 @@ class AsyncExecutor(PoolState[AsyncConnectionPool[Any]]):
                 await asyncio.wait({statement}, timeout=DISCARD_WAIT)
             if statement.done() and not statement.cancelled():
                 statement.exception()  # retrieved: the caller already has its answer
+        QUIET_DISCARDS.closing(conn)
         with contextlib.suppress(Exception):
             await conn.close()
         with contextlib.suppress(Exception):
