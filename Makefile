@@ -51,8 +51,16 @@ format: venv
 test: venv pg-deps node-deps lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
-# The main job on the embedded default: SQLite in a temporary file, no server.
-demo: venv
+# The main job on the embedded default: SQLite in a temporary file, no server. Installs only
+# what the demo needs (the package and the dashboard's two packages), showing pip's progress;
+# a full developer venv (`make venv`) already has them.
+$(VENV)/.demo-installed: pyproject.toml
+	@test -x $(PY) || { echo "creating $(VENV)"; python3 -m venv $(VENV); }
+	@echo "installing durable-graph with its dashboard into $(VENV)"
+	$(PY) -m pip install --progress-bar on -e '.[dashboard]'
+	touch $@
+
+demo: $(VENV)/.demo-installed
 	$(VENV)/bin/durable-graph demo --sqlite "$$(mktemp -d)/demo.db"
 
 # Benchmarks against the anchors on one throwaway PostgreSQL (durable: fsync on).

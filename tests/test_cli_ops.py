@@ -403,7 +403,7 @@ def test_worker_logs_attempts_with_durations_tracebacks_and_json_lines(tmp_path:
         worker.send_signal(signal.SIGTERM)
         _, stderr = worker.communicate(timeout=30)
     assert waited.returncode == 1, waited.stderr  # --wait: the run failed
-    assert "failed: no model for q" in waited.stdout
+    assert "failed: ValueError: no model for q" in waited.stdout  # issue 26 item 9: the type
     records = [json.loads(line) for line in stderr.splitlines()]
     ends = [r for r in records if r.get("outcome") in ("retry", "failed")]
     assert [(r["level"], r["outcome"], r["attempt"]) for r in ends] == [

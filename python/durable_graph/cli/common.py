@@ -156,8 +156,9 @@ def outcome_text(outcome: EntryOutcome | None, limit: int = 40) -> str:
         if outcome.output is None:
             return "completed"
         return f"completed {compact(outcome.output, limit)}"
-    if isinstance(outcome, Failed):
-        return f"failed: {outcome.error}"
+    if isinstance(outcome, Failed):  # a traceback's last line names the exception (D67)
+        lines = [line for line in outcome.error.splitlines() if line.strip()]
+        return f"failed: {lines[-1] if lines else outcome.error}"
     if isinstance(outcome, Cancelled):
         return f"cancelled ({outcome.reason})"
     return f"interrupted by entry {outcome.by}"
