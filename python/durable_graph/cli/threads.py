@@ -216,15 +216,15 @@ def cmd_events(args: argparse.Namespace) -> int:
         # --follow: one line per event as it lands (JSON Lines with --json) until interrupted,
         # under a header saying what is followed and that payloads are cut (issue 26 item 11).
         watch = WatchPolicy(poll_interval=args.poll_interval)
-        if not out.as_json:
-            print(
-                f"following thread {args.thread_id} after event {args.after} (Ctrl-C stops); "
-                + _CUT_NOTE,
-                file=sys.stderr,
-            )
-            out.out.write("  ".join(_EVENT_HEADERS) + "\n")
-            out.out.flush()
         try:
+            if not out.as_json:
+                print(
+                    f"following thread {args.thread_id} after event {args.after} (Ctrl-C "
+                    "stops); " + _CUT_NOTE,
+                    file=sys.stderr,
+                )
+                out.out.write("  ".join(_EVENT_HEADERS) + "\n")
+                out.out.flush()
             for event in store.subscribe(args.thread_id, after_seq=args.after, watch=watch):
                 if out.as_json:
                     out.out.write(json.dumps(to_jsonable(event), ensure_ascii=False) + "\n")
