@@ -73,7 +73,7 @@ END;
 $$;
 
 -- _dg_list_place(thread_id, mode): (open_since, list_after) of an entry of p_mode submitted to
--- the thread now (D-list, migrations/0008.listing_place.sql): the stretch of the thread's open
+-- the thread now (D65, migrations/0009.listing_place.sql): the stretch of the thread's open
 -- entries goes on, and an INTERRUPT goes right behind an attempted non-INTERRUPT head; both NULL
 -- when the thread has no open entry. One step down queue_entries_open_idx. The caller holds the
 -- thread's lock.

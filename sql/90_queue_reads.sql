@@ -64,7 +64,7 @@ $$;
 
 -- dg_open_entries_v1: open entries of the wanted tenant (p_any_tenant, or tenant IS NOT
 -- DISTINCT FROM p_tenant) on p_thread_id (NULL = every thread), by each entry's fixed listing
--- place (D-list, migrations/0008.listing_place.sql): threads by the entry that opened their
+-- place (D65, migrations/0009.listing_place.sql): threads by the entry that opened their
 -- current stretch of open entries, each thread's entries in queue order; a page: after the
 -- entry p_after (NULL = from the first; an id that is unknown, reclaimed or not visible to the
 -- wanted tenant gives no rows), at most p_limit (1..100000) and max_page_bytes (input +

@@ -236,12 +236,14 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
     entry_id = store.run_queue.submit(Submission("t1", {"x": 1})).entry_id
     store.close()
     with sqlite3.connect(path) as raw:  # what version 2 had: none of the version-3 columns
-        raw.execute("DROP INDEX queue_entries_listing_idx")  # nor the version-5 ones
+        raw.execute("DROP INDEX queue_entries_listing_idx")  # nor the version-6 ones
+        raw.execute("DROP INDEX queue_entries_retry_of_idx")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN open_since")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN list_after")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN not_before")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN retry_of")
         raw.execute("ALTER TABLE queue_attempts DROP COLUMN error")
+        raw.execute("ALTER TABLE pending_writes DROP COLUMN task_path")  # version 5's
         raw.execute("PRAGMA user_version = 2")
     store = SqliteCheckpointer.open(path)
     try:
@@ -253,7 +255,7 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
     finally:
         store.close()
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
 
 
 def test_a_traceback_over_the_stores_value_limit_still_defers_the_entry(tmp_path: Path) -> None:
@@ -343,17 +345,18 @@ def test_an_error_over_the_limit_keeps_its_end(limit: int) -> None:
         assert fitted.endswith("ValueError: the end") and fitted.startswith("…")
 
 
-def test_a_version_4_sqlite_file_gains_fixed_listing_places(tmp_path: Path) -> None:
+def test_a_version_5_sqlite_file_gains_fixed_listing_places(tmp_path: Path) -> None:
     # Issue 26 item 1: the open entries of a thread join its first open entry's stretch.
     path = tmp_path / "old.db"
     store = SqliteCheckpointer.open(path)
     a1, b2, a3 = (store.run_queue.submit(Submission(t, 1)).entry_id for t in "aba")
     store.close()
-    with sqlite3.connect(path) as raw:  # what version 4 had
+    with sqlite3.connect(path) as raw:  # what version 5 had
         raw.execute("DROP INDEX queue_entries_listing_idx")
+        raw.execute("DROP INDEX queue_entries_retry_of_idx")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN open_since")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN list_after")
-        raw.execute("PRAGMA user_version = 4")
+        raw.execute("PRAGMA user_version = 5")
     store = SqliteCheckpointer.open(path)
     try:
         assert [e.entry_id for e in store.run_queue.open_entries()] == [a1, a3, b2]

@@ -93,14 +93,14 @@ class EntryRow:
     retry_of: int | None = None
     open_since: int | None = None
     """The id of the entry that opened its thread's current stretch of open entries (None: its
-    own id); every open entry of a thread holds the same, so listing pages stay put (D-list)."""
+    own id); every open entry of a thread holds the same, so listing pages stay put (D65)."""
     list_after: int | None = None
     """An INTERRUPT submitted while a non-INTERRUPT entry of its thread had recorded an attempt
     is listed right behind that entry: the anchor of that entry's place (else None)."""
 
     @property
     def list_place(self) -> Place:
-        """Where `open_entries` lists it, fixed for the entry's life (issue 26 item 1, D-list):
+        """Where `open_entries` lists it, fixed for the entry's life (issue 26 item 1, D65):
         its thread's stretch, then its queue rank as it was when submitted (INTERRUPT 1, the rest
         2, behind an attempted entry: that entry's), then its entry id. Queue order whenever the
         entries of a thread are listed, without ever moving an entry."""
@@ -111,7 +111,7 @@ class EntryRow:
 
     def place_for_next(self, mode: Mode) -> tuple[int, int | None]:
         """``(open_since, list_after)`` of an entry of ``mode`` submitted while this entry is
-        its thread's head (D-list)."""
+        its thread's head (D65)."""
         since, rank, anchor, _, _ = self.list_place
         behind = mode is Mode.INTERRUPT and self.attempt_count > 0 and rank == 2
         return since, anchor if behind else None

@@ -44,11 +44,12 @@ from durable_graph.sqlite.storage import SqliteTx
 _BUSY: Final = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 """The error codes of a write lock that stayed taken past the busy timeout."""
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 """``PRAGMA user_version`` of a file this code creates. Version 1 files (table names of before
 the embedded rule set), version 2 files (before delayed runs, retries and attempt errors),
-version 3 files (before stored trace contexts) and version 4 files (before fixed listing
-places) are migrated on open; `open` refuses a newer file."""
+version 3 files (before stored trace contexts), version 4 files (before pending writes' task
+paths) and version 5 files (before fixed listing places) are migrated on open; `open` refuses a
+newer file."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,9 +337,11 @@ def open_storage(path: str, config: SqliteConfig, clock: Callable[[], float]) ->
                     + _script("fill_open_since.sql")
                 ):
                     conn.execute(statement)
-            elif version in (2, 3, 4):
-                steps = ["migrate_v2.sql", "migrate_v3.sql", "migrate_v4.sql"]
-                later = [*steps[version - 2 :], "fill_open_since.sql"]
+            elif version < SCHEMA_VERSION:
+                # migrate_vN.sql takes a file from version N to N + 1; then every open entry
+                # joins its thread's listing stretch (D65).
+                later = [f"migrate_v{n}.sql" for n in range(version, SCHEMA_VERSION)]
+                later.append("fill_open_since.sql")
                 for statement in [s for name in later for s in _script(name)]:
                     conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

@@ -1,4 +1,4 @@
--- open_since of the open entries of a migrated file (version 1 or 4 to 5): every open entry of a
+-- open_since of the open entries of a migrated file (to version 6): every open entry of a
 -- thread joins the stretch of the thread's first open entry. Statements are separated by lines
 -- holding only ';'.
 

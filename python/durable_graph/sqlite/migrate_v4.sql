@@ -1,18 +1,7 @@
--- From schema version 4 to version 5 (issue 26 item 1; migrations/0008.listing_place.sql):
--- each entry's fixed listing place, so open_entries pages neither skip nor repeat an entry
--- while entries close, and read only their rows. Runs in open's write transaction.
--- Statements are separated by lines holding only ';'. Then fill_open_since.sql fills it in.
+-- From schema version 4 to version 5 (issue 23; migrations/0008.task_path.sql): the task path
+-- of each pending write, so a checkpoint's writes are read in LangGraph's writes_sort_key order
+-- (task_path, task_id, idx). Writes stored before have no path (''), as LangGraph's own savers
+-- treat rows predating their column. Runs in open's write transaction. Statements are
+-- separated by lines holding only ';'.
 
-ALTER TABLE queue_entries ADD COLUMN open_since INTEGER
-;
-ALTER TABLE queue_entries ADD COLUMN list_after INTEGER
-;
-CREATE INDEX IF NOT EXISTS queue_entries_listing_idx ON queue_entries (
-    coalesce(open_since, entry_id),
-    CASE WHEN list_after IS NULL AND mode = 'interrupt' THEN 1 ELSE 2 END,
-    coalesce(list_after, entry_id), list_after IS NOT NULL, entry_id)
-    WHERE outcome_kind IS NULL
-;
--- retry: the retries of an entry (a second retry returns the first; schema version 5).
-CREATE INDEX IF NOT EXISTS queue_entries_retry_of_idx ON queue_entries (retry_of)
-    WHERE retry_of IS NOT NULL
+ALTER TABLE pending_writes ADD COLUMN task_path TEXT NOT NULL DEFAULT ''

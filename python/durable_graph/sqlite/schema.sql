@@ -59,6 +59,8 @@ CREATE TABLE pending_writes (
     idx           INTEGER NOT NULL,
     value         TEXT NOT NULL,
     written_order INTEGER PRIMARY KEY,
+    -- LangGraph's task_path (schema version 5): reads order by (task_path, task_id, idx).
+    task_path     TEXT NOT NULL DEFAULT '',
     UNIQUE (thread_id, checkpoint_id, task_id, channel, idx)
 )
 ;
@@ -108,7 +110,7 @@ CREATE TABLE queue_entries (
     not_before       INTEGER,  -- no lease before (delayed run, backoff; schema version 3)
     retry_of         INTEGER,
     -- The id of the entry that opened the thread's current stretch of open entries (NULL: its
-    -- own id): where open_entries lists it, fixed for its life (schema version 5, issue 26).
+    -- own id): where open_entries lists it, fixed for its life (schema version 6, issue 26).
     open_since       INTEGER,
     -- An INTERRUPT submitted behind an attempted entry: that entry's listing anchor (else NULL).
     list_after       INTEGER,
@@ -122,11 +124,11 @@ CREATE TABLE queue_entries (
 CREATE INDEX queue_entries_open_idx ON queue_entries (thread_id, queue_rank, entry_id)
     WHERE outcome_kind IS NULL
 ;
--- retry: the retries of an entry (a second retry returns the first; schema version 5).
+-- retry: the retries of an entry (a second retry returns the first; schema version 6).
 CREATE INDEX queue_entries_retry_of_idx ON queue_entries (retry_of)
     WHERE retry_of IS NOT NULL
 ;
--- open_entries pages: open entries by their fixed place (EntryRow.list_place; version 5).
+-- open_entries pages: open entries by their fixed place (EntryRow.list_place; version 6).
 CREATE INDEX queue_entries_listing_idx ON queue_entries (
     coalesce(open_since, entry_id),
     CASE WHEN list_after IS NULL AND mode = 'interrupt' THEN 1 ELSE 2 END,

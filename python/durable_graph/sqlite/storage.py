@@ -43,7 +43,7 @@ _PLACE = (
     " CASE WHEN list_after IS NULL AND mode = 'interrupt' THEN 1 ELSE 2 END,"
     " coalesce(list_after, entry_id), list_after IS NOT NULL, entry_id"
 )
-"""`EntryRow.list_place` in SQL: the key of ``queue_entries_listing_idx`` (schema version 5)."""
+"""`EntryRow.list_place` in SQL: the key of ``queue_entries_listing_idx`` (schema version 6)."""
 _PLACE_NAMES = ("since", "rank", "anchor", "behind", "id")
 
 
@@ -228,6 +228,13 @@ class SqliteTx:
                 (thread_id, checkpoint_id),
             )
 
+    def orphan(self, thread_id: str, removed: Sequence[str]) -> None:
+        self._run(
+            "UPDATE checkpoints SET parent_id = NULL WHERE thread_id = ?"
+            " AND parent_id IN (SELECT value FROM json_each(?))",
+            (thread_id, encode_json("removed", list(removed), INT64_MAX)),
+        )
+
     def checkpoints_newest_first(self, thread_id: str) -> list[CheckpointRow]:
         return self.checkpoints_before(thread_id, None, -1)
 
@@ -260,18 +267,23 @@ class SqliteTx:
         self, thread_id: str, checkpoint_id: str, writes: Sequence[EncodedWrite]
     ) -> None:
         self._conn.executemany(
-            "INSERT INTO pending_writes (thread_id, checkpoint_id, task_id, channel, idx, value)"
-            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            [(thread_id, checkpoint_id, w.task_id, w.channel, w.index, w.value) for w in writes],
+            "INSERT INTO pending_writes"
+            " (thread_id, checkpoint_id, task_id, channel, idx, value, task_path)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [
+                (thread_id, checkpoint_id, w.task_id, w.channel, w.index, w.value, w.task_path)
+                for w in writes
+            ],
         )
 
     def writes_of(self, thread_id: str, checkpoint_id: str) -> list[PendingWrite]:
         rows = self._all(
-            "SELECT task_id, channel, value FROM pending_writes"
-            " WHERE thread_id = ? AND checkpoint_id = ? ORDER BY task_id, idx, written_order",
+            "SELECT task_id, channel, value, task_path FROM pending_writes"
+            " WHERE thread_id = ? AND checkpoint_id = ?"
+            " ORDER BY task_path, task_id, idx, written_order",
             (thread_id, checkpoint_id),
         )
-        return [PendingWrite(r[0], r[1], decode_json(r[2])) for r in rows]
+        return [PendingWrite(r[0], r[1], decode_json(r[2]), r[3]) for r in rows]
 
     def append_event(self, thread_id: str, event: EncodedEvent, run_id: str | None) -> Event:
         row = self._one(
@@ -340,7 +352,7 @@ class SqliteTx:
         return None if row is None else _entry_of(row)
 
     def insert_entry(self, sub: EncodedSubmission) -> int:
-        # The thread's stretch of open entries goes on behind its head (D-list).
+        # The thread's stretch of open entries goes on behind its head (D65).
         head = self._one(
             f"SELECT * FROM queue_entries WHERE thread_id = ? AND {_OPEN}"
             " ORDER BY queue_rank, entry_id LIMIT 1",

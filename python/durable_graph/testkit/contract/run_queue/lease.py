@@ -80,7 +80,7 @@ class LeaseTests:
         a_interrupt = _submit(queue, "thread-a", mode=Mode.INTERRUPT)
         c_first = _submit(queue, "thread-c")
         b_later = _submit(queue, "thread-b")
-        # D-list: thread-a opened with a_first (1), thread-b with b_first (2), thread-c with
+        # D65: thread-a opened with a_first (1), thread-b with b_first (2), thread-c with
         # c_first (4), whatever the heads are now; INTERRUPT first inside a thread.
         listed = [e.entry_id for e in queue.open_entries()]
         assert listed == [a_interrupt, a_first, b_first, b_later, c_first]

@@ -1,5 +1,5 @@
--- durable_graph schema, version 8 (issue 26 items 1 and 8; D65, D66): each queue entry's fixed listing
--- place, so dg_open_entries_v1 pages neither skip nor repeat an entry while entries close, and
+-- durable_graph schema, version 9 (issue 26 items 1 and 8; D65, D66): each queue entry's fixed
+-- listing place, so dg_open_entries_v1 pages neither skip nor repeat an entry while entries close, and
 -- read only the page's rows (queue_entries_listing_idx) instead of every open entry.
 -- open_since: the id of the entry that opened the thread's current stretch of open entries (NULL:
 -- the entry's own id); every open entry of a thread holds the same. list_after: an INTERRUPT
