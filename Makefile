@@ -70,8 +70,16 @@ test: venv pg-deps node-deps lint
 langgraph-suite: venv pg-deps
 	$(PY) -m tests.langgraph_suite.run --subset all --checkpoint-postgres --out langgraph-suite.md $(PYTEST_ARGS)
 
-# The main job on the embedded default: SQLite in a temporary file, no server.
-demo: venv
+# The main job on the embedded default: SQLite in a temporary file, no server. Installs only
+# what the demo needs (the package and the dashboard's two packages), showing pip's progress;
+# a full developer venv (`make venv`) already has them.
+$(VENV)/.demo-installed: pyproject.toml
+	@test -x $(PY) || { echo "creating $(VENV)"; python3 -m venv $(VENV); }
+	@echo "installing durable-graph with its dashboard into $(VENV)"
+	$(PY) -m pip install --progress-bar on -e '.[dashboard]'
+	touch $@
+
+demo: $(VENV)/.demo-installed
 	$(VENV)/bin/durable-graph demo --sqlite "$$(mktemp -d)/demo.db"
 
 # Benchmarks against the anchors on one throwaway PostgreSQL (durable: fsync on).
@@ -79,6 +87,7 @@ bench: venv pg-deps
 	$(VENV)/bin/pip install -q -e '.[test,bench,langgraph]'
 	$(VENV)/bin/python -m tests.bench.run --out bench-results.md
 	$(VENV)/bin/python -m tests.bench.fast_path --out bench-fast-path.md
+	$(VENV)/bin/python -m tests.bench.operating --out bench-operating.md
 
 # Long randomized differential runs, the 60 s parent/child race workload, and 11 minutes of a
 # fleet through a failover, on one store and on 8 partitions (one partition server failing over).

@@ -72,6 +72,27 @@ BEGIN
 END;
 $$;
 
+-- _dg_list_place(thread_id, mode): (open_since, list_after) of an entry of p_mode submitted to
+-- the thread now (D65, migrations/0009.listing_place.sql): the stretch of the thread's open
+-- entries goes on, and an INTERRUPT goes right behind an attempted non-INTERRUPT head; both NULL
+-- when the thread has no open entry. One step down queue_entries_open_idx. The caller holds the
+-- thread's lock.
+CREATE OR REPLACE FUNCTION _dg_list_place(p_thread_id text, p_mode text,
+                                          OUT open_since bigint, OUT list_after bigint)
+LANGUAGE plpgsql STABLE
+AS $$
+BEGIN
+    SELECT coalesce(h.open_since, h.entry_id),
+           CASE WHEN p_mode = 'interrupt' AND h.attempt_count > 0
+                     AND (h.list_after IS NOT NULL OR h.mode <> 'interrupt')
+                THEN coalesce(h.list_after, h.entry_id) END
+      INTO open_since, list_after
+      FROM queue_entries h
+     WHERE h.thread_id = p_thread_id AND h.outcome_kind IS NULL
+     ORDER BY h.queue_rank, h.entry_id LIMIT 1;
+END;
+$$;
+
 -- _dg_refresh_queue_thread(thread_id): recompute the thread's head (queue order over every
 -- tenant) and when it can next be leased in queue_threads.lease_expires_at: the later of its
 -- current lease expiry and the head's not_before (a delayed head holds its thread back, SPEC

@@ -37,6 +37,7 @@ DECLARE
     v_now timestamptz;
     v_id bigint;
     o record;
+    v_place record;
     v_lim limits := _dg_limits();
 BEGIN
     -- The scalar arguments in one inline test; when it fails, the helpers name the bad one.
@@ -79,11 +80,12 @@ BEGIN
         RAISE EXCEPTION 'thread has an open entry' USING ERRCODE = 'DG001';
     END IF;
 
+    v_place := _dg_list_place(p_thread_id, p_mode);
     BEGIN
         INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,
-                                   submitted_at, not_before)
+                                   submitted_at, not_before, open_since, list_after)
         VALUES (p_tenant, p_thread_id, p_key, p_input, p_mode, p_max_attempts, v_now,
-                p_not_before)
+                p_not_before, v_place.open_since, v_place.list_after)
         RETURNING queue_entries.entry_id INTO v_id;
     EXCEPTION WHEN unique_violation THEN
         -- The same key was taken by a submission to another thread meanwhile.

@@ -147,6 +147,13 @@ BEGIN
     END LOOP;
 
     IF v_leases IS NOT NULL THEN
+        -- The attempt of an expired lease ended without a word: say why (issue 26 item 9).
+        UPDATE queue_attempts a
+           SET error = pg_catalog.to_json('lease expired: worker ' || o.lease_holder
+                                          || ' stopped renewing')::text
+          FROM queue_entries o
+         WHERE o.thread_id = v_thread AND o.outcome_kind IS NULL AND o.lease_token IS NOT NULL
+           AND a.entry_id = o.entry_id AND a.number = o.attempt_count AND a.error IS NULL;
         -- End the (expired) lease of every other entry of the thread.
         UPDATE queue_entries o
            SET lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL,

@@ -51,10 +51,13 @@ END;
 $$;
 
 -- dg_retry_v1: submit a failed or cancelled entry's input again as a new ENQUEUE entry of the
--- same thread, tenant and max_attempts, with no key, recording retry_of. Raises DG404 when the
--- entry is unknown, reclaimed or not p_tenant's (checked first: no oracle, SPEC §10 rule 6),
--- DG000 naming entry_id when it is open, completed or interrupted.
-CREATE OR REPLACE FUNCTION dg_retry_v1(p_entry_id bigint, p_tenant text)
+-- same thread, tenant and max_attempts, with no key, recording retry_of. Idempotent (D66):
+-- while a retry of the entry is kept, the first one's ticket (existing = true), unless p_again.
+-- Raises DG404 when the entry is unknown, reclaimed or not p_tenant's (checked first: no
+-- oracle, SPEC §10 rule 6), DG000 naming entry_id when it is open, completed or interrupted.
+DROP FUNCTION IF EXISTS dg_retry_v1(bigint, text);
+CREATE OR REPLACE FUNCTION dg_retry_v1(p_entry_id bigint, p_tenant text,
+                                       p_again boolean DEFAULT false)
 RETURNS TABLE (entry_id bigint, existing boolean)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
@@ -63,6 +66,7 @@ AS $$
 DECLARE
     e queue_entries;
     v_id bigint;
+    v_place record;
 BEGIN
     PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
     PERFORM _dg_opt_id(p_tenant, 'tenant');
@@ -79,10 +83,19 @@ BEGIN
         RAISE EXCEPTION 'entry_id: entry % is %; only a failed or cancelled entry can be retried',
             p_entry_id, coalesce(e.outcome_kind, 'open') USING ERRCODE = 'DG000';
     END IF;
+    IF NOT coalesce(p_again, false) THEN
+        SELECT pg_catalog.min(r.entry_id) INTO v_id FROM queue_entries r
+         WHERE r.retry_of = p_entry_id;
+        IF v_id IS NOT NULL THEN
+            RETURN QUERY SELECT v_id, true;
+            RETURN;
+        END IF;
+    END IF;
+    v_place := _dg_list_place(e.thread_id, 'enqueue');
     INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts, submitted_at,
-                               retry_of)
+                               retry_of, open_since, list_after)
     VALUES (e.tenant, e.thread_id, NULL, e.input, 'enqueue', e.max_attempts, store_now(),
-            e.entry_id)
+            e.entry_id, v_place.open_since, v_place.list_after)
     RETURNING queue_entries.entry_id INTO v_id;
     PERFORM _dg_refresh_queue_thread(e.thread_id);
     RETURN QUERY SELECT v_id, false;

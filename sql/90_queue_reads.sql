@@ -63,15 +63,16 @@ END;
 $$;
 
 -- dg_open_entries_v1: open entries of the wanted tenant (p_any_tenant, or tenant IS NOT
--- DISTINCT FROM p_tenant) on p_thread_id (NULL = every thread), grouped by thread (threads
--- ordered by their head's entry id, the head taken over every tenant), each thread's entries
--- in queue order (rule 24); a page: after the entry p_after (NULL = from the first; its place
--- is (its thread's current head, its queue rank, its id); an id that is unknown, reclaimed or
--- not visible to the wanted tenant gives no rows), at most p_limit (1..100000) and
--- max_page_bytes (input + outcome + attempts), always at least one row when one exists.
--- Continue with p_after = the last entry id returned. Raises DG000.
+-- DISTINCT FROM p_tenant) on p_thread_id (NULL = every thread), by each entry's fixed listing
+-- place (D65, migrations/0009.listing_place.sql): threads by the entry that opened their
+-- current stretch of open entries, each thread's entries in queue order; a page: after the
+-- entry p_after (NULL = from the first; an id that is unknown, reclaimed or not visible to the
+-- wanted tenant gives no rows), at most p_limit (1..100000) and max_page_bytes (input +
+-- outcome + attempts), always at least one row when one exists. Continue with p_after = the
+-- last entry id returned: a walk never skips an entry open throughout it and never repeats
+-- one, however many entries close meanwhile. Reads the page's rows down
+-- queue_entries_listing_idx, not every open entry. Raises DG000.
 DROP FUNCTION IF EXISTS dg_open_entries_v1(boolean, text, text);
-DROP FUNCTION IF EXISTS dg_open_entries_v1(boolean, text, text, bigint, integer);
 CREATE OR REPLACE FUNCTION dg_open_entries_v1(p_any_tenant boolean, p_tenant text,
                                               p_thread_id text,
                                               p_after bigint DEFAULT NULL,
@@ -86,8 +87,10 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_head bigint := -1::bigint;
-    v_rank smallint := -1::smallint;
+    v_since bigint := -1::bigint;
+    v_rank integer := -1;
+    v_anchor bigint := -1::bigint;
+    v_behind boolean := false;
     v_id bigint := -1::bigint;
     v_page bigint;
 BEGIN
@@ -97,9 +100,11 @@ BEGIN
     PERFORM _dg_count(p_limit, 'limit', 100000);
     v_page := (_dg_limits()).max_page_bytes;
     IF p_after IS NOT NULL THEN
-        SELECT coalesce(q.head_entry_id, a.entry_id), a.queue_rank, a.entry_id
-          INTO v_head, v_rank, v_id
-          FROM queue_entries a LEFT JOIN queue_threads q ON q.thread_id = a.thread_id
+        SELECT coalesce(a.open_since, a.entry_id),
+               CASE WHEN a.list_after IS NULL AND a.mode = 'interrupt' THEN 1 ELSE 2 END,
+               coalesce(a.list_after, a.entry_id), a.list_after IS NOT NULL, a.entry_id
+          INTO v_since, v_rank, v_anchor, v_behind, v_id
+          FROM queue_entries a
          WHERE a.entry_id = p_after AND (p_any_tenant OR a.tenant IS NOT DISTINCT FROM p_tenant);
         IF NOT FOUND THEN
             RETURN;
@@ -110,28 +115,40 @@ BEGIN
            x.attempts, x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder,
            x.lease_expires_at, x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq,
            x.not_before, x.retry_of
-      FROM (SELECT r.*, pg_catalog.sum(r.size) OVER (ORDER BY r.h, r.rank, r.entry_id
-                                          ROWS UNBOUNDED PRECEDING) - r.size AS before_bytes
+      FROM (SELECT r.*, a.attempts,
+                   pg_catalog.sum(r.size + pg_catalog.octet_length(a.attempts::text))
+                       OVER (ORDER BY r.n ROWS UNBOUNDED PRECEDING)
+                   - (r.size + pg_catalog.octet_length(a.attempts::text)) AS before_bytes
               FROM (SELECT e.entry_id, e.tenant, e.thread_id::text AS thread_id, e.key,
-                           e.input, e.mode, e.max_attempts, a.attempts, e.admitted,
+                           e.input, e.mode, e.max_attempts, e.admitted,
                            e.thread_deleted, e.submitted_at, e.lease_holder,
                            e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
                            e.closed_at_seq, e.not_before, e.retry_of,
-                           q.head_entry_id AS h, e.queue_rank AS rank,
-                           pg_catalog.octet_length(e.input) + pg_catalog.octet_length(a.attempts::text)
-                           + coalesce(pg_catalog.octet_length(e.key), 0) AS size
-                      FROM queue_threads q
-                      JOIN queue_entries e ON e.thread_id = q.thread_id
-                                          AND e.outcome_kind IS NULL
-                     CROSS JOIN LATERAL _dg_attempts(e.entry_id) a
-                     WHERE q.head_entry_id IS NOT NULL
-                       AND (p_thread_id IS NULL OR q.thread_id = p_thread_id)
-                       AND (p_any_tenant OR e.tenant IS NOT DISTINCT FROM p_tenant)
-                       AND (q.head_entry_id, e.queue_rank, e.entry_id) > (v_head, v_rank, v_id)
-                     ORDER BY q.head_entry_id, e.queue_rank, e.entry_id
-                     LIMIT p_limit) r) x
+                           pg_catalog.octet_length(e.input)
+                           + coalesce(pg_catalog.octet_length(e.key), 0) AS size,
+                           pg_catalog.row_number() OVER (ORDER BY e.k1, e.k2, e.k3, e.k4,
+                                                                  e.k5) AS n
+                      FROM (SELECT e.*, coalesce(e.open_since, e.entry_id) AS k1,
+                                   CASE WHEN e.list_after IS NULL AND e.mode = 'interrupt'
+                                        THEN 1 ELSE 2 END AS k2,
+                                   coalesce(e.list_after, e.entry_id) AS k3,
+                                   e.list_after IS NOT NULL AS k4, e.entry_id AS k5
+                              FROM queue_entries e
+                             WHERE e.outcome_kind IS NULL
+                               AND (p_thread_id IS NULL OR e.thread_id = p_thread_id)
+                               AND (p_any_tenant OR e.tenant IS NOT DISTINCT FROM p_tenant)
+                               AND coalesce(e.open_since, e.entry_id) >= v_since
+                               AND (coalesce(e.open_since, e.entry_id),
+                                    CASE WHEN e.list_after IS NULL AND e.mode = 'interrupt'
+                                         THEN 1 ELSE 2 END,
+                                    coalesce(e.list_after, e.entry_id),
+                                    e.list_after IS NOT NULL, e.entry_id)
+                                   > (v_since, v_rank, v_anchor, v_behind, v_id)
+                             ORDER BY k1, k2, k3, k4, k5
+                             LIMIT p_limit) e) r
+             CROSS JOIN LATERAL _dg_attempts(r.entry_id) a) x
      WHERE x.before_bytes < v_page
-     ORDER BY x.h, x.rank, x.entry_id;
+     ORDER BY x.n;
 END;
 $$;
 

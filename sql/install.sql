@@ -17,7 +17,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 8
+\set dg_required_version 9
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
@@ -170,6 +170,11 @@ SELECT :dg_version >= 8 AS dg_has_0008 \gset
 \if :dg_has_0008
 \else
 \ir ../migrations/0008.task_path.sql
+\endif
+SELECT :dg_version >= 9 AS dg_has_0009 \gset
+\if :dg_has_0009
+\else
+\ir ../migrations/0009.listing_place.sql
 \endif
 
 -- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).

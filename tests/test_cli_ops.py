@@ -27,6 +27,7 @@ from durable_graph import Completed, Failed, Submission
 from durable_graph.aio import AsyncInMemoryCheckpointer
 from durable_graph.cli import build_parser, open_store
 from durable_graph.memory.store import InMemoryCheckpointer
+from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.worker.aio import AsyncRunContext, AsyncWorker
 from durable_graph.worker.sync import RunContext, Worker
 
@@ -214,6 +215,36 @@ def test_queue_ls_by_state_pages_newest_first_and_stats_counts_by_state(
     assert "failed:" in text and "oldest waiting:" in text
 
 
+def test_queue_retry_twice_shows_the_first_retry_and_again_submits_another(
+    tmp_path: Path,
+) -> None:
+    # Issue 26 item 8: a second `queue retry N` no longer makes a second entry that also runs.
+    store = ["--sqlite", str(tmp_path / "s.db")]
+    assert run("submit", "t", "--input", "1", *store, cwd=tmp_path).returncode == 0
+    assert run("queue", "cancel", "1", *store, cwd=tmp_path).returncode == 0
+    first = json.loads(run("queue", "retry", "1", "--json", *store, cwd=tmp_path).stdout)
+    second = run("queue", "retry", "1", *store, cwd=tmp_path)
+    assert second.returncode == 0
+    assert f"already retried as entry {first['entry_id']}" in second.stdout
+    assert "--again" in second.stdout
+    more = json.loads(run("queue", "retry", "1", "--again", "--json", *store, cwd=tmp_path).stdout)
+    assert more["entry_id"] > first["entry_id"] and more["existing"] is False
+    listed = json.loads(run("queue", "ls", "--json", *store, cwd=tmp_path).stdout)
+    assert [e["entry_id"] for e in listed] == [first["entry_id"], more["entry_id"]]
+
+
+def test_bad_input_is_a_usage_error_with_a_hint_to_quote_a_string(tmp_path: Path) -> None:
+    # Issue 26 items 5 and 11: nested past the recursion limit it printed `RecursionError`
+    # (exit 1); a bare word failed with "not valid JSON" and no hint.
+    store = ["--sqlite", str(tmp_path / "s.db")]
+    deep = run("submit", "t", "--input", "[" * 5000 + "]" * 5000, *store, cwd=tmp_path)
+    assert deep.returncode == 2, deep.stderr
+    assert "nested too deeply" in deep.stderr and "RecursionError" not in deep.stderr
+    bare = run("submit", "t", "--input", "hello", *store, cwd=tmp_path)
+    assert bare.returncode == 2
+    assert "--input '\"hello\"'" in bare.stderr, bare.stderr
+
+
 # --- health and read-only opens ----------------------------------------------------------------
 
 
@@ -258,6 +289,30 @@ def test_health_on_postgres_before_and_after_migrate(
     assert run("migrate", *store, cwd=tmp_path).returncode == 0
     after = run("health", *store, cwd=tmp_path)
     assert after.returncode == 0 and "healthy" in after.stdout
+
+
+def test_health_counts_with_stats_waiting_and_running_apart(
+    pg_dsn: str, pg_schema: str, tmp_path: Path
+) -> None:
+    # Issue 26 item 3: one stats() call (one snapshot, the store's clock), not a walk over
+    # every open entry; waiting and running are told apart.
+    store = ["--dsn", pg_dsn, "--schema", pg_schema]
+    assert run("migrate", *store, cwd=tmp_path).returncode == 0
+    for thread in ("a", "b", "c"):
+        assert run("submit", thread, "--input", "1", *store, cwd=tmp_path).returncode == 0
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            f"UPDATE {pg_schema}.queue_entries SET submitted_at = submitted_at - interval '1 hour'"
+        )
+    with PostgresCheckpointer.open(pg_dsn, PostgresConfig(schema=pg_schema)) as pg:
+        assert pg.run_queue.lease("w", timedelta(minutes=5)) is not None
+    health = run("health", *store, "--json", cwd=tmp_path)
+    report = json.loads(health.stdout)
+    assert report["queue_depth"] == 3 and report["queue_waiting"] == 2, report
+    assert report["queue_running"] == 1
+    assert 3590 <= report["oldest_open_age_seconds"] <= 3700, report
+    text = run("health", *store, cwd=tmp_path).stdout
+    assert "3 open entries: 2 waiting, 1 running" in text, text
 
 
 def test_a_refused_login_is_reported_as_such_not_as_a_schema_problem(
@@ -348,7 +403,7 @@ def test_worker_logs_attempts_with_durations_tracebacks_and_json_lines(tmp_path:
         worker.send_signal(signal.SIGTERM)
         _, stderr = worker.communicate(timeout=30)
     assert waited.returncode == 1, waited.stderr  # --wait: the run failed
-    assert "failed: no model for q" in waited.stdout
+    assert "failed: ValueError: no model for q" in waited.stdout  # issue 26 item 9: the type
     records = [json.loads(line) for line in stderr.splitlines()]
     ends = [r for r in records if r.get("outcome") in ("retry", "failed")]
     assert [(r["level"], r["outcome"], r["attempt"]) for r in ends] == [

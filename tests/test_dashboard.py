@@ -137,3 +137,76 @@ def test_dashboard_shows_queue_entries_threads_and_a_live_tail(
         page.close()
     assert dialogs == [], "markup from the store ran as script"
     assert outside == [], "the page fetched something from elsewhere"
+
+
+TOKEN = "a-dashboard-token-for-the-tests"
+
+
+def test_on_call_engineer_cancels_and_retries_from_the_dashboard(
+    browser: Browser, store: Checkpointer
+) -> None:
+    # Issue 26 item 13: times with their zone and age, elapsed time of a running entry, a
+    # thread whose runs all failed, retries linked both ways, and retry and cancel behind the
+    # token, a same-origin check and a CSRF token, as POSTs.
+    filled = fill(store)
+    with serving(store, TOKEN) as url:
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.goto(url + "/?token=" + TOKEN)  # sets the cookie
+        expect(page.locator('meta[http-equiv="refresh"]')).to_have_count(1)
+        row = page.locator("table.entries tbody tr", has_text=f"#{filled.running}")
+        expect(row).to_contain_text("running for")
+        expect(row).to_contain_text("UTC")
+        expect(row.locator(".ago")).to_contain_text("ago")
+
+        # The failed entry's thread never committed: its page lists its entries.
+        page.goto(url + "/thread?id=billing-7")
+        expect(page.locator("h1")).to_contain_text("billing-7")
+        expect(page.locator("table.entries")).to_contain_text(f"#{filled.failed}")
+
+        # Cancel the running entry, then retry it: each a POST from its page.
+        page.goto(url + f"/entry/{filled.running}")
+        page.locator("form.action-cancel button").click()
+        page.wait_for_url(url + f"/entry/{filled.running}")
+        expect(page.locator("h1 .badge")).to_have_text("cancelled")
+        expect(page.locator("form.action-cancel")).to_have_count(0)
+        page.locator("form.action-retry button").click()
+        page.wait_for_url(lambda u: u != url + f"/entry/{filled.running}")
+        retry_id = int(page.url.rsplit("/", 1)[1])
+        assert retry_id > filled.running
+        expect(page.locator("dl.facts")).to_contain_text(f"#{filled.running}")
+        page.goto(url + f"/entry/{filled.running}")
+        expect(page.locator("dl.facts")).to_contain_text(f"#{retry_id}")
+        # A second press shows the first retry (D66): no third entry.
+        page.locator("form.action-retry button").click()
+        page.wait_for_url(url + f"/entry/{retry_id}")
+
+        # The checks: no CSRF token, or another origin → 403, nothing written.
+        csrf = page.locator("form.action-retry input[name=csrf]")
+        page.goto(url + f"/entry/{retry_id}")
+        token = page.locator("form.action-cancel input[name=csrf]").get_attribute("value")
+        assert token and csrf.count() == 0
+        same = {"origin": url, "content-type": "application/x-www-form-urlencoded"}
+        no_csrf = page.request.post(url + f"/entry/{retry_id}/cancel", headers=same, data="")
+        assert no_csrf.status == 403
+        elsewhere = {**same, "origin": "http://evil.example"}
+        forged = page.request.post(
+            url + f"/entry/{retry_id}/cancel", headers=elsewhere, data=f"csrf={token}"
+        )
+        assert forged.status == 403
+        entry = store.run_queue.entry(retry_id)
+        assert entry is not None and entry.outcome is None
+        page.close()
+
+
+def test_without_a_token_the_dashboard_offers_no_action(
+    browser: Browser, store: Checkpointer
+) -> None:
+    filled = fill(store)
+    with serving(store) as url:
+        page = browser.new_page()
+        page.goto(url + f"/entry/{filled.running}")
+        expect(page.locator("form.action-cancel")).to_have_count(0)
+        expect(page.locator("header .readonly")).to_have_text("read-only")
+        posted = page.request.post(url + f"/entry/{filled.running}/cancel", data="")
+        assert posted.status in (404, 405)
+        page.close()

@@ -164,12 +164,82 @@ def test_cancel_reaches_a_running_handler_within_one_renewal(
     assert len([t for t in steps if t > cancelled_at]) <= 3
 
 
+def test_cancel_wakes_a_sync_handler_waiting_on_its_context_and_logs_cancelled(
+    real_time_store: Checkpointer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 26 item 7: a handler waiting a minute stops within one renewal of the cancel, and
+    # the worker logs "cancelled" with the reason, not "lost".
+    store = real_time_store
+    woke: dict[str, Any] = {}
+
+    def waits(ctx: RunContext) -> Any:
+        ctx.commit({"step": 0}, next=("more",))
+        woke["cancelled"] = ctx.wait_cancelled(60.0)
+        woke["at"] = time.monotonic()
+        return "ran to the end"
+
+    entry_id = store.run_queue.submit(Submission("t-wait", "go")).entry_id
+    worker = Worker(store, waits, **QUICK)
+    reports: list[Any] = []
+    runner = threading.Thread(target=lambda: reports.append(worker.run_once()))
+    caplog.set_level("INFO", logger="durable_graph.worker")
+    runner.start()
+    assert _wait(lambda: store.get("t-wait") is not None, 10.0)
+    store.run_queue.cancel(entry_id)
+    cancelled_at = time.monotonic()
+    runner.join(10.0)
+    assert not runner.is_alive()
+    assert woke["cancelled"] is True and woke["at"] - cancelled_at <= RENEW + 0.5
+    assert reports[0].note == "cancelled"
+    lines = [r.getMessage() for r in caplog.records if f"entry {entry_id} " in r.getMessage()]
+    assert any("cancelled" in m and "(requested)" in m for m in lines), lines
+
+
+def test_cancel_cancels_an_async_handlers_task_and_logs_cancelled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> tuple[Any, float, bool]:
+        store = AsyncInMemoryCheckpointer()
+        stopped = {"cancelled": False}
+
+        async def sleeps(ctx: AsyncRunContext) -> Any:
+            await ctx.commit({"step": 0}, next=("more",))
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                stopped["cancelled"] = True
+                raise
+            return "ran to the end"
+
+        entry_id = (await store.run_queue.submit(Submission("t-sleep", "go"))).entry_id
+        worker = AsyncWorker(store, sleeps, **QUICK)
+        run = asyncio.ensure_future(worker.run_once())
+        while await store.get("t-sleep") is None:
+            await asyncio.sleep(0.02)
+        await store.run_queue.cancel(entry_id)
+        cancelled_at = time.monotonic()
+        report = await asyncio.wait_for(run, 10.0)
+        return report, time.monotonic() - cancelled_at, stopped["cancelled"]
+
+    caplog.set_level("INFO", logger="durable_graph.worker")
+    report, took, handler_cancelled = asyncio.run(scenario())
+    assert handler_cancelled and took <= RENEW + 0.5
+    assert report.note == "cancelled"
+    assert any(
+        "cancelled" in r.getMessage() and "(requested)" in r.getMessage() for r in caplog.records
+    )
+
+
 def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     store = SqliteCheckpointer.open(path)
     entry_id = store.run_queue.submit(Submission("t1", {"x": 1})).entry_id
     store.close()
     with sqlite3.connect(path) as raw:  # what version 2 had: none of the version-3 columns
+        raw.execute("DROP INDEX queue_entries_listing_idx")  # nor the version-6 ones
+        raw.execute("DROP INDEX queue_entries_retry_of_idx")
+        raw.execute("ALTER TABLE queue_entries DROP COLUMN open_since")
+        raw.execute("ALTER TABLE queue_entries DROP COLUMN list_after")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN not_before")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN retry_of")
         raw.execute("ALTER TABLE queue_attempts DROP COLUMN error")
@@ -185,7 +255,7 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
     finally:
         store.close()
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
 
 
 def test_a_traceback_over_the_stores_value_limit_still_defers_the_entry(tmp_path: Path) -> None:
@@ -218,7 +288,11 @@ async def _async_cancel_reaches_the_handler() -> dict[str, Any]:
                     return None
                 await ctx.commit({"step": i}, next=("more",))
                 seen["steps"].append(time.monotonic())
-                await asyncio.sleep(0.2)
+                try:
+                    await asyncio.sleep(0.2)
+                except asyncio.CancelledError:  # the worker cancels the task (issue 26 item 7)
+                    seen["noticed"] = time.monotonic()
+                    raise
             return "ran to the end"
 
         entry_id = (await store.run_queue.submit(Submission("t-long", "go"))).entry_id
@@ -269,3 +343,70 @@ def test_an_error_over_the_limit_keeps_its_end(limit: int) -> None:
         assert fitted == text
     elif limit >= 40:
         assert fitted.endswith("ValueError: the end") and fitted.startswith("…")
+
+
+def test_a_version_5_sqlite_file_gains_fixed_listing_places(tmp_path: Path) -> None:
+    # Issue 26 item 1: the open entries of a thread join its first open entry's stretch.
+    path = tmp_path / "old.db"
+    store = SqliteCheckpointer.open(path)
+    a1, b2, a3 = (store.run_queue.submit(Submission(t, 1)).entry_id for t in "aba")
+    store.close()
+    with sqlite3.connect(path) as raw:  # what version 5 had
+        raw.execute("DROP INDEX queue_entries_listing_idx")
+        raw.execute("DROP INDEX queue_entries_retry_of_idx")
+        raw.execute("ALTER TABLE queue_entries DROP COLUMN open_since")
+        raw.execute("ALTER TABLE queue_entries DROP COLUMN list_after")
+        raw.execute("PRAGMA user_version = 5")
+    store = SqliteCheckpointer.open(path)
+    try:
+        assert [e.entry_id for e in store.run_queue.open_entries()] == [a1, a3, b2]
+        store.run_queue.cancel(a1)
+        assert [e.entry_id for e in store.run_queue.open_entries(after=a1)] == [a3, b2]
+    finally:
+        store.close()
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_busy_sqlite_store_inside_ctx_commit_does_not_use_up_an_attempt(
+    tmp_path: Path,
+) -> None:
+    # Issue 26 item 6: another process holds the write lock past the busy timeout while the
+    # handler commits; the commit is made again within the attempt, not counted as a failure.
+    path = tmp_path / "s.db"
+    store = SqliteCheckpointer.open(
+        path, config=SqliteConfig(busy_timeout=timedelta(milliseconds=100))
+    )
+    entry_id = store.run_queue.submit(Submission("t-busy", "go", max_attempts=1)).entry_id
+    locked = threading.Event()
+    unlock = threading.Event()
+
+    def hold_the_write_lock() -> None:
+        raw = sqlite3.connect(path, isolation_level=None)
+        raw.execute("BEGIN IMMEDIATE")
+        locked.set()
+        unlock.wait(10)
+        raw.execute("ROLLBACK")
+        raw.close()
+
+    def handler(ctx: RunContext) -> Any:
+        holder = threading.Thread(target=hold_the_write_lock)
+        holder.start()
+        assert locked.wait(5)
+        threading.Timer(1.0, unlock.set).start()  # ten busy timeouts
+        ctx.commit({"done": True})
+        holder.join()
+        return "committed"
+
+    try:
+        worker = Worker(
+            store, handler, lease_ttl=timedelta(seconds=5), poll_interval=timedelta(milliseconds=50)
+        )
+        report = worker.run_once()
+        assert report is not None and report.note == "completed", report
+        entry = store.run_queue.entry(entry_id)
+        assert entry is not None and len(entry.attempts) == 1
+        assert entry.outcome is not None and entry.closed
+    finally:
+        unlock.set()
+        store.close()

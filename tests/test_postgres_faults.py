@@ -400,6 +400,32 @@ BIG_TABLES = {"threads", "checkpoints", "events", "queue_entries", "pending_writ
 ROWS = 10_000
 
 
+def test_failed_calls_log_no_discarded_connection_warning_each(
+    pg_dsn: str, schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 26 item 5: each failed call closed its connection and handed it back, and the pool
+    # logged "discarding closed connection" per call (~200 lines in 20 s of a full disk).
+    caplog.set_level("INFO", logger="psycopg.pool")
+    with PostgresCheckpointer.open(pg_dsn, _config(schema, max_pool_size=1)) as store:
+        _committed(store)
+        failures = 0
+        for _ in range(5):
+            with psycopg.connect(pg_dsn, autocommit=True) as admin:
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                    "AND backend_type = 'client backend'"
+                )
+            try:
+                store.get("t")
+            except ProcessingError:
+                failures += 1
+        assert failures >= 1
+        assert store.get("t") is not None
+    discarded = [r for r in caplog.records if "discarding closed connection" in r.getMessage()]
+    assert discarded == []
+
+
 def _fill(conn: psycopg.Connection[Any], schema: str) -> None:
     """>= 10,000 rows in every big table, written straight into the tables (fast)."""
     conn.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(schema)))

@@ -314,7 +314,11 @@ def test_handler_exception_is_retried_then_closes_failed(backend: Backend) -> No
     second = worker.run_once()
     assert second is not None and second.note == "failed"
     entry = queue.entry(ticket.entry_id)
-    assert entry is not None and entry.outcome == Failed("boom 2")
+    assert entry is not None and isinstance(entry.outcome, Failed)
+    # Issue 26 item 9: the closing attempt keeps its traceback, whose last line names the type.
+    assert entry.outcome.error.startswith("Traceback")
+    assert entry.outcome.error.endswith("RuntimeError: boom 2")
+    assert entry.attempts[-1].error == entry.outcome.error
 
 
 def test_retry_after_an_exception_resumes_from_the_last_checkpoint(
@@ -417,7 +421,7 @@ def test_cancel_stops_the_attempt_cooperatively(backend: Backend) -> None:
     queue.cancel(ticket.entry_id)
     runner.join(10)
     assert errors and isinstance(errors[0], EntryClosed)
-    assert reports and getattr(reports[0], "note", None) == "lost"
+    assert reports and getattr(reports[0], "note", None) == "cancelled"
     info = store.thread("t1")
     assert info is not None and info.claim_holder is None  # the claim was released
 

@@ -82,10 +82,23 @@ def non_negative_int(text: str) -> int:
 
 
 def json_value(text: str) -> Any:
+    """A JSON value given on the command line; a bad one is a usage error (exit 2), with a hint
+    when it looks like a bare word meant as a string (issue 26 items 5 and 11)."""
     try:
         return json.loads(text)
+    except RecursionError:
+        raise argparse.ArgumentTypeError("not valid JSON: nested too deeply to read") from None
     except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+        hint = ""
+        start = text.lstrip()[:1]
+        if (
+            start
+            and start not in '{["-0123456789'
+            and text.strip() not in ("true", "false", "null")
+        ):
+            quoted = json.dumps(text)
+            hint = f"; a string is quoted in JSON: --input '{quoted}'"
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}{hint}") from None
 
 
 def env_name(flag: str) -> str:
@@ -143,8 +156,9 @@ def outcome_text(outcome: EntryOutcome | None, limit: int = 40) -> str:
         if outcome.output is None:
             return "completed"
         return f"completed {compact(outcome.output, limit)}"
-    if isinstance(outcome, Failed):
-        return f"failed: {outcome.error}"
+    if isinstance(outcome, Failed):  # a traceback's last line names the exception (D67)
+        lines = [line for line in outcome.error.splitlines() if line.strip()]
+        return f"failed: {lines[-1] if lines else outcome.error}"
     if isinstance(outcome, Cancelled):
         return f"cancelled ({outcome.reason})"
     return f"interrupted by entry {outcome.by}"
@@ -230,13 +244,16 @@ def _escape(ch: str) -> str:
 
 
 def redacted(text: str, dsn: str | None) -> str:
-    """``text`` without the DSN or any piece of it: the whole string, its password, and every
-    value of three characters or more it names (host, user, database, ...), each as ``***``."""
+    """``text`` without the secrets of the DSN, each as ``***``: a password written in the text
+    (``user:PASSWORD@``, ``password=PASSWORD``) and the DSN's own password wherever it stands
+    as a word of its own. Nothing else: host, user, database and port are not secret, and a
+    word that merely contains a secret (``postgresql`` for a user ``postgres``) stays whole
+    (issue 26 item 10)."""
     text = _PASSWORD_ASSIGNMENT.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", text))
     if not dsn:
         return text
-    for secret in sorted(_pieces(dsn), key=len, reverse=True):
-        text = text.replace(secret, "***")
+    for secret in sorted(_secrets(dsn), key=len, reverse=True):
+        text = re.sub(rf"(?<![\w]){re.escape(secret)}(?![\w])", "***", text)
     return text
 
 
@@ -244,19 +261,24 @@ _URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
 _PASSWORD_ASSIGNMENT = re.compile(r"((?:password|passwd)\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
 
 
-def _pieces(dsn: str) -> set[str]:
-    pieces = {dsn.strip()}
+def _secrets(dsn: str) -> set[str]:
+    """The DSN's password (URL or ``password=``), and in a key=value DSN every token without a
+    ``=`` (a malformed DSN: libpq quotes the bad fragment, which may be a password)."""
+    found: set[str] = set()
     if "://" in dsn:
         url = urllib.parse.urlsplit(dsn.strip())
-        pieces |= {url.netloc, url.path.lstrip("/"), url.query}
-        pieces |= {urllib.parse.unquote(p) for p in (url.username, url.password, url.hostname) if p}
         with contextlib.suppress(ValueError):
-            pieces.add(str(url.port or ""))
-        pieces |= {value for _, value in urllib.parse.parse_qsl(url.query)}
+            if url.password:
+                found |= {url.password, urllib.parse.unquote(url.password)}
+        found |= {v for k, v in urllib.parse.parse_qsl(url.query) if k == "password"}
     else:
         for token in dsn.split():
-            pieces |= {token, token.partition("=")[2].strip("'")}
-    return {p for p in pieces if len(p) >= 3}
+            key, eq, value = token.partition("=")
+            if not eq:
+                found.add(token)
+            elif key.strip().lower() == "password":
+                found.add(value.strip("'"))
+    return {s for s in found if s}
 
 
 # --- the store -----------------------------------------------------------------------------

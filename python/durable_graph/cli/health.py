@@ -1,15 +1,14 @@
-"""``health``: is the store reachable, is its schema current, how deep is the queue."""
+"""``health``: is the store reachable, is its schema current, how deep is the queue (one
+`RunQueue.stats` call: counted by the store, aged by the store clock)."""
 
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime
 from typing import Any
 
 from durable_graph.cli.common import (
     CliError,
     Unreachable,
-    all_open_entries,
     dsn_of,
     open_store,
     output_of,
@@ -28,6 +27,8 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
         "reachable": False,
         "schema_current": False,
         "queue_depth": None,
+        "queue_waiting": None,
+        "queue_running": None,
         "oldest_open_age_seconds": None,
         "ok": False,
         "problem": None,
@@ -44,18 +45,20 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
         return report
     report["reachable"] = report["schema_current"] = True
     try:
-        entries = all_open_entries(store, ANY, None)
+        # One call, counted in one snapshot by the store at its own clock (issue 26 item 3):
+        # never a walk over the open entries.
+        stats = store.run_queue.stats(ANY)
     finally:
         store.close()
-    report["queue_depth"] = len(entries)
-    if entries:
-        oldest = min(e.submitted_at for e in entries)
-        report["oldest_open_age_seconds"] = round(
-            max(0.0, (datetime.now(UTC) - oldest).total_seconds()), 3
-        )
+    depth = stats.open + stats.running
+    report["queue_depth"] = depth
+    report["queue_waiting"] = stats.open
+    report["queue_running"] = stats.running
+    if stats.oldest_waiting_age is not None:
+        report["oldest_open_age_seconds"] = round(stats.oldest_waiting_age.total_seconds(), 3)
     limit = getattr(args, "max_depth", None)
-    if limit is not None and len(entries) > limit:
-        report["problem"] = f"{len(entries)} open entries, more than --max-depth {limit}"
+    if limit is not None and depth > limit:
+        report["problem"] = f"{depth} open entries, more than --max-depth {limit}"
         return report
     report["ok"] = True
     return report
@@ -76,8 +79,10 @@ def cmd_health(args: argparse.Namespace) -> int:
         depth_text = (
             "-" if depth is None else f"{depth} open {'entry' if depth == 1 else 'entries'}"
         )
+        if depth:
+            depth_text += f": {report['queue_waiting']} waiting, {report['queue_running']} running"
         if age is not None:
-            depth_text += f" (oldest submitted {age:.0f}s ago)"
+            depth_text += f" (oldest waiting since {age:.0f}s, store clock)"
         rows: list[tuple[str, object]] = [
             ("store", report["store"]),
             ("reachable", yes(report["reachable"])),

@@ -318,9 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
     _option(
         ls,
         "--state",
-        choices=ENTRY_STATES,
-        help="list the entries in this state, newest first, one page (default: every open "
-        "entry in queue order)",
+        choices=(*ENTRY_STATES, "all"),
+        help="list the entries in this state (all: in any state, closed ones included), newest "
+        "first, one page (default: every open entry in queue order)",
     )
     _option(
         ls,
@@ -350,6 +350,13 @@ def build_parser() -> argparse.ArgumentParser:
     retry = queue_action("retry", cmd_queue_retry, "submit a failed or cancelled entry again")
     retry.add_argument("entry_id", type=positive_int, metavar="ID", help="the entry id")
     _option(retry, "--tenant", help="the entry's tenant (default: no tenant)")
+    _option(
+        retry,
+        "--again",
+        action="store_true",
+        help="submit one more retry even when the entry was retried already (by default a "
+        "second retry shows the first one)",
+    )
     reclaim = queue_action("reclaim", cmd_queue_reclaim, "remove entries closed long ago")
     _option(
         reclaim,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from durable_graph.cli.common import (
@@ -46,6 +46,7 @@ def cmd_queue_ls(args: argparse.Namespace) -> int:
     tenant: TenantFilter = ANY if args.tenant is None else args.tenant
     if args.state is not None:
         return _ls_by_state(args, tenant)
+    recent: str | None = None
     with store_of(args, read_only=True) as store:
         if args.after is None and args.limit is None:
             entries = all_open_entries(store, tenant, args.thread)
@@ -53,15 +54,36 @@ def cmd_queue_ls(args: argparse.Namespace) -> int:
             limit = 1000 if args.limit is None else args.limit
             entries = store.run_queue.open_entries(tenant, args.thread, args.after, limit)
             _more_hint(entries, limit)
+        if not entries and args.after is None and not output_of(args).as_json:
+            recent = _closed_lately(store.run_queue, tenant, args.thread)
+    if recent is not None:
+        # Issue 26 item 11: right after a submit a worker already ran, say where it went.
+        output_of(args).line(
+            f"no open entries; {recent} closed in the last hour (--state all lists them)"
+        )
+        return 0
     _show_entries(args, entries, _OPEN_COLUMNS)
     return 0
+
+
+def _closed_lately(queue: RunQueue, tenant: TenantFilter, thread: str | None) -> str:
+    """How many entries closed in the last hour, from the newest page of every state (the
+    store's clock stamps ``closed_at``; "1000+" past one page)."""
+    page = queue.entries(None, tenant, thread, None, _RECENT_PAGE)
+    since = datetime.now(UTC) - timedelta(hours=1)
+    count = sum(1 for e in page if e.closed_at is not None and e.closed_at >= since)
+    return f"{count}+" if len(page) == _RECENT_PAGE and count == len(page) else str(count)
+
+
+_RECENT_PAGE = 1000
 
 
 def _ls_by_state(args: argparse.Namespace, tenant: TenantFilter) -> int:
     """One page of the entries in ``--state``, newest first (SPEC §13 listing)."""
     limit = 100 if args.limit is None else args.limit
+    state = None if args.state == "all" else args.state
     with store_of(args, read_only=True) as store:
-        entries = store.run_queue.entries(args.state, tenant, args.thread, args.after, limit)
+        entries = store.run_queue.entries(state, tenant, args.thread, args.after, limit)
     _more_hint(entries, limit)
     _show_entries(args, entries, _BY_STATE_COLUMNS)
     return 0
@@ -213,10 +235,19 @@ def cmd_queue_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_queue_retry(args: argparse.Namespace) -> int:
-    ticket = _on_entry(args, lambda queue, entry_id, tenant: queue.retry(entry_id, tenant=tenant))
+    again = bool(getattr(args, "again", False))
+    ticket = _on_entry(
+        args, lambda queue, entry_id, tenant: queue.retry(entry_id, tenant=tenant, again=again)
+    )
+    text = f"entry {args.entry_id} retried as entry {ticket.entry_id}"
+    if ticket.existing:
+        text = (
+            f"entry {args.entry_id} was already retried as entry {ticket.entry_id} "
+            "(--again to submit another)"
+        )
     output_of(args).result(
-        {"entry_id": ticket.entry_id, "retry_of": args.entry_id},
-        f"entry {args.entry_id} retried as entry {ticket.entry_id}",
+        {"entry_id": ticket.entry_id, "retry_of": args.entry_id, "existing": ticket.existing},
+        text,
     )
     return 0
 

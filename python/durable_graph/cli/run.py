@@ -8,6 +8,7 @@ import importlib.util
 import json
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -290,6 +291,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
             progress=progress,
         )
     progress.done()
+    # Issue 26 item 12: the demo's store may sit in a temporary directory: say how to look.
+    summary["dashboard"] = _dashboard_command(args, sqlite_path)
     if out.as_json:
         out.json(summary)
+    else:
+        out.line(f"Look at it in the dashboard: {summary['dashboard']}")
     return 0 if summary["ok"] else 1
+
+
+def _dashboard_command(args: argparse.Namespace, sqlite_path: str | None) -> str:
+    """The command that opens the dashboard on the demo's store (the DSN stays out of it: it
+    is read from DURABLE_GRAPH_DSN, as the workers read it)."""
+    program = sys.argv[0] if Path(sys.argv[0]).name == "durable-graph" else "durable-graph"
+    if sqlite_path is not None:
+        return f"{shlex.quote(program)} dashboard --sqlite {shlex.quote(sqlite_path)}"
+    schema = getattr(args, "schema", None)
+    where = f" --schema {shlex.quote(schema)}" if schema else ""
+    return f"{DSN_ENV}=... {shlex.quote(program)} dashboard{where}"

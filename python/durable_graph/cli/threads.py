@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 
 from durable_graph.cli.common import (
@@ -133,7 +134,15 @@ def cmd_thread_history(args: argparse.Namespace) -> int:
         out.table(
             ["SEQ", "CHECKPOINT", "RUN", "NEXT", "COMMITTED", "METADATA"], _history_rows(history)
         )
+        if history:  # on stderr, so that the table stays whole
+            print(_SEQ_NOTE, file=sys.stderr)
     return 0
+
+
+_SEQ_NOTE = (
+    "SEQ: the thread's event number at each commit (every commit logs a store.checkpoint event "
+    "besides its own events, so it grows by more than 1; see `events THREAD`)"
+)
 
 
 def cmd_thread_children(args: argparse.Namespace) -> int:
@@ -182,11 +191,13 @@ def _event_row(event: Event) -> tuple[object, ...]:
         event.kind,
         event.run_id or "-",
         when(event.created_at),
-        compact(event.payload),
+        compact(event.payload, _PAYLOAD_WIDTH),
     )
 
 
+_PAYLOAD_WIDTH = 60
 _EVENT_HEADERS = ["SEQ", "KIND", "RUN", "CREATED", "PAYLOAD"]
+_CUT_NOTE = f"payloads longer than {_PAYLOAD_WIDTH} characters are cut (…): --json shows them whole"
 
 
 def cmd_events(args: argparse.Namespace) -> int:
@@ -199,10 +210,21 @@ def cmd_events(args: argparse.Namespace) -> int:
                 out.json(events)
             else:
                 out.table(_EVENT_HEADERS, [_event_row(e) for e in events])
+                if any(str(_event_row(e)[-1]).endswith("…") for e in events):
+                    print(_CUT_NOTE, file=sys.stderr)
             return 0
-        # --follow: one line per event as it lands (JSON Lines with --json) until interrupted.
+        # --follow: one line per event as it lands (JSON Lines with --json) until interrupted,
+        # under a header saying what is followed and that payloads are cut (issue 26 item 11).
         watch = WatchPolicy(poll_interval=args.poll_interval)
         try:
+            if not out.as_json:
+                print(
+                    f"following thread {args.thread_id} after event {args.after} (Ctrl-C "
+                    "stops); " + _CUT_NOTE,
+                    file=sys.stderr,
+                )
+                out.out.write("  ".join(_EVENT_HEADERS) + "\n")
+                out.out.flush()
             for event in store.subscribe(args.thread_id, after_seq=args.after, watch=watch):
                 if out.as_json:
                     out.out.write(json.dumps(to_jsonable(event), ensure_ascii=False) + "\n")

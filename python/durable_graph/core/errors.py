@@ -18,6 +18,11 @@ class ProcessingError(StoreError):
     """The database failed or timed out, or the store is closed. Retrying may help."""
 
 
+class StoreBusy(ProcessingError):
+    """The store's write lock was not free within its bound (SQLite's busy timeout, the
+    in-memory store's lock): nothing was done, and the same call may simply be made again."""
+
+
 class ValidationError(StoreError, ValueError):
     """A bad argument or configuration. Nothing was changed."""
 
@@ -148,6 +153,7 @@ __all__ = [
     "RunIdTaken",
     "RunOfDeletedThread",
     "StaleParent",
+    "StoreBusy",
     "StoreError",
     "SubmissionKeyReused",
     "ThreadBusy",

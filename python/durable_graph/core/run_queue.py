@@ -85,10 +85,12 @@ class RunQueue(Protocol):
         ``error``, record it as the current attempt's failure reason (SPEC §13 backoff)."""
         ...
 
-    def retry(self, entry_id: int, tenant: str | None = None) -> Ticket:
+    def retry(self, entry_id: int, tenant: str | None = None, again: bool = False) -> Ticket:
         """Submit a failed or cancelled entry's input again as a new ENQUEUE entry recording
         ``retry_of``; `ValidationError` naming ``entry_id`` for an open, completed or
-        interrupted entry, `NotFound` for an unknown or another tenant's (SPEC §13)."""
+        interrupted entry, `NotFound` for an unknown or another tenant's (SPEC §13).
+        Idempotent: while a retry of the entry is kept, another call returns that first
+        retry's ticket with ``existing=True``; ``again=True`` submits one more (D66)."""
         ...
 
     def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None: ...

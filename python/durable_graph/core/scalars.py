@@ -92,6 +92,13 @@ def check_int(name: str, value: object, *, minimum: int, maximum: int = INT64_MA
     return value
 
 
+def check_bool(name: str, value: object) -> bool:
+    """A bool (not an int)."""
+    if not isinstance(value, bool):
+        raise ValidationError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
+
+
 def check_duration(name: str, value: object, *, allow_zero: bool = False) -> timedelta:
     """A `timedelta`, positive (or zero when allowed), at most a century (SPEC §8 rule 1)."""
     if not isinstance(value, timedelta):

@@ -9,9 +9,10 @@ children, queue entries, recorded outputs and its event log, tailed live from
 the store's notifications where it has them).
 
 The endpoints are plain functions: Starlette runs them in its thread pool, so the blocking store
-calls never stall the event loop. Nothing is written. With a ``token``, every request must carry
-it (``Authorization: Bearer``, the ``dg_token`` cookie, or ``?token=`` once, which sets the
-cookie).
+calls never stall the event loop. With a ``token``, every request must carry it
+(``Authorization: Bearer``, the ``dg_token`` cookie, or ``?token=`` once, which sets the
+cookie), and an entry's page offers two actions, retry and cancel (``POST``, same origin, CSRF
+token: `durable_graph.dashboard.actions`); without one, nothing is written.
 
 Served on a loopback address, a request is answered only when its ``Host`` header is
 ``localhost``, ``127.0.0.1`` or ``[::1]`` with the server's port (400 otherwise): a web page the
@@ -43,7 +44,8 @@ from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import StoreError, ValidationError
 from durable_graph.core.listing import ENTRY_STATES
 from durable_graph.core.model import Checkpoint, QueueEntry
-from durable_graph.dashboard import render
+from durable_graph.dashboard import actions, render
+from durable_graph.dashboard.actions import Actions
 from durable_graph.dashboard.assets import CSS, JS
 from durable_graph.worker.flow import output_effect_key
 
@@ -61,10 +63,10 @@ MAX_TAILS = 16
 
 _HEADERS = {
     "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
-    "connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; "
+    "connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'; "
     "frame-ancestors 'none'",
     "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
+    "referrer-policy": "same-origin",  # no referrer elsewhere; Origin kept for the actions
     "cache-control": "no-store",
 }
 
@@ -156,11 +158,15 @@ def _now() -> datetime:
 class Dashboard:
     """The endpoints, over one store."""
 
-    def __init__(self, store: Checkpointer, tail_wait: timedelta) -> None:
+    def __init__(
+        self, store: Checkpointer, tail_wait: timedelta, actions: Actions | None = None
+    ) -> None:
         self.store = store
         self.queue = store.run_queue
         self.tail_wait = tail_wait
         self.tails = threading.BoundedSemaphore(MAX_TAILS)
+        self.actions = actions
+        """Retry and cancel (`durable_graph.dashboard.actions`): only with a token."""
 
     def queue_page(self, request: Request) -> Response:
         state = request.query_params.get("state") or None
@@ -174,7 +180,15 @@ class Dashboard:
             holders.setdefault(e.lease_holder or "?", []).append(e)
         stats = self.queue.stats()
         next_after = entries[-1].entry_id if len(entries) == PAGE else None
-        html = render.queue_page(stats, entries, sorted(holders.items()), _now(), state, next_after)
+        html = render.queue_page(
+            stats,
+            entries,
+            sorted(holders.items()),
+            _now(),
+            state,
+            next_after,
+            actions=self.actions is not None,
+        )
         return HTMLResponse(html)
 
     def entry_page(self, request: Request) -> Response:
@@ -186,7 +200,28 @@ class Dashboard:
         output = None
         if entry.outcome is None:
             output = self.store.get_effect(entry.thread_id, output_effect_key(entry_id))
-        return HTMLResponse(render.entry_page(entry, _now(), output))
+        # Its retries are entries of its thread (issue 26 item 13: linked both ways).
+        later = self.queue.entries(thread_id=entry.thread_id, limit=PAGE)
+        retries = sorted(e.entry_id for e in later if e.retry_of == entry_id)
+        now = _now()
+        forms = ""
+        if self.actions is not None:
+            kind = None if entry.outcome is None else type(entry.outcome).__name__
+            forms = actions.forms(
+                entry_id,
+                self.actions.csrf,
+                can_cancel=entry.outcome is None,
+                can_retry=kind in ("Failed", "Cancelled"),
+            )
+        html = render.entry_page(
+            entry,
+            now,
+            output,
+            retries=retries,
+            actions_html=forms,
+            actions=self.actions is not None,
+        )
+        return HTMLResponse(html)
 
     def threads_page(self, request: Request) -> Response:
         after = request.query_params.get("after") or None
@@ -198,6 +233,10 @@ class Dashboard:
         thread_id = request.query_params.get("id", "")
         info = self.store.thread(thread_id)
         if info is None:
+            # A thread whose runs all failed before committing has entries but no commit.
+            queued = self.queue.entries(thread_id=thread_id, limit=PAGE) if thread_id else []
+            if queued:
+                return HTMLResponse(render.queued_thread_page(thread_id, queued, _now()))
             return HTMLResponse(render.not_found(f"thread {thread_id!r}"), status_code=404)
         before = request.query_params.get("before") or None
         history = self.store.history(thread_id, before=before, limit=HISTORY_PAGE + 1)
@@ -340,7 +379,13 @@ def create_app(
     """The dashboard over ``store`` (which the caller opens and closes); ``token`` see module."""
     if token is not None and (not isinstance(token, str) or len(token) < 16):
         raise ValidationError("token must be a string of at least 16 characters")
-    d = Dashboard(store, tail_wait)
+    d = Dashboard(store, tail_wait, None if token is None else Actions(store.run_queue, token))
+    posts = []
+    if d.actions is not None:  # retry and cancel: behind the token (issue 26 item 13)
+        posts = [
+            Route(f"/entry/{{entry_id:int}}/{name}", d.actions.endpoint(name), methods=["POST"])
+            for name in ("cancel", "retry")
+        ]
 
     def bad_request(request: Request, exc: Exception) -> Response:
         return HTMLResponse(
@@ -357,6 +402,7 @@ def create_app(
             Route("/thread/value", d.value_page),
             Route("/static/dashboard.css", _static(CSS, "text/css")),
             Route("/static/dashboard.js", _static(JS, "text/javascript")),
+            *posts,
         ],
         exception_handlers={ValidationError: bad_request},
     )

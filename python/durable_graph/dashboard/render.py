@@ -9,7 +9,7 @@ import html
 import json
 import re
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
 from durable_graph.core.listing import ENTRY_STATES, age_text, state_of
@@ -55,11 +55,30 @@ def href(path: str, **query: object) -> str:
     return attr(path + ("?" + urlencode(given) if given else ""))
 
 
-def when(value: datetime | None) -> str:
+def when(value: datetime | None, now: datetime | None = None) -> str:
+    """A store time in UTC, said so, with its distance from now (issue 26 item 13)."""
     if value is None:
         return "—"
-    shown = value.strftime("%Y-%m-%d %H:%M:%S")
-    return f'<time datetime="{attr(value.isoformat())}">{text(shown)}</time>'
+    value = value.astimezone(UTC)
+    shown = value.strftime("%Y-%m-%d %H:%M:%S UTC")
+    delta = (now or datetime.now(UTC)) - value
+    ago = (
+        f"{age_text(delta, sep=' ', width=1)} ago"
+        if delta >= timedelta(0)
+        else f"in {age_text(-delta, sep=' ', width=1)}"
+    )
+    return (
+        f'<time datetime="{attr(value.isoformat())}">{text(shown)}</time>'
+        f" <span class=ago>({text(ago)})</span>"
+    )
+
+
+def running_for(entry: QueueEntry, now: datetime) -> str:
+    """How long a running entry's current attempt has run (issue 26 item 13)."""
+    if not entry.attempts:
+        return ""
+    elapsed = max(now - entry.attempts[-1].started_at, timedelta(0))
+    return f"running for {age_text(elapsed, sep=' ', width=1)}"
 
 
 def age(value: timedelta | None) -> str:
@@ -74,8 +93,9 @@ def outcome_text(entry: QueueEntry) -> str:
     outcome = entry.outcome
     if outcome is None:
         return ""
-    if isinstance(outcome, Failed):
-        return outcome.error
+    if isinstance(outcome, Failed):  # a traceback: its last line names the exception
+        lines = [line for line in outcome.error.splitlines() if line.strip()]
+        return lines[-1] if lines else outcome.error
     if isinstance(outcome, Cancelled):
         return f"cancelled: {outcome.reason}"
     if isinstance(outcome, Interrupted):
@@ -84,8 +104,11 @@ def outcome_text(entry: QueueEntry) -> str:
     return "completed"
 
 
-def page(title: str, body: str, *, nav: str = "") -> str:
-    """A whole document: the stylesheet and script are served by the dashboard itself."""
+def page(
+    title: str, body: str, *, nav: str = "", refresh: int | None = None, actions: bool = False
+) -> str:
+    """A whole document: the stylesheet and script are served by the dashboard itself;
+    ``refresh``: reload every so many seconds (issue 26 item 13)."""
     links = [("queue", "/", "Queue"), ("threads", "/threads", "Threads")]
     items = "".join(
         f'<a href="{href(path)}"{" aria-current=page" if key == nav else ""}>{label}</a>'
@@ -95,10 +118,16 @@ def page(title: str, body: str, *, nav: str = "") -> str:
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width, initial-scale=1">'
         f"<title>{text(title)} · durable_graph</title>"
-        '<link rel=stylesheet href="/static/dashboard.css">'
+        + (f'<meta http-equiv=refresh content="{int(refresh)}">' if refresh else "")
+        + '<link rel=stylesheet href="/static/dashboard.css">'
         '<script src="/static/dashboard.js" defer></script>'
         f"</head><body><header><strong>durable_graph</strong><nav>{items}</nav>"
-        "<span class=readonly>read-only</span></header>"
+        + (
+            "<span class=readonly>retry and cancel enabled</span>"
+            if actions
+            else "<span class=readonly>read-only</span>"
+        )
+        + "</header>"
         f"<main>{body}</main></body></html>"
     )
 
@@ -125,6 +154,7 @@ def queue_page(
     now: datetime,
     state: str | None,
     next_after: int | None,
+    actions: bool = False,
 ) -> str:
     cards = "".join(
         f'<a class="stat state-{attr(s)}" data-state="{attr(s)}" href="{href("/", state=s)}">'
@@ -137,7 +167,7 @@ def queue_page(
             text(holder),
             str(len(held)),
             ", ".join(f'<a href="{href(f"/entry/{e.entry_id}")}">#{e.entry_id}</a>' for e in held),
-            when(min((e.lease_expires_at for e in held if e.lease_expires_at), default=None)),
+            when(min((e.lease_expires_at for e in held if e.lease_expires_at), default=None), now),
         )
         for holder, held in leases
     ]
@@ -162,18 +192,29 @@ def queue_page(
         + entries_table(entries, now)
         + more,
         nav="queue",
+        refresh=QUEUE_REFRESH_SECONDS,
+        actions=actions,
     )
+
+
+QUEUE_REFRESH_SECONDS = 10
+"""The queue page, and an open entry's page, reload this often (issue 26 item 13)."""
 
 
 def entries_table(entries: list[QueueEntry], now: datetime) -> str:
     rows = [
         (
             f'<a href="{href(f"/entry/{e.entry_id}")}">#{e.entry_id}</a>',
-            badge(state_of(e, now)),
+            badge(state_of(e, now))
+            + (
+                f" <span class=elapsed>{text(running_for(e, now))}</span>"
+                if state_of(e, now) == "running"
+                else ""
+            ),
             f'<a href="{href("/thread", id=e.thread_id)}">{text(e.thread_id)}</a>',
             text(e.tenant or "—"),
             f"{len(e.attempts)}/{e.max_attempts}",
-            when(e.submitted_at),
+            when(e.submitted_at, now),
             f"<span class=outcome>{text(outcome_text(e))}</span>",
         )
         for e in entries
@@ -186,7 +227,16 @@ def _entry_link(entry_id: int | None) -> str:
     return "—" if entry_id is None else f'<a href="{href(f"/entry/{entry_id}")}">#{entry_id}</a>'
 
 
-def entry_page(entry: QueueEntry, now: datetime, output: EffectRecord | None) -> str:
+def entry_page(
+    entry: QueueEntry,
+    now: datetime,
+    output: EffectRecord | None,
+    *,
+    retries: Sequence[int] = (),
+    actions_html: str = "",
+    actions: bool = False,
+) -> str:
+    """``retries``: the entries that retry this one; ``actions_html``: its action forms."""
     state = state_of(entry, now)
     facts = [
         ("thread", f'<a href="{href("/thread", id=entry.thread_id)}">{text(entry.thread_id)}</a>'),
@@ -194,14 +244,17 @@ def entry_page(entry: QueueEntry, now: datetime, output: EffectRecord | None) ->
         ("key", text(entry.key or "—")),
         ("mode", text(entry.mode.value)),
         ("attempts", f"{len(entry.attempts)} of {entry.max_attempts}"),
-        ("submitted", when(entry.submitted_at)),
+        ("submitted", when(entry.submitted_at, now)),
         ("lease holder", text(entry.lease_holder or "—")),
-        ("lease expires", when(entry.lease_expires_at)),
-        ("closed", when(entry.closed_at)),
+        ("lease expires", when(entry.lease_expires_at, now)),
+        ("closed", when(entry.closed_at, now)),
         ("outcome", text(outcome_text(entry) or "—")),
-        ("not before", when(entry.not_before)),
+        ("not before", when(entry.not_before, now)),
         ("retry of", _entry_link(entry.retry_of)),
+        ("retried as", ", ".join(_entry_link(r) for r in retries) or "—"),
     ]
+    if state == "running":
+        facts.insert(5, ("running", text(running_for(entry, now))))
     dl = "".join(f"<dt>{text(k)}</dt><dd>{v}</dd>" for k, v in facts)
     failure = ""
     if isinstance(entry.outcome, Failed):
@@ -212,7 +265,7 @@ def entry_page(entry: QueueEntry, now: datetime, output: EffectRecord | None) ->
             (
                 str(a.number),
                 text(a.run_id),
-                when(a.started_at),
+                when(a.started_at, now),
                 "—" if a.error is None else f"<pre class=attempt-error>{text(a.error)}</pre>",
             )
             for a in entry.attempts
@@ -227,10 +280,25 @@ def entry_page(entry: QueueEntry, now: datetime, output: EffectRecord | None) ->
         result = f"<h2>Recorded output</h2><pre class=output>{pretty(output.value)}</pre>"
     return page(
         f"Entry {entry.entry_id}",
-        f"<h1>Entry #{entry.entry_id} {badge(state)}</h1><dl class=facts>{dl}</dl>{failure}"
+        f"<h1>Entry #{entry.entry_id} {badge(state)}</h1>{actions_html}"
+        f"<dl class=facts>{dl}</dl>{failure}"
         f"<h2>Attempts</h2>{attempts}<h2>Input</h2><pre class=input>{pretty(entry.input)}</pre>"
         + result,
         nav="queue",
+        refresh=None if entry.closed else QUEUE_REFRESH_SECONDS,
+        actions=actions,
+    )
+
+
+def queued_thread_page(thread_id: str, entries: list[QueueEntry], now: datetime) -> str:
+    """A thread with queue entries but no commit yet (every run failed before committing, or
+    none ran): its entries, rather than "Not found" (issue 26 item 13)."""
+    return page(
+        f"Thread {thread_id}",
+        f"<h1>Thread {text(thread_id)}</h1>"
+        "<p class=no-commit>No checkpoint yet: no run of this thread has committed. "
+        "Its queue entries:</p>" + entries_table(entries, now),
+        nav="threads",
     )
 
 

@@ -12,6 +12,9 @@ from datetime import datetime, timedelta
 from durable_graph.core.listing import state_at
 from durable_graph.core.model import ANY, Mode, TenantFilter
 
+Place = tuple[int, int, int, int, int]
+"""`EntryRow.list_place`: ``(open_since, rank, anchor, behind, entry_id)``."""
+
 
 @dataclass(slots=True)
 class ClaimRow:
@@ -88,6 +91,30 @@ class EntryRow:
     not_before: datetime | None = None
     """No lease before this store time (a delayed submission or a backoff; SPEC §13)."""
     retry_of: int | None = None
+    open_since: int | None = None
+    """The id of the entry that opened its thread's current stretch of open entries (None: its
+    own id); every open entry of a thread holds the same, so listing pages stay put (D65)."""
+    list_after: int | None = None
+    """An INTERRUPT submitted while a non-INTERRUPT entry of its thread had recorded an attempt
+    is listed right behind that entry: the anchor of that entry's place (else None)."""
+
+    @property
+    def list_place(self) -> Place:
+        """Where `open_entries` lists it, fixed for the entry's life (issue 26 item 1, D65):
+        its thread's stretch, then its queue rank as it was when submitted (INTERRUPT 1, the rest
+        2, behind an attempted entry: that entry's), then its entry id. Queue order whenever the
+        entries of a thread are listed, without ever moving an entry."""
+        since = self.entry_id if self.open_since is None else self.open_since
+        if self.list_after is not None:
+            return since, 2, self.list_after, 1, self.entry_id
+        return since, 1 if self.mode is Mode.INTERRUPT else 2, self.entry_id, 0, self.entry_id
+
+    def place_for_next(self, mode: Mode) -> tuple[int, int | None]:
+        """``(open_since, list_after)`` of an entry of ``mode`` submitted while this entry is
+        its thread's head (D65)."""
+        since, rank, anchor, _, _ = self.list_place
+        behind = mode is Mode.INTERRUPT and self.attempt_count > 0 and rank == 2
+        return since, anchor if behind else None
 
     @property
     def closed(self) -> bool:
@@ -128,4 +155,4 @@ class EntryQuery:
         )
 
 
-__all__ = ["CheckpointRow", "ClaimRow", "EffectRow", "EntryQuery", "EntryRow", "ThreadRow"]
+__all__ = ["CheckpointRow", "ClaimRow", "EffectRow", "EntryQuery", "EntryRow", "Place", "ThreadRow"]

@@ -44,6 +44,7 @@ from durable_graph.core.model import (
 from durable_graph.core.validation import (
     MAX_PAGE_ROWS,
     EncodedSubmission,
+    check_bool,
     check_duration,
     check_error_text,
     check_identifier,
@@ -64,7 +65,7 @@ from durable_graph.embedded.common import (
     store_outcome,
     wait_until,
 )
-from durable_graph.embedded.rows import EntryQuery, EntryRow
+from durable_graph.embedded.rows import EntryQuery, EntryRow, Place
 from durable_graph.embedded.storage import Storage, Tx
 
 _AWAIT_CLOSED_POLL: Final = WatchPolicy().poll_interval.total_seconds()
@@ -124,6 +125,13 @@ class EmbeddedRunQueue:
             entry = tx.leasable_head(wanted)
             if entry is None:
                 return None
+            # The attempt of an expired lease ended without a word: say why (issue 26 item 9).
+            stale = tx.leased_entry(entry.thread_id)
+            if stale is not None and stale.attempt_count > 0:
+                last = tx.attempts_of(stale.entry_id)[-1]
+                if last.error is None:
+                    why = f"lease expired: worker {stale.lease_holder} stopped renewing"
+                    tx.set_attempt_error(stale, last.number, why)
             # End the expired lease of any other entry of the thread.
             tx.end_leases_of_thread(entry.thread_id)
             token = tx.issue_token()
@@ -192,14 +200,18 @@ class EmbeddedRunQueue:
             tx.defer_entry(entry, tx.now + delay)
             return entry_of(tx, _entry(tx, entry.entry_id))
 
-    def retry(self, entry_id: int, tenant: str | None = None) -> Ticket:
+    def retry(self, entry_id: int, tenant: str | None = None, again: bool = False) -> Ticket:
         _check_entry_ref(entry_id, tenant)
+        check_bool("again", again)
         with self._storage.write() as tx:
             entry = _found_entry(tx, entry_id, tenant)
             if entry.outcome_kind not in ("failed", "cancelled"):
                 raise ValidationError(_not_retryable(entry_id, entry.outcome_kind))
+            first = None if again else tx.first_retry_of(entry_id)
+            if first is not None:  # D66: a second retry is the first one's ticket
+                return Ticket(first, existing=True)
             # Its input again as a new ENQUEUE entry, with no key (a key names one submission).
-            again = EncodedSubmission(
+            resubmitted = EncodedSubmission(
                 thread_id=entry.thread_id,
                 input=entry.input,
                 tenant=entry.tenant,
@@ -208,7 +220,7 @@ class EmbeddedRunQueue:
                 max_attempts=entry.max_attempts,
                 retry_of=entry.entry_id,
             )
-            new_id = tx.insert_entry(again)
+            new_id = tx.insert_entry(resubmitted)
             return Ticket(new_id, existing=False)
 
     def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry:
@@ -268,25 +280,17 @@ class EmbeddedRunQueue:
         check_int("limit", limit, minimum=1)
         limit = min(limit, MAX_PAGE_ROWS)
         with self._storage.read() as tx:
-            # Rule 24: threads by their head's entry id (over every tenant), each in queue order.
-            if after is None:
-                return [entry_of(tx, e) for e in tx.open_entries(wanted, thread_id)[:limit]]
-            # A page after the entry `after`, placed at (its thread's head now, its queue
-            # position); unknown, reclaimed or not the wanted tenant's: [] (sql/README.md).
-            mark = tx.entry(after)
-            if mark is None or not (wanted is ANY or mark.tenant == wanted):
-                return []
-            mark_head = _head_id(tx.open_entries(ANY, mark.thread_id), mark.entry_id)
-            start = (mark_head, queue_position(mark))
-            rows: list[EntryRow] = []
-            heads: dict[str, int] = {}
-            for e in tx.open_entries(ANY, thread_id):
-                head = heads.setdefault(e.thread_id, e.entry_id)  # the first of its thread
-                if (wanted is ANY or e.tenant == wanted) and (head, queue_position(e)) > start:
-                    rows.append(e)
-                    if len(rows) == limit:
-                        break
-            return [entry_of(tx, e) for e in rows]
+            # D65: by the fixed place of each entry (its thread's stretch of open entries,
+            # INTERRUPT first, entry id), so a page after ``after`` neither skips an entry
+            # open throughout the walk nor repeats one while entries close (issue 26 item 1).
+            start: Place | None = None
+            if after is not None:
+                mark = tx.entry(after)
+                # Unknown, reclaimed or not the wanted tenant's: [] (sql/README.md).
+                if mark is None or not (wanted is ANY or mark.tenant == wanted):
+                    return []
+                start = mark.list_place
+            return [entry_of(tx, e) for e in tx.open_page(wanted, thread_id, start, limit)]
 
     def entries(
         self,
@@ -346,16 +350,6 @@ def _entry(tx: Tx, entry_id: int) -> EntryRow:
     entry = tx.entry(entry_id)
     assert entry is not None
     return entry
-
-
-def queue_position(entry: EntryRow) -> tuple[int, int]:
-    """Per-thread queue order (SPEC §5): attempted entries, then INTERRUPT, then the rest."""
-    rank = 0 if entry.attempt_count else 1 if entry.mode is Mode.INTERRUPT else 2
-    return rank, entry.entry_id
-
-
-def _head_id(queue: list[EntryRow], fallback: int) -> int:
-    return queue[0].entry_id if queue else fallback
 
 
 def _check_entry_ref(entry_id: int, tenant: str | None) -> None:

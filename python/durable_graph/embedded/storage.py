@@ -26,6 +26,7 @@ from durable_graph.embedded.rows import (
     EffectRow,
     EntryQuery,
     EntryRow,
+    Place,
     ThreadRow,
 )
 
@@ -167,6 +168,10 @@ class Tx(Protocol):
         ``not_before`` has come (SPEC §13: a delayed head holds its thread back)."""
         ...
 
+    def leased_entry(self, thread_id: str) -> EntryRow | None:
+        """The open entry of the thread holding a lease token (live or expired), if any."""
+        ...
+
     def end_leases_of_thread(self, thread_id: str) -> None: ...
 
     def set_lease(
@@ -214,8 +219,20 @@ class Tx(Protocol):
         """Mark every open entry of the thread ``thread_deleted``."""
         ...
 
-    def open_entries(self, tenant: TenantFilter, thread_id: str | None) -> list[EntryRow]:
-        """Rule 24: threads by their head's entry id, each in queue order; then the filters."""
+    def first_retry_of(self, entry_id: int) -> int | None:
+        """The lowest kept entry id whose ``retry_of`` is ``entry_id``, if any."""
+        ...
+
+    def open_page(
+        self,
+        tenant: TenantFilter,
+        thread_id: str | None,
+        after: Place | None,
+        limit: int,
+    ) -> list[EntryRow]:
+        """At most ``limit`` open entries of ``tenant`` (and ``thread_id``) by
+        `EntryRow.list_place`, after the place ``after`` (None: from the first); bounded by an
+        index, never reading the whole backlog (issue 26 items 1 and 2)."""
         ...
 
     def closed_before(self, cutoff: datetime, limit: int) -> list[int]:

@@ -207,8 +207,8 @@ class ThreadedRunQueueCalls:
     async def defer(self, lease: Lease, delay: timedelta, error: str | None = None) -> QueueEntry:
         return await in_thread(self._sync.defer, lease, delay, error)
 
-    async def retry(self, entry_id: int, tenant: str | None = None) -> Ticket:
-        return await in_thread(self._sync.retry, entry_id, tenant)
+    async def retry(self, entry_id: int, tenant: str | None = None, again: bool = False) -> Ticket:
+        return await in_thread(self._sync.retry, entry_id, tenant, again)
 
     async def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None:
         return await in_thread(self._sync.entry, entry_id, tenant)

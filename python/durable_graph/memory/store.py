@@ -10,7 +10,7 @@ leased entry), and the heads are kept sorted so `lease` never walks the backlog.
 from __future__ import annotations
 
 import bisect
-import copy
+import dataclasses
 import heapq
 import itertools
 import threading
@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from durable_graph.core.errors import ProcessingError
+from durable_graph.core.errors import ProcessingError, StoreBusy
 from durable_graph.core.listing import state_at
 from durable_graph.core.model import ANY, Attempt, Event, PendingWrite, TenantFilter
 from durable_graph.core.validation import (
@@ -40,6 +40,7 @@ from durable_graph.embedded.rows import (
     EffectRow,
     EntryQuery,
     EntryRow,
+    Place,
     ThreadRow,
 )
 from durable_graph.embedded.run_queue import EmbeddedRunQueue
@@ -114,6 +115,11 @@ class _State:
         self.queues: dict[str, _QueueThread] = {}
         self.heads: list[_Head] = []
         self.heads_of_tenant: dict[str | None, list[_Head]] = {}
+        self.listing: list[Place] = []
+        """Every open entry's `EntryRow.list_place`, sorted: `open_page` bisects it."""
+        self.listing_of_tenant: dict[str | None, list[Place]] = {}
+        self.journal: list[Callable[[], None]] | None = None
+        """While `composed(undo=True)` runs: how to take back each queue write, newest last."""
 
 
 class MemoryStorage:
@@ -131,7 +137,7 @@ class MemoryStorage:
     def _locked(self) -> Iterator[_State]:
         s = self._state
         if not s.lock.acquire(timeout=LOCK_TIMEOUT_SECONDS):
-            raise ProcessingError(
+            raise StoreBusy(
                 f"the in-memory store's lock was not free within {LOCK_TIMEOUT_SECONDS:g} s"
             )
         try:
@@ -163,23 +169,17 @@ class MemoryStorage:
             if not undo:
                 yield
                 return
-            # One deepcopy of them all: rows shared between them stay shared in the copy.
-            fields = (
-                "entry_ids",
-                "entries",
-                "attempts",
-                "keys",
-                "queues",
-                "heads",
-                "heads_of_tenant",
-            )
-            saved = copy.deepcopy([getattr(s, f) for f in fields])
+            # A journal of the queue writes, taken back newest first: the cost is the size of
+            # the batch, never of the queue (issue 26 item 4).
+            s.journal = []
             try:
                 yield
             except BaseException:
-                for name, value in zip(fields, saved, strict=True):
-                    setattr(s, name, value)
+                for undo_step in reversed(s.journal):
+                    undo_step()
                 raise
+            finally:
+                s.journal = None
 
     def change_signal(self) -> threading.Event:
         return self._state.changed
@@ -399,9 +399,39 @@ class MemoryTx:
         if sub.key is not None:
             s.keys[(sub.tenant, sub.key)] = entry_id
         queue = s.queues.setdefault(sub.thread_id, _QueueThread())
+        if queue.head is not None:  # the thread's stretch of open entries goes on
+            entry.open_since, entry.list_after = queue.head.place_for_next(sub.mode)
         queue.ranks[entry.queue_rank][entry_id] = entry
+        self._list(entry)
         self._refresh_head(queue)
+        if s.journal is not None:
+            s.journal.append(lambda: self._uninsert(entry))
         return entry_id
+
+    def _uninsert(self, entry: EntryRow) -> None:
+        """Take back `insert_entry` (the entry is open and has no attempt: same batch)."""
+        s = self._s
+        del s.entries[entry.entry_id]
+        del s.attempts[entry.entry_id]
+        s.trace_contexts.pop(entry.entry_id, None)
+        if entry.key is not None:
+            s.keys.pop((entry.tenant, entry.key), None)
+        queue = s.queues[entry.thread_id]
+        queue.ranks[entry.queue_rank].pop(entry.entry_id, None)
+        self._unlist(entry)
+        self._refresh_head(queue)
+
+    def _list(self, entry: EntryRow) -> None:
+        place = entry.list_place
+        bisect.insort(self._s.listing, place)
+        bisect.insort(self._s.listing_of_tenant.setdefault(entry.tenant, []), place)
+
+    def _unlist(self, entry: EntryRow) -> None:
+        place = entry.list_place
+        for listing in (self._s.listing, self._s.listing_of_tenant[entry.tenant]):
+            at = bisect.bisect_left(listing, place)
+            if at < len(listing) and listing[at] == place:
+                del listing[at]
 
     def has_open_entry(self, thread_id: str) -> bool:
         queue = self._s.queues.get(thread_id)
@@ -426,6 +456,10 @@ class MemoryTx:
             return head
         return None
 
+    def leased_entry(self, thread_id: str) -> EntryRow | None:
+        queue = self._s.queues.get(thread_id)
+        return None if queue is None else queue.leased
+
     def end_leases_of_thread(self, thread_id: str) -> None:
         leased = self._s.queues[thread_id].leased
         if leased is not None:
@@ -448,13 +482,33 @@ class MemoryTx:
             queue.leased = None
 
     def close_entry(self, entry: EntryRow, outcome: tuple[str, str], closed_at_seq: int) -> None:
+        if self._s.journal is not None:
+            self._s.journal.append(self._reopener(entry))
         entry.outcome_kind, entry.outcome_detail = outcome
         entry.closed_at, entry.closed_at_seq = self.now, closed_at_seq
         self.end_lease(entry)
         queue = self._s.queues[entry.thread_id]
         for rank in queue.ranks:
             rank.pop(entry.entry_id, None)
+        self._unlist(entry)
         self._refresh_head(queue)
+
+    def _reopener(self, entry: EntryRow) -> Callable[[], None]:
+        """How to take back `close_entry` of the open ``entry`` (its fields as they are now)."""
+        before = replace(entry)
+        queue = self._s.queues[entry.thread_id]
+        was_leased = queue.leased is entry
+
+        def reopen() -> None:
+            for f in dataclasses.fields(EntryRow):
+                setattr(entry, f.name, getattr(before, f.name))
+            queue.ranks[entry.queue_rank][entry.entry_id] = entry
+            if was_leased:
+                queue.leased = entry
+            self._list(entry)
+            self._refresh_head(queue)
+
+        return reopen
 
     def add_attempt(self, entry: EntryRow, run_id: str) -> int:
         queue = self._s.queues[entry.thread_id]
@@ -504,11 +558,26 @@ class MemoryTx:
             for entry in rank.values():
                 entry.thread_deleted = True
 
-    def open_entries(self, tenant: TenantFilter, thread_id: str | None) -> list[EntryRow]:
+    def first_retry_of(self, entry_id: int) -> int | None:
+        found = (e.entry_id for e in self._s.entries.values() if e.retry_of == entry_id)
+        return min(found, default=None)
+
+    def open_page(
+        self,
+        tenant: TenantFilter,
+        thread_id: str | None,
+        after: Place | None,
+        limit: int,
+    ) -> list[EntryRow]:
         s = self._s
-        ids = [t for _, t in s.heads] if thread_id is None else [thread_id]
-        queues = [s.queues[t] for t in ids if t in s.queues]
-        return [e for q in queues for e in q.in_order() if tenant is ANY or e.tenant == tenant]
+        if thread_id is not None:
+            queue = s.queues.get(thread_id)
+            rows = [] if queue is None else sorted(queue.in_order(), key=lambda e: e.list_place)
+            rows = [e for e in rows if tenant is ANY or e.tenant == tenant]
+            return [e for e in rows if after is None or e.list_place > after][:limit]
+        listing = s.listing if tenant is ANY else s.listing_of_tenant.get(tenant, [])
+        start = 0 if after is None else bisect.bisect_right(listing, after)
+        return [s.entries[place[4]] for place in listing[start : start + limit]]
 
     def closed_before(self, cutoff: datetime, limit: int) -> list[int]:
         closed = (

@@ -32,7 +32,7 @@ from psycopg_pool import AsyncConnectionPool
 from durable_graph.core.errors import ProcessingError, StoreError, error_for_sqlstate
 from durable_graph.postgres.calls import Rows, SqlCall
 from durable_graph.postgres.config import PostgresConfig
-from durable_graph.postgres.connection import PoolState, send_cancel, store_message
+from durable_graph.postgres.connection import QUIET_DISCARDS, PoolState, send_cancel, store_message
 
 T = TypeVar("T")
 AsyncConn = psycopg.AsyncConnection[Any]
@@ -176,6 +176,7 @@ class AsyncExecutor(PoolState[AsyncConnectionPool[Any]]):
                 await asyncio.wait({statement}, timeout=DISCARD_WAIT)
             if statement.done() and not statement.cancelled():
                 statement.exception()  # retrieved: the caller already has its answer
+        QUIET_DISCARDS.closing(conn)
         with contextlib.suppress(Exception):
             await conn.close()
         with contextlib.suppress(Exception):

@@ -203,8 +203,8 @@ class AsyncRunQueueSql:
     async def defer(self, lease: Lease, delay: timedelta, error: str | None = None) -> QueueEntry:
         return await self._x.run(operating.defer(self._config, lease, delay, error))
 
-    async def retry(self, entry_id: int, tenant: str | None = None) -> Ticket:
-        return await self._x.run(operating.retry(self._config, entry_id, tenant))
+    async def retry(self, entry_id: int, tenant: str | None = None, again: bool = False) -> Ticket:
+        return await self._x.run(operating.retry(self._config, entry_id, tenant, again))
 
     async def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None:
         return await self._x.run(calls.entry(self._config, entry_id, tenant))

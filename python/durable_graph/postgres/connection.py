@@ -24,12 +24,14 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+import logging
 import re
 import select
 import socket
 import threading
 import time
-from typing import Any, Generic, TypeVar
+import weakref
+from typing import Any, Final, Generic, TypeVar
 
 import psycopg
 from psycopg import pq
@@ -273,6 +275,7 @@ class Executor(PoolState[ConnectionPool[Any]]):
         else:
             keep = False
         if not keep:
+            QUIET_DISCARDS.closing(conn)
             with contextlib.suppress(Exception):
                 conn.close()
         with contextlib.suppress(Exception):
@@ -321,4 +324,41 @@ class Executor(PoolState[ConnectionPool[Any]]):
         return rows, True
 
 
-__all__ = ["CANCEL_GRACE", "Executor", "PoolState", "send_cancel", "store_message"]
+class _QuietDiscards(logging.Filter):
+    """Drops psycopg_pool's "discarding closed connection" warning for a connection this
+    package closed on purpose before handing it back (a failed call's: the pool must get it
+    back to free its slot, and has no quieter way to take a closed one). Issue 26 item 5: one
+    warning per failed call flooded a full disk's log; any other connection is still logged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._closed: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def closing(self, conn: Any) -> None:
+        with self._lock:
+            self._closed.add(conn)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg != "discarding closed connection: %s" or not record.args:
+            return True
+        conn = record.args[0] if isinstance(record.args, tuple) else None
+        with self._lock:
+            if conn is None or conn not in self._closed:
+                return True
+            self._closed.discard(conn)
+        return False
+
+
+QUIET_DISCARDS: Final = _QuietDiscards()
+logging.getLogger("psycopg.pool").addFilter(QUIET_DISCARDS)
+
+
+__all__ = [
+    "CANCEL_GRACE",
+    "QUIET_DISCARDS",
+    "Executor",
+    "PoolState",
+    "send_cancel",
+    "store_message",
+]

@@ -195,8 +195,8 @@ class RunQueueSql:
     def defer(self, lease: Lease, delay: timedelta, error: str | None = None) -> QueueEntry:
         return self._x.run(operating.defer(self._config, lease, delay, error))
 
-    def retry(self, entry_id: int, tenant: str | None = None) -> Ticket:
-        return self._x.run(operating.retry(self._config, entry_id, tenant))
+    def retry(self, entry_id: int, tenant: str | None = None, again: bool = False) -> Ticket:
+        return self._x.run(operating.retry(self._config, entry_id, tenant, again))
 
     def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None:
         return self._x.run(calls.entry(self._config, entry_id, tenant))

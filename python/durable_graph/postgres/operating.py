@@ -9,7 +9,12 @@ from __future__ import annotations
 import json
 
 from durable_graph.core.model import QueueEntry, Ticket
-from durable_graph.core.validation import check_duration, check_error_text, check_lease
+from durable_graph.core.validation import (
+    check_bool,
+    check_duration,
+    check_error_text,
+    check_lease,
+)
 from durable_graph.postgres.calls import SqlCall, _call, entry_args, lease_args
 from durable_graph.postgres.config import PostgresConfig
 from durable_graph.postgres.rows import entry_of, exactly_one, ticket_of
@@ -32,8 +37,10 @@ def _json_string(error: object, max_bytes: int) -> str:
     return json.dumps(check_error_text("error", error, max_bytes), ensure_ascii=False)
 
 
-def retry(config: PostgresConfig, entry_id: object, tenant: object) -> SqlCall[Ticket]:
-    args = entry_args(entry_id, tenant)
+def retry(
+    config: PostgresConfig, entry_id: object, tenant: object, again: object
+) -> SqlCall[Ticket]:
+    args = [*entry_args(entry_id, tenant), ("boolean", check_bool("again", again))]
     return _call(config, "retry", "dg_retry_v1", args, exactly_one(ticket_of))
 
 

@@ -30,7 +30,7 @@ from datetime import timedelta
 from importlib import resources
 from typing import Final, Literal
 
-from durable_graph.core.errors import ProcessingError, ValidationError
+from durable_graph.core.errors import ProcessingError, StoreBusy, ValidationError
 from durable_graph.core.validation import (
     DEFAULT_MAX_VALUE_BYTES,
     INT32_MAX,
@@ -41,11 +41,15 @@ from durable_graph.core.validation import (
 )
 from durable_graph.sqlite.storage import SqliteTx
 
-SCHEMA_VERSION: Final = 5
+_BUSY: Final = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+"""The error codes of a write lock that stayed taken past the busy timeout."""
+
+SCHEMA_VERSION: Final = 6
 """``PRAGMA user_version`` of a file this code creates. Version 1 files (table names of before
-the embedded rule set), version 2 files (before delayed runs, retries and attempt errors) and
-version 3 files (before stored trace contexts) and version 4 files (before pending writes' task
-paths) are migrated on open; `open` refuses a newer file."""
+the embedded rule set), version 2 files (before delayed runs, retries and attempt errors),
+version 3 files (before stored trace contexts), version 4 files (before pending writes' task
+paths) and version 5 files (before fixed listing places) are migrated on open; `open` refuses a
+newer file."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +255,10 @@ class SqliteStorage:
             conn = self._connection()
             try:
                 conn.execute(begin)
+            except sqlite3.OperationalError as exc:
+                if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in _BUSY:  # nothing done
+                    raise StoreBusy(f"could not begin a transaction: {exc}") from exc
+                raise ProcessingError(f"could not begin a transaction: {exc}") from exc
             except sqlite3.Error as exc:
                 raise ProcessingError(f"could not begin a transaction: {exc}") from exc
             try:
@@ -323,11 +331,17 @@ def open_storage(path: str, config: SqliteConfig, clock: Callable[[], float]) ->
             elif version == 1:
                 for table in _V1_TABLES:
                     conn.execute(f"ALTER TABLE {table} RENAME TO v1_{table}")
-                for statement in _script("schema.sql") + _script("migrate_v1.sql"):
+                for statement in (
+                    _script("schema.sql")
+                    + _script("migrate_v1.sql")
+                    + _script("fill_open_since.sql")
+                ):
                     conn.execute(statement)
             elif version < SCHEMA_VERSION:
-                # migrate_vN.sql takes a file from version N to N + 1.
+                # migrate_vN.sql takes a file from version N to N + 1; then every open entry
+                # joins its thread's listing stretch (D65).
                 later = [f"migrate_v{n}.sql" for n in range(version, SCHEMA_VERSION)]
+                later.append("fill_open_since.sql")
                 for statement in [s for name in later for s in _script(name)]:
                     conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

@@ -109,6 +109,11 @@ CREATE TABLE queue_entries (
     closed_at_seq    INTEGER,
     not_before       INTEGER,  -- no lease before (delayed run, backoff; schema version 3)
     retry_of         INTEGER,
+    -- The id of the entry that opened the thread's current stretch of open entries (NULL: its
+    -- own id): where open_entries lists it, fixed for its life (schema version 6, issue 26).
+    open_since       INTEGER,
+    -- An INTERRUPT submitted behind an attempted entry: that entry's listing anchor (else NULL).
+    list_after       INTEGER,
     -- Queue order inside a thread: attempted first, then INTERRUPT, then the rest (by entry id).
     queue_rank       INTEGER GENERATED ALWAYS AS (
                          CASE WHEN attempt_count > 0 THEN 0
@@ -117,6 +122,17 @@ CREATE TABLE queue_entries (
 )
 ;
 CREATE INDEX queue_entries_open_idx ON queue_entries (thread_id, queue_rank, entry_id)
+    WHERE outcome_kind IS NULL
+;
+-- retry: the retries of an entry (a second retry returns the first; schema version 6).
+CREATE INDEX queue_entries_retry_of_idx ON queue_entries (retry_of)
+    WHERE retry_of IS NOT NULL
+;
+-- open_entries pages: open entries by their fixed place (EntryRow.list_place; version 6).
+CREATE INDEX queue_entries_listing_idx ON queue_entries (
+    coalesce(open_since, entry_id),
+    CASE WHEN list_after IS NULL AND mode = 'interrupt' THEN 1 ELSE 2 END,
+    coalesce(list_after, entry_id), list_after IS NOT NULL, entry_id)
     WHERE outcome_kind IS NULL
 ;
 -- submit: the key of a kept entry, per tenant (not UNIQUE: SQLite's NULLs are distinct).

@@ -28,6 +28,7 @@ from durable_graph.embedded.rows import (
     EffectRow,
     EntryQuery,
     EntryRow,
+    Place,
     ThreadRow,
 )
 
@@ -37,6 +38,13 @@ if TYPE_CHECKING:
 T = TypeVar("T", bound="DataclassInstance")
 _Params = Sequence[Any] | dict[str, Any]
 _OPEN = "outcome_kind IS NULL"
+_PLACE = (
+    "coalesce(open_since, entry_id),"
+    " CASE WHEN list_after IS NULL AND mode = 'interrupt' THEN 1 ELSE 2 END,"
+    " coalesce(list_after, entry_id), list_after IS NOT NULL, entry_id"
+)
+"""`EntryRow.list_place` in SQL: the key of ``queue_entries_listing_idx`` (schema version 6)."""
+_PLACE_NAMES = ("since", "rank", "anchor", "behind", "id")
 
 
 def _us(value: timedelta) -> int:
@@ -344,10 +352,17 @@ class SqliteTx:
         return None if row is None else _entry_of(row)
 
     def insert_entry(self, sub: EncodedSubmission) -> int:
+        # The thread's stretch of open entries goes on behind its head (D65).
+        head = self._one(
+            f"SELECT * FROM queue_entries WHERE thread_id = ? AND {_OPEN}"
+            " ORDER BY queue_rank, entry_id LIMIT 1",
+            (sub.thread_id,),
+        )
+        place = (None, None) if head is None else _entry_of(head).place_for_next(sub.mode)
         row = self._one(
             "INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,"
-            " submitted_at, not_before, retry_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            " RETURNING entry_id",
+            " submitted_at, not_before, retry_of, open_since, list_after)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING entry_id",
             (
                 sub.tenant,
                 sub.thread_id,
@@ -358,6 +373,7 @@ class SqliteTx:
                 self._now_us,
                 None if sub.not_before is None else to_micros(sub.not_before),
                 sub.retry_of,
+                *place,
             ),
         )
         assert row is not None
@@ -387,6 +403,14 @@ class SqliteTx:
             " AND (e.not_before IS NULL OR e.not_before <= :now)"
             " ORDER BY q.head_entry_id LIMIT 1",
             {"now": self._now_us, "tenant": None if tenant is ANY else tenant},
+        )
+        return None if row is None else _entry_of(row)
+
+    def leased_entry(self, thread_id: str) -> EntryRow | None:
+        row = self._one(
+            "SELECT * FROM queue_entries WHERE thread_id = ? AND lease_token IS NOT NULL"
+            f" AND {_OPEN} LIMIT 1",
+            (thread_id,),
         )
         return None if row is None else _entry_of(row)
 
@@ -519,17 +543,37 @@ class SqliteTx:
             (thread_id,),
         )
 
-    def open_entries(self, tenant: TenantFilter, thread_id: str | None) -> list[EntryRow]:
+    def first_retry_of(self, entry_id: int) -> int | None:
+        row = self._one(
+            "SELECT min(entry_id) FROM queue_entries WHERE retry_of = ?",  # retry_of index
+            (entry_id,),
+        )
+        return None if row is None or row[0] is None else int(row[0])
+
+    def open_page(
+        self,
+        tenant: TenantFilter,
+        thread_id: str | None,
+        after: Place | None,
+        limit: int,
+    ) -> list[EntryRow]:
+        # Down queue_entries_listing_idx from the place `after` (a search on its first key):
+        # LIMIT rows read, not the queue. One thread's: its own open entries, sorted.
+        where = [_OPEN, "(:any OR tenant IS :tenant)"]
+        if thread_id is not None:
+            where.append("thread_id = :thread")
+        if after is not None:
+            where.append("coalesce(open_since, entry_id) >= :since")
+            where.append(f"({_PLACE}) > (:since, :rank, :anchor, :behind, :id)")
         rows = self._all(
-            "SELECT e.* FROM queue_threads q JOIN queue_entries e ON e.thread_id = q.thread_id"
-            f" WHERE q.head_entry_id IS NOT NULL AND e.{_OPEN}"
-            "   AND (:thread IS NULL OR q.thread_id = :thread)"
-            "   AND (:any OR e.tenant IS :tenant)"
-            " ORDER BY q.head_entry_id, e.queue_rank, e.entry_id",
+            f"SELECT * FROM queue_entries WHERE {' AND '.join(where)}"
+            f" ORDER BY {_PLACE} LIMIT :limit",
             {
                 "thread": thread_id,
                 "any": tenant is ANY,
                 "tenant": None if tenant is ANY else tenant,
+                **dict(zip(_PLACE_NAMES, after or (None,) * 5, strict=True)),
+                "limit": limit,
             },
         )
         return [_entry_of(r) for r in rows]

@@ -208,8 +208,8 @@ class SyncRunQueueCalls:
     def defer(self, lease: Lease, delay: timedelta, error: str | None = None) -> QueueEntry:
         return self._runner.run(self.target.defer(lease, delay, error))
 
-    def retry(self, entry_id: int, tenant: str | None = None) -> Ticket:
-        return self._runner.run(self.target.retry(entry_id, tenant))
+    def retry(self, entry_id: int, tenant: str | None = None, again: bool = False) -> Ticket:
+        return self._runner.run(self.target.retry(entry_id, tenant, again))
 
     def entry(self, entry_id: int, tenant: str | None = None) -> QueueEntry | None:
         return self._runner.run(self.target.entry(entry_id, tenant))

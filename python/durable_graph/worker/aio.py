@@ -26,12 +26,13 @@ import contextlib
 import inspect
 import logging
 import signal
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
-from durable_graph.core.errors import StoreError, ValidationError
+from durable_graph.core.errors import StoreBusy, StoreError, ValidationError
 from durable_graph.core.model import (
     JSON,
     AttemptBegun,
@@ -67,6 +68,7 @@ from durable_graph.worker.ops import (
 )
 
 log = logging.getLogger("durable_graph.worker.aio")
+T = TypeVar("T")
 
 AsyncHandler = Callable[["AsyncRunContext"], Awaitable[Any]]
 """A user's run: ``async def handler(ctx: AsyncRunContext) -> JSON``."""
@@ -89,6 +91,7 @@ class _Keeper:
         self._store = store
         self._interval = interval
         self._lost: StoreError | None = None
+        self.lost_event = threading.Event()  # what a sync wait could use; the task is cancelled
         self._renewer: asyncio.Task[None] | None = None
         self._stop_renewing = asyncio.Event()
         self._finishing: asyncio.Future[QueueEntry | None] | None = None
@@ -105,6 +108,10 @@ class _Keeper:
     def lose(self, error: StoreError) -> None:
         if self._lost is None:
             self._lost = error
+            self.lost_event.set()
+            # SPEC §13, issue 26 item 7: a lost attempt (its entry cancelled, re-leased, the
+            # worker stopping) stops now: its handler's task is cancelled.
+            self.cancel_handler()
 
     @property
     def finishing(self) -> bool:
@@ -208,16 +215,17 @@ class AsyncRunContext(RunContextBase[AsyncCheckpointer]):
     ) -> Checkpoint:
         """Commit a checkpoint whose parent is the current head; ``next=()`` ends the run."""
         self.check()
-        checkpoint = await self.store.commit(
-            self._claim, next_commit(self.run_id, self._head, state, next, metadata, events)
-        )
+        commit = next_commit(self.run_id, self._head, state, next, metadata, events)
+        checkpoint = await self._unless_busy(lambda: self.store.commit(self._claim, commit))
         self._head = checkpoint
         return checkpoint
 
     async def append_events(self, events: Sequence[EventIn]) -> list[Event]:
         """Append events to the thread's log (tagged with this run id), without a checkpoint."""
         self.check()
-        return await self.store.append_events(self._claim, events, run_id=self.run_id)
+        return await self._unless_busy(
+            lambda: self.store.append_events(self._claim, events, run_id=self.run_id)
+        )
 
     async def record_effect(self, key: str, fn: Callable[[], JSON | Awaitable[JSON]]) -> JSON:
         """The value recorded under ``key``; ``fn`` (sync or async) runs only when none is yet.
@@ -232,8 +240,20 @@ class AsyncRunContext(RunContextBase[AsyncCheckpointer]):
         if inspect.isawaitable(value):
             value = await value
         self.check()
-        record = await self.store.record_effect(self._claim, key, value, run_id=self.run_id)
+        checked: JSON = value  # awaited above when awaitable
+        record = await self._unless_busy(
+            lambda: self.store.record_effect(self._claim, key, checked, run_id=self.run_id)
+        )
         return record.value
+
+    async def _unless_busy(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``call``, made again while the store is only busy (`busy_wait`)."""
+        started = time.monotonic()
+        while True:
+            try:
+                return await call()
+            except StoreBusy as exc:
+                await asyncio.sleep(self.busy_wait(exc, started))
 
 
 # --- the worker ----------------------------------------------------------------------------

@@ -23,7 +23,7 @@ One attempt, in order (the at-most-once protocol):
 4. The handler returns → its output is recorded (effect `output_effect_key`) under the claim, the
    claim is released and the entry closed ``Completed(output)``. It raises → if attempts remain,
    claim and lease are released (the entry is retried, resuming from its last checkpoint), else
-   the entry is closed ``Failed(str(exc))``.
+   the entry is closed ``Failed(traceback)`` (its last line ``Type: message``).
 
 Worker decisions (docs/decisions.md D40-D44): the output is recorded as an effect so a later
 attempt that finds the run ``Finished`` closes with the same output (D40); a busy thread is waited
@@ -40,6 +40,7 @@ import enum
 import logging
 import random
 import signal
+import threading
 import time
 import traceback
 import uuid
@@ -52,6 +53,7 @@ from durable_graph.core.errors import (
     EntryClosed,
     NotFound,
     RunIdTaken,
+    StoreBusy,
     StoreError,
     ThreadBusy,
     ValidationError,
@@ -94,6 +96,8 @@ from durable_graph.worker.ops import (
 )
 from durable_graph.worker.settings import WorkerOptions, WorkerSettings
 
+BUSY_RETRY_SECONDS: Final = 0.05
+"""How long a context write waits after a `StoreBusy` before it tries again."""
 _MAX_ERROR_BYTES: Final = 64 * 1024
 """A traceback kept as an attempt's error is cut to its last 64 KiB (its end names the failure)."""
 
@@ -104,7 +108,8 @@ Note = Literal[
     "thread_deleted",  # the store closed the entry Cancelled("thread_deleted")
     "busy",  # the thread's claim stayed taken: lease released, backing off
     "closed",  # the entry was closed by someone else (cancel, interrupt) after the lease
-    "lost",  # the lease or claim was lost mid-attempt (renewal failed, cancelled, shutdown)
+    "lost",  # the lease or claim was lost mid-attempt (renewal failed, re-leased, shutdown)
+    "cancelled",  # the entry was cancelled (queue cancel, thread deleted) while its handler ran
 ]
 
 _RECORD_ATTEMPT_TRIES = 5
@@ -177,7 +182,10 @@ def failure_outcome(entry: QueueEntry, exc: BaseException) -> Failed | None:
     """
     if len(entry.attempts) < entry.max_attempts:
         return None
-    return Failed(str(exc) or type(exc).__name__)
+    # The traceback, as a retried attempt keeps it (issue 26 item 9): its last line names the
+    # exception's type and message; the store records it as the closing attempt's error too.
+    text = "".join(traceback.format_exception(exc)).rstrip()
+    return Failed(fit_error_text(text, _MAX_ERROR_BYTES))
 
 
 def retry_later(settings: WorkerSettings, number: int, exc: BaseException) -> Deferred:
@@ -235,10 +243,17 @@ def describe(report: AttemptReport) -> str:
 
 
 class LostFlag(Protocol):
-    """What a context asks its attempt's keeper: the error that ended the attempt, if any."""
+    """What a context asks its attempt's keeper: the error that ended the attempt, if any, and
+    the event set when it did."""
 
     @property
     def lost(self) -> StoreError | None: ...
+
+    @property
+    def lost_event(self) -> threading.Event: ...
+
+    @property
+    def lease(self) -> Lease: ...
 
 
 StoreT = TypeVar("StoreT")
@@ -313,6 +328,16 @@ class RunContextBase(Generic[StoreT]):
         lost = self._keeper.lost
         if lost is not None:
             raise type(lost)(str(lost))
+
+    def busy_wait(self, error: StoreBusy, started: float) -> float:
+        """Issue 26 item 6: a write of the context met a busy store (`StoreBusy`: nothing was
+        written). A busy store is not the handler's failure: the seconds to wait before the
+        same call is made again, while the attempt lives (its lease is renewed meanwhile) and
+        within one lease ttl of the call's start; past that, ``error`` is raised."""
+        self.check()
+        if time.monotonic() - started >= self._keeper.lease.ttl.total_seconds():
+            raise error
+        return BUSY_RETRY_SECONDS
 
 
 # --- the flow -------------------------------------------------------------------------------
@@ -403,6 +428,8 @@ def log_attempt_end(
     level = {"failed": logging.ERROR, "retry": logging.WARNING}.get(report.note, logging.INFO)
     raised = error is not None and report.note in ("failed", "retry")
     reason = f": {type(error).__name__}: {error}" if raised else ""
+    if isinstance(report.outcome, Cancelled) and report.note == "cancelled":
+        reason = f" ({report.outcome.reason})"
     log.log(
         level,
         "%s in %.3fs%s",
@@ -542,6 +569,9 @@ def _run_planned(
     result: HandlerResult = yield RunHandler(current, plan, run_id, number, known, claim)
     if keeper.lost is not None:
         yield Finish(None)
+        why = yield from _why_lost(keeper, entry)
+        if why is not None:  # issue 26 item 7: say it was cancelled, and why
+            return report("cancelled", why, run=run_id, number=number, plan=plan)
         return report("lost", run=run_id, number=number, plan=plan)
     outcome: EntryOutcome | None
     if result.error is not None:  # D43: a raise retries, or closes Failed on the last attempt
@@ -573,6 +603,21 @@ def _run_planned(
 
 def _key(entry: QueueEntry) -> str:
     return output_effect_key(entry.entry_id)
+
+
+def _why_lost(
+    keeper: AttemptKeeper, entry: QueueEntry
+) -> Generator[Operation, Any, Cancelled | None]:
+    """The entry's `Cancelled` outcome when the attempt was lost because the entry was closed
+    cancelled (a `queue cancel`, a deleted thread), else None (re-leased, shut down, gone)."""
+    if not isinstance(keeper.lost, EntryClosed):
+        return None
+    try:
+        now: QueueEntry | None = yield store_op("run_queue.entry", entry.entry_id, entry.tenant)
+    except StoreError:
+        return None
+    outcome = None if now is None else now.outcome
+    return outcome if isinstance(outcome, Cancelled) else None
 
 
 def _take_attempt(lease: Lease, run_id: str) -> Generator[Operation, Any, tuple[str, AttemptStart]]:

@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 from durable_graph.core.checkpointer import Checkpointer
-from durable_graph.core.errors import StoreError, ValidationError
+from durable_graph.core.errors import StoreBusy, StoreError, ValidationError
 from durable_graph.core.model import JSON, Checkpoint, Claim, Event, EventIn, Lease, QueueEntry
 from durable_graph.core.ops import StoreOp, drive
 from durable_graph.core.polling import Changes
@@ -62,6 +62,8 @@ from durable_graph.worker.ops import (
 
 log = logging.getLogger("durable_graph.worker")
 
+T = TypeVar("T")
+
 Handler = Callable[["RunContext"], Any]
 """A user's run: receives a `RunContext`, returns the run's output (a JSON value)."""
 
@@ -79,6 +81,8 @@ class _Keeper:
         self._interval = interval
         self._lock = threading.Lock()
         self._lost: StoreError | None = None
+        self.lost_event = threading.Event()
+        """Set once the attempt is lost (cancelled, re-leased, shut down): `RunContext` waits on it."""
         self._stop = threading.Event()
         self._released = False
         self._thread = threading.Thread(
@@ -97,6 +101,7 @@ class _Keeper:
         with self._lock:
             if self._lost is None:
                 self._lost = error
+        self.lost_event.set()
 
     def adopt_claim(self, claim: Claim) -> bool:
         """Keep ``claim`` renewed; False once the attempt is being finished (caller releases it)."""
@@ -160,8 +165,20 @@ class RunContext(RunContextBase[Checkpointer]):
 
     ``plan`` says what to do: `Fresh` (apply ``entry.input``) or `Resume` (continue from
     ``plan.checkpoint``). `commit` chains checkpoints under the attempt's claim; once the
-    attempt has lost its lease or claim, ``cancelled`` is true and every write raises.
+    attempt has lost its lease or claim (e.g. its entry was cancelled), ``cancelled`` is true,
+    `cancel_event` is set and every write raises. A handler that waits (on I/O, a sleep) waits
+    on the event instead, `wait_cancelled(timeout)`, to stop promptly (SPEC §13).
     """
+
+    @property
+    def cancel_event(self) -> threading.Event:
+        """Set when the attempt is lost; wait on it rather than `time.sleep`."""
+        return self._keeper.lost_event
+
+    def wait_cancelled(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds (None: for ever) for the attempt to be lost; True when
+        it was (stop and return), False when the time ran out first."""
+        return self.cancel_event.wait(timeout)
 
     def commit(
         self,
@@ -172,16 +189,17 @@ class RunContext(RunContextBase[Checkpointer]):
     ) -> Checkpoint:
         """Commit a checkpoint whose parent is the current head; ``next=()`` ends the run."""
         self.check()
-        checkpoint = self.store.commit(
-            self._claim, next_commit(self.run_id, self._head, state, next, metadata, events)
-        )
+        commit = next_commit(self.run_id, self._head, state, next, metadata, events)
+        checkpoint = self._unless_busy(lambda: self.store.commit(self._claim, commit))
         self._head = checkpoint
         return checkpoint
 
     def append_events(self, events: Sequence[EventIn]) -> list[Event]:
         """Append events to the thread's log (tagged with this run id), without a checkpoint."""
         self.check()
-        return self.store.append_events(self._claim, events, run_id=self.run_id)
+        return self._unless_busy(
+            lambda: self.store.append_events(self._claim, events, run_id=self.run_id)
+        )
 
     def record_effect(self, key: str, fn: Callable[[], JSON]) -> JSON:
         """The value recorded under ``key``; ``fn`` runs only when none is recorded yet.
@@ -196,7 +214,18 @@ class RunContext(RunContextBase[Checkpointer]):
             return recorded.value
         value = fn()
         self.check()
-        return self.store.record_effect(self._claim, key, value, run_id=self.run_id).value
+        return self._unless_busy(
+            lambda: self.store.record_effect(self._claim, key, value, run_id=self.run_id)
+        ).value
+
+    def _unless_busy(self, call: Callable[[], T]) -> T:
+        """``call``, made again while the store is only busy (`busy_wait`)."""
+        started = time.monotonic()
+        while True:
+            try:
+                return call()
+            except StoreBusy as exc:
+                self.cancel_event.wait(self.busy_wait(exc, started))
 
 
 # --- the worker ----------------------------------------------------------------------------

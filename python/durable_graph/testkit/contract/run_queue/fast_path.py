@@ -471,6 +471,29 @@ class FastPathTests:
         later = queue.submit(Submission("thread-1", 1, key="k"))
         assert later.existing is False and later.entry_id > before[-1].entry_id
 
+    def test_submit_many_refused_after_an_interrupt_reopens_what_it_closed(
+        self, queue: RunQueue
+    ) -> None:
+        queued = queue.submit(Submission("thread-1", 1, mode=Mode.INTERRUPT)).entry_id
+        queue.submit(Submission("thread-9", 1))
+        before = _open(queue)
+        with pytest.raises(ThreadBusy):
+            queue.submit_many(
+                [
+                    Submission("thread-1", 2, mode=Mode.INTERRUPT),  # closes `queued`
+                    Submission("thread-9", 2, mode=Mode.REJECT),
+                ]
+            )
+        assert _open(queue) == before
+        assert _entry(queue, queued).outcome is None
+        lease = queue.lease("w", timedelta(seconds=30))
+        assert lease is not None and lease.entry.entry_id == queued
+        later = queue.submit(Submission("thread-1", 3))
+        assert [e.entry_id for e in queue.open_entries(thread_id="thread-1")] == [
+            queued,
+            later.entry_id,
+        ]
+
     def test_submit_many_refuses_bad_submission_naming_its_index(self, queue: RunQueue) -> None:
         with pytest.raises(ValidationError, match=r"submissions\[1\]"):
             queue.submit_many([Submission("thread-1", 1), Submission("", 1)])

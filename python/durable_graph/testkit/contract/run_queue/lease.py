@@ -72,15 +72,22 @@ class LeaseTests:
         listed = [e.entry_id for e in queue.open_entries(thread_id="thread-1")]
         assert listed == [attempted, interrupt, enqueued, later]
 
-    def test_open_entries_groups_threads_by_head_entry_id(self, queue: RunQueue) -> None:
+    def test_open_entries_groups_threads_by_the_entry_that_opened_them(
+        self, queue: RunQueue
+    ) -> None:
         a_first = _submit(queue, "thread-a")
         b_first = _submit(queue, "thread-b")
         a_interrupt = _submit(queue, "thread-a", mode=Mode.INTERRUPT)
         c_first = _submit(queue, "thread-c")
         b_later = _submit(queue, "thread-b")
-        # Heads: thread-a -> a_interrupt (3), thread-b -> b_first (2), thread-c -> c_first (4).
+        # D65: thread-a opened with a_first (1), thread-b with b_first (2), thread-c with
+        # c_first (4), whatever the heads are now; INTERRUPT first inside a thread.
         listed = [e.entry_id for e in queue.open_entries()]
-        assert listed == [b_first, b_later, a_interrupt, a_first, c_first]
+        assert listed == [a_interrupt, a_first, b_first, b_later, c_first]
+        queue.cancel(a_interrupt)
+        queue.cancel(a_first)
+        a_again = _submit(queue, "thread-a")  # thread-a's next stretch comes after the others
+        assert [e.entry_id for e in queue.open_entries()] == [b_first, b_later, c_first, a_again]
 
     def test_lease_follows_head_entry_id_across_threads(self, queue: RunQueue) -> None:
         _submit(queue, "thread-a")

@@ -14,6 +14,7 @@ from durable_graph.core.model import Cancelled, Completed, Failed, QueueEntry, S
 from durable_graph.core.run_queue import RunQueue
 from durable_graph.testkit.contract.run_queue.support import (
     HOUR,
+    PAST_TTL,
     SLACK,
     TTL,
     _attempted,
@@ -139,12 +140,53 @@ class OperatingTests:
         again = _entry(queue, queue.retry(entry_id, tenant="acme").entry_id, tenant="acme")
         assert again.tenant == "acme"
 
-    def test_cancelled_requested_entry_can_be_retried_once_per_call(self, queue: RunQueue) -> None:
+    def test_a_second_retry_returns_the_first_retrys_ticket(self, queue: RunQueue) -> None:
+        # Issue 26 item 8: `queue retry N` twice made two entries, and both ran.
         entry_id = _submit(queue)
         assert queue.cancel(entry_id).outcome == Cancelled("requested")
+        first = queue.retry(entry_id)
+        second = queue.retry(entry_id)
+        assert first.existing is False
+        assert (second.entry_id, second.existing) == (first.entry_id, True)
+        assert [e.entry_id for e in queue.open_entries()] == [first.entry_id]
+
+    def test_retry_again_submits_one_more(self, queue: RunQueue) -> None:
+        entry_id = _submit(queue)
+        queue.cancel(entry_id)
         first = queue.retry(entry_id).entry_id
-        second = queue.retry(entry_id).entry_id
-        assert first != second
+        more = queue.retry(entry_id, again=True)
+        assert more.existing is False and more.entry_id > first
+        assert queue.retry(entry_id).entry_id == first  # still the first one
+        assert _entry(queue, more.entry_id).retry_of == entry_id
+
+    def test_retry_again_must_be_a_bool(self, queue: RunQueue) -> None:
+        entry_id = _submit(queue)
+        queue.cancel(entry_id)
+        with pytest.raises(ValidationError, match="again"):
+            queue.retry(entry_id, again=1)  # type: ignore[arg-type]
+
+    def test_an_attempt_whose_lease_expired_records_why(
+        self, queue: RunQueue, clock: ClockControl
+    ) -> None:
+        # Issue 26 item 9: its worker died (SIGKILL): the next lease says so in the attempt.
+        entry_id, _dead = _attempted(queue, "run-1")
+        clock.advance(PAST_TTL + SLACK)
+        again = _lease(queue, "worker-2")
+        assert again.entry.entry_id == entry_id
+        (attempt,) = _entry(queue, entry_id).attempts
+        assert attempt.error == "lease expired: worker worker-1 stopped renewing"
+
+    def test_a_released_or_deferred_attempt_is_not_called_expired(
+        self, queue: RunQueue, clock: ClockControl
+    ) -> None:
+        entry_id, lease = _attempted(queue, "run-1")
+        queue.defer(lease, timedelta(0), error="kept")
+        again = _lease(queue, "worker-2")
+        queue.record_attempt(again, "run-2")
+        queue.release(again)
+        clock.advance(PAST_TTL + SLACK)
+        _lease(queue, "worker-3")
+        assert [a.error for a in _entry(queue, entry_id).attempts] == ["kept", None]
 
     def test_attempt_error_keeps_any_text_as_written(self, queue: RunQueue) -> None:
         odd = "boom: ünïcode 😀 \x00 and\nlines"
@@ -182,7 +224,7 @@ class OperatingTests:
         failed, lease = _attempted(queue, "run-1")
         queue.close(lease, Failed("bad"))
         first = queue.retry(failed).entry_id
-        second = queue.retry(failed).entry_id  # behind `first` on the same thread
+        second = queue.retry(failed, again=True).entry_id  # behind `first` on the same thread
         held = queue.defer(_lease(queue), timedelta(minutes=5))
         want = (held.not_before, failed)
         assert held.entry_id == first and want[0] is not None

@@ -6,6 +6,7 @@ unpaged order. Mixed into `CheckpointerContract` / `RunQueueContract`, so every 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import pytest
@@ -106,6 +107,47 @@ class RunQueuePaginationContract:
     def test_open_entries_after_an_unknown_entry_is_empty(self, queue: RunQueue) -> None:
         queue.submit(Submission("t1", "go"))
         assert queue.open_entries(after=10_000) == []
+
+    def test_open_entries_pages_go_on_after_the_first_page_closes(self, queue: RunQueue) -> None:
+        # Thread A holds 1 and 3, B holds 2 and 4 (issue 26 item 1): closing 1 after page one
+        # moves neither B's entries behind the cursor nor A's ahead of it.
+        a1, b2, a3, b4 = (queue.submit(Submission(t, "go")).entry_id for t in "ABAB")
+        first = [e.entry_id for e in queue.open_entries(limit=2)]
+        assert first == [a1, a3]
+        queue.cancel(a1)
+        rest = [e.entry_id for e in queue.open_entries(after=first[-1], limit=2)]
+        assert rest == [b2, b4]
+
+    def test_open_entries_walk_lists_every_entry_open_throughout_once(
+        self, queue: RunQueue
+    ) -> None:
+        # Entries close, get leased and attempted (changing their queue rank), and arrive
+        # between pages; every entry open throughout the walk is listed, none twice.
+        modes = [Mode.ENQUEUE, Mode.INTERRUPT, Mode.ENQUEUE]
+        first_ids = {
+            queue.submit(Submission(f"t{i % 5}", "go", mode=modes[i % 3])).entry_id
+            for i in range(24)
+        }
+        listed: list[int] = []
+        closed: set[int] = set()
+        after: int | None = None
+        step = 0
+        while page := queue.open_entries(ANY, None, after, 3):
+            listed.extend(e.entry_id for e in page)
+            after = page[-1].entry_id
+            step += 1
+            heads = {e.thread_id: e for e in reversed(queue.open_entries(ANY))}
+            victim = sorted(heads.values(), key=lambda e: e.entry_id)[step % len(heads)]
+            queue.cancel(victim.entry_id)
+            closed.add(victim.entry_id)
+            lease = queue.lease("walker", timedelta(seconds=30))
+            if lease is not None:
+                queue.record_attempt(lease, f"run-{step}")
+            queue.submit(Submission(f"t{step % 7}", "late", mode=modes[step % 3]))
+        assert len(listed) == len(set(listed)), "an entry was listed twice"
+        still_open = {e.entry_id for e in queue.open_entries(ANY)}
+        throughout = (first_ids & still_open) - closed
+        assert throughout <= set(listed), f"skipped {sorted(throughout - set(listed))}"
 
     @pytest.mark.parametrize("limit", [0, -1])
     def test_open_entries_limit_below_one_is_refused(self, queue: RunQueue, limit: int) -> None:
