@@ -192,7 +192,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     worker = command("worker", cmd_worker, "run a worker for a handler until SIGTERM/SIGINT")
-    _option(worker, "--app", required=True, help="the handler, as module:function")
+    _option(
+        worker,
+        "--app",
+        help="the handler, as module:function; or a compiled LangGraph graph, module:graph,"
+        " run with graph_handler on this worker's store",
+    )
+    _option(
+        worker,
+        "--langgraph-config",
+        metavar="FILE",
+        help="run the graphs of this langgraph.json (instead of --app)",
+    )
     _option(
         worker,
         "--concurrency",
