@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 from durable_graph import __version__
 from durable_graph.cli import dashboard as _dashboard
+from durable_graph.cli import serve as _serve
 from durable_graph.cli.common import (
     DEBUG_ENV,
     DEFAULT_SQLITE_PATH,
@@ -282,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     _dashboard.add_parser(command, _option)
+    _serve.add_parser(command, _option)
 
     submit = command("submit", cmd_submit, "submit a run to a thread")
     submit.add_argument("thread", help="thread id")

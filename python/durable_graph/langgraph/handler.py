@@ -31,6 +31,7 @@ store it opened, so the module never opens a store of its own. Several graphs:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import suppress
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -38,6 +39,7 @@ from langgraph.pregel import Pregel
 from langgraph.pregel.protocol import StreamProtocol
 from langgraph.types import StateSnapshot
 
+from durable_graph.core.errors import NotFound
 from durable_graph.core.model import JSON, Fresh
 from durable_graph.langgraph.async_saver import AsyncDurableSaver
 from durable_graph.langgraph.run_request import RESUME_KEY, RunRequest
@@ -223,9 +225,16 @@ def graphs_handler(
     handlers = {name: graph_handler(g, saver, config=config) for name, g in graphs.items()}
 
     def handler(ctx: RunContext) -> JSON:
-        return handlers[_graph_name(ctx.input, handlers)](ctx)
+        name = _graph_name(ctx.input, handlers)
+        with suppress(NotFound):  # a thread's first run: no commit to hang the effect on yet
+            ctx.record_effect(GRAPH_EFFECT, lambda: name)
+        return handlers[name](ctx)
 
     return handler
+
+
+GRAPH_EFFECT = "langgraph.graph"
+"""Effect naming the graph that first ran on a thread (what the service reads its state with)."""
 
 
 def _graph_name(value: JSON, names: Mapping[str, Any]) -> str:
