@@ -165,9 +165,10 @@ def test_recursion_limit_is_applied(stores: tuple[Checkpointer, Any]) -> None:
     builder.add_conditional_edges("loop", lambda s: "loop")
     graph = builder.compile(checkpointer=saver)
     submission = graph_submission("t", {"messages": []}, config={"recursion_limit": 3})
-    submission = Submission(submission.thread_id, submission.input, max_attempts=1)
     outcome = _run(store, graph, saver, submission)
     assert isinstance(outcome, Failed) and "Recursion limit of 3" in outcome.error
+    entry = store.run_queue.entries(limit=1)[0]
+    assert len(entry.attempts) == 1  # a graph error is final: no retry
 
 
 def test_interrupt_before_stops_and_checkpoint_id_replays(

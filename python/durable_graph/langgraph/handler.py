@@ -17,6 +17,10 @@ The saver commits LangGraph's checkpoints with ``next=("langgraph",)``: whether 
 finished is LangGraph's to say (its state's ``next``), so `plan_attempt` never reports them
 `Finished` and the handler asks LangGraph.
 
+An error raised by the graph fails the entry at once (`FinalFailure`: another attempt would
+repeat it; LangGraph's per-node ``RetryPolicy`` is where retries of a flaky call belong); a
+crash, a lost lease or claim are retried as for every handler.
+
 The requested stream modes go into the thread's event log (`streaming`). The entry's output is
 ``{"values": ..., "interrupts": [{"id", "value"}], "next": [...]}`` as
 JSON, LangChain messages in LangChain's JSON form (`values.to_json`), so a caller sees the
@@ -39,13 +43,14 @@ from langgraph.pregel import Pregel
 from langgraph.pregel.protocol import StreamProtocol
 from langgraph.types import StateSnapshot
 
-from durable_graph.core.errors import NotFound
+from durable_graph.core.errors import NotFound, StoreError
 from durable_graph.core.model import JSON, Fresh
 from durable_graph.langgraph.async_saver import AsyncDurableSaver
 from durable_graph.langgraph.run_request import RESUME_KEY, RunRequest
 from durable_graph.langgraph.saver import DurableSaver
 from durable_graph.langgraph.streaming import Outbox
 from durable_graph.langgraph.values import to_json
+from durable_graph.worker.flow import FinalFailure
 from durable_graph.worker.sync import RunContext
 
 CONFIG_KEY_STREAM = "__pregel_stream"
@@ -93,13 +98,25 @@ def _fields(request: RunRequest) -> dict[str, Any]:
     return {name: getattr(request, name) for name in request.__slots__}
 
 
+def _carried_its_values(head: Any) -> bool:
+    """Whether the stream already holds the values of the checkpoint a retried attempt resumes
+    from: every checkpoint's commit carries them, except the input's (its values chunk comes
+    after it, with the next checkpoint)."""
+    metadata = getattr(head, "metadata", None)
+    return isinstance(metadata, dict) and metadata.get("source") != "input"
+
+
 class _Attempt:
     """One attempt's plan, written once for both handlers: what to run, with which config."""
 
     def __init__(self, ctx: Any, base: RunnableConfig | None) -> None:
         self.request = _merged(RunRequest.of(ctx.input), base)
         self.fresh = isinstance(ctx.plan, Fresh)
-        self.outbox = Outbox(self.request.stream_mode, self.request.stream_subgraphs)
+        self.outbox = Outbox(
+            self.request.stream_mode,
+            self.request.stream_subgraphs,
+            resumed=not self.fresh and _carried_its_values(ctx.head),
+        )
         self.streams = bool(self.request.stream_mode)
         self.head_config = self.request.runnable_config(ctx.thread_id, at_checkpoint=False)
         self.config = self.request.runnable_config(ctx.thread_id, at_checkpoint=self.fresh)
@@ -157,10 +174,15 @@ def graph_handler(
             todo = _NOTHING
         if todo is not _NOTHING:
             ctx.check()
-            for item in bound.stream(todo, at.config, **at.stream_kwargs()):
-                at.outbox.from_stream(item)
-                if at.outbox.live_due():
-                    ctx.append_events(at.outbox.take_live())
+            try:
+                for item in bound.stream(todo, at.config, **at.stream_kwargs()):
+                    at.outbox.from_stream(item)
+                    if at.outbox.live_due():
+                        ctx.append_events(at.outbox.take_live())
+            except StoreError:
+                raise
+            except Exception as exc:
+                raise _final(exc) from exc
             rest = at.outbox.take_rest()
             if rest:
                 ctx.append_events(rest)
@@ -171,6 +193,12 @@ def graph_handler(
 
 
 _NOTHING = object()
+
+
+def _final(exc: Exception) -> FinalFailure:
+    """The graph's own error ends the run (no retry, as LangGraph's server); the store's errors
+    (a lost claim or lease) are re-raised as they are, for the worker."""
+    return FinalFailure(f"{type(exc).__name__}: {exc}")
 
 
 def async_graph_handler(
@@ -201,10 +229,15 @@ def async_graph_handler(
             todo = _NOTHING
         if todo is not _NOTHING:
             ctx.check()
-            async for item in bound.astream(todo, at.config, **at.stream_kwargs()):
-                at.outbox.from_stream(item)
-                if at.outbox.live_due():
-                    await ctx.append_events(at.outbox.take_live())
+            try:
+                async for item in bound.astream(todo, at.config, **at.stream_kwargs()):
+                    at.outbox.from_stream(item)
+                    if at.outbox.live_due():
+                        await ctx.append_events(at.outbox.take_live())
+            except StoreError:
+                raise
+            except Exception as exc:
+                raise _final(exc) from exc
             rest = at.outbox.take_rest()
             if rest:
                 await ctx.append_events(rest)

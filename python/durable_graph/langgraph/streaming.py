@@ -83,6 +83,10 @@ class Outbox:
     subgraphs: bool = False
     interval: float = STREAM_INTERVAL
     clock: Callable[[], float] = time.monotonic
+    resumed: bool = False
+    """A retried attempt from a checkpoint whose values the stream already carried: LangGraph
+    opens a resumed run's stream with that state, and that first root ``values`` chunk is not
+    written again."""
     _step: list[EventIn] = field(default_factory=list)
     _marks: dict[str, int] = field(default_factory=dict)
     _live: list[EventIn | _Token] = field(default_factory=list)
@@ -109,6 +113,10 @@ class Outbox:
                     if isinstance(cid, str) and cid not in self._marks:
                         self._marks[cid] = len(self._step)
                 return
+            if self.resumed and not ns and mode in ("values", "updates"):
+                self.resumed = False
+                if mode == "values":
+                    return
             if mode in self.modes:
                 self._step.append(event_of(ns, mode, data))
 

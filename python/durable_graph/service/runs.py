@@ -135,7 +135,19 @@ class Runs:
         entry = None if entry_id is None else self.store.run_queue.entry(entry_id)
         if entry is None or (thread_id is not None and entry.thread_id != thread_id):
             raise NotFound(f"run {run_id} not found")
+        if entry.entry_id in self._rolled_back(entry.thread_id):
+            raise NotFound(f"run {run_id} was rolled back")
         return entry
+
+    def _rolled_back(self, thread_id: str, entries: Any = None) -> set[int]:
+        """Entries a later ``rollback`` run removed (LangGraph deletes such runs)."""
+        if entries is None:
+            entries = self.store.run_queue.entries(thread_id=thread_id, limit=100)
+        out: set[int] = set()
+        for e in entries:
+            ids = service_part(e).get("rollback") or []
+            out.update(i for i in ids if isinstance(i, int))
+        return out
 
     def json(self, entry: QueueEntry) -> dict[str, Any]:
         return run_json(entry, datetime.now(UTC))
@@ -145,8 +157,9 @@ class Runs:
     ) -> builtins.list[dict[str, Any]]:
         if not self.threads.exists(thread_id):
             raise NotFound(f"thread {thread_id} not found")
-        entries = self.store.run_queue.entries(thread_id=thread_id, limit=min(1000, offset + limit))
-        runs = [self.json(e) for e in entries]
+        entries = self.store.run_queue.entries(thread_id=thread_id, limit=1000)
+        gone = self._rolled_back(thread_id, entries)
+        runs = [self.json(e) for e in entries if e.entry_id not in gone]
         if status is not None:
             runs = [r for r in runs if r["status"] == status]
         return runs[offset : offset + limit]

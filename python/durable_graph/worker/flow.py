@@ -170,12 +170,18 @@ def exhausted_outcome(plan: AttemptPlan, output: JSON) -> EntryOutcome:
     return Completed(output) if isinstance(plan, Finished) else Failed("exhausted")
 
 
+class FinalFailure(Exception):
+    """Raised by a handler for a failure that another attempt would only repeat (a graph's own
+    error, as LangGraph's server ends such a run): the entry closes ``Failed`` at once."""
+
+
 def failure_outcome(entry: QueueEntry, exc: BaseException) -> Failed | None:
     """D43: the handler raised. None → retry (attempts remain); else the entry closes ``Failed``.
 
-    ``entry`` is the entry read after the claim was held (its attempts include this one).
+    ``entry`` is the entry read after the claim was held (its attempts include this one). A
+    `FinalFailure` is never retried.
     """
-    if len(entry.attempts) < entry.max_attempts:
+    if len(entry.attempts) < entry.max_attempts and not isinstance(exc, FinalFailure):
         return None
     return Failed(str(exc) or type(exc).__name__)
 
