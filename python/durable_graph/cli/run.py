@@ -152,7 +152,10 @@ def load_app(spec: str) -> Callable[..., Any]:
 
 
 def _is_graph(target: object) -> bool:
-    """A compiled LangGraph graph (``--app module:graph``), when LangGraph is installed."""
+    """A compiled LangGraph graph (``--app module:graph``). LangGraph is imported only for an
+    object of its own (importing it costs a worker's start seconds)."""
+    if not type(target).__module__.startswith("langgraph."):
+        return False
     try:
         from langgraph.pregel import Pregel
     except ImportError:

@@ -34,6 +34,7 @@ from durable_graph.core.listing import ENTRY_STATES
 from durable_graph.core.model import Checkpoint, QueueEntry
 from durable_graph.dashboard import render
 from durable_graph.dashboard.assets import CSS, JS
+from durable_graph.observe import readable
 from durable_graph.worker.flow import output_effect_key
 
 PAGE = 50
@@ -147,7 +148,9 @@ class Dashboard:
         after = request.query_params.get("after") or None
         threads = self.store.threads(after=after, limit=PAGE)
         next_after = threads[-1].thread_id if len(threads) == PAGE else None
-        return HTMLResponse(render.threads_page(threads, next_after))
+        # Subgraph namespace threads are listed on their root's page, not as threads.
+        roots = [t for t in threads if readable.is_top_level(t.thread_id)]
+        return HTMLResponse(render.threads_page(roots, next_after))
 
     def thread_page(self, request: Request) -> Response:
         thread_id = request.query_params.get("id", "")
