@@ -86,6 +86,27 @@ def serving(
         yield url
 
 
+@contextmanager
+def reference_serving(langgraph: str, tmp: Path) -> Iterator[str]:
+    """LangGraph's own ``langgraph dev`` (in-memory) serving the same graph."""
+    port = free_port()
+    argv = [langgraph, "dev", "--config", str(CONFIG), "--port", str(port)]
+    argv += ["--no-browser", "--no-reload", "--allow-blocking", "--n-jobs-per-worker", "4"]
+    log = tmp / f"reference-{port}.log"
+    with process(argv, Backend("reference", (), {}), log) as proc:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/ok"):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"langgraph dev: {log.read_text()}") from None
+                time.sleep(0.3)
+        yield url
+
+
 def worker_argv(backend: Backend, *extra: str) -> list[str]:
     return [
         str(BIN),

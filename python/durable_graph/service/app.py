@@ -146,7 +146,7 @@ def create_app(
         return _Json({"version": "durable-graph", "flags": {"assistants": True, "crons": False}})
 
     async def get_assistant(request: Request, assistant_id: str) -> Response:
-        return _Json(assistant(runs.graph_of(assistant_id)))
+        return _Json(assistant(runs.graph_of(assistant_id, by_name=False)))
 
     async def search_assistants(request: Request) -> Response:
         body = await _body(request)

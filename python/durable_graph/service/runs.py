@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import suppress
 from datetime import UTC, datetime, timedelta
@@ -54,12 +55,24 @@ class Runs:
 
     # --- assistants --------------------------------------------------------------------------
 
-    def graph_of(self, assistant_id: object) -> str:
+    def graph_of(self, assistant_id: object, *, by_name: bool = True) -> str:
+        """The graph an assistant id (or, for runs, a graph name) names. As the reference: a
+        string that is neither a UUID nor a graph name is 422, an unknown UUID 404."""
         if not isinstance(assistant_id, str):
             raise ValidationError("assistant_id: required, a string")
         for name in self.threads.graphs:
-            if assistant_id in (name, assistant_id_of(name)):
+            if assistant_id == assistant_id_of(name) or (by_name and assistant_id == name):
                 return name
+        try:
+            uuid.UUID(assistant_id)
+        except ValueError:
+            graphs = ", ".join(self.threads.graphs)
+            if by_name:
+                raise ValidationError(
+                    f"Invalid assistant: {assistant_id!r}. Must be either a valid assistant UUID "
+                    f"or one of the registered graphs: {graphs}"
+                ) from None
+            raise ValidationError("Invalid assistant ID: must be a UUID") from None
         raise NotFound(f"assistant {assistant_id} not found")
 
     # --- create ------------------------------------------------------------------------------
@@ -131,6 +144,10 @@ class Runs:
     # --- reads -------------------------------------------------------------------------------
 
     def entry(self, thread_id: str | None, run_id: str) -> QueueEntry:
+        try:
+            uuid.UUID(run_id)
+        except ValueError:
+            raise ValidationError("Invalid run ID: must be a UUID") from None
         entry_id = entry_id_of(run_id)
         entry = None if entry_id is None else self.store.run_queue.entry(entry_id)
         if entry is None or (thread_id is not None and entry.thread_id != thread_id):
@@ -167,8 +184,10 @@ class Runs:
     def cancel(self, entry: QueueEntry, action: str) -> None:
         if action not in ("interrupt", "rollback"):
             raise ValidationError("action: 'interrupt' or 'rollback'")
-        if entry.closed:
-            raise Conflict_(f"run {run_id_of(entry.entry_id)} has already ended")
+        if entry.closed:  # as the reference: nothing to cancel is 404
+            raise NotFound(
+                f"run {run_id_of(entry.entry_id)} has ended: no matching run to cancel"
+            )
         with suppress(EntryClosed):
             self.store.run_queue.cancel(entry.entry_id)
         if action == "rollback":
@@ -203,6 +222,8 @@ class Runs:
         modes = modes or builtins.list(part.get("sse_modes") or ["values"])
         after = int(part.get("after_seq") or 0)
         if last_event_id is None:
+            if entry.closed:
+                return  # as the reference: joining an ended run's stream sends nothing
             meta = {"run_id": run_id_of(entry.entry_id), "attempt": 1}
             yield _frame("metadata", meta, None)
         else:
@@ -215,7 +236,7 @@ class Runs:
         closed = self.store.run_queue.entry(entry.entry_id)
         if closed is not None and isinstance(closed.outcome, Failed):
             yield _frame("error", {"error": "Error", "message": closed.outcome.error}, None)
-        yield _frame("end", None, None)
+        # No closing event: the reference ends the response (the SDK reads that as the end).
 
 
 def final_values(entry: QueueEntry, threads: Threads) -> Any:
