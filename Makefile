@@ -60,6 +60,7 @@ bench: venv pg-deps
 	$(VENV)/bin/pip install -q -e '.[test,bench,langgraph]'
 	$(VENV)/bin/python -m tests.bench.run --out bench-results.md
 	$(VENV)/bin/python -m tests.bench.fast_path --out bench-fast-path.md
+	$(VENV)/bin/python -m tests.bench.streaming --out bench-streaming.md
 
 # The service's client tests against LangGraph's own dev server too (langgraph-cli[inmem], in a
 # virtualenv of its own so its pins never move the project's), so our answers match the reference.

@@ -185,9 +185,7 @@ class Runs:
         if action not in ("interrupt", "rollback"):
             raise ValidationError("action: 'interrupt' or 'rollback'")
         if entry.closed:  # as the reference: nothing to cancel is 404
-            raise NotFound(
-                f"run {run_id_of(entry.entry_id)} has ended: no matching run to cancel"
-            )
+            raise NotFound(f"run {run_id_of(entry.entry_id)} has ended: no matching run to cancel")
         with suppress(EntryClosed):
             self.store.run_queue.cancel(entry.entry_id)
         if action == "rollback":
