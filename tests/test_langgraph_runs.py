@@ -4,9 +4,14 @@ and the run's stream in the event log, followed from a second store handle."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +24,18 @@ from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import interrupt
 
+from durable_graph.aio import AsyncInMemoryCheckpointer, AsyncPostgresCheckpointer, AsyncWorker
+from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import ValidationError
 from durable_graph.core.model import Completed, Failed, Submission
-from durable_graph.langgraph import DurableSaver, graph_handler, graph_submission
+from durable_graph.langgraph import (
+    AsyncDurableSaver,
+    DurableSaver,
+    async_graph_handler,
+    graph_handler,
+    graph_submission,
+)
 from durable_graph.langgraph.follow import follow
 from durable_graph.langgraph.run_request import RunRequest
 from durable_graph.langgraph.streaming import Outbox
@@ -33,6 +46,7 @@ from durable_graph.sqlite import SqliteCheckpointer
 from durable_graph.worker.sync import Worker
 
 REPLY = "hello there, my friend; how are you today?"
+BIN = Path(sys.executable).with_name("durable-graph")
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
@@ -62,7 +76,7 @@ def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Che
     store.close()
 
 
-def _chat_graph(saver: DurableSaver, *, ask: bool = False) -> Any:
+def _chat_graph(saver: DurableSaver | AsyncDurableSaver, *, ask: bool = False) -> Any:
     model = GenericFakeChatModel(messages=iter([AIMessage(REPLY)] * 50))
 
     def chat(state: MessagesState) -> dict[str, list[BaseMessage]]:
@@ -304,3 +318,70 @@ def test_follow_waits_for_a_run_that_has_not_started(stores: tuple[Checkpointer,
     finally:
         if reader is not store:
             reader.close()
+
+
+# --- the async handler, and the worker CLI ---------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["memory", "postgres"])
+def test_the_async_handler_applies_the_run_config_and_streams(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    async def scenario() -> tuple[Any, list[Any]]:
+        store: AsyncCheckpointer
+        if kind == "memory":
+            store = AsyncInMemoryCheckpointer()
+        else:
+            store = await AsyncPostgresCheckpointer.open(
+                request.getfixturevalue("pg_dsn"),
+                PostgresConfig(schema=request.getfixturevalue("pg_schema")),
+            )
+        saver = AsyncDurableSaver(store)
+        graph = _chat_graph(saver)
+        worker = AsyncWorker(store, async_graph_handler(graph, saver))
+        await store.run_queue.submit(
+            graph_submission(
+                "t",
+                {"messages": [dumpd(HumanMessage("hi", id="h1"))]},
+                config={"tags": ["async"]},
+                stream_mode=["updates", "messages", "custom"],
+            )
+        )
+        report = await worker.run_once()
+        assert report is not None
+        events = await store.events_after("t", 0)
+        await store.close()
+        return report.outcome, [e for e in events if e.kind.startswith("lg.")]
+
+    outcome, events = asyncio.run(scenario())
+    assert isinstance(outcome, Completed)
+    assert _o(outcome)["values"]["messages"][1]["kwargs"]["content"] == REPLY
+    assert {e.kind for e in events} == {"lg.updates", "lg.messages", "lg.custom"}
+
+
+def test_worker_app_may_name_a_compiled_graph(tmp_path: Path) -> None:
+    (tmp_path / "graph_app.py").write_text(
+        "from langgraph.graph import END, START, MessagesState, StateGraph\n"
+        "from langchain_core.messages import AIMessage\n"
+        "builder = StateGraph(MessagesState)\n"
+        "builder.add_node('n', lambda s: {'messages': [AIMessage('from the app')]})\n"
+        "builder.add_edge(START, 'n')\n"
+        "builder.add_edge('n', END)\n"
+        "graph = builder.compile()  # no checkpointer, no store: the worker brings both\n"
+    )
+    db = tmp_path / "app.db"
+    with SqliteCheckpointer.open(db) as store:
+        ticket = store.run_queue.submit(graph_submission("t", {"messages": []}))
+        worker = subprocess.Popen(
+            [str(BIN), "--sqlite", str(db), "worker", "--app", "graph_app:graph"],
+            cwd=tmp_path,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            entry = store.run_queue.await_closed(ticket.entry_id, timedelta(seconds=60))
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            _, stderr = worker.communicate(timeout=30)
+        assert entry is not None and isinstance(entry.outcome, Completed), stderr
+        assert _o(entry.outcome)["values"]["messages"][0]["kwargs"]["content"] == "from the app"
