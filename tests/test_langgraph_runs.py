@@ -385,3 +385,30 @@ def test_worker_app_may_name_a_compiled_graph(tmp_path: Path) -> None:
             _, stderr = worker.communicate(timeout=30)
         assert entry is not None and isinstance(entry.outcome, Completed), stderr
         assert _o(entry.outcome)["values"]["messages"][0]["kwargs"]["content"] == "from the app"
+
+
+def test_subgraph_chunks_are_streamed_with_their_namespace_when_asked() -> None:
+    store = InMemoryCheckpointer()
+    saver = DurableSaver(store)
+    inner = StateGraph(MessagesState)
+    inner.add_node("inner", lambda s: {"messages": [AIMessage("from inside")]})
+    inner.add_edge(START, "inner")
+    inner.add_edge("inner", END)
+    builder = StateGraph(MessagesState)
+    builder.add_node("summarize", inner.compile())
+    builder.add_edge(START, "summarize")
+    builder.add_edge("summarize", END)
+    graph = builder.compile(checkpointer=saver)
+    for thread_id, subgraphs in (("flat", False), ("nested", True)):
+        submission = graph_submission(
+            thread_id, {"messages": []}, stream_mode="updates", stream_subgraphs=subgraphs
+        )
+        assert isinstance(_run(store, graph, saver, submission), Completed)
+    flat: list[Any] = [e.payload for e in store.events_after("flat", 0) if e.kind == "lg.updates"]
+    nested: list[Any] = [
+        e.payload for e in store.events_after("nested", 0) if e.kind == "lg.updates"
+    ]
+    assert [list(p["data"]) for p in flat] == [["summarize"]]
+    inside = [p for p in nested if "ns" in p]
+    assert inside and inside[0]["ns"][0].startswith("summarize:")
+    assert list(inside[0]["data"]) == ["inner"]

@@ -178,7 +178,11 @@ def graph_handler(
                 for item in bound.stream(todo, at.config, **at.stream_kwargs()):
                     at.outbox.from_stream(item)
                     if at.outbox.live_due():
-                        ctx.append_events(at.outbox.take_live())
+                        batch = at.outbox.take_live()
+                        try:
+                            ctx.append_events(batch)
+                        except NotFound:  # the run's first checkpoint has not landed yet
+                            at.outbox.put_back(batch)
             except StoreError:
                 raise
             except Exception as exc:
@@ -233,7 +237,11 @@ def async_graph_handler(
                 async for item in bound.astream(todo, at.config, **at.stream_kwargs()):
                     at.outbox.from_stream(item)
                     if at.outbox.live_due():
-                        await ctx.append_events(at.outbox.take_live())
+                        batch = at.outbox.take_live()
+                        try:
+                            await ctx.append_events(batch)
+                        except NotFound:  # the run's first checkpoint has not landed yet
+                            at.outbox.put_back(batch)
             except StoreError:
                 raise
             except Exception as exc:

@@ -160,6 +160,11 @@ class Outbox:
         self._last_flush = self.clock()
         return out
 
+    def put_back(self, events: list[EventIn]) -> None:
+        """Live events that could not be appended yet (a thread's log exists from its first
+        commit on): they go out with the next flush, before anything newer."""
+        self._live[:0] = events
+
     def take_rest(self) -> list[EventIn]:
         """What is left when the graph returns: step events after the last checkpoint, then
         live ones."""
