@@ -1,7 +1,9 @@
 """``durable-graph serve --config langgraph.json``: LangGraph Server's API over the store.
 
-Binds 127.0.0.1 by default; another address needs ``--allow-remote`` and a token (``--token`` or
-``DURABLE_GRAPH_TOKEN``, 16+ characters), which clients send as their API key. ``--workers N``
+Binds 127.0.0.1 by default (and answers only loopback ``Host`` names there); another address
+needs ``--allow-remote``, a token (``--token`` or ``DURABLE_GRAPH_TOKEN``, 16+ characters), which
+clients send as their API key, and TLS (``--ssl-certfile``/``--ssl-keyfile``) unless
+``--insecure``, as the dashboard. ``--workers N``
 runs N workers in this process (0: runs wait for ``durable-graph worker --langgraph-config``
 processes anywhere on the same store).
 """
@@ -15,7 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from durable_graph.cli.common import CliError, UsageError, store_of
-from durable_graph.cli.dashboard import _server_class, check_bind
+from durable_graph.cli.dashboard import _server_class, check_bind, is_loopback
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
 
 log = logging.getLogger("durable_graph.service")
 
@@ -36,10 +40,25 @@ def add_parser(
         help="allow a non-loopback --host (needs a token)",
     )
     option(sub, "--token", help="the API key every request must carry, 16+ characters")
+    option(sub, "--ssl-certfile", help="TLS certificate (PEM) to serve HTTPS with")
+    option(sub, "--ssl-keyfile", help="TLS private key (PEM) of --ssl-certfile")
+    option(
+        sub,
+        "--insecure",
+        action="store_true",
+        help="with --allow-remote, serve plain HTTP without TLS: the token crosses the network "
+        "in cleartext",
+    )
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    check_bind(args.host, args.allow_remote, args.token)
+    check_bind(
+        args.host,
+        args.allow_remote,
+        args.token,
+        (args.ssl_certfile, args.ssl_keyfile),
+        args.insecure,
+    )
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be between 0 and 65535, got {args.port}")
     if args.workers < 0:
@@ -67,9 +86,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         threads = [threading.Thread(target=w.run, daemon=True) for w in workers]
         for t in threads:
             t.start()
-        app = create_app(store, graphs, token=args.token)
+        # On loopback only loopback Host names are answered (DNS rebinding), as the dashboard.
+        hosts = LOOPBACK_HOSTS if is_loopback(args.host) else None
+        app = create_app(store, graphs, token=args.token, allowed_hosts=hosts)
         config = uvicorn.Config(
-            app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=2
+            app,
+            host=args.host,
+            port=args.port,
+            log_level="warning",
+            timeout_graceful_shutdown=2,
+            ssl_certfile=args.ssl_certfile,
+            ssl_keyfile=args.ssl_keyfile,
         )
         server = _server_class()(config)
         log.info(

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
 from langgraph.pregel import Pregel
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -94,8 +96,10 @@ def create_app(
     graphs: Mapping[str, Pregel[Any, Any, Any, Any]],
     *,
     token: str | None = None,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> Starlette:
-    """The service's ASGI app over ``store`` for ``graphs`` (name -> compiled graph)."""
+    """The service's ASGI app over ``store`` for ``graphs`` (name -> compiled graph); with
+    ``allowed_hosts``, a request naming another ``Host`` is refused (400)."""
     threads = Threads(store, graphs)
     runs = Runs(store, threads)
 
@@ -370,4 +374,9 @@ def create_app(
         Route("/runs/stream", guarded(stream_run), methods=["POST"]),
         Route("/runs/wait", guarded(wait_run), methods=["POST"]),
     ]
-    return Starlette(routes=routes)
+    middleware = (
+        [Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))]
+        if allowed_hosts
+        else []
+    )
+    return Starlette(routes=routes, middleware=middleware)
