@@ -402,6 +402,8 @@ def test_a_token_is_required_when_set(tmp_path: Path) -> None:
         wrong = {"x-api-key": "not-the-token-at-all"}
         assert httpx.post(served + "/threads", json={}, headers=wrong).status_code == 401
         assert get_sync_client(url=served, api_key=token).threads.create()["status"] == "idle"
+        rebound = {"x-api-key": token, "Host": "attacker.example"}  # DNS rebinding
+        assert httpx.post(served + "/threads", json={}, headers=rebound).status_code == 400
 
 
 # --- the async client and RemoteGraph ----------------------------------------------------------
