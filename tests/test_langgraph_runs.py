@@ -412,3 +412,18 @@ def test_subgraph_chunks_are_streamed_with_their_namespace_when_asked() -> None:
     inside = [p for p in nested if "ns" in p]
     assert inside and inside[0]["ns"][0].startswith("summarize:")
     assert list(inside[0]["data"]) == ["inner"]
+
+
+def test_step_events_add_no_transaction_of_their_own(tmp_path: Path) -> None:
+    """Each ``values``/``updates`` event was committed by a checkpoint's transaction (one
+    ``committed_at`` per transaction on SQLite): streaming them costs no extra write."""
+    with SqliteCheckpointer.open(tmp_path / "tx.db") as store:
+        saver = DurableSaver(store)
+        graph = _chat_graph(saver)
+        hi = {"messages": [{"role": "user", "content": "hi"}]}
+        submission = graph_submission("t", hi, stream_mode=["values", "updates"])
+        assert isinstance(_run(store, graph, saver, submission), Completed)
+        events = store.events_after("t", 0)
+        checkpoint_txs = {e.committed_at for e in events if e.kind == "store.checkpoint"}
+        step_events = [e for e in events if e.kind in ("lg.values", "lg.updates")]
+        assert step_events and all(e.committed_at in checkpoint_txs for e in step_events)
