@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all venv pg-deps node-deps lint format generate test langgraph-suite demo bench soak chaos clean
+.PHONY: all venv pg-deps node-deps lint format generate test langgraph-suite demo bench soak chaos clean service-reference
 
 all: test
 
@@ -88,6 +88,14 @@ bench: venv pg-deps
 	$(VENV)/bin/python -m tests.bench.run --out bench-results.md
 	$(VENV)/bin/python -m tests.bench.fast_path --out bench-fast-path.md
 	$(VENV)/bin/python -m tests.bench.operating --out bench-operating.md
+	$(VENV)/bin/python -m tests.bench.streaming --out bench-streaming.md
+
+# The service's client tests against LangGraph's own dev server too (langgraph-cli[inmem], in a
+# virtualenv of its own so its pins never move the project's), so our answers match the reference.
+REF_VENV ?= .venv-reference
+service-reference: venv pg-deps
+	test -x $(REF_VENV)/bin/langgraph || (python3 -m venv $(REF_VENV) && $(REF_VENV)/bin/pip install -q 'langgraph-cli[inmem]')
+	DURABLE_GRAPH_LANGGRAPH_DEV=$(CURDIR)/$(REF_VENV)/bin/langgraph $(VENV)/bin/pytest tests/test_service.py $(PYTEST_ARGS)
 
 # Long randomized differential runs, the 60 s parent/child race workload, and 11 minutes of a
 # fleet through a failover, on one store and on 8 partitions (one partition server failing over).

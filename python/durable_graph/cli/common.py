@@ -26,6 +26,7 @@ from durable_graph.core.model import (
     Interrupted,
     QueueEntry,
 )
+from durable_graph.observe import readable
 
 DSN_ENV = "DURABLE_GRAPH_DSN"
 DEBUG_ENV = "DURABLE_GRAPH_DEBUG"
@@ -155,13 +156,16 @@ def outcome_text(outcome: EntryOutcome | None, limit: int = 40) -> str:
     if isinstance(outcome, Completed):
         if outcome.output is None:
             return "completed"
+        asked = readable.waiting_for_output(outcome.output)
+        if asked is not None:  # a LangGraph run stopped at interrupt()
+            return f"waiting for input: {compact(asked, limit)}"
         return f"completed {compact(outcome.output, limit)}"
     if isinstance(outcome, Failed):  # a traceback's last line names the exception (D67)
         lines = [line for line in outcome.error.splitlines() if line.strip()]
         return f"failed: {lines[-1] if lines else outcome.error}"
     if isinstance(outcome, Cancelled):
         return f"cancelled ({outcome.reason})"
-    return f"interrupted by entry {outcome.by}"
+    return f"{readable.SUPERSEDED} by entry {outcome.by}"
 
 
 class Output:

@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 from durable_graph import __version__
 from durable_graph.cli import dashboard as _dashboard
 from durable_graph.cli import partitions as _partitions
+from durable_graph.cli import serve as _serve
 from durable_graph.cli.common import (
     DEBUG_ENV,
     DEFAULT_SQLITE_PATH,
@@ -196,7 +197,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     worker = command("worker", cmd_worker, "run a worker for a handler until SIGTERM/SIGINT")
-    _option(worker, "--app", required=True, help="the handler, as module:function")
+    _option(
+        worker,
+        "--app",
+        help="the handler, as module:function; or a compiled LangGraph graph, module:graph,"
+        " run with graph_handler on this worker's store",
+    )
+    _option(
+        worker,
+        "--langgraph-config",
+        metavar="FILE",
+        help="run the graphs of this langgraph.json (instead of --app)",
+    )
     _option(
         worker,
         "--concurrency",
@@ -275,6 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     _dashboard.add_parser(command, _option)
+    _serve.add_parser(command, _option)
 
     submit = command("submit", cmd_submit, "submit a run to a thread")
     submit.add_argument("thread", help="thread id")

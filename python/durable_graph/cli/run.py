@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from durable_graph.cli.common import (
     DSN_ENV,
@@ -146,10 +146,49 @@ def load_app(spec: str) -> Callable[..., Any]:
             target = getattr(target, part)
         except AttributeError:
             raise CliError(f"{module_name!r} has no attribute {attr!r} (--app {spec})") from None
-    if not callable(target):
+    if not callable(target) and not _is_graph(target):
         raise CliError(f"--app {spec} is not callable")
     handler: Callable[..., Any] = target
     return handler
+
+
+def _is_graph(target: object) -> bool:
+    """A compiled LangGraph graph (``--app module:graph``). LangGraph is imported only for an
+    object of its own (importing it costs a worker's start seconds)."""
+    if not type(target).__module__.startswith("langgraph."):
+        return False
+    try:
+        from langgraph.pregel import Pregel
+    except ImportError:
+        return False
+    return isinstance(target, Pregel)
+
+
+def _handler_for(args: argparse.Namespace, store: Any) -> Callable[..., Any]:
+    """The worker's handler on ``store``: ``--app`` (a graph is wrapped with `graph_handler`
+    over a saver on this very store: the module opens none) or ``--langgraph-config``."""
+    if args.langgraph_config is not None:
+        if args.app is not None:
+            raise UsageError("give --app or --langgraph-config, not both")
+        try:
+            from durable_graph.langgraph import DurableSaver
+            from durable_graph.langgraph.config_file import LangGraphConfig
+            from durable_graph.langgraph.handler import graphs_handler
+        except ImportError as exc:
+            raise UsageError(f"--langgraph-config needs durable-graph[langgraph] ({exc})") from None
+        try:
+            graphs = LangGraphConfig.read(args.langgraph_config).load_graphs()
+        except ValidationError as exc:
+            raise CliError(f"--langgraph-config: {exc}") from None
+        return graphs_handler(graphs, DurableSaver(store))
+    if args.app is None:
+        raise UsageError("worker needs --app module:handler (or --langgraph-config FILE)")
+    target = load_app(args.app)
+    if _is_graph(target):
+        from durable_graph.langgraph import DurableSaver, graph_handler
+
+        return graph_handler(cast(Any, target), DurableSaver(store))
+    return target
 
 
 def _installed(name: str, cwd: str) -> bool:
@@ -175,7 +214,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()), handlers=[_log_handler(args)]
     )
-    handler = load_app(args.app)
+    if args.app is not None and args.langgraph_config is None:
+        load_app(args.app)  # a bad --app fails before the store is opened
     renew = args.claim_renew if args.claim_renew is not None else args.claim_ttl / 3
     try:
         claim_policy = ClaimPolicy(ttl=args.claim_ttl, renew_every=renew)
@@ -183,6 +223,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise CliError(f"--claim-ttl/--claim-renew: {exc}") from None
     with store_of(args, must_exist=False) as opened, worker_metrics(args, opened) as store:
         tenant: TenantFilter = ANY if args.tenant is None else args.tenant
+        handler = _handler_for(args, store)
         worker = Worker(
             store,
             handler,

@@ -31,6 +31,7 @@ from durable_graph.core.model import (
     ThreadInfo,
     WatchPolicy,
 )
+from durable_graph.observe import readable
 
 # --- commands: threads and events ---------------------------------------------------------
 
@@ -52,6 +53,8 @@ def _thread_rows(threads: Sequence[ThreadInfo]) -> list[tuple[object, ...]]:
 def cmd_thread_ls(args: argparse.Namespace) -> int:
     with store_of(args, read_only=True) as store:
         threads = store.threads(after=args.after, limit=args.limit)
+    # Subgraph namespace threads are their root's (``thread children``), not threads of their own.
+    threads = [t for t in threads if readable.is_top_level(t.thread_id)]
     out = output_of(args)
     if out.as_json:
         out.json(threads)
@@ -79,6 +82,7 @@ def cmd_thread_show(args: argparse.Namespace) -> int:
             {
                 "thread": to_jsonable(info),
                 "head": to_jsonable(head),
+                "values": None if head is None else readable.readable_state(head.state),
                 "children": children,
                 "open_entries": [e.entry_id for e in entries],
             }
@@ -105,7 +109,8 @@ def cmd_thread_show(args: argparse.Namespace) -> int:
     if head is not None:
         out.line()
         out.line(f"head checkpoint {head.checkpoint_id} (run {head.run_id}):")
-        out.line(json.dumps(head.state, ensure_ascii=False, indent=2))
+        shown_state = readable.readable_state(head.state)  # LangGraph's: its channel values
+        out.line(json.dumps(shown_state, ensure_ascii=False, indent=2))
     return 0
 
 
@@ -115,7 +120,7 @@ def _history_rows(history: Sequence[Checkpoint]) -> list[tuple[object, ...]]:
             cp.seq,
             cp.checkpoint_id,
             cp.run_id,
-            ",".join(cp.next) or "(end)",
+            readable.readable_next(cp),
             when(cp.committed_at),
             compact(cp.metadata, 50),
         )

@@ -47,6 +47,7 @@ from durable_graph.core.model import Checkpoint, QueueEntry
 from durable_graph.dashboard import actions, render
 from durable_graph.dashboard.actions import Actions
 from durable_graph.dashboard.assets import CSS, JS
+from durable_graph.observe import readable
 from durable_graph.worker.flow import output_effect_key
 
 PAGE = 50
@@ -227,7 +228,9 @@ class Dashboard:
         after = request.query_params.get("after") or None
         threads = self.store.threads(after=after, limit=PAGE)
         next_after = threads[-1].thread_id if len(threads) == PAGE else None
-        return HTMLResponse(render.threads_page(threads, next_after))
+        # Subgraph namespace threads are listed on their root's page, not as threads.
+        roots = [t for t in threads if readable.is_top_level(t.thread_id)]
+        return HTMLResponse(render.threads_page(roots, next_after))
 
     def thread_page(self, request: Request) -> Response:
         thread_id = request.query_params.get("id", "")
@@ -288,10 +291,14 @@ class Dashboard:
                 return HTMLResponse(render.not_found(f"checkpoint {checkpoint_id!r}"), 404)
             value = {
                 "checkpoint_id": cp.checkpoint_id,
-                "state": cp.state,
+                "state": readable.readable_state(cp.state),  # LangGraph's: channel values
                 "metadata": cp.metadata,
                 "writes": [
-                    {"task_id": w.task_id, "channel": w.channel, "value": w.value}
+                    {
+                        "task_id": w.task_id,
+                        "channel": w.channel,
+                        "value": readable.readable_write(w.value),
+                    }
                     for w in cp.writes
                 ],
             }

@@ -26,6 +26,7 @@ from durable_graph.core.model import (
     QueueStats,
     ThreadInfo,
 )
+from durable_graph.observe import readable
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 SHOWN_CHARS = 2000
@@ -99,8 +100,11 @@ def outcome_text(entry: QueueEntry) -> str:
     if isinstance(outcome, Cancelled):
         return f"cancelled: {outcome.reason}"
     if isinstance(outcome, Interrupted):
-        return f"interrupted by entry {outcome.by}"
+        return f"{readable.SUPERSEDED} by entry {outcome.by}"
     assert isinstance(outcome, Completed)
+    asked = readable.waiting_for(entry)
+    if asked is not None:  # a LangGraph run stopped at interrupt()
+        return "waiting for input: " + json.dumps(asked, ensure_ascii=False)[:200]
     return "completed"
 
 
@@ -132,8 +136,19 @@ def page(
     )
 
 
-def badge(state: str) -> str:
-    return f'<span class="badge state-{attr(state)}">{text(state)}</span>'
+def badge(state: str, label: str | None = None) -> str:
+    return f'<span class="badge state-{attr(state)}">{text(label or state)}</span>'
+
+
+def entry_badge(entry: QueueEntry, now: datetime) -> str:
+    """The entry's state, named for a LangGraph user: a run stopped at ``interrupt()`` is
+    waiting for input; an entry pre-empted by an INTERRUPT submission is superseded."""
+    state = state_of(entry, now)
+    if readable.waiting_for(entry) is not None:
+        return badge(state, "waiting for input")
+    if state == "interrupted":
+        return badge(state, readable.SUPERSEDED)
+    return badge(state)
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], cls: str, empty: str) -> str:
@@ -205,7 +220,7 @@ def entries_table(entries: list[QueueEntry], now: datetime) -> str:
     rows = [
         (
             f'<a href="{href(f"/entry/{e.entry_id}")}">#{e.entry_id}</a>',
-            badge(state_of(e, now))
+            entry_badge(e, now)
             + (
                 f" <span class=elapsed>{text(running_for(e, now))}</span>"
                 if state_of(e, now) == "running"
@@ -280,7 +295,7 @@ def entry_page(
         result = f"<h2>Recorded output</h2><pre class=output>{pretty(output.value)}</pre>"
     return page(
         f"Entry {entry.entry_id}",
-        f"<h1>Entry #{entry.entry_id} {badge(state)}</h1>{actions_html}"
+        f"<h1>Entry #{entry.entry_id} {entry_badge(entry, now)}</h1>{actions_html}"
         f"<dl class=facts>{dl}</dl>{failure}"
         f"<h2>Attempts</h2>{attempts}<h2>Input</h2><pre class=input>{pretty(entry.input)}</pre>"
         + result,
@@ -365,9 +380,11 @@ def value_link(thread_id: str, **which: object) -> str:
 
 
 def _checkpoint(cp: Checkpoint, parent: Checkpoint | None) -> str:
+    # A LangGraph checkpoint shows as its channel values (messages readable), never as blobs.
+    state = readable.readable_state(cp.state)
     mine = value_link(cp.thread_id, checkpoint=cp.checkpoint_id)
     if parent is None:
-        change_rows = [("(state)", "initial", "", _compact(cp.state, mine))]
+        change_rows = [("(state)", "initial", "", _compact(state, mine))]
     else:
         theirs = value_link(parent.thread_id, checkpoint=parent.checkpoint_id)
         change_rows = [
@@ -377,18 +394,21 @@ def _checkpoint(cp: Checkpoint, parent: Checkpoint | None) -> str:
                 _compact(b, theirs) if c != "added" else "",
                 _compact(a, mine) if c != "removed" else "",
             )
-            for k, c, b, a in diff(parent.state, cp.state)
+            for k, c, b, a in diff(readable.readable_state(parent.state), state)
         ]
     changes = _table(
         ["key", "change", "before", "after"], change_rows, "diff", "No change from its parent."
     )
     writes = _table(
         ["task", "channel", "value"],
-        [(text(w.task_id), text(w.channel), _compact(w.value, mine)) for w in cp.writes],
+        [
+            (text(w.task_id), text(w.channel), _compact(readable.readable_write(w.value), mine))
+            for w in cp.writes
+        ],
         "writes",
         "No pending writes.",
     )
-    nxt = ", ".join(text(n) for n in cp.next) or "— (finished)"
+    nxt = text(readable.readable_next(cp)) if cp.next else "— (finished)"
     return (
         f'<article class=checkpoint id="cp-{attr(cp.checkpoint_id)}"><h3>{text(cp.checkpoint_id)}</h3>'
         f"<p class=meta>run {text(cp.run_id)} · {when(cp.created_at)} · next: {nxt}</p>"

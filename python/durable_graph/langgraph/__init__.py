@@ -2,8 +2,10 @@
 
 `DurableSaver(store)` over a sync store and `AsyncDurableSaver(store)` over an async store are
 LangGraph `BaseCheckpointSaver`s; `saver.for_run(claim, run_id)` fences every write by a run's
-claim. `graph_handler(graph)` runs a compiled graph for each queue entry. Needs the extra
-``durable-graph[langgraph]``.
+claim. `graph_handler(graph, saver)` (sync `Worker`) and `async_graph_handler(graph, async_saver)`
+(`AsyncWorker`) run a compiled graph for each queue entry, with the submission's run config
+(`graph_submission`, `run_request`) and its stream written into the event log (`streaming`);
+values cross the queue as JSON (`values`). Needs the extra ``durable-graph[langgraph]``.
 """
 
 from __future__ import annotations
@@ -11,13 +13,17 @@ from __future__ import annotations
 from durable_graph.langgraph.async_saver import AsyncDurableSaver
 from durable_graph.langgraph.codec import safe_serializer
 from durable_graph.langgraph.handler import async_graph_handler, graph_handler, output_of
+from durable_graph.langgraph.run_request import RunRequest, graph_submission, run_request
 from durable_graph.langgraph.saver import DurableSaver
 
 __all__ = [
     "AsyncDurableSaver",
     "DurableSaver",
+    "RunRequest",
     "async_graph_handler",
     "graph_handler",
+    "graph_submission",
     "output_of",
+    "run_request",
     "safe_serializer",
 ]

@@ -58,6 +58,7 @@ from durable_graph.core.model import (
     Claim,
     ClaimPolicy,
     Commit,
+    EventIn,
     PendingWrite,
     RetentionPolicy,
 )
@@ -150,11 +151,15 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
         serde: SerializerProtocol | None = None,
         claim_policy: ClaimPolicy = ClaimPolicy(),
         bound: tuple[Claim, str] | None = None,
+        events_for: Callable[[str], list[EventIn]] | None = None,
     ) -> None:
         super().__init__(serde=serde or codec.safe_serializer())
         self.store = store
         self.claim_policy = claim_policy
         self.bound = bound
+        # A bound saver's stream (langgraph.streaming): the events that commit with a root
+        # checkpoint, by its id.
+        self._events_for = events_for
         self._heads: dict[str, str | None] = {}
         # Writes not in the store yet, per store thread, in arrival order: those LangGraph sent
         # before their checkpoint's put landed, and (bound, durability "async") those held to
@@ -182,10 +187,21 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
                 self._guards[thread_id] = lock
             return lock
 
-    def for_run(self, claim: Claim, run_id: str) -> Self:
-        """A saver whose writes are fenced by ``claim`` and committed under ``run_id``."""
+    def for_run(
+        self,
+        claim: Claim,
+        run_id: str,
+        *,
+        events_for: Callable[[str], list[EventIn]] | None = None,
+    ) -> Self:
+        """A saver whose writes are fenced by ``claim`` and committed under ``run_id``;
+        ``events_for(checkpoint_id)`` gives the events each root checkpoint commits with."""
         return type(self)(
-            self.store, serde=self.serde, claim_policy=self.claim_policy, bound=(claim, run_id)
+            self.store,
+            serde=self.serde,
+            claim_policy=self.claim_policy,
+            bound=(claim, run_id),
+            events_for=events_for,
         )
 
     def get_next_version(self, current: Any, channel: None) -> Any:
@@ -306,6 +322,11 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
             # Whether the graph finished is LangGraph's to say (see handler.py): never `Finished`.
             next=LANGGRAPH_NEXT,
             parent_thread_id=thread_id if ns else None,
+            events=(
+                tuple(self._events_for(checkpoint["id"]))
+                if self._events_for is not None and not ns
+                else ()
+            ),
         )
 
         def make(parent_id: str | None, fence: Claim | None) -> Commit:

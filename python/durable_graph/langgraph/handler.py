@@ -1,11 +1,14 @@
-"""Worker handlers that run a compiled LangGraph graph for each queue entry (SPEC §12).
+"""Worker handlers that run a compiled LangGraph graph for each queue entry (SPEC §12, §14.3-5).
 
-``Worker(store, graph_handler(graph))`` runs ``graph`` on the entry's thread with a saver bound to
-the attempt (`DurableSaver.for_run`): every checkpoint is fenced by the attempt's claim and
-committed under its run id, so the worker's at-most-once protocol (SPEC §5) covers the graph:
+``Worker(store, graph_handler(graph, DurableSaver(store)))`` (``AsyncWorker`` with
+``async_graph_handler(graph, AsyncDurableSaver(store))``) runs ``graph`` on the entry's thread
+with a saver bound to the attempt (`DurableSaver.for_run`): every checkpoint is fenced by the
+attempt's claim and committed under its run id, so the worker's at-most-once protocol (SPEC §5)
+covers the graph:
 
-- `Fresh` (no checkpoint of this entry's attempts): the input is applied — ``{"resume": v}``
-  resumes an ``interrupt()`` with ``Command(resume=v)``, any other input is the graph's input.
+- `Fresh` (no checkpoint of this entry's attempts): the input is applied — a run request
+  (`run_request`: input or ``Command``, run config, ``checkpoint_id``, interrupts, stream modes)
+  or a plain graph input (``{"resume": v}`` resumes an ``interrupt()``).
 - `Resume` (an earlier attempt of this entry committed): the input is never applied again; the
   graph continues from its checkpoint when LangGraph has tasks left (``invoke(None)``), and is
   left alone when it finished or waits at an interrupt.
@@ -14,66 +17,133 @@ The saver commits LangGraph's checkpoints with ``next=("langgraph",)``: whether 
 finished is LangGraph's to say (its state's ``next``), so `plan_attempt` never reports them
 `Finished` and the handler asks LangGraph.
 
-The entry's output is ``{"values": ..., "interrupts": [...], "next": [...]}``: the graph's state
-values and pending interrupts as JSON (values that are not JSON appear as their ``str``), so a
-caller sees the question an ``interrupt()`` asked and answers with a new submission.
+An error raised by the graph fails the entry at once (`FinalFailure`: another attempt would
+repeat it; LangGraph's per-node ``RetryPolicy`` is where retries of a flaky call belong); a
+crash, a lost lease or claim are retried as for every handler.
+
+The requested stream modes go into the thread's event log (`streaming`). The entry's output is
+``{"values": ..., "interrupts": [{"id", "value"}], "next": [...]}`` as
+JSON, LangChain messages in LangChain's JSON form (`values.to_json`), so a caller sees the
+question an ``interrupt()`` asked and answers with a new submission.
+
+**Under ``durable-graph worker --app``**: name the compiled graph itself (``--app
+mymodule:graph``); the worker wraps it with ``graph_handler(graph, DurableSaver(store))`` on the
+store it opened, so the module never opens a store of its own. Several graphs:
+``--langgraph-config langgraph.json``.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import suppress
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
-from langgraph.types import Command, StateSnapshot
+from langgraph.pregel.protocol import StreamProtocol
+from langgraph.types import StateSnapshot
 
+from durable_graph.core.errors import NotFound, StoreError
 from durable_graph.core.model import JSON, Fresh
 from durable_graph.langgraph.async_saver import AsyncDurableSaver
+from durable_graph.langgraph.run_request import RESUME_KEY, RunRequest
 from durable_graph.langgraph.saver import DurableSaver
+from durable_graph.langgraph.streaming import Outbox
+from durable_graph.langgraph.values import to_json
+from durable_graph.worker.flow import FinalFailure
 from durable_graph.worker.sync import RunContext
 
-RESUME_KEY = "resume"
-"""An input ``{"resume": value}`` answers the thread's pending ``interrupt()``."""
+CONFIG_KEY_STREAM = "__pregel_stream"
+"""LangGraph's config key for a parent stream (its ``CONFIG_KEY_STREAM``): the loop sends each
+chunk to it as it emits, which is how step events reach the checkpoint they precede."""
 
-
-def _json(value: Any) -> JSON:
-    """``value`` as JSON: plain JSON as it is, anything else through ``str``."""
-    out: JSON = json.loads(json.dumps(value, default=str, allow_nan=False))
-    return out
+__all__ = ["RESUME_KEY", "async_graph_handler", "graph_handler", "output_of"]
 
 
 def output_of(snapshot: StateSnapshot) -> JSON:
     """The entry's output: the graph's values, pending interrupts and next nodes, as JSON."""
-    return _json(
+    return to_json(
         {
             "values": snapshot.values,
             "interrupts": [{"id": i.id, "value": i.value} for i in snapshot.interrupts],
             "next": list(snapshot.next),
-        }
+        },
+        lenient=True,
     )
 
 
 def graph_input(value: JSON) -> Any:
-    """What to give ``invoke`` for an entry's input (``{"resume": v}`` -> ``Command``)."""
-    if isinstance(value, dict) and set(value) == {RESUME_KEY}:
-        return Command(resume=value[RESUME_KEY])
-    return value
-
-
-def _config(thread_id: str, extra: RunnableConfig | None) -> RunnableConfig:
-    config: dict[str, Any] = dict(extra or {})
-    configurable = dict(config.get("configurable") or {})
-    configurable["thread_id"] = thread_id
-    configurable.setdefault("checkpoint_ns", "")
-    config["configurable"] = configurable
-    return config  # type: ignore[return-value]
+    """What to give LangGraph for an entry's input (``{"resume": v}`` -> ``Command``)."""
+    return RunRequest.of(value).graph_input()
 
 
 def _should_continue(snapshot: StateSnapshot) -> bool:
     """A resumed attempt runs LangGraph only when tasks are left and none waits at an interrupt."""
     return bool(snapshot.next) and not snapshot.interrupts
+
+
+def _merged(request: RunRequest, base: RunnableConfig | None) -> RunRequest:
+    """The request with the handler's own ``config`` under it (the request's keys win)."""
+    if not base:
+        return request
+    config: dict[str, Any] = {k: v for k, v in base.items() if k != "configurable"}
+    config.update({k: v for k, v in request.config.items() if k != "configurable"})
+    configurable = dict(base.get("configurable") or {})
+    configurable.update(dict(request.config.get("configurable") or {}))  # type: ignore[arg-type]
+    config["configurable"] = configurable
+    return RunRequest(**{**_fields(request), "config": config})
+
+
+def _fields(request: RunRequest) -> dict[str, Any]:
+    return {name: getattr(request, name) for name in request.__slots__}
+
+
+def _carried_its_values(head: Any) -> bool:
+    """Whether the stream already holds the values of the checkpoint a retried attempt resumes
+    from: every checkpoint's commit carries them, except the input's (its values chunk comes
+    after it, with the next checkpoint)."""
+    metadata = getattr(head, "metadata", None)
+    return isinstance(metadata, dict) and metadata.get("source") != "input"
+
+
+class _Attempt:
+    """One attempt's plan, written once for both handlers: what to run, with which config."""
+
+    def __init__(self, ctx: Any, base: RunnableConfig | None) -> None:
+        self.request = _merged(RunRequest.of(ctx.input), base)
+        self.fresh = isinstance(ctx.plan, Fresh)
+        self.outbox = Outbox(
+            self.request.stream_mode,
+            self.request.stream_subgraphs,
+            resumed=not self.fresh and _carried_its_values(ctx.head),
+        )
+        self.streams = bool(self.request.stream_mode)
+        self.head_config = self.request.runnable_config(ctx.thread_id, at_checkpoint=False)
+        self.config = self.request.runnable_config(ctx.thread_id, at_checkpoint=self.fresh)
+        if self.streams:
+            configurable: dict[str, Any] = dict(self.config["configurable"])
+            configurable[CONFIG_KEY_STREAM] = StreamProtocol(
+                self.outbox.from_loop,
+                self.outbox.step_modes,  # type: ignore[arg-type]
+            )
+            self.config = {**self.config, "configurable": configurable}
+
+    def rollback_runs(self, entries: Mapping[int, Any]) -> list[str]:
+        """The run ids of the entries a ``rollback`` submission removes."""
+        return [a.run_id for e in entries.values() if e is not None for a in e.attempts]
+
+    @property
+    def rollback(self) -> list[int]:
+        ids = self.request.service.get("rollback") or []
+        return [i for i in ids if isinstance(i, int)] if isinstance(ids, list) else []
+
+    def stream_kwargs(self) -> dict[str, Any]:
+        return {
+            "stream_mode": ["custom", *(m for m in ("messages",) if m in self.request.stream_mode)],
+            "subgraphs": True,
+            "interrupt_before": self.request.interrupt_before,
+            "interrupt_after": self.request.interrupt_after,
+        }
 
 
 def graph_handler(
@@ -82,21 +152,57 @@ def graph_handler(
     *,
     config: RunnableConfig | None = None,
 ) -> Callable[[RunContext], JSON]:
-    """A `Worker` handler running ``graph`` with ``saver.for_run(claim, run_id)`` per attempt."""
+    """A `Worker` handler running ``graph`` with ``saver.for_run(claim, run_id)`` per attempt.
+
+    ``config`` is a base run config under each submission's own (``recursion_limit``, ``tags``,
+    ``configurable`` values for every run).
+    """
 
     def handler(ctx: RunContext) -> JSON:
-        bound = graph.copy(update={"checkpointer": saver.for_run(ctx.claim, ctx.run_id)})
-        cfg = _config(ctx.thread_id, config)
-        if isinstance(ctx.plan, Fresh):
-            bound.invoke(graph_input(ctx.input), cfg)
+        at = _Attempt(ctx, config)
+        events_for = at.outbox.for_checkpoint if at.streams else None
+        bound_saver = saver.for_run(ctx.claim, ctx.run_id, events_for=events_for)
+        bound = graph.copy(update={"checkpointer": bound_saver})
+        if at.fresh:
+            if at.rollback:
+                entries = {i: ctx.store.run_queue.entry(i) for i in at.rollback}
+                ctx.store.delete_runs(at.rollback_runs(entries))
+            todo: Any = at.request.graph_input()
+        elif _should_continue(bound.get_state(at.head_config)):
+            todo = None
         else:
-            if _should_continue(bound.get_state(cfg)):
-                ctx.check()
-                bound.invoke(None, cfg)
+            todo = _NOTHING
+        if todo is not _NOTHING:
+            ctx.check()
+            try:
+                for item in bound.stream(todo, at.config, **at.stream_kwargs()):
+                    at.outbox.from_stream(item)
+                    if at.outbox.live_due():
+                        batch = at.outbox.take_live()
+                        try:
+                            ctx.append_events(batch)
+                        except NotFound:  # the run's first checkpoint has not landed yet
+                            at.outbox.put_back(batch)
+            except StoreError:
+                raise
+            except Exception as exc:
+                raise _final(exc) from exc
+            rest = at.outbox.take_rest()
+            if rest:
+                ctx.append_events(rest)
         ctx.check()  # a stale attempt reports its loss, not an output
-        return output_of(bound.get_state(cfg))
+        return output_of(bound.get_state(at.head_config))
 
     return handler
+
+
+_NOTHING = object()
+
+
+def _final(exc: Exception) -> FinalFailure:
+    """The graph's own error ends the run (no retry, as LangGraph's server); the store's errors
+    (a lost claim or lease) are re-raised as they are, for the worker."""
+    return FinalFailure(f"{type(exc).__name__}: {exc}")
 
 
 def async_graph_handler(
@@ -105,17 +211,79 @@ def async_graph_handler(
     *,
     config: RunnableConfig | None = None,
 ) -> Callable[[Any], Awaitable[JSON]]:
-    """An `AsyncWorker` handler: `graph_handler` with ``ainvoke`` over an `AsyncDurableSaver`."""
+    """An `AsyncWorker` handler: `graph_handler` with ``astream`` over an `AsyncDurableSaver`.
+
+    ``AsyncWorker(store, async_graph_handler(graph, AsyncDurableSaver(store)))`` on an async
+    store; the same inputs, run config, streaming and output as `graph_handler`.
+    """
 
     async def handler(ctx: Any) -> JSON:
-        bound = graph.copy(update={"checkpointer": saver.for_run(ctx.claim, ctx.run_id)})
-        cfg = _config(ctx.thread_id, config)
-        if isinstance(ctx.plan, Fresh):
-            await bound.ainvoke(graph_input(ctx.input), cfg)
-        elif _should_continue(await bound.aget_state(cfg)):
+        at = _Attempt(ctx, config)
+        events_for = at.outbox.for_checkpoint if at.streams else None
+        bound_saver = saver.for_run(ctx.claim, ctx.run_id, events_for=events_for)
+        bound = graph.copy(update={"checkpointer": bound_saver})
+        if at.fresh:
+            if at.rollback:
+                entries = {i: await ctx.store.run_queue.entry(i) for i in at.rollback}
+                await ctx.store.delete_runs(at.rollback_runs(entries))
+            todo: Any = at.request.graph_input()
+        elif _should_continue(await bound.aget_state(at.head_config)):
+            todo = None
+        else:
+            todo = _NOTHING
+        if todo is not _NOTHING:
             ctx.check()
-            await bound.ainvoke(None, cfg)
+            try:
+                async for item in bound.astream(todo, at.config, **at.stream_kwargs()):
+                    at.outbox.from_stream(item)
+                    if at.outbox.live_due():
+                        batch = at.outbox.take_live()
+                        try:
+                            await ctx.append_events(batch)
+                        except NotFound:  # the run's first checkpoint has not landed yet
+                            at.outbox.put_back(batch)
+            except StoreError:
+                raise
+            except Exception as exc:
+                raise _final(exc) from exc
+            rest = at.outbox.take_rest()
+            if rest:
+                await ctx.append_events(rest)
         ctx.check()
-        return output_of(await bound.aget_state(cfg))
+        return output_of(await bound.aget_state(at.head_config))
 
     return handler
+
+
+def graphs_handler(
+    graphs: Mapping[str, Pregel[Any, Any, Any, Any]],
+    saver: DurableSaver,
+    *,
+    config: RunnableConfig | None = None,
+) -> Callable[[RunContext], JSON]:
+    """`graph_handler` for several graphs: a run request's ``graph`` names which (the only one
+    when there is one); `ValidationError` (the entry fails) for an unknown name."""
+    handlers = {name: graph_handler(g, saver, config=config) for name, g in graphs.items()}
+
+    def handler(ctx: RunContext) -> JSON:
+        name = _graph_name(ctx.input, handlers)
+        with suppress(NotFound):  # a thread's first run: no commit to hang the effect on yet
+            ctx.record_effect(GRAPH_EFFECT, lambda: name)
+        return handlers[name](ctx)
+
+    return handler
+
+
+GRAPH_EFFECT = "langgraph.graph"
+"""Effect naming the graph that first ran on a thread (what the service reads its state with)."""
+
+
+def _graph_name(value: JSON, names: Mapping[str, Any]) -> str:
+    from durable_graph.core.errors import ValidationError
+
+    name = RunRequest.of(value).graph
+    if name is None and len(names) == 1:
+        return next(iter(names))
+    if name is None or name not in names:
+        raise ValidationError(f"input['langgraph']['graph']: no graph named {name!r} here")
+    return name

@@ -175,12 +175,18 @@ def exhausted_outcome(plan: AttemptPlan, output: JSON) -> EntryOutcome:
     return Completed(output) if isinstance(plan, Finished) else Failed("exhausted")
 
 
+class FinalFailure(Exception):
+    """Raised by a handler for a failure that another attempt would only repeat (a graph's own
+    error, as LangGraph's server ends such a run): the entry closes ``Failed`` at once."""
+
+
 def failure_outcome(entry: QueueEntry, exc: BaseException) -> Failed | None:
     """D43: the handler raised. None → retry (attempts remain); else the entry closes ``Failed``.
 
-    ``entry`` is the entry read after the claim was held (its attempts include this one).
+    ``entry`` is the entry read after the claim was held (its attempts include this one). A
+    `FinalFailure` is never retried.
     """
-    if len(entry.attempts) < entry.max_attempts:
+    if len(entry.attempts) < entry.max_attempts and not isinstance(exc, FinalFailure):
         return None
     # The traceback, as a retried attempt keeps it (issue 26 item 9): its last line names the
     # exception's type and message; the store records it as the closing attempt's error too.

@@ -1,0 +1,118 @@
+"""``durable-graph serve --config langgraph.json``: LangGraph Server's API over the store.
+
+Binds 127.0.0.1 by default (and answers only loopback ``Host`` names there); another address
+needs ``--allow-remote``, a token (``--token`` or ``DURABLE_GRAPH_TOKEN``, 16+ characters), which
+clients send as their API key, and TLS (``--ssl-certfile``/``--ssl-keyfile``) unless
+``--insecure``, as the dashboard. ``--workers N``
+runs N workers in this process (0: runs wait for ``durable-graph worker --langgraph-config``
+processes anywhere on the same store).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from durable_graph.cli.common import CliError, UsageError, store_of
+from durable_graph.cli.dashboard import _server_class, check_bind, is_loopback
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
+
+log = logging.getLogger("durable_graph.service")
+
+
+def add_parser(
+    command: Callable[[str, Callable[[argparse.Namespace], int], str], Any],
+    option: Callable[..., None],
+) -> None:
+    sub = command("serve", cmd_serve, "serve LangGraph Server's API for a langgraph.json")
+    option(sub, "--config", default="langgraph.json", metavar="FILE", help="the langgraph.json")
+    option(sub, "--host", default="127.0.0.1", help="address to bind")
+    option(sub, "--port", type=int, default=2024, help="port to bind")
+    option(sub, "--workers", type=int, default=1, metavar="N", help="workers in this process")
+    option(
+        sub,
+        "--allow-remote",
+        action="store_true",
+        help="allow a non-loopback --host (needs a token)",
+    )
+    option(sub, "--token", help="the API key every request must carry, 16+ characters")
+    option(sub, "--ssl-certfile", help="TLS certificate (PEM) to serve HTTPS with")
+    option(sub, "--ssl-keyfile", help="TLS private key (PEM) of --ssl-certfile")
+    option(
+        sub,
+        "--insecure",
+        action="store_true",
+        help="with --allow-remote, serve plain HTTP without TLS: the token crosses the network "
+        "in cleartext",
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    check_bind(
+        args.host,
+        args.allow_remote,
+        args.token,
+        (args.ssl_certfile, args.ssl_keyfile),
+        args.insecure,
+    )
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port must be between 0 and 65535, got {args.port}")
+    if args.workers < 0:
+        raise UsageError("--workers must be >= 0")
+    try:
+        import uvicorn
+
+        from durable_graph.core.errors import ValidationError
+        from durable_graph.langgraph import DurableSaver
+        from durable_graph.langgraph.config_file import LangGraphConfig
+        from durable_graph.langgraph.handler import graphs_handler
+        from durable_graph.service import create_app
+        from durable_graph.worker.sync import Worker
+    except ImportError as exc:
+        raise CliError(f"serve needs durable-graph[service] ({exc})") from None
+    logging.basicConfig(level=logging.INFO)
+    try:
+        graphs = LangGraphConfig.read(args.config).load_graphs()
+    except ValidationError as exc:
+        raise CliError(f"--config: {exc}") from None
+    with store_of(args, must_exist=False) as store:
+        workers = [
+            Worker(store, graphs_handler(graphs, DurableSaver(store))) for _ in range(args.workers)
+        ]
+        threads = [threading.Thread(target=w.run, daemon=True) for w in workers]
+        for t in threads:
+            t.start()
+        # On loopback only loopback Host names are answered (DNS rebinding), as the dashboard.
+        hosts = LOOPBACK_HOSTS if is_loopback(args.host) else None
+        app = create_app(store, graphs, token=args.token, allowed_hosts=hosts)
+        config = uvicorn.Config(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level="warning",
+            timeout_graceful_shutdown=2,
+            ssl_certfile=args.ssl_certfile,
+            ssl_keyfile=args.ssl_keyfile,
+        )
+        server = _server_class()(config)
+        log.info(
+            "LangGraph API at http://%s:%d/ (%d graphs, %d workers in process)",
+            args.host,
+            args.port,
+            len(graphs),
+            len(workers),
+        )
+        try:
+            server.run()
+        finally:
+            for w in workers:
+                w.stop()
+            for t in threads:
+                t.join(timeout=10)
+        if not server.started:
+            raise CliError(f"could not serve on {args.host}:{args.port}")
+    return 0

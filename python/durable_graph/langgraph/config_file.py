@@ -1,0 +1,125 @@
+"""``langgraph.json`` in LangGraph's own format: the graphs a service serves and workers run.
+
+Read here: ``graphs`` (name -> ``"./file.py:attr"`` or ``"package.module:attr"``; the attribute
+a compiled graph, a ``StateGraph`` (compiled here) or a function returning either, called with no
+argument or with a ``RunnableConfig``), ``dependencies`` (local paths, ``"."`` above all, put on
+``sys.path``; packages are the deployer's to install), ``env`` (a ``.env`` file path or an object:
+set in the environment where not already set). Other keys (``python_version``, ``dockerfile_lines``,
+``auth``...) are LangGraph Platform's build settings and are ignored. Graphs are compiled with no
+checkpointer of their own: the worker binds each run to the store's saver.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from durable_graph.core.errors import ValidationError
+
+
+@dataclass(frozen=True, slots=True)
+class LangGraphConfig:
+    path: Path
+    graphs: dict[str, str]
+    """Graph name -> where it is (as written in the file)."""
+    env: dict[str, str]
+
+    @classmethod
+    def read(cls, path: str | Path) -> LangGraphConfig:
+        p = Path(path).resolve()
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ValidationError(f"config: cannot read {p} as JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise ValidationError("config: langgraph.json must be an object")
+        graphs = data.get("graphs")
+        if not isinstance(graphs, dict) or not graphs:
+            raise ValidationError("config: 'graphs' must name at least one graph")
+        for name, spec in graphs.items():
+            if isinstance(spec, dict):  # {"path": ..., "description": ...}
+                spec = spec.get("path")
+            if not isinstance(spec, str) or ":" not in spec:
+                raise ValidationError(f"config: graphs[{name!r}] must look like './file.py:graph'")
+            graphs[name] = spec
+        env = data.get("env") or {}
+        if isinstance(env, str):
+            env = _read_dotenv(p.parent / env)
+        if not isinstance(env, dict):
+            raise ValidationError("config: 'env' must be a file name or an object")
+        deps = data.get("dependencies") or []
+        if not isinstance(deps, list):
+            raise ValidationError("config: 'dependencies' must be a list")
+        for dep in deps:
+            if isinstance(dep, str) and (dep.startswith(".") or dep.startswith("/")):
+                local = str((p.parent / dep).resolve())
+                if local not in sys.path:
+                    sys.path.append(local)
+        return cls(p, dict(graphs), {str(k): str(v) for k, v in env.items()})
+
+    def apply_env(self) -> None:
+        for key, value in self.env.items():
+            os.environ.setdefault(key, value)
+
+    def load_graphs(self) -> dict[str, Any]:
+        """Each graph, compiled (see the module docstring)."""
+        self.apply_env()
+        return {name: load_graph(self.path.parent, spec) for name, spec in self.graphs.items()}
+
+
+def _read_dotenv(path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ValidationError(f"config: cannot read env file {path} ({exc})") from None
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.removeprefix("export ").partition("=")
+        out[key.strip()] = value.strip().strip("'\"")
+    return out
+
+
+def load_graph(base: Path, spec: str) -> Any:
+    """The compiled graph ``spec`` names (``./file.py:attr`` relative to ``base``)."""
+    from langgraph.graph import StateGraph
+    from langgraph.pregel import Pregel
+
+    where, _, attr = spec.rpartition(":")
+    if where.endswith(".py") or "/" in where:
+        file = (base / where).resolve()
+        name = f"durable_graph_app_{file.stem}_{abs(hash(str(file)))}"
+        module = sys.modules.get(name)
+        if module is None:
+            found = importlib.util.spec_from_file_location(name, file)
+            if found is None or found.loader is None:
+                raise ValidationError(f"config: cannot load {file}")
+            module = importlib.util.module_from_spec(found)
+            sys.modules[name] = module
+            if str(file.parent) not in sys.path:
+                sys.path.append(str(file.parent))
+            found.loader.exec_module(module)
+    else:
+        module = importlib.import_module(where)
+    target: Any = module
+    for part in attr.split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            raise ValidationError(f"config: {where} has no attribute {attr!r}")
+    if callable(target) and not isinstance(target, (Pregel, StateGraph)):
+        params = inspect.signature(target).parameters
+        target = target({"configurable": {}}) if params else target()
+    if isinstance(target, StateGraph):
+        target = target.compile()
+    if not isinstance(target, Pregel):
+        raise ValidationError(f"config: {spec} is not a LangGraph graph")
+    return target

@@ -1,0 +1,104 @@
+"""Follow one graph run's stream from any machine (SPEC §14.5): `follow` and `afollow`.
+
+A run is a queue entry; its stream is the ``lg.*`` events its attempts wrote into the thread's
+log (`streaming`). A follower reads the log after a sequence number (0, or the last one it saw
+before a disconnect: it resumes there and misses nothing), keeps the events of the entry's
+attempts, and stops once the entry is closed and the log has been read up to the entry's
+``closed_at_seq``: that is the end of the run. It waits with `await_events_after` (woken by
+NOTIFY on PostgreSQL, at once in-process on the embedded stores, polling across SQLite
+processes), and re-reads the entry at most every `ENTRY_CHECK` while nothing arrives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from typing import Final
+
+from durable_graph.core.async_protocols import AsyncCheckpointer
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.errors import NotFound
+from durable_graph.core.model import Event, QueueEntry, WatchPolicy
+from durable_graph.langgraph.streaming import EVENT_PREFIX
+
+ENTRY_CHECK: Final = timedelta(milliseconds=500)
+"""How long a follower waits for new events before it looks at the entry again."""
+
+PAGE: Final = 1000
+
+
+def _ended(entry: QueueEntry, seen: int) -> bool:
+    return entry.closed and (entry.closed_at_seq is None or seen >= entry.closed_at_seq)
+
+
+def _keep(event: Event, runs: set[str]) -> bool:
+    return event.kind.startswith(EVENT_PREFIX) and event.run_id in runs
+
+
+def follow(
+    store: Checkpointer,
+    entry_id: int,
+    after_seq: int = 0,
+    *,
+    tenant: str | None = None,
+    watch: WatchPolicy = WatchPolicy(),
+) -> Iterator[Event]:
+    """The run's stream events after ``after_seq``, as they land, until the run has ended.
+
+    `NotFound` when the entry is unknown (or another tenant's).
+    """
+    queue = store.run_queue
+    entry = queue.entry(entry_id, tenant=tenant)
+    if entry is None:
+        raise NotFound(f"entry {entry_id} is unknown")
+    runs = {a.run_id for a in entry.attempts}
+    seen = after_seq
+    while True:
+        events = store.events_after(entry.thread_id, seen, PAGE)
+        for event in events:
+            if event.kind.startswith(EVENT_PREFIX) and event.run_id not in runs:
+                entry = queue.entry(entry_id, tenant=tenant) or entry  # a new attempt's?
+                runs = {a.run_id for a in entry.attempts}
+            seen = event.seq
+            if _keep(event, runs):
+                yield event
+        if events:
+            continue
+        entry = queue.entry(entry_id, tenant=tenant) or entry
+        runs = {a.run_id for a in entry.attempts}
+        if _ended(entry, seen):
+            return
+        store.await_events_after(entry.thread_id, seen, ENTRY_CHECK, watch)
+
+
+async def afollow(
+    store: AsyncCheckpointer,
+    entry_id: int,
+    after_seq: int = 0,
+    *,
+    tenant: str | None = None,
+    watch: WatchPolicy = WatchPolicy(),
+) -> AsyncIterator[Event]:
+    """`follow` on an async store."""
+    queue = store.run_queue
+    entry = await queue.entry(entry_id, tenant=tenant)
+    if entry is None:
+        raise NotFound(f"entry {entry_id} is unknown")
+    runs = {a.run_id for a in entry.attempts}
+    seen = after_seq
+    while True:
+        events = await store.events_after(entry.thread_id, seen, PAGE)
+        for event in events:
+            if event.kind.startswith(EVENT_PREFIX) and event.run_id not in runs:
+                entry = await queue.entry(entry_id, tenant=tenant) or entry
+                runs = {a.run_id for a in entry.attempts}
+            seen = event.seq
+            if _keep(event, runs):
+                yield event
+        if events:
+            continue
+        entry = await queue.entry(entry_id, tenant=tenant) or entry
+        runs = {a.run_id for a in entry.attempts}
+        if _ended(entry, seen):
+            return
+        await store.await_events_after(entry.thread_id, seen, ENTRY_CHECK, watch)

@@ -1,0 +1,184 @@
+"""A graph run's stream in the thread's event log (SPEC §14.5).
+
+The handler asks LangGraph for the modes a submission names and writes each chunk as an event
+of the thread (kind ``lg.<mode>``, payload ``{"data": <JSON>}`` plus ``"ns"`` for a subgraph's
+chunk), fenced by the attempt's claim like every other write. Two paths, so that a reader sees
+each event once even when a worker dies mid-run:
+
+- **Step modes** (``values``, ``updates``, ``debug``) are taken from LangGraph's loop as it emits
+  them (a stream protocol beside the caller's, LangGraph's own mechanism for subgraphs) and ride
+  **in the transaction of the checkpoint they precede**: LangGraph emits a step's updates and
+  values before it saves the step's checkpoint, and marks each checkpoint in the stream before
+  the next step starts. So the events of a step commit with its checkpoint or not at all: a
+  retried attempt resumes from the last checkpoint and emits the lost step again, and nothing
+  is doubled. Chunks emitted after the last checkpoint (an interrupt's ``__interrupt__``
+  update) are appended when the graph returns.
+- **Live modes** (``messages`` tokens, ``custom``) are appended as they come, at most one
+  transaction per `STREAM_INTERVAL` (chunks of one message that arrive within an interval are
+  merged into one chunk), and the rest when the graph returns. A worker that dies mid-step may
+  have appended tokens of that step; the next attempt streams the step again under its own run
+  id (every event carries it), so a reader can drop a superseded attempt's partial message.
+
+The run's end is the entry's close: `QueueEntry.closed_at_seq` is the thread's last event number
+then, so a reader that has seen that number has seen the whole stream.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from durable_graph.core.errors import ValidationError
+from durable_graph.core.model import JSON, EventIn
+from durable_graph.langgraph.values import to_json
+
+STREAM_INTERVAL: Final = 0.1
+"""Seconds between two live stream transactions of one run (tokens, custom chunks)."""
+
+EVENT_PREFIX: Final = "lg."
+"""Kind prefix of a graph run's stream events: ``lg.values``, ``lg.messages``..."""
+
+STEP_MODES: Final = frozenset({"values", "updates", "debug"})
+LIVE_MODES: Final = frozenset({"messages", "custom"})
+STREAM_MODES: Final = STEP_MODES | LIVE_MODES
+
+
+def check_stream_modes(modes: object) -> tuple[str, ...]:
+    """The stream modes of a submission (a mode or a list of them), checked."""
+    if modes is None:
+        return ()
+    listed = [modes] if isinstance(modes, str) else modes
+    if not isinstance(listed, list) or not all(isinstance(m, str) for m in listed):
+        raise ValidationError("stream_mode: must be a mode or a list of modes")
+    for mode in listed:
+        if mode not in STREAM_MODES:
+            raise ValidationError(
+                f"stream_mode: {mode!r} is not one of {', '.join(sorted(STREAM_MODES))}"
+            )
+    return tuple(dict.fromkeys(listed))
+
+
+def event_of(ns: Sequence[str], mode: str, data: Any) -> EventIn:
+    payload: dict[str, JSON] = {"data": to_json(data, lenient=True)}
+    if ns:
+        payload["ns"] = list(ns)
+    return EventIn(f"{EVENT_PREFIX}{mode}", payload)
+
+
+@dataclass
+class _Token:
+    ns: tuple[str, ...]
+    chunk: Any
+    metadata: Any
+
+
+@dataclass
+class Outbox:
+    """One attempt's stream on its way to the event log (see the module docstring)."""
+
+    modes: tuple[str, ...]
+    subgraphs: bool = False
+    interval: float = STREAM_INTERVAL
+    clock: Callable[[], float] = time.monotonic
+    resumed: bool = False
+    """A retried attempt from a checkpoint whose values the stream already carried: LangGraph
+    opens a resumed run's stream with that state, and that first root ``values`` chunk is not
+    written again."""
+    _step: list[EventIn] = field(default_factory=list)
+    _marks: dict[str, int] = field(default_factory=dict)
+    _live: list[EventIn | _Token] = field(default_factory=list)
+    _last_flush: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def step_modes(self) -> set[str]:
+        """What to ask of LangGraph's loop (``checkpoints`` marks the step boundaries)."""
+        return {m for m in self.modes if m in STEP_MODES} | {"checkpoints"}
+
+    # --- step modes: from LangGraph's loop, committed with the checkpoints -------------------
+
+    def from_loop(self, chunk: tuple[tuple[str, ...], str, Any]) -> None:
+        """LangGraph's stream protocol callback (called as the loop emits, in its threads)."""
+        ns, mode, data = chunk
+        if ns and not self.subgraphs:
+            return
+        with self._lock:
+            if mode == "checkpoints":
+                if not ns:
+                    checkpoint_id = ((data or {}).get("config") or {}).get("configurable", {})
+                    cid = checkpoint_id.get("checkpoint_id")
+                    if isinstance(cid, str) and cid not in self._marks:
+                        self._marks[cid] = len(self._step)
+                return
+            if self.resumed and not ns and mode in ("values", "updates"):
+                self.resumed = False
+                if mode == "values":
+                    return
+            if mode in self.modes:
+                self._step.append(event_of(ns, mode, data))
+
+    def for_checkpoint(self, checkpoint_id: str) -> list[EventIn]:
+        """The step events that ride with this root checkpoint's commit (taken once)."""
+        with self._lock:
+            upto = self._marks.pop(checkpoint_id, len(self._step))
+            taken, self._step = self._step[:upto], self._step[upto:]
+            self._marks = {k: max(0, v - upto) for k, v in self._marks.items()}
+            if checkpoint_id not in self._marks:
+                self._marks[checkpoint_id] = 0  # its mark, if it comes later, marks nothing
+            return taken
+
+    # --- live modes: from the caller's iteration, coalesced ----------------------------------
+
+    def from_stream(self, item: Any) -> None:
+        """One item of ``graph.stream(..., stream_mode=[...], subgraphs=True)``."""
+        ns, mode, data = item
+        ns = tuple(ns)
+        if (ns and not self.subgraphs) or mode not in self.modes or mode not in LIVE_MODES:
+            return
+        if mode == "messages":
+            chunk, metadata = data
+            last = self._live[-1] if self._live else None
+            if isinstance(last, _Token) and last.ns == ns and _same_message(last.chunk, chunk):
+                last.chunk = last.chunk + chunk
+                return
+            self._live.append(_Token(ns, chunk, metadata))
+        else:
+            self._live.append(event_of(ns, mode, data))
+
+    def live_due(self) -> bool:
+        return bool(self._live) and self.clock() - self._last_flush >= self.interval
+
+    def take_live(self) -> list[EventIn]:
+        out = [
+            event_of(e.ns, "messages", [e.chunk, e.metadata]) if isinstance(e, _Token) else e
+            for e in self._live
+        ]
+        self._live = []
+        self._last_flush = self.clock()
+        return out
+
+    def put_back(self, events: list[EventIn]) -> None:
+        """Live events that could not be appended yet (a thread's log exists from its first
+        commit on): they go out with the next flush, before anything newer."""
+        self._live[:0] = events
+
+    def take_rest(self) -> list[EventIn]:
+        """What is left when the graph returns: step events after the last checkpoint, then
+        live ones."""
+        with self._lock:
+            rest, self._step = self._step, []
+        return rest + self.take_live()
+
+
+def _same_message(a: Any, b: Any) -> bool:
+    """Two chunks of one streamed message (merged with ``+``)."""
+    try:
+        from langchain_core.messages import BaseMessageChunk
+    except ImportError:  # pragma: no cover
+        return False
+    return (
+        isinstance(a, BaseMessageChunk) and type(a) is type(b) and a.id is not None and a.id == b.id
+    )

@@ -1,0 +1,382 @@
+"""The HTTP layer of ``durable-graph serve`` (SPEC §14.6): LangGraph Server's paths over the store.
+
+Thin on purpose: each route checks its request, calls `Threads` / `Runs` (sync store calls, run
+in Starlette's worker threads) and writes the answer in the reference server's shape. Errors:
+a body that is not JSON or does not fit the schema -> 422 ``{"detail": ...}``; unknown thread,
+run or assistant -> 404; a busy thread (``reject``, `update_state` during a run) or an existing
+thread id -> 409; never a 500 for a client's mistake. A token, when set, is required as
+``x-api-key`` (what ``langgraph-sdk`` sends for ``api_key``) or ``Authorization: Bearer``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from langgraph.pregel import Pregel
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.errors import NotFound, ThreadBusy, ValidationError
+from durable_graph.service.records import assistant_id_of, run_id_of
+from durable_graph.service.runs import Conflict_, Runs
+from durable_graph.service.threads import Conflict, Threads
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class BadRequest(Exception):
+    """422 with this message."""
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"detail": message}, status_code=status)
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), default=str).encode()
+
+
+class _Json(JSONResponse):
+    def render(self, content: Any) -> bytes:
+        return _dumps(content)
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw:
+        return {}
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise BadRequest(f"body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("body must be a JSON object")
+    return body
+
+
+def _int(params: Mapping[str, Any], name: str, default: int, *, lo: int = 0) -> int:
+    value = params.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise BadRequest(f"{name}: must be an integer")
+    try:
+        number = int(value)
+    except ValueError:
+        raise BadRequest(f"{name}: must be an integer") from None
+    if number < lo:
+        raise BadRequest(f"{name}: must be >= {lo}")
+    return number
+
+
+def _str(body: Mapping[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is not None and not isinstance(value, str):
+        raise BadRequest(f"{name}: must be a string")
+    return value
+
+
+def _dict(body: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+    value = body.get(name)
+    if value is not None and not isinstance(value, dict):
+        raise BadRequest(f"{name}: must be an object")
+    return value
+
+
+def create_app(
+    store: Checkpointer,
+    graphs: Mapping[str, Pregel[Any, Any, Any, Any]],
+    *,
+    token: str | None = None,
+    allowed_hosts: Sequence[str] | None = None,
+) -> Starlette:
+    """The service's ASGI app over ``store`` for ``graphs`` (name -> compiled graph); with
+    ``allowed_hosts``, a request naming another ``Host`` is refused (400)."""
+    threads = Threads(store, graphs)
+    runs = Runs(store, threads)
+
+    def guarded(fn: Callable[..., Awaitable[Response]]) -> Handler:
+        async def endpoint(request: Request) -> Response:
+            if token is not None:
+                given = request.headers.get("x-api-key") or request.headers.get(
+                    "authorization", ""
+                ).removeprefix("Bearer ")
+                if not hmac.compare_digest(given.encode(), token.encode()):
+                    return _error(401, "a valid token is required (x-api-key)")
+            try:
+                return await fn(request, **request.path_params)
+            except BadRequest as exc:
+                return _error(422, str(exc))
+            except ValidationError as exc:
+                return _error(422, str(exc))
+            except NotFound as exc:
+                return _error(404, str(exc))
+            except (ThreadBusy, Conflict, Conflict_) as exc:
+                return _error(409, str(exc) or "the thread is busy")
+
+        return endpoint
+
+    def call(fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
+        return run_in_threadpool(fn, *args)
+
+    # --- assistants ------------------------------------------------------------------------
+
+    def assistant(name: str) -> dict[str, Any]:
+        return {
+            "assistant_id": assistant_id_of(name),
+            "graph_id": name,
+            "name": name,
+            "description": None,
+            "config": {},
+            "context": {},
+            "metadata": {"created_by": "system"},
+            "version": 1,
+            "created_at": "1970-01-01T00:00:00+00:00",
+            "updated_at": "1970-01-01T00:00:00+00:00",
+        }
+
+    async def ok(request: Request) -> Response:
+        return _Json({"ok": True})
+
+    async def info(request: Request) -> Response:
+        return _Json({"version": "durable-graph", "flags": {"assistants": True, "crons": False}})
+
+    async def get_assistant(request: Request, assistant_id: str) -> Response:
+        return _Json(assistant(runs.graph_of(assistant_id, by_name=False)))
+
+    async def search_assistants(request: Request) -> Response:
+        body = await _body(request)
+        graph_id = _str(body, "graph_id")
+        limit, offset = _int(body, "limit", 10, lo=1), _int(body, "offset", 0)
+        found = [assistant(n) for n in threads.graphs if graph_id in (None, n)]
+        return _Json(found[offset : offset + limit])
+
+    async def count_assistants(request: Request) -> Response:
+        body = await _body(request)
+        graph_id = _str(body, "graph_id")
+        return _Json(len([n for n in threads.graphs if graph_id in (None, n)]))
+
+    async def assistant_graph(request: Request, assistant_id: str) -> Response:
+        graph = threads.graphs[runs.graph_of(assistant_id)]
+        xray = request.query_params.get("xray", "false").lower() in ("1", "true")
+        return _Json(graph.get_graph(xray=xray).to_json())
+
+    async def assistant_schemas(request: Request, assistant_id: str) -> Response:
+        name = runs.graph_of(assistant_id)
+        graph = threads.graphs[name]
+        return _Json(
+            {
+                "graph_id": name,
+                "input_schema": graph.get_input_jsonschema(),
+                "output_schema": graph.get_output_jsonschema(),
+                "state_schema": None,
+                "config_schema": None,
+                "context_schema": None,
+            }
+        )
+
+    # --- threads ---------------------------------------------------------------------------
+
+    async def create_thread(request: Request) -> Response:
+        body = await _body(request)
+        thread_id = _str(body, "thread_id")
+        metadata = _dict(body, "metadata") or {}
+        if_exists = body.get("if_exists") or "raise"
+        if if_exists not in ("raise", "do_nothing"):
+            raise BadRequest("if_exists: 'raise' or 'do_nothing'")
+        return _Json(await call(threads.create, thread_id, metadata, if_exists))
+
+    async def get_thread(request: Request, thread_id: str) -> Response:
+        return _Json(await call(threads.get, thread_id))
+
+    async def delete_thread(request: Request, thread_id: str) -> Response:
+        await call(threads.delete, thread_id)
+        return Response(status_code=204)
+
+    async def search_threads(request: Request) -> Response:
+        body = await _body(request)
+        ids = body.get("ids")
+        if ids is not None and (
+            not isinstance(ids, list) or not all(isinstance(i, str) for i in ids)
+        ):
+            raise BadRequest("ids: a list of thread ids")
+        status = _str(body, "status")
+        if status is not None and status not in ("idle", "busy", "interrupted", "error"):
+            raise BadRequest("status: idle, busy, interrupted or error")
+        found = await call(
+            threads.search,
+            _dict(body, "metadata"),
+            status,
+            ids,
+            _int(body, "limit", 10, lo=1),
+            _int(body, "offset", 0),
+        )
+        return _Json(found)
+
+    async def count_threads(request: Request) -> Response:
+        body = await _body(request)
+        found = await call(
+            threads.search, _dict(body, "metadata"), _str(body, "status"), None, 10**9, 0
+        )
+        return _Json(len(found))
+
+    async def copy_thread(request: Request, thread_id: str) -> Response:
+        return _Json(await call(threads.copy, thread_id))
+
+    async def get_state(
+        request: Request, thread_id: str, checkpoint_id: str | None = None
+    ) -> Response:
+        subgraphs = request.query_params.get("subgraphs", "false").lower() in ("1", "true")
+        return _Json(await call(threads.state, thread_id, checkpoint_id, subgraphs))
+
+    async def get_state_at(request: Request, thread_id: str) -> Response:
+        body = await _body(request)
+        checkpoint = _dict(body, "checkpoint") or {}
+        return _Json(await call(threads.state, thread_id, checkpoint.get("checkpoint_id"), False))
+
+    async def update_state(request: Request, thread_id: str) -> Response:
+        body = await _body(request)
+        checkpoint = _dict(body, "checkpoint") or {}
+        checkpoint_id = _str(body, "checkpoint_id") or checkpoint.get("checkpoint_id")
+        result = await call(
+            threads.update_state,
+            thread_id,
+            body.get("values"),
+            _str(body, "as_node"),
+            checkpoint_id,
+        )
+        return _Json(result)
+
+    async def history(request: Request, thread_id: str) -> Response:
+        body = await _body(request) if request.method == "POST" else dict(request.query_params)
+        before = body.get("before")
+        if isinstance(before, dict):
+            before = before.get("checkpoint_id")
+        if before is not None and not isinstance(before, str):
+            raise BadRequest("before: a checkpoint id or a checkpoint")
+        checkpoint: Any = body.get("checkpoint") if isinstance(body.get("checkpoint"), dict) else {}
+        found = await call(
+            threads.history,
+            thread_id,
+            _int(body, "limit", 10, lo=1),
+            before,
+            _dict(body, "metadata"),
+            (checkpoint or {}).get("checkpoint_id"),
+        )
+        return _Json(found)
+
+    # --- runs ------------------------------------------------------------------------------
+
+    def located(entry: Any, response: Response) -> Response:
+        where = f"/threads/{entry.thread_id}/runs/{run_id_of(entry.entry_id)}"
+        response.headers["Content-Location"] = where
+        return response
+
+    async def create_run(request: Request, thread_id: str | None = None) -> Response:
+        body = await _body(request)
+        entry = await call(runs.create, thread_id, body)
+        return located(entry, _Json(runs.json(entry)))
+
+    def stream_of(entry: Any, last_event_id: str | None) -> Response:
+        where = f"/threads/{entry.thread_id}/runs/{run_id_of(entry.entry_id)}"
+        return StreamingResponse(
+            runs.sse(entry, last_event_id),
+            media_type="text/event-stream",
+            headers={
+                "Location": f"{where}/stream",
+                "Content-Location": where,
+                "Cache-Control": "no-store",
+            },
+        )
+
+    async def stream_run(request: Request, thread_id: str | None = None) -> Response:
+        body = await _body(request)
+        entry = await call(runs.create, thread_id, body)
+        return stream_of(entry, None)
+
+    async def wait_run(request: Request, thread_id: str | None = None) -> Response:
+        body = await _body(request)
+        entry = await call(runs.create, thread_id, body)
+        values = await call(runs.join, entry)
+        return located(entry, _Json(values))
+
+    async def list_runs(request: Request, thread_id: str) -> Response:
+        q = request.query_params
+        status = q.get("status")
+        found = await call(
+            runs.list, thread_id, _int(q, "limit", 10, lo=1), _int(q, "offset", 0), status
+        )
+        return _Json(found)
+
+    async def get_run(request: Request, thread_id: str, run_id: str) -> Response:
+        entry = await call(runs.entry, thread_id, run_id)
+        return _Json(runs.json(entry))
+
+    async def delete_run(request: Request, thread_id: str, run_id: str) -> Response:
+        entry = await call(runs.entry, thread_id, run_id)
+        await call(runs.delete, entry)
+        return Response(status_code=204)
+
+    async def join_run(request: Request, thread_id: str, run_id: str) -> Response:
+        entry = await call(runs.entry, thread_id, run_id)
+        return _Json(await call(runs.join, entry))
+
+    async def join_stream(request: Request, thread_id: str, run_id: str) -> Response:
+        entry = await call(runs.entry, thread_id, run_id)
+        return stream_of(entry, request.headers.get("last-event-id"))
+
+    async def cancel_run(request: Request, thread_id: str, run_id: str) -> Response:
+        entry = await call(runs.entry, thread_id, run_id)
+        action = request.query_params.get("action", "interrupt")
+        await call(runs.cancel, entry, action)
+        if request.query_params.get("wait") in ("1", "true"):
+            await call(runs.join, entry, timedelta(seconds=30))
+            return Response(status_code=204)
+        return Response(status_code=202)
+
+    routes = [
+        Route("/ok", guarded(ok), methods=["GET"]),
+        Route("/info", guarded(info), methods=["GET"]),
+        Route("/assistants/search", guarded(search_assistants), methods=["POST"]),
+        Route("/assistants/count", guarded(count_assistants), methods=["POST"]),
+        Route("/assistants/{assistant_id}", guarded(get_assistant), methods=["GET"]),
+        Route("/assistants/{assistant_id}/graph", guarded(assistant_graph), methods=["GET"]),
+        Route("/assistants/{assistant_id}/schemas", guarded(assistant_schemas), methods=["GET"]),
+        Route("/threads", guarded(create_thread), methods=["POST"]),
+        Route("/threads/search", guarded(search_threads), methods=["POST"]),
+        Route("/threads/count", guarded(count_threads), methods=["POST"]),
+        Route("/threads/{thread_id}", guarded(get_thread), methods=["GET"]),
+        Route("/threads/{thread_id}", guarded(delete_thread), methods=["DELETE"]),
+        Route("/threads/{thread_id}/copy", guarded(copy_thread), methods=["POST"]),
+        Route("/threads/{thread_id}/state", guarded(get_state), methods=["GET"]),
+        Route("/threads/{thread_id}/state", guarded(update_state), methods=["POST"]),
+        Route("/threads/{thread_id}/state/checkpoint", guarded(get_state_at), methods=["POST"]),
+        Route("/threads/{thread_id}/state/{checkpoint_id}", guarded(get_state), methods=["GET"]),
+        Route("/threads/{thread_id}/history", guarded(history), methods=["GET", "POST"]),
+        Route("/threads/{thread_id}/runs", guarded(create_run), methods=["POST"]),
+        Route("/threads/{thread_id}/runs", guarded(list_runs), methods=["GET"]),
+        Route("/threads/{thread_id}/runs/stream", guarded(stream_run), methods=["POST"]),
+        Route("/threads/{thread_id}/runs/wait", guarded(wait_run), methods=["POST"]),
+        Route("/threads/{thread_id}/runs/{run_id}", guarded(get_run), methods=["GET"]),
+        Route("/threads/{thread_id}/runs/{run_id}", guarded(delete_run), methods=["DELETE"]),
+        Route("/threads/{thread_id}/runs/{run_id}/join", guarded(join_run), methods=["GET"]),
+        Route("/threads/{thread_id}/runs/{run_id}/stream", guarded(join_stream), methods=["GET"]),
+        Route("/threads/{thread_id}/runs/{run_id}/cancel", guarded(cancel_run), methods=["POST"]),
+        Route("/runs", guarded(create_run), methods=["POST"]),
+        Route("/runs/stream", guarded(stream_run), methods=["POST"]),
+        Route("/runs/wait", guarded(wait_run), methods=["POST"]),
+    ]
+    middleware = (
+        [Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))]
+        if allowed_hosts
+        else []
+    )
+    return Starlette(routes=routes, middleware=middleware)

@@ -1,0 +1,313 @@
+"""Runs for the service (SPEC §14.6): every run a queue entry, its stream the entry's events.
+
+``multitask_strategy`` onto the queue: ``enqueue`` (the default) submits `Mode.ENQUEUE`;
+``reject`` submits `Mode.REJECT` (`ThreadBusy` -> 409, nothing recorded); ``interrupt`` cancels
+the thread's open entries (a running one stops at its next store call, its checkpoints and so
+its input stay) and enqueues; ``rollback`` does the same and names the cancelled entries in the
+new run request, whose handler deletes their runs' checkpoints before it applies its input
+(under the thread's claim, so after the cancelled attempt has let go).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import suppress
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.errors import EntryClosed, NotFound, ValidationError
+from durable_graph.core.model import Completed, Failed, Mode, QueueEntry, Submission
+from durable_graph.langgraph.follow import follow
+from durable_graph.langgraph.run_request import run_request
+from durable_graph.langgraph.values import from_json, message_dict, to_json
+from durable_graph.service.records import (
+    assistant_id_of,
+    entry_id_of,
+    run_id_of,
+    run_json,
+    service_part,
+)
+from durable_graph.service.threads import Threads
+
+STRATEGIES: Final = ("reject", "enqueue", "interrupt", "rollback")
+SDK_MODES: Final = {
+    "values": "values",
+    "updates": "updates",
+    "messages": "messages",
+    "messages-tuple": "messages",
+    "custom": "custom",
+    "debug": "debug",
+}
+"""The SDK's stream modes served, and the store mode each reads."""
+
+JOIN_WAIT: Final = timedelta(seconds=5)
+NS_SEP: Final = "|"
+
+
+class Runs:
+    def __init__(self, store: Checkpointer, threads: Threads) -> None:
+        self.store = store
+        self.threads = threads
+
+    # --- assistants --------------------------------------------------------------------------
+
+    def graph_of(self, assistant_id: object, *, by_name: bool = True) -> str:
+        """The graph an assistant id (or, for runs, a graph name) names. As the reference: a
+        string that is neither a UUID nor a graph name is 422, an unknown UUID 404."""
+        if not isinstance(assistant_id, str):
+            raise ValidationError("assistant_id: required, a string")
+        for name in self.threads.graphs:
+            if assistant_id == assistant_id_of(name) or (by_name and assistant_id == name):
+                return name
+        try:
+            uuid.UUID(assistant_id)
+        except ValueError:
+            graphs = ", ".join(self.threads.graphs)
+            if by_name:
+                raise ValidationError(
+                    f"Invalid assistant: {assistant_id!r}. Must be either a valid assistant UUID "
+                    f"or one of the registered graphs: {graphs}"
+                ) from None
+            raise ValidationError("Invalid assistant ID: must be a UUID") from None
+        raise NotFound(f"assistant {assistant_id} not found")
+
+    # --- create ------------------------------------------------------------------------------
+
+    def create(self, thread_id: str | None, body: Mapping[str, Any]) -> QueueEntry:
+        graph = self.graph_of(body.get("assistant_id"))
+        modes = _sdk_modes(body.get("stream_mode", ["values"]))
+        strategy = body.get("multitask_strategy") or "enqueue"
+        if strategy not in STRATEGIES:
+            raise ValidationError(f"multitask_strategy: one of {', '.join(STRATEGIES)}")
+        if_not_exists = body.get("if_not_exists") or "reject"
+        if if_not_exists not in ("reject", "create"):
+            raise ValidationError("if_not_exists: 'reject' or 'create'")
+        metadata = body.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise ValidationError("metadata: must be an object")
+        if thread_id is None:  # a stateless run: a thread of its own
+            thread_id = self.threads.create(None, {})["thread_id"]
+        elif not self.threads.exists(thread_id):
+            if if_not_exists != "create":
+                raise NotFound(f"thread {thread_id} not found")
+            self.threads.create(thread_id, {}, if_exists="do_nothing")
+        info = self.store.thread(thread_id)
+        after_seq = info.last_seq if info is not None else 0
+        queue = self.store.run_queue
+        rollback: list[int] = []
+        if strategy in ("interrupt", "rollback"):
+            for entry in queue.open_entries(thread_id=thread_id):
+                with suppress(EntryClosed, NotFound):
+                    queue.cancel(entry.entry_id)
+                    rollback.append(entry.entry_id)
+        config = body.get("config") or {}
+        if not isinstance(config, dict):
+            raise ValidationError("config: must be an object")
+        if body.get("context"):
+            configurable = dict(config.get("configurable") or {})
+            if isinstance(body["context"], dict):
+                configurable.update(body["context"])
+            config = {**config, "configurable": configurable}
+        service: dict[str, Any] = {
+            "assistant_id": body.get("assistant_id"),
+            "metadata": metadata,
+            "multitask_strategy": strategy,
+            "after_seq": after_seq,
+            "sse_modes": modes,
+        }
+        if strategy == "rollback" and rollback:
+            service["rollback"] = rollback
+        store_modes = sorted({SDK_MODES[m] for m in modes})
+        request = run_request(
+            body.get("input"),
+            command=body.get("command"),
+            config=config,
+            checkpoint_id=body.get("checkpoint_id")
+            or ((body.get("checkpoint") or {}).get("checkpoint_id")),
+            interrupt_before=body.get("interrupt_before"),
+            interrupt_after=body.get("interrupt_after"),
+            stream_mode=store_modes,
+            stream_subgraphs=bool(body.get("stream_subgraphs")),
+            graph=graph,
+            service=service,
+        )
+        mode = Mode.REJECT if strategy == "reject" else Mode.ENQUEUE
+        ticket = queue.submit(Submission(thread_id, request, mode=mode))
+        created = queue.entry(ticket.entry_id)
+        assert created is not None
+        return created
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def entry(self, thread_id: str | None, run_id: str) -> QueueEntry:
+        try:
+            uuid.UUID(run_id)
+        except ValueError:
+            raise ValidationError("Invalid run ID: must be a UUID") from None
+        entry_id = entry_id_of(run_id)
+        entry = None if entry_id is None else self.store.run_queue.entry(entry_id)
+        if entry is None or (thread_id is not None and entry.thread_id != thread_id):
+            raise NotFound(f"run {run_id} not found")
+        if entry.entry_id in self._rolled_back(entry.thread_id):
+            raise NotFound(f"run {run_id} was rolled back")
+        return entry
+
+    def _rolled_back(self, thread_id: str, entries: Any = None) -> set[int]:
+        """Entries a later ``rollback`` run removed (LangGraph deletes such runs)."""
+        if entries is None:
+            entries = self.store.run_queue.entries(thread_id=thread_id, limit=100)
+        out: set[int] = set()
+        for e in entries:
+            ids = service_part(e).get("rollback") or []
+            out.update(i for i in ids if isinstance(i, int))
+        return out
+
+    def json(self, entry: QueueEntry) -> dict[str, Any]:
+        return run_json(entry, datetime.now(UTC))
+
+    def list(
+        self, thread_id: str, limit: int, offset: int, status: str | None
+    ) -> builtins.list[dict[str, Any]]:
+        if not self.threads.exists(thread_id):
+            raise NotFound(f"thread {thread_id} not found")
+        entries = self.store.run_queue.entries(thread_id=thread_id, limit=1000)
+        gone = self._rolled_back(thread_id, entries)
+        runs = [self.json(e) for e in entries if e.entry_id not in gone]
+        if status is not None:
+            runs = [r for r in runs if r["status"] == status]
+        return runs[offset : offset + limit]
+
+    def cancel(self, entry: QueueEntry, action: str) -> None:
+        if action not in ("interrupt", "rollback"):
+            raise ValidationError("action: 'interrupt' or 'rollback'")
+        if entry.closed:  # as the reference: nothing to cancel is 404
+            raise NotFound(f"run {run_id_of(entry.entry_id)} has ended: no matching run to cancel")
+        with suppress(EntryClosed):
+            self.store.run_queue.cancel(entry.entry_id)
+        if action == "rollback":
+            fresh = self.store.run_queue.entry(entry.entry_id) or entry
+            self.store.delete_runs([a.run_id for a in fresh.attempts])
+
+    def delete(self, entry: QueueEntry) -> None:
+        if not entry.closed:
+            raise Conflict_("a run that has not ended cannot be deleted; cancel it first")
+        self.store.delete_runs([a.run_id for a in entry.attempts])
+
+    def join(self, entry: QueueEntry, timeout: timedelta | None = None) -> Any:
+        """The run's final values (with ``__interrupt__``), or ``{"__error__": ...}``."""
+        closed = entry
+        waited = timedelta(0)
+        while not closed.closed:
+            got = self.store.run_queue.await_closed(entry.entry_id, JOIN_WAIT)
+            if got is not None:
+                closed = got
+            waited += JOIN_WAIT
+            if timeout is not None and waited >= timeout:
+                break
+        return final_values(closed, self.threads)
+
+    # --- streams -----------------------------------------------------------------------------
+
+    def sse(
+        self, entry: QueueEntry, last_event_id: str | None, modes: builtins.list[str] | None = None
+    ) -> Iterator[bytes]:
+        """The run's stream as LangGraph Server sends it (event names, data, ``id`` = seq)."""
+        part = service_part(entry)
+        modes = modes or builtins.list(part.get("sse_modes") or ["values"])
+        after = int(part.get("after_seq") or 0)
+        if last_event_id is None:
+            if entry.closed:
+                return  # as the reference: joining an ended run's stream sends nothing
+            meta = {"run_id": run_id_of(entry.entry_id), "attempt": 1}
+            yield _frame("metadata", meta, None)
+        else:
+            with suppress(ValueError):
+                after = max(after, int(last_event_id))
+        mapper = _Mapper(modes)
+        for event in follow(self.store, entry.entry_id, after):
+            for name, data in mapper.frames(event.kind, event.payload):
+                yield _frame(name, data, event.seq)
+        closed = self.store.run_queue.entry(entry.entry_id)
+        if closed is not None and isinstance(closed.outcome, Failed):
+            yield _frame("error", {"error": "Error", "message": closed.outcome.error}, None)
+        # No closing event: the reference ends the response (the SDK reads that as the end).
+
+
+def final_values(entry: QueueEntry, threads: Threads) -> Any:
+    outcome = entry.outcome
+    if isinstance(outcome, Failed):
+        return {"__error__": {"error": "Error", "message": outcome.error}}
+    if isinstance(outcome, Completed) and isinstance(outcome.output, dict):
+        values = message_dict(outcome.output.get("values"))
+        interrupts = outcome.output.get("interrupts") or []
+        if isinstance(values, dict) and interrupts:
+            values = {**values, "__interrupt__": message_dict(interrupts)}
+        return values
+    snap = threads.snapshot(entry.thread_id, None)
+    return (snap or {}).get("values") or {}
+
+
+class Conflict_(Exception):
+    """409 for a run."""
+
+
+def _sdk_modes(value: object) -> list[str]:
+    listed = [value] if isinstance(value, str) else value
+    if not isinstance(listed, list) or not all(isinstance(m, str) for m in listed):
+        raise ValidationError("stream_mode: a mode or a list of modes")
+    for mode in listed:
+        if mode not in SDK_MODES:
+            raise ValidationError(
+                f"stream_mode: {mode!r} is not served (served: {', '.join(SDK_MODES)})"
+            )
+    return list(dict.fromkeys(listed)) or ["values"]
+
+
+def _frame(event: str, data: Any, seq: int | None) -> bytes:
+    text = f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n"
+    if seq is not None:
+        text += f"id: {seq}\n"
+    return (text + "\n").encode()
+
+
+class _Mapper:
+    """Store events -> the SSE frames of the requested SDK modes."""
+
+    def __init__(self, modes: list[str]) -> None:
+        self.modes = modes
+        self.messages: dict[str, Any] = {}  # id -> accumulated chunk ("messages" mode)
+
+    def frames(self, kind: str, payload: Any) -> list[tuple[str, Any]]:
+        mode = kind.removeprefix("lg.")
+        data = payload.get("data") if isinstance(payload, dict) else None
+        ns = payload.get("ns") if isinstance(payload, dict) else None
+        suffix = "".join(f"{NS_SEP}{n}" for n in ns) if ns else ""
+        out: list[tuple[str, Any]] = []
+        if mode == "messages":
+            if not isinstance(data, list) or len(data) != 2:
+                return out
+            chunk, metadata = data
+            if "messages-tuple" in self.modes:
+                out.append((f"messages{suffix}", [message_dict(chunk), metadata]))
+            if "messages" in self.modes:
+                out.extend(self._partial(chunk, metadata))
+            return out
+        if mode in self.modes:
+            out.append((f"{mode}{suffix}", message_dict(data)))
+        return out
+
+    def _partial(self, chunk: Any, metadata: Any) -> list[tuple[str, Any]]:
+        loaded = from_json(chunk)
+        key = getattr(loaded, "id", None) or ""
+        out: list[tuple[str, Any]] = []
+        if key not in self.messages:
+            out.append(("messages/metadata", {key: {"metadata": metadata}}))
+            self.messages[key] = loaded
+        else:
+            self.messages[key] = self.messages[key] + loaded
+        out.append(("messages/partial", [message_dict(to_json(self.messages[key], lenient=True))]))
+        return out

@@ -1,0 +1,254 @@
+"""Threads and their state for the service (SPEC §14.6), over the store and the graphs.
+
+Each function is one endpoint's work, sync, on the store: Starlette runs it in a worker thread.
+They raise the store's errors (`NotFound` -> 404, `ThreadBusy` -> 409, `ValidationError` ->
+422, mapped in `app`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from contextlib import suppress
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.pregel import Pregel
+
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.errors import NotFound, StoreError, ValidationError
+from durable_graph.core.model import Commit, Failed
+from durable_graph.langgraph import DurableSaver, codec
+from durable_graph.langgraph.core import LANGGRAPH_NEXT
+from durable_graph.langgraph.values import from_json
+from durable_graph.service.records import (
+    GRAPH_EFFECT,
+    THREAD_EFFECT,
+    THREAD_SOURCE,
+    empty_state,
+    iso,
+    state_json,
+)
+
+HOLDER: Final = "langgraph-api"
+SEARCH_SCAN: Final = 10_000
+"""Threads a search reads at most (the store lists threads by id; filters apply here)."""
+
+
+class Threads:
+    """The thread endpoints' work over ``store`` and ``graphs`` (name -> compiled graph)."""
+
+    def __init__(self, store: Checkpointer, graphs: Mapping[str, Pregel[Any, Any, Any, Any]]):
+        self.store = store
+        self.saver = DurableSaver(store)
+        self.graphs = {n: g.copy(update={"checkpointer": self.saver}) for n, g in graphs.items()}
+        self.default_graph = next(iter(graphs))
+
+    # --- records ---------------------------------------------------------------------------
+
+    def exists(self, thread_id: str) -> bool:
+        return self.store.thread(thread_id) is not None
+
+    def create(
+        self, thread_id: str | None, metadata: dict[str, Any], if_exists: str = "raise"
+    ) -> dict[str, Any]:
+        thread_id = thread_id or str(uuid.uuid4())
+        if codec.NS_SEP in thread_id:
+            raise ValidationError("thread_id: must not contain U+001F")
+        if self.exists(thread_id):
+            if if_exists == "do_nothing":
+                return self.get(thread_id)
+            raise Conflict(f"thread {thread_id} already exists")
+        claim = self.store.claim(thread_id, HOLDER)
+        try:
+            checkpoint = empty_checkpoint()
+            self.store.commit(
+                claim,
+                Commit(
+                    checkpoint_id=checkpoint["id"],
+                    parent_id=None,
+                    run_id=HOLDER,
+                    state=codec.encode_checkpoint(self.saver.serde, checkpoint, None),
+                    metadata={"source": THREAD_SOURCE, "step": -2, "parents": {}},
+                    next=LANGGRAPH_NEXT,
+                ),
+            )
+            self.store.record_effect(
+                claim, THREAD_EFFECT, {"metadata": metadata, "created_at": iso(_now())}
+            )
+        finally:
+            with suppress(StoreError):
+                self.store.release_claim(claim)
+        return self.get(thread_id)
+
+    def graph_name(self, thread_id: str) -> str:
+        effect = self.store.get_effect(thread_id, GRAPH_EFFECT)
+        name = effect.value if effect is not None else None
+        return name if isinstance(name, str) and name in self.graphs else self.default_graph
+
+    def graph_for(self, thread_id: str) -> Pregel[Any, Any, Any, Any]:
+        return self.graphs[self.graph_name(thread_id)]
+
+    def get(self, thread_id: str) -> dict[str, Any]:
+        info = self.store.thread(thread_id)
+        if info is None:
+            raise NotFound(f"thread {thread_id} not found")
+        effect = self.store.get_effect(thread_id, THREAD_EFFECT)
+        record = effect.value if effect is not None and isinstance(effect.value, dict) else {}
+        metadata = dict(record.get("metadata") or {})
+        graph = self.store.get_effect(thread_id, GRAPH_EFFECT)
+        if graph is not None and isinstance(graph.value, str):
+            metadata.setdefault("graph_id", graph.value)
+        snapshot = self.snapshot(thread_id, None)
+        status = self.status(thread_id, snapshot)
+        interrupts: dict[str, list[Any]] = {}
+        for task in (snapshot or {}).get("tasks", []):
+            if task["interrupts"]:
+                interrupts[task["id"]] = task["interrupts"]
+        return {
+            "thread_id": thread_id,
+            "created_at": record.get("created_at") or iso(info.created_at),
+            "updated_at": iso(info.updated_at),
+            "metadata": metadata,
+            "status": status,
+            "values": (snapshot or {}).get("values") or {},
+            "interrupts": interrupts,
+            "config": {},
+        }
+
+    def status(self, thread_id: str, snapshot: dict[str, Any] | None) -> str:
+        if self.store.run_queue.open_entries(thread_id=thread_id):
+            return "busy"
+        if snapshot is not None and (snapshot["next"] or snapshot["interrupts"]):
+            return "interrupted"
+        last = self.store.run_queue.entries(thread_id=thread_id, limit=1)
+        if last and isinstance(last[0].outcome, Failed):
+            return "error"
+        return "idle"
+
+    def search(
+        self,
+        metadata: dict[str, Any] | None,
+        status: str | None,
+        ids: list[str] | None,
+        limit: int,
+        offset: int,
+    ) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        if ids is not None:
+            candidates = [i for i in ids if self.exists(i)]
+        else:
+            candidates = []
+            after: str | None = None
+            while len(candidates) < SEARCH_SCAN:
+                page = self.store.threads(after=after, limit=100)
+                if not page:
+                    break
+                candidates.extend(t.thread_id for t in page if codec.NS_SEP not in t.thread_id)
+                after = page[-1].thread_id
+        for thread_id in candidates:
+            thread = self.get(thread_id)
+            if metadata and any(thread["metadata"].get(k) != v for k, v in metadata.items()):
+                continue
+            if status is not None and thread["status"] != status:
+                continue
+            found.append(thread)
+        found.sort(key=lambda t: t["updated_at"] or "", reverse=True)
+        return found[offset : offset + limit]
+
+    def delete(self, thread_id: str) -> None:
+        if not self.store.delete_thread(thread_id):
+            raise NotFound(f"thread {thread_id} not found")
+
+    def copy(self, thread_id: str) -> dict[str, Any]:
+        target = str(uuid.uuid4())
+        if not self.store.copy_thread(thread_id, target):
+            raise NotFound(f"thread {thread_id} not found")
+        return self.get(target)
+
+    # --- state -----------------------------------------------------------------------------
+
+    def _config(self, thread_id: str, checkpoint_id: str | None) -> Any:
+        conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
+        if checkpoint_id is not None:
+            conf["checkpoint_id"] = checkpoint_id
+        return {"configurable": conf}
+
+    def snapshot(
+        self, thread_id: str, checkpoint_id: str | None, subgraphs: bool = False
+    ) -> dict[str, Any] | None:
+        """The thread's state (at ``checkpoint_id``), None before any run."""
+        graph = self.graph_for(thread_id)
+        snap = graph.get_state(self._config(thread_id, checkpoint_id), subgraphs=subgraphs)
+        if snap.config is None or _is_record(snap.metadata):
+            if checkpoint_id is not None and snap.config is None:
+                raise NotFound(f"checkpoint {checkpoint_id} not found")
+            return None
+        return state_json(snap)
+
+    def state(
+        self, thread_id: str, checkpoint_id: str | None, subgraphs: bool = False
+    ) -> dict[str, Any]:
+        if not self.exists(thread_id):
+            raise NotFound(f"thread {thread_id} not found")
+        return self.snapshot(thread_id, checkpoint_id, subgraphs) or empty_state(thread_id)
+
+    def history(
+        self,
+        thread_id: str,
+        limit: int,
+        before: str | None,
+        metadata: dict[str, Any] | None,
+        checkpoint_id: str | None,
+    ) -> list[dict[str, Any]]:
+        if not self.exists(thread_id):
+            raise NotFound(f"thread {thread_id} not found")
+        graph = self.graph_for(thread_id)
+        out = []
+        for snap in graph.get_state_history(
+            self._config(thread_id, checkpoint_id),
+            filter=metadata or None,
+            before=self._config(thread_id, before) if before else None,
+            limit=limit + 1,
+        ):
+            if _is_record(snap.metadata):
+                continue
+            out.append(state_json(snap))
+        return out[:limit]
+
+    def update_state(
+        self,
+        thread_id: str,
+        values: Any,
+        as_node: str | None,
+        checkpoint_id: str | None,
+    ) -> dict[str, Any]:
+        if not self.exists(thread_id):
+            raise NotFound(f"thread {thread_id} not found")
+        graph = self.graph_for(thread_id)
+        config = graph.update_state(
+            self._config(thread_id, checkpoint_id), from_json(values), as_node=as_node
+        )
+        conf = config.get("configurable") or {}
+        return {
+            "checkpoint": {
+                "thread_id": thread_id,
+                "checkpoint_ns": conf.get("checkpoint_ns", ""),
+                "checkpoint_id": conf.get("checkpoint_id"),
+                "checkpoint_map": {},
+            }
+        }
+
+
+def _is_record(metadata: Any) -> bool:
+    """The service's own first checkpoint of a thread."""
+    return isinstance(metadata, dict) and metadata.get("source") == THREAD_SOURCE
+
+
+class Conflict(Exception):
+    """409: the request clashes with what exists."""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,63 @@
+"""The graph the service tests serve (as a LangGraph team would write it): a messages state, a
+chat model that streams tokens, a conditional edge, ``interrupt()`` asking for input, and a slow
+path for busy threads. Served by ``durable-graph serve --config langgraph.json``."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Literal
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.types import interrupt
+
+REPLY = "I am a durable agent, streaming one token at a time"
+model = GenericFakeChatModel(messages=itertools.cycle([AIMessage(REPLY)]))
+
+
+def _last(state: MessagesState) -> str:
+    content = state["messages"][-1].content if state["messages"] else ""
+    return content if isinstance(content, str) else ""
+
+
+def route(state: MessagesState) -> Literal["ask", "slow", "chat"]:
+    text = _last(state)
+    if text.startswith("ask"):
+        return "ask"
+    if text.startswith("slow"):
+        return "slow"
+    return "chat"
+
+
+def chat(state: MessagesState) -> dict[str, list[AIMessage]]:
+    return {"messages": [model.invoke(state["messages"])]}
+
+
+def ask(state: MessagesState) -> dict[str, list[AIMessage]]:
+    name = interrupt("what is your name?")
+    return {"messages": [AIMessage(f"hello {name}")]}
+
+
+def slow(state: MessagesState) -> dict[str, list[AIMessage]]:
+    seconds = float(_last(state).split()[1]) if len(_last(state).split()) > 1 else 2.0
+    time.sleep(seconds)
+    return {"messages": [AIMessage(f"slept {seconds}")]}
+
+
+def after_slow(state: MessagesState) -> dict[str, list[AIMessage]]:
+    return {"messages": [AIMessage("done")]}
+
+
+builder = StateGraph(MessagesState)
+builder.add_node("chat", chat)
+builder.add_node("ask", ask)
+builder.add_node("slow", slow)
+builder.add_node("after_slow", after_slow)
+builder.add_conditional_edges(START, route)
+builder.add_edge("chat", END)
+builder.add_edge("ask", END)
+builder.add_edge("slow", "after_slow")
+builder.add_edge("after_slow", END)
+graph = builder.compile()

@@ -1,0 +1,516 @@
+"""``durable-graph serve`` with LangGraph's own client (SPEC §14.6): ``langgraph-sdk``'s sync and
+async clients and ``RemoteGraph``, against real ``serve`` and ``worker`` processes on SQLite and
+PostgreSQL: every endpoint the clients use, double texting on a busy thread, cancel of a running
+run, join after the end, a stream that disconnects and resumes, bad requests (4xx, nothing
+changed), two API processes and two workers on one store (each input applied once), and a
+streamed run that survives a worker SIGKILL with every event once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langgraph.pregel.remote import RemoteGraph
+from langgraph_sdk import get_client, get_sync_client
+from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
+from langgraph_sdk.schema import Command
+
+from service_support import Backend, process, reference_serving, serving, worker_argv
+
+REPLY = "I am a durable agent, streaming one token at a time"
+HI = {"messages": [{"role": "user", "content": "hi"}]}
+
+
+def _say(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+REFERENCE = os.environ.get("DURABLE_GRAPH_LANGGRAPH_DEV")
+"""The ``langgraph`` command of an environment with ``langgraph-cli[inmem]`` (LangGraph's own dev
+server; `make service-reference` sets it up): when set, the client tests also run against it, so
+our answers are checked against the reference's."""
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", "postgres", *(["reference"] if REFERENCE else [])]
+)
+def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Backend:
+    """One store per backend for the module (a server start costs seconds)."""
+    if request.param == "reference":
+        return Backend("reference", (), {})
+    if request.param == "postgres":
+        dsn: str = request.getfixturevalue("pg_dsn")
+        schema = f"svc_{uuid.uuid4().hex[:12]}"
+        return Backend("postgres", ("--schema", schema), {"DURABLE_GRAPH_DSN": dsn})
+    db = tmp_path_factory.mktemp("service") / "service.db"
+    return Backend("sqlite", ("--sqlite", str(db)), {})
+
+
+@pytest.fixture(scope="module")
+def url(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    logs = tmp_path_factory.mktemp("logs")
+    if backend.name == "reference":
+        assert REFERENCE is not None
+        with reference_serving(REFERENCE, logs) as served:
+            yield served
+        return
+    with serving(backend, logs, workers=2) as served:
+        yield served
+
+
+def _mark() -> str:
+    """A metadata value of this test's own (the module's tests share one store)."""
+    return uuid.uuid4().hex
+
+
+def _wait_status(client: Any, thread_id: str, run_id: str, status: str) -> None:
+    deadline = time.monotonic() + 30
+    while client.runs.get(thread_id, run_id)["status"] != status:
+        assert time.monotonic() < deadline, f"run never became {status}"
+        time.sleep(0.05)
+
+
+def _humans(values: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in values["messages"] if m["type"] == "human"]
+
+
+# --- assistants and threads ------------------------------------------------------------------
+
+
+def test_assistants_are_the_graphs_of_langgraph_json(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    found = client.assistants.search()
+    assert [a["graph_id"] for a in found] == ["agent"]
+    assistant_id = found[0]["assistant_id"]
+    assistant = client.assistants.get(assistant_id)
+    assert assistant["graph_id"] == "agent" and assistant["assistant_id"] == assistant_id
+    graph = client.assistants.get_graph(assistant_id)
+    assert {n["id"] for n in graph["nodes"]} >= {"chat", "ask", "slow"}
+    assert client.assistants.get_schemas(assistant_id)["graph_id"] == "agent"
+    with pytest.raises(UnprocessableEntityError):  # by id only, as the reference
+        client.assistants.get("agent")
+    with pytest.raises(NotFoundError):
+        client.assistants.get(str(uuid.uuid4()))
+
+
+def test_thread_create_get_search_copy_delete(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    mark = _mark()
+    thread = client.threads.create(metadata={"user": "ada", "test": mark})
+    assert thread["status"] == "idle" and thread["metadata"] == {"user": "ada", "test": mark}
+    assert client.threads.get(thread["thread_id"])["metadata"]["user"] == "ada"
+    with pytest.raises(ConflictError):
+        client.threads.create(thread_id=thread["thread_id"])
+    same = client.threads.create(thread_id=thread["thread_id"], if_exists="do_nothing")
+    assert same["thread_id"] == thread["thread_id"]
+    other = client.threads.create(metadata={"user": "bob", "test": mark})
+    found = client.threads.search(metadata={"user": "ada", "test": mark})
+    assert [t["thread_id"] for t in found] == [thread["thread_id"]]
+    assert len(client.threads.search(metadata={"test": mark}, limit=10)) == 2
+    assert len(client.threads.search(metadata={"test": mark}, limit=1)) == 1
+    client.runs.wait(thread["thread_id"], "agent", input=HI)
+    copy = client.threads.copy(thread["thread_id"])
+    assert copy["thread_id"] != thread["thread_id"]
+    assert _humans(client.threads.get_state(copy["thread_id"])["values"]) == ["hi"]
+    client.threads.delete(other["thread_id"])
+    with pytest.raises(NotFoundError):
+        client.threads.get(other["thread_id"])
+    with pytest.raises(NotFoundError):
+        client.threads.delete(other["thread_id"])
+
+
+def test_state_history_and_update_state(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    assert client.threads.get_state(thread_id)["values"] == {}
+    assert client.threads.get_history(thread_id) == []
+    client.runs.wait(thread_id, "agent", input=HI)
+    state = client.threads.get_state(thread_id)
+    assert [m["type"] for m in state["values"]["messages"]] == ["human", "ai"]
+    assert state["values"]["messages"][1]["content"] == REPLY  # messages readable, not repr
+    assert state["next"] == []
+    history = client.threads.get_history(thread_id)
+    steps = [h["metadata"]["step"] for h in history]
+    assert steps == sorted(steps, reverse=True) and steps[-1] == -1  # newest first
+    first = history[-1]["checkpoint"]["checkpoint_id"]
+    at_first = client.threads.get_state(thread_id, checkpoint_id=first)
+    assert at_first["values"] == {"messages": []} or at_first["values"] == {}
+    updated = client.threads.update_state(
+        thread_id, {"messages": [{"role": "user", "content": "edited"}]}, as_node="chat"
+    )
+    assert updated["checkpoint"]["checkpoint_id"] != state["checkpoint"]["checkpoint_id"]
+    assert _humans(client.threads.get_state(thread_id)["values"]) == ["hi", "edited"]
+
+
+# --- runs --------------------------------------------------------------------------------------
+
+
+def test_stream_sends_metadata_then_each_mode_then_end(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    parts = list(
+        client.runs.stream(
+            thread_id,
+            "agent",
+            input=HI,
+            stream_mode=["values", "updates", "messages-tuple", "debug"],
+        )
+    )
+    events = [p.event for p in parts]
+    assert events[0] == "metadata" and set(parts[0].data) == {"run_id", "attempt"}
+    assert "end" not in events  # the response ends, as the reference's
+    assert {"values", "updates", "messages", "debug"} <= set(events)
+    tokens = [p.data for p in parts if p.event == "messages"]
+    assert "".join(chunk["content"] for chunk, _ in tokens) == REPLY
+    assert all(meta["langgraph_node"] == "chat" for _, meta in tokens)
+    last_values = [p.data for p in parts if p.event == "values"][-1]
+    assert last_values["messages"][-1]["content"] == REPLY
+
+
+def test_messages_mode_sends_partial_messages(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    parts = list(client.runs.stream(thread_id, "agent", input=HI, stream_mode="messages"))
+    names = [p.event for p in parts]
+    assert "messages/metadata" in names and "messages/partial" in names
+    partial = [p.data for p in parts if p.event == "messages/partial"][-1]
+    assert partial[0]["content"] == REPLY
+
+
+def test_interrupt_wait_state_and_resume(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    values = client.runs.wait(thread_id, "agent", input=_say("ask me"))
+    assert isinstance(values, dict)
+    assert values["__interrupt__"][0]["value"] == "what is your name?"
+    assert client.threads.get(thread_id)["status"] == "interrupted"
+    state = client.threads.get_state(thread_id)
+    assert state["next"] == ["ask"]
+    assert state["tasks"][0]["interrupts"][0]["value"] == "what is your name?"
+    parts = list(
+        client.runs.stream(thread_id, "agent", command=Command(resume="Ada"), stream_mode="updates")
+    )
+    updates = [p.data for p in parts if p.event == "updates"]
+    assert updates[-1]["ask"]["messages"][0]["content"] == "hello Ada"
+    assert client.threads.get(thread_id)["status"] == "idle"
+
+
+def test_interrupt_arrives_as_an_update_in_the_stream(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    parts = list(client.runs.stream(thread_id, "agent", input=_say("ask"), stream_mode="updates"))
+    interrupts = [p.data["__interrupt__"] for p in parts if "__interrupt__" in (p.data or {})]
+    assert interrupts and interrupts[0][0]["value"] == "what is your name?"
+
+
+def test_create_get_list_join_after_the_end(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    run = client.runs.create(thread_id, "agent", input=HI)
+    assert run["status"] in ("pending", "running") and run["thread_id"] == thread_id
+    values = client.runs.join(thread_id, run["run_id"])
+    assert values["messages"][-1]["content"] == REPLY
+    assert client.runs.get(thread_id, run["run_id"])["status"] == "success"
+    again = client.runs.join(thread_id, run["run_id"])  # after the end: the same answer
+    assert again == values
+    assert list(client.runs.join_stream(thread_id, run["run_id"])) == []  # ended: as the reference
+    assert [r["run_id"] for r in client.runs.list(thread_id)] == [run["run_id"]]
+    with pytest.raises(NotFoundError):
+        client.runs.get(thread_id, "00000000-0000-4000-8000-0000000fffff")
+
+
+def test_runs_may_create_their_thread_and_stateless_runs_work(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    values = client.runs.wait(str(uuid.uuid4()), "agent", input=HI, if_not_exists="create")
+    assert values["messages"][-1]["content"] == REPLY
+    with pytest.raises(httpx.HTTPStatusError, match="404"):  # wait raises httpx's error
+        client.runs.wait(str(uuid.uuid4()), "agent", input=HI)
+    stateless = client.runs.wait(None, "agent", input=HI)
+    assert stateless["messages"][-1]["content"] == REPLY
+
+
+# --- double texting and cancel ----------------------------------------------------------------
+
+
+def test_reject_on_a_busy_thread_is_409_and_records_no_run(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    busy = client.runs.create(thread_id, "agent", input=_say("slow 1.5"))
+    with pytest.raises(ConflictError):
+        client.runs.create(thread_id, "agent", input=HI, multitask_strategy="reject")
+    assert [r["run_id"] for r in client.runs.list(thread_id)] == [busy["run_id"]]
+    client.runs.join(thread_id, busy["run_id"])
+
+
+def test_enqueue_runs_both_in_order(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    first = client.runs.create(thread_id, "agent", input=_say("slow 1"))
+    second = client.runs.create(thread_id, "agent", input=HI, multitask_strategy="enqueue")
+    assert second["status"] == "pending"
+    client.runs.join(thread_id, second["run_id"])
+    assert client.runs.get(thread_id, first["run_id"])["status"] == "success"
+    assert _humans(client.threads.get_state(thread_id)["values"]) == ["slow 1", "hi"]
+
+
+def test_interrupt_strategy_ends_the_first_run_keeping_its_input(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    first = client.runs.create(thread_id, "agent", input=_say("slow 2"))
+    _wait_status(client, thread_id, first["run_id"], "running")
+    time.sleep(0.5)  # its input checkpoint is in
+    second = client.runs.create(thread_id, "agent", input=HI, multitask_strategy="interrupt")
+    client.runs.join(thread_id, second["run_id"])
+    assert client.runs.get(thread_id, first["run_id"])["status"] == "interrupted"
+    assert _humans(client.threads.get_state(thread_id)["values"]) == ["slow 2", "hi"]
+
+
+def test_rollback_strategy_deletes_the_first_run_and_its_input(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    first = client.runs.create(thread_id, "agent", input=_say("slow 2"))
+    _wait_status(client, thread_id, first["run_id"], "running")
+    time.sleep(0.5)
+    second = client.runs.create(thread_id, "agent", input=HI, multitask_strategy="rollback")
+    client.runs.join(thread_id, second["run_id"])
+    with pytest.raises(NotFoundError):
+        client.runs.get(thread_id, first["run_id"])
+    assert _humans(client.threads.get_state(thread_id)["values"]) == ["hi"]
+
+
+def test_cancel_of_a_running_run_leaves_it_interrupted_and_the_thread_usable(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    run = client.runs.create(thread_id, "agent", input=_say("slow 2"))
+    _wait_status(client, thread_id, run["run_id"], "running")
+    client.runs.cancel(thread_id, run["run_id"])
+    assert client.runs.get(thread_id, run["run_id"])["status"] == "interrupted"
+    values = client.runs.wait(thread_id, "agent", input=HI)
+    assert values["messages"][-1]["content"] == REPLY
+    with pytest.raises(NotFoundError):  # it has ended: nothing to cancel (as the reference)
+        client.runs.cancel(thread_id, run["run_id"])
+
+
+# --- streams that break -----------------------------------------------------------------------
+
+
+def _sse(text: str) -> list[tuple[str, Any, str | None]]:
+    out = []
+    for block in text.replace("\r\n", "\n").strip().split("\n\n"):
+        if not block:
+            continue
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        out.append((fields["event"], json.loads(fields["data"]), fields.get("id")))
+    return out
+
+
+def test_a_client_that_disconnects_mid_stream_resumes_from_its_last_event(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    body = {
+        "assistant_id": "agent",
+        "input": _say("slow 1"),
+        "stream_mode": ["updates", "values"],
+        "stream_resumable": True,  # the reference keeps a stream's events for resuming only so
+    }
+    got: list[tuple[str, Any, str | None]] = []
+    with (
+        httpx.Client(base_url=url, timeout=30) as http,
+        http.stream("POST", f"/threads/{thread_id}/runs/stream", json=body) as response,
+    ):
+        location = response.headers["location"]
+        buffer = ""
+        for text in response.iter_text():
+            buffer += text.replace("\r\n", "\n")
+            while "\n\n" in buffer:
+                block, buffer = buffer.split("\n\n", 1)
+                got.extend(_sse(block))
+            if any(event == "values" for event, _, _ in got):
+                break  # the client goes away after its first values event
+    last_id = [i for _, _, i in got if i is not None][-1]
+    with httpx.Client(base_url=url, timeout=60) as http:
+        rest = _sse(http.get(location, headers={"Last-Event-ID": last_id}).text)
+        whole = _sse(http.get(location, headers={"Last-Event-ID": got[0][2] or "0"}).text)
+    resumed = [e for e in got + rest if e[0] != "metadata"]
+    assert resumed == [e for e in whole if e[0] != "metadata"]  # nothing lost, nothing twice
+    assert [e[0] for e in resumed] == ["values", "updates", "values", "updates", "values"]
+
+
+# --- bad requests -------------------------------------------------------------------------------
+
+
+def test_bad_requests_get_4xx_with_a_message_and_change_nothing(url: str, backend: Backend) -> None:
+    client: Any = get_sync_client(url=url)
+    mark = _mark()
+    thread_id = client.threads.create(metadata={"test": mark})["thread_id"]
+    with httpx.Client(base_url=url, timeout=30) as http:
+        cases = [
+            ("POST", f"/threads/{thread_id}/runs", {}, 422),  # no assistant_id
+            ("POST", f"/threads/{thread_id}/runs", {"assistant_id": "nobody"}, 422),
+            ("POST", f"/threads/{thread_id}/runs", {"assistant_id": str(uuid.uuid4())}, 404),
+            ("POST", f"/threads/{uuid.uuid4()}/runs", {"assistant_id": "agent"}, 404),
+            (
+                "POST",
+                f"/threads/{thread_id}/runs",
+                {"assistant_id": "agent", "stream_mode": "x"},
+                422,
+            ),
+            (
+                "POST",
+                f"/threads/{thread_id}/runs",
+                {"assistant_id": "agent", "multitask_strategy": "sometimes"},
+                422,
+            ),
+            ("POST", "/threads", {"metadata": "not an object"}, 422),
+            ("POST", "/threads/search", {"limit": -1}, 422),
+            ("GET", f"/threads/{uuid.uuid4()}", None, 404),
+            ("GET", f"/threads/{uuid.uuid4()}/state", None, 404),
+            ("GET", f"/threads/{thread_id}/runs/not-a-run", None, 422),
+            ("GET", f"/threads/{thread_id}/runs/{uuid.uuid4()}", None, 404),
+            ("POST", f"/threads/{thread_id}/history", {"limit": "many"}, 422),
+        ]
+        for method, path, body, status in cases:
+            response = http.request(method, path, json=body)
+            assert response.status_code == status, (method, path, body, response.text)
+            assert response.json()["detail"]
+        if backend.name != "reference":  # stricter than the reference (it accepts -1)
+            bad_limit = {"assistant_id": "agent", "config": {"recursion_limit": -1}}
+            response = http.post(f"/threads/{thread_id}/runs", json=bad_limit)
+            assert response.status_code == 422 and "recursion_limit" in response.json()["detail"]
+        raw = http.post(f"/threads/{thread_id}/runs", content=b"{not json")
+        assert raw.status_code == 422 and raw.json()["detail"]
+    assert client.runs.list(thread_id) == []
+    assert [t["thread_id"] for t in client.threads.search(metadata={"test": mark})] == [thread_id]
+    with pytest.raises(UnprocessableEntityError):
+        client.runs.create(thread_id, "agent", input=HI, stream_mode="tokens")
+
+
+def test_a_token_is_required_when_set(tmp_path: Path) -> None:
+    backend = Backend("sqlite", ("--sqlite", str(tmp_path / "token.db")), {})
+    token = "a-token-of-sixteen-chars"
+    with serving(backend, tmp_path, workers=0, token=token) as served:
+        assert httpx.post(served + "/threads", json={}).status_code == 401
+        wrong = {"x-api-key": "not-the-token-at-all"}
+        assert httpx.post(served + "/threads", json={}, headers=wrong).status_code == 401
+        assert get_sync_client(url=served, api_key=token).threads.create()["status"] == "idle"
+        rebound = {"x-api-key": token, "Host": "attacker.example"}  # DNS rebinding
+        assert httpx.post(served + "/threads", json={}, headers=rebound).status_code == 400
+
+
+# --- the async client and RemoteGraph ----------------------------------------------------------
+
+
+def test_the_async_client_streams_waits_and_cancels(url: str) -> None:
+    async def scenario() -> None:
+        client: Any = get_client(url=url)
+        mark = _mark()
+        thread = await client.threads.create(metadata={"via": mark})
+        thread_id = thread["thread_id"]
+        events = [p.event async for p in client.runs.stream(thread_id, "agent", input=HI)]
+        assert events[0] == "metadata" and "values" in events and "end" not in events
+        values = await client.runs.wait(thread_id, "agent", input=_say("ask"))
+        assert values["__interrupt__"][0]["value"] == "what is your name?"
+        resumed = await client.runs.wait(thread_id, "agent", command=Command(resume="Ada"))
+        assert resumed["messages"][-1]["content"] == "hello Ada"
+        run = await client.runs.create(thread_id, "agent", input=_say("slow 2"))
+        while (await client.runs.get(thread_id, run["run_id"]))["status"] != "running":
+            await asyncio.sleep(0.05)
+        await client.runs.cancel(thread_id, run["run_id"])
+        assert (await client.runs.get(thread_id, run["run_id"]))["status"] == "interrupted"
+        history = await client.threads.get_history(thread_id, limit=3)
+        assert len(history) == 3
+        assert [t["thread_id"] for t in await client.threads.search(metadata={"via": mark})] == [
+            thread_id
+        ]
+
+    asyncio.run(scenario())
+
+
+def test_remote_graph_invokes_streams_and_reads_state(url: str) -> None:
+    remote = RemoteGraph("agent", url=url)
+    config: Any = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    out = remote.invoke(HI, config)
+    assert out["messages"][-1]["content"] == REPLY
+    chunks = list(remote.stream(_say("again"), config, stream_mode="updates"))
+    assert chunks[-1]["chat"]["messages"][0]["content"] == REPLY
+    state = remote.get_state(config)
+    assert _humans(state.values) == ["hi", "again"]
+    assert len(list(remote.get_state_history(config))) >= 4
+    asked = remote.invoke(_say("ask"), config)
+    assert asked["__interrupt__"][0]["value"] == "what is your name?"
+
+
+def test_remote_graph_raises_on_a_failed_run(url: str) -> None:
+    remote = RemoteGraph("agent", url=url)
+    config: Any = {"configurable": {"thread_id": str(uuid.uuid4())}, "recursion_limit": 1}
+    with pytest.raises(Exception, match="Recursion limit"):
+        remote.invoke(_say("slow 0"), config)
+
+
+# --- several processes, and a crash -------------------------------------------------------------
+
+
+def test_two_api_processes_and_two_workers_share_one_store(
+    tmp_path: Path, pg_dsn: str, pg_schema: str
+) -> None:
+    backend = Backend("postgres", ("--schema", pg_schema), {"DURABLE_GRAPH_DSN": pg_dsn})
+    with (
+        serving(backend, tmp_path, workers=0) as a,
+        serving(backend, tmp_path, workers=0) as b,
+        process(worker_argv(backend), backend, tmp_path / "w1.log"),
+        process(worker_argv(backend), backend, tmp_path / "w2.log"),
+    ):
+        ca: Any = get_sync_client(url=a)
+        cb: Any = get_sync_client(url=b)
+        threads = [ca.threads.create()["thread_id"] for _ in range(3)]
+        runs = []
+        for i in range(4):
+            for n, thread_id in enumerate(threads):
+                client = ca if (i + n) % 2 else cb
+                runs.append(
+                    (thread_id, client.runs.create(thread_id, "agent", input=_say(f"m{i}")))
+                )
+        for thread_id, run in runs:
+            cb.runs.join(thread_id, run["run_id"])
+        for thread_id in threads:
+            state = ca.threads.get_state(thread_id)
+            assert _humans(state["values"]) == ["m0", "m1", "m2", "m3"]  # each input once, in order
+            assert [r["status"] for r in cb.runs.list(thread_id)] == ["success"] * 4
+
+
+def test_a_streamed_run_survives_a_worker_sigkill_with_every_event_once(
+    tmp_path: Path, pg_dsn: str, pg_schema: str
+) -> None:
+    backend = Backend("postgres", ("--schema", pg_schema), {"DURABLE_GRAPH_DSN": pg_dsn})
+    fast = ("--lease-ttl", "2s", "--claim-ttl", "2s")
+    with serving(backend, tmp_path, workers=0) as url:
+        client: Any = get_sync_client(url=url)
+        thread_id = client.threads.create()["thread_id"]
+        with process(worker_argv(backend, *fast), backend, tmp_path / "doomed.log") as doomed:
+            run = client.runs.create(
+                thread_id, "agent", input=_say("slow 3"), stream_mode=["updates", "values"]
+            )
+            _wait_status(client, thread_id, run["run_id"], "running")
+            time.sleep(1.0)  # inside the slow node, after the input's checkpoint
+            doomed.send_signal(signal.SIGKILL)
+            doomed.wait()
+        with process(worker_argv(backend, *fast), backend, tmp_path / "rescuer.log"):
+            parts = list(client.runs.join_stream(thread_id, run["run_id"]))
+            values = client.runs.join(thread_id, run["run_id"])
+        events = [(p.event, json.dumps(p.data, sort_keys=True)) for p in parts]
+        names = [e for e, _ in events]
+        assert names == ["metadata", "values", "updates", "values", "updates", "values"], [
+            (e, d[:80]) for e, d in events
+        ]
+        assert len(set(events)) == len(events)  # every event once
+        assert _humans(values) == ["slow 3"]  # the input applied once
+        assert client.runs.get(thread_id, run["run_id"])["status"] == "success"
