@@ -31,6 +31,7 @@ from durable_graph.core.model import (
     Ticket,
 )
 from durable_graph.core.run_queue import plan_attempt
+from durable_graph.core.scheduling import check_kinds
 from durable_graph.core.validation import (
     DEFAULT_MAX_VALUE_BYTES,
     EncodedSubmission,
@@ -54,10 +55,17 @@ class BeginArgs(NamedTuple):
     run_id: str
     claim_policy: ClaimPolicy
     tenant: TenantFilter
+    kinds: tuple[str, ...] | None = None
+    """SPEC §15: the kinds the worker serves (None: every kind)."""
 
 
 def check_begin(
-    holder: object, ttl: object, run_id: object, claim_policy: object, tenant: object
+    holder: object,
+    ttl: object,
+    run_id: object,
+    claim_policy: object,
+    tenant: object,
+    kinds: object = None,
 ) -> BeginArgs:
     """`begin_attempt`'s arguments, checked in signature order."""
     if not isinstance(claim_policy, ClaimPolicy):
@@ -70,6 +78,7 @@ def check_begin(
         check_identifier("run_id", run_id),
         check_claim_policy(claim_policy),
         check_tenant_filter("tenant", tenant, allow_any=True),
+        check_kinds("kinds", kinds),
     )
 
 
@@ -122,7 +131,7 @@ class Steps(NamedTuple):
 def compose_begin(args: BeginArgs, steps: Steps) -> AttemptBegun | None:
     """`begin_attempt` as §5's steps, for a store whose caller holds its write lock throughout
     (so nothing interleaves: the steps are one transaction)."""
-    lease = steps.lease(args.holder, args.ttl, args.tenant, args.run_id)
+    lease = steps.lease(args.holder, args.ttl, args.tenant, args.run_id, args.kinds)
     if lease is None:
         return None
     entry = lease.entry
@@ -170,8 +179,9 @@ class EmbeddedFastPath:
         run_id: str,
         claim_policy: ClaimPolicy = ClaimPolicy(),
         tenant: TenantFilter = ANY,
+        kinds: Sequence[str] | None = None,
     ) -> AttemptBegun | None:
-        args = check_begin(holder, ttl, run_id, claim_policy, tenant)
+        args = check_begin(holder, ttl, run_id, claim_policy, tenant, kinds)
         store = self._steps
         steps = Steps(
             store.run_queue.lease,

@@ -135,6 +135,15 @@ class RunQueueCalls(_Forwards):
     reclaim = forward(RunQueue.reclaim)
     set_trace_context = forward(TraceContexts.set_trace_context)
     trace_context = forward(TraceContexts.trace_context)
+    # SPEC §15 (durable_graph.core.scheduling)
+    set_limit = forward(RunQueue.set_limit)
+    limits = forward(RunQueue.limits)
+    remove_limit = forward(RunQueue.remove_limit)
+    put_schedule = forward(RunQueue.put_schedule)
+    schedules = forward(RunQueue.schedules)
+    remove_schedule = forward(RunQueue.remove_schedule)
+    pause_schedule = forward(RunQueue.pause_schedule)
+    fire_schedule = forward(RunQueue.fire_schedule)
 
 
 class AsyncRunQueueCalls(_Forwards):
@@ -158,6 +167,15 @@ class AsyncRunQueueCalls(_Forwards):
     reclaim = forward_async(RunQueue.reclaim)
     set_trace_context = forward_async(TraceContexts.set_trace_context)
     trace_context = forward_async(TraceContexts.trace_context)
+    # SPEC §15 (durable_graph.core.scheduling)
+    set_limit = forward_async(RunQueue.set_limit)
+    limits = forward_async(RunQueue.limits)
+    remove_limit = forward_async(RunQueue.remove_limit)
+    put_schedule = forward_async(RunQueue.put_schedule)
+    schedules = forward_async(RunQueue.schedules)
+    remove_schedule = forward_async(RunQueue.remove_schedule)
+    pause_schedule = forward_async(RunQueue.pause_schedule)
+    fire_schedule = forward_async(RunQueue.fire_schedule)
 
 
 class CheckpointerCalls(_Forwards):

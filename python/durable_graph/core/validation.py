@@ -346,6 +346,8 @@ class EncodedSubmission:
     max_attempts: int
     not_before: datetime | None = None
     retry_of: int | None = None
+    priority: int = 0
+    kind: str = "default"
 
 
 def _sequence(name: str, value: object) -> Sequence[object]:
@@ -466,6 +468,11 @@ def check_submission(value: object, max_bytes: int) -> EncodedSubmission:
             "submission.max_attempts", value.max_attempts, minimum=1, maximum=INT32_MAX
         ),
         not_before=check_timestamp("submission.not_before", value.not_before),
+        # SPEC §15 (durable_graph.core.scheduling): the priority and the kind.
+        priority=check_int(
+            "submission.priority", value.priority, minimum=-INT32_MAX, maximum=INT32_MAX
+        ),
+        kind=check_identifier("submission.kind", value.kind),
     )
 
 

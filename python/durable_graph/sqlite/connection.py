@@ -41,7 +41,7 @@ from durable_graph.core.validation import (
 )
 from durable_graph.sqlite.storage import SqliteTx
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 """``PRAGMA user_version`` of a file this code creates. Version 1 files (table names of before
 the embedded rule set), version 2 files (before delayed runs, retries and attempt errors) and
 version 3 files (before stored trace contexts) are migrated on open; `open` refuses a newer file."""
@@ -316,17 +316,20 @@ def open_storage(path: str, config: SqliteConfig, clock: Callable[[], float]) ->
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             _check_not_newer(path, version)
+            # Each path ends at schema version 5 (migrate_v4.sql: SPEC §15 scheduling).
             if version == 0:
-                for statement in _script("schema.sql"):
+                for statement in _script("schema.sql") + _script("migrate_v4.sql"):
                     conn.execute(statement)
             elif version == 1:
                 for table in _V1_TABLES:
                     conn.execute(f"ALTER TABLE {table} RENAME TO v1_{table}")
-                for statement in _script("schema.sql") + _script("migrate_v1.sql"):
+                steps = ["schema.sql", "migrate_v1.sql", "migrate_v4.sql"]
+                for statement in [s for name in steps for s in _script(name)]:
                     conn.execute(statement)
-            elif version in (2, 3):
-                later = ["migrate_v3.sql"] if version == 3 else ["migrate_v2.sql", "migrate_v3.sql"]
-                for statement in [s for name in later for s in _script(name)]:
+            elif version in (2, 3, 4):
+                later = {2: ["migrate_v2.sql", "migrate_v3.sql"], 3: ["migrate_v3.sql"], 4: []}
+                steps = [*later[version], "migrate_v4.sql"]
+                for statement in [s for name in steps for s in _script(name)]:
                     conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")
