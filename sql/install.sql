@@ -14,7 +14,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 7
+\set dg_required_version 8
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
@@ -93,6 +93,11 @@ SELECT :dg_version >= 7 AS dg_has_0007 \gset
 \else
 \ir ../migrations/0007.notify.sql
 \endif
+SELECT :dg_version >= 8 AS dg_has_0008 \gset
+\if :dg_has_0008
+\else
+\ir ../migrations/0008.scheduling.sql
+\endif
 
 -- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).
 \ir 00_clock.sql
@@ -107,6 +112,7 @@ SELECT :dg_version >= 7 AS dg_has_0007 \gset
 \ir 55_queue_common.sql
 \ir 60_submit.sql
 \ir 70_lease.sql
+\ir 72_scheduling.sql
 \ir 75_fast_path.sql
 \ir 77_notify.sql
 \ir 80_attempts_close.sql

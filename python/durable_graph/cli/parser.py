@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 from durable_graph import __version__
 from durable_graph.cli import dashboard as _dashboard
+from durable_graph.cli import scheduling as _scheduling
 from durable_graph.cli.common import (
     DEBUG_ENV,
     DEFAULT_SQLITE_PATH,
@@ -192,7 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     worker = command("worker", cmd_worker, "run a worker for a handler until SIGTERM/SIGINT")
-    _option(worker, "--app", required=True, help="the handler, as module:function")
+    _option(
+        worker,
+        "--app",
+        required=True,
+        help="the handler, as module:function, or module:app for a durable_graph.worker.app.App"
+        " (several handlers by kind)",
+    )
     _option(
         worker,
         "--concurrency",
@@ -203,6 +210,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _option(worker, "--holder", help="this worker's lease holder name (default: host:pid:id)")
     _option(worker, "--tenant", help="lease only this tenant's entries (default: any tenant)")
+    _option(
+        worker,
+        "--kinds",
+        help="comma-separated kinds to lease (default: an App's kinds, else every kind)",
+    )
+    _option(
+        worker,
+        "--scheduler",
+        action="store_true",
+        help="also run the scheduler loop (submits due schedule slots) in this worker",
+    )
     for flag, default, text in (
         ("--lease-ttl", "30s", "queue lease ttl"),
         ("--claim-ttl", "30s", "thread claim ttl"),
@@ -271,6 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     _dashboard.add_parser(command, _option)
+    _scheduling.add_parsers(
+        command, lambda group, dest: _actions(group, dest, common), _option, _no_subcommand
+    )
 
     submit = command("submit", cmd_submit, "submit a run to a thread")
     submit.add_argument("thread", help="thread id")
@@ -292,6 +313,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="attempts before the entry closes Failed",
     )
+    _option(
+        submit,
+        "--priority",
+        type=int,
+        default=0,
+        help="heads of higher priority are leased first across threads",
+    )
+    _option(submit, "--kind", default="default", help="the handler kind (an App's kinds)")
     _option(
         submit,
         "--wait",

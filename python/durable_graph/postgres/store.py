@@ -44,7 +44,7 @@ from durable_graph.core.validation import (
     check_optional_identifier,
     check_watch,
 )
-from durable_graph.postgres import calls, operating
+from durable_graph.postgres import calls, operating, scheduling
 from durable_graph.postgres.calls import Call
 from durable_graph.postgres.config import PostgresConfig
 from durable_graph.postgres.connection import Executor
@@ -96,6 +96,15 @@ RUN_QUEUE_CALLS = SqlCalls(
     reclaim=calls.reclaim,
     set_trace_context=calls.set_trace_context,
     trace_context=calls.trace_context,
+    # SPEC §15
+    set_limit=scheduling.set_limit,
+    limits=scheduling.limits,
+    remove_limit=scheduling.remove_limit,
+    put_schedule=scheduling.put_schedule,
+    schedules=scheduling.schedules,
+    remove_schedule=scheduling.remove_schedule,
+    pause_schedule=scheduling.pause_schedule,
+    fire_schedule=scheduling.fire_schedule,
 )
 CHECKPOINTER_CALLS = SqlCalls(
     [Checkpointer],

@@ -186,7 +186,10 @@ class SchedulingTests:
         queue.close(lease, Completed())
         assert _leased_ids(queue, 1) == [second]
         clock.advance(PAST_TTL)
-        assert _leased_ids(queue, 1) == [third]
+        # second's lease expired: it holds no place; the next lease takes second (older) again.
+        assert _leased_ids(queue, 1) == [second]
+        assert queue.lease("w", TTL) is None
+        assert _entry(queue, third, tenant="acme").lease_holder is None
 
     def test_zero_limit_holds_every_entry(self, queue: RunQueue) -> None:
         queue.set_limit("kind", "paused-kind", 0)
