@@ -138,10 +138,13 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
     from durable_graph.worker.scheduler import Scheduler
 
     logging.basicConfig(level=getattr(logging, args.log_level.upper()))
+    stopped = threading.Event()  # a signal while the store opens stops it too
+    _stop_on_signals(stopped.set)
     with store_of(args, must_exist=False) as store:
         scheduler = Scheduler(store.run_queue, interval=args.interval)
         _stop_on_signals(scheduler.stop)
-        scheduler.run()
+        if not stopped.is_set():
+            scheduler.run()
     return 0
 
 
