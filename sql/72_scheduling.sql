@@ -32,7 +32,7 @@ LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
     v_max integer;
-    v_live integer;
+    v_live bigint;
 BEGIN
     at_limit := false;
     locked := false;

@@ -128,7 +128,14 @@ def test_sql_call_arguments_are_completed_with_the_protocols_defaults() -> None:
     assert list(history(("t",), {"limit": 5})) == ["t", None, 5]
     assert list(history((), {"thread_id": "t", "before": "c"})) == ["t", "c", 100]
     begin = arguments_of(Checkpointer.begin_attempt)
-    assert list(begin(("h", 1), {"run_id": "r"})) == ["h", 1, "r", ClaimPolicy(), durable_graph.ANY]
+    assert list(begin(("h", 1), {"run_id": "r"})) == [
+        "h",
+        1,
+        "r",
+        ClaimPolicy(),
+        durable_graph.ANY,
+        None,  # kinds (SPEC §15)
+    ]
 
 
 @pytest.mark.parametrize(

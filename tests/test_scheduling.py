@@ -5,6 +5,7 @@ concurrent workers against real PostgreSQL and a real SQLite file, and three sch
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -12,7 +13,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -163,7 +164,9 @@ def test_the_worker_command_takes_an_app_of_several_handlers(tmp_path: Path) -> 
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[object]:
+def store_factory(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Callable[[], Checkpointer]]:
     """A function opening a new store (own connections) on one real SQLite file or one real
     PostgreSQL schema."""
     if request.param == "sqlite":
@@ -178,11 +181,11 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ob
 
 
 def test_eight_concurrent_workers_never_hold_more_leases_than_the_limits(
-    store_factory: object,
+    store_factory: Callable[[], Checkpointer],
 ) -> None:
-    open_store = store_factory  # type: ignore[assignment]
+    open_store = store_factory
     tenant_limit, kind_limit, workers, per_worker = 3, 2, 8, 12
-    with open_store() as admin:  # type: ignore[operator]
+    with open_store() as admin:
         q = admin.run_queue
         q.set_limit("tenant", "acme", tenant_limit)
         q.set_limit("kind", "gpu", kind_limit)
@@ -197,7 +200,7 @@ def test_eight_concurrent_workers_never_hold_more_leases_than_the_limits(
 
     def work(index: int) -> None:
         try:
-            with open_store() as store:  # type: ignore[operator]
+            with open_store() as store:
                 done = 0
                 misses = 0
                 while done < per_worker and misses < 200:
@@ -255,25 +258,17 @@ def scheduler_store(
 
 
 def _slots_between(stored: StoredSchedule, end: datetime) -> list[datetime]:
-    catching_up = StoredSchedule(
-        Schedule(**{**_fields(stored.schedule), "catch_up": True}),
-        False,
-        stored.created_at,
-        None,
-    )
-    return due_slots(catching_up, end)
-
-
-def _fields(schedule: Schedule) -> dict[str, object]:
-    return {f: getattr(schedule, f) for f in Schedule.__slots__}
+    """Every slot of the schedule after its creation, up to ``end``."""
+    catching_up = dataclasses.replace(stored.schedule, catch_up=True)
+    return due_slots(StoredSchedule(catching_up, False, stored.created_at, None), end)
 
 
 @pytest.mark.parametrize("catch_up", [False, True])
 def test_three_schedulers_one_killed_submit_each_slot_exactly_once(
-    scheduler_store: tuple[list[str], object], catch_up: bool
+    scheduler_store: tuple[list[str], Callable[[], Checkpointer]], catch_up: bool
 ) -> None:
     options, open_store = scheduler_store
-    with open_store() as store:  # type: ignore[operator]
+    with open_store() as store:
         store.run_queue.put_schedule(
             Schedule(
                 "tick", "* * * * * *", "ticks", {"n": 1}, kind="tick", catch_up=catch_up
@@ -293,7 +288,7 @@ def test_three_schedulers_one_killed_submit_each_slot_exactly_once(
     try:
         deadline = time.monotonic() + 60  # the processes start (imports, store open)
         while time.monotonic() < deadline:
-            with open_store() as store:  # type: ignore[operator]
+            with open_store() as store:
                 if store.run_queue.schedules()[0].last_slot is not None:
                     break
             time.sleep(0.2)
@@ -306,11 +301,11 @@ def test_three_schedulers_one_killed_submit_each_slot_exactly_once(
             p.send_signal(signal.SIGTERM)
         for p in procs[1:]:
             assert p.wait(timeout=30) == 0, p.stderr.read() if p.stderr else ""
-    with open_store() as store:  # type: ignore[operator]
+    with open_store() as store:
         (stored,) = store.run_queue.schedules()
         assert stored.last_slot is not None
         entries = store.run_queue.open_entries(thread_id="ticks", limit=1000)
-        keys = [e.key for e in entries]
+        keys = [e.key or "" for e in entries]
         expected = [slot_key("tick", s) for s in _slots_between(stored, stored.last_slot)]
     assert len(keys) == len(set(keys))  # no slot twice
     if catch_up:  # each slot since the schedule was added, the ones before the start included
@@ -373,3 +368,39 @@ def test_claim_policy_is_untouched_by_apps() -> None:
     worker = Worker(InMemoryCheckpointer(), app, claim_policy=ClaimPolicy())
     assert worker.claim_policy == ClaimPolicy()
     _ = psycopg  # the PostgreSQL fixtures come from conftest
+
+
+# --- the dashboard's scheduling page ----------------------------------------------------------
+
+
+def test_the_dashboard_shows_kinds_limits_and_schedules_with_their_next_run(
+    tmp_path: Path,
+) -> None:
+    import urllib.request
+
+    from dashboard_support import serving
+
+    with SqliteCheckpointer.open(str(tmp_path / "d.db")) as store:
+        q = store.run_queue
+        q.submit(Submission("t-1", "x", kind="summarize"))
+        q.submit(Submission("t-2", "x", kind="summarize", tenant="acme"))
+        q.submit(Submission("t-3", "x", kind="vision <b>"))
+        q.set_limit("tenant", "acme", 5)
+        q.set_limit("kind", "summarize", 2)
+        lease = q.lease("w", TTL, kinds=["summarize"])
+        assert lease is not None
+        q.put_schedule(Schedule("nightly", "0 3 * * *", "report", timezone="Europe/Paris"))
+        with (
+            serving(store) as base,
+            urllib.request.urlopen(f"{base}/scheduling", timeout=10) as response,
+        ):
+            html = response.read().decode()
+    assert "<h2>Waiting by kind</h2>" in html
+    assert "<td>summarize</td><td>1</td>" in html  # one of the two is leased
+    assert "vision &lt;b&gt;" in html  # shown as text
+    assert "<td>kind</td><td>summarize</td><td>1</td><td>2</td>" in html  # live / max
+    assert "<td>tenant</td><td>acme</td>" in html
+    assert "<td>nightly</td><td><code>0 3 * * *</code></td><td>Europe/Paris</td>" in html
+    # the next run: 03:00 in Paris, i.e. 02:00 or 01:00 UTC
+    assert " 02:00:00" in html or " 01:00:00" in html
+    assert "latest only" in html

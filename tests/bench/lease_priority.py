@@ -48,11 +48,12 @@ def _fill(store: Any, heads: int, mixed: bool) -> None:
     batch: list[Submission] = []
     for i in range(heads):
         if mixed:
-            sub = Submission(f"t-{i}", i, priority=rng.randint(-5, 5), kind=KINDS[i % len(KINDS)])  # type: ignore[call-arg]
+            kind = KINDS[i % len(KINDS)]
+            sub = Submission(f"t-{i}", i, priority=rng.randint(-5, 5), kind=kind)
         else:
             sub = Submission(f"t-{i}", i)
         batch.append(sub)
-        if len(batch) == 10_000:
+        if len(batch) == 2_000:
             store.run_queue.submit_many(batch)
             batch = []
     if batch:
@@ -112,7 +113,8 @@ def main() -> None:
     try:
         for name, mixed, kinds in workloads:
             schema = f"bench_{uuid.uuid4().hex[:10]}"
-            store = PostgresCheckpointer.open(dsn, PostgresConfig(schema=schema))
+            config = PostgresConfig(schema=schema, call_timeout=timedelta(seconds=120))
+            store = PostgresCheckpointer.open(dsn, config)
             try:
                 _fill(store, args.heads, mixed)
                 timing = _measure(store, args.leases, kinds)

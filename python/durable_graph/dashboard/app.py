@@ -34,6 +34,7 @@ from durable_graph.core.listing import ENTRY_STATES
 from durable_graph.core.model import Checkpoint, QueueEntry
 from durable_graph.dashboard import render
 from durable_graph.dashboard.assets import CSS, JS
+from durable_graph.dashboard.scheduling import scheduling_page
 from durable_graph.worker.flow import output_effect_key
 
 PAGE = 50
@@ -130,6 +131,17 @@ class Dashboard:
         stats = self.queue.stats()
         next_after = entries[-1].entry_id if len(entries) == PAGE else None
         html = render.queue_page(stats, entries, sorted(holders.items()), _now(), state, next_after)
+        return HTMLResponse(html)
+
+    def scheduling_page(self, request: Request) -> Response:
+        """SPEC §15: waiting by kind, limits with their live leases, schedules and next runs."""
+        html = scheduling_page(
+            self.queue.stats(),
+            self.queue.limits(),
+            self.queue.schedules(),
+            self.queue.entries(state="running", limit=1000),
+            _now(),
+        )
         return HTMLResponse(html)
 
     def entry_page(self, request: Request) -> Response:
@@ -245,6 +257,7 @@ def create_app(
             Route("/", d.queue_page),
             Route("/entry/{entry_id:int}", d.entry_page),
             Route("/threads", d.threads_page),
+            Route("/scheduling", d.scheduling_page),
             Route("/thread", d.thread_page),
             Route("/thread/events", d.event_stream),
             Route("/static/dashboard.css", _static(CSS, "text/css")),

@@ -82,7 +82,11 @@ def outcome_text(entry: QueueEntry) -> str:
 
 def page(title: str, body: str, *, nav: str = "") -> str:
     """A whole document: the stylesheet and script are served by the dashboard itself."""
-    links = [("queue", "/", "Queue"), ("threads", "/threads", "Threads")]
+    links = [
+        ("queue", "/", "Queue"),
+        ("threads", "/threads", "Threads"),
+        ("scheduling", "/scheduling", "Scheduling"),
+    ]
     items = "".join(
         f'<a href="{href(path)}"{" aria-current=page" if key == nav else ""}>{label}</a>'
         for key, path, label in links

@@ -14,6 +14,7 @@ from durable_graph.core.errors import NotFound
 from durable_graph.core.model import Mode, TenantFilter, Ticket
 from durable_graph.core.scheduling import (
     ConcurrencyLimit,
+    LimitScope,
     Schedule,
     StoredSchedule,
     check_limit_args,
@@ -76,7 +77,7 @@ class EmbeddedScheduling:
     _storage: Storage
     _max: int
 
-    def set_limit(self, scope: str, name: str, max_leases: int) -> ConcurrencyLimit:
+    def set_limit(self, scope: LimitScope, name: str, max_leases: int) -> ConcurrencyLimit:
         limit = check_limit_args(scope, name, max_leases)
         with self._storage.write() as tx:
             tx.put_limit(limit.scope, limit.name, limit.max_leases)
@@ -87,7 +88,7 @@ class EmbeddedScheduling:
             rows = tx.all_limits()
         return [ConcurrencyLimit(check_scope(s), n, m) for s, n, m in rows]
 
-    def remove_limit(self, scope: str, name: str) -> bool:
+    def remove_limit(self, scope: LimitScope, name: str) -> bool:
         checked = check_scope(scope)
         check_identifier("name", name)
         with self._storage.write() as tx:

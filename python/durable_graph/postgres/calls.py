@@ -516,7 +516,7 @@ def lease(
     ttl: object,
     tenant: object,
     run_id: object,
-    kinds: object = None,
+    kinds: object,
 ) -> Call[Lease | None]:
     args = [
         ("text", check_identifier("holder", holder)),
@@ -644,7 +644,7 @@ def begin_attempt(
     run_id: object,
     claim_policy: object,
     tenant: object,
-    kinds: object = None,
+    kinds: object,
 ) -> Call[AttemptBegun | None]:
     a = check_begin(holder, ttl, run_id, claim_policy, tenant, kinds)
     args = [
