@@ -6,19 +6,21 @@ ALTER TABLE queue_entries ADD COLUMN priority INTEGER NOT NULL DEFAULT 0
 ;
 ALTER TABLE queue_entries ADD COLUMN kind TEXT NOT NULL DEFAULT 'default'
 ;
--- The head's priority and kind beside its id: lease reads only queue_threads to pick.
-ALTER TABLE queue_threads ADD COLUMN head_priority INTEGER
+-- The head's priority (as minus it: ascending order is the lease order, as on PostgreSQL) and
+-- kind beside its id: lease reads only queue_threads to pick.
+ALTER TABLE queue_threads ADD COLUMN head_priority_key INTEGER
 ;
 ALTER TABLE queue_threads ADD COLUMN head_kind TEXT
 ;
-UPDATE queue_threads SET head_priority = 0, head_kind = 'default' WHERE head_entry_id IS NOT NULL
+UPDATE queue_threads SET head_priority_key = 0, head_kind = 'default'
+ WHERE head_entry_id IS NOT NULL
 ;
 -- lease: heads by priority (highest first), then entry id; per tenant too.
-CREATE INDEX queue_threads_lease_idx ON queue_threads (head_priority DESC, head_entry_id)
+CREATE INDEX queue_threads_lease_idx ON queue_threads (head_priority_key, head_entry_id)
     WHERE head_entry_id IS NOT NULL
 ;
 CREATE INDEX queue_threads_tenant_lease_idx
-    ON queue_threads (head_tenant, head_priority DESC, head_entry_id)
+    ON queue_threads (head_tenant, head_priority_key, head_entry_id)
     WHERE head_entry_id IS NOT NULL
 ;
 -- Concurrency limits: a tenant's or a kind's live leases, counted at lease time.

@@ -388,7 +388,7 @@ class SqliteTx(SchedulingTx):
             "SELECT e.* FROM queue_threads q JOIN queue_entries e ON e.entry_id = q.head_entry_id"
             f" WHERE {where} AND (q.lease_expires_at IS NULL OR q.lease_expires_at <= :now)"
             " AND (e.not_before IS NULL OR e.not_before <= :now)"
-            " ORDER BY q.head_priority DESC, q.head_entry_id LIMIT 1",
+            " ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1",
             params,
         )
         return None if row is None else _entry_of(row)
@@ -610,14 +610,14 @@ class SqliteTx(SchedulingTx):
             (thread_id,),
         )
         self._run(
-            "INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant, head_priority,"
+            "INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant, head_priority_key,"
             " head_kind) VALUES (:t, :h, :n, :p, :k) ON CONFLICT (thread_id) DO UPDATE"
-            " SET head_entry_id = :h, head_tenant = :n, head_priority = :p, head_kind = :k",
+            " SET head_entry_id = :h, head_tenant = :n, head_priority_key = :p, head_kind = :k",
             {
                 "t": thread_id,
                 "h": None if head is None else head[0],
                 "n": None if head is None else head[1],
-                "p": None if head is None else head[2],
+                "p": None if head is None else -head[2],  # minus the priority: lease order
                 "k": None if head is None else head[3],
             },
         )
