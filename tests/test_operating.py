@@ -173,6 +173,23 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
         raw.execute("ALTER TABLE queue_entries DROP COLUMN not_before")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN retry_of")
         raw.execute("ALTER TABLE queue_attempts DROP COLUMN error")
+        # ... nor the version-5 ones (SPEC §15, migrate_v4.sql)
+        for index in (
+            "queue_entries_leased_tenant_idx",
+            "queue_entries_leased_kind_idx",
+            "queue_threads_lease_idx",
+            "queue_threads_tenant_lease_idx",
+        ):
+            raw.execute(f"DROP INDEX {index}")
+        raw.execute("DROP TABLE queue_limits")
+        raw.execute("DROP TABLE schedules")
+        for table, column in (
+            ("queue_entries", "priority"),
+            ("queue_entries", "kind"),
+            ("queue_threads", "head_priority_key"),
+            ("queue_threads", "head_kind"),
+        ):
+            raw.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         raw.execute("PRAGMA user_version = 2")
     store = SqliteCheckpointer.open(path)
     try:
@@ -184,7 +201,7 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
     finally:
         store.close()
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
 
 
 def test_a_traceback_over_the_stores_value_limit_still_defers_the_entry(tmp_path: Path) -> None:
