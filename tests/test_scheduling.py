@@ -224,12 +224,36 @@ def test_eight_concurrent_workers_never_hold_more_leases_than_the_limits(
         except BaseException as exc:  # reported below
             errors.append(exc)
 
+    sampled = {"acme": 0, "gpu": 0, "samples": 0}
+    working = threading.Event()
+
+    def sample() -> None:
+        """The store's own view: its running (live-leased) entries, read as one snapshot."""
+        try:
+            with open_store() as store:
+                while working.is_set():
+                    running = store.run_queue.entries(state="running", limit=1000)
+                    acme = sum(1 for e in running if e.tenant == "acme")
+                    gpu = sum(1 for e in running if e.kind == "gpu")
+                    sampled["acme"] = max(sampled["acme"], acme)
+                    sampled["gpu"] = max(sampled["gpu"], gpu)
+                    sampled["samples"] += 1
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
     threads = [threading.Thread(target=work, args=(i,)) for i in range(workers)]
+    working.set()
+    sampler = threading.Thread(target=sample)
+    sampler.start()
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=120)
+    working.clear()
+    sampler.join(timeout=30)
     assert not errors, errors
+    assert sampled["samples"] > 0
+    assert sampled["acme"] <= tenant_limit and sampled["gpu"] <= kind_limit, sampled
     assert leased[0] == workers * per_worker
     # The limits held (the count above is at most the store's: it goes down before the close).
     assert 1 <= peak["acme"] <= tenant_limit and 1 <= peak["gpu"] <= kind_limit, peak
