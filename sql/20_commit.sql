@@ -21,7 +21,7 @@ DECLARE
 BEGIN
     FOR v_id IN
         SELECT DISTINCT u.id COLLATE "C"
-          FROM unnest(ARRAY[p_thread_id, p_fence_thread_id, p_parent_thread_id]) AS u(id)
+          FROM pg_catalog.unnest(ARRAY[p_thread_id, p_fence_thread_id, p_parent_thread_id]) AS u(id)
          WHERE u.id IS NOT NULL ORDER BY 1
     LOOP
         IF v_id = p_thread_id OR v_id = p_fence_thread_id THEN
@@ -80,15 +80,15 @@ BEGIN
         PERFORM _dg_opt_id(p_parent_thread_id, 'parent_thread_id');
         PERFORM _dg_opt_id(p_fence_thread_id, 'fence_thread_id');
     END IF;
-    IF coalesce(pg_column_size(p_state), 0) + coalesce(pg_column_size(p_metadata), 0)
-       + coalesce(pg_column_size(p_next), 0) + coalesce(pg_column_size(p_event_kinds), 0)
-       + coalesce(pg_column_size(p_event_payloads), 0)
-       + coalesce(pg_column_size(p_event_created_at), 0) > v_lim.max_call_bytes THEN
+    IF coalesce(pg_catalog.pg_column_size(p_state), 0) + coalesce(pg_catalog.pg_column_size(p_metadata), 0)
+       + coalesce(pg_catalog.pg_column_size(p_next), 0) + coalesce(pg_catalog.pg_column_size(p_event_kinds), 0)
+       + coalesce(pg_catalog.pg_column_size(p_event_payloads), 0)
+       + coalesce(pg_catalog.pg_column_size(p_event_created_at), 0) > v_lim.max_call_bytes THEN
         PERFORM _dg_call_bytes(
-            coalesce(pg_column_size(p_state), 0) + coalesce(pg_column_size(p_metadata), 0)
-            + coalesce(pg_column_size(p_next), 0) + coalesce(pg_column_size(p_event_kinds), 0)
-            + coalesce(pg_column_size(p_event_payloads), 0)
-            + coalesce(pg_column_size(p_event_created_at), 0),
+            coalesce(pg_catalog.pg_column_size(p_state), 0) + coalesce(pg_catalog.pg_column_size(p_metadata), 0)
+            + coalesce(pg_catalog.pg_column_size(p_next), 0) + coalesce(pg_catalog.pg_column_size(p_event_kinds), 0)
+            + coalesce(pg_catalog.pg_column_size(p_event_payloads), 0)
+            + coalesce(pg_catalog.pg_column_size(p_event_created_at), 0),
             v_lim.max_call_bytes);
     END IF;
     PERFORM _dg_json(p_state, 'state', v_lim.max_value_bytes);
@@ -166,7 +166,8 @@ BEGIN
         INSERT INTO events (thread_id, seq, kind, payload, run_id, created_at, committed_at)
         SELECT p_thread_id, t.last_seq + x.ord, x.kind, coalesce(x.payload, 'null'), p_run_id,
                coalesce(x.created_at, v_now), v_now
-          FROM unnest(p_event_kinds, p_event_payloads, p_event_created_at) WITH ORDINALITY
+          FROM ROWS FROM (pg_catalog.unnest(p_event_kinds), pg_catalog.unnest(p_event_payloads),
+                         pg_catalog.unnest(p_event_created_at)) WITH ORDINALITY
                AS x(kind, payload, created_at, ord)
          ORDER BY x.ord;
     END IF;

@@ -1,5 +1,5 @@
 -- Scheduling (SPEC §15, issue 27): kinds, concurrency limits per tenant and per kind, and cron
--- schedules (migrations/0008.scheduling.sql). Priorities and kinds order and filter the lease's
+-- schedules (migrations/0009.scheduling.sql). Priorities and kinds order and filter the lease's
 -- pick (sql/70_lease.sql); the limits are enforced there through _dg_lease_limits, below.
 
 -- _dg_kinds(kinds, name): DG000 unless kinds holds 1..100 distinct identifiers.
@@ -68,7 +68,7 @@ BEGIN
                    AND e.lease_token IS NOT NULL AND e.lease_expires_at > p_now
                  LIMIT v_max) x;
     END IF;
-    at_limit := v_live >= v_max;
+    at_limit := (v_live >= v_max);
 END;
 $$;
 

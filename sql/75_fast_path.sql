@@ -70,7 +70,7 @@ BEGIN
             v_token := NULL;  -- busy: the worker waits for the claim step by step
         END;
         IF v_token IS NOT NULL THEN
-            v_runs := ARRAY(SELECT a ->> 'run_id' FROM json_array_elements(l.attempts) a);
+            v_runs := ARRAY(SELECT a ->> 'run_id' FROM pg_catalog.json_array_elements(l.attempts) a);
         END IF;
     END IF;
     -- v_runs is empty unless claimed: then dg_latest_of_runs_v1 finds nothing.
@@ -211,7 +211,7 @@ BEGIN
                       AND coalesce(pg_catalog.cardinality(p_kinds), n) = n,
                       'submission arrays must have equal lengths');  -- SPEC §15
     PERFORM _dg_ids(p_thread_ids, 'thread_ids', 10000);
-    PERFORM _dg_call_bytes(coalesce(pg_column_size(p_inputs), 0),
+    PERFORM _dg_call_bytes(coalesce(pg_catalog.pg_column_size(p_inputs), 0),
                            (_dg_limits()).max_call_bytes);
     FOR v_id IN SELECT DISTINCT u.id COLLATE "C" FROM pg_catalog.unnest(p_thread_ids) AS u(id) ORDER BY 1
     LOOP

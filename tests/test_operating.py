@@ -173,7 +173,7 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
         raw.execute("ALTER TABLE queue_entries DROP COLUMN not_before")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN retry_of")
         raw.execute("ALTER TABLE queue_attempts DROP COLUMN error")
-        # ... nor the version-5 ones (SPEC §15, migrate_v4.sql)
+        # ... nor the version-6 ones (SPEC §15, migrate_v5.sql)
         for index in (
             "queue_entries_leased_tenant_idx",
             "queue_entries_leased_kind_idx",
@@ -190,6 +190,7 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
             ("queue_threads", "head_kind"),
         ):
             raw.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+        raw.execute("ALTER TABLE pending_writes DROP COLUMN task_path")  # version 5's
         raw.execute("PRAGMA user_version = 2")
     store = SqliteCheckpointer.open(path)
     try:
@@ -201,7 +202,7 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
     finally:
         store.close()
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
 
 
 def test_a_traceback_over_the_stores_value_limit_still_defers_the_entry(tmp_path: Path) -> None:

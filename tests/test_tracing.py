@@ -102,7 +102,7 @@ def test_one_job_is_one_trace_from_submit_to_close() -> None:
         assert second is not None and second.outcome == Completed("done")
 
     trace_id = _ids(request)[0]
-    submit = tracing.one("durable_graph.core.run_queue.submit")
+    submit = tracing.one("durable_graph.run_queue.submit")
     assert _parent(submit) == _ids(request)
     attempts = sorted(
         tracing.spans("durable_graph.attempt"),
@@ -123,12 +123,12 @@ def test_one_job_is_one_trace_from_submit_to_close() -> None:
     assert _parent(close) == _ids(attempts[1])
     linked = [s for s in tracing.exporter.get_finished_spans() if _ids(s)[0] == trace_id]
     assert {s.name for s in linked} >= {
-        "durable_graph.core.run_queue.submit",
+        "durable_graph.run_queue.submit",
         "durable_graph.attempt",  # its claim is taken inside begin_attempt, a poll: no span
         "durable_graph.commit",
         "durable_graph.finish_attempt",
     }
-    assert not tracing.spans("durable_graph.core.run_queue.lease")  # polls make no spans
+    assert not tracing.spans("durable_graph.run_queue.lease")  # polls make no spans
     assert not tracing.spans("durable_graph.begin_attempt")
 
 
@@ -151,7 +151,7 @@ def test_trace_context_travels_through_postgres_to_another_worker(
         worker = Worker(b, _Flaky(), holder="w", backoff=RETRY_AT_ONCE)
         assert worker.run_once() is not None and worker.run_once() is not None
         stored = raw_a.run_queue.trace_context(1)
-    submit = submitter.one("durable_graph.core.run_queue.submit")
+    submit = submitter.one("durable_graph.run_queue.submit")
     assert _ids(submit)[0] == _ids(request)[0]
     assert stored is not None and stored.traceparent.split("-")[1] == f"{_ids(submit)[0]:032x}"
     attempts = runner.spans("durable_graph.attempt")
@@ -171,7 +171,7 @@ def test_trace_context_travels_through_a_sqlite_file_to_another_worker(tmp_path:
         worker = Worker(b, _Flaky(), holder="w", backoff=RETRY_AT_ONCE)
         assert worker.run_once() is not None and worker.run_once() is not None
         stored = raw_a.run_queue.trace_context(1)
-    submit = submitter.one("durable_graph.core.run_queue.submit")
+    submit = submitter.one("durable_graph.run_queue.submit")
     assert _ids(submit)[0] == _ids(request)[0]
     assert stored is not None and stored.traceparent.split("-")[1] == f"{_ids(submit)[0]:032x}"
     attempts = runner.spans("durable_graph.attempt")
@@ -199,7 +199,7 @@ def test_async_postgres_store_links_attempts_to_the_submit(
             assert report is not None and report.outcome == Completed("ok")
 
     asyncio.run(main())
-    submit = tracing.one("durable_graph.core.run_queue.submit")
+    submit = tracing.one("durable_graph.run_queue.submit")
     attempt = tracing.one("durable_graph.attempt")
     assert _parent(attempt) == _ids(submit)
     assert _parent(tracing.one("durable_graph.commit")) == _ids(attempt)
@@ -269,3 +269,38 @@ def test_worker_command_exports_an_attempts_spans_to_the_console(tmp_path: Path)
     for child in ("durable_graph.commit", "durable_graph.finish_attempt"):
         assert by_name[child]["context"]["trace_id"] == attempt["context"]["trace_id"]
         assert by_name[child]["parent_id"] == attempt["context"]["span_id"]
+
+
+def test_sql_trace_context_calls_answer_as_for_an_unknown_id_across_tenants(
+    pg_dsn: str, pg_config: PostgresConfig
+) -> None:
+    """SPEC §10.6 on the SQL API itself (issue #24): dg_set_trace_context_v2 /
+    dg_trace_context_v2 take the tenant; the kept v1 calls see the no-tenant namespace only."""
+    tp = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+    with PostgresCheckpointer.open(pg_dsn, pg_config) as store:
+        entry_id = store.run_queue.submit(Submission("t", "go", tenant="a")).entry_id
+    unknown = entry_id + 1000
+    s = sql.Identifier(pg_config.schema)
+
+    def answer(conn: psycopg.Connection[Any], query: str, *args: object) -> object:
+        try:
+            return conn.execute(sql.SQL(query).format(s), args).fetchall()
+        except psycopg.Error as exc:
+            return exc.sqlstate
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        set_v2 = "SELECT * FROM {}.dg_set_trace_context_v2(%s, %s, %s, NULL)"
+        get_v2 = "SELECT * FROM {}.dg_trace_context_v2(%s, %s)"
+        for other in ("b", None):
+            assert answer(conn, set_v2, entry_id, other, tp) == [(False,)]
+            assert answer(conn, set_v2, unknown, other, tp) == [(False,)]
+        assert answer(conn, set_v2, entry_id, "a", tp) == [(True,)]
+        for other in ("b", None):
+            assert answer(conn, get_v2, entry_id, other) == answer(conn, get_v2, unknown, other)
+            assert answer(conn, get_v2, entry_id, other) == []
+        assert answer(conn, get_v2, entry_id, "a") == [(tp, None)]
+        set_v1 = "SELECT * FROM {}.dg_set_trace_context_v1(%s, %s, NULL)"
+        get_v1 = "SELECT * FROM {}.dg_trace_context_v1(%s)"
+        assert answer(conn, set_v1, entry_id, tp) == answer(conn, set_v1, unknown, tp) == "DG404"
+        assert answer(conn, get_v1, entry_id) == answer(conn, get_v1, unknown) == []
+        assert answer(conn, set_v2, entry_id, "", tp) == "DG000"  # the tenant is checked

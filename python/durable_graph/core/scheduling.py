@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from durable_graph.core.errors import ValidationError
 from durable_graph.core.model import JSON
-from durable_graph.core.validation import (
+from durable_graph.core.scalars import (
     INT32_MAX,
     check_identifier,
     check_int,

@@ -20,7 +20,7 @@ from durable_graph.core.scheduling import (
     check_slot,
 )
 from durable_graph.core.validation import check_identifier, decode_json
-from durable_graph.postgres.calls import Call, _call
+from durable_graph.postgres.calls import SqlCall, _call
 from durable_graph.postgres.config import PostgresConfig
 from durable_graph.postgres.rows import Row, each, exactly_one, first_or_none, ticket_of
 
@@ -53,23 +53,23 @@ def _schedule_of(row: Row) -> StoredSchedule:
 
 def set_limit(
     config: PostgresConfig, scope: object, name: object, max_leases: object
-) -> Call[ConcurrencyLimit]:
+) -> SqlCall[ConcurrencyLimit]:
     lim = check_limit_args(scope, name, max_leases)
     args = [("text", lim.scope), ("text", lim.name), ("integer", lim.max_leases)]
     return _call(config, "set_limit", "dg_set_limit_v1", args, exactly_one(_limit_of))
 
 
-def limits(config: PostgresConfig) -> Call[list[ConcurrencyLimit]]:
+def limits(config: PostgresConfig) -> SqlCall[list[ConcurrencyLimit]]:
     return _call(config, "limits", "dg_limits_v1", [], each(_limit_of))
 
 
-def remove_limit(config: PostgresConfig, scope: object, name: object) -> Call[bool]:
+def remove_limit(config: PostgresConfig, scope: object, name: object) -> SqlCall[bool]:
     args = [("text", check_scope(scope)), ("text", check_identifier("name", name))]
     decode = exactly_one(lambda row: bool(row["removed"]))
     return _call(config, "remove_limit", "dg_remove_limit_v1", args, decode)
 
 
-def put_schedule(config: PostgresConfig, schedule: object) -> Call[StoredSchedule]:
+def put_schedule(config: PostgresConfig, schedule: object) -> SqlCall[StoredSchedule]:
     s = check_schedule(schedule, config.max_value_bytes)
     args = [
         ("text", s.name),
@@ -86,17 +86,17 @@ def put_schedule(config: PostgresConfig, schedule: object) -> Call[StoredSchedul
     return _call(config, "put_schedule", "dg_put_schedule_v1", args, exactly_one(_schedule_of))
 
 
-def schedules(config: PostgresConfig) -> Call[list[StoredSchedule]]:
+def schedules(config: PostgresConfig) -> SqlCall[list[StoredSchedule]]:
     return _call(config, "schedules", "dg_schedules_v1", [], each(_schedule_of))
 
 
-def remove_schedule(config: PostgresConfig, name: object) -> Call[bool]:
+def remove_schedule(config: PostgresConfig, name: object) -> SqlCall[bool]:
     args = [("text", check_schedule_name(name))]
     decode = exactly_one(lambda row: bool(row["removed"]))
     return _call(config, "remove_schedule", "dg_remove_schedule_v1", args, decode)
 
 
-def pause_schedule(config: PostgresConfig, name: object, paused: object) -> Call[StoredSchedule]:
+def pause_schedule(config: PostgresConfig, name: object, paused: object) -> SqlCall[StoredSchedule]:
     checked = check_schedule_name(name)
     if not isinstance(paused, bool):
         raise ValidationError("paused must be a bool")
@@ -105,7 +105,7 @@ def pause_schedule(config: PostgresConfig, name: object, paused: object) -> Call
     return _call(config, "pause_schedule", "dg_pause_schedule_v1", args, decode)
 
 
-def fire_schedule(config: PostgresConfig, name: object, slot: object) -> Call[Ticket | None]:
+def fire_schedule(config: PostgresConfig, name: object, slot: object) -> SqlCall[Ticket | None]:
     args = [("text", check_schedule_name(name)), ("timestamptz", check_slot("slot", slot))]
     return _call(config, "fire_schedule", "dg_fire_schedule_v1", args, first_or_none(ticket_of))
 

@@ -41,10 +41,11 @@ from durable_graph.core.validation import (
 )
 from durable_graph.sqlite.storage import SqliteTx
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 """``PRAGMA user_version`` of a file this code creates. Version 1 files (table names of before
 the embedded rule set), version 2 files (before delayed runs, retries and attempt errors) and
-version 3 files (before stored trace contexts) are migrated on open; `open` refuses a newer file."""
+version 3 files (before stored trace contexts) and version 4 files (before pending writes' task
+paths) are migrated on open; `open` refuses a newer file."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,20 +317,20 @@ def open_storage(path: str, config: SqliteConfig, clock: Callable[[], float]) ->
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             _check_not_newer(path, version)
-            # Each path ends at schema version 5 (migrate_v4.sql: SPEC §15 scheduling).
+            # schema.sql is version 5; migrate_v5.sql (SPEC §15 scheduling) takes it to 6.
             if version == 0:
-                for statement in _script("schema.sql") + _script("migrate_v4.sql"):
+                for statement in _script("schema.sql") + _script("migrate_v5.sql"):
                     conn.execute(statement)
             elif version == 1:
                 for table in _V1_TABLES:
                     conn.execute(f"ALTER TABLE {table} RENAME TO v1_{table}")
-                steps = ["schema.sql", "migrate_v1.sql", "migrate_v4.sql"]
+                steps = ["schema.sql", "migrate_v1.sql", "migrate_v5.sql"]
                 for statement in [s for name in steps for s in _script(name)]:
                     conn.execute(statement)
-            elif version in (2, 3, 4):
-                later = {2: ["migrate_v2.sql", "migrate_v3.sql"], 3: ["migrate_v3.sql"], 4: []}
-                steps = [*later[version], "migrate_v4.sql"]
-                for statement in [s for name in steps for s in _script(name)]:
+            elif version < SCHEMA_VERSION:
+                # migrate_vN.sql takes a file from version N to N + 1.
+                later = [f"migrate_v{n}.sql" for n in range(version, SCHEMA_VERSION)]
+                for statement in [s for name in later for s in _script(name)]:
                     conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")

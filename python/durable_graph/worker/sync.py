@@ -28,6 +28,7 @@ from typing import Any, Unpack
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import StoreError, ValidationError
 from durable_graph.core.model import JSON, Checkpoint, Claim, Event, EventIn, Lease, QueueEntry
+from durable_graph.core.ops import StoreOp, drive
 from durable_graph.core.polling import Changes
 from durable_graph.worker.app import App
 from durable_graph.worker.flow import (
@@ -55,8 +56,6 @@ from durable_graph.worker.ops import (
     HandlerResult,
     RunHandler,
     Settlement,
-    StoreOp,
-    drive,
     finishing,
     perform,
     renewal,
