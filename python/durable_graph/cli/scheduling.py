@@ -200,9 +200,9 @@ def add_parsers(
     )
     action("ls", cmd_schedule_ls, "list the schedules with their next run")
     rm = action("rm", cmd_schedule_rm, "remove a schedule")
-    rm.add_argument("name")
+    rm.add_argument("name", help="the schedule's name")
     pause = action("pause", cmd_schedule_pause, "pause a schedule (--resume: resume it)")
-    pause.add_argument("name")
+    pause.add_argument("name", help="the schedule's name")
     option(pause, "--resume", action="store_true", help="resume instead")
 
     loop = command("scheduler", cmd_scheduler, "submit due schedule slots until SIGTERM/SIGINT")
