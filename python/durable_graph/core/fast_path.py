@@ -22,6 +22,7 @@ from durable_graph.core.model import (
     Checkpoint,
     Claim,
     ClaimPolicy,
+    Commit,
     EntryOutcome,
     Lease,
     QueueEntry,
@@ -33,9 +34,11 @@ from durable_graph.core.model import (
 from durable_graph.core.run_queue import plan_attempt
 from durable_graph.core.validation import (
     DEFAULT_MAX_VALUE_BYTES,
+    EncodedCommit,
     EncodedSubmission,
     check_claim,
     check_claim_policy,
+    check_commit,
     check_duration,
     check_identifier,
     check_lease,
@@ -83,13 +86,15 @@ def check_pair(lease: object, claim: object) -> tuple[Lease, Claim]:
 
 
 def check_finish(
-    lease: object, outcome: object, claim: object, max_bytes: int
-) -> tuple[Lease, tuple[str, str], Claim]:
-    """`finish_attempt`'s arguments; the outcome encoded as every backend stores it."""
+    lease: object, outcome: object, claim: object, max_bytes: int, commit: object = None
+) -> tuple[Lease, tuple[str, str], Claim, EncodedCommit | None]:
+    """`finish_attempt`'s arguments in signature order; the outcome and the commit (None when
+    not given) encoded as every backend stores them (SPEC §18.1)."""
     ls = check_lease("lease", lease)
     encoded = encode_outcome(outcome, max_bytes)
     _, c = check_pair(ls, claim)
-    return ls, encoded, c
+    cm = None if commit is None else check_commit(commit, max_bytes)
+    return ls, encoded, c, cm
 
 
 def check_submissions(submissions: object, max_bytes: int) -> list[EncodedSubmission]:
@@ -154,8 +159,11 @@ class EmbeddedFastPath:
     def _max_bytes(self) -> int:
         return DEFAULT_MAX_VALUE_BYTES
 
-    def _precheck(self, lease: Lease, claim: Claim | None) -> None:
-        """Raise the lease's error (closed, then lost), then the claim's (lost), if any."""
+    def _precheck(
+        self, lease: Lease, claim: Claim | None, commit: EncodedCommit | None = None
+    ) -> None:
+        """Raise, when given, the commit's errors (under ``claim``); then the lease's (closed,
+        then lost); then, without a commit, the claim's (lost), if any."""
 
     @property
     def _steps(self) -> Any:
@@ -191,11 +199,25 @@ class EmbeddedFastPath:
             renewed = store.run_queue.renew(ls)
             return renewed, store.renew_claim(c)
 
-    def finish_attempt(self, lease: Lease, outcome: EntryOutcome, claim: Claim) -> QueueEntry:
-        ls, _, c = check_finish(lease, outcome, claim, self._max_bytes())
+    def _commit_checked(self, claim: Claim, commit: EncodedCommit) -> None:
+        """`commit` of already checked arguments (inside `_atomic`)."""
+        raise NotImplementedError
+
+    def finish_attempt(
+        self,
+        lease: Lease,
+        outcome: EntryOutcome,
+        claim: Claim,
+        *,
+        commit: Commit | None = None,
+    ) -> QueueEntry:
+        ls, _, c, cm = check_finish(lease, outcome, claim, self._max_bytes(), commit)
         store = self._steps
         with self._atomic():
-            self._precheck(ls, None)  # close's errors first; nothing written on them
+            # The commit's errors, then close's; nothing is written on any of them.
+            self._precheck(ls, None if cm is None else c, cm)
+            if cm is not None:
+                self._commit_checked(c, cm)  # SPEC §18.1: under the claim, first
             closed: QueueEntry = store.run_queue.close(ls, outcome)
             with contextlib.suppress(ClaimLost):  # not current: left alone
                 store.release_claim(c)

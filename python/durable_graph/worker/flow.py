@@ -80,6 +80,7 @@ from durable_graph.core.model import (
 from durable_graph.core.run_queue import plan_attempt
 from durable_graph.core.validation import (
     DEFAULT_MAX_VALUE_BYTES,
+    check_commit,
     encode_json,
     fit_error_text,
 )
@@ -271,6 +272,7 @@ class RunContextBase(Generic[StoreT]):
         self._head = head
         self._keeper = keeper
         self._claim = claim
+        self._last: Commit | None = None
 
     @classmethod
     def starting(cls, store: StoreT, op: RunHandler, keeper: LostFlag) -> Self:
@@ -313,6 +315,34 @@ class RunContextBase(Generic[StoreT]):
         lost = self._keeper.lost
         if lost is not None:
             raise type(lost)(str(lost))
+
+    def check_writable(self) -> None:
+        """`check`, then refuse a write after `commit_last` (the run's last checkpoint is held:
+        nothing may come after it)."""
+        self.check()
+        if self._last is not None:
+            raise ValidationError(
+                "the run's last checkpoint is held (commit_last): no write may follow"
+            )
+
+    @property
+    def last(self) -> Commit | None:
+        """The checkpoint `commit_last` holds for the close, if any."""
+        return self._last
+
+    def commit_last(
+        self, state: JSON, metadata: JSON = None, events: Sequence[EventIn] = ()
+    ) -> None:
+        """The run's last checkpoint (``next=()``), committed with the entry's close in one
+        transaction when the handler returns (SPEC §18.1: a one-step job is then three durable
+        transactions: submit, begin, finish). Checked now (`ValidationError`, as `commit`
+        would); no write may follow it. Should the handler raise afterwards, or its output need
+        recording (a non-None output, or a later attempt), it is committed on its own first, so
+        the thread ends as if `commit` had been called here."""
+        self.check_writable()
+        last = next_commit(self.run_id, self._head, state, (), metadata, events)
+        check_commit(last, DEFAULT_MAX_VALUE_BYTES)
+        self._last = last
 
 
 # --- the flow -------------------------------------------------------------------------------
@@ -543,6 +573,19 @@ def _run_planned(
     if keeper.lost is not None:
         yield Finish(None)
         return report("lost", run=run_id, number=number, plan=plan)
+    last = result.last  # SPEC §18.1: the held last checkpoint rides with the close
+    head = result.head
+    output_needs_record = result.error is None and (result.output is not None or number > 1)
+    if last is not None and (result.error is not None or output_needs_record):
+        # The close does not follow at once (a retry, a failure, the output's record first):
+        # commit the held checkpoint on its own, where commit_last stood.
+        try:
+            head = yield store_op("commit", claim, last)
+        except StoreError as exc:
+            keeper.lose(exc)
+            yield Finish(None)
+            return report("lost", run=run_id, number=number, plan=plan)
+        last = None
     outcome: EntryOutcome | None
     if result.error is not None:  # D43: a raise retries, or closes Failed on the last attempt
         outcome = failure_outcome(current, result.error)
@@ -558,7 +601,7 @@ def _run_planned(
             # Nothing committed: no thread to record it on. A first attempt's None needs no
             # record either: no other attempt wrote the key, and no record reads as None (D40)
             # — so a job is submit, begin, its commits, finish (SPEC §11).
-            if result.head is not None and (output is not None or number > 1):
+            if head is not None and output_needs_record:
                 try:
                     record = yield store_op(
                         "record_effect", claim, _key(entry), output, run_id=run_id
@@ -567,7 +610,7 @@ def _run_planned(
                 except NotFound:
                     pass
             outcome = Completed(output)
-    closed = yield Finish(outcome)
+    closed = yield Finish(outcome, last)
     return report(closing_note(outcome, closed), outcome, run=run_id, number=number, plan=plan)
 
 

@@ -27,7 +27,16 @@ from typing import Any, Unpack
 
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import StoreError, ValidationError
-from durable_graph.core.model import JSON, Checkpoint, Claim, Event, EventIn, Lease, QueueEntry
+from durable_graph.core.model import (
+    JSON,
+    Checkpoint,
+    Claim,
+    Commit,
+    Event,
+    EventIn,
+    Lease,
+    QueueEntry,
+)
 from durable_graph.core.polling import Changes
 from durable_graph.worker.flow import (
     AttemptReport,
@@ -140,7 +149,7 @@ class _Keeper:
             self._released = True
         self.stop()
 
-    def finish(self, outcome: Settlement) -> QueueEntry | None:
+    def finish(self, outcome: Settlement, commit: Commit | None = None) -> QueueEntry | None:
         """Stop renewing, then release the claim and close (or release) the lease, once.
 
         Returns the closed entry, or None.
@@ -150,7 +159,7 @@ class _Keeper:
                 return None
             self._released = True
         self.stop()
-        return drive(finishing(self, outcome), self.call)
+        return drive(finishing(self, outcome, commit), self.call)
 
 
 # --- what the handler sees ---------------------------------------------------------------
@@ -172,7 +181,7 @@ class RunContext(RunContextBase[Checkpointer]):
         events: Sequence[EventIn] = (),
     ) -> Checkpoint:
         """Commit a checkpoint whose parent is the current head; ``next=()`` ends the run."""
-        self.check()
+        self.check_writable()
         checkpoint = self.store.commit(
             self._claim, next_commit(self.run_id, self._head, state, next, metadata, events)
         )
@@ -181,7 +190,7 @@ class RunContext(RunContextBase[Checkpointer]):
 
     def append_events(self, events: Sequence[EventIn]) -> list[Event]:
         """Append events to the thread's log (tagged with this run id), without a checkpoint."""
-        self.check()
+        self.check_writable()
         return self.store.append_events(self._claim, events, run_id=self.run_id)
 
     def record_effect(self, key: str, fn: Callable[[], JSON]) -> JSON:
@@ -191,7 +200,7 @@ class RunContext(RunContextBase[Checkpointer]):
         thread needs a commit first (`NotFound` otherwise). ``fn`` may run more than once if an
         attempt crashes between running it and recording its value.
         """
-        self.check()
+        self.check_writable()
         recorded = self.store.get_effect(self.thread_id, key)
         if recorded is not None:
             return recorded.value
@@ -412,9 +421,9 @@ class Worker:
         """The handler called in this thread (the attempt flow's `RunHandler`)."""
         ctx = RunContext.starting(self.store, op, keeper)
         try:
-            return HandlerResult(output=self.handler(ctx), head=ctx.head)
+            return HandlerResult(output=self.handler(ctx), head=ctx.head, last=ctx.last)
         except Exception as exc:  # D43: the flow decides between retry and Failed
-            return HandlerResult(error=exc, head=ctx.head)
+            return HandlerResult(error=exc, head=ctx.head, last=ctx.last)
 
 
 __all__ = [
