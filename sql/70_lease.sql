@@ -16,12 +16,25 @@ DECLARE
 BEGIN
     LOOP
         -- The oldest expired lease, unlocked (a hint; + 0 keeps the planner on the expiry
-        -- index, which holds only leased threads).
-        SELECT q.thread_id, q.head_entry_id INTO v_exp_thread, v_exp_head FROM queue_threads q
-         WHERE q.lease_expires_at <= p_now AND q.head_entry_id IS NOT NULL
-           AND (p_any_tenant OR q.head_tenant IS NOT DISTINCT FROM p_tenant)
-           AND q.thread_id <> ALL (p_skip)
-         ORDER BY q.head_entry_id + 0 LIMIT 1;
+        -- index, which holds only leased threads). One statement per tenant case, as below:
+        -- an OR on parameters made every call plan it anew (custom plans fold the OR, so the
+        -- plan cache never settled on its generic plan); these stay generic and index-bounded.
+        IF p_any_tenant THEN
+            SELECT q.thread_id, q.head_entry_id INTO v_exp_thread, v_exp_head FROM queue_threads q
+             WHERE q.lease_expires_at <= p_now AND q.head_entry_id IS NOT NULL
+               AND q.thread_id <> ALL (p_skip)
+             ORDER BY q.head_entry_id + 0 LIMIT 1;
+        ELSIF p_tenant IS NULL THEN
+            SELECT q.thread_id, q.head_entry_id INTO v_exp_thread, v_exp_head FROM queue_threads q
+             WHERE q.lease_expires_at <= p_now AND q.head_entry_id IS NOT NULL
+               AND q.head_tenant IS NULL AND q.thread_id <> ALL (p_skip)
+             ORDER BY q.head_entry_id + 0 LIMIT 1;
+        ELSE
+            SELECT q.thread_id, q.head_entry_id INTO v_exp_thread, v_exp_head FROM queue_threads q
+             WHERE q.lease_expires_at <= p_now AND q.head_entry_id IS NOT NULL
+               AND q.head_tenant = p_tenant AND q.thread_id <> ALL (p_skip)
+             ORDER BY q.head_entry_id + 0 LIMIT 1;
+        END IF;
         IF p_any_tenant THEN
             SELECT q.thread_id INTO v_thread FROM queue_threads q
              WHERE q.head_entry_id IS NOT NULL AND q.lease_expires_at IS NULL
@@ -134,15 +147,17 @@ BEGIN
          FOR UPDATE;
         v_now := store_now();
         -- v_leases: the queue_threads row says no entry of the thread holds a lease token
-        -- (NULL), so there is none to check or end.
-        EXIT WHEN FOUND
-              AND (p_any_tenant OR h.tenant IS NOT DISTINCT FROM p_tenant)
-              AND (h.not_before IS NULL OR h.not_before <= v_now)  -- delayed (SPEC §13)
-              AND (v_leases IS NULL
-                   OR NOT EXISTS (SELECT 1 FROM queue_entries o
+        -- (NULL), so there is none to check or end. The live-lease probe is a statement of its
+        -- own, reached only when v_leases is set (in one expression with the ORs on variables
+        -- it was planned anew on every call).
+        IF FOUND AND (p_any_tenant OR h.tenant IS NOT DISTINCT FROM p_tenant)
+           AND (h.not_before IS NULL OR h.not_before <= v_now) THEN  -- delayed (SPEC §13)
+            EXIT WHEN v_leases IS NULL;
+            EXIT WHEN NOT EXISTS (SELECT 1 FROM queue_entries o
                                    WHERE o.thread_id = v_thread AND o.outcome_kind IS NULL
                                      AND o.lease_token IS NOT NULL
-                                     AND v_now < o.lease_expires_at));
+                                     AND v_now < o.lease_expires_at);
+        END IF;
         v_skip := v_skip || v_thread;
     END LOOP;
 

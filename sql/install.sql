@@ -14,7 +14,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 7
+\set dg_required_version 8
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
@@ -92,6 +92,11 @@ SELECT :dg_version >= 7 AS dg_has_0007 \gset
 \if :dg_has_0007
 \else
 \ir ../migrations/0007.notify.sql
+\endif
+SELECT :dg_version >= 8 AS dg_has_0008 \gset
+\if :dg_has_0008
+\else
+\ir ../migrations/0008.lean_hot_path.sql
 \endif
 
 -- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).
