@@ -60,6 +60,7 @@ bench: venv pg-deps
 	$(VENV)/bin/pip install -q -e '.[test,bench,langgraph]'
 	$(VENV)/bin/python -m tests.bench.run --out bench-results.md
 	$(VENV)/bin/python -m tests.bench.fast_path --out bench-fast-path.md
+	$(VENV)/bin/python -m tests.bench.job_profile --out bench-job-profile.md
 
 # Long randomized differential runs, the 60 s parent/child race workload, and 11 minutes of a
 # fleet through a failover.

@@ -184,27 +184,37 @@ DECLARE
     v_admit boolean := false;
 BEGIN
     -- close's argument checks (dg_close_v1's, in its order), then the commit's (dg_commit_v1's).
-    PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
-    PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
-    PERFORM _dg_check(p_outcome_kind IN ('completed', 'failed', 'cancelled', 'interrupted'),
-                      'outcome_kind must be completed, failed, cancelled or interrupted');
-    PERFORM _dg_not_null(p_outcome_detail IS NOT NULL, 'outcome_detail');
-    PERFORM _dg_call_bytes(coalesce(pg_catalog.pg_column_size(p_outcome_detail), 0),
-                           v_lim.max_call_bytes);
+    -- The scalar ones in one inline test first; when it fails, the helpers name the bad one.
+    IF (p_entry_id IS NOT NULL AND p_token IS NOT NULL
+        AND p_outcome_kind IN ('completed', 'failed', 'cancelled', 'interrupted')
+        AND p_outcome_detail IS NOT NULL
+        AND coalesce(pg_catalog.octet_length(p_tenant) BETWEEN 1 AND 512, true)
+        AND coalesce(pg_catalog.octet_length(p_thread_id) BETWEEN 1 AND 512, true)) IS NOT TRUE
+    THEN
+        PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
+        PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
+        PERFORM _dg_check(p_outcome_kind IN ('completed', 'failed', 'cancelled', 'interrupted'),
+                          'outcome_kind must be completed, failed, cancelled or interrupted');
+        PERFORM _dg_not_null(p_outcome_detail IS NOT NULL, 'outcome_detail');
+        PERFORM _dg_opt_id(p_tenant, 'tenant');
+        PERFORM _dg_opt_id(p_thread_id, 'thread_id');
+    END IF;
+    IF pg_catalog.pg_column_size(p_outcome_detail) > v_lim.max_call_bytes THEN
+        PERFORM _dg_call_bytes(pg_catalog.pg_column_size(p_outcome_detail), v_lim.max_call_bytes);
+    END IF;
     PERFORM _dg_json(p_outcome_detail, 'outcome_detail', v_lim.max_value_bytes);
     v_detail := pg_catalog.btrim(p_outcome_detail, E' \t\n\r');
-    PERFORM _dg_check(CASE p_outcome_kind
-                          WHEN 'completed' THEN true
-                          WHEN 'failed' THEN pg_catalog.left(v_detail, 1) = '"'
-                          WHEN 'cancelled' THEN v_detail IN ('"requested"', '"thread_deleted"')
-                          ELSE v_detail ~ '^[1-9][0-9]{0,18}$'
-                               AND v_detail::numeric <= 9223372036854775807
-                      END,
-                      'outcome_detail must be, for completed: any JSON value; failed: a JSON '
-                      'string; cancelled: "requested" or "thread_deleted"; interrupted: an '
-                      'entry id (a JSON integer >= 1)');
-    PERFORM _dg_opt_id(p_tenant, 'tenant');
-    PERFORM _dg_opt_id(p_thread_id, 'thread_id');
+    IF p_outcome_kind <> 'completed' THEN
+        PERFORM _dg_check(CASE p_outcome_kind
+                              WHEN 'failed' THEN pg_catalog.left(v_detail, 1) = '"'
+                              WHEN 'cancelled' THEN v_detail IN ('"requested"', '"thread_deleted"')
+                              ELSE v_detail ~ '^[1-9][0-9]{0,18}$'
+                                   AND v_detail::numeric <= 9223372036854775807
+                          END,
+                          'outcome_detail must be, for completed: any JSON value; failed: a JSON '
+                          'string; cancelled: "requested" or "thread_deleted"; interrupted: an '
+                          'entry id (a JSON integer >= 1)');
+    END IF;
     IF v_commit THEN
         PERFORM _dg_not_null(p_thread_id IS NOT NULL, 'thread_id');
         PERFORM _dg_commit_args(p_thread_id, p_claim_token, p_checkpoint_id, p_parent_id,
