@@ -102,7 +102,7 @@ def test_one_job_is_one_trace_from_submit_to_close() -> None:
         assert second is not None and second.outcome == Completed("done")
 
     trace_id = _ids(request)[0]
-    submit = tracing.one("durable_graph.core.run_queue.submit")
+    submit = tracing.one("durable_graph.run_queue.submit")
     assert _parent(submit) == _ids(request)
     attempts = sorted(
         tracing.spans("durable_graph.attempt"),
@@ -123,12 +123,12 @@ def test_one_job_is_one_trace_from_submit_to_close() -> None:
     assert _parent(close) == _ids(attempts[1])
     linked = [s for s in tracing.exporter.get_finished_spans() if _ids(s)[0] == trace_id]
     assert {s.name for s in linked} >= {
-        "durable_graph.core.run_queue.submit",
+        "durable_graph.run_queue.submit",
         "durable_graph.attempt",  # its claim is taken inside begin_attempt, a poll: no span
         "durable_graph.commit",
         "durable_graph.finish_attempt",
     }
-    assert not tracing.spans("durable_graph.core.run_queue.lease")  # polls make no spans
+    assert not tracing.spans("durable_graph.run_queue.lease")  # polls make no spans
     assert not tracing.spans("durable_graph.begin_attempt")
 
 
@@ -151,7 +151,7 @@ def test_trace_context_travels_through_postgres_to_another_worker(
         worker = Worker(b, _Flaky(), holder="w", backoff=RETRY_AT_ONCE)
         assert worker.run_once() is not None and worker.run_once() is not None
         stored = raw_a.run_queue.trace_context(1)
-    submit = submitter.one("durable_graph.core.run_queue.submit")
+    submit = submitter.one("durable_graph.run_queue.submit")
     assert _ids(submit)[0] == _ids(request)[0]
     assert stored is not None and stored.traceparent.split("-")[1] == f"{_ids(submit)[0]:032x}"
     attempts = runner.spans("durable_graph.attempt")
@@ -171,7 +171,7 @@ def test_trace_context_travels_through_a_sqlite_file_to_another_worker(tmp_path:
         worker = Worker(b, _Flaky(), holder="w", backoff=RETRY_AT_ONCE)
         assert worker.run_once() is not None and worker.run_once() is not None
         stored = raw_a.run_queue.trace_context(1)
-    submit = submitter.one("durable_graph.core.run_queue.submit")
+    submit = submitter.one("durable_graph.run_queue.submit")
     assert _ids(submit)[0] == _ids(request)[0]
     assert stored is not None and stored.traceparent.split("-")[1] == f"{_ids(submit)[0]:032x}"
     attempts = runner.spans("durable_graph.attempt")
@@ -199,7 +199,7 @@ def test_async_postgres_store_links_attempts_to_the_submit(
             assert report is not None and report.outcome == Completed("ok")
 
     asyncio.run(main())
-    submit = tracing.one("durable_graph.core.run_queue.submit")
+    submit = tracing.one("durable_graph.run_queue.submit")
     attempt = tracing.one("durable_graph.attempt")
     assert _parent(attempt) == _ids(submit)
     assert _parent(tracing.one("durable_graph.commit")) == _ids(attempt)

@@ -2,7 +2,7 @@
 
 ``observed(store, TracingObserver(store))`` (durable_graph.observe.observer) makes one trace of a job:
 
-- ``durable_graph.core.run_queue.submit`` — a child of whatever span is current where `submit` is
+- ``durable_graph.run_queue.submit`` — a child of whatever span is current where `submit` is
   called; its W3C trace context is stored beside the new entry (`TraceContext`; PostgreSQL
   ``dg_set_trace_context_v1``, which any language can call with its own context);
 - ``durable_graph.attempt`` per attempt — a child of that submit span, read back from the store

@@ -59,7 +59,7 @@ class SqliteCheckpointer(EmbeddedCheckpointer):
         text = os.fspath(path)
         if not isinstance(text, str) or text in ("", ":memory:") or text.startswith("file:"):
             raise ValidationError(
-                f"path must name a file, got {text!r} (durable_graph.memory.store keeps a store in memory)"
+                f"path must name a file, got {text!r} (durable_graph.memory keeps a store in memory)"
             )
         if not isinstance(config, SqliteConfig):
             raise ValidationError(f"config must be a SqliteConfig, got {type(config).__name__}")
