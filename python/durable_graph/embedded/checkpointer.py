@@ -107,6 +107,10 @@ class EmbeddedCheckpointer(EmbeddedFastPath):
     def _precheck(
         self, lease: Lease, claim: Claim | None, commit: EncodedCommit | None = None
     ) -> None:
+        if self._storage.rolls_back:
+            # The steps raise the same errors in the same order (commit's, then the lease's,
+            # then the claim's) and the transaction undoes what came before: no reads needed.
+            return
         with self._storage.read() as tx:
             if commit is not None and claim is not None:
                 _commit_checks(tx, claim, commit)  # the commit's errors come first
