@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all venv pg-deps node-deps lint format test demo bench soak chaos clean
+.PHONY: all venv pg-deps node-deps lint format generate test langgraph-suite demo bench soak chaos clean
 
 all: test
 
@@ -12,7 +12,7 @@ all: test
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,langgraph]'
+	$(PY) -m pip install -q -e '.[test,langgraph,langgraph-suite]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -39,17 +39,29 @@ tests/node/node_modules/.package-lock.json: tests/node/package-lock.json
 node-deps: tests/node/node_modules/.package-lock.json
 
 lint: venv
-	$(VENV)/bin/ruff check python tests
-	$(VENV)/bin/ruff format --check python tests
+	$(VENV)/bin/ruff check python tests tools
+	$(VENV)/bin/ruff format --check python tests tools
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy --strict tests
+	$(VENV)/bin/mypy --strict tools
 
 format: venv
 	$(VENV)/bin/ruff check --fix python tests
 	$(VENV)/bin/ruff format python tests
 
+# The store methods written out from the Protocols and the PostgreSQL call builders
+# (tools/generate_stores.py; tests/test_generated.py fails when a generated file is not current).
+generate: venv
+	$(PY) tools/generate_stores.py
+
 test: venv pg-deps node-deps lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# LangGraph's own test suite (the pinned langgraph sdist's tests, downloaded from PyPI) against
+# our savers and LangGraph's own on memory, SQLite and PostgreSQL, sync and async; counts per saver
+# in langgraph-suite.md. `make test` runs its short subset (tests/test_langgraph_suite.py).
+langgraph-suite: venv pg-deps
+	$(PY) -m tests.langgraph_suite.run --subset all --checkpoint-postgres --out langgraph-suite.md $(PYTEST_ARGS)
 
 # The main job on the embedded default: SQLite in a temporary file, no server.
 demo: venv

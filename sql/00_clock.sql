@@ -69,7 +69,8 @@ END;
 $$;
 
 -- _dg_writes(thread_id, checkpoint_id): one row, the checkpoint's pending writes as a json
--- array [{"task_id", "channel", "value"}] ordered by (task_id bytes, index); values embedded
+-- array [{"task_id", "channel", "value", "task_path"}] ordered by (task_path bytes, task_id
+-- bytes, index), LangGraph's writes_sort_key, ties in the order written; values embedded
 -- verbatim. A STABLE SQL set-returning function without SET, so that the planner inlines it
 -- where it is used: `... CROSS JOIN LATERAL _dg_writes(c.thread_id, c.checkpoint_id) w`.
 -- (It replaces the scalar _dg_writes_json of earlier versions, which was planned per call.)
@@ -80,8 +81,8 @@ LANGUAGE sql STABLE
 AS $$
     SELECT coalesce(
         pg_catalog.json_agg(pg_catalog.json_build_object('task_id', w.task_id, 'channel', w.channel,
-                                   'value', w.value::json)
-                 ORDER BY w.task_id, w.idx, w.written_order),
+                                   'value', w.value::json, 'task_path', w.task_path)
+                 ORDER BY w.task_path, w.task_id, w.idx, w.written_order),
         '[]'::json)
       FROM pending_writes w
      WHERE w.thread_id = p_thread_id AND w.checkpoint_id = p_checkpoint_id

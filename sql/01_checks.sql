@@ -78,6 +78,39 @@ BEGIN
 END;
 $$;
 
+-- _dg_task_paths(values, name, max_count): every element a task path, 0..4096 bytes and not
+-- NULL (a NULL array is allowed: no paths), at most max_count elements. The message names the
+-- first bad element: name[i] (1-based).
+CREATE OR REPLACE FUNCTION _dg_task_paths(p_values text[], p_name text, p_max_count integer)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+DECLARE
+    v_i integer := 0;
+    v_value text;
+BEGIN
+    IF coalesce(pg_catalog.cardinality(p_values), 0) = 0 THEN
+        RETURN;
+    END IF;
+    IF pg_catalog.array_ndims(p_values) > 1 THEN
+        RAISE EXCEPTION '% must be a one-dimensional array', p_name USING ERRCODE = 'DG000';
+    END IF;
+    IF pg_catalog.cardinality(p_values) > p_max_count THEN
+        RAISE EXCEPTION '% must have at most % elements', p_name, p_max_count
+            USING ERRCODE = 'DG000';
+    END IF;
+    FOREACH v_value IN ARRAY p_values LOOP
+        v_i := v_i + 1;
+        IF v_value IS NULL THEN
+            RAISE EXCEPTION '%[%] must not be NULL', p_name, v_i USING ERRCODE = 'DG000';
+        END IF;
+        IF pg_catalog.octet_length(v_value) > 4096 THEN
+            RAISE EXCEPTION '%[%] must be at most 4096 bytes', p_name, v_i USING ERRCODE = 'DG000';
+        END IF;
+    END LOOP;
+END;
+$$;
+
 -- _dg_json_problem(text): NULL when the text is one JSON value (RFC 8259) that every caller can
 -- read back, else what is wrong with it. Refused: invalid JSON (NaN, '{"a":', 'nope', lone
 -- surrogate escapes "\ud800"), nesting deeper than 512 containers (a scalar has depth 0), and

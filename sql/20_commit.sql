@@ -193,8 +193,9 @@ BEGIN
         INSERT INTO events (thread_id, seq, kind, payload, run_id, created_at, committed_at)
         SELECT p_thread_id, t.last_seq + x.ord, x.kind, coalesce(x.payload, 'null'), p_run_id,
                coalesce(x.created_at, v_now), v_now
-          FROM unnest(p_event_kinds, p_event_payloads, p_event_created_at)  -- multi-argument
-               WITH ORDINALITY AS x(kind, payload, created_at, ord)          -- form: not a function
+          FROM ROWS FROM (pg_catalog.unnest(p_event_kinds), pg_catalog.unnest(p_event_payloads),
+                         pg_catalog.unnest(p_event_created_at)) WITH ORDINALITY
+               AS x(kind, payload, created_at, ord)
          ORDER BY x.ord;
     END IF;
     INSERT INTO events (thread_id, seq, kind, payload, run_id, created_at, committed_at)

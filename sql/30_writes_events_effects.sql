@@ -48,12 +48,15 @@ BEGIN
 END;
 $$;
 
--- dg_put_writes_v1: attach pending writes to a checkpoint of the thread; a write's index is its
--- 0-based array position and the first value under (task_id, channel, index) wins. Raises DG002
--- (claim not current), DG404 (thread has no commit; checkpoint not in the thread), DG000.
-CREATE OR REPLACE FUNCTION dg_put_writes_v1(
+-- dg_put_writes_v2: attach pending writes to a checkpoint of the thread; a write's index is its
+-- 0-based array position and the first value under (task_id, channel, index) wins (its task path
+-- included). p_task_paths holds each write's task path (LangGraph's task_path, 0..4096 bytes;
+-- a NULL array: '' for every write); reads order a checkpoint's writes by (task_path, task_id,
+-- index). Raises DG002 (claim not current), DG404 (thread has no commit; checkpoint not in the
+-- thread), DG000 (bad argument, unequal arrays).
+CREATE OR REPLACE FUNCTION dg_put_writes_v2(
     p_thread_id text, p_token bigint, p_checkpoint_id text,
-    p_task_ids text[], p_channels text[], p_values text[])
+    p_task_ids text[], p_channels text[], p_values text[], p_task_paths text[])
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
@@ -66,14 +69,17 @@ BEGIN
     PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     PERFORM _dg_id(p_checkpoint_id, 'checkpoint_id');
     PERFORM _dg_call_bytes(
-        coalesce(pg_column_size(p_task_ids), 0) + coalesce(pg_column_size(p_channels), 0)
-        + coalesce(pg_column_size(p_values), 0),
+        coalesce(pg_catalog.pg_column_size(p_task_ids), 0) + coalesce(pg_catalog.pg_column_size(p_channels), 0)
+        + coalesce(pg_catalog.pg_column_size(p_values), 0) + coalesce(pg_catalog.pg_column_size(p_task_paths), 0),
         v_lim.max_call_bytes);
     PERFORM _dg_ids(p_task_ids, 'task_ids', 1000000);
     PERFORM _dg_ids(p_channels, 'channels', 1000000);
     PERFORM _dg_jsons(p_values, 'values', v_lim.max_value_bytes, false);
+    PERFORM _dg_task_paths(p_task_paths, 'task_paths', 1000000);
     PERFORM _dg_check(v_n = coalesce(pg_catalog.cardinality(p_channels), 0)
-                      AND v_n = coalesce(pg_catalog.cardinality(p_values), 0),
+                      AND v_n = coalesce(pg_catalog.cardinality(p_values), 0)
+                      AND (p_task_paths IS NULL
+                           OR v_n = coalesce(pg_catalog.cardinality(p_task_paths), 0)),
                       'write arrays must have equal lengths');
     PERFORM _dg_lock_claimed(p_thread_id, p_token);
     IF NOT EXISTS (SELECT 1 FROM checkpoints
@@ -83,17 +89,36 @@ BEGIN
     IF v_n = 0 THEN
         RETURN;
     END IF;
-    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM unnest(p_task_ids, p_channels, p_values)
+    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest(p_task_ids),
+                                                     pg_catalog.unnest(p_channels),
+                                                     pg_catalog.unnest(p_values))
                                             AS w(task_id, channel, value)
                                    WHERE w.task_id IS NULL OR w.channel IS NULL
                                       OR w.value IS NULL),
                       'task_id, channel and value must not be NULL');
-    INSERT INTO pending_writes (thread_id, checkpoint_id, task_id, channel, idx, value)
-    SELECT p_thread_id, p_checkpoint_id, w.task_id, w.channel, (w.ord - 1)::integer, w.value
-      FROM unnest(p_task_ids, p_channels, p_values) WITH ORDINALITY
+    INSERT INTO pending_writes (thread_id, checkpoint_id, task_id, channel, idx, value, task_path)
+    SELECT p_thread_id, p_checkpoint_id, w.task_id, w.channel, (w.ord - 1)::integer, w.value,
+           coalesce(p_task_paths[w.ord], '')
+      FROM ROWS FROM (pg_catalog.unnest(p_task_ids), pg_catalog.unnest(p_channels),
+                     pg_catalog.unnest(p_values)) WITH ORDINALITY
            AS w(task_id, channel, value, ord)
      ORDER BY w.ord
     ON CONFLICT DO NOTHING;
+END;
+$$;
+
+-- dg_put_writes_v1: dg_put_writes_v2 without task paths (every write's is ''). Raises what
+-- dg_put_writes_v2 raises.
+CREATE OR REPLACE FUNCTION dg_put_writes_v1(
+    p_thread_id text, p_token bigint, p_checkpoint_id text,
+    p_task_ids text[], p_channels text[], p_values text[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    PERFORM dg_put_writes_v2(p_thread_id, p_token, p_checkpoint_id,
+                             p_task_ids, p_channels, p_values, NULL);
 END;
 $$;
 
@@ -118,8 +143,8 @@ BEGIN
     PERFORM _dg_id(p_thread_id, 'thread_id');
     PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     PERFORM _dg_call_bytes(
-        coalesce(pg_column_size(p_kinds), 0) + coalesce(pg_column_size(p_payloads), 0)
-        + coalesce(pg_column_size(p_created_at), 0),
+        coalesce(pg_catalog.pg_column_size(p_kinds), 0) + coalesce(pg_catalog.pg_column_size(p_payloads), 0)
+        + coalesce(pg_catalog.pg_column_size(p_created_at), 0),
         v_lim.max_call_bytes);
     PERFORM _dg_ids(p_kinds, 'kinds', 1000000);
     PERFORM _dg_jsons(p_payloads, 'payloads', v_lim.max_value_bytes, true);
@@ -161,7 +186,7 @@ BEGIN
     PERFORM _dg_id(p_thread_id, 'thread_id');
     PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     PERFORM _dg_id(p_key, 'key');
-    PERFORM _dg_call_bytes(coalesce(pg_column_size(p_value), 0), v_lim.max_call_bytes);
+    PERFORM _dg_call_bytes(coalesce(pg_catalog.pg_column_size(p_value), 0), v_lim.max_call_bytes);
     IF p_value IS NOT NULL THEN
         PERFORM _dg_json(p_value, 'value', v_lim.max_value_bytes);
     END IF;

@@ -63,7 +63,7 @@ $$;
 
 -- _dg_prune_thread(thread, keep_last, max_age, now, budget): retention on one thread whose row
 -- the caller holds locked (D13: what prune keeps), removing at most p_budget rows (checkpoints, oldest first, then
--- events), so that one call's transaction stays bounded however long the thread (issue 12).
+-- events; a kept checkpoint whose parent is removed is left with parent_id NULL), so that one call's transaction stays bounded however long the thread (issue 12).
 -- done = nothing removable is left. The keep_last boundary is read from the seq index (no
 -- window over the whole thread).
 DROP FUNCTION IF EXISTS _dg_prune_thread(text, integer, interval, timestamptz);
@@ -120,6 +120,9 @@ BEGIN
          WHERE w.thread_id = p_thread_id AND w.checkpoint_id = ANY (v_removed);
         DELETE FROM checkpoints cp
          WHERE cp.thread_id = p_thread_id AND cp.checkpoint_id = ANY (v_removed);
+        -- A kept checkpoint whose parent was removed has none (SPEC §14.1).
+        UPDATE checkpoints cp SET parent_id = NULL
+         WHERE cp.thread_id = p_thread_id AND cp.parent_id = ANY (v_removed);
         checkpoints_removed := pg_catalog.cardinality(v_removed);
     END IF;
     IF v_cutoff IS NOT NULL AND done THEN

@@ -84,7 +84,7 @@ BEGIN
         SELECT t.thread_id FROM threads t JOIN tree ON t.parent_thread_id = tree.id WHERE t.live
     )
     SELECT pg_catalog.array_agg(id ORDER BY id) INTO v_sources FROM tree
-     WHERE left(id, pg_catalog.length(p_source)) = p_source;
+     WHERE pg_catalog.left(id, pg_catalog.length(p_source)) = p_source;
     v_targets := ARRAY(SELECT p_target || pg_catalog.substr(u, pg_catalog.length(p_source) + 1)
                          FROM pg_catalog.unnest(v_sources) WITH ORDINALITY AS x(u, n) ORDER BY n);
     PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(v_targets) u
@@ -109,7 +109,7 @@ BEGIN
         v_parent := s.parent_thread_id;
         IF i = 1 OR v_sources[i] = p_source THEN
             v_parent := NULL;
-        ELSIF v_parent IS NOT NULL AND left(v_parent, pg_catalog.length(p_source)) = p_source THEN
+        ELSIF v_parent IS NOT NULL AND pg_catalog.left(v_parent, pg_catalog.length(p_source)) = p_source THEN
             v_parent := p_target || pg_catalog.substr(v_parent, pg_catalog.length(p_source) + 1);
         END IF;
         UPDATE threads t
@@ -128,8 +128,9 @@ BEGIN
             VALUES (v_targets[i], c.checkpoint_id, v_seq, c.parent_id, c.run_id, c.state,
                     c.metadata, c.next, c.created_at, v_now);
         END LOOP;
-        INSERT INTO pending_writes (thread_id, checkpoint_id, task_id, channel, idx, value)
-        SELECT v_targets[i], w.checkpoint_id, w.task_id, w.channel, w.idx, w.value
+        INSERT INTO pending_writes (thread_id, checkpoint_id, task_id, channel, idx, value,
+                                    task_path)
+        SELECT v_targets[i], w.checkpoint_id, w.task_id, w.channel, w.idx, w.value, w.task_path
           FROM pending_writes w WHERE w.thread_id = v_sources[i] ORDER BY w.written_order;
         INSERT INTO effects (thread_id, key, value, run_id, recorded_at)
         SELECT v_targets[i], e.key, e.value, e.run_id, e.recorded_at
@@ -139,11 +140,39 @@ BEGIN
 END;
 $$;
 
--- dg_put_writes_and_commit_v1: dg_put_writes_v1 (writes to p_writes_checkpoint_id) then
+-- dg_put_writes_and_commit_v2: dg_put_writes_v2 (writes to p_writes_checkpoint_id) then
 -- dg_commit_v1, in one transaction and one round trip: a saver attaches a step's task writes and
 -- commits the next checkpoint with one durable write. The thread and the fence's thread are
 -- locked first, in id order (as dg_commit_v1 does). Raises what either raises (put_writes'
 -- checks first); on any error nothing is written. Returns the committed checkpoint.
+CREATE OR REPLACE FUNCTION dg_put_writes_and_commit_v2(
+    p_thread_id text, p_token bigint, p_writes_checkpoint_id text,
+    p_task_ids text[], p_channels text[], p_values text[], p_task_paths text[],
+    p_checkpoint_id text, p_parent_id text, p_run_id text,
+    p_state text, p_metadata text, p_next text[],
+    p_event_kinds text[], p_event_payloads text[], p_event_created_at timestamptz[],
+    p_created_at timestamptz, p_parent_thread_id text,
+    p_fence_thread_id text, p_fence_token bigint)
+RETURNS TABLE (thread_id text, checkpoint_id text, parent_id text, run_id text, state text,
+               metadata text, next text[], created_at timestamptz, committed_at timestamptz,
+               seq bigint, writes json)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    PERFORM _dg_check(p_thread_id IS NOT NULL, 'thread_id must not be NULL');
+    PERFORM _dg_lock_threads(ARRAY[p_thread_id, p_fence_thread_id]);
+    PERFORM dg_put_writes_v2(p_thread_id, p_token, p_writes_checkpoint_id,
+                             p_task_ids, p_channels, p_values, p_task_paths);
+    RETURN QUERY SELECT * FROM dg_commit_v1(
+        p_thread_id, p_token, p_checkpoint_id, p_parent_id, p_run_id, p_state, p_metadata,
+        p_next, p_event_kinds, p_event_payloads, p_event_created_at, p_created_at,
+        p_parent_thread_id, p_fence_thread_id, p_fence_token);
+END;
+$$;
+
+-- dg_put_writes_and_commit_v1: dg_put_writes_and_commit_v2 without task paths (every write's
+-- is ''). Raises what dg_put_writes_and_commit_v2 raises.
 CREATE OR REPLACE FUNCTION dg_put_writes_and_commit_v1(
     p_thread_id text, p_token bigint, p_writes_checkpoint_id text,
     p_task_ids text[], p_channels text[], p_values text[],
@@ -159,12 +188,9 @@ LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
 BEGIN
-    PERFORM _dg_check(p_thread_id IS NOT NULL, 'thread_id must not be NULL');
-    PERFORM _dg_lock_threads(ARRAY[p_thread_id, p_fence_thread_id]);
-    PERFORM dg_put_writes_v1(p_thread_id, p_token, p_writes_checkpoint_id,
-                             p_task_ids, p_channels, p_values);
-    RETURN QUERY SELECT * FROM dg_commit_v1(
-        p_thread_id, p_token, p_checkpoint_id, p_parent_id, p_run_id, p_state, p_metadata,
+    RETURN QUERY SELECT * FROM dg_put_writes_and_commit_v2(
+        p_thread_id, p_token, p_writes_checkpoint_id, p_task_ids, p_channels, p_values, NULL,
+        p_checkpoint_id, p_parent_id, p_run_id, p_state, p_metadata,
         p_next, p_event_kinds, p_event_payloads, p_event_created_at, p_created_at,
         p_parent_thread_id, p_fence_thread_id, p_fence_token);
 END;
@@ -210,20 +236,20 @@ BEGIN
       JOIN checkpoints c ON c.thread_id = t.thread_id
      CROSS JOIN LATERAL _dg_writes(c.thread_id, c.checkpoint_id) w
      WHERE t.thread_id = p_thread_id AND t.live AND c.seq < v_before
-       AND NOT EXISTS (SELECT 1 FROM jsonb_each(v_filter) f
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.jsonb_each(v_filter) f
                         WHERE (c.metadata::jsonb -> f.key) IS DISTINCT FROM f.value)
      ORDER BY c.seq DESC
      LIMIT p_limit;
 END;
 $$;
 
--- dg_put_writes_fenced_v1: dg_put_writes_v1 under a second claim, the fence, checked in the same
+-- dg_put_writes_fenced_v2: dg_put_writes_v2 under a second claim, the fence, checked in the same
 -- transaction (the thread and the fence's thread locked first, in id order): a subgraph
 -- namespace's writes fenced by the run's claim on the root thread. Raises DG002 when the fence
--- is not current (checked after the claim), then what dg_put_writes_v1 raises.
-CREATE OR REPLACE FUNCTION dg_put_writes_fenced_v1(
+-- is not current (checked after the claim), then what dg_put_writes_v2 raises.
+CREATE OR REPLACE FUNCTION dg_put_writes_fenced_v2(
     p_thread_id text, p_token bigint, p_checkpoint_id text,
-    p_task_ids text[], p_channels text[], p_values text[],
+    p_task_ids text[], p_channels text[], p_values text[], p_task_paths text[],
     p_fence_thread_id text, p_fence_token bigint)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -245,7 +271,24 @@ BEGIN
     IF NOT coalesce(f.claim_token = p_fence_token, false) THEN
         RAISE EXCEPTION 'fence claim is not current on its thread' USING ERRCODE = 'DG002';
     END IF;
-    PERFORM dg_put_writes_v1(p_thread_id, p_token, p_checkpoint_id,
-                             p_task_ids, p_channels, p_values);
+    PERFORM dg_put_writes_v2(p_thread_id, p_token, p_checkpoint_id,
+                             p_task_ids, p_channels, p_values, p_task_paths);
+END;
+$$;
+
+-- dg_put_writes_fenced_v1: dg_put_writes_fenced_v2 without task paths (every write's is '').
+-- Raises what dg_put_writes_fenced_v2 raises.
+CREATE OR REPLACE FUNCTION dg_put_writes_fenced_v1(
+    p_thread_id text, p_token bigint, p_checkpoint_id text,
+    p_task_ids text[], p_channels text[], p_values text[],
+    p_fence_thread_id text, p_fence_token bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    PERFORM dg_put_writes_fenced_v2(p_thread_id, p_token, p_checkpoint_id,
+                                    p_task_ids, p_channels, p_values, NULL,
+                                    p_fence_thread_id, p_fence_token);
 END;
 $$;

@@ -46,9 +46,9 @@ BEGIN
         AND coalesce(pg_catalog.octet_length(p_tenant) BETWEEN 1 AND 512, true)
         AND coalesce(pg_catalog.octet_length(p_key) BETWEEN 1 AND 512, true)
         AND p_mode IN ('enqueue', 'reject', 'interrupt') AND p_max_attempts >= 1
-        AND coalesce(pg_column_size(p_input), 0) <= v_lim.max_call_bytes) IS NOT TRUE THEN
+        AND coalesce(pg_catalog.pg_column_size(p_input), 0) <= v_lim.max_call_bytes) IS NOT TRUE THEN
         PERFORM _dg_id(p_thread_id, 'thread_id');
-        PERFORM _dg_call_bytes(coalesce(pg_column_size(p_input), 0), v_lim.max_call_bytes);
+        PERFORM _dg_call_bytes(coalesce(pg_catalog.pg_column_size(p_input), 0), v_lim.max_call_bytes);
         PERFORM _dg_opt_id(p_tenant, 'tenant');
         PERFORM _dg_opt_id(p_key, 'key');
         PERFORM _dg_check(p_mode IN ('enqueue', 'reject', 'interrupt'),

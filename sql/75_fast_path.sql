@@ -342,7 +342,7 @@ BEGIN
                       AND pg_catalog.cardinality(p_max_attempts) = n,
                       'submission arrays must have equal lengths');
     PERFORM _dg_ids(p_thread_ids, 'thread_ids', 10000);
-    PERFORM _dg_call_bytes(coalesce(pg_column_size(p_inputs), 0),
+    PERFORM _dg_call_bytes(coalesce(pg_catalog.pg_column_size(p_inputs), 0),
                            (_dg_limits()).max_call_bytes);
     FOR v_id IN SELECT DISTINCT u.id COLLATE "C" FROM pg_catalog.unnest(p_thread_ids) AS u(id) ORDER BY 1
     LOOP

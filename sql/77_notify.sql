@@ -1,10 +1,13 @@
 -- Change notifications (SPEC §11; the watchers table is migrations/0007.notify.sql, whose
--- comment says what is sent when). The trigger functions are internal helpers: they run inside
--- the dg_* function whose write fired them, under its pinned search_path.
+-- comment says what is sent when). The trigger functions are internal helpers, fired by the
+-- dg_* functions' writes and by the owner's own maintenance DML (any search_path): each pins the
+-- install's search_path (the schema, then pg_temp) with SET ... FROM CURRENT, so `watchers` and
+-- `queue_entries` are the schema's own whoever fires them (issue #24).
 
 -- events: one row trigger; a commit appending several events notifies once (dedup).
 CREATE OR REPLACE FUNCTION _dg_notify_events() RETURNS trigger
 LANGUAGE plpgsql
+SET search_path FROM CURRENT
 AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM watchers w
@@ -19,6 +22,7 @@ $$;
 -- queue: a submit (or a batch of them) may give idle workers work.
 CREATE OR REPLACE FUNCTION _dg_notify_queue() RETURNS trigger
 LANGUAGE plpgsql
+SET search_path FROM CURRENT
 AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM watchers w
@@ -33,6 +37,7 @@ $$;
 -- (idle workers: the thread's next head may now be leased).
 CREATE OR REPLACE FUNCTION _dg_notify_entry() RETURNS trigger
 LANGUAGE plpgsql
+SET search_path FROM CURRENT
 AS $$
 BEGIN
     IF NEW.outcome_kind IS NOT NULL
@@ -88,7 +93,8 @@ BEGIN
     PERFORM _dg_check(coalesce(pg_catalog.cardinality(p_kinds), 0) <= 10000, 'at most 10000 watches');
     PERFORM _dg_check(p_ttl > interval '0' AND p_ttl <= interval '1 hour',
                       'ttl must be positive and at most an hour');
-    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM unnest(p_kinds, p_keys) AS u(kind, key)
+    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest(p_kinds),
+                                                           pg_catalog.unnest(p_keys)) AS u(kind, key)
                                    WHERE u.kind IS NULL OR u.key IS NULL
                                       OR u.kind NOT IN ('events', 'closed', 'queue')
                                       OR pg_catalog.octet_length(u.key) > 512),
@@ -98,10 +104,11 @@ BEGIN
      WHERE w.expires_at <= v_now
         OR (w.listener = p_listener
             AND (w.kind, w.key) NOT IN (SELECT u.kind, u.key
-                                          FROM unnest(p_kinds, p_keys) AS u(kind, key)));
+                                          FROM ROWS FROM (pg_catalog.unnest(p_kinds),
+                                                          pg_catalog.unnest(p_keys)) AS u(kind, key)));
     INSERT INTO watchers (kind, key, listener, expires_at)
     SELECT DISTINCT u.kind, u.key, p_listener, v_now + p_ttl
-      FROM unnest(p_kinds, p_keys) AS u(kind, key)
+      FROM ROWS FROM (pg_catalog.unnest(p_kinds), pg_catalog.unnest(p_keys)) AS u(kind, key)
     ON CONFLICT (kind, key, listener) DO UPDATE SET expires_at = EXCLUDED.expires_at;
 END;
 $$;

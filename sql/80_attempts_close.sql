@@ -135,7 +135,7 @@ BEGIN
     PERFORM _dg_check(p_outcome_kind IN ('completed', 'failed', 'cancelled', 'interrupted'),
                       'outcome_kind must be completed, failed, cancelled or interrupted');
     v_lim := _dg_limits();
-    PERFORM _dg_call_bytes(coalesce(pg_column_size(p_outcome_detail), 0), v_lim.max_call_bytes);
+    PERFORM _dg_call_bytes(coalesce(pg_catalog.pg_column_size(p_outcome_detail), 0), v_lim.max_call_bytes);
     PERFORM _dg_json(p_outcome_detail, 'outcome_detail', v_lim.max_value_bytes);
     -- The detail's shape per kind, as every reader decodes it (JSON whitespace around it).
     v_detail := pg_catalog.btrim(p_outcome_detail, E' \t\n\r');

@@ -29,7 +29,7 @@ BEGIN
     p_delay := _dg_duration(p_delay, 'delay', true);
     IF p_error IS NOT NULL THEN
         v_lim := _dg_limits();
-        PERFORM _dg_call_bytes(pg_column_size(p_error), v_lim.max_call_bytes);
+        PERFORM _dg_call_bytes(pg_catalog.pg_column_size(p_error), v_lim.max_call_bytes);
         PERFORM _dg_json(p_error, 'error', v_lim.max_value_bytes);
         PERFORM _dg_check(pg_catalog.left(pg_catalog.btrim(p_error, E' \t\n\r'), 1) = '"',
                           'error must be a JSON string');

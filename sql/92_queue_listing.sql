@@ -111,11 +111,75 @@ BEGIN
 END;
 $$;
 
--- dg_set_trace_context_v1: remember the W3C trace context an entry was submitted in (version 00
--- traceparent, lower-case hex, ids not all zero; tracestate at most 512 printable ASCII
--- characters). The first context set for an entry is kept: a deduplicated submit does not move
--- it. Returns whether this call set it. Raises DG000 for a malformed argument, DG404 when the
--- entry is unknown or reclaimed.
+-- _dg_check_trace_context: DG000 unless p_traceparent is a W3C version 00 traceparent (lower-case
+-- hex, ids not all zero) and p_tracestate NULL or at most 512 printable ASCII characters.
+CREATE OR REPLACE FUNCTION _dg_check_trace_context(p_traceparent text, p_tracestate text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+    PERFORM _dg_check(p_traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
+                      AND pg_catalog.substr(p_traceparent, 4, 32) <> pg_catalog.repeat('0', 32)
+                      AND pg_catalog.substr(p_traceparent, 37, 16) <> pg_catalog.repeat('0', 16),
+                      'traceparent must be a W3C version 00 traceparent');
+    PERFORM _dg_check(p_tracestate IS NULL
+                      OR (pg_catalog.length(p_tracestate) <= 512 AND p_tracestate ~ '^[\x20-\x7e]*$'),
+                      'tracestate must be at most 512 printable ASCII characters');
+END;
+$$;
+
+-- dg_set_trace_context_v2: remember the W3C trace context an entry of p_tenant (NULL: the
+-- no-tenant namespace) was submitted in (_dg_check_trace_context). The first context set for an
+-- entry is kept: a deduplicated submit does not move it. Returns whether this call set it: false
+-- too for an entry that is unknown, reclaimed or another tenant's, exactly as for an id that
+-- never existed (SPEC §10.6: no oracle, no way to set another tenant's first). Raises DG000 for a
+-- malformed argument.
+CREATE OR REPLACE FUNCTION dg_set_trace_context_v2(p_entry_id bigint, p_tenant text,
+                                                   p_traceparent text, p_tracestate text)
+RETURNS TABLE (stored boolean)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_rows integer;
+BEGIN
+    PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
+    PERFORM _dg_opt_id(p_tenant, 'tenant');
+    PERFORM _dg_check_trace_context(p_traceparent, p_tracestate);
+    INSERT INTO queue_trace_context (entry_id, traceparent, tracestate)
+    SELECT q.entry_id, p_traceparent, p_tracestate
+      FROM queue_entries q
+     WHERE q.entry_id = p_entry_id AND q.tenant IS NOT DISTINCT FROM p_tenant
+    ON CONFLICT (entry_id) DO NOTHING;
+    GET DIAGNOSTICS v_rows = ROW_COUNT;
+    RETURN QUERY SELECT v_rows = 1;
+END;
+$$;
+
+-- dg_trace_context_v2: the trace context set for an entry of p_tenant (NULL: the no-tenant
+-- namespace); no row when none was set or the entry is unknown, reclaimed or another tenant's.
+-- Raises DG000 for a malformed argument.
+CREATE OR REPLACE FUNCTION dg_trace_context_v2(p_entry_id bigint, p_tenant text)
+RETURNS TABLE (traceparent text, tracestate text)
+LANGUAGE plpgsql STABLE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
+    PERFORM _dg_opt_id(p_tenant, 'tenant');
+    RETURN QUERY
+    SELECT t.traceparent, t.tracestate
+      FROM queue_trace_context t JOIN queue_entries q ON q.entry_id = t.entry_id
+     WHERE t.entry_id = p_entry_id AND q.tenant IS NOT DISTINCT FROM p_tenant;
+END;
+$$;
+
+-- dg_set_trace_context_v1: kept for its callers (sql/README.md: a changed argument list gets a
+-- new name); since v2 it sees only the no-tenant namespace, as dg_set_trace_context_v2 with
+-- p_tenant NULL — an entry of a tenant answers as unknown. Raises DG000 for a malformed argument,
+-- DG404 when the entry is unknown, reclaimed or a tenant's.
 CREATE OR REPLACE FUNCTION dg_set_trace_context_v1(p_entry_id bigint, p_traceparent text,
                                                    p_tracestate text)
 RETURNS TABLE (stored boolean)
@@ -127,14 +191,8 @@ DECLARE
     v_rows integer;
 BEGIN
     PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
-    PERFORM _dg_check(p_traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
-                      AND pg_catalog.substr(p_traceparent, 4, 32) <> repeat('0', 32)
-                      AND pg_catalog.substr(p_traceparent, 37, 16) <> repeat('0', 16),
-                      'traceparent must be a W3C version 00 traceparent');
-    PERFORM _dg_check(p_tracestate IS NULL
-                      OR (pg_catalog.length(p_tracestate) <= 512 AND p_tracestate ~ '^[\x20-\x7e]*$'),
-                      'tracestate must be at most 512 printable ASCII characters');
-    PERFORM 1 FROM queue_entries q WHERE q.entry_id = p_entry_id;
+    PERFORM _dg_check_trace_context(p_traceparent, p_tracestate);
+    PERFORM 1 FROM queue_entries q WHERE q.entry_id = p_entry_id AND q.tenant IS NULL;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'entry % not found', p_entry_id USING ERRCODE = 'DG404';
     END IF;
@@ -146,8 +204,8 @@ BEGIN
 END;
 $$;
 
--- dg_trace_context_v1: the trace context set for an entry; no row when none was set or the
--- entry is unknown. Raises nothing.
+-- dg_trace_context_v1: kept for its callers; dg_trace_context_v2 with p_tenant NULL (no row for a
+-- tenant's entry). Raises nothing.
 CREATE OR REPLACE FUNCTION dg_trace_context_v1(p_entry_id bigint)
 RETURNS TABLE (traceparent text, tracestate text)
 LANGUAGE plpgsql STABLE
@@ -156,6 +214,8 @@ AS $$
 #variable_conflict use_column
 BEGIN
     RETURN QUERY
-    SELECT t.traceparent, t.tracestate FROM queue_trace_context t WHERE t.entry_id = p_entry_id;
+    SELECT t.traceparent, t.tracestate
+      FROM queue_trace_context t JOIN queue_entries q ON q.entry_id = t.entry_id
+     WHERE t.entry_id = p_entry_id AND q.tenant IS NULL;
 END;
 $$;

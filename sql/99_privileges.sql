@@ -11,8 +11,10 @@
 --   (`durable-graph grant`). Roles holding USAGE on the schema (granted runtime roles) get
 --   EXECUTE on every dg_* function here, so a new function of an upgrade reaches them too.
 -- - Tables, sequences, store_now() and the internal _dg_* helpers are private to the owner. The
---   helpers keep no SET clause and no SECURITY DEFINER: they run inside a dg_* function, as the
---   owner, under its pinned search_path, and the SQL ones stay inlinable.
+--   helpers keep no SECURITY DEFINER and (but the _dg_notify_* trigger functions, which pin the
+--   install's search_path themselves: the owner's own DML fires them too) no SET clause: they run
+--   inside a dg_* function, as the owner, under its pinned search_path, and the SQL ones stay
+--   inlinable.
 -- - Per-schema default privileges cannot take back PUBLIC's global EXECUTE default (PostgreSQL
 --   adds them to the global ones), hence the explicit REVOKEs here on every install.
 DO $$

@@ -3,7 +3,10 @@
 --     psql -v schema=app -f sql/install.sql
 --
 -- Run it as the role that owns the schema (or will: it is created when missing, which needs
--- CREATE on the database); it refuses a schema owned by another role. Idempotent, in one
+-- CREATE on the database), best a dedicated non-superuser role (sql/README.md "Privileges"). It
+-- refuses, before creating anything, a schema owned by another role, a schema holding an object
+-- another role owns, and a schema on which another role (or PUBLIC) holds CREATE: any of them
+-- could run code as the installing role. Idempotent, in one
 -- transaction: on a current schema the catalog stays as it was; on an earlier version it applies
 -- the missing migrations of ../migrations, then every function file of sql/, exactly as
 -- `durable-graph migrate` does, and holds the same advisory lock, so the two never race.
@@ -14,18 +17,20 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 8
+\set dg_required_version 9
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
 
--- Check the name, wait for a concurrent migrate, refuse a foreign-owned schema, create a missing
--- one, and read the installed version (0: none).
+-- Check the name, wait for a concurrent migrate, refuse a foreign-owned schema or one where
+-- another role planted objects or may create them, create a missing one, and read the installed
+-- version (0: none).
 DO $$
 DECLARE
     v_schema  text := pg_catalog.current_setting('durable_graph.schema');
     v_owner   oid;
     v_version text;
+    v_foreign text[];
 BEGIN
     IF v_schema !~ '^[a-z_][a-z0-9_]{0,62}$' OR v_schema LIKE 'pg\_%' THEN
         RAISE EXCEPTION 'schema % must match ^[a-z_][a-z0-9_]{0,62}$ and not start with pg_ '
@@ -45,6 +50,74 @@ BEGIN
         RAISE EXCEPTION 'schema % is owned by role %, not by %: run this script as its owner',
             v_schema, pg_catalog.pg_get_userbyid(v_owner), pg_catalog.current_user()
             USING ERRCODE = '42501';
+    ELSE
+        -- What another role put in the schema runs as us once a statement here resolves a name to
+        -- it: a table of ours with a trigger of theirs, an overload of a builtin. And a role
+        -- holding CREATE could plant one while this transaction runs. `durable-graph migrate`
+        -- runs this very query (read from here, between the two marks).
+        -- dg:foreign-objects
+        SELECT pg_catalog.array_agg(f.what ORDER BY f.what) INTO v_foreign FROM (
+            SELECT pg_catalog.format('relation %s of role %s', c.relname,
+                                     pg_catalog.pg_get_userbyid(c.relowner)) AS what
+              FROM pg_catalog.pg_class c WHERE c.relnamespace = (
+                   SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = v_schema)
+               AND c.relowner <> v_owner
+            UNION ALL
+            SELECT pg_catalog.format('function %s(%s) of role %s', p.proname,
+                                     pg_catalog.pg_get_function_identity_arguments(p.oid),
+                                     pg_catalog.pg_get_userbyid(p.proowner))
+              FROM pg_catalog.pg_proc p WHERE p.pronamespace = (
+                   SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = v_schema)
+               AND p.proowner <> v_owner
+            UNION ALL
+            SELECT pg_catalog.format('type %s of role %s', t.typname,
+                                     pg_catalog.pg_get_userbyid(t.typowner))
+              FROM pg_catalog.pg_type t WHERE t.typnamespace = (
+                   SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = v_schema)
+               AND t.typowner <> v_owner AND t.typrelid = 0 AND t.typcategory <> 'A'
+            UNION ALL
+            SELECT pg_catalog.format('operator %s of role %s', o.oprname,
+                                     pg_catalog.pg_get_userbyid(o.oprowner))
+              FROM pg_catalog.pg_operator o WHERE o.oprnamespace = (
+                   SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = v_schema)
+               AND o.oprowner <> v_owner
+            UNION ALL
+            SELECT pg_catalog.format('collation %s of role %s', l.collname,
+                                     pg_catalog.pg_get_userbyid(l.collowner))
+              FROM pg_catalog.pg_collation l WHERE l.collnamespace = (
+                   SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = v_schema)
+               AND l.collowner <> v_owner
+            UNION ALL
+            SELECT pg_catalog.format('conversion %s of role %s', v.conname,
+                                     pg_catalog.pg_get_userbyid(v.conowner))
+              FROM pg_catalog.pg_conversion v WHERE v.connamespace = (
+                   SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = v_schema)
+               AND v.conowner <> v_owner
+            UNION ALL
+            SELECT pg_catalog.format('trigger %s on %s calling %s of role %s', g.tgname,
+                                     c.relname, p.proname, pg_catalog.pg_get_userbyid(p.proowner))
+              FROM pg_catalog.pg_trigger g
+              JOIN pg_catalog.pg_class c ON c.oid = g.tgrelid
+              JOIN pg_catalog.pg_proc p ON p.oid = g.tgfoid
+             WHERE c.relnamespace = (
+                   SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = v_schema)
+               AND p.proowner <> v_owner AND NOT g.tgisinternal
+               AND p.pronamespace <> 'pg_catalog'::pg_catalog.regnamespace
+            UNION ALL
+            SELECT pg_catalog.format('CREATE on the schema held by %s', CASE a.grantee
+                       WHEN 0 THEN 'PUBLIC' ELSE 'role ' || pg_catalog.pg_get_userbyid(a.grantee) END)
+              FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+             WHERE n.nspname = v_schema AND a.privilege_type = 'CREATE' AND a.grantee <> v_owner
+        ) f;
+        -- end dg:foreign-objects
+        IF v_foreign IS NOT NULL THEN
+            RAISE EXCEPTION 'schema % is not safe to install into: %', v_schema,
+                pg_catalog.array_to_string(v_foreign, '; ')
+                USING ERRCODE = '42501',
+                      HINT = 'Drop the objects other roles own there (or install into a new '
+                             'schema) and REVOKE CREATE ON SCHEMA from every role but its owner, '
+                             'then run this script again; nothing was created.';
+        END IF;
     END IF;
     IF pg_catalog.to_regclass(pg_catalog.format('%I.schema_meta', v_schema)) IS NOT NULL THEN
         EXECUTE pg_catalog.format(
@@ -96,7 +169,12 @@ SELECT :dg_version >= 7 AS dg_has_0007 \gset
 SELECT :dg_version >= 8 AS dg_has_0008 \gset
 \if :dg_has_0008
 \else
-\ir ../migrations/0008.lean_hot_path.sql
+\ir ../migrations/0008.task_path.sql
+\endif
+SELECT :dg_version >= 9 AS dg_has_0009 \gset
+\if :dg_has_0009
+\else
+\ir ../migrations/0009.lean_hot_path.sql
 \endif
 
 -- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).

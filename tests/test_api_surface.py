@@ -4,16 +4,19 @@ The sync `Checkpointer` and `RunQueue` Protocols are the source (`durable_graph.
 implementation — memory, SQLite, PostgreSQL, their three async stores — the async Protocols, and
 the testkit adapter must have each member (``members``: the methods, ``run_queue`` and the context
 manager) with the same parameters, kinds, defaults and annotations (``async`` where the Protocol
-is async), whether written out or derived from the Protocol. The PostgreSQL builders behind the
-derived methods take the Protocol's parameters in order. The fixed ThreadBusy messages and the
+is async), whether written by hand or generated from the Protocols (``tools/generate_stores.py``).
+A generated PostgreSQL method is one call of the builder of its name, which takes the Protocol's
+parameters in order. The fixed ThreadBusy messages and the
 SQLSTATE map are checked against the SQL functions that raise them.
 """
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import inspect
 import re
+import textwrap
 import typing
 from pathlib import Path
 
@@ -26,25 +29,14 @@ from durable_graph.core import errors
 from durable_graph.core.async_protocols import AsyncCheckpointer, AsyncRunQueue
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.model import Checkpoint
-from durable_graph.core.run_queue import RunQueue
-from durable_graph.core.surface import (
-    AsyncCheckpointerCalls,
-    AsyncRunQueueCalls,
-    CheckpointerCalls,
-    RunQueueCalls,
-    TraceContexts,
-    arguments_of,
-    mismatches,
-)
+from durable_graph.core.run_queue import RunQueue, TraceContexts
+from durable_graph.core.surface import members, mismatches
 from durable_graph.memory.store import InMemoryCheckpointer
-from durable_graph.postgres import PostgresCheckpointer
+from durable_graph.postgres import PostgresCheckpointer, calls, operating
+from durable_graph.postgres.async_generated import AsyncCheckpointerSql, AsyncRunQueueSql
 from durable_graph.postgres.async_store import AsyncPostgresCheckpointer, AsyncPostgresRunQueue
-from durable_graph.postgres.store import (
-    CHECKPOINTER_CALLS,
-    RUN_QUEUE_CALLS,
-    PostgresRunQueue,
-    SqlCalls,
-)
+from durable_graph.postgres.generated import CheckpointerSql, RunQueueSql
+from durable_graph.postgres.store import PostgresRunQueue
 from durable_graph.sqlite import SqliteCheckpointer
 from durable_graph.testkit.async_adapter import SyncAdapter
 
@@ -91,65 +83,92 @@ def test_every_store_queue_keeps_trace_contexts_with_one_signature(store: type) 
 
 
 SQL_STORES = [
-    (PostgresCheckpointer, CheckpointerCalls, CHECKPOINTER_CALLS),
-    (PostgresRunQueue, RunQueueCalls, RUN_QUEUE_CALLS),
-    (AsyncPostgresCheckpointer, AsyncCheckpointerCalls, CHECKPOINTER_CALLS),
-    (AsyncPostgresRunQueue, AsyncRunQueueCalls, RUN_QUEUE_CALLS),
+    (PostgresCheckpointer, CheckpointerSql, Checkpointer),
+    (PostgresRunQueue, RunQueueSql, RunQueue),
+    (AsyncPostgresCheckpointer, AsyncCheckpointerSql, Checkpointer),
+    (AsyncPostgresRunQueue, AsyncRunQueueSql, RunQueue),
 ]
 
 
+def _generated(mixin: type) -> dict[str, typing.Any]:
+    return {n: m for n, m in vars(mixin).items() if not n.startswith("_") and callable(m)}
+
+
+def _builder(name: str) -> typing.Any:
+    return getattr(calls, name, None) or getattr(operating, name)
+
+
 @pytest.mark.parametrize(
-    ("store", "method_set", "table"), SQL_STORES, ids=[s[0].__name__ for s in SQL_STORES]
+    ("store", "mixin", "protocol"), SQL_STORES, ids=[s[0].__name__ for s in SQL_STORES]
 )
-def test_a_postgres_method_not_written_out_is_one_sql_call(
-    store: type, method_set: type, table: SqlCalls
+def test_a_postgres_method_not_written_by_hand_is_one_sql_call(
+    store: type, mixin: type, protocol: type
 ) -> None:
-    forwarded = {n: m for n, m in vars(method_set).items() if hasattr(m, "__wrapped__")}
-    inherited = {n for n, m in forwarded.items() if inspect.getattr_static(store, n) is m}
-    assert inherited == set(table.builders)
+    methods = _generated(mixin)
+    hand_written = {"prune_all", "submit_many", "await_events_after", "subscribe", "await_closed"}
+    expected = (
+        set(members(protocol)) - hand_written - {"close", "run_queue", "__enter__", "__exit__"}
+    )
+    if protocol is Checkpointer:
+        assert set(methods) == expected
+    else:
+        assert set(methods) == expected | {"close", "set_trace_context", "trace_context"}
+    for name, method in methods.items():
+        assert inspect.getattr_static(store, name) is method, name  # inherited as generated
+        params = list(inspect.signature(method).parameters)[1:]
+        module = "calls" if hasattr(calls, name) else "operating"
+        call = f"self._x.run({module}.{name}({', '.join(['self._config', *params])}))"
+        body = ast.parse(textwrap.dedent(inspect.getsource(method))).body[0]
+        assert isinstance(body, ast.FunctionDef | ast.AsyncFunctionDef)
+        statement = body.body[0]
+        assert isinstance(statement, ast.Return) and statement.value is not None, name
+        assert ast.unparse(statement.value) in (call, f"await {call}"), name
 
 
-@pytest.mark.parametrize(
-    "table", [CHECKPOINTER_CALLS, RUN_QUEUE_CALLS], ids=["checkpointer", "run_queue"]
-)
-def test_every_sql_builder_takes_the_protocols_parameters_in_order(table: SqlCalls) -> None:
-    for name, build in table.builders.items():
-        builder = inspect.signature(build).parameters.values()
-        params = list(inspect.signature(table.methods[name]).parameters)[1:]
+@pytest.mark.parametrize("mixin", [CheckpointerSql, RunQueueSql], ids=["checkpointer", "run_queue"])
+def test_every_sql_builder_takes_the_protocols_parameters_in_order(mixin: type) -> None:
+    for name, method in _generated(mixin).items():
+        builder = inspect.signature(_builder(name)).parameters.values()
+        params = list(inspect.signature(method).parameters)[1:]
         assert [p.name for p in builder] == ["config", *params], name
         assert all(p.kind is p.POSITIONAL_OR_KEYWORD for p in builder), name
         assert all(p.default is p.empty for p in builder), name
 
 
 def test_sql_call_arguments_are_completed_with_the_protocols_defaults() -> None:
-    history = arguments_of(Checkpointer.history)
-    assert history(("t", None, 100), {}) == ("t", None, 100)
-    assert list(history(("t",), {})) == ["t", None, 100]
-    assert list(history(("t",), {"limit": 5})) == ["t", None, 5]
-    assert list(history((), {"thread_id": "t", "before": "c"})) == ["t", "c", 100]
-    begin = arguments_of(Checkpointer.begin_attempt)
-    assert list(begin(("h", 1), {"run_id": "r"})) == ["h", 1, "r", ClaimPolicy(), durable_graph.ANY]
+    def bound(method: typing.Any, *args: object, **kwargs: object) -> list[object]:
+        found = inspect.signature(method).bind(None, *args, **kwargs)
+        found.apply_defaults()
+        return list(found.arguments.values())[1:]
+
+    history = PostgresCheckpointer.history
+    assert bound(history, "t", None, 100) == ["t", None, 100]
+    assert bound(history, "t") == ["t", None, 100]
+    assert bound(history, "t", limit=5) == ["t", None, 5]
+    assert bound(history, thread_id="t", before="c") == ["t", "c", 100]
+    begin = PostgresCheckpointer.begin_attempt
+    assert bound(begin, "h", 1, run_id="r") == ["h", 1, "r", ClaimPolicy(), durable_graph.ANY]
 
 
 @pytest.mark.parametrize(
     ("args", "kwargs", "error"),
     [
-        ((), {}, "history() missing required argument: 'thread_id'"),
-        (("t", None, 100, 1), {}, "history() takes 3 positional arguments, got 4"),
-        (("t",), {"thread_id": "u"}, "history() got multiple values for argument 'thread_id'"),
-        (("t",), {"size": 5}, "history() got an unexpected keyword argument 'size'"),
+        ((), {}, "missing a required argument: 'thread_id'"),
+        (("t", None, 100, 1), {}, "too many positional arguments"),
+        (("t",), {"thread_id": "u"}, "multiple values for argument 'thread_id'"),
+        (("t",), {"size": 5}, "got an unexpected keyword argument 'size'"),
     ],
 )
 def test_sql_call_arguments_refuse_a_call_python_would_refuse(
     args: tuple[object, ...], kwargs: dict[str, object], error: str
 ) -> None:
     with pytest.raises(TypeError, match=re.escape(error)):
-        arguments_of(Checkpointer.history)(args, kwargs)
+        inspect.signature(PostgresCheckpointer.history).bind(None, *args, **kwargs)
 
 
 def test_sql_call_keyword_only_arguments_stay_keyword_only() -> None:
-    with pytest.raises(TypeError, match="takes 2 positional arguments, got 3"):
-        arguments_of(Checkpointer.begin_attempt)(("h", 1, "r"), {})
+    with pytest.raises(TypeError, match="too many positional arguments"):
+        inspect.signature(PostgresCheckpointer.begin_attempt).bind(None, "h", 1, "r")
 
 
 def test_a_changed_default_is_reported() -> None:
@@ -171,7 +190,7 @@ class _ShortHistory(AsyncInMemoryCheckpointer):
         return await super().history(thread_id, before, limit)
 
 
-def test_the_adapter_passes_only_the_arguments_given() -> None:
+def test_the_adapter_passes_the_arguments_given_and_the_protocols_defaults() -> None:
     async def factory() -> _ShortHistory:
         return _ShortHistory()
 
@@ -181,8 +200,15 @@ def test_the_adapter_passes_only_the_arguments_given() -> None:
         parent = None
         for i in range(4):
             parent = adapter.commit(claim, Commit(f"c{i}", parent, "r", i)).checkpoint_id
-        assert len(adapter.history("t")) == 2  # the async store's default, not the Protocol's
+        # Written out, the adapter passes the Protocol's default (every store's: checked above).
+        assert len(adapter.history("t")) == 4
         assert len(adapter.history("t", limit=3)) == 3
+        assert (
+            len(
+                asyncio.run_coroutine_threadsafe(adapter.target.history("t"), adapter.loop).result()
+            )
+            == 2
+        )
         assert claim.ttl == ClaimPolicy().ttl
     finally:
         adapter.shutdown()

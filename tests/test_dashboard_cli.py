@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -132,3 +135,113 @@ def test_dashboard_answers_bad_arguments_with_400_and_unknown_ids_with_404(
         assert _get(url + "/entry/999")[0] == 404
         assert _get(url + "/thread?id=no-such-thread")[0] == 404
         assert _get(url + "/thread?id=")[0] == 400
+
+
+def _serve(db: Path, *extra: str) -> tuple[subprocess.Popen[str], int]:
+    port = _free_port()
+    server = subprocess.Popen(
+        [str(BIN), "--sqlite", str(db), "dashboard", "--port", str(port), *extra],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return server, port
+
+
+def _stop(server: subprocess.Popen[str]) -> None:
+    server.send_signal(signal.SIGTERM)
+    _, stderr = server.communicate(timeout=30)
+    assert server.returncode == 0, stderr
+
+
+def _until_up(server: subprocess.Popen[str], probe: Any) -> Any:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return probe()
+        except (OSError, ssl.SSLError):
+            assert server.poll() is None, server.communicate()
+            assert time.monotonic() < deadline, "the dashboard did not come up"
+            time.sleep(0.1)
+
+
+def test_allow_remote_refuses_to_serve_without_tls_unless_insecure(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    SqliteCheckpointer.open(str(db)).close()
+    remote = ["--host", "0.0.0.0", "--allow-remote", "--token", TOKEN]
+    refused = subprocess.run(
+        [str(BIN), "--sqlite", str(db), "dashboard", *remote],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2
+    assert "--allow-remote needs TLS (--ssl-certfile and --ssl-keyfile)" in refused.stderr
+    half = subprocess.run(
+        [str(BIN), "--sqlite", str(db), "dashboard", *remote, "--ssl-certfile", "c.pem"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert half.returncode == 2 and "go together" in half.stderr
+    server, port = _serve(db, *remote, "--insecure")  # plain HTTP, as asked
+    try:
+        status = _until_up(
+            server, lambda: _get(f"http://127.0.0.1:{port}/", {"Authorization": f"Bearer {TOKEN}"})
+        )[0]
+        assert status == 200
+    finally:
+        _stop(server)
+
+
+def test_dashboard_serves_https_with_ssl_certfile_and_keyfile(tmp_path: Path) -> None:
+    """--ssl-certfile/--ssl-keyfile reach uvicorn: the pages are HTTPS, plain HTTP gets nothing."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost"),
+            *("-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    db = tmp_path / "store.db"
+    with SqliteCheckpointer.open(str(db)) as store:
+        fill(store)
+    tls = ["--ssl-certfile", str(cert), "--ssl-keyfile", str(key), "--token", TOKEN]
+    server, port = _serve(db, *tls)
+    context = ssl.create_default_context(cafile=str(cert))
+
+    def fetch() -> tuple[int, str]:
+        request = urllib.request.Request(
+            f"https://localhost:{port}/", headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+        with urllib.request.urlopen(request, timeout=10, context=context) as r:
+            return r.status, r.read().decode()
+
+    try:
+        status, body = _until_up(server, fetch)
+        assert status == 200 and 'data-state="failed"' in body
+        with pytest.raises((OSError, http.client.HTTPException)):
+            _get(f"http://localhost:{port}/")
+    finally:
+        _stop(server)
+
+
+def test_cli_help_says_the_command_line_shows_token_and_dsn_in_ps() -> None:
+    for command in (["dashboard", "--help"], ["migrate", "--help"]):
+        done = subprocess.run(
+            [str(BIN), *command], env=_env(), capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0
+        flat = " ".join(done.stdout.split())
+        assert "visible to every user of the machine in `ps`" in flat
+        assert (
+            "DURABLE_GRAPH_TOKEN is not"
+            if command[0] == "dashboard"
+            else "DURABLE_GRAPH_DSN is not"
+        ) in flat

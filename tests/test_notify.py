@@ -305,3 +305,46 @@ def test_async_waiters_and_an_idle_async_worker_wake_when_notified(
             await store.close()
 
     asyncio.run(main())
+
+
+def test_owner_side_dml_fires_the_notify_triggers_under_any_search_path(
+    store: PostgresCheckpointer, pg_dsn: str, pg_schema: str
+) -> None:
+    """Maintenance DML by the owner on ``events`` / ``queue_entries`` with another search_path
+    (issue #24, finding 7): the trigger functions pin the schema's, so ``watchers`` is found and
+    a watched change still notifies."""
+    queue = store.run_queue
+    entry = queue.submit(Submission(thread_id="maint", input=1))
+    _commit(store, "maint", events=1)
+    s = sql.Identifier(pg_schema)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "SELECT {}.dg_watch_v1('maint-listener', ARRAY['events', 'queue', 'closed'],"
+                " ARRAY['maint', '', %s], interval '1 minute')"
+            ).format(s),
+            (str(entry.entry_id),),
+        )
+        conn.execute(sql.SQL("LISTEN {}").format(s))
+        conn.execute("SET search_path TO public")
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {}.events (thread_id, seq, kind, payload, run_id, created_at,"
+                " committed_at) SELECT thread_id, seq + 100, kind, payload, run_id, created_at,"
+                " committed_at FROM {}.events WHERE thread_id = 'maint' ORDER BY seq DESC LIMIT 1"
+            ).format(s, s)
+        )
+        conn.execute(  # a statement trigger: it fires for no row too
+            sql.SQL(
+                "INSERT INTO {}.queue_entries (thread_id)"
+                " SELECT thread_id FROM {}.queue_entries WHERE false"
+            ).format(s, s)
+        )
+        conn.execute(
+            sql.SQL(
+                "UPDATE {}.queue_entries SET outcome_kind = 'cancelled' WHERE entry_id = %s"
+            ).format(s),
+            (entry.entry_id,),
+        )
+        got = sorted({n.payload for n in conn.notifies(timeout=2.0, stop_after=3)})
+    assert got == ["closed", "events", "queue"]

@@ -173,6 +173,7 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
         raw.execute("ALTER TABLE queue_entries DROP COLUMN not_before")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN retry_of")
         raw.execute("ALTER TABLE queue_attempts DROP COLUMN error")
+        raw.execute("ALTER TABLE pending_writes DROP COLUMN task_path")  # version 5's
         raw.execute("PRAGMA user_version = 2")
     store = SqliteCheckpointer.open(path)
     try:
@@ -184,7 +185,7 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
     finally:
         store.close()
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
 
 
 def test_a_traceback_over_the_stores_value_limit_still_defers_the_entry(tmp_path: Path) -> None:

@@ -395,3 +395,31 @@ def test_cli_grant_and_revoke_apply_or_print_exactly_that(
         assert _denied(conn, f"SELECT * FROM \"{pg_schema}\".dg_thread_v1('t')")
     assert main(["grant", *args]) != 0  # no DSN, no --print
     assert "grant needs --dsn" in capsys.readouterr().err
+
+
+def test_cli_grant_quotes_a_role_name_holding_a_line_break(
+    pg_dsn: str, pg_schema: str, roles: Roles, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A role name is a quoted identifier whatever it holds: a line break (or a quote) in it
+    neither splits a statement nor ends the name (issue #24)."""
+    owner = roles.create("dg_nl_owner")
+    runtime = f'dg_nl_{uuid.uuid4().hex[:8]}\nrt "x"'
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(runtime)))
+    roles.names.append(runtime)
+    roles.owned_schema(owner, pg_schema)
+    owner_dsn = as_role(pg_dsn, owner)
+    migrate(owner_dsn, pg_schema)
+    assert main(["grant", "--schema", pg_schema, "--role", runtime, "--print"]) == 0
+    assert capsys.readouterr().out == privileges.grant_sql(pg_schema, runtime)
+    assert main(["grant", "--dsn", owner_dsn, "--schema", pg_schema, "--role", runtime]) == 0
+    capsys.readouterr()
+    with psycopg.connect(as_role(pg_dsn, runtime), autocommit=True) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == (runtime,)
+        found = conn.execute(
+            sql.SQL("SELECT * FROM {}.dg_thread_v1('t')").format(sql.Identifier(pg_schema))
+        ).fetchall()
+    assert found == []
+    assert main(["revoke", "--dsn", owner_dsn, "--schema", pg_schema, "--role", runtime]) == 0
+    with psycopg.connect(as_role(pg_dsn, runtime), autocommit=True) as conn:
+        assert _denied(conn, f"SELECT * FROM \"{pg_schema}\".dg_thread_v1('t')")

@@ -269,3 +269,38 @@ def test_worker_command_exports_an_attempts_spans_to_the_console(tmp_path: Path)
     for child in ("durable_graph.commit", "durable_graph.finish_attempt"):
         assert by_name[child]["context"]["trace_id"] == attempt["context"]["trace_id"]
         assert by_name[child]["parent_id"] == attempt["context"]["span_id"]
+
+
+def test_sql_trace_context_calls_answer_as_for_an_unknown_id_across_tenants(
+    pg_dsn: str, pg_config: PostgresConfig
+) -> None:
+    """SPEC §10.6 on the SQL API itself (issue #24): dg_set_trace_context_v2 /
+    dg_trace_context_v2 take the tenant; the kept v1 calls see the no-tenant namespace only."""
+    tp = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+    with PostgresCheckpointer.open(pg_dsn, pg_config) as store:
+        entry_id = store.run_queue.submit(Submission("t", "go", tenant="a")).entry_id
+    unknown = entry_id + 1000
+    s = sql.Identifier(pg_config.schema)
+
+    def answer(conn: psycopg.Connection[Any], query: str, *args: object) -> object:
+        try:
+            return conn.execute(sql.SQL(query).format(s), args).fetchall()
+        except psycopg.Error as exc:
+            return exc.sqlstate
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        set_v2 = "SELECT * FROM {}.dg_set_trace_context_v2(%s, %s, %s, NULL)"
+        get_v2 = "SELECT * FROM {}.dg_trace_context_v2(%s, %s)"
+        for other in ("b", None):
+            assert answer(conn, set_v2, entry_id, other, tp) == [(False,)]
+            assert answer(conn, set_v2, unknown, other, tp) == [(False,)]
+        assert answer(conn, set_v2, entry_id, "a", tp) == [(True,)]
+        for other in ("b", None):
+            assert answer(conn, get_v2, entry_id, other) == answer(conn, get_v2, unknown, other)
+            assert answer(conn, get_v2, entry_id, other) == []
+        assert answer(conn, get_v2, entry_id, "a") == [(tp, None)]
+        set_v1 = "SELECT * FROM {}.dg_set_trace_context_v1(%s, %s, NULL)"
+        get_v1 = "SELECT * FROM {}.dg_trace_context_v1(%s)"
+        assert answer(conn, set_v1, entry_id, tp) == answer(conn, set_v1, unknown, tp) == "DG404"
+        assert answer(conn, get_v1, entry_id) == answer(conn, get_v1, unknown) == []
+        assert answer(conn, set_v2, entry_id, "", tp) == "DG000"  # the tenant is checked

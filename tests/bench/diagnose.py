@@ -102,7 +102,7 @@ class _Raw:
         self.notices: list[str] = []
         self.conn.add_notice_handler(lambda d: self.notices.append(d.message_primary or ""))
 
-    def run(self, call: calls.Call[Any]) -> Any:
+    def run(self, call: calls.SqlCall[Any]) -> Any:
         cur = self.conn.execute(call.query, call.params)
         rows = cur.fetchall() if cur.description is not None else []
         return call.decode(rows)
@@ -339,7 +339,7 @@ def _measure_calls(
 
     # --- client CPU: build (validation + encoding) and decode, no I/O ------------------------
     sample_lease = api_fused[0]
-    builds: dict[str, Callable[[], calls.Call[Any]]] = {
+    builds: dict[str, Callable[[], calls.SqlCall[Any]]] = {
         "claim": lambda: calls.claim(config, "t", "h", LONG_CLAIM),
         "commit": lambda: calls.commit(config, claim, commit_of("p", "r")),
         "get": lambda: calls.get(config, chain, None),
@@ -351,7 +351,7 @@ def _measure_calls(
         "entry": lambda: calls.entry(config, 1, None),
         "close": lambda: calls.close(config, sample_lease, Completed({"ok": True})),
     }
-    samples: dict[str, tuple[calls.Call[Any], list[dict[str, Any]]]] = {}
+    samples: dict[str, tuple[calls.SqlCall[Any], list[dict[str, Any]]]] = {}
     with raw.conn.transaction(force_rollback=True):
         for name in ("get", "latest_of_runs", "entry"):
             call = builds[name]()

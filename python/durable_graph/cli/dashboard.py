@@ -1,8 +1,11 @@
 """``durable-graph dashboard``: serve the read-only web dashboard over the store the options name.
 
-Binds 127.0.0.1 by default. Any address that is not loopback is refused unless
-``--allow-remote`` is given with a token (``--token`` or ``DURABLE_GRAPH_TOKEN``),
-which every request must then carry: the pages show inputs, outputs and failure texts.
+Binds 127.0.0.1 by default, where only requests naming localhost, 127.0.0.1 or [::1] (with
+the port) in ``Host`` are answered (DNS rebinding). Any address that is not loopback is refused
+unless ``--allow-remote`` is given with a token (``--token`` or ``DURABLE_GRAPH_TOKEN``), which
+every request must then carry — the pages show inputs, outputs and failure texts — and with TLS
+(``--ssl-certfile`` and ``--ssl-keyfile``, handed to uvicorn), so that neither the token nor the
+data crosses the network in cleartext; ``--insecure`` serves plain HTTP there all the same.
 """
 
 from __future__ import annotations
@@ -35,9 +38,23 @@ def add_parser(
         sub,
         "--allow-remote",
         action="store_true",
-        help="allow a non-loopback --host (needs a token)",
+        help="allow a non-loopback --host (needs a token, and TLS unless --insecure)",
     )
-    option(sub, "--token", help="the token every request must carry, 16+ characters")
+    option(
+        sub,
+        "--token",
+        help="the token every request must carry, 16+ characters. On the command line it is "
+        f"visible to every user of the machine in `ps`; {TOKEN_ENV} is not",
+    )
+    option(sub, "--ssl-certfile", help="TLS certificate (PEM) to serve HTTPS with")
+    option(sub, "--ssl-keyfile", help="TLS private key (PEM) of --ssl-certfile")
+    option(
+        sub,
+        "--insecure",
+        action="store_true",
+        help="with --allow-remote, serve plain HTTP without TLS: the token and every page "
+        "cross the network in cleartext",
+    )
 
 
 def is_loopback(host: str) -> bool:
@@ -49,14 +66,30 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, allow_remote: bool, token: str | None) -> None:
-    """Refuse a bind that would show the store to other machines without protection."""
+def check_bind(
+    host: str,
+    allow_remote: bool,
+    token: str | None,
+    tls: tuple[str | None, str | None] = (None, None),
+    insecure: bool = False,
+) -> None:
+    """Refuse a bind that would show the store to other machines without protection: a
+    non-loopback one needs --allow-remote, a token, and TLS (``tls``: certificate and key
+    files) unless ``insecure``."""
+    certfile, keyfile = tls
+    if (certfile is None) != (keyfile is None):
+        raise UsageError("--ssl-certfile and --ssl-keyfile go together")
     if is_loopback(host):
         return
     if not allow_remote:
         raise UsageError(f"--host {host} is not a loopback address: add --allow-remote and a token")
     if token is None or len(token) < 16:
         raise UsageError(f"--allow-remote needs a token of 16+ characters (--token or {TOKEN_ENV})")
+    if certfile is None and not insecure:
+        raise UsageError(
+            "--allow-remote needs TLS (--ssl-certfile and --ssl-keyfile): without it the token "
+            "and every page cross the network in cleartext; --insecure serves plain HTTP anyway"
+        )
 
 
 def _server_class() -> Any:
@@ -83,7 +116,8 @@ def _server_class() -> Any:
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
-    check_bind(args.host, args.allow_remote, args.token)
+    tls = (args.ssl_certfile, args.ssl_keyfile)
+    check_bind(args.host, args.allow_remote, args.token, tls, args.insecure)
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be between 0 and 65535, got {args.port}")
     try:
@@ -96,10 +130,22 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     with store_of(args, must_exist=True, read_only=True) as store:
         app = create_app(store, args.token)
         config = uvicorn.Config(
-            app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=2
+            app,
+            host=args.host,
+            port=args.port,
+            log_level="warning",
+            timeout_graceful_shutdown=2,
+            ssl_certfile=args.ssl_certfile,
+            ssl_keyfile=args.ssl_keyfile,
         )
-        server = _server_class()(config)
-        log.info("dashboard at http://%s:%d/ (read-only)", args.host, args.port)
+        try:
+            server = _server_class()(config)
+            if args.ssl_certfile is not None:
+                config.load()  # reads the certificate and key now: a bad one is a usage error
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--ssl-certfile/--ssl-keyfile: {exc}") from None
+        scheme = "https" if args.ssl_certfile is not None else "http"
+        log.info("dashboard at %s://%s:%d/ (read-only)", scheme, args.host, args.port)
         server.run()
         if not server.started:
             raise CliError(f"could not serve on {args.host}:{args.port}")

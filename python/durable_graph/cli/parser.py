@@ -27,6 +27,7 @@ from durable_graph.cli.common import (
     shown,
 )
 from durable_graph.cli.health import cmd_health
+from durable_graph.cli.langgraph_import import cmd_langgraph_import
 from durable_graph.cli.privileges import cmd_grant, cmd_revoke
 from durable_graph.cli.queue import (
     cmd_queue_cancel,
@@ -108,7 +109,9 @@ def _common(*, sqlite: bool = True) -> _Parser:
     store.add_argument(
         "--dsn",
         default=argparse.SUPPRESS,
-        help=f"PostgreSQL conninfo or URL; selects PostgreSQL [env {DSN_ENV}]",
+        help=f"PostgreSQL conninfo or URL; selects PostgreSQL. On the command line it (and "
+        f"any password in it) is visible to every user of the machine in `ps`; {DSN_ENV} is "
+        f"not [env {DSN_ENV}]",
     )
     if sqlite:
         store.add_argument(
@@ -423,6 +426,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="remove what is older than this",
     )
     _option(prune, "--thread", help="prune only this thread (default: every thread)")
+
+    langgraph = command("langgraph", _no_subcommand, "LangGraph: import")
+    langgraph_action = _actions(langgraph, "langgraph_command", common)
+    limport = langgraph_action(
+        "import",
+        cmd_langgraph_import,
+        "copy threads written by LangGraph's PostgresSaver or SqliteSaver into the store "
+        "(whole histories, pending writes, subgraph namespaces); threads it has are skipped",
+    )
+    _option(limport, "--from-postgres", metavar="DSN", help="PostgresSaver's database")
+    _option(limport, "--from-sqlite", metavar="PATH", help="SqliteSaver's file (read only)")
+    _option(
+        limport, "--thread", action="append", metavar="ID", help="only this thread (repeatable)"
+    )
 
     demo = command(
         "demo", cmd_demo, "run the crash-and-resume demo (a fresh SQLite file by default)"

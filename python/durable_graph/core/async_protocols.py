@@ -40,6 +40,7 @@ from durable_graph.core.model import (
     TenantFilter,
     ThreadInfo,
     Ticket,
+    TraceContext,
     WatchPolicy,
 )
 
@@ -105,6 +106,18 @@ class AsyncRunQueue(Protocol):
     ) -> QueueEntry | None: ...
 
     async def reclaim(self, older_than: timedelta, batch: int = 1000) -> int: ...
+
+
+class AsyncTraceContexts(Protocol):
+    """`durable_graph.core.run_queue.TraceContexts` with coroutine methods."""
+
+    async def set_trace_context(
+        self, entry_id: int, context: TraceContext, tenant: str | None = None
+    ) -> bool: ...
+
+    async def trace_context(
+        self, entry_id: int, tenant: str | None = None
+    ) -> TraceContext | None: ...
 
 
 @runtime_checkable
@@ -249,4 +262,22 @@ class AsyncCheckpointer(Protocol):
     ) -> None: ...
 
 
-__all__ = ["AsyncCheckpointer", "AsyncRunQueue"]
+class AsyncClosedOnExit:
+    """An async store as its own async context manager: leaving ``async with`` closes it."""
+
+    async def close(self) -> None:
+        raise NotImplementedError  # each store closes its own way
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+__all__ = ["AsyncCheckpointer", "AsyncClosedOnExit", "AsyncRunQueue", "AsyncTraceContexts"]

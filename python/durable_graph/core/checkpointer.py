@@ -243,6 +243,24 @@ class Checkpointer(Protocol):
     ) -> None: ...
 
 
+class ClosedOnExit:
+    """A store as its own context manager: leaving the ``with`` block closes it."""
+
+    def close(self) -> None:
+        raise NotImplementedError  # each store closes its own way
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
 def json_equal(a: object, b: object) -> bool:
     """Equal as JSON values: numbers by value (1 == 1.0), booleans apart from numbers."""
     if isinstance(a, bool) or isinstance(b, bool):
@@ -273,4 +291,4 @@ def copy_pairs(descendants: Sequence[str], source: str, target: str) -> list[tup
     return [(d, target + d[len(source) :]) for d in descendants if d.startswith(source)]
 
 
-__all__ = ["Checkpointer", "copy_pairs", "json_equal", "metadata_matches"]
+__all__ = ["Checkpointer", "ClosedOnExit", "copy_pairs", "json_equal", "metadata_matches"]

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any, NamedTuple
 
-from durable_graph.core.errors import ClaimLost, ThreadBusy, ValidationError
+from durable_graph.core.errors import ClaimLost, ThreadBusy
 from durable_graph.core.model import (
     ANY,
     AttemptBegun,
@@ -34,87 +34,17 @@ from durable_graph.core.model import (
 from durable_graph.core.run_queue import plan_attempt
 from durable_graph.core.validation import (
     DEFAULT_MAX_VALUE_BYTES,
+    MAX_SUBMISSIONS,
+    BeginArgs,
     EncodedCommit,
-    EncodedSubmission,
-    check_claim,
-    check_claim_policy,
-    check_commit,
-    check_duration,
-    check_identifier,
-    check_lease,
-    check_submission,
-    check_tenant_filter,
-    encode_outcome,
+    check_begin,
+    check_finish,
+    check_pair,
+    check_submissions,
 )
 
-MAX_SUBMISSIONS = 10_000
-"""The most submissions one `submit_many` takes (``dg_submit_many_v1`` checks it too)."""
 
-
-class BeginArgs(NamedTuple):
-    holder: str
-    ttl: timedelta
-    run_id: str
-    claim_policy: ClaimPolicy
-    tenant: TenantFilter
-
-
-def check_begin(
-    holder: object, ttl: object, run_id: object, claim_policy: object, tenant: object
-) -> BeginArgs:
-    """`begin_attempt`'s arguments, checked in signature order."""
-    if not isinstance(claim_policy, ClaimPolicy):
-        raise ValidationError(
-            f"claim_policy must be a ClaimPolicy, got {type(claim_policy).__name__}"
-        )
-    return BeginArgs(
-        check_identifier("holder", holder),
-        check_duration("ttl", ttl),
-        check_identifier("run_id", run_id),
-        check_claim_policy(claim_policy),
-        check_tenant_filter("tenant", tenant, allow_any=True),
-    )
-
-
-def check_pair(lease: object, claim: object) -> tuple[Lease, Claim]:
-    """A lease and the claim of the same attempt: the claim must be on the entry's thread."""
-    ls = check_lease("lease", lease)
-    c = check_claim("claim", claim)
-    if c.thread_id != ls.entry.thread_id:
-        raise ValidationError("claim must be on the lease's thread (claim.thread_id)")
-    return ls, c
-
-
-def check_finish(
-    lease: object, outcome: object, claim: object, max_bytes: int, commit: object = None
-) -> tuple[Lease, tuple[str, str], Claim, EncodedCommit | None]:
-    """`finish_attempt`'s arguments in signature order; the outcome and the commit (None when
-    not given) encoded as every backend stores them (SPEC §18.1)."""
-    ls = check_lease("lease", lease)
-    encoded = encode_outcome(outcome, max_bytes)
-    _, c = check_pair(ls, claim)
-    cm = None if commit is None else check_commit(commit, max_bytes)
-    return ls, encoded, c, cm
-
-
-def check_submissions(submissions: object, max_bytes: int) -> list[EncodedSubmission]:
-    """Each submission checked as `submit` checks it, named ``submissions[i]`` in errors."""
-    if isinstance(submissions, (str, bytes)) or not isinstance(submissions, Sequence):
-        raise ValidationError(
-            f"submissions must be a sequence of Submission, got {type(submissions).__name__}"
-        )
-    if len(submissions) > MAX_SUBMISSIONS:
-        raise ValidationError(f"submissions must number at most {MAX_SUBMISSIONS}")
-    encoded = []
-    for i, s in enumerate(submissions):
-        try:
-            encoded.append(check_submission(s, max_bytes))
-        except ValidationError as exc:
-            raise ValidationError(str(exc).replace("submission", f"submissions[{i}]", 1)) from None
-    return encoded
-
-
-class Steps(NamedTuple):
+class BeginSteps(NamedTuple):
     """A sync store's step methods, as `compose_begin` calls them (under the store's lock)."""
 
     lease: Callable[..., Lease | None]
@@ -124,7 +54,7 @@ class Steps(NamedTuple):
     get: Callable[[str], Checkpoint | None]
 
 
-def compose_begin(args: BeginArgs, steps: Steps) -> AttemptBegun | None:
+def compose_begin(args: BeginArgs, steps: BeginSteps) -> AttemptBegun | None:
     """`begin_attempt` as §5's steps, for a store whose caller holds its write lock throughout
     (so nothing interleaves: the steps are one transaction)."""
     lease = steps.lease(args.holder, args.ttl, args.tenant, args.run_id)
@@ -181,7 +111,7 @@ class EmbeddedFastPath:
     ) -> AttemptBegun | None:
         args = check_begin(holder, ttl, run_id, claim_policy, tenant)
         store = self._steps
-        steps = Steps(
+        steps = BeginSteps(
             store.run_queue.lease,
             store.claim,
             store.run_queue.entry,
@@ -240,8 +170,8 @@ def submit_each(
 __all__ = [
     "MAX_SUBMISSIONS",
     "BeginArgs",
+    "BeginSteps",
     "EmbeddedFastPath",
-    "Steps",
     "check_begin",
     "check_finish",
     "check_pair",

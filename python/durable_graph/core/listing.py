@@ -19,14 +19,11 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Final, Literal, TypeAlias, cast, get_args
 
-from durable_graph.core.errors import ValidationError
 from durable_graph.core.model import (
     QueueEntry,
     QueueStats,
-    TenantFilter,
     outcome_name,
 )
-from durable_graph.core.validation import check_int, check_optional_identifier, check_tenant_filter
 
 EntryState: TypeAlias = Literal[
     "open", "running", "completed", "failed", "cancelled", "interrupted"
@@ -34,28 +31,6 @@ EntryState: TypeAlias = Literal[
 ENTRY_STATES: Final[tuple[str, ...]] = get_args(EntryState)
 MAX_LIMIT: Final = 1000
 """The largest page `entries` returns: a page is read in one snapshot, kept small."""
-
-
-def check_state(value: object) -> EntryState | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or value not in ENTRY_STATES:
-        raise ValidationError(
-            f"state must be None or one of {', '.join(ENTRY_STATES)}; got {value!r}"
-        )
-    return cast(EntryState, value)
-
-
-def check_listing(
-    state: object, tenant: object, thread_id: object, after: object, limit: object
-) -> tuple[EntryState | None, TenantFilter, str | None, int | None, int]:
-    """The arguments of `entries`, checked in signature order (ValidationError names one)."""
-    checked_state = check_state(state)
-    checked_tenant = check_tenant_filter("tenant", tenant, allow_any=True)
-    checked_thread = check_optional_identifier("thread_id", thread_id)
-    checked_after = None if after is None else check_int("after", after, minimum=1)
-    checked_limit = check_int("limit", limit, minimum=1, maximum=MAX_LIMIT)
-    return checked_state, checked_tenant, checked_thread, checked_after, checked_limit
 
 
 def state_at(outcome_kind: str | None, lease_expires_at: datetime | None, now: datetime) -> str:
@@ -101,8 +76,6 @@ __all__ = [
     "MAX_LIMIT",
     "EntryState",
     "age_text",
-    "check_listing",
-    "check_state",
     "make_stats",
     "state_at",
     "state_of",

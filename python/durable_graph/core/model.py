@@ -7,12 +7,13 @@ JSON values, timestamps) are checked by `durable_graph.core.validation` before a
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal, TypeAlias
 
 from durable_graph.core.errors import ValidationError
-from durable_graph.core.validation import check_duration
+from durable_graph.core.scalars import check_duration
 
 JSON: TypeAlias = bool | int | float | str | list[Any] | dict[str, Any] | None
 """A JSON value: round-trips exactly through ``json`` (SPEC §2)."""
@@ -122,6 +123,12 @@ class PendingWrite:
     task_id: str
     channel: str
     value: JSON
+    task_path: str = ""
+    """The path of the task that made the write (LangGraph's ``task_path``; ``""`` for none).
+
+    A checkpoint's writes are read in LangGraph's ``writes_sort_key`` order: by task path, then
+    task id, then index (the position in its `put_writes` call). Not part of the write's
+    identity: the first value under ``(task_id, channel, index)`` wins, path included."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,6 +427,35 @@ class AttemptBegun:
     head: Checkpoint | None
 
 
+# --- trace contexts (SPEC §13) -----------------------------------------------------------
+
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
+_TRACESTATE = re.compile(r"[\x20-\x7e]{0,512}")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceContext:
+    """The W3C trace context a submission was made in (https://www.w3.org/TR/trace-context/).
+
+    Stored beside the entry (PostgreSQL: ``dg_set_trace_context_v2``, so any language can set
+    it) and read by the worker's tracing, which makes the attempts children of the submit.
+    """
+
+    traceparent: str
+    tracestate: str | None = None
+
+    def __post_init__(self) -> None:
+        found = (
+            _TRACEPARENT.fullmatch(self.traceparent) if isinstance(self.traceparent, str) else None
+        )
+        if found is None or found.group(1) == "0" * 32 or found.group(2) == "0" * 16:
+            raise ValidationError("traceparent must be a W3C version 00 traceparent")
+        if self.tracestate is not None and (
+            not isinstance(self.tracestate, str) or not _TRACESTATE.fullmatch(self.tracestate)
+        ):
+            raise ValidationError("tracestate must be at most 512 printable ASCII characters")
+
+
 __all__ = [
     "ANY",
     "JSON",
@@ -459,6 +495,7 @@ __all__ = [
     "ThreadDeleted",
     "ThreadInfo",
     "Ticket",
+    "TraceContext",
     "WatchPolicy",
     "outcome_name",
 ]

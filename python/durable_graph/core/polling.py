@@ -7,8 +7,8 @@ move — at most its poll interval, so polling stays the fallback and a lost not
 delays. Without one, the loops below sleep their interval.
 
 Deadlines are monotonic wall-clock time, never the store clock (D21, rule 23). The in-memory store
-waits on its condition variable instead, and `durable_graph.aio` has the asyncio twin of these
-loops.
+waits on its condition variable instead. The sync loops come first, then their asyncio twins,
+which every async store's waits use.
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from datetime import timedelta
 from typing import Protocol, TypeVar
 
-from durable_graph.core.model import Event
+from durable_graph.core.model import Event, QueueEntry, WatchPolicy
+from durable_graph.core.validation import check_await_closed, check_await_events, check_subscribe
 
 T = TypeVar("T")
 
@@ -132,4 +133,143 @@ def follow(
                 changes.wait("events", generation, every)
 
 
-__all__ = ["AsyncChanges", "Changes", "follow", "poll"]
+# --- asyncio: the async stores' `await_events_after`, `subscribe`, `await_closed` -------------
+#
+# They poll with `asyncio.sleep` (never blocking the loop) and time out on the loop's monotonic
+# clock (D21), whatever the store's clock says.
+
+EventsAfter = Callable[[str, int], Awaitable[list[Event]]]
+EntryOf = Callable[[int, str | None], Awaitable[QueueEntry | None]]
+CheckOpen = Callable[[], None]
+
+CLOSED_POLL_INTERVAL = WatchPolicy().poll_interval
+"""How often `await_closed` reads the entry (it takes no `WatchPolicy`)."""
+
+
+def _watching(
+    changes: AsyncChanges | None, kind: str, key: str
+) -> AbstractAsyncContextManager[None]:
+    return contextlib.nullcontext() if changes is None else changes.watching(kind, key)
+
+
+async def _pause(changes: AsyncChanges | None, kind: str, generation: int, seconds: float) -> None:
+    """Sleep ``seconds``, or less when ``changes`` notifies ``kind`` (SPEC §11)."""
+    if changes is None:
+        await asyncio.sleep(seconds)
+    else:
+        await changes.wait(kind, generation, seconds)
+
+
+async def await_events(
+    events_after: EventsAfter,
+    thread_id: str,
+    after_seq: int,
+    timeout: timedelta,
+    watch: WatchPolicy,
+    changes: AsyncChanges | None = None,
+) -> list[Event]:
+    """The events after ``after_seq`` as soon as there are some; ``[]`` at the timeout."""
+    check_await_events(thread_id, after_seq, timeout, watch)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout.total_seconds()
+    poll = watch.poll_interval.total_seconds()
+    events = await events_after(thread_id, after_seq)
+    if events or deadline - loop.time() <= 0:
+        return events
+    # It must wait: registered first (notified from now on), then it reads again.
+    async with _watching(changes, "events", thread_id):
+        while True:
+            generation = changes.generation("events") if changes is not None else 0
+            events = await events_after(thread_id, after_seq)
+            remaining = deadline - loop.time()
+            if events or remaining <= 0:
+                return events
+            await _pause(changes, "events", generation, min(poll, remaining))
+
+
+def subscribe_events(
+    events_after: EventsAfter,
+    check_open: CheckOpen,
+    thread_id: str,
+    after_seq: int,
+    watch: WatchPolicy,
+    changes: AsyncChanges | None = None,
+) -> AsyncIterator[Event]:
+    """Every event after ``after_seq``, in order, forever.
+
+    Arguments and the store being open are checked at once; after ``close()`` the iterator
+    raises `ProcessingError` on its next step (rule 8).
+    """
+    check_subscribe(thread_id, after_seq, watch)
+    check_open()
+    poll = watch.poll_interval.total_seconds()
+    return _subscription(events_after, check_open, thread_id, after_seq, poll, changes)
+
+
+async def _subscription(
+    events_after: EventsAfter,
+    check_open: CheckOpen,
+    thread_id: str,
+    after_seq: int,
+    poll: float,
+    changes: AsyncChanges | None,
+) -> AsyncIterator[Event]:
+    seq = after_seq
+    async with contextlib.AsyncExitStack() as registered:
+        watching = False  # registered on the first wait: a reader that never waits costs nothing
+        while True:
+            generation = changes.generation("events") if watching and changes else 0
+            events = await events_after(thread_id, seq)
+            for event in events:
+                check_open()
+                seq = event.seq
+                yield event
+            if events:
+                continue
+            if changes is not None and not watching:
+                await registered.enter_async_context(changes.watching("events", thread_id))
+                watching = True  # registered: read again before waiting
+            else:
+                await _pause(changes, "events", generation, poll)
+
+
+async def await_entry_closed(
+    entry_of: EntryOf,
+    entry_id: int,
+    timeout: timedelta,
+    tenant: str | None,
+    poll_interval: timedelta = CLOSED_POLL_INTERVAL,
+    changes: AsyncChanges | None = None,
+) -> QueueEntry | None:
+    """The entry once closed; None while open at the timeout or when not visible to ``tenant``."""
+    check_await_closed(entry_id, timeout, tenant)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout.total_seconds()
+    poll = poll_interval.total_seconds()
+    entry = await entry_of(entry_id, tenant)
+    if entry is None or entry.closed:
+        return entry
+    if deadline - loop.time() <= 0:
+        return None
+    # It must wait: registered first (notified from now on), then it reads again.
+    async with _watching(changes, "closed", str(entry_id)):
+        while True:
+            generation = changes.generation("closed") if changes is not None else 0
+            entry = await entry_of(entry_id, tenant)
+            if entry is None or entry.closed:
+                return entry
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None
+            await _pause(changes, "closed", generation, min(poll, remaining))
+
+
+__all__ = [
+    "AsyncChanges",
+    "Changes",
+    "await_entry_closed",
+    "await_events",
+    "follow",
+    "poll",
+    "subscribe_events",
+]

@@ -27,6 +27,7 @@ from durable_graph.core.model import (
     Submission,
     TenantFilter,
     Ticket,
+    TraceContext,
 )
 
 
@@ -130,4 +131,22 @@ class RunQueue(Protocol):
     def reclaim(self, older_than: timedelta, batch: int = 1000) -> int: ...
 
 
-__all__ = ["RunQueue", "plan_attempt"]
+class TraceContexts(Protocol):
+    """A run queue that keeps each entry's submit trace context (SPEC §13): every store's queue
+    does; `durable_graph.observe.tracing` keeps the contexts itself for one that does not."""
+
+    def set_trace_context(
+        self, entry_id: int, context: TraceContext, tenant: str | None = None
+    ) -> bool:
+        """Remember the trace ``context`` entry ``entry_id`` of ``tenant`` (None: the no-tenant
+        namespace) was submitted in (the first one stays); False for an entry that has a
+        context, and for one that is unknown or another tenant's alike (SPEC §10.6)."""
+        ...
+
+    def trace_context(self, entry_id: int, tenant: str | None = None) -> TraceContext | None:
+        """The context set for entry ``entry_id`` of ``tenant``; None when none was set or the
+        entry is unknown or another tenant's."""
+        ...
+
+
+__all__ = ["RunQueue", "TraceContexts", "plan_attempt"]

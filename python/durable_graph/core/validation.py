@@ -1,306 +1,74 @@
-"""Argument checks and JSON encoding, written once and called by every backend (SPEC §2, §8).
+"""Argument checks, written once and called by every backend (SPEC §2, §8, §11, §13).
 
 Every public store method runs its arguments through these functions *before* it touches the
 store, so bad input raises `ValidationError` naming the argument (and the path inside a JSON
-value, e.g. ``commit.state["a"][3]``) and writes nothing.
-
-Values are stored as JSON text: compact (``separators=(",", ":")``, ``ensure_ascii=False``) and
-decoded on read, so every read returns fresh objects and nothing executable is ever stored.
+value, e.g. ``commit.state["a"][3]``) and writes nothing. The checks of plain values (and the JSON
+encoding) are `durable_graph.core.scalars`', re-exported here; this module adds those of model
+values and of each method's composite arguments: the worker fast path's, the queue listing's,
+the worker's options', the paging limits.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from decimal import Decimal
-from typing import TYPE_CHECKING, Any, TypeVar
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple, TypeVar, cast
 
+from durable_graph.core import model as m
 from durable_graph.core.errors import ValidationError
-
-if TYPE_CHECKING:
-    from durable_graph.core import model as m
+from durable_graph.core.listing import ENTRY_STATES, MAX_LIMIT, EntryState
+from durable_graph.core.model import (
+    ANY,
+    BackoffPolicy,
+    Cancelled,
+    Claim,
+    ClaimPolicy,
+    Commit,
+    Completed,
+    EventIn,
+    Failed,
+    Interrupted,
+    Lease,
+    Mode,
+    PendingWrite,
+    QueueEntry,
+    RetentionPolicy,
+    Submission,
+    TenantFilter,
+    TraceContext,
+    WatchPolicy,
+)
+from durable_graph.core.scalars import (
+    DEFAULT_MAX_VALUE_BYTES,
+    INT32_MAX,
+    INT64_MAX,
+    MAX_DURATION,
+    MAX_IDENTIFIER_BYTES,
+    MAX_JSON_DEPTH,
+    MAX_JSON_NUMBER,
+    MAX_PAGE_ROWS,
+    STORE_EVENT_PREFIX,
+    check_clock,
+    check_duration,
+    check_identifier,
+    check_int,
+    check_max_value_bytes,
+    check_optional_identifier,
+    check_str,
+    check_task_path,
+    check_timestamp,
+    decode_json,
+    encode_json,
+    from_micros,
+    from_posix,
+    json_identity,
+    same_json,
+    to_micros,
+)
 
 T = TypeVar("T")
-
-MAX_IDENTIFIER_BYTES = 512
-MAX_JSON_DEPTH = 512
-DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024
-INT64_MAX = 2**63 - 1
-INT32_MAX = 2**31 - 1
-MAX_PAGE_ROWS = 100_000
-"""The largest ``limit`` / ``batch`` the SQL functions accept (sql/README.md); the PostgreSQL
-caller clamps larger requests to it (a page is byte-bounded anyway)."""
-MAX_JSON_NUMBER = 17976931348623157 * 10**292
-"""1.7976931348623157e308, the largest double as Python writes it: a JSON number beyond it
-reads back as infinity in most languages, so every backend refuses it (SPEC §10 rule 1)."""
-MAX_DURATION = timedelta(days=36500)
-"""Durations longer than a century are refused: store-now + ttl must stay a valid timestamp."""
-
-STORE_EVENT_PREFIX = "store."
-
-
-# --- primitives ----------------------------------------------------------------------------
-
-
-def check_identifier(name: str, value: object) -> str:
-    """A str of 1..512 UTF-8 bytes with no NUL and no lone surrogate."""
-    if not isinstance(value, str):
-        raise ValidationError(f"{name} must be a str, got {type(value).__name__}")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise ValidationError(f"{name} must not contain lone surrogates") from None
-    if size == 0:
-        raise ValidationError(f"{name} must not be empty")
-    if size > MAX_IDENTIFIER_BYTES:
-        raise ValidationError(f"{name} must be at most {MAX_IDENTIFIER_BYTES} UTF-8 bytes")
-    if "\x00" in value:
-        raise ValidationError(f"{name} must not contain NUL")
-    return value
-
-
-def check_optional_identifier(name: str, value: object) -> str | None:
-    return None if value is None else check_identifier(name, value)
-
-
-def check_int(name: str, value: object, *, minimum: int, maximum: int = INT64_MAX) -> int:
-    """An int (not a bool) in ``minimum..maximum``."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValidationError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum or value > maximum:
-        raise ValidationError(f"{name} must be between {minimum} and {maximum}, got {value}")
-    return value
-
-
-def check_duration(name: str, value: object, *, allow_zero: bool = False) -> timedelta:
-    """A `timedelta`, positive (or zero when allowed), at most a century (SPEC §8 rule 1)."""
-    if not isinstance(value, timedelta):
-        raise ValidationError(f"{name} must be a datetime.timedelta, got {type(value).__name__}")
-    if value < timedelta(0) or (value == timedelta(0) and not allow_zero):
-        raise ValidationError(f"{name} must be {'>= 0' if allow_zero else 'positive'}, got {value}")
-    if value > MAX_DURATION:
-        raise ValidationError(f"{name} must be at most {MAX_DURATION.days} days")
-    return value
-
-
-def check_timestamp(name: str, value: object) -> datetime | None:
-    """None, or a timezone-aware datetime, returned in UTC with its microseconds (rule 3)."""
-    if value is None:
-        return None
-    if not isinstance(value, datetime):
-        raise ValidationError(f"{name} must be a datetime, got {type(value).__name__}")
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise ValidationError(f"{name} must be timezone-aware")
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:
-        raise ValidationError(f"{name} is out of range") from None
-
-
-def check_str(name: str, value: object) -> str:
-    """Any str that can be encoded as UTF-8 (free text such as `Failed.error`)."""
-    if not isinstance(value, str):
-        raise ValidationError(f"{name} must be a str, got {type(value).__name__}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValidationError(f"{name} must not contain lone surrogates") from None
-    return value
-
-
-# --- JSON ----------------------------------------------------------------------------------
-
-
-def _path(name: str, parts: list[str | int]) -> str:
-    return name + "".join(f"[{json.dumps(p, ensure_ascii=False)}]" for p in parts)
-
-
-def _check_tree(name: str, value: object, parts: list[str | int], depth: int) -> None:
-    kind = type(value)
-    if value is None or kind is bool or kind is str:
-        return
-    if kind is int:
-        if abs(value) > MAX_JSON_NUMBER:  # type: ignore[arg-type]
-            raise ValidationError(
-                f"{_path(name, parts)} is outside the range of a double (|x| <= 1.8e308)"
-            )
-        return
-    if kind is float:
-        if not math.isfinite(value):  # type: ignore[arg-type]
-            raise ValidationError(f"{_path(name, parts)} must be a finite float, got {value!r}")
-        return
-    if isinstance(value, (list, dict)) and (kind is list or kind is dict):
-        if depth >= MAX_JSON_DEPTH:
-            raise ValidationError(
-                f"{_path(name, parts)} nests deeper than {MAX_JSON_DEPTH} containers"
-            )
-        if isinstance(value, list):
-            for index, item in enumerate(value):
-                parts.append(index)
-                _check_tree(name, item, parts, depth + 1)
-                parts.pop()
-        else:
-            for key, item in value.items():
-                if type(key) is not str:
-                    raise ValidationError(
-                        f"{_path(name, parts)} has a key of type {type(key).__name__}; "
-                        "JSON object keys must be str"
-                    )
-                parts.append(key)
-                _check_tree(name, item, parts, depth + 1)
-                parts.pop()
-        return
-    raise ValidationError(
-        f"{_path(name, parts)} is a {kind.__name__}, which is not a JSON value "
-        "(None, bool, int, float, str, list or dict with str keys)"
-    )
-
-
-def _find_surrogate(name: str, value: object, parts: list[str | int]) -> str | None:
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return _path(name, parts)
-        return None
-    if isinstance(value, list):
-        items: list[tuple[str | int, object]] = list(enumerate(value))
-    elif isinstance(value, dict):
-        for key in value:
-            try:
-                key.encode("utf-8")
-            except UnicodeEncodeError:
-                return _path(name, parts) + " (a key)"
-        items = list(value.items())
-    else:
-        return None
-    for key, item in items:
-        parts.append(key)
-        found = _find_surrogate(name, item, parts)
-        parts.pop()
-        if found is not None:
-            return found
-    return None
-
-
-def _is_tree(value: object) -> bool:
-    """Whether `_check_tree` would accept ``value``: the same rules, walked depth first with a
-    stack of iterators instead of recursion and path bookkeeping (the common case; on False,
-    `_check_tree` names the first bad element). Depth first, like `_check_tree`, so a cycle
-    fails at `MAX_JSON_DEPTH` after as many steps."""
-    stack: list[Iterator[object]] = [iter((value,))]
-    while stack:
-        for item in stack[-1]:
-            kind = type(item)
-            if kind is str or kind is bool or item is None:
-                continue
-            if kind is int:
-                if abs(item) > MAX_JSON_NUMBER:  # type: ignore[arg-type]
-                    return False
-                continue
-            if kind is dict:
-                if len(stack) > MAX_JSON_DEPTH:  # the item's depth is len(stack) - 1
-                    return False
-                for key in item:  # type: ignore[attr-defined]
-                    if type(key) is not str:
-                        return False
-                stack.append(iter(item.values()))  # type: ignore[attr-defined]
-                break
-            if kind is list:
-                if len(stack) > MAX_JSON_DEPTH:
-                    return False
-                stack.append(iter(item))  # type: ignore[call-overload]
-                break
-            if kind is not float or not math.isfinite(item):  # type: ignore[arg-type]
-                return False
-        else:
-            stack.pop()
-    return True
-
-
-def encode_json(name: str, value: object, max_bytes: int, *, canonical: bool = False) -> str:
-    """Check ``value`` is a JSON value that round-trips exactly, and encode it compactly.
-
-    ``canonical`` sorts object keys: the form submissions are compared in (SPEC §8 rule 19).
-    """
-    if not _is_tree(value):
-        _check_tree(name, value, [], 0)  # raises, naming the first bad element
-    text = json.dumps(
-        value,
-        ensure_ascii=False,
-        separators=(",", ":"),
-        allow_nan=False,
-        sort_keys=canonical,
-    )
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError:
-        where = _find_surrogate(name, value, []) or name
-        raise ValidationError(f"{where} must not contain lone surrogates") from None
-    if size > max_bytes:
-        raise ValidationError(f"{name} encodes to {size} bytes, over the limit of {max_bytes}")
-    return text
-
-
-def decode_json(text: str) -> Any:
-    """Decode stored JSON text into fresh objects."""
-    return json.loads(text)
-
-
-def _identity(value: Any) -> Any:
-    """A JSON value tagged by kind, so that ``==`` is JSON-value equality (``True != 1``)."""
-    if isinstance(value, dict):
-        return ("o", {k: _identity(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return ("a", tuple(_identity(v) for v in value))
-    if isinstance(value, Decimal):
-        return ("n", value)
-    if isinstance(value, str):
-        return ("s", value)
-    return ("c", value)  # True, False, None
-
-
-def json_identity(text: str) -> Any:
-    """What two JSON texts must share to be the same submission input (SPEC §10 rule 3): objects
-    as unordered maps (a duplicate key: the last wins), arrays in order, strings by code point,
-    numbers by mathematical value (parsed as `Decimal`: ``1``, ``1.0`` and ``1e0`` are equal,
-    nothing is rounded to a double). The same rule as PostgreSQL's jsonb equality."""
-    return _identity(json.loads(text, parse_float=Decimal, parse_int=Decimal))
-
-
-def same_json(a: str, b: str) -> bool:
-    """Whether two JSON texts are the same JSON value (`json_identity`)."""
-    return a == b or json_identity(a) == json_identity(b)
-
-
-# --- time ----------------------------------------------------------------------------------
-
-
-def from_posix(seconds: float) -> datetime:
-    """A store-clock reading as a UTC datetime, to the microsecond."""
-    return datetime.fromtimestamp(seconds, tz=UTC)
-
-
-def to_micros(value: datetime) -> int:
-    """Microseconds since the epoch: how SQLite keeps timestamps, exactly."""
-    delta = value - datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def from_micros(value: int) -> datetime:
-    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=value)
-
-
-def check_clock(value: object) -> None:
-    if not callable(value):
-        raise ValidationError("clock must be a zero-argument callable returning POSIX seconds")
-
-
-def check_max_value_bytes(value: object) -> int:
-    return check_int("max_value_bytes", value, minimum=1, maximum=2**40)
 
 
 # --- composite arguments ---------------------------------------------------------------------
@@ -333,6 +101,7 @@ class EncodedWrite:
     channel: str
     index: int
     value: str
+    task_path: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,7 +137,6 @@ def _items(name: str, values: object, kind: type[T]) -> Iterator[tuple[int, str,
 
 
 def check_claim(name: str, value: object) -> m.Claim:
-    from durable_graph.core.model import Claim
 
     if not isinstance(value, Claim):
         raise ValidationError(f"{name} must be a Claim, got {type(value).__name__}")
@@ -378,7 +146,6 @@ def check_claim(name: str, value: object) -> m.Claim:
 
 
 def check_lease(name: str, value: object) -> m.Lease:
-    from durable_graph.core.model import Lease, QueueEntry
 
     if not isinstance(value, Lease) or not isinstance(value.entry, QueueEntry):
         raise ValidationError(f"{name} must be a Lease, got {type(value).__name__}")
@@ -389,7 +156,6 @@ def check_lease(name: str, value: object) -> m.Lease:
 
 
 def check_events(name: str, events: object, max_bytes: int) -> tuple[EncodedEvent, ...]:
-    from durable_graph.core.model import EventIn
 
     encoded = []
     for _, where, event in _items(name, events, EventIn):
@@ -409,7 +175,6 @@ def check_events(name: str, events: object, max_bytes: int) -> tuple[EncodedEven
 
 
 def check_commit(value: object, max_bytes: int) -> EncodedCommit:
-    from durable_graph.core.model import Commit
 
     if not isinstance(value, Commit):
         raise ValidationError(f"commit must be a Commit, got {type(value).__name__}")
@@ -434,7 +199,6 @@ def check_commit(value: object, max_bytes: int) -> EncodedCommit:
 
 
 def check_writes(name: str, writes: object, max_bytes: int) -> tuple[EncodedWrite, ...]:
-    from durable_graph.core.model import PendingWrite
 
     encoded = []
     for i, where, write in _items(name, writes, PendingWrite):
@@ -444,13 +208,13 @@ def check_writes(name: str, writes: object, max_bytes: int) -> tuple[EncodedWrit
                 channel=check_identifier(f"{where}.channel", write.channel),
                 index=i,
                 value=encode_json(f"{where}.value", write.value, max_bytes),
+                task_path=check_task_path(f"{where}.task_path", write.task_path),
             )
         )
     return tuple(encoded)
 
 
 def check_submission(value: object, max_bytes: int) -> EncodedSubmission:
-    from durable_graph.core.model import Mode, Submission
 
     if not isinstance(value, Submission):
         raise ValidationError(f"submission must be a Submission, got {type(value).__name__}")
@@ -470,7 +234,6 @@ def check_submission(value: object, max_bytes: int) -> EncodedSubmission:
 
 
 def check_retention(value: object) -> m.RetentionPolicy:
-    from durable_graph.core.model import RetentionPolicy
 
     if not isinstance(value, RetentionPolicy):
         raise ValidationError(f"policy must be a RetentionPolicy, got {type(value).__name__}")
@@ -480,7 +243,6 @@ def check_retention(value: object) -> m.RetentionPolicy:
 
 
 def check_tenant_filter(name: str, value: object, *, allow_any: bool) -> m.TenantFilter:
-    from durable_graph.core.model import ANY
 
     if value is ANY:
         if not allow_any:
@@ -490,7 +252,6 @@ def check_tenant_filter(name: str, value: object, *, allow_any: bool) -> m.Tenan
 
 
 def check_claim_policy(value: object) -> m.ClaimPolicy:
-    from durable_graph.core.model import ClaimPolicy
 
     if not isinstance(value, ClaimPolicy):
         raise ValidationError(f"policy must be a ClaimPolicy, got {type(value).__name__}")
@@ -498,7 +259,6 @@ def check_claim_policy(value: object) -> m.ClaimPolicy:
 
 
 def check_watch(value: object) -> m.WatchPolicy:
-    from durable_graph.core.model import WatchPolicy
 
     if not isinstance(value, WatchPolicy):
         raise ValidationError(f"watch must be a WatchPolicy, got {type(value).__name__}")
@@ -556,7 +316,6 @@ def fit_error_text(text: str, max_bytes: int) -> str:
 
 def encode_outcome(value: object, max_bytes: int) -> tuple[str, str]:
     """An `EntryOutcome` as ``(kind, detail JSON)``: how every backend stores it."""
-    from durable_graph.core.model import Cancelled, Completed, Failed, Interrupted
 
     if isinstance(value, Completed):
         return "completed", encode_json("outcome.output", value.output, max_bytes)
@@ -582,7 +341,6 @@ def encode_outcome(value: object, max_bytes: int) -> tuple[str, str]:
 
 
 def decode_outcome(kind: str | None, detail: str | None) -> m.EntryOutcome | None:
-    from durable_graph.core.model import Cancelled, Completed, Failed, Interrupted
 
     if kind is None:
         return None
@@ -596,3 +354,233 @@ def decode_outcome(kind: str | None, detail: str | None) -> m.EntryOutcome | Non
     if kind == "interrupted":
         return Interrupted(value)
     raise ValueError(f"unknown outcome kind {kind!r}")
+
+
+# --- the worker fast path (SPEC §11) ------------------------------------------------------
+
+
+MAX_SUBMISSIONS = 10_000
+"""The most submissions one `submit_many` takes (``dg_submit_many_v1`` checks it too)."""
+
+
+class BeginArgs(NamedTuple):
+    holder: str
+    ttl: timedelta
+    run_id: str
+    claim_policy: ClaimPolicy
+    tenant: TenantFilter
+
+
+def check_begin(
+    holder: object, ttl: object, run_id: object, claim_policy: object, tenant: object
+) -> BeginArgs:
+    """`begin_attempt`'s arguments, checked in signature order."""
+    if not isinstance(claim_policy, ClaimPolicy):
+        raise ValidationError(
+            f"claim_policy must be a ClaimPolicy, got {type(claim_policy).__name__}"
+        )
+    return BeginArgs(
+        check_identifier("holder", holder),
+        check_duration("ttl", ttl),
+        check_identifier("run_id", run_id),
+        check_claim_policy(claim_policy),
+        check_tenant_filter("tenant", tenant, allow_any=True),
+    )
+
+
+def check_pair(lease: object, claim: object) -> tuple[Lease, Claim]:
+    """A lease and the claim of the same attempt: the claim must be on the entry's thread."""
+    ls = check_lease("lease", lease)
+    c = check_claim("claim", claim)
+    if c.thread_id != ls.entry.thread_id:
+        raise ValidationError("claim must be on the lease's thread (claim.thread_id)")
+    return ls, c
+
+
+def check_finish(
+    lease: object, outcome: object, claim: object, max_bytes: int, commit: object = None
+) -> tuple[Lease, tuple[str, str], Claim, EncodedCommit | None]:
+    """`finish_attempt`'s arguments in signature order; the outcome and the commit (None when
+    not given) encoded as every backend stores them (SPEC §18.1)."""
+    ls = check_lease("lease", lease)
+    encoded = encode_outcome(outcome, max_bytes)
+    _, c = check_pair(ls, claim)
+    cm = None if commit is None else check_commit(commit, max_bytes)
+    return ls, encoded, c, cm
+
+
+def check_submissions(submissions: object, max_bytes: int) -> list[EncodedSubmission]:
+    """Each submission checked as `submit` checks it, named ``submissions[i]`` in errors."""
+    if isinstance(submissions, (str, bytes)) or not isinstance(submissions, Sequence):
+        raise ValidationError(
+            f"submissions must be a sequence of Submission, got {type(submissions).__name__}"
+        )
+    if len(submissions) > MAX_SUBMISSIONS:
+        raise ValidationError(f"submissions must number at most {MAX_SUBMISSIONS}")
+    encoded = []
+    for i, s in enumerate(submissions):
+        try:
+            encoded.append(check_submission(s, max_bytes))
+        except ValidationError as exc:
+            raise ValidationError(str(exc).replace("submission", f"submissions[{i}]", 1)) from None
+    return encoded
+
+
+# --- the queue listing (SPEC §13) ---------------------------------------------------------
+
+
+def check_state(value: object) -> EntryState | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in ENTRY_STATES:
+        raise ValidationError(
+            f"state must be None or one of {', '.join(ENTRY_STATES)}; got {value!r}"
+        )
+    return cast(EntryState, value)
+
+
+def check_listing(
+    state: object, tenant: object, thread_id: object, after: object, limit: object
+) -> tuple[EntryState | None, TenantFilter, str | None, int | None, int]:
+    """The arguments of `entries`, checked in signature order (ValidationError names one)."""
+    checked_state = check_state(state)
+    checked_tenant = check_tenant_filter("tenant", tenant, allow_any=True)
+    checked_thread = check_optional_identifier("thread_id", thread_id)
+    checked_after = None if after is None else check_int("after", after, minimum=1)
+    checked_limit = check_int("limit", limit, minimum=1, maximum=MAX_LIMIT)
+    return checked_state, checked_tenant, checked_thread, checked_after, checked_limit
+
+
+# --- the worker's options ------------------------------------------------------------------
+
+
+def check_backoff(value: object) -> BackoffPolicy:
+    if not isinstance(value, BackoffPolicy):
+        raise ValidationError("backoff must be a BackoffPolicy")
+    check_duration("backoff.base", value.base, allow_zero=True)
+    check_duration("backoff.cap", value.cap, allow_zero=True)
+    if not (isinstance(value.factor, (int, float)) and 1.0 <= value.factor <= 100.0):
+        raise ValidationError("backoff.factor must be a number in [1, 100]")
+    if not (isinstance(value.jitter, (int, float)) and 0.0 <= value.jitter <= 1.0):
+        raise ValidationError("backoff.jitter must be a number in [0, 1]")
+    return value
+
+
+# --- paging, entries, events, retention, trace contexts -----------------------------------
+
+
+def check_limit(name: str, value: object) -> int:
+    """A positive int, clamped to the SQL functions' documented maximum (`MAX_PAGE_ROWS`): a
+    page is bounded anyway, so asking for more only means "as many as a page holds"."""
+    return min(check_int(name, value, minimum=1), MAX_PAGE_ROWS)
+
+
+def check_entry_id(value: object, name: str = "entry_id") -> int:
+    """An entry id: an int >= 0."""
+    return check_int(name, value, minimum=0)
+
+
+def check_prune_all(policy: object, batch: object) -> tuple[object, int]:
+    check_retention(policy)
+    """`prune_all`'s arguments: the policy, and the batch size (`check_limit`)."""
+    return policy, check_limit("batch", batch)
+
+
+def check_after_seq(value: object) -> int:
+    """An event sequence number to read after: an int >= 0."""
+    return check_int("after_seq", value, minimum=0)
+
+
+def check_trace_context(value: object) -> m.TraceContext:
+    if not isinstance(value, TraceContext):
+        raise ValidationError("context must be a TraceContext")
+    return value
+
+
+# --- the waits (`await_events_after`, `subscribe`, `await_closed`) ------------------------
+
+
+def check_subscribe(thread_id: object, after_seq: object, watch: object) -> None:
+    check_identifier("thread_id", thread_id)
+    check_after_seq(after_seq)
+    check_watch(watch)
+
+
+def check_await_events(
+    thread_id: object, after_seq: object, timeout: object, watch: object
+) -> None:
+    check_identifier("thread_id", thread_id)
+    check_after_seq(after_seq)
+    check_duration("timeout", timeout, allow_zero=True)
+    check_watch(watch)
+
+
+def check_await_closed(entry_id: object, timeout: object, tenant: object) -> None:
+    check_entry_id(entry_id)
+    check_duration("timeout", timeout, allow_zero=True)
+    check_optional_identifier("tenant", tenant)
+
+
+__all__ = [
+    "DEFAULT_MAX_VALUE_BYTES",
+    "INT32_MAX",
+    "INT64_MAX",
+    "MAX_DURATION",
+    "MAX_IDENTIFIER_BYTES",
+    "MAX_JSON_DEPTH",
+    "MAX_JSON_NUMBER",
+    "MAX_PAGE_ROWS",
+    "MAX_SUBMISSIONS",
+    "STORE_EVENT_PREFIX",
+    "BeginArgs",
+    "EncodedCommit",
+    "EncodedEvent",
+    "EncodedSubmission",
+    "EncodedWrite",
+    "check_after_seq",
+    "check_await_closed",
+    "check_await_events",
+    "check_backoff",
+    "check_begin",
+    "check_claim",
+    "check_claim_policy",
+    "check_clock",
+    "check_commit",
+    "check_duration",
+    "check_entry_id",
+    "check_error_text",
+    "check_events",
+    "check_finish",
+    "check_identifier",
+    "check_int",
+    "check_lease",
+    "check_limit",
+    "check_listing",
+    "check_max_value_bytes",
+    "check_metadata_filter",
+    "check_optional_identifier",
+    "check_pair",
+    "check_prune_all",
+    "check_retention",
+    "check_run_ids",
+    "check_state",
+    "check_str",
+    "check_submission",
+    "check_submissions",
+    "check_subscribe",
+    "check_tenant_filter",
+    "check_timestamp",
+    "check_trace_context",
+    "check_watch",
+    "check_writes",
+    "decode_json",
+    "decode_outcome",
+    "encode_json",
+    "encode_outcome",
+    "fit_error_text",
+    "from_micros",
+    "from_posix",
+    "json_identity",
+    "same_json",
+    "to_micros",
+]

@@ -12,17 +12,28 @@ The endpoints are plain functions: Starlette runs them in its thread pool, so th
 calls never stall the event loop. Nothing is written. With a ``token``, every request must carry
 it (``Authorization: Bearer``, the ``dg_token`` cookie, or ``?token=`` once, which sets the
 cookie).
+
+Served on a loopback address, a request is answered only when its ``Host`` header is
+``localhost``, ``127.0.0.1`` or ``[::1]`` with the server's port (400 otherwise): a web page the
+operator visits cannot rebind its own name to 127.0.0.1 and read the store (DNS rebinding). A
+page's memory is bounded: a thread page shows `HISTORY_PAGE` checkpoints (older ones a link
+away) and every value cut to `render.SHOWN_CHARS` characters with its size and a link to the whole
+value (``/thread/value``). A live tail holds one of `MAX_TAILS` slots, given back by the response
+itself when the stream ends, the client gone included.
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
+import json
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import iterate_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -37,7 +48,11 @@ from durable_graph.dashboard.assets import CSS, JS
 from durable_graph.worker.flow import output_effect_key
 
 PAGE = 50
-"""Entries, threads and checkpoints shown per page."""
+"""Entries and threads shown per page."""
+HISTORY_PAGE = 10
+"""Checkpoints a thread page shows (each with its diff); an "older" link pages on."""
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+"""The ``Host`` names a dashboard served on a loopback address answers to (with its port)."""
 EVENTS_SHOWN = 100
 EFFECTS_SHOWN = 100  # one page of a thread's effects; a "more" link pages on
 """The newest events a thread page starts its tail with."""
@@ -64,6 +79,11 @@ class _Guard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if not host_allowed(scope):
+            await PlainTextResponse("this Host is not served here", status_code=400)(
+                scope, receive, send
+            )
             return
         request = Request(scope)
         from_query = request.query_params.get("token")
@@ -93,6 +113,31 @@ class _Guard:
         ]
         want = self.token.encode()
         return any(g is not None and hmac.compare_digest(g.encode(), want) for g in given)
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return address == "localhost"
+
+
+def host_allowed(scope: Scope) -> bool:
+    """Whether a request's ``Host`` may be answered: always on a non-loopback bind (the token
+    guards that); on a loopback one, only `LOOPBACK_NAMES` with the server's port (bare on port
+    80), so that no other site's name, rebound to 127.0.0.1, reaches the pages."""
+    server = scope.get("server")
+    if not server or not isinstance(server[0], str) or not _is_loopback(server[0]):
+        return True
+    port = server[1]
+    given = [v for k, v in scope.get("headers", []) if k == b"host"]
+    if len(given) != 1:
+        return False
+    host = given[0].decode("latin-1").lower()
+    allowed = {f"{name}:{port}" for name in LOOPBACK_NAMES}
+    if port == 80:
+        allowed.update(LOOPBACK_NAMES)
+    return host in allowed
 
 
 def _int(request: Request, name: str) -> int | None:
@@ -154,8 +199,11 @@ class Dashboard:
         info = self.store.thread(thread_id)
         if info is None:
             return HTMLResponse(render.not_found(f"thread {thread_id!r}"), status_code=404)
-        history = self.store.history(thread_id, limit=PAGE)
-        head = self.store.get(thread_id)
+        before = request.query_params.get("before") or None
+        history = self.store.history(thread_id, before=before, limit=HISTORY_PAGE + 1)
+        older = history[HISTORY_PAGE - 1].checkpoint_id if len(history) > HISTORY_PAGE else None
+        history = history[:HISTORY_PAGE]
+        head = self.store.get(thread_id) if before is None else None
         if head is not None and history and history[0].checkpoint_id == head.checkpoint_id:
             history[0] = head  # the head as `get` reads it: with its pending writes
         parents: dict[str, Checkpoint] = {cp.checkpoint_id: cp for cp in history}
@@ -183,38 +231,97 @@ class Dashboard:
             len(effects) == EFFECTS_SHOWN,
             events,
             _now(),
+            older,
         )
         return HTMLResponse(html)
+
+    def value_page(self, request: Request) -> Response:
+        """One whole value of a thread, as JSON: a checkpoint (state, metadata, pending
+        writes), an effect's value, or an event's payload — what a page cut short."""
+        thread_id = request.query_params.get("id", "")
+        checkpoint_id = request.query_params.get("checkpoint")
+        effect_key = request.query_params.get("effect")
+        seq = _int(request, "seq")
+        value: object
+        if checkpoint_id is not None:
+            cp = self.store.get(thread_id, checkpoint_id)
+            if cp is None:
+                return HTMLResponse(render.not_found(f"checkpoint {checkpoint_id!r}"), 404)
+            value = {
+                "checkpoint_id": cp.checkpoint_id,
+                "state": cp.state,
+                "metadata": cp.metadata,
+                "writes": [
+                    {"task_id": w.task_id, "channel": w.channel, "value": w.value}
+                    for w in cp.writes
+                ],
+            }
+        elif effect_key is not None:
+            effect = self.store.get_effect(thread_id, effect_key)
+            if effect is None:
+                return HTMLResponse(render.not_found(f"effect {effect_key!r}"), 404)
+            value = effect.value
+        elif seq is not None and seq >= 1:
+            found = self.store.events_after(thread_id, seq - 1, limit=1)
+            if not found or found[0].seq != seq:
+                return HTMLResponse(render.not_found(f"event {seq}"), 404)
+            value = found[0].payload
+        else:
+            raise ValidationError("give checkpoint, effect or seq (>= 1)")
+        body = json.dumps(value, ensure_ascii=False, sort_keys=True, indent=1)
+        return Response(body, media_type="application/json")
 
     def event_stream(self, request: Request) -> Response:
         thread_id = request.query_params.get("id", "")
         after = _int(request, "after") or 0
         self.store.events_after(thread_id, after, limit=1)  # checks the arguments up front
-        return StreamingResponse(
-            self._tail(thread_id, after),
+        return _TailResponse(self, thread_id, after)
+
+    def tail(self, thread_id: str, after: int, stop: threading.Event) -> Iterator[str]:
+        """The live tail's messages until ``stop`` is set or the store closes (the slot is the
+        response's: `_TailResponse`)."""
+        yield "retry: 2000\n: tail open\n\n"
+        while not stop.is_set():
+            try:
+                events = self.store.await_events_after(thread_id, after, self.tail_wait)
+            except StoreError:
+                return  # the store closed (shutdown): the browser reconnects later
+            for ev in events:
+                yield f"id: {ev.seq}\nevent: store-event\ndata: {render.event_json(ev)}\n\n"
+                after = ev.seq
+            if not events:
+                yield ": keep-alive\n\n"  # a gone client is noticed on the next write
+
+
+class _TailResponse(StreamingResponse):
+    """A live tail holding one of the dashboard's `MAX_TAILS` slots for exactly as long as the
+    response runs: taken when it starts, given back in ``finally`` when its send loop ends —
+    the stream done, the client gone (a closed connection ends the loop at once, or at the next
+    keep-alive) or the server stopping — never left to the garbage collector."""
+
+    def __init__(self, dashboard: Dashboard, thread_id: str, after: int) -> None:
+        self._dashboard = dashboard
+        self._stop = threading.Event()
+        self._messages = dashboard.tail(thread_id, after, self._stop)
+        super().__init__(
+            iterate_in_threadpool(self._messages),
             media_type="text/event-stream",
             headers={"x-accel-buffering": "no"},
         )
 
-    def _tail(self, thread_id: str, after: int) -> Iterator[str]:
-        # Taken here, not in the endpoint: a generator that never starts never releases.
-        if not self.tails.acquire(blocking=False):
-            yield "retry: 30000\n: too many live tails open; try again later\n\n"
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        slots = self._dashboard.tails
+        if not slots.acquire(blocking=False):
+            self._stop.set()
+            busy = "retry: 30000\n: too many live tails open; try again later\n\n"
+            self.body_iterator = iterate_in_threadpool(iter([busy]))
+            await super().__call__(scope, receive, send)
             return
         try:
-            yield "retry: 2000\n: tail open\n\n"
-            while True:
-                try:
-                    events = self.store.await_events_after(thread_id, after, self.tail_wait)
-                except StoreError:
-                    return  # the store closed (shutdown): the browser reconnects later
-                for ev in events:
-                    yield f"id: {ev.seq}\nevent: store-event\ndata: {render.event_json(ev)}\n\n"
-                    after = ev.seq
-                if not events:
-                    yield ": keep-alive\n\n"  # a gone client is noticed on the next write
+            await super().__call__(scope, receive, send)
         finally:
-            self.tails.release()
+            self._stop.set()
+            slots.release()
 
 
 def _static(body: str, media_type: str) -> Any:
@@ -247,6 +354,7 @@ def create_app(
             Route("/threads", d.threads_page),
             Route("/thread", d.thread_page),
             Route("/thread/events", d.event_stream),
+            Route("/thread/value", d.value_page),
             Route("/static/dashboard.css", _static(CSS, "text/css")),
             Route("/static/dashboard.js", _static(JS, "text/javascript")),
         ],
@@ -255,4 +363,4 @@ def create_app(
     return _Guard(app, token)
 
 
-__all__ = ["Dashboard", "create_app"]
+__all__ = ["HISTORY_PAGE", "LOOPBACK_NAMES", "Dashboard", "create_app", "host_allowed"]

@@ -28,6 +28,10 @@ from durable_graph.core.model import (
 )
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+SHOWN_CHARS = 2000
+"""A value on a list page (a thread's history, writes, effects, events) shows at most this many
+characters of its JSON, then its size and a link to the whole value: one page's HTML stays
+bounded however large the values are (issue #24)."""
 
 
 def _visible(value: str) -> str:
@@ -276,20 +280,34 @@ def diff(parent: JSON, state: JSON) -> list[tuple[str, str, JSON, JSON]]:
     return [] if parent == state else [("(value)", "changed", parent, state)]
 
 
-def _compact(value: JSON) -> str:
-    return text(json.dumps(value, ensure_ascii=False, sort_keys=True))
+def _compact(value: JSON, whole: str | None = None) -> str:
+    """``value`` as compact JSON text, cut after `SHOWN_CHARS` characters with its size in bytes
+    and, given ``whole`` (an escaped link), a link to the whole value."""
+    dumped = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if len(dumped) <= SHOWN_CHARS:
+        return text(dumped)
+    size = len(dumped.encode("utf-8", "surrogatepass"))
+    link = f' <a class=whole href="{whole}">whole value</a>' if whole else ""
+    return f"{text(dumped[:SHOWN_CHARS])}<span class=cut>… ({size:,} bytes){link}</span>"
+
+
+def value_link(thread_id: str, **which: object) -> str:
+    """The link to one whole value of a thread (`durable_graph.dashboard.app`'s /thread/value)."""
+    return href("/thread/value", id=thread_id, **which)
 
 
 def _checkpoint(cp: Checkpoint, parent: Checkpoint | None) -> str:
+    mine = value_link(cp.thread_id, checkpoint=cp.checkpoint_id)
     if parent is None:
-        change_rows = [("(state)", "initial", "", _compact(cp.state))]
+        change_rows = [("(state)", "initial", "", _compact(cp.state, mine))]
     else:
+        theirs = value_link(parent.thread_id, checkpoint=parent.checkpoint_id)
         change_rows = [
             (
                 text(k),
                 text(c),
-                _compact(b) if c != "added" else "",
-                _compact(a) if c != "removed" else "",
+                _compact(b, theirs) if c != "added" else "",
+                _compact(a, mine) if c != "removed" else "",
             )
             for k, c, b, a in diff(parent.state, cp.state)
         ]
@@ -298,7 +316,7 @@ def _checkpoint(cp: Checkpoint, parent: Checkpoint | None) -> str:
     )
     writes = _table(
         ["task", "channel", "value"],
-        [(text(w.task_id), text(w.channel), _compact(w.value)) for w in cp.writes],
+        [(text(w.task_id), text(w.channel), _compact(w.value, mine)) for w in cp.writes],
         "writes",
         "No pending writes.",
     )
@@ -321,7 +339,9 @@ def thread_page(
     more_effects: bool,
     events: list[Event],
     now: datetime,
+    older: str | None = None,
 ) -> str:
+    """``older``: the last checkpoint shown when the history goes on (a link pages on)."""
     facts = [
         (
             "parent thread",
@@ -353,7 +373,7 @@ def thread_page(
     effect_rows = [
         (
             text(r.key),
-            _compact(r.value),
+            _compact(r.value, value_link(info.thread_id, effect=r.key)),
             text(r.run_id or "—"),
             f'<a href="{href(f"/entry/{output_of[r.key]}")}">#{output_of[r.key]}</a>'
             if r.key in output_of
@@ -368,6 +388,11 @@ def thread_page(
         if more_effects and effects
         else ""
     )
+    if older is not None:
+        checkpoints += (
+            f'<p class=older><a href="{href("/thread", id=info.thread_id, before=older)}">'
+            "Older checkpoints…</a></p>"
+        )
     event_rows = "".join(event_row(ev) for ev in events)
     last = events[-1].seq if events else 0
     return page(
@@ -394,18 +419,24 @@ def thread_page(
 def event_row(ev: Event) -> str:
     return (
         f'<tr data-seq="{ev.seq}"><td>{ev.seq}</td><td>{text(ev.kind)}</td>'
-        f"<td>{_compact(ev.payload)}</td><td>{text(ev.run_id or '—')}</td>"
+        f"<td>{_compact(ev.payload, value_link(ev.thread_id, seq=ev.seq))}</td>"
+        f"<td>{text(ev.run_id or '—')}</td>"
         f"<td>{when(ev.created_at)}</td></tr>"
     )
 
 
 def event_json(ev: Event) -> str:
-    """One event for the live tail (the page's script inserts it as text, never as markup)."""
+    """One event for the live tail (the page's script inserts it as text, never as markup); its
+    payload cut as on the page."""
+    payload = json.dumps(ev.payload, ensure_ascii=False, sort_keys=True)
+    if len(payload) > SHOWN_CHARS:
+        size = len(payload.encode("utf-8", "surrogatepass"))
+        payload = f"{payload[:SHOWN_CHARS]}… ({size:,} bytes)"
     return json.dumps(
         {
             "seq": ev.seq,
             "kind": _visible(ev.kind),
-            "payload": _visible(json.dumps(ev.payload, ensure_ascii=False, sort_keys=True)),
+            "payload": _visible(payload),
             "run_id": _visible(ev.run_id or "—"),
             "created_at": ev.created_at.strftime("%Y-%m-%d %H:%M:%S"),
         },
@@ -417,4 +448,13 @@ def not_found(what: str) -> str:
     return page("Not found", f"<h1>Not found</h1><p>{text(what)}</p>")
 
 
-__all__ = ["entry_page", "event_json", "not_found", "queue_page", "thread_page", "threads_page"]
+__all__ = [
+    "SHOWN_CHARS",
+    "entry_page",
+    "event_json",
+    "not_found",
+    "queue_page",
+    "thread_page",
+    "threads_page",
+    "value_link",
+]

@@ -15,10 +15,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import timedelta
-from types import TracebackType
 from typing import Self
 
-from durable_graph.core.checkpointer import copy_pairs, metadata_matches
+from durable_graph.core.checkpointer import ClosedOnExit, copy_pairs, metadata_matches
 from durable_graph.core.errors import (
     DuplicateCheckpoint,
     NotFound,
@@ -81,7 +80,7 @@ _EVENT_BATCH = 1000
 """Events one read of `await_events_after` / `subscribe` returns at most."""
 
 
-class EmbeddedCheckpointer(EmbeddedFastPath):
+class EmbeddedCheckpointer(EmbeddedFastPath, ClosedOnExit):
     """SPEC §4 over a `Storage`; ``.run_queue`` is the `EmbeddedRunQueue` of the same storage.
 
     SPEC §11's ``begin_attempt`` / ``renew_attempt`` / ``finish_attempt`` are these rules
@@ -546,14 +545,6 @@ class EmbeddedCheckpointer(EmbeddedFastPath):
         self._storage.check_open()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 def _pages_before(
     tx: Tx, thread_id: str, before: str | None, size: int
@@ -610,6 +601,8 @@ def _prune_thread(tx: Tx, thread_id: str, policy: RetentionPolicy) -> PruneResul
     ]
     for row in removed:
         tx.remove_checkpoint(thread_id, row.checkpoint_id)
+    if removed:  # a kept checkpoint whose parent was removed has none (SPEC §14.1)
+        tx.orphan(thread_id, [r.checkpoint_id for r in removed])
     events_removed = 0 if cutoff is None else tx.drop_events_before(thread_id, cutoff)
     return PruneResult(len(removed), events_removed)
 
@@ -657,5 +650,6 @@ def _encoded_writes(writes: Sequence[PendingWrite]) -> list[EncodedWrite]:
     for w in writes:
         index = per_task.get(w.task_id, 0)
         per_task[w.task_id] = index + 1
-        out.append(EncodedWrite(w.task_id, w.channel, index, encode_json("value", w.value, 2**62)))
+        value = encode_json("value", w.value, 2**62)
+        out.append(EncodedWrite(w.task_id, w.channel, index, value, w.task_path))
     return out

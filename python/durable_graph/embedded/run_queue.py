@@ -21,7 +21,7 @@ from durable_graph.core.errors import (
     ValidationError,
 )
 from durable_graph.core.fast_path import submit_each
-from durable_graph.core.listing import EntryState, check_listing, make_stats
+from durable_graph.core.listing import EntryState, make_stats
 from durable_graph.core.model import (
     ANY,
     AttemptStart,
@@ -38,6 +38,7 @@ from durable_graph.core.model import (
     TenantFilter,
     ThreadDeleted,
     Ticket,
+    TraceContext,
     WatchPolicy,
 )
 from durable_graph.core.validation import (
@@ -48,9 +49,11 @@ from durable_graph.core.validation import (
     check_identifier,
     check_int,
     check_lease,
+    check_listing,
     check_optional_identifier,
     check_submission,
     check_tenant_filter,
+    check_trace_context,
     encode_outcome,
     same_json,
 )
@@ -63,7 +66,6 @@ from durable_graph.embedded.common import (
 )
 from durable_graph.embedded.rows import EntryQuery, EntryRow
 from durable_graph.embedded.storage import Storage, Tx
-from durable_graph.observe.observer import TraceContext
 
 _AWAIT_CLOSED_POLL: Final = WatchPolicy().poll_interval.total_seconds()
 """How often `await_closed` reads again for other processes (it takes no `WatchPolicy`; D21:
@@ -219,21 +221,27 @@ class EmbeddedRunQueue:
             _close_entry(tx, entry, store_outcome(Cancelled("requested")))
             return entry_of(tx, _entry(tx, entry_id))
 
-    def set_trace_context(self, entry_id: int, context: TraceContext) -> bool:
-        """Remember the trace ``context`` ``entry_id`` was submitted in (the first one stays),
-        as PostgreSQL's queue does; False for an unknown entry or one that has a context."""
-        check_int("entry_id", entry_id, minimum=0)
-        if not isinstance(context, TraceContext):
-            raise ValidationError("context must be a TraceContext")
+    def set_trace_context(
+        self, entry_id: int, context: TraceContext, tenant: str | None = None
+    ) -> bool:
+        """Remember the trace ``context`` entry ``entry_id`` of ``tenant`` was submitted in (the
+        first one stays), as PostgreSQL's queue does; False for an entry that has a context, or
+        is unknown or another tenant's (D16: no oracle)."""
+        _check_entry_ref(entry_id, tenant)
+        check_trace_context(context)
         with self._storage.write() as tx:
-            if tx.entry(entry_id) is None or tx.trace_context(entry_id) is not None:
+            if _visible_entry(tx, entry_id, tenant) is None:
+                return False
+            if tx.trace_context(entry_id) is not None:
                 return False
             tx.set_trace_context(entry_id, context.traceparent, context.tracestate)
             return True
 
-    def trace_context(self, entry_id: int) -> TraceContext | None:
-        check_int("entry_id", entry_id, minimum=0)
+    def trace_context(self, entry_id: int, tenant: str | None = None) -> TraceContext | None:
+        _check_entry_ref(entry_id, tenant)
         with self._storage.read() as tx:
+            if _visible_entry(tx, entry_id, tenant) is None:
+                return None
             stored = tx.trace_context(entry_id)
         return None if stored is None else TraceContext(stored[0], stored[1])
 

@@ -93,6 +93,10 @@ class Tx(Protocol):
         """A checkpoint goes with its pending writes."""
         ...
 
+    def orphan(self, thread_id: str, removed: Sequence[str]) -> None:
+        """The thread's checkpoints whose parent is in ``removed`` now have none (prune)."""
+        ...
+
     def checkpoints_newest_first(self, thread_id: str) -> list[CheckpointRow]: ...
 
     def checkpoints_before(
@@ -114,7 +118,8 @@ class Tx(Protocol):
         ...
 
     def writes_of(self, thread_id: str, checkpoint_id: str) -> list[PendingWrite]:
-        """By (task_id, idx), ties in the order written."""
+        """By (task_path, task_id, idx), LangGraph's ``writes_sort_key``; ties in the order
+        written."""
         ...
 
     def append_event(self, thread_id: str, event: EncodedEvent, run_id: str | None) -> Event:

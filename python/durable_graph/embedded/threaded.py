@@ -1,69 +1,41 @@
 """Async stores over a sync store, one worker thread per call (the in-memory and SQLite stores).
 
-The methods are `durable_graph.core.surface`'s async method sets (each derived from the sync
-Protocol's method: no signature is written again here); each runs the sync store's method of
-the same name with `asyncio.to_thread`, so lock waits (bounded, D23: a lock wait gives
-up after 5 s) never block the event loop. It passes only the arguments its caller gave, and the
-sync store checks them and supplies the defaults, as it always does. Written by hand: polling
-(`await_events_after`, `subscribe`, `await_closed`) runs on the loop with `asyncio.sleep`; the
-lifecycle.
+The one-call methods are written out in `durable_graph.embedded.threaded_generated` (generated
+from the Protocols): each runs the sync store's method of the same name with the caller's
+arguments in a worker thread (`durable_graph.embedded.offload.in_thread`), so lock waits (bounded,
+D23: a lock wait gives up after 5 s) never block the event loop; the sync store checks the
+arguments. Written here by hand: polling (`await_events_after`, `subscribe`, `await_closed`) runs
+on the loop with `asyncio.sleep`; the lifecycle.
 
-Cancellation: a sync call cannot be interrupted once its thread runs it. A task cancelled while
-its call runs waits for the call to settle (each sync call is atomic and its waits are bounded),
-then raises `CancelledError`: when the task has ended, nothing of its call is still in flight.
-A cancellation requested before a call starts is raised before the call is handed to a thread.
+Cancellation: see `durable_graph.embedded.offload` (a call that has started settles first).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import functools
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Any, Self, TypeVar
+from typing import Self, cast
 
-from durable_graph.core.async_polling import await_entry_closed, await_events, subscribe_events
+from durable_graph.core.async_protocols import AsyncClosedOnExit
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import ProcessingError
 from durable_graph.core.model import Event, QueueEntry, WatchPolicy
-from durable_graph.core.run_queue import RunQueue
-from durable_graph.core.surface import AsyncCheckpointerCalls, AsyncRunQueueCalls
-
-T = TypeVar("T")
-
-
-async def in_thread(fn: Callable[..., T], /, *args: object) -> T:
-    """``fn(*args)`` in a worker thread; on cancellation, let it settle, then re-raise."""
-    await asyncio.sleep(0)  # a cancellation requested before the call is raised here
-    future = asyncio.ensure_future(asyncio.to_thread(fn, *args))
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        if not future.done():
-            # Another cancellation may cut this wait short: the call still settles on its own.
-            with contextlib.suppress(BaseException):
-                await asyncio.wait({future})
-        if future.done() and not future.cancelled():
-            future.exception()  # retrieved: the caller gets CancelledError, as asked
-        raise
+from durable_graph.core.polling import await_entry_closed, await_events, subscribe_events
+from durable_graph.core.run_queue import RunQueue, TraceContexts
+from durable_graph.embedded.offload import in_thread
+from durable_graph.embedded.threaded_generated import (
+    ThreadedCheckpointerCalls,
+    ThreadedRunQueueCalls,
+)
 
 
-def _in_thread(
-    sync: object, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Awaitable[Any]:
-    """The sync store's method ``name`` called with the caller's arguments, in a thread."""
-    return in_thread(functools.partial(getattr(sync, name), *args, **kwargs))
-
-
-class ThreadedRunQueue(AsyncRunQueueCalls):
-    """An `AsyncRunQueue` over a sync `RunQueue`."""
+class ThreadedRunQueue(ThreadedRunQueueCalls):
+    """An `AsyncRunQueue` over a sync `RunQueue` (one that keeps trace contexts, as every
+    store's does)."""
 
     def __init__(self, sync: RunQueue) -> None:
         self._sync = sync
-
-    def _forward(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Awaitable[Any]:
-        return _in_thread(self._sync, name, args, kwargs)
+        self._traces = cast(TraceContexts, sync)
 
     async def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None
@@ -74,16 +46,13 @@ class ThreadedRunQueue(AsyncRunQueueCalls):
     """Local stores are cheap to read: `await_closed` polls them often."""
 
 
-class ThreadedCheckpointer(AsyncCheckpointerCalls):
+class ThreadedCheckpointer(ThreadedCheckpointerCalls, AsyncClosedOnExit):
     """An `AsyncCheckpointer` over a sync `Checkpointer` (which it owns and closes)."""
 
     def __init__(self, sync: Checkpointer) -> None:
         self._sync = sync
         self._run_queue = ThreadedRunQueue(sync.run_queue)
         self._closed = False
-
-    def _forward(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Awaitable[Any]:
-        return _in_thread(self._sync, name, args, kwargs)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -116,3 +85,6 @@ class ThreadedCheckpointer(AsyncCheckpointerCalls):
     async def __aenter__(self) -> Self:
         self._check_open()
         return self
+
+
+__all__ = ["ThreadedCheckpointer", "ThreadedRunQueue", "in_thread"]

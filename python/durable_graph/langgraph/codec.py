@@ -6,7 +6,7 @@ allow-list (never pickle: a stored ``pickle`` type is refused on load), as base6
 stored can run code when it is read back.
 
 Layout of `Commit.state`: ``{"cp": <checkpoint without channel_values>, "values": {channel:
-<encoded>}, "lg_parent": <LangGraph's parent id or null>}``. LangGraph's own parent id lives
+<encoded>}, "lg_parent": <LangGraph's parent id or null>, "sp": <committed on a store parent>}``. LangGraph's own parent id lives
 here, because the store's ``parent_id`` is the head the saver last wrote (forks are puts whose
 LangGraph parent is not the head).
 
@@ -42,6 +42,9 @@ NS_SEP = "\x1f"
 
 GEN_SEP = "\x1f#"
 """Marks the generation of a special write's channel (see `special_channel`)."""
+
+STORE_PARENT_KEY = "sp"
+"""Key of `Commit.state` saying whether the checkpoint was committed on a store parent."""
 
 TYPED_KEY = "__dg_typed__"
 """Key of the metadata entry that holds the non-JSON metadata values, each typed."""
@@ -189,21 +192,31 @@ def next_generation(existing: Sequence[PendingWrite], task_id: str, channel: str
 def decode_writes(
     serde: SerializerProtocol, writes: Sequence[PendingWrite]
 ) -> list[tuple[str, str, Any]]:
-    """LangGraph's pending writes: regular ones in store order, the newest generation of specials."""
+    """LangGraph's pending writes, in its ``writes_sort_key`` order: (task_path, task_id, idx).
+
+    The store returns them by (task_path, task_id, index); within a task, a special write (the
+    newest generation of each) takes LangGraph's index for its channel (``WRITES_IDX_MAP``,
+    negative: before the task's regular writes), as LangGraph's own savers store it.
+    """
     newest: dict[tuple[str, str], tuple[int, PendingWrite]] = {}
-    out: list[tuple[str, str, Any]] = []
-    order: list[tuple[str, str] | PendingWrite] = []
+    order: list[tuple[tuple[str, str, int], tuple[str, str] | PendingWrite]] = []
+    position: dict[tuple[str, str], int] = {}
     for w in writes:
         channel, sep, gen = w.channel.partition(GEN_SEP)
+        group = (w.task_path, w.task_id)
         if sep and is_special(channel):
             key = (w.task_id, channel)
             if key not in newest:
-                order.append(key)
+                order.append(((w.task_path, w.task_id, WRITES_IDX_MAP[channel]), key))
             if key not in newest or int(gen) > newest[key][0]:
                 newest[key] = (int(gen), w)
         else:
-            order.append(w)
-    for item in order:
+            idx = position.get(group, 0)
+            position[group] = idx + 1
+            order.append(((w.task_path, w.task_id, idx), w))
+    order.sort(key=lambda item: item[0])  # stable: ties keep the store's order
+    out: list[tuple[str, str, Any]] = []
+    for _, item in order:
         if isinstance(item, PendingWrite):
             out.append((item.task_id, item.channel, decode(serde, cast(Any, item.value))))
         else:
@@ -224,6 +237,11 @@ def to_tuple(serde: SerializerProtocol, cp: Checkpoint) -> CheckpointTuple:
     }
     lg_parent = state.get("lg_parent")
     parent: RunnableConfig | None = None
+    # The store left the checkpoint with no parent (prune removed the one it was committed on):
+    # it reports none, as PostgresSaver's prune leaves it. A thread's first checkpoint has no
+    # store parent either, but keeps LangGraph's (STORE_PARENT_KEY: it was committed on none).
+    if cp.parent_id is None and state.get(STORE_PARENT_KEY):
+        lg_parent = None
     if lg_parent is not None:
         parent = {
             "configurable": {

@@ -24,19 +24,21 @@ own parent id is kept in the stored state, so forks (`update_state` on an old ch
 
 
 Each operation is a plan (see `plan`), run by `DurableSaver` on a sync store and by
-`AsyncDurableSaver` on an async one.
+`AsyncDurableSaver` on an async one; LangGraph's methods (``put`` and ``aput``, ...) are written
+out in `durable_graph.langgraph.generated` (`SaverApi`, generated from the plans here by
+``tools/generate_stores.py``), each running its plan with the saver's runner.
 """
 
 from __future__ import annotations
 
 import functools
+import random
 import threading
 import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
-from operator import methodcaller
 from typing import Any, Generic, Self, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -59,8 +61,12 @@ from durable_graph.core.model import (
     PendingWrite,
     RetentionPolicy,
 )
-from durable_graph.langgraph import codec
-from durable_graph.langgraph.plan import Call, Guarded, Steps, api, listing
+from durable_graph.core.ops import StoreOp, store_op
+from durable_graph.langgraph import allowlist, codec
+from durable_graph.langgraph.plan import Guarded, Plan
+
+# Graphs compiled from here on hand their schema types to their saver (see `allowlist`).
+allowlist.enable()
 
 R = TypeVar("R")
 StoreT = TypeVar("StoreT")
@@ -80,6 +86,9 @@ CONFIG_KEY_DURABILITY = "__pregel_durability"
 PAGE = 100
 """Threads or checkpoints read per store call while listing."""
 
+DELTA_METADATA_KEYS = frozenset({"counters_since_delta_snapshot", "delta_writes_versioned"})
+"""Checkpoint metadata keys that show a thread uses a DeltaChannel (as PostgresSaver reads it)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Held:
@@ -90,6 +99,8 @@ class Held:
     writes: list[tuple[str, Any]]
     behind: bool
     """Held by choice (write-behind) rather than because its checkpoint was not stored yet."""
+    task_path: str = ""
+    """LangGraph's path of the task (stored: reads order writes by LangGraph's writes_sort_key)."""
 
 
 def run_id_of(metadata: dict[str, Any], bound: str | None) -> str:
@@ -177,18 +188,28 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
             self.store, serde=self.serde, claim_policy=self.claim_policy, bound=(claim, run_id)
         )
 
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        """The next channel version: an int after an int (or none), as LangGraph's base saver
+        does; after a string, a string in LangGraph's own savers' format (``InMemorySaver``,
+        ``SqliteSaver``, ``PostgresSaver``: a zero-padded counter, a dot, a random fraction), so
+        a thread they wrote (or one imported from them) continues with versions that compare
+        above its stored ones."""
+        if isinstance(current, str):
+            return f"{int(current.split('.')[0]) + 1:032}.{random.random():016}"
+        return super().get_next_version(current, channel)
+
     # --- runners (per kind of store) --------------------------------------------------------
 
-    def _run(self, steps: Steps[R]) -> R:
+    def _run(self, plan: Plan[R]) -> R:
         raise NotImplementedError
 
-    async def _arun(self, steps: Steps[R]) -> R:
+    async def _arun(self, plan: Plan[R]) -> R:
         raise NotImplementedError
 
-    def _iterate(self, steps: Steps[None]) -> Iterator[CheckpointTuple]:
+    def _iterate(self, plan: Plan[None]) -> Iterator[CheckpointTuple]:
         raise NotImplementedError
 
-    def _aiterate(self, steps: Steps[None]) -> AsyncIterator[CheckpointTuple]:
+    def _aiterate(self, plan: Plan[None]) -> AsyncIterator[CheckpointTuple]:
         raise NotImplementedError
 
     # --- held writes ------------------------------------------------------------------------
@@ -240,7 +261,7 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
         with self._held_lock:
             for h in self._held.pop(st, []):
                 if h.behind and h.checkpoint_id == parent:
-                    fused.extend(self._writes_for(None, h.task_id, h.writes)[0])
+                    fused.extend(self._writes_for(None, h.task_id, h.writes, h.task_path)[0])
                 elif h.checkpoint_id == new_id and not h.behind:
                     after.append(h)
                 else:
@@ -275,28 +296,35 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
         run_id = run_id_of(md, self.bound[1] if self.bound else None)
         if self.bound is not None:
             md["run_id"] = run_id  # so delete_for_runs and list filters see the attempt's run
+        state = codec.encode_checkpoint(self.serde, checkpoint, lg_parent)
         # Made once its parent is known (under the claim): no copy per put.
         commit = functools.partial(
             Commit,
             checkpoint_id=checkpoint["id"],
             run_id=run_id,
-            state=codec.encode_checkpoint(self.serde, checkpoint, lg_parent),
             metadata=md,
             # Whether the graph finished is LangGraph's to say (see handler.py): never `Finished`.
             next=LANGGRAPH_NEXT,
             parent_thread_id=thread_id if ns else None,
         )
-        return thread_id, st, commit
+
+        def make(parent_id: str | None, fence: Claim | None) -> Commit:
+            # Whether it had a store parent: one that prune removes reports none (codec.to_tuple).
+            state[codec.STORE_PARENT_KEY] = parent_id is not None
+            return commit(parent_id=parent_id, fence=fence, state=state)
+
+        return thread_id, st, make
 
     def _writes_for(
         self,
         existing: Sequence[PendingWrite] | None,
         task_id: str,
         writes: Sequence[tuple[str, Any]],
+        task_path: str = "",
     ) -> tuple[list[PendingWrite], list[PendingWrite]]:
         """(regular writes, special writes each under a new generation)."""
         regular = [
-            PendingWrite(task_id, ch, codec.encode(self.serde, v))
+            PendingWrite(task_id, ch, codec.encode(self.serde, v), task_path)
             for ch, v in writes
             if not codec.is_special(ch)
         ]
@@ -306,7 +334,7 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
             if codec.is_special(ch):
                 gen = codec.next_generation(seen, task_id, ch)
                 w = PendingWrite(
-                    task_id, codec.special_channel(ch, gen), codec.encode(self.serde, v)
+                    task_id, codec.special_channel(ch, gen), codec.encode(self.serde, v), task_path
                 )
                 special.append(w)
                 seen.append(w)
@@ -324,52 +352,52 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
     # --- steps under claims -----------------------------------------------------------------
 
     def _with_claim(
-        self, thread_id: str, st: str, steps: Callable[[Claim, Claim | None], Steps[R]]
-    ) -> Steps[R]:
+        self, thread_id: str, st: str, steps: Callable[[Claim, Claim | None], Plan[R]]
+    ) -> Plan[R]:
         """Run ``steps(claim of st, fence)`` under the right claims (see the module docstring)."""
         holder = self.bound[1] if self.bound else UNBOUND_HOLDER
         if self.bound is not None:
             root = self.bound[0]
         else:
-            root = yield methodcaller("claim", thread_id, holder, self.claim_policy)
+            root = yield store_op("claim", thread_id, holder, self.claim_policy)
         try:
             if st == thread_id:
                 return (yield from steps(root, None))
-            child = yield methodcaller("claim", st, holder, self.claim_policy)
+            child = yield store_op("claim", st, holder, self.claim_policy)
             try:
                 return (yield from steps(child, root))
             finally:
-                yield methodcaller("release_claim", child)
+                yield store_op("release_claim", child)
         finally:
             if self.bound is None:
-                yield methodcaller("release_claim", root)
+                yield store_op("release_claim", root)
 
-    def _read_head(self, st: str) -> Steps[str | None]:
-        info = yield methodcaller("thread", st)
+    def _read_head(self, st: str) -> Plan[str | None]:
+        info = yield store_op("thread", st)
         head: str | None = info.head_id if info else None
         return head
 
     def _commit(
         self, claim: Claim, st: str, make: Callable[..., Commit], fence: Claim | None
-    ) -> Steps[None]:
+    ) -> Plan[None]:
         # The head this saver last wrote, read from the store when unknown.
         parent = self._heads[st] if st in self._heads else (yield from self._read_head(st))
         commit = make(parent_id=parent, fence=fence)
         fused, after = self._plan_put(st, parent, commit.checkpoint_id)
         try:
             if fused and parent is not None:
-                yield methodcaller("put_writes_and_commit", claim, parent, fused, commit)
+                yield store_op("put_writes_and_commit", claim, parent, fused, commit)
             else:
-                yield methodcaller("commit", claim, commit)
+                yield store_op("commit", claim, commit)
         except (StaleParent, NotFound):
             # The head moved (another writer, a delete): write the held writes on their own
             # (dropped if their checkpoint is gone), then commit on the head as it is now.
             self._heads.pop(st, None)
             if fused and parent is not None:
                 with suppress(NotFound):
-                    yield methodcaller("put_writes", claim, parent, fused)
+                    yield store_op("put_writes", claim, parent, fused)
             head = yield from self._read_head(st)
-            yield methodcaller("commit", claim, make(parent_id=head, fence=fence))
+            yield store_op("commit", claim, make(parent_id=head, fence=fence))
         self._heads[st] = commit.checkpoint_id
         for h in after:
             with suppress(NotFound):  # its checkpoint is gone: nothing to attach the writes to
@@ -377,23 +405,23 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
 
     def _put_writes_claimed(
         self, claim: Claim, st: str, h: Held, fence: Claim | None
-    ) -> Steps[None]:
+    ) -> Plan[None]:
         existing = None
         if any(codec.is_special(ch) for ch, _ in h.writes):
-            cp = yield methodcaller("get", st, h.checkpoint_id)
+            cp = yield store_op("get", st, h.checkpoint_id)
             if cp is None:
                 raise NotFound("checkpoint not found")
             existing = cp.writes
-        regular, special = self._writes_for(existing, h.task_id, h.writes)
+        regular, special = self._writes_for(existing, h.task_id, h.writes, h.task_path)
         for batch in (regular, special):
             if not batch:
                 continue
             if fence is None:
-                yield methodcaller("put_writes", claim, h.checkpoint_id, batch)
+                yield store_op("put_writes", claim, h.checkpoint_id, batch)
             else:  # a subgraph namespace: fenced by the root thread's claim, atomically
-                yield methodcaller("put_writes_fenced", claim, h.checkpoint_id, batch, fence)
+                yield store_op("put_writes_fenced", claim, h.checkpoint_id, batch, fence)
 
-    def _put_held_or_keep(self, claim: Claim, st: str, h: Held, fence: Claim | None) -> Steps[None]:
+    def _put_held_or_keep(self, claim: Claim, st: str, h: Held, fence: Claim | None) -> Plan[None]:
         try:
             yield from self._put_writes_claimed(claim, st, h, fence)
         except NotFound:
@@ -401,7 +429,7 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
             with self._held_lock:
                 self._hold(st, replace(h, behind=False))
 
-    def _then_forget(self, call: Call, thread_id: str) -> Steps[None]:
+    def _then_forget(self, call: StoreOp, thread_id: str) -> Plan[None]:
         """``call``, then forget the heads kept for ``thread_id`` (deleted or replaced)."""
         yield call
         for st in [k for k in self._heads if codec.split_thread(k)[0] == thread_id]:
@@ -415,7 +443,7 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
         checkpoint: LGCheckpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-    ) -> Steps[RunnableConfig]:
+    ) -> Plan[RunnableConfig]:
         thread_id, st, commit = self._commit_for(config, checkpoint, metadata)
         yield Guarded(
             thread_id,
@@ -431,58 +459,131 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str = "",
-    ) -> Steps[None]:
+    ) -> Plan[None]:
         thread_id, ns, checkpoint_id = codec.config_parts(config)
         self._check_bound(thread_id)
         if checkpoint_id is None:
             raise ValidationError("config: configurable.checkpoint_id is required for put_writes")
         st = codec.store_thread(thread_id, ns)
         items = list(writes)
+        if not isinstance(task_path, str):
+            raise ValidationError("task_path: must be a str")
         if self._write_behind(config, items) and self._hold_behind(
-            st, Held(checkpoint_id, task_id, items, behind=True)
+            st, Held(checkpoint_id, task_id, items, behind=True, task_path=task_path)
         ):
             return
 
-        def write(claim: Claim, fence: Claim | None) -> Steps[None]:
+        def write(claim: Claim, fence: Claim | None) -> Plan[None]:
             for h in self._take_held(st):  # what is held goes first, in order
                 yield from self._put_held_or_keep(claim, st, h, fence)
             yield from self._put_held_or_keep(
-                claim, st, Held(checkpoint_id, task_id, items, behind=False), fence
+                claim, st, Held(checkpoint_id, task_id, items, False, task_path), fence
             )
 
         yield Guarded(thread_id, self._with_claim(thread_id, st, write))
 
-    def _delete_thread(self, thread_id: str) -> Steps[None]:
+    def _delete_thread(self, thread_id: str) -> Plan[None]:
         claim = self.bound[0] if self.bound else None
         yield Guarded(
-            thread_id, self._then_forget(methodcaller("delete_thread", thread_id, claim), thread_id)
+            thread_id, self._then_forget(store_op("delete_thread", thread_id, claim), thread_id)
         )
 
-    def _delete_for_runs(self, run_ids: Sequence[str]) -> Steps[None]:
+    def _delete_for_runs(self, run_ids: Sequence[str]) -> Plan[None]:
         if run_ids:
-            yield methodcaller("delete_runs", list(run_ids))
+            yield store_op("delete_runs", list(run_ids))
         self._heads.clear()
 
-    def _copy_thread(self, source_thread_id: str, target_thread_id: str) -> Steps[None]:
+    def _copy_thread(self, source_thread_id: str, target_thread_id: str) -> Plan[None]:
         codec.store_thread(source_thread_id, "")
         codec.store_thread(target_thread_id, "")
-        copy = methodcaller("copy_thread", source_thread_id, target_thread_id)
+        copy = store_op("copy_thread", source_thread_id, target_thread_id)
         yield Guarded(target_thread_id, self._then_forget(copy, target_thread_id))
 
-    def _prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> Steps[None]:
+    def _prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> Plan[None]:
+        """LangGraph's ``prune``, as ``PostgresSaver`` 3.2 does it.
+
+        ``"delete"`` deletes the threads. ``"keep_latest"`` keeps the latest checkpoint of each
+        namespace (with its pending writes; it is left with no parent), and deletes a finished
+        subgraph call's namespace (``name:task_id``) that started from a root checkpoint other
+        than the kept one; a ``checkpointer=True`` subgraph's namespace keeps its latest. It
+        refuses (`NotImplementedError`, nothing pruned) a batch in which a thread uses a
+        ``DeltaChannel``: such a state is rebuilt from older checkpoints' writes, which a prune
+        to one checkpoint would lose.
+        """
+        if isinstance(thread_ids, str):
+            raise TypeError("thread_ids must be a sequence of thread IDs, not a str")
         if strategy not in ("keep_latest", "delete"):
             raise ValidationError(f"strategy: unknown {strategy!r}")
-        for thread_id in thread_ids:
-            if strategy == "delete":
+        ids = [str(t) for t in thread_ids]
+        if strategy == "delete":
+            for thread_id in ids:
                 yield from self._delete_thread(thread_id)
-                continue
-            children = yield methodcaller("children", thread_id)
-            for st in [thread_id, *children]:
-                yield methodcaller("prune", st, RetentionPolicy(keep_last=1))
+            return
+        namespaces: dict[str, list[str]] = {}
+        for thread_id in ids:
+            codec.store_thread(thread_id, "")
+            namespaces[thread_id] = [thread_id, *(yield store_op("children", thread_id))]
+        delta = []
+        for thread_id in ids:
+            if (yield from self._uses_delta(namespaces[thread_id])):
+                delta.append(thread_id)
+        if delta:
+            raise NotImplementedError(
+                "keep_latest can't prune threads that use a DeltaChannel (their state is "
+                f"rebuilt from older checkpoints' delta writes): {', '.join(sorted(delta))}"
+            )
+        for thread_id in ids:
+            # Which namespaces are finished calls is read before anything of the thread goes.
+            root = yield store_op("get", thread_id, None)
+            calls = set()
+            for st in namespaces[thread_id][1:]:
+                if (yield from self._finished_call(st, thread_id, root)):
+                    calls.add(st)
+            for st in namespaces[thread_id]:
+                if st in calls:
+                    yield from self._forget_after(store_op("delete_thread", st, None), st)
+                else:
+                    yield store_op("prune", st, RetentionPolicy(keep_last=1))
 
-    def _get_tuple(self, config: RunnableConfig) -> Steps[CheckpointTuple | None]:
+    def _uses_delta(self, store_threads: Sequence[str]) -> Plan[bool]:
+        """Whether a checkpoint of these threads counts DeltaChannel updates (LangGraph's
+        ``counters_since_delta_snapshot`` / LangGraph.js's ``delta_writes_versioned``)."""
+        for st in store_threads:
+            older = None
+            while page := (yield store_op("history", st, before=older, limit=PAGE)):
+                for cp in page:
+                    md = cp.metadata if isinstance(cp.metadata, dict) else {}
+                    typed = md.get(codec.TYPED_KEY)
+                    keys = set(md) | (set(typed) if isinstance(typed, dict) else set())
+                    if keys & DELTA_METADATA_KEYS:
+                        return True
+                older = page[-1].checkpoint_id
+        return False
+
+    def _finished_call(self, st: str, thread_id: str, root: Checkpoint | None) -> Plan[bool]:
+        """Is ``st`` a subgraph call's namespace that started from a saved root checkpoint
+        other than the root's latest (``root``)? Such a call is over: prune drops it."""
+        if ":" not in codec.split_thread(st)[1]:
+            return False  # a checkpointer=True subgraph: its state outlives each call
+        head = yield store_op("get", st, None)
+        if head is None:
+            return False
+        md = codec.decode_metadata(self.serde, head.metadata)
+        parents = md.get("parents")
+        started = parents.get("") if isinstance(parents, dict) else None
+        if not isinstance(started, str) or (root is not None and started == root.checkpoint_id):
+            return False
+        # Only once that root checkpoint is saved: a run may save the call first.
+        saved = yield store_op("get", thread_id, started)
+        return saved is not None
+
+    def _forget_after(self, call: StoreOp, st: str) -> Plan[None]:
+        yield call
+        self._heads.pop(st, None)
+
+    def _get_tuple(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
         thread_id, ns, checkpoint_id = codec.config_parts(config)
-        cp = yield methodcaller("get", codec.store_thread(thread_id, ns), checkpoint_id)
+        cp = yield store_op("get", codec.store_thread(thread_id, ns), checkpoint_id)
         return None if cp is None else codec.to_tuple(self.serde, cp)
 
     def _list(
@@ -492,7 +593,7 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
         filter: dict[str, Any] | None = None,
         before: RunnableConfig | None = None,
         limit: int | None = None,
-    ) -> Steps[None]:
+    ) -> Plan[None]:
         thread_id, ns, before_id = self._list_plan(config, before)
         exact = None if config is None else (config.get("configurable") or {}).get("checkpoint_id")
         wanted = store_filter(filter)  # a JSON metadata filter is applied by the store
@@ -530,30 +631,21 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
 
     def _threads_to_list(
         self, thread_id: str | None, ns: str | None, after: str | None
-    ) -> Steps[Sequence[str]]:
+    ) -> Plan[Sequence[str]]:
         """The store threads to list after ``after`` (None: the first ones); empty at the end."""
         if thread_id is None:  # every thread, a page at a time
-            page = yield methodcaller("threads", after=after, limit=PAGE)
+            page = yield store_op("threads", after=after, limit=PAGE)
             return [t.thread_id for t in page]
         if after is not None:  # one thread, or one with its namespaces: all in the first batch
             return []
         if ns is not None:
             return [codec.store_thread(thread_id, ns)]
-        return [thread_id, *(yield methodcaller("children", thread_id))]
+        return [thread_id, *(yield store_op("children", thread_id))]
 
-    def _history_call(self, st: str, wanted: dict[str, object] | None, before: str | None) -> Call:
+    def _history_call(
+        self, st: str, wanted: dict[str, object] | None, before: str | None
+    ) -> StoreOp:
         """The call for the page of ``st``'s checkpoints before ``before``, newest first."""
         if wanted is None:
-            return methodcaller("history", st, before=before, limit=PAGE)
-        return methodcaller("search", st, wanted, before=before, limit=PAGE)
-
-    # --- the API: each plan as LangGraph's sync and async method ---------------------------
-
-    put, aput = api(_put)
-    put_writes, aput_writes = api(_put_writes)
-    get_tuple, aget_tuple = api(_get_tuple)
-    list, alist = listing(_list)
-    delete_thread, adelete_thread = api(_delete_thread)
-    delete_for_runs, adelete_for_runs = api(_delete_for_runs)
-    copy_thread, acopy_thread = api(_copy_thread)
-    prune, aprune = api(_prune)
+            return store_op("history", st, before=before, limit=PAGE)
+        return store_op("search", st, wanted, before=before, limit=PAGE)

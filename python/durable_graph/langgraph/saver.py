@@ -15,29 +15,29 @@ from typing import TypeVar
 from langgraph.checkpoint.base import CheckpointTuple
 
 from durable_graph.core.checkpointer import Checkpointer
-from durable_graph.langgraph.core import SaverCore
-from durable_graph.langgraph.plan import Run, Steps
+from durable_graph.langgraph.generated import SaverApi
+from durable_graph.langgraph.plan import Performer, Plan
 
 R = TypeVar("R")
 
 
-class DurableSaver(SaverCore[Checkpointer]):
+class DurableSaver(SaverApi[Checkpointer]):
     """A LangGraph `BaseCheckpointSaver` over a sync `Checkpointer` (memory, SQLite, PostgreSQL)."""
 
     _lock_kind = threading.Lock
 
-    def _run(self, steps: Steps[R]) -> R:
-        return Run(steps, self.store, self._guard).finish()
+    def _run(self, plan: Plan[R]) -> R:
+        return Performer(self.store, self._guard).run(plan)
 
-    def _iterate(self, steps: Steps[None]) -> Iterator[CheckpointTuple]:
-        return Run(steps, self.store, self._guard)
+    def _iterate(self, plan: Plan[None]) -> Iterator[CheckpointTuple]:
+        return Performer(self.store, self._guard).iterate(plan)
 
     # LangGraph's async graphs (and the conformance suite) on a sync store: the same plans, each
     # run in a worker thread so the event loop never waits on the store.
 
-    async def _arun(self, steps: Steps[R]) -> R:
-        return await asyncio.to_thread(self._run, steps)
+    async def _arun(self, plan: Plan[R]) -> R:
+        return await asyncio.to_thread(self._run, plan)
 
-    async def _aiterate(self, steps: Steps[None]) -> AsyncIterator[CheckpointTuple]:
-        for item in await asyncio.to_thread(lambda: [*self._iterate(steps)]):
+    async def _aiterate(self, plan: Plan[None]) -> AsyncIterator[CheckpointTuple]:
+        for item in await asyncio.to_thread(lambda: [*self._iterate(plan)]):
             yield item

@@ -68,8 +68,8 @@ class _Thread:
     row: ThreadRow
     checkpoints: dict[str, CheckpointRow] = field(default_factory=dict)
     """In commit order, i.e. by ``seq`` (insertion order of the dict)."""
-    writes: dict[str, dict[tuple[str, str, int], str]] = field(default_factory=dict)
-    """``checkpoint_id -> (task_id, channel, idx) -> value`` (``pending_writes``)."""
+    writes: dict[str, dict[tuple[str, str, int], tuple[str, str]]] = field(default_factory=dict)
+    """``checkpoint_id -> (task_id, channel, idx) -> (value, task_path)`` (``pending_writes``)."""
     events: list[_EventRow] = field(default_factory=list)
     effects: dict[str, EffectRow] = field(default_factory=dict)
 
@@ -295,6 +295,12 @@ class MemoryTx:
         del thread.checkpoints[checkpoint_id]
         thread.writes.pop(checkpoint_id, None)
 
+    def orphan(self, thread_id: str, removed: Sequence[str]) -> None:
+        gone = set(removed)
+        for row in self._s.threads[thread_id].checkpoints.values():
+            if row.parent_id in gone:
+                row.parent_id = None
+
     def checkpoints_newest_first(self, thread_id: str) -> list[CheckpointRow]:
         thread = self._s.threads.get(thread_id)
         return [] if thread is None else list(reversed(thread.checkpoints.values()))
@@ -321,13 +327,17 @@ class MemoryTx:
     ) -> None:
         stored = self._s.threads[thread_id].writes.setdefault(checkpoint_id, {})
         for w in writes:
-            stored.setdefault((w.task_id, w.channel, w.index), w.value)
+            stored.setdefault((w.task_id, w.channel, w.index), (w.value, w.task_path))
 
     def writes_of(self, thread_id: str, checkpoint_id: str) -> list[PendingWrite]:
         thread = self._s.threads.get(thread_id)
         stored = {} if thread is None else thread.writes.get(checkpoint_id, {})
-        ordered = sorted(stored.items(), key=lambda kv: (kv[0][0], kv[0][2]))
-        return [PendingWrite(t, channel, decode_json(v)) for (t, channel, _), v in ordered]
+        # By (task_path, task_id, idx), ties in the order written (dicts keep insertion order
+        # and sorted is stable).
+        ordered = sorted(stored.items(), key=lambda kv: (kv[1][1], kv[0][0], kv[0][2]))
+        return [
+            PendingWrite(t, channel, decode_json(v), path) for (t, channel, _), (v, path) in ordered
+        ]
 
     def append_event(self, thread_id: str, event: EncodedEvent, run_id: str | None) -> Event:
         thread = self._s.threads[thread_id]

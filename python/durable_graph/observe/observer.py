@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import re
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from durable_graph.core.errors import EntryClosed, LeaseLost, ThreadBusy, ValidationError
+from durable_graph.core.errors import EntryClosed, LeaseLost, ThreadBusy
 from durable_graph.core.model import (
     AttemptBegun,
     Claim,
@@ -29,37 +28,11 @@ from durable_graph.core.model import (
     QueueEntry,
     Started,
     Submission,
+    TraceContext,
     outcome_name,
 )
 
 S = TypeVar("S")
-
-
-_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
-_TRACESTATE = re.compile(r"[\x20-\x7e]{0,512}")
-
-
-@dataclass(frozen=True, slots=True)
-class TraceContext:
-    """The W3C trace context a submission was made in (https://www.w3.org/TR/trace-context/).
-
-    Stored beside the entry (PostgreSQL: ``dg_set_trace_context_v1``, so any language can set
-    it) and read by the worker's tracing, which makes the attempts children of the submit.
-    """
-
-    traceparent: str
-    tracestate: str | None = None
-
-    def __post_init__(self) -> None:
-        found = (
-            _TRACEPARENT.fullmatch(self.traceparent) if isinstance(self.traceparent, str) else None
-        )
-        if found is None or found.group(1) == "0" * 32 or found.group(2) == "0" * 16:
-            raise ValidationError("traceparent must be a W3C version 00 traceparent")
-        if self.tracestate is not None and (
-            not isinstance(self.tracestate, str) or not _TRACESTATE.fullmatch(self.tracestate)
-        ):
-            raise ValidationError("tracestate must be at most 512 printable ASCII characters")
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@
 
 - ``durable_graph.run_queue.submit`` — a child of whatever span is current where `submit` is
   called; its W3C trace context is stored beside the new entry (`TraceContext`; PostgreSQL
-  ``dg_set_trace_context_v1``, which any language can call with its own context);
+  ``dg_set_trace_context_v2``, which any language can call with its own context);
 - ``durable_graph.attempt`` per attempt — a child of that submit span, read back from the store
   by whichever worker process runs it; attributes ``durable_graph.entry_id``,
   ``durable_graph.attempt`` (number), ``durable_graph.run_id``, ``durable_graph.result``;
@@ -105,7 +105,7 @@ class TracingObserver(Observer):
             with self._lock:
                 self._kept.setdefault(entry_id, context)
             return None
-        stored = self._queue.set_trace_context(entry_id, context)
+        stored = self._queue.set_trace_context(entry_id, context, submission.tenant)
         return stored if self._async else None
 
     def attempt_started(
@@ -116,7 +116,7 @@ class TracingObserver(Observer):
                 kept = self._kept.get(entry.entry_id)
             self._start(entry, number, run_id, kept)
             return None
-        found = self._queue.trace_context(entry.entry_id)
+        found = self._queue.trace_context(entry.entry_id, entry.tenant)
         if not self._async:
             self._start(entry, number, run_id, found)
             return None

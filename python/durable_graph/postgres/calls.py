@@ -1,10 +1,10 @@
-"""One pure function per public method: validate the arguments, return the `Call` that does it.
+"""One pure function per public method: validate the arguments, return the `SqlCall` that does it.
 
-A `Call` is the whole conversation with the database for one method: the statement (``SELECT *
+A `SqlCall` is the whole conversation with the database for one method: the statement (``SELECT *
 FROM "<schema>".dg_<method>_v1(...)``, the schema composed with `psycopg.sql.Identifier`), its
 parameters, and the decoder (from `durable_graph.postgres.rows`) that turns the fetched rows into
 model values. Nothing here does I/O: the sync store (`durable_graph.postgres.store`) executes
-Calls on a pooled connection, and an asyncio caller can execute the very same Calls, so there is
+SqlCalls on a pooled connection, and the async store executes the very same SqlCalls, so there is
 one copy of every query and every decoder.
 
 Arguments go through `durable_graph.core.validation` first: bad input raises `ValidationError` naming
@@ -20,9 +20,8 @@ from typing import Generic, TypeVar
 
 from psycopg import sql
 
-from durable_graph.core.errors import ProcessingError, StoreError, ValidationError
+from durable_graph.core.errors import ProcessingError, StoreError
 from durable_graph.core.fast_path import check_begin, check_finish, check_pair, check_submissions
-from durable_graph.core.listing import check_listing
 from durable_graph.core.model import (
     ANY,
     AttemptBegun,
@@ -37,30 +36,35 @@ from durable_graph.core.model import (
     QueueStats,
     ThreadInfo,
     Ticket,
+    TraceContext,
 )
 from durable_graph.core.validation import (
     MAX_PAGE_ROWS,
     EncodedCommit,
     EncodedEvent,
+    check_after_seq,
     check_claim,
     check_claim_policy,
     check_commit,
     check_duration,
+    check_entry_id,
     check_events,
     check_identifier,
     check_int,
     check_lease,
+    check_limit,
+    check_listing,
     check_metadata_filter,
     check_optional_identifier,
     check_retention,
     check_run_ids,
     check_submission,
     check_tenant_filter,
+    check_trace_context,
     check_writes,
     encode_json,
     encode_outcome,
 )
-from durable_graph.observe.observer import TraceContext
 from durable_graph.postgres.config import PostgresConfig
 from durable_graph.postgres.rows import (
     Row,
@@ -93,7 +97,7 @@ Arg = tuple[str, object]
 
 
 @dataclass(frozen=True, slots=True)
-class Call(Generic[T]):
+class SqlCall(Generic[T]):
     """One SQL function call: the statement, its parameters, and how to read its rows."""
 
     name: str
@@ -123,9 +127,11 @@ def _call(
     function: str,
     args: Sequence[Arg],
     decode: Callable[[Rows], T],
-) -> Call[T]:
+) -> SqlCall[T]:
     types, values = zip(*args, strict=True)  # [(type, value), ...] -> types, values
-    return Call(name, statement(config.schema, function, types), values, _defensive(name, decode))
+    return SqlCall(
+        name, statement(config.schema, function, types), values, _defensive(name, decode)
+    )
 
 
 def _defensive(name: str, decode: Callable[[Rows], T]) -> Callable[[Rows], T]:
@@ -153,18 +159,12 @@ def _page(
     args: Sequence[Arg],
     limit: int,
     row_of: Callable[[Row], T],
-) -> Call[list[T]]:
+) -> SqlCall[list[T]]:
     """A paged read: ``args``, then the page size (``limit``, checked), every row decoded."""
     return _call(config, name, function, [*args, ("integer", limit)], each(row_of))
 
 
 # --- arguments the SQL functions share -------------------------------------------------------
-
-
-def _limit(name: str, value: object) -> int:
-    """A positive int, clamped to the SQL functions' documented maximum (`MAX_PAGE_ROWS`): a
-    page is bounded anyway, so asking for more only means "as many as a page holds"."""
-    return min(check_int(name, value, minimum=1), MAX_PAGE_ROWS)
 
 
 def _claim_args(claim: Claim | None) -> list[Arg]:
@@ -202,7 +202,7 @@ def _commit_args(cm: EncodedCommit) -> list[Arg]:
 def _claimed_writes(
     config: PostgresConfig, claim: object, checkpoint_id: object, writes: object
 ) -> list[Arg]:
-    """The claim, the checkpoint and the writes (three parallel arrays) of the put_writes calls."""
+    """The claim, the checkpoint and the writes (four parallel arrays) of the put_writes calls."""
     c = check_claim("claim", claim)
     checkpoint_id = check_identifier("checkpoint_id", checkpoint_id)
     ws = check_writes("writes", writes, config.max_value_bytes)
@@ -212,6 +212,7 @@ def _claimed_writes(
         ("text[]", [w.task_id for w in ws]),
         ("text[]", [w.channel for w in ws]),
         ("text[]", [w.value for w in ws]),
+        ("text[]", [w.task_path for w in ws]),
     ]
 
 
@@ -235,19 +236,20 @@ def lease_args(ls: Lease, *args: Arg) -> list[Arg]:
     return [("bigint", ls.entry.entry_id), ("bigint", ls.token), *args, ("text", ls.entry.tenant)]
 
 
-def _entry_id(value: object, name: str = "entry_id") -> int:
-    return check_int(name, value, minimum=0)
-
-
 def entry_args(entry_id: object, tenant: object) -> list[Arg]:
     """An entry named by id, seen from a tenant (None: the no-tenant namespace)."""
-    return [("bigint", _entry_id(entry_id)), ("text", check_optional_identifier("tenant", tenant))]
+    return [
+        ("bigint", check_entry_id(entry_id)),
+        ("text", check_optional_identifier("tenant", tenant)),
+    ]
 
 
 # --- checkpointer: claims -------------------------------------------------------------------
 
 
-def claim(config: PostgresConfig, thread_id: object, holder: object, policy: object) -> Call[Claim]:
+def claim(
+    config: PostgresConfig, thread_id: object, holder: object, policy: object
+) -> SqlCall[Claim]:
     thread_id = check_identifier("thread_id", thread_id)
     holder = check_identifier("holder", holder)
     ttl = check_claim_policy(policy).ttl
@@ -255,12 +257,12 @@ def claim(config: PostgresConfig, thread_id: object, holder: object, policy: obj
     return _call(config, "claim", "dg_claim_v1", args, exactly_one(claim_of))
 
 
-def renew_claim(config: PostgresConfig, claim: object) -> Call[Claim]:
+def renew_claim(config: PostgresConfig, claim: object) -> SqlCall[Claim]:
     args = _claim_args(check_claim("claim", claim))
     return _call(config, "renew_claim", "dg_renew_claim_v1", args, exactly_one(claim_of))
 
 
-def release_claim(config: PostgresConfig, claim: object) -> Call[None]:
+def release_claim(config: PostgresConfig, claim: object) -> SqlCall[None]:
     args = _claim_args(check_claim("claim", claim))
     return _call(config, "release_claim", "dg_release_claim_v1", args, nothing)
 
@@ -268,7 +270,7 @@ def release_claim(config: PostgresConfig, claim: object) -> Call[None]:
 # --- checkpointer: writes -------------------------------------------------------------------
 
 
-def commit(config: PostgresConfig, claim: object, commit: object) -> Call[Checkpoint]:
+def commit(config: PostgresConfig, claim: object, commit: object) -> SqlCall[Checkpoint]:
     c = check_claim("claim", claim)
     args = _claim_args(c) + _commit_args(check_commit(commit, config.max_value_bytes))
     return _call(config, "commit", "dg_commit_v1", args, exactly_one(checkpoint_of))
@@ -276,31 +278,31 @@ def commit(config: PostgresConfig, claim: object, commit: object) -> Call[Checkp
 
 def put_writes(
     config: PostgresConfig, claim: object, checkpoint_id: object, writes: object
-) -> Call[None]:
+) -> SqlCall[None]:
     args = _claimed_writes(config, claim, checkpoint_id, writes)
-    return _call(config, "put_writes", "dg_put_writes_v1", args, nothing)
+    return _call(config, "put_writes", "dg_put_writes_v2", args, nothing)
 
 
 def put_writes_fenced(
     config: PostgresConfig, claim: object, checkpoint_id: object, writes: object, fence: object
-) -> Call[None]:
+) -> SqlCall[None]:
     args = _claimed_writes(config, claim, checkpoint_id, writes)
     args += _claim_args(check_claim("fence", fence))
-    return _call(config, "put_writes_fenced", "dg_put_writes_fenced_v1", args, nothing)
+    return _call(config, "put_writes_fenced", "dg_put_writes_fenced_v2", args, nothing)
 
 
 def put_writes_and_commit(
     config: PostgresConfig, claim: object, checkpoint_id: object, writes: object, commit: object
-) -> Call[Checkpoint]:
+) -> SqlCall[Checkpoint]:
     args = _claimed_writes(config, claim, checkpoint_id, writes)
     args += _commit_args(check_commit(commit, config.max_value_bytes))
     decode = exactly_one(checkpoint_of)
-    return _call(config, "put_writes_and_commit", "dg_put_writes_and_commit_v1", args, decode)
+    return _call(config, "put_writes_and_commit", "dg_put_writes_and_commit_v2", args, decode)
 
 
 def append_events(
     config: PostgresConfig, claim: object, events: object, run_id: object
-) -> Call[list[Event]]:
+) -> SqlCall[list[Event]]:
     c = check_claim("claim", claim)
     es = check_events("events", events, config.max_value_bytes)
     run_id = check_optional_identifier("run_id", run_id)
@@ -310,7 +312,7 @@ def append_events(
 
 def record_effect(
     config: PostgresConfig, claim: object, key: object, value: object, run_id: object
-) -> Call[EffectRecord]:
+) -> SqlCall[EffectRecord]:
     c = check_claim("claim", claim)
     key = check_identifier("key", key)
     text = encode_json("value", value, config.max_value_bytes)
@@ -319,12 +321,12 @@ def record_effect(
     return _call(config, "record_effect", "dg_record_effect_v1", args, exactly_one(effect_of))
 
 
-def retract_turn(config: PostgresConfig, claim: object) -> Call[Checkpoint | None]:
+def retract_turn(config: PostgresConfig, claim: object) -> SqlCall[Checkpoint | None]:
     args = _claim_args(check_claim("claim", claim))
     return _call(config, "retract_turn", "dg_retract_turn_v1", args, first_or_none(checkpoint_of))
 
 
-def prune(config: PostgresConfig, thread_id: object, policy: object) -> Call[PruneResult]:
+def prune(config: PostgresConfig, thread_id: object, policy: object) -> SqlCall[PruneResult]:
     thread_id = check_identifier("thread_id", thread_id)
     p = check_retention(policy)
     args = [("text", thread_id), ("integer", p.keep_last), ("interval", p.max_age)]
@@ -340,11 +342,6 @@ class PruneBatch:
     last_thread_id: str | None
 
 
-def check_prune_all(policy: object, batch: object) -> tuple[object, int]:
-    check_retention(policy)
-    return policy, _limit("batch", batch)
-
-
 def _prune_batch_of(rows: Rows) -> PruneBatch:
     row = one(rows)
     return PruneBatch(prune_result_of(row), int(row["threads_seen"]), row["last_thread_id"])
@@ -352,10 +349,10 @@ def _prune_batch_of(rows: Rows) -> PruneBatch:
 
 def prune_batch(
     config: PostgresConfig, policy: object, batch: object, after: str | None
-) -> Call[PruneBatch]:
+) -> SqlCall[PruneBatch]:
     """One transaction of `prune_all`: up to ``batch`` threads with id > ``after``."""
     p = check_retention(policy)
-    size = _limit("batch", batch)
+    size = check_limit("batch", batch)
     args = [
         ("text", check_optional_identifier("after", after)),
         ("integer", size),
@@ -365,7 +362,7 @@ def prune_batch(
     return _call(config, "prune_all", "dg_prune_batch_v1", args, _prune_batch_of)
 
 
-def delete_thread(config: PostgresConfig, thread_id: object, fence: object) -> Call[bool]:
+def delete_thread(config: PostgresConfig, thread_id: object, fence: object) -> SqlCall[bool]:
     thread_id = check_identifier("thread_id", thread_id)
     f = None if fence is None else check_claim("fence", fence)
     args = [("text", thread_id), *_claim_args(f)]
@@ -373,7 +370,7 @@ def delete_thread(config: PostgresConfig, thread_id: object, fence: object) -> C
     return _call(config, "delete_thread", "dg_delete_thread_v1", args, decode)
 
 
-def delete_runs(config: PostgresConfig, run_ids: object) -> Call[int]:
+def delete_runs(config: PostgresConfig, run_ids: object) -> SqlCall[int]:
     args: list[Arg] = [("text[]", list(dict.fromkeys(check_run_ids(run_ids))))]
     decode = exactly_one(lambda row: int(row["removed"]))
     return _call(config, "delete_runs", "dg_delete_runs_v1", args, decode)
@@ -381,7 +378,7 @@ def delete_runs(config: PostgresConfig, run_ids: object) -> Call[int]:
 
 def copy_thread(
     config: PostgresConfig, source_thread_id: object, target_thread_id: object
-) -> Call[bool]:
+) -> SqlCall[bool]:
     source = check_identifier("source_thread_id", source_thread_id)
     target = check_identifier("target_thread_id", target_thread_id)
     args = [("text", source), ("text", target)]
@@ -394,21 +391,23 @@ def copy_thread(
 
 def get(
     config: PostgresConfig, thread_id: object, checkpoint_id: object
-) -> Call[Checkpoint | None]:
+) -> SqlCall[Checkpoint | None]:
     args = _in_thread(thread_id, "checkpoint_id", checkpoint_id)
     return _call(config, "get", "dg_get_v1", args, first_or_none(checkpoint_of))
 
 
 def history(
     config: PostgresConfig, thread_id: object, before: object, limit: object
-) -> Call[list[Checkpoint]]:
+) -> SqlCall[list[Checkpoint]]:
     args = _in_thread(thread_id, "before", before)
-    return _page(config, "history", "dg_history_v1", args, _limit("limit", limit), checkpoint_of)
+    return _page(
+        config, "history", "dg_history_v1", args, check_limit("limit", limit), checkpoint_of
+    )
 
 
 def search(
     config: PostgresConfig, thread_id: object, metadata: object, before: object, limit: object
-) -> Call[list[Checkpoint]]:
+) -> SqlCall[list[Checkpoint]]:
     thread_id = check_identifier("thread_id", thread_id)
     wanted = check_metadata_filter(metadata, config.max_value_bytes)
     before = check_optional_identifier("before", before)
@@ -417,12 +416,12 @@ def search(
         ("text", encode_json("metadata", wanted, config.max_value_bytes)),
         ("text", before),
     ]
-    return _page(config, "search", "dg_search_v1", args, _limit("limit", limit), checkpoint_of)
+    return _page(config, "search", "dg_search_v1", args, check_limit("limit", limit), checkpoint_of)
 
 
 def latest_of_runs(
     config: PostgresConfig, thread_id: object, run_ids: object
-) -> Call[Checkpoint | None]:
+) -> SqlCall[Checkpoint | None]:
     thread_id = check_identifier("thread_id", thread_id)
     ids = list(check_run_ids(run_ids))
     args = [("text", thread_id), ("text[]", ids)]
@@ -430,14 +429,14 @@ def latest_of_runs(
     return _call(config, "latest_of_runs", "dg_latest_of_runs_v1", args, decode)
 
 
-def thread(config: PostgresConfig, thread_id: object) -> Call[ThreadInfo | None]:
+def thread(config: PostgresConfig, thread_id: object) -> SqlCall[ThreadInfo | None]:
     args: list[Arg] = [("text", check_identifier("thread_id", thread_id))]
     return _call(config, "thread", "dg_thread_v1", args, first_or_none(thread_of))
 
 
-def threads(config: PostgresConfig, after: object, limit: object) -> Call[list[ThreadInfo]]:
+def threads(config: PostgresConfig, after: object, limit: object) -> SqlCall[list[ThreadInfo]]:
     args: list[Arg] = [("text", check_optional_identifier("after", after))]
-    return _page(config, "threads", "dg_threads_v1", args, _limit("limit", limit), thread_of)
+    return _page(config, "threads", "dg_threads_v1", args, check_limit("limit", limit), thread_of)
 
 
 def _thread_id_of(row: Row) -> str:
@@ -446,27 +445,27 @@ def _thread_id_of(row: Row) -> str:
 
 def children(
     config: PostgresConfig, thread_id: object, after: object, limit: object
-) -> Call[list[str]]:
+) -> SqlCall[list[str]]:
     args = _in_thread(thread_id, "after", after)
-    return _page(config, "children", "dg_children_v1", args, _limit("limit", limit), _thread_id_of)
-
-
-def check_after_seq(value: object) -> int:
-    return check_int("after_seq", value, minimum=0)
+    return _page(
+        config, "children", "dg_children_v1", args, check_limit("limit", limit), _thread_id_of
+    )
 
 
 def events_after(
     config: PostgresConfig, thread_id: object, after_seq: object, limit: object
-) -> Call[list[Event]]:
+) -> SqlCall[list[Event]]:
     args = [
         ("text", check_identifier("thread_id", thread_id)),
         ("bigint", check_after_seq(after_seq)),
     ]
-    size = _limit("limit", limit)
+    size = check_limit("limit", limit)
     return _page(config, "events_after", "dg_events_after_v1", args, size, event_of)
 
 
-def get_effect(config: PostgresConfig, thread_id: object, key: object) -> Call[EffectRecord | None]:
+def get_effect(
+    config: PostgresConfig, thread_id: object, key: object
+) -> SqlCall[EffectRecord | None]:
     args = [
         ("text", check_identifier("thread_id", thread_id)),
         ("text", check_identifier("key", key)),
@@ -476,7 +475,7 @@ def get_effect(config: PostgresConfig, thread_id: object, key: object) -> Call[E
 
 def effects(
     config: PostgresConfig, thread_id: object, after: object, limit: object
-) -> Call[list[EffectRecord]]:
+) -> SqlCall[list[EffectRecord]]:
     args = _in_thread(thread_id, "after", after)
     # Refused above the maximum rather than clamped, as the embedded stores do.
     size = check_int("limit", limit, minimum=1, maximum=MAX_PAGE_ROWS)
@@ -486,7 +485,7 @@ def effects(
 # --- run queue ------------------------------------------------------------------------------
 
 
-def submit(config: PostgresConfig, submission: object) -> Call[Ticket]:
+def submit(config: PostgresConfig, submission: object) -> SqlCall[Ticket]:
     s = check_submission(submission, config.max_value_bytes)
     args = [
         ("text", s.thread_id),
@@ -502,7 +501,7 @@ def submit(config: PostgresConfig, submission: object) -> Call[Ticket]:
 
 def lease(
     config: PostgresConfig, holder: object, ttl: object, tenant: object, run_id: object
-) -> Call[Lease | None]:
+) -> SqlCall[Lease | None]:
     args = [
         ("text", check_identifier("holder", holder)),
         ("interval", check_duration("ttl", ttl)),
@@ -513,13 +512,13 @@ def lease(
     return _call(config, "lease", "dg_lease_v1", args, decode)
 
 
-def renew(config: PostgresConfig, lease: object, ttl: object) -> Call[Lease]:
+def renew(config: PostgresConfig, lease: object, ttl: object) -> SqlCall[Lease]:
     ls = check_lease("lease", lease)
     args = lease_args(ls, ("interval", None if ttl is None else check_duration("ttl", ttl)))
     return _call(config, "renew", "dg_renew_v1", args, exactly_one(lease_of))
 
 
-def release(config: PostgresConfig, lease: object) -> Call[None]:
+def release(config: PostgresConfig, lease: object) -> SqlCall[None]:
     args = lease_args(check_lease("lease", lease))
     return _call(config, "release", "dg_release_v1", args, nothing)
 
@@ -531,38 +530,38 @@ def _attempt_start(rows: Rows) -> AttemptStart:
     return start
 
 
-def record_attempt(config: PostgresConfig, lease: object, run_id: object) -> Call[AttemptStart]:
+def record_attempt(config: PostgresConfig, lease: object, run_id: object) -> SqlCall[AttemptStart]:
     ls = check_lease("lease", lease)
     args = lease_args(ls, ("text", check_identifier("run_id", run_id)))
     return _call(config, "record_attempt", "dg_record_attempt_v1", args, _attempt_start)
 
 
-def close(config: PostgresConfig, lease: object, outcome: object) -> Call[QueueEntry]:
+def close(config: PostgresConfig, lease: object, outcome: object) -> SqlCall[QueueEntry]:
     ls = check_lease("lease", lease)
     kind, detail = encode_outcome(outcome, config.max_value_bytes)
     args = lease_args(ls, ("text", kind), ("text", detail))
     return _call(config, "close", "dg_close_v1", args, exactly_one(entry_of))
 
 
-def cancel(config: PostgresConfig, entry_id: object, tenant: object) -> Call[QueueEntry]:
+def cancel(config: PostgresConfig, entry_id: object, tenant: object) -> SqlCall[QueueEntry]:
     args = entry_args(entry_id, tenant)
     return _call(config, "cancel", "dg_cancel_v1", args, exactly_one(entry_of))
 
 
-def entry(config: PostgresConfig, entry_id: object, tenant: object) -> Call[QueueEntry | None]:
+def entry(config: PostgresConfig, entry_id: object, tenant: object) -> SqlCall[QueueEntry | None]:
     args = entry_args(entry_id, tenant)
     return _call(config, "entry", "dg_entry_v1", args, first_or_none(entry_of))
 
 
 def open_entries(
     config: PostgresConfig, tenant: object, thread_id: object, after: object, limit: object
-) -> Call[list[QueueEntry]]:
+) -> SqlCall[list[QueueEntry]]:
     args = [
         *_tenant_args("tenant", tenant, allow_any=True),
         ("text", check_optional_identifier("thread_id", thread_id)),
-        ("bigint", None if after is None else _entry_id(after, "after")),
+        ("bigint", None if after is None else check_entry_id(after, "after")),
     ]
-    size = _limit("limit", limit)
+    size = check_limit("limit", limit)
     return _page(config, "open_entries", "dg_open_entries_v1", args, size, entry_of)
 
 
@@ -573,7 +572,7 @@ def entries(
     thread_id: object,
     after: object,
     limit: object,
-) -> Call[list[QueueEntry]]:
+) -> SqlCall[list[QueueEntry]]:
     """`entries`: one page, newest first (sql/92_queue_listing.sql)."""
     s, t, thread, cursor, count = check_listing(state, tenant, thread_id, after, limit)
     args = [
@@ -585,34 +584,35 @@ def entries(
     return _page(config, "entries", "dg_entries_v1", args, count, entry_of)
 
 
-def stats(config: PostgresConfig, tenant: object) -> Call[QueueStats]:
+def stats(config: PostgresConfig, tenant: object) -> SqlCall[QueueStats]:
     args = _tenant_args("tenant", tenant, allow_any=True)
     return _call(config, "stats", "dg_queue_stats_v1", args, exactly_one(stats_of))
 
 
-def set_trace_context(config: PostgresConfig, entry_id: object, context: object) -> Call[bool]:
-    if not isinstance(context, TraceContext):
-        raise ValidationError("context must be a TraceContext")
-    args = [
-        ("bigint", _entry_id(entry_id)),
-        ("text", context.traceparent),
-        ("text", context.tracestate),
-    ]
+def set_trace_context(
+    config: PostgresConfig, entry_id: object, context: object, tenant: object
+) -> SqlCall[bool]:
+    context = check_trace_context(context)
+    args = entry_args(entry_id, tenant)
+    args += [("text", context.traceparent), ("text", context.tracestate)]
     decode = exactly_one(lambda row: bool(row["stored"]))
-    return _call(config, "set_trace_context", "dg_set_trace_context_v1", args, decode)
+    return _call(config, "set_trace_context", "dg_set_trace_context_v2", args, decode)
 
 
-def trace_context(config: PostgresConfig, entry_id: object) -> Call[TraceContext | None]:
-    args: list[Arg] = [("bigint", _entry_id(entry_id))]
+def trace_context(
+    config: PostgresConfig, entry_id: object, tenant: object
+) -> SqlCall[TraceContext | None]:
     decode = first_or_none(trace_context_of)
-    return _call(config, "trace_context", "dg_trace_context_v1", args, decode)
+    return _call(
+        config, "trace_context", "dg_trace_context_v2", entry_args(entry_id, tenant), decode
+    )
 
 
-def reclaim(config: PostgresConfig, older_than: object, batch: object) -> Call[int]:
+def reclaim(config: PostgresConfig, older_than: object, batch: object) -> SqlCall[int]:
     """`reclaim`: one transaction removing at most ``batch`` entries; returns how many."""
     args = [
         ("interval", check_duration("older_than", older_than, allow_zero=True)),
-        ("integer", _limit("batch", batch)),
+        ("integer", check_limit("batch", batch)),
     ]
     decode = exactly_one(lambda row: int(row["removed"]))
     return _call(config, "reclaim", "dg_reclaim_v1", args, decode)
@@ -628,7 +628,7 @@ def begin_attempt(
     run_id: object,
     claim_policy: object,
     tenant: object,
-) -> Call[AttemptBegun | None]:
+) -> SqlCall[AttemptBegun | None]:
     a = check_begin(holder, ttl, run_id, claim_policy, tenant)
     args = [
         ("text", a.holder),
@@ -642,7 +642,7 @@ def begin_attempt(
 
 def renew_attempt(
     config: PostgresConfig, lease: object, claim: object
-) -> Call[tuple[Lease, Claim]]:
+) -> SqlCall[tuple[Lease, Claim]]:
     ls, c = check_pair(lease, claim)
     args = lease_args(ls, ("bigint", c.token))
     return _call(config, "renew_attempt", "dg_renew_attempt_v1", args, exactly_one(renewed_of))
@@ -668,7 +668,7 @@ _NO_COMMIT: list[Arg] = [
 
 def finish_attempt(
     config: PostgresConfig, lease: object, outcome: object, claim: object, commit: object
-) -> Call[QueueEntry]:
+) -> SqlCall[QueueEntry]:
     """SPEC §11 / §18.1: ``commit`` (when given) committed under ``claim``, the entry closed and
     the claim released, in one ``dg_finish_attempt_v2`` call (one transaction)."""
     ls, (kind, detail), c, cm = check_finish(lease, outcome, claim, config.max_value_bytes, commit)
@@ -677,7 +677,7 @@ def finish_attempt(
     return _call(config, "finish_attempt", "dg_finish_attempt_v2", args, exactly_one(entry_of))
 
 
-def submit_many(config: PostgresConfig, submissions: object) -> Call[list[Ticket]] | None:
+def submit_many(config: PostgresConfig, submissions: object) -> SqlCall[list[Ticket]] | None:
     """None for an empty list (nothing to do: no call)."""
     subs = check_submissions(submissions, config.max_value_bytes)
     if not subs:
@@ -693,4 +693,4 @@ def submit_many(config: PostgresConfig, submissions: object) -> Call[list[Ticket
     return _call(config, "submit_many", "dg_submit_many_v1", args, each(ticket_of))
 
 
-__all__ = ["Arg", "Call", "PruneBatch", "Rows", "entry_args", "lease_args", "statement"]
+__all__ = ["Arg", "PruneBatch", "Rows", "SqlCall", "entry_args", "lease_args", "statement"]

@@ -1,4 +1,4 @@
-"""Running one `Call` on a pooled connection, bounded in time (SPEC §6).
+"""Running one `SqlCall` on a pooled connection, bounded in time (SPEC §6).
 
 `Executor.run(call)` borrows a connection (waiting at most ``connection_timeout``; with a caller's
 pool, the pool's own timeout), executes the call's single statement in autocommit (one statement,
@@ -36,7 +36,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from durable_graph.core.errors import ProcessingError, StoreError, error_for_sqlstate
-from durable_graph.postgres.calls import Call, Rows
+from durable_graph.postgres.calls import Rows, SqlCall
 from durable_graph.postgres.config import PostgresConfig
 
 T = TypeVar("T")
@@ -217,7 +217,7 @@ class PoolState(Generic[PoolT]):
 
 
 class Executor(PoolState[ConnectionPool[Any]]):
-    """Executes Calls for one store: its pool, its config, its closed flag."""
+    """Executes SqlCalls for one store: its pool, its config, its closed flag."""
 
     def __init__(self, pool: ConnectionPool[Any], config: PostgresConfig, *, owns_pool: bool):
         super().__init__(pool, config, owns_pool=owns_pool)
@@ -231,7 +231,7 @@ class Executor(PoolState[ConnectionPool[Any]]):
         if self._owns_pool:
             self.pool.close()
 
-    def run(self, call: Call[T]) -> T:
+    def run(self, call: SqlCall[T]) -> T:
         """Execute ``call`` (one statement) and decode its rows; see the module docstring."""
         self.check_open()
         conn = self._getconn()
@@ -268,7 +268,7 @@ class Executor(PoolState[ConnectionPool[Any]]):
         with contextlib.suppress(Exception):
             self.pool.putconn(conn)
 
-    def _execute(self, conn: psycopg.Connection[Any], call: Call[T]) -> tuple[Rows, bool]:
+    def _execute(self, conn: psycopg.Connection[Any], call: SqlCall[T]) -> tuple[Rows, bool]:
         """Rows of the call and whether the connection may be reused."""
         if not conn.autocommit:  # a caller's pool: run in autocommit, then put it back
             try:

@@ -8,8 +8,9 @@ Both are found at runtime through the package's ``_migrations`` and ``_sql`` lin
 
 - `migrate` first looks: a current schema is left alone without taking a lock or creating
   anything, so a runtime role holding only the `grant`ed privileges can open it. Otherwise it
-  must run as the schema's owner (it refuses a schema another role owns: that role could have
-  planted functions that shadow builtins), takes the schema's advisory lock (bounded: a
+  must run as the schema's owner and refuses, before creating anything, a schema another role
+  owns, holds an object of, or may CREATE in (`foreign_objects`: that role could have planted a
+  table with a trigger or a function that shadows a builtin, run as the installer), takes the schema's advisory lock (bounded: a
   `ProcessingError` after ``lock_wait``), creates the schema if missing, applies yoyo's pending
   migrations, then every ``sql/NN_*.sql`` in one transaction, and records the version (the
   number of migrations) and the digest of the installed function bodies in ``schema_meta``.
@@ -97,6 +98,30 @@ def install_file() -> str:
     """The text of ``sql/install.sql``."""
     root: Traversable = resources.files("durable_graph") / "_sql" / INSTALL_FILE
     return root.read_text(encoding="utf-8")
+
+
+_FOREIGN_MARK = re.compile(r"-- dg:foreign-objects\n(.*?)\n\s*-- end dg:foreign-objects", re.DOTALL)
+
+
+@functools.cache
+def _foreign_sql() -> str:
+    """The query of ``sql/install.sql`` that lists what other roles own in, or may create in, a
+    schema: taken from there (one text for both installers), as a psycopg query of ``schema``."""
+    found = _FOREIGN_MARK.search(install_file())
+    if found is None:
+        raise ProcessingError("sql/install.sql lacks its dg:foreign-objects query")
+    owner = "(SELECT n0.nspowner FROM pg_catalog.pg_namespace n0 WHERE n0.nspname = %(schema)s)"
+    query = found.group(1).replace("%", "%%").replace(" INTO v_foreign", "")
+    query = re.sub(r"\bv_owner\b", owner, re.sub(r"\bv_schema\b", "%(schema)s", query))
+    return query.strip().rstrip(";")
+
+
+def foreign_objects(conn: psycopg.Connection[Any], schema: str) -> list[str]:
+    """What in ``schema`` another role than its owner owns (relations, functions, types,
+    operators, collations, conversions, triggers calling their functions), and who else holds
+    CREATE on it (PUBLIC too): each would let that role run code as whoever installs there."""
+    row = conn.execute(_foreign_sql(), {"schema": schema}).fetchone()
+    return [str(v) for v in (row[0] if row and row[0] else [])]
 
 
 def required_version() -> int:
@@ -220,6 +245,8 @@ class _Installed:
     # name, body, SECURITY DEFINER, SET clauses, executable by PUBLIC
     functions: list[tuple[str, str, bool, list[str] | None, bool]]
     test_clock: bool
+    foreign: list[str]
+    """`foreign_objects`: what other roles own in the schema, or CREATE held by them."""
 
 
 def _inspect(conn: psycopg.Connection[Any], schema: str) -> _Installed:
@@ -233,7 +260,7 @@ def _inspect(conn: psycopg.Connection[Any], schema: str) -> _Installed:
         assert row is not None
         owner, user = row[0], str(row[1])
         if owner is None:
-            return _Installed(False, None, user, {}, True, [], False)
+            return _Installed(False, None, user, {}, True, [], False, [])
         meta, readable = _read_meta(conn, schema)
         rows = conn.execute(
             "SELECT p.proname, p.prosrc, p.prosecdef, p.proconfig,"
@@ -249,8 +276,11 @@ def _inspect(conn: psycopg.Connection[Any], schema: str) -> _Installed:
             " AND c.relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = %s))",
             (TEST_CLOCK_TABLE, schema),
         ).fetchone()
+        foreign = foreign_objects(conn, schema)
     functions = [(str(r[0]), str(r[1]), bool(r[2]), r[3], bool(r[4])) for r in rows]
-    return _Installed(True, str(owner), user, meta, readable, functions, bool(clock and clock[0]))
+    return _Installed(
+        True, str(owner), user, meta, readable, functions, bool(clock and clock[0]), foreign
+    )
 
 
 def _read_meta(conn: psycopg.Connection[Any], schema: str) -> tuple[dict[str, str], bool]:
@@ -361,11 +391,20 @@ def _install_functions(conn: psycopg.Connection[Any], schema: str) -> None:
 
 
 def _refuse_foreign(schema: str, state: _Installed, problem: str) -> None:
-    """Refuse to install into a schema another role owns (SPEC §10.5)."""
+    """Refuse to install into a schema another role owns, holds objects of, or may create in
+    (SPEC §10.5): before anything is created or run there."""
     if state.exists and state.owner != state.user:
         raise ProcessingError(
             f"{problem}; role {state.user} cannot migrate it: schema {schema} is owned by role "
             f"{state.owner}, and durable-graph migrate runs only as a schema's owner"
+        )
+    if state.foreign:
+        raise ProcessingError(
+            f"{problem}; schema {schema} is not safe to install into: "
+            + "; ".join(state.foreign[:10])
+            + (f"; and {len(state.foreign) - 10} more" if len(state.foreign) > 10 else "")
+            + ". Drop the objects other roles own there (or migrate a new schema) and REVOKE "
+            "CREATE ON SCHEMA from every role but its owner; nothing was created"
         )
 
 
@@ -497,6 +536,7 @@ __all__ = [
     "INSTALL_FILE",
     "SqlFile",
     "expected_functions",
+    "foreign_objects",
     "function_files",
     "functions_digest",
     "install_file",

@@ -60,31 +60,46 @@ def _functions(schema: str) -> str:
     return ", ".join(f"{_ident(schema)}.{_ident(f)}" for f in public_functions())
 
 
-def grant_sql(schema: str, role: str) -> str:
-    """The statements that let ``role`` call the store in ``schema``: USAGE on the schema and
-    EXECUTE on its ``dg_*`` functions, nothing more."""
+def _grant_statements(schema: str, role: str) -> list[str]:
     check_schema(schema)
     check_role(role)
-    return (
-        f"GRANT USAGE ON SCHEMA {_ident(schema)} TO {_ident(role)};\n"
-        f"GRANT EXECUTE ON FUNCTION {_functions(schema)} TO {_ident(role)};\n"
-    )
+    return [
+        f"GRANT USAGE ON SCHEMA {_ident(schema)} TO {_ident(role)}",
+        f"GRANT EXECUTE ON FUNCTION {_functions(schema)} TO {_ident(role)}",
+    ]
+
+
+def _revoke_statements(schema: str, role: str) -> list[str]:
+    check_schema(schema)
+    check_role(role)
+    return [
+        f"REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {_ident(schema)} FROM {_ident(role)}",
+        f"REVOKE USAGE ON SCHEMA {_ident(schema)} FROM {_ident(role)}",
+    ]
+
+
+def _script(statements: list[str]) -> str:
+    return "".join(f"{statement};\n" for statement in statements)
+
+
+def grant_sql(schema: str, role: str) -> str:
+    """The statements that let ``role`` call the store in ``schema``: USAGE on the schema and
+    EXECUTE on its ``dg_*`` functions, nothing more. A role name is a quoted identifier, any
+    character in it (a line break too) kept as it is."""
+    return _script(_grant_statements(schema, role))
 
 
 def revoke_sql(schema: str, role: str) -> str:
     """The statements that take back what `grant_sql` gave (and any other function grant)."""
-    check_schema(schema)
-    check_role(role)
-    return (
-        f"REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {_ident(schema)} FROM {_ident(role)};\n"
-        f"REVOKE USAGE ON SCHEMA {_ident(schema)} FROM {_ident(role)};\n"
-    )
+    return _script(_revoke_statements(schema, role))
 
 
-def _apply(conn: psycopg.Connection[Any], script: str, what: str) -> None:
+def _apply(conn: psycopg.Connection[Any], statements: list[str], what: str) -> None:
+    """Each statement as one whole (never split on lines: a quoted name may hold one), all in
+    one transaction."""
     try:
         with conn.transaction():
-            for statement in script.splitlines():
+            for statement in statements:
                 conn.execute(statement.encode("utf-8"))
     except psycopg.Error as exc:
         raise ProcessingError(f"could not {what}: {exc}") from exc
@@ -92,12 +107,12 @@ def _apply(conn: psycopg.Connection[Any], script: str, what: str) -> None:
 
 def grant(conn: psycopg.Connection[Any], schema: str, role: str) -> None:
     """Apply `grant_sql` in one transaction (as the schema's owner, after `migrate`)."""
-    _apply(conn, grant_sql(schema, role), f"grant {role} the use of schema {schema}")
+    _apply(conn, _grant_statements(schema, role), f"grant {role!r} the use of schema {schema}")
 
 
 def revoke(conn: psycopg.Connection[Any], schema: str, role: str) -> None:
     """Apply `revoke_sql` in one transaction."""
-    _apply(conn, revoke_sql(schema, role), f"revoke {role}'s use of schema {schema}")
+    _apply(conn, _revoke_statements(schema, role), f"revoke {role!r}'s use of schema {schema}")
 
 
 __all__ = ["check_role", "grant", "grant_sql", "public_functions", "revoke", "revoke_sql"]

@@ -14,9 +14,9 @@ from operator import itemgetter
 from typing import Any, TypeVar
 
 from durable_graph.core import model as m
+from durable_graph.core.model import TraceContext
 from durable_graph.core.run_queue import plan_attempt
 from durable_graph.core.validation import decode_json, decode_outcome
-from durable_graph.observe.observer import TraceContext
 
 T = TypeVar("T")
 Row = dict[str, Any]
@@ -78,7 +78,10 @@ def _strings(value: list[str] | None) -> tuple[str, ...]:
 
 
 def _writes(value: list[dict[str, Any]] | None) -> tuple[m.PendingWrite, ...]:
-    return tuple(m.PendingWrite(w["task_id"], w["channel"], w["value"]) for w in value or ())
+    return tuple(
+        m.PendingWrite(w["task_id"], w["channel"], w["value"], w.get("task_path", ""))
+        for w in value or ()
+    )
 
 
 def _attempts(value: list[dict[str, Any]] | None) -> tuple[m.Attempt, ...]:

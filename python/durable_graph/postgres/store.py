@@ -1,29 +1,30 @@
 """`PostgresCheckpointer` and `PostgresRunQueue`: the sync PostgreSQL stores (SPEC §4-§6).
 
-Each public method builds one `Call` (`durable_graph.postgres.calls`: validation, the SQL function
-call, the decoder) and runs it with the store's `Executor` (`durable_graph.postgres.connection`:
-pooled connection, autocommit, time bound, error mapping). The logic — locking, ordering,
-fencing, time — lives in the SQL functions (``sql/``, documented in ``sql/README.md``).
+Each public method builds one `SqlCall` (`durable_graph.postgres.calls`: validation, the SQL
+function call, the decoder) and runs it with the store's `Executor`
+(`durable_graph.postgres.connection`: pooled connection, autocommit, time bound, error mapping).
+The logic — locking, ordering, fencing, time — lives in the SQL functions (``sql/``, documented in
+``sql/README.md``).
 
-The one-call methods are not written out: the classes inherit them from the Protocols' method
-sets (`durable_graph.core.surface.CheckpointerCalls`, `RunQueueCalls`: the signatures), and each call
-runs its builder, named in `CHECKPOINTER_CALLS` or `RUN_QUEUE_CALLS` (`SqlCalls`; the async store
-uses the same tables). Written by hand: ``prune_all``, which may issue several calls (one per
-batch of threads, each batch its own transaction, SPEC §8 rule 16); ``submit_many`` (an empty
-list issues none); ``await_events_after``, ``subscribe`` and ``await_closed``, which poll, woken
-early by LISTEN/NOTIFY (`durable_graph.postgres.notify`: one listener connection per store).
+The one-call methods are written out in `durable_graph.postgres.generated` (``CheckpointerSql``,
+``RunQueueSql``: ``return self._x.run(calls.commit(self._config, claim, commit))``, generated
+from the Protocols and the builders by ``tools/generate_stores.py``). Written here by hand:
+``prune_all``, which may issue several calls (one per batch of threads, each batch its own
+transaction, SPEC §8 rule 16); ``submit_many`` (an empty list issues none);
+``await_events_after``, ``subscribe`` and ``await_closed``, which poll, woken early by
+LISTEN/NOTIFY (`durable_graph.postgres.notify`: one listener connection per store).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.checkpointer import ClosedOnExit
 from durable_graph.core.errors import ProcessingError, StoreError, ValidationError
 from durable_graph.core.model import (
     Event,
@@ -35,98 +36,23 @@ from durable_graph.core.model import (
     WatchPolicy,
 )
 from durable_graph.core.polling import follow, poll
-from durable_graph.core.run_queue import RunQueue
-from durable_graph.core.surface import CheckpointerCalls, RunQueueCalls, TraceContexts, arguments_of
 from durable_graph.core.validation import (
-    check_duration,
-    check_identifier,
-    check_int,
-    check_optional_identifier,
-    check_watch,
+    check_await_closed,
+    check_await_events,
+    check_prune_all,
+    check_subscribe,
 )
-from durable_graph.postgres import calls, operating
-from durable_graph.postgres.calls import Call
+from durable_graph.postgres import calls
+from durable_graph.postgres.calls import SqlCall
 from durable_graph.postgres.config import PostgresConfig
 from durable_graph.postgres.connection import Executor
+from durable_graph.postgres.generated import CheckpointerSql, RunQueueSql
 from durable_graph.postgres.notify import Listener
 
 AWAIT_CLOSED_POLL = timedelta(milliseconds=100)
 """How often `await_closed` reads the entry."""
 
 _NOT_LIBPQ = {"autocommit", "prepare_threshold", "row_factory", "cursor_factory", "context"}
-
-
-class SqlCalls:
-    """The Protocol methods that are one SQL function call each, by name, with their builders
-    (`durable_graph.postgres.calls`), for the sync and the async store alike.
-
-    A builder takes the config, then every argument of its method positionally, without
-    defaults: `call` applies the Protocol method's own (`durable_graph.core.surface.arguments_of`).
-    """
-
-    def __init__(self, protocols: Sequence[type], **builders: Callable[..., Call[Any]]) -> None:
-        self.builders = builders
-        self.methods = {n: next(vars(p)[n] for p in protocols if n in vars(p)) for n in builders}
-        # Prepared once: a call costs one dict read and the argument completion (issue 14).
-        self._prepared = {n: (b, arguments_of(self.methods[n])) for n, b in builders.items()}
-
-    def call(
-        self, config: PostgresConfig, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Call[Any]:
-        """The `Call` of method ``name`` for the caller's ``args`` and ``kwargs``."""
-        build, complete = self._prepared[name]
-        return build(config, *complete(args, kwargs))
-
-
-RUN_QUEUE_CALLS = SqlCalls(
-    [RunQueue, TraceContexts],
-    submit=calls.submit,
-    lease=calls.lease,
-    renew=calls.renew,
-    release=calls.release,
-    record_attempt=calls.record_attempt,
-    close=calls.close,
-    cancel=calls.cancel,
-    defer=operating.defer,
-    retry=operating.retry,
-    entry=calls.entry,
-    open_entries=calls.open_entries,
-    entries=calls.entries,
-    stats=calls.stats,
-    reclaim=calls.reclaim,
-    set_trace_context=calls.set_trace_context,
-    trace_context=calls.trace_context,
-)
-CHECKPOINTER_CALLS = SqlCalls(
-    [Checkpointer],
-    claim=calls.claim,
-    renew_claim=calls.renew_claim,
-    release_claim=calls.release_claim,
-    begin_attempt=calls.begin_attempt,
-    renew_attempt=calls.renew_attempt,
-    finish_attempt=calls.finish_attempt,
-    commit=calls.commit,
-    put_writes=calls.put_writes,
-    append_events=calls.append_events,
-    record_effect=calls.record_effect,
-    retract_turn=calls.retract_turn,
-    prune=calls.prune,
-    delete_thread=calls.delete_thread,
-    put_writes_fenced=calls.put_writes_fenced,
-    put_writes_and_commit=calls.put_writes_and_commit,
-    delete_runs=calls.delete_runs,
-    copy_thread=calls.copy_thread,
-    get=calls.get,
-    history=calls.history,
-    latest_of_runs=calls.latest_of_runs,
-    search=calls.search,
-    thread=calls.thread,
-    threads=calls.threads,
-    children=calls.children,
-    events_after=calls.events_after,
-    get_effect=calls.get_effect,
-    effects=calls.effects,
-)
 
 
 def _check_config(config: object) -> PostgresConfig:
@@ -173,14 +99,14 @@ class PruneAll:
     takes the batch's outcome; `result` is the running total."""
 
     def __init__(self, config: PostgresConfig, policy: object, batch: object) -> None:
-        _, self._size = calls.check_prune_all(policy, batch)
+        _, self._size = check_prune_all(policy, batch)
         self._config = config
         self._policy = policy
         self._after: str | None = None
         self._done = False
         self.result = PruneResult(0, 0)
 
-    def next_call(self) -> Call[calls.PruneBatch] | None:
+    def next_call(self) -> SqlCall[calls.PruneBatch] | None:
         if self._done:
             return None
         return calls.prune_batch(self._config, self._policy, self._size, self._after)
@@ -224,16 +150,13 @@ def _pool_dsn(pool: ConnectionPool[Any]) -> str:
     return psycopg.conninfo.make_conninfo(conninfo, **extra)
 
 
-class PostgresRunQueue(RunQueueCalls):
+class PostgresRunQueue(RunQueueSql):
     """The run queue of a `PostgresCheckpointer`, in the same schema (SPEC §5)."""
 
     def __init__(self, executor: Executor, changes: Listener | None = None) -> None:
         self._x = executor
         self._config = executor.config
         self._changes = changes
-
-    def _forward(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        return self._x.run(RUN_QUEUE_CALLS.call(self._config, name, args, kwargs))
 
     def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]:
         call = calls.submit_many(self._config, submissions)
@@ -244,9 +167,7 @@ class PostgresRunQueue(RunQueueCalls):
     ) -> QueueEntry | None:
         """Poll the entry every 100 ms, at once when notified it closed (SPEC §11); None if open
         at the wall-clock timeout (D21, rule 23)."""
-        check_int("entry_id", entry_id, minimum=0)
-        check_duration("timeout", timeout, allow_zero=True)
-        check_optional_identifier("tenant", tenant)
+        check_await_closed(entry_id, timeout, tenant)
         found = poll(
             lambda: self._x.run(calls.entry(self._config, entry_id, tenant)),
             lambda e: e is None or e.closed,
@@ -258,7 +179,7 @@ class PostgresRunQueue(RunQueueCalls):
         return found if found is not None and found.closed else None
 
 
-class PostgresCheckpointer(CheckpointerCalls):
+class PostgresCheckpointer(CheckpointerSql, ClosedOnExit):
     """The PostgreSQL Checkpointer: one SQL function call per method (SPEC §4, §6)."""
 
     def __init__(self, executor: Executor, conninfo: str | None = None) -> None:
@@ -268,9 +189,6 @@ class PostgresCheckpointer(CheckpointerCalls):
         self._config = executor.config
         self._changes = None if conninfo is None else Listener(conninfo, executor.config)
         self._run_queue = PostgresRunQueue(executor, self._changes)
-
-    def _forward(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        return self._x.run(CHECKPOINTER_CALLS.call(self._config, name, args, kwargs))
 
     @property
     def changes(self) -> Listener | None:
@@ -339,14 +257,12 @@ class PostgresCheckpointer(CheckpointerCalls):
     ) -> list[Event]:
         """Events as soon as there are some: read every ``watch.poll_interval``, and at once when
         notified (SPEC §11); ``[]`` at the wall-clock timeout (D21)."""
-        check_identifier("thread_id", thread_id)
-        calls.check_after_seq(after_seq)
-        check_duration("timeout", timeout, allow_zero=True)
+        check_await_events(thread_id, after_seq, timeout, watch)
         return poll(
             lambda: self.events_after(thread_id, after_seq),
             bool,
             timeout,
-            check_watch(watch).poll_interval.total_seconds(),
+            watch.poll_interval.total_seconds(),
             self._changes,
             ("events", thread_id),
         )
@@ -355,9 +271,8 @@ class PostgresCheckpointer(CheckpointerCalls):
         self, thread_id: str, after_seq: int = 0, watch: WatchPolicy = WatchPolicy()
     ) -> Iterator[Event]:
         """Every event after ``after_seq``, forever, polling when caught up (rule 8 on close)."""
-        check_identifier("thread_id", thread_id)
-        calls.check_after_seq(after_seq)
-        every = check_watch(watch).poll_interval.total_seconds()
+        check_subscribe(thread_id, after_seq, watch)
+        every = watch.poll_interval.total_seconds()
         self._x.check_open()
         return follow(
             lambda seq: self.events_after(thread_id, seq),
@@ -377,11 +292,4 @@ class PostgresCheckpointer(CheckpointerCalls):
         self._x.close()
 
 
-__all__ = [
-    "CHECKPOINTER_CALLS",
-    "RUN_QUEUE_CALLS",
-    "PostgresCheckpointer",
-    "PostgresRunQueue",
-    "PruneAll",
-    "SqlCalls",
-]
+__all__ = ["PostgresCheckpointer", "PostgresRunQueue", "PruneAll"]

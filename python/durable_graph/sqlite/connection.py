@@ -41,10 +41,11 @@ from durable_graph.core.validation import (
 )
 from durable_graph.sqlite.storage import SqliteTx
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 """``PRAGMA user_version`` of a file this code creates. Version 1 files (table names of before
 the embedded rule set), version 2 files (before delayed runs, retries and attempt errors) and
-version 3 files (before stored trace contexts) are migrated on open; `open` refuses a newer file."""
+version 3 files (before stored trace contexts) and version 4 files (before pending writes' task
+paths) are migrated on open; `open` refuses a newer file."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,8 +329,9 @@ def open_storage(path: str, config: SqliteConfig, clock: Callable[[], float]) ->
                     conn.execute(f"ALTER TABLE {table} RENAME TO v1_{table}")
                 for statement in _script("schema.sql") + _script("migrate_v1.sql"):
                     conn.execute(statement)
-            elif version in (2, 3):
-                later = ["migrate_v3.sql"] if version == 3 else ["migrate_v2.sql", "migrate_v3.sql"]
+            elif version < SCHEMA_VERSION:
+                # migrate_vN.sql takes a file from version N to N + 1.
+                later = [f"migrate_v{n}.sql" for n in range(version, SCHEMA_VERSION)]
                 for statement in [s for name in later for s in _script(name)]:
                     conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

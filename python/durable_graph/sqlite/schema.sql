@@ -59,6 +59,8 @@ CREATE TABLE pending_writes (
     idx           INTEGER NOT NULL,
     value         TEXT NOT NULL,
     written_order INTEGER PRIMARY KEY,
+    -- LangGraph's task_path (schema version 5): reads order by (task_path, task_id, idx).
+    task_path     TEXT NOT NULL DEFAULT '',
     UNIQUE (thread_id, checkpoint_id, task_id, channel, idx)
 )
 ;

@@ -220,6 +220,13 @@ class SqliteTx:
                 (thread_id, checkpoint_id),
             )
 
+    def orphan(self, thread_id: str, removed: Sequence[str]) -> None:
+        self._run(
+            "UPDATE checkpoints SET parent_id = NULL WHERE thread_id = ?"
+            " AND parent_id IN (SELECT value FROM json_each(?))",
+            (thread_id, encode_json("removed", list(removed), INT64_MAX)),
+        )
+
     def checkpoints_newest_first(self, thread_id: str) -> list[CheckpointRow]:
         return self.checkpoints_before(thread_id, None, -1)
 
@@ -252,18 +259,23 @@ class SqliteTx:
         self, thread_id: str, checkpoint_id: str, writes: Sequence[EncodedWrite]
     ) -> None:
         self._conn.executemany(
-            "INSERT INTO pending_writes (thread_id, checkpoint_id, task_id, channel, idx, value)"
-            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            [(thread_id, checkpoint_id, w.task_id, w.channel, w.index, w.value) for w in writes],
+            "INSERT INTO pending_writes"
+            " (thread_id, checkpoint_id, task_id, channel, idx, value, task_path)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [
+                (thread_id, checkpoint_id, w.task_id, w.channel, w.index, w.value, w.task_path)
+                for w in writes
+            ],
         )
 
     def writes_of(self, thread_id: str, checkpoint_id: str) -> list[PendingWrite]:
         rows = self._all(
-            "SELECT task_id, channel, value FROM pending_writes"
-            " WHERE thread_id = ? AND checkpoint_id = ? ORDER BY task_id, idx, written_order",
+            "SELECT task_id, channel, value, task_path FROM pending_writes"
+            " WHERE thread_id = ? AND checkpoint_id = ?"
+            " ORDER BY task_path, task_id, idx, written_order",
             (thread_id, checkpoint_id),
         )
-        return [PendingWrite(r[0], r[1], decode_json(r[2])) for r in rows]
+        return [PendingWrite(r[0], r[1], decode_json(r[2]), r[3]) for r in rows]
 
     def append_event(self, thread_id: str, event: EncodedEvent, run_id: str | None) -> Event:
         row = self._one(

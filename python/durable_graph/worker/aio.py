@@ -43,6 +43,7 @@ from durable_graph.core.model import (
     Lease,
     QueueEntry,
 )
+from durable_graph.core.ops import StoreOp, drive_async
 from durable_graph.core.polling import AsyncChanges
 from durable_graph.worker.flow import (
     AttemptReport,
@@ -61,8 +62,6 @@ from durable_graph.worker.ops import (
     HandlerResult,
     RunHandler,
     Settlement,
-    StoreOp,
-    drive_async,
     finishing,
     perform,
     renewal,

@@ -77,6 +77,7 @@ from durable_graph.core.model import (
     Started,
     ThreadDeleted,
 )
+from durable_graph.core.ops import store_op
 from durable_graph.core.run_queue import plan_attempt
 from durable_graph.core.validation import (
     DEFAULT_MAX_VALUE_BYTES,
@@ -91,7 +92,6 @@ from durable_graph.worker.ops import (
     Operation,
     Pause,
     RunHandler,
-    store_op,
 )
 from durable_graph.worker.settings import WorkerOptions, WorkerSettings
 

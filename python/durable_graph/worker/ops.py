@@ -2,19 +2,20 @@
 
 The flows (`durable_graph.worker.flow.attempt_flow`, and here the keeper's `renewal` and
 `finishing`) are generators without I/O: they yield an operation and are sent its result, or
-thrown the `StoreError` it raised. A `StoreOp`'s ``on(store)`` makes the call on a sync store
-(the result) or an async one (an awaitable), so the sync and async workers perform the same
-operations with one line each: ``op.on(store)`` or ``await op.on(store)``.
+thrown the `StoreError` it raised, driven by `durable_graph.core.ops` (`drive`, `drive_async`:
+the one driver, shared with the LangGraph saver). A `StoreOp`'s ``on(store)`` makes the call on a
+sync store (the result) or an async one (an awaitable), so the sync and async workers perform the
+same operations with one line each: ``op.on(store)`` or ``await op.on(store)``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Generator
-from dataclasses import dataclass, field
+from collections.abc import Generator
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Generic, Protocol, TypeAlias, TypeVar
+from typing import Any, Protocol, TypeAlias
 
 from durable_graph.core.errors import (
     ClaimLost,
@@ -33,28 +34,7 @@ from durable_graph.core.model import (
     Lease,
     QueueEntry,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class StoreOp:
-    """A call of the store's method ``method`` (``"run_queue.renew"``: its run queue's) with
-    ``args`` and ``kwargs``. `on` returns its result from a sync store, an awaitable from an
-    async one; a `StoreError` it raises is thrown into the flow."""
-
-    method: str
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-    def on(self, store: Any) -> Any:
-        target = store
-        for name in self.method.split("."):
-            target = getattr(target, name)
-        return target(*self.args, **self.kwargs)
-
-
-def store_op(method: str, *args: Any, **kwargs: Any) -> StoreOp:
-    """The `StoreOp` calling ``method(*args, **kwargs)``."""
-    return StoreOp(method, args, kwargs)
+from durable_graph.core.ops import StoreOp, store_op
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,70 +94,10 @@ class HandlerResult:
 
 
 Operation = StoreOp | Pause | Finish | RunHandler
-OpT = TypeVar("OpT")
-R = TypeVar("R")
 
 
-class Steps(Generic[OpT, R]):
-    """Drives a flow: iterate for the next operation, then `send` its result or `throw` its error.
-
-    ``result`` holds the flow's answer once iteration ends.
-    """
-
-    def __init__(self, flow: Generator[OpT, Any, R]) -> None:
-        self._flow = flow
-        self._sent: Any = None
-        self._error: StoreError | None = None
-        self.result: R | None = None
-
-    def __iter__(self) -> Generator[OpT, None, None]:
-        while True:
-            try:
-                if self._error is None:
-                    op = self._flow.send(self._sent)
-                else:
-                    op = self._flow.throw(self._error)
-            except StopIteration as done:
-                self.result = done.value
-                return
-            self._sent, self._error = None, None
-            yield op
-
-    def send(self, result: Any) -> None:
-        self._sent = result
-
-    def throw(self, error: StoreError) -> None:
-        self._error = error
-
-
-def drive(flow: Generator[OpT, Any, R], perform: Callable[[OpT], Any]) -> R:
-    """Run ``flow`` to its answer, performing each operation with ``perform`` (blocking).
-
-    A `StoreError` an operation raises is thrown into the flow, which decides; the async
-    workers' counterpart is `drive_async`.
-    """
-    steps: Steps[OpT, R] = Steps(flow)
-    for op in steps:
-        try:
-            steps.send(perform(op))
-        except StoreError as exc:
-            steps.throw(exc)
-    return steps.result  # type: ignore[return-value]  # set when the iteration ended
-
-
-async def drive_async(flow: Generator[OpT, Any, R], perform: Callable[[OpT], Awaitable[Any]]) -> R:
-    """`drive` for the async worker: each operation's awaitable is awaited."""
-    steps: Steps[OpT, R] = Steps(flow)
-    for op in steps:
-        try:
-            steps.send(await perform(op))
-        except StoreError as exc:
-            steps.throw(exc)
-    return steps.result  # type: ignore[return-value]  # set when the iteration ended
-
-
-class AttemptKeeper(Protocol):
-    """A worker's keeper as `perform` sees it: the store calls, and the one finish."""
+class OpPerformer(Protocol):
+    """An attempt's keeper in its role for `perform`: making the store calls, and the one finish."""
 
     def call(self, op: StoreOp) -> Any: ...
 
@@ -192,7 +112,7 @@ class AttemptWorker(Protocol):
     def _run_handler(self, keeper: Any, op: RunHandler) -> Any: ...
 
 
-def perform(op: Operation, keeper: AttemptKeeper, worker: AttemptWorker) -> Any:
+def perform(op: Operation, keeper: OpPerformer, worker: AttemptWorker) -> Any:
     """What each operation of `attempt_flow` means, for both workers: the result of the keeper's
     or the worker's method for it (from the async worker, an awaitable of the result)."""
     if isinstance(op, StoreOp):
@@ -208,8 +128,9 @@ def perform(op: Operation, keeper: AttemptKeeper, worker: AttemptWorker) -> Any:
 # --- the keeper: renewing, then finishing, an attempt's lease and claim ----------------------
 
 
-class Keeper(Protocol):
-    """An attempt's lease and claim holder as the keeper flows see it (all immediate, no I/O)."""
+class LeaseHolder(Protocol):
+    """An attempt's keeper in its role for `renewal` and `finishing`: holding the lease and the
+    claim (all immediate, no I/O)."""
 
     lease: Lease
 
@@ -229,7 +150,7 @@ class Keeper(Protocol):
         ...
 
 
-def _give_back_claim(keeper: Keeper) -> Generator[StoreOp, Any, None]:
+def _give_back_claim(keeper: LeaseHolder) -> Generator[StoreOp, Any, None]:
     """Prompt cancel (SPEC §13): the entry is closed or re-leased, so give the claim back now,
     and the handler's next store call under it raises `ClaimLost` even when it bypasses its
     context."""
@@ -239,7 +160,7 @@ def _give_back_claim(keeper: Keeper) -> Generator[StoreOp, Any, None]:
             yield store_op("release_claim", claim)
 
 
-def renewal(keeper: Keeper, log: logging.Logger) -> Generator[StoreOp, Any, bool]:
+def renewal(keeper: LeaseHolder, log: logging.Logger) -> Generator[StoreOp, Any, bool]:
     """Renew the lease, and the claim if one is held (one call, SPEC §11); False once the
     attempt is lost."""
     claim = keeper.current_claim()
@@ -283,7 +204,7 @@ def renewal(keeper: Keeper, log: logging.Logger) -> Generator[StoreOp, Any, bool
 
 
 def finishing(
-    keeper: Keeper, outcome: Settlement, commit: Commit | None = None
+    keeper: LeaseHolder, outcome: Settlement, commit: Commit | None = None
 ) -> Generator[StoreOp, Any, QueueEntry | None]:
     """Release the claim and close the entry with ``outcome`` — one ``finish_attempt`` call when
     both are held (SPEC §11), with ``commit`` (the handler's last checkpoint) committed in it
@@ -338,22 +259,17 @@ def finishing(
 
 
 __all__ = [
-    "AttemptKeeper",
     "AttemptWorker",
     "Deferred",
     "Finish",
     "HandlerResult",
-    "Keeper",
+    "LeaseHolder",
+    "OpPerformer",
     "Operation",
     "Pause",
     "RunHandler",
     "Settlement",
-    "Steps",
-    "StoreOp",
-    "drive",
-    "drive_async",
     "finishing",
     "perform",
     "renewal",
-    "store_op",
 ]

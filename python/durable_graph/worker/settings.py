@@ -14,6 +14,7 @@ from typing import Final, TypedDict
 from durable_graph.core.errors import ValidationError
 from durable_graph.core.model import ANY, BackoffPolicy, ClaimPolicy, TenantFilter
 from durable_graph.core.validation import (
+    check_backoff,
     check_duration,
     check_identifier,
     check_int,
@@ -87,7 +88,7 @@ class WorkerSettings:
             tenant=check_tenant_filter("tenant", tenant, allow_any=True),
             poll_interval=check_duration("poll_interval", poll_interval),
             shutdown_deadline=check_duration("shutdown_deadline", shutdown_deadline),
-            backoff=_check_backoff(backoff),
+            backoff=check_backoff(backoff),
         )
 
     @property
@@ -108,18 +109,6 @@ class WorkerSettings:
     def idle_delay(self, scale: float = 1.0) -> float:
         """Seconds to wait after an empty poll (``scale=2`` after a busy thread, D41), jittered."""
         return self.poll_interval.total_seconds() * scale * random.uniform(0.5, 1.5)
-
-
-def _check_backoff(value: object) -> BackoffPolicy:
-    if not isinstance(value, BackoffPolicy):
-        raise ValidationError("backoff must be a BackoffPolicy")
-    check_duration("backoff.base", value.base, allow_zero=True)
-    check_duration("backoff.cap", value.cap, allow_zero=True)
-    if not (isinstance(value.factor, (int, float)) and 1.0 <= value.factor <= 100.0):
-        raise ValidationError("backoff.factor must be a number in [1, 100]")
-    if not (isinstance(value.jitter, (int, float)) and 0.0 <= value.jitter <= 1.0):
-        raise ValidationError("backoff.jitter must be a number in [0, 1]")
-    return value
 
 
 __all__ = ["DEFAULT_BACKOFF", "WorkerOptions", "WorkerSettings"]

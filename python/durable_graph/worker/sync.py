@@ -37,6 +37,7 @@ from durable_graph.core.model import (
     Lease,
     QueueEntry,
 )
+from durable_graph.core.ops import StoreOp, drive
 from durable_graph.core.polling import Changes
 from durable_graph.worker.flow import (
     AttemptReport,
@@ -63,8 +64,6 @@ from durable_graph.worker.ops import (
     HandlerResult,
     RunHandler,
     Settlement,
-    StoreOp,
-    drive,
     finishing,
     perform,
     renewal,

@@ -189,6 +189,19 @@ class RetractPruneDeleteTests:
         assert result == PruneResult(checkpoints_removed=3, events_removed=0)
         assert [c.checkpoint_id for c in store.history(T)] == ["c5", "c4"]
 
+    def test_prune_leaves_a_kept_checkpoint_whose_parent_it_removed_with_none(
+        self, store: Checkpointer
+    ) -> None:
+        """SPEC §14.1: a kept checkpoint whose parent was pruned reports no parent."""
+        _new_thread(store, ids=["c1", "c2", "c3", "c4"])
+        store.prune(T, RetentionPolicy(keep_last=2))
+        assert [(c.checkpoint_id, c.parent_id) for c in store.history(T)] == [
+            ("c4", "c3"),
+            ("c3", None),
+        ]
+        store.prune(T, RetentionPolicy(keep_last=1))
+        assert [(c.checkpoint_id, c.parent_id) for c in store.history(T)] == [("c4", None)]
+
     def test_prune_keep_last_counts_the_head(self, store: Checkpointer) -> None:
         _new_thread(store, ids=["c1", "c2", "c3"])
         store.prune(T, RetentionPolicy(keep_last=1))

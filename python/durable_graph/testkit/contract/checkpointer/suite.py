@@ -32,6 +32,7 @@ from durable_graph.testkit.contract.checkpointer.reads import ReadsTests
 from durable_graph.testkit.contract.checkpointer.retract_prune_delete import RetractPruneDeleteTests
 from durable_graph.testkit.contract.checkpointer.support import SLACK, CheckpointerFixtures
 from durable_graph.testkit.contract.checkpointer.validation import ValidationTests
+from durable_graph.testkit.contract.checkpointer.write_order import WriteOrderTests
 from durable_graph.testkit.contract.checkpointer.writes_events_effects import (
     WritesEventsEffectsTests,
 )
@@ -43,6 +44,7 @@ class CheckpointerContract(
     ClaimsTests,
     CommitTests,
     WritesEventsEffectsTests,
+    WriteOrderTests,
     RetractPruneDeleteTests,
     ReadsTests,
     ValidationTests,

@@ -19,6 +19,7 @@ import pytest
 from durable_graph.core.errors import SubmissionKeyReused, ValidationError
 from durable_graph.core.model import Completed, Lease, QueueEntry, Submission
 from durable_graph.core.run_queue import RunQueue
+from durable_graph.observe.observer import TraceContext
 from durable_graph.testkit.contract.run_queue.support import _LEASE_CALLS, TTL
 
 UNKNOWN = 987_654
@@ -94,6 +95,38 @@ class RunQueueTenancyContract:
             mine = _outcome(_READS[call], queue, before.entry_id, other)
             assert mine == _outcome(_READS[call], queue, UNKNOWN, other)
         assert _owned(queue, tenant_a_lease) == before
+
+    def test_trace_context_of_another_tenants_entry_answers_as_for_an_unknown_id(
+        self, queue: RunQueue
+    ) -> None:
+        """Another tenant can neither learn the entry exists, read its traceparent, nor set it
+        first (issue #24; PostgreSQL: dg_set_trace_context_v2 / dg_trace_context_v2)."""
+        contexts: Any = queue  # every store's queue keeps trace contexts (core.surface)
+        entry_id = queue.submit(Submission("thread-a", "go", tenant="a")).entry_id
+        mine = TraceContext("00-" + "a" * 32 + "-" + "b" * 16 + "-01")
+        theirs = TraceContext("00-" + "c" * 32 + "-" + "d" * 16 + "-01", "x=1")
+        for other in ("b", None):
+            for call, extra in (
+                (contexts.set_trace_context, (theirs,)),
+                (contexts.trace_context, ()),
+            ):
+                got = _outcome(call, entry_id, *extra, other)
+                assert (
+                    got
+                    == _outcome(call, UNKNOWN, *extra, other)
+                    == ("returned", repr(False if extra else None))
+                )
+        assert contexts.trace_context(entry_id, "a") is None  # nobody else set it
+        assert contexts.set_trace_context(entry_id, mine, "a") is True
+        for other in ("b", None):
+            assert contexts.trace_context(entry_id, other) is None
+            assert contexts.set_trace_context(entry_id, theirs, other) is False
+        assert contexts.set_trace_context(entry_id, theirs, "a") is False  # the first stays
+        assert contexts.trace_context(entry_id, "a") == mine
+        untagged = queue.submit(Submission("thread-n", "go")).entry_id  # the no-tenant namespace
+        assert contexts.set_trace_context(untagged, theirs) is True
+        assert contexts.trace_context(untagged) == theirs
+        assert contexts.trace_context(untagged, "a") is None
 
 
 class RunQueueIdentityContract:

@@ -1,4 +1,4 @@
--- durable_graph schema, version 8 (issue 25, SPEC §18.2): no index entry a reader does not use.
+-- durable_graph schema, version 9 (issue 25, SPEC §18.2): no index entry a reader does not use.
 -- Applied with search_path set to the store's schema: names are unqualified on purpose.
 -- IF [NOT] EXISTS: applying it again (sql/install.sql while migration numbers settle) changes
 -- nothing.
