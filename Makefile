@@ -31,6 +31,13 @@ pg-deps:
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql-$$ver-plpgsql-check >/dev/null; \
 	fi
+	@# PL/Proxy for tests/test_partitions.py (the store over partitions, SPEC §16).
+	@if [ -z "$$DURABLE_GRAPH_TEST_DSN" ] && ! ls /usr/share/postgresql/*/extension/plproxy.control >/dev/null 2>&1; then \
+		ver=$$(ls /usr/lib/postgresql | sort -n | tail -1); \
+		echo "installing postgresql-$$ver-plproxy"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql-$$ver-plproxy >/dev/null; \
+	fi
 
 # node-postgres for tests/test_node.py (the SQL API driven from Node.js), from package-lock.json.
 tests/node/node_modules/.package-lock.json: tests/node/package-lock.json
@@ -75,11 +82,12 @@ bench: venv pg-deps
 	$(VENV)/bin/python -m tests.bench.job_profile --out bench-job-profile.md
 
 # Long randomized differential runs, the 60 s parent/child race workload, and 11 minutes of a
-# fleet through a failover.
+# fleet through a failover, on one store and on 8 partitions (one partition server failing over).
 soak: venv pg-deps
 	DURABLE_GRAPH_DIFF_EXAMPLES=2000 $(VENV)/bin/pytest tests/test_differential.py $(PYTEST_ARGS)
 	DURABLE_GRAPH_RACE_SECONDS=60 $(VENV)/bin/pytest -s tests/test_pg_races.py -k workload $(PYTEST_ARGS)
 	DURABLE_GRAPH_FLEET=long $(VENV)/bin/pytest -s -p no:logging tests/test_failover.py $(PYTEST_ARGS)
+	DURABLE_GRAPH_FLEET=long $(VENV)/bin/pytest -s -p no:logging tests/test_partitions_failover.py $(PYTEST_ARGS)
 
 chaos: venv pg-deps
 	DURABLE_GRAPH_CHAOS=long $(VENV)/bin/pytest -s tests/test_chaos.py $(PYTEST_ARGS)

@@ -154,12 +154,16 @@ BEGIN
     PERFORM _dg_count(p_batch, 'batch', 100000);
     -- Closed entries are never written again, so there is no lock to wait for first.
     v_cutoff := store_now() - p_older_than;
-    DELETE FROM queue_entries d
-     WHERE d.entry_id IN (SELECT c.entry_id FROM queue_entries c
-                           WHERE c.outcome_kind IS NOT NULL AND c.closed_at < v_cutoff
-                           ORDER BY c.closed_at, c.entry_id
-                           LIMIT p_batch
-                           FOR UPDATE SKIP LOCKED);
+    -- The candidates are picked once (MATERIALIZED): an IN (... LIMIT ... SKIP LOCKED) that the
+    -- planner rescans inside a join skips the rows this DELETE already removed and takes more,
+    -- past p_batch (seen on a partition whose table statistics chose such a plan).
+    WITH c AS MATERIALIZED (
+        SELECT x.entry_id FROM queue_entries x
+         WHERE x.outcome_kind IS NOT NULL AND x.closed_at < v_cutoff
+         ORDER BY x.closed_at, x.entry_id
+         LIMIT p_batch
+         FOR UPDATE SKIP LOCKED)
+    DELETE FROM queue_entries d USING c WHERE d.entry_id = c.entry_id;
     GET DIAGNOSTICS v_removed = ROW_COUNT;
     RETURN QUERY SELECT v_removed;
 END;

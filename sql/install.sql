@@ -196,6 +196,7 @@ SELECT :dg_version >= 9 AS dg_has_0009 \gset
 \ir 85_operating.sql
 \ir 90_queue_reads.sql
 \ir 92_queue_listing.sql
+\ir 93_partitions.sql
 \ir 98_meta.sql
 \ir 99_privileges.sql
 

@@ -264,6 +264,9 @@ def test_public_can_execute_nothing_and_only_the_owner_can_create_in_the_schema(
         elif name.startswith("dg_"):
             assert grantee == runtime, (name, grantee)  # never PUBLIC ("-")
             assert definer and f"search_path={schema}, pg_temp" in config, name
+        elif name.startswith("_dg_notify_"):  # trigger functions: fired by the owner's DML too
+            assert grantee is None and not definer, (name, grantee)
+            assert config == [f"search_path={schema}, pg_temp"], name
         else:
             assert grantee is None, (name, grantee)
             assert not definer and not config, name  # helpers stay inlinable

@@ -84,6 +84,9 @@ class Env:
     restart_server: Callable[[], None] | None = None
     netns: Any = None
     netns_worker_cfg: dict[str, Any] | None = None
+    tokens_per_thread: bool = False
+    """Tokens and entry ids checked to increase per thread (a partitioned store, SPEC §16.2)
+    instead of store-wide."""
 
 
 @dataclass
@@ -210,7 +213,9 @@ class Supervisor:
             try:
                 t0 = time.time()
                 claim = store.claim(thread_id, "supervisor", policy)
-                self.sup_tokens.append({"token": claim.token, "t0": t0, "t1": time.time()})
+                self.sup_tokens.append(
+                    {"token": claim.token, "t0": t0, "t1": time.time(), "thread_id": thread_id}
+                )
                 break
             except (ThreadBusy, ProcessingError):
                 if time.monotonic() > deadline:
@@ -437,24 +442,31 @@ class Supervisor:
                         f"accepted after the delete at seq {first['seq']}"
                     )
 
-        # 6. tokens only increase.
+        # 6. tokens only increase: store-wide, or per thread on a partitioned store (SPEC §16.2:
+        # tokens are unique store-wide and increase per thread).
         issued = [
-            {"token": r["token"], "t0": r["t0"], "t1": r["t1"]}
+            {"token": r["token"], "t0": r["t0"], "t1": r["t1"], "thread_id": r.get("thread_id")}
             for r in by_kind["lease"] + by_kind["claim"]
         ] + self.sup_tokens
         tokens = Counter(i["token"] for i in issued)
         for token, n in tokens.items():
             if n > 1:
                 v.append(f"token {token} issued {n} times")
-        by_end = sorted(issued, key=lambda i: i["t1"])
-        k = 0
-        highest = 0
-        for call in sorted(issued, key=lambda i: i["t0"]):
-            while k < len(by_end) and by_end[k]["t1"] < call["t0"]:
-                highest = max(highest, by_end[k]["token"])
-                k += 1
-            if call["token"] <= highest:
-                v.append(f"token {call['token']} issued after token {highest} had been returned")
+        groups: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+        for i in issued:
+            groups[i["thread_id"] if self.env.tokens_per_thread else None].append(i)
+        for group in groups.values():
+            by_end = sorted(group, key=lambda i: i["t1"])
+            k = 0
+            highest = 0
+            for call in sorted(group, key=lambda i: i["t0"]):
+                while k < len(by_end) and by_end[k]["t1"] < call["t0"]:
+                    highest = max(highest, by_end[k]["token"])
+                    k += 1
+                if call["token"] <= highest:
+                    v.append(
+                        f"token {call['token']} issued after token {highest} had been returned"
+                    )
 
         # every acknowledged lease of an entry got a greater token than the one before.
         leases_by_entry: dict[int, list[dict[str, Any]]] = defaultdict(list)

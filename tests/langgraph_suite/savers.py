@@ -9,8 +9,8 @@ emptied before each test.
 from __future__ import annotations
 
 import os
+import secrets
 import tempfile
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
@@ -47,7 +47,7 @@ def _pg_schema() -> Iterator[tuple[str, str]]:
     dsn = PG_URI.rstrip("/") + "/postgres"
     with psycopg.connect(dsn, autocommit=True) as conn:
         if not _SCHEMA:
-            _SCHEMA.append(f"lg_{uuid.uuid4().hex[:16]}")
+            _SCHEMA.append(f"lg_{secrets.token_hex(8)}")  # uuid4 may be patched by a test
             migrate(dsn, _SCHEMA[0])
         else:
             reset_store(conn, _SCHEMA[0])

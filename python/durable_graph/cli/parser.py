@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 from durable_graph import __version__
 from durable_graph.cli import dashboard as _dashboard
+from durable_graph.cli import partitions as _partitions
 from durable_graph.cli.common import (
     DEBUG_ENV,
     DEFAULT_SQLITE_PATH,
@@ -365,6 +366,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=1000,
         metavar="N",
         help="entries removed per transaction",
+    )
+
+    _partitions.add_parser(
+        lambda name, func, help: command(name, func, help, [postgres_only]), _actions, postgres_only
     )
 
     thread = command("thread", _no_subcommand, "threads: ls, show, history, children, delete")

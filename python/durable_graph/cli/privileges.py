@@ -26,8 +26,18 @@ def _privileges(args: argparse.Namespace, action: str) -> int:
         conn = psycopg.connect(dsn, connect_timeout=10)
     except psycopg.Error as exc:
         raise CliError(f"could not connect: {type(exc).__name__}") from None
+    from durable_graph.postgres import migrations
+
     with conn:
-        (privileges.grant if action == "grant" else privileges.revoke)(conn, schema, role)
+        proxy = migrations.kind(conn, schema) == "proxy"
+        if not proxy:
+            (privileges.grant if action == "grant" else privileges.revoke)(conn, schema, role)
+    if proxy:  # a partition proxy (SPEC §16.3): every partition, then the proxy
+        from durable_graph.postgres import partitions
+
+        if action != "grant":
+            raise CliError("revoke on a partition proxy: revoke on each partition's DSN instead")
+        partitions.grant(dsn, schema, role)
     done = "granted" if action == "grant" else "revoked"
     output_of(args).result(
         {"schema": schema, "role": role, action: True}, f"{done}: role {role} on schema {schema}"

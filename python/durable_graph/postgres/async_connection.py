@@ -32,7 +32,7 @@ from psycopg_pool import AsyncConnectionPool
 from durable_graph.core.errors import ProcessingError, StoreError, error_for_sqlstate
 from durable_graph.postgres.calls import Rows, SqlCall
 from durable_graph.postgres.config import PostgresConfig
-from durable_graph.postgres.connection import PoolState, send_cancel
+from durable_graph.postgres.connection import PoolState, send_cancel, store_message
 
 T = TypeVar("T")
 AsyncConn = psycopg.AsyncConnection[Any]
@@ -121,7 +121,7 @@ class AsyncExecutor(PoolState[AsyncConnectionPool[Any]]):
         except psycopg.Error as exc:
             store_error = error_for_sqlstate(exc.sqlstate)
             if store_error is not None:
-                raise store_error(exc.diag.message_primary or str(exc)) from None
+                raise store_error(store_message(exc.diag.message_primary or str(exc))) from None
             elapsed = time.monotonic() - started
             raise ProcessingError(f"{call.name} failed after {elapsed:.3f}s: {exc}") from exc
 

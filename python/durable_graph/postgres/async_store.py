@@ -90,7 +90,7 @@ class AsyncPostgresCheckpointer(AsyncCheckpointerSql, AsyncClosedOnExit):
     ) -> AsyncPostgresCheckpointer:
         """A store with its own `AsyncConnectionPool` on ``dsn``; migrates or verifies the schema."""
         config = _check_open(dsn, config)
-        await asyncio.to_thread(_prepare_schema, dsn, config)
+        proxy = await asyncio.to_thread(_prepare_schema, dsn, config)
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             dsn, **pool_options(config, "durable_graph.aio"), open=False
         )
@@ -101,7 +101,8 @@ class AsyncPostgresCheckpointer(AsyncCheckpointerSql, AsyncClosedOnExit):
             if isinstance(exc, Exception):
                 raise ProcessingError(f"could not open a connection pool: {exc}") from exc
             raise
-        return cls(AsyncExecutor(pool, config, owns_pool=True), dsn)
+        # On a partition proxy nothing is notified (SPEC §16.3): waiters poll.
+        return cls(AsyncExecutor(pool, config, owns_pool=True), None if proxy else dsn)
 
     @classmethod
     async def create(
@@ -115,8 +116,8 @@ class AsyncPostgresCheckpointer(AsyncCheckpointerSql, AsyncClosedOnExit):
         """
         config = _check_create(pool, config, AsyncConnectionPool)
         conninfo = _pool_dsn(pool)  # type: ignore[arg-type]
-        await asyncio.to_thread(_prepare_schema, conninfo, config)
-        return cls(AsyncExecutor(pool, config, owns_pool=False), conninfo)
+        proxy = await asyncio.to_thread(_prepare_schema, conninfo, config)
+        return cls(AsyncExecutor(pool, config, owns_pool=False), None if proxy else conninfo)
 
     @property
     def config(self) -> PostgresConfig:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+import re
 import select
 import socket
 import threading
@@ -184,6 +185,15 @@ def _send_cancel(cancel_conn: pq.abc.PGcancelConn) -> None:
         cancel_conn.finish()
 
 
+_REMOTE_ERROR = re.compile(r"^[A-Za-z0-9_.]+\(\d+\): \[[^\]]*\] REMOTE ERROR: ")
+
+
+def store_message(message: str) -> str:
+    """A store error's message as the SQL function raised it: without the prefix PL/Proxy puts
+    before an error a partition raised (``dg.dg_claim_v1(1): [db] REMOTE ERROR: ``; SPEC §16)."""
+    return _REMOTE_ERROR.sub("", message, count=1)
+
+
 class PoolState(Generic[PoolT]):
     """What both executors keep (`Executor` here, `AsyncExecutor` in `durable_graph.postgres.async_store`):
     the pool, the config, whether the store owns the pool, the closed flag."""
@@ -287,7 +297,7 @@ class Executor(PoolState[ConnectionPool[Any]]):
             watchdog.stop()
             store_error = error_for_sqlstate(exc.sqlstate)
             if store_error is not None and not watchdog.fired:
-                message = exc.diag.message_primary or str(exc)
+                message = store_message(exc.diag.message_primary or str(exc))
                 raise store_error(message) from None
             elapsed = time.monotonic() - started
             if watchdog.fired:
@@ -311,4 +321,4 @@ class Executor(PoolState[ConnectionPool[Any]]):
         return rows, True
 
 
-__all__ = ["CANCEL_GRACE", "Executor", "PoolState", "send_cancel"]
+__all__ = ["CANCEL_GRACE", "Executor", "PoolState", "send_cancel", "store_message"]

@@ -359,9 +359,76 @@ def verify(conn: psycopg.Connection[Any], schema: str) -> None:
     """Raise `ProcessingError` (rule 28) unless ``schema`` is at this package's version, with
     this package's function bodies installed as they should be."""
     check_schema(schema)
-    problem = _problem(schema, _inspect(conn, schema))
+    state = _inspect(conn, schema)
+    problem = _proxy_problem(conn, schema, state) if is_proxy(state) else _problem(schema, state)
     if problem is not None:
         raise ProcessingError(problem)
+
+
+def is_proxy(state: _Installed) -> bool:
+    """Whether the schema is a generated partition proxy (SPEC §16.3: never migrated in place)."""
+    return state.meta.get("kind") == "proxy"
+
+
+def _proxy_problem(conn: psycopg.Connection[Any], schema: str, state: _Installed) -> str | None:
+    return proxy_problem(conn, schema, state.meta)
+
+
+def proxy_digest(conn: psycopg.Connection[Any], schema: str) -> str:
+    """The digest of the functions installed in ``schema`` (a proxy records its own)."""
+    row = conn.execute(_DIGEST_SQL, (schema,)).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def proxy_problem(conn: psycopg.Connection[Any], schema: str, meta: dict[str, str]) -> str | None:
+    """Why the proxy in ``schema`` (its ``schema_meta`` read as ``meta``) is not current, or
+    None: its version and partition digest this package's, its routing functions unchanged
+    since generated, and every partition (asked through the proxy) current and numbered right."""
+    fix = f"run durable-graph partitions migrate --proxy ... --schema {schema}"
+    if (
+        meta.get("version") != str(required_version())
+        or meta.get("functions_digest") != functions_digest()
+    ):
+        return (
+            f"proxy schema {schema} was generated for version {meta.get('version')} with other "
+            f"SQL functions than this package's (version {required_version()}): {fix}"
+        )
+    if proxy_digest(conn, schema) != meta.get("proxy_digest"):
+        return f"proxy schema {schema}: its routing functions were changed since generated: {fix}"
+    n = int(meta.get("partitions", "0"))
+    try:  # every partition at once (RUN ON ALL); each answers its own rows
+        with conn.transaction():
+            rows = conn.execute(
+                sql.SQL("SELECT key, value FROM {}._dg_all_schema_meta_v1()").format(
+                    sql.Identifier(schema)
+                )
+            ).fetchall()
+    except psycopg.Error as exc:
+        return f"the partitions of proxy schema {schema} could not be checked: {exc}"
+    values: dict[str, list[str]] = {}
+    for key, value in rows:
+        values.setdefault(str(key), []).append(str(value))
+    numbers = sorted(int(v) for v in values.get("partition", []))
+    if (
+        values.get("version") != [str(required_version())] * n
+        or values.get("functions_digest") != [functions_digest()] * n
+    ):
+        return (
+            f"a partition of proxy schema {schema} is at another version or has other SQL "
+            f"functions than this package's: {fix}"
+        )
+    if numbers != list(range(n)) or values.get("partitions") != [str(n)] * n:
+        return (
+            f"the partitions of proxy schema {schema} are numbered {numbers}, expected 0..{n - 1}"
+            " of " + str(n) + ": the cluster's DSNs are wrong"
+        )
+    return None
+
+
+def kind(conn: psycopg.Connection[Any], schema: str) -> str:
+    """``"proxy"`` for a partition proxy's schema, else ``"store"``."""
+    return "proxy" if is_proxy(_inspect(conn, schema)) else "store"
 
 
 # --- migrate -----------------------------------------------------------------------------------
@@ -445,15 +512,48 @@ def migrate(dsn: str, schema: str, config: PostgresConfig | None = None) -> int:
     connection is bounded by ``connection_timeout`` (at least 2 s: libpq's minimum). Any failure
     is a `ProcessingError`.
     """
+    return _migrate(dsn, schema, config)[0]
+
+
+def prepare(dsn: str, config: PostgresConfig) -> bool:
+    """What a store does before it opens (SPEC §8 rule 28, §16.3): migrate (``auto_migrate``)
+    or verify ``config.schema``; True when it is a partition proxy (checked, never installed
+    into)."""
+    if config.auto_migrate:
+        return _migrate(dsn, config.schema, config)[1]
+    try:
+        conn = psycopg.connect(dsn, **config.connection_kwargs())
+    except psycopg.OperationalError as exc:  # unreachable, refused login, bad password
+        raise ProcessingError(f"could not connect to PostgreSQL: {exc}") from exc
+    with conn:
+        state = _inspect(conn, config.schema)
+        proxy = is_proxy(state)
+        problem = (
+            _proxy_problem(conn, config.schema, state) if proxy else _problem(config.schema, state)
+        )
+    if problem is not None:
+        raise ProcessingError(problem)
+    return proxy
+
+
+def _migrate(dsn: str, schema: str, config: PostgresConfig | None) -> tuple[int, bool]:
+    """`migrate`, and whether the schema is a partition proxy."""
     check_schema(schema)
     config = PostgresConfig(schema=schema) if config is None else config
     needed = required_version()
     with _connect(dsn, config) as conn:
         try:
             state = _inspect(conn, schema)
+            if is_proxy(state):  # a partition proxy: checked, never installed into
+                problem = _proxy_problem(conn, schema, state)
+                if problem is not None:
+                    raise ProcessingError(
+                        f"{problem} (a partition proxy is never migrated in place)"
+                    )
+                return needed, True
             problem = _problem(schema, state)
             if problem is None:
-                return needed
+                return needed, False
             _refuse_foreign(schema, state, problem)
             _lock(conn, schema, (config.connection_timeout + config.call_timeout) / _SECOND)
             try:
@@ -465,7 +565,7 @@ def migrate(dsn: str, schema: str, config: PostgresConfig | None = None) -> int:
             raise
         except Exception as exc:
             raise ProcessingError(f"could not migrate schema {schema}: {exc}") from exc
-    return needed
+    return needed, False
 
 
 def _migrate_locked(
@@ -541,10 +641,15 @@ __all__ = [
     "functions_digest",
     "install_file",
     "install_script",
+    "is_proxy",
+    "kind",
     "lock_key",
     "migrate",
     "migration_files",
     "not_current_message",
+    "prepare",
+    "proxy_digest",
+    "proxy_problem",
     "required_version",
     "verify",
 ]

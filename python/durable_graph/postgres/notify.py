@@ -23,10 +23,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
 import select
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -132,7 +132,7 @@ class Listener:
     def __init__(self, conninfo: str, config: PostgresConfig) -> None:
         self._conninfo = conninfo
         self._config = config
-        self._id = uuid.uuid4().hex
+        self._id = secrets.token_hex(16)  # not uuid4: an app may patch it (LangGraph's tests do)
         self._lock = threading.Lock()
         self._interests = Interests()
         self._registered = -1  # the interests' version last written

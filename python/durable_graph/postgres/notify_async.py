@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
-import uuid
 from collections.abc import AsyncIterator
 
 import psycopg
@@ -37,7 +37,7 @@ class AsyncListener:
     def __init__(self, conninfo: str, config: PostgresConfig) -> None:
         self._conninfo = conninfo
         self._config = config
-        self._id = uuid.uuid4().hex
+        self._id = secrets.token_hex(16)  # not uuid4: an app may patch it (LangGraph's tests do)
         self._interests = Interests()
         self._registered = -1
         self._gens = dict.fromkeys(KINDS, 0)

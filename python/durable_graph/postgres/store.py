@@ -123,20 +123,13 @@ class PruneAll:
             self._after = step.last_thread_id
 
 
-def _prepare_schema(dsn: str, config: PostgresConfig) -> None:
-    """Migrate (auto_migrate) or verify the schema (SPEC §8 rule 28) before the store opens."""
+def _prepare_schema(dsn: str, config: PostgresConfig) -> bool:
+    """Migrate (auto_migrate) or verify the schema (SPEC §8 rule 28) before the store opens;
+    True on a partition proxy (SPEC §16.3: verified with its partitions, never migrated)."""
     from durable_graph.postgres import migrations
 
     try:
-        if config.auto_migrate:
-            migrations.migrate(dsn, config.schema, config)
-        else:
-            try:
-                conn = psycopg.connect(dsn, **config.connection_kwargs())
-            except psycopg.OperationalError as exc:  # unreachable, refused login, bad password
-                raise ProcessingError(f"could not connect to PostgreSQL: {exc}") from exc
-            with conn:
-                migrations.verify(conn, config.schema)
+        return migrations.prepare(dsn, config)
     except StoreError:
         raise
     except Exception as exc:
@@ -199,14 +192,15 @@ class PostgresCheckpointer(CheckpointerSql, ClosedOnExit):
     def open(cls, dsn: str, config: PostgresConfig | None = None) -> PostgresCheckpointer:
         """A store with its own pool on ``dsn``; migrates the schema, or verifies it."""
         config = _check_open(dsn, config)
-        _prepare_schema(dsn, config)
+        proxy = _prepare_schema(dsn, config)
         try:
             pool: ConnectionPool[Any] = ConnectionPool(
                 dsn, **pool_options(config, "durable_graph"), open=True
             )
         except Exception as exc:
             raise ProcessingError(f"could not open a connection pool: {exc}") from exc
-        return cls(Executor(pool, config, owns_pool=True), dsn)
+        # On a proxy nothing is notified (the partitions notify): waiters and idle workers poll.
+        return cls(Executor(pool, config, owns_pool=True), None if proxy else dsn)
 
     @classmethod
     def create(
@@ -219,19 +213,21 @@ class PostgresCheckpointer(CheckpointerSql, ClosedOnExit):
         ``kwargs=config.connection_kwargs()``.
         """
         config = _check_create(pool, config, ConnectionPool)
+        proxy = False
         if config.auto_migrate:
-            _prepare_schema(_pool_dsn(pool), config)
+            proxy = _prepare_schema(_pool_dsn(pool), config)
         else:
             from durable_graph.postgres import migrations
 
             try:
                 with pool.connection() as conn:
                     migrations.verify(conn, config.schema)
+                    proxy = migrations.kind(conn, config.schema) == "proxy"
             except StoreError:
                 raise
             except Exception as exc:
                 raise ProcessingError(f"could not verify schema {config.schema!r}: {exc}") from exc
-        return cls(Executor(pool, config, owns_pool=False), _pool_dsn(pool))
+        return cls(Executor(pool, config, owns_pool=False), None if proxy else _pool_dsn(pool))
 
     @property
     def config(self) -> PostgresConfig:

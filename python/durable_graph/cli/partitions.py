@@ -1,0 +1,116 @@
+"""``partitions init | migrate | verify``: a store over PL/Proxy partitions (SPEC §16.3).
+
+``init`` takes the proxy database (``--dsn``) and either the partition databases (``--partition
+DSN``, N of them, in partition order) or servers (``--server DSN``, with ``--partitions N``:
+databases ``<prefix>0 .. <prefix>N-1`` created round-robin on them when missing). ``migrate``
+and ``verify`` read the partitions from the proxy.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from durable_graph.cli.common import CliError, UsageError, dsn_of, output_of, postgres_config
+
+
+def _proxy(args: argparse.Namespace) -> str:
+    dsn = dsn_of(args)
+    if dsn is None:
+        raise UsageError("partitions needs --dsn (the proxy database) or DURABLE_GRAPH_DSN")
+    return dsn
+
+
+def _databases(args: argparse.Namespace) -> list[str]:
+    import psycopg
+    from psycopg import sql
+
+    if args.partition and args.server:
+        raise UsageError("give either --partition DSN ... or --server DSN ... --partitions N")
+    if args.partition:
+        return list(args.partition)
+    if not args.server or args.partitions is None:
+        raise UsageError("init needs --partition DSN (N times) or --server DSN with --partitions N")
+    dsns = []
+    for part in range(args.partitions):
+        server = args.server[part % len(args.server)]
+        name = f"{args.database_prefix}{part}"
+        try:
+            with psycopg.connect(server, autocommit=True, connect_timeout=10) as conn:
+                if (
+                    conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+                    is None
+                ):
+                    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        except psycopg.Error as exc:
+            raise CliError(f"could not create database {name}: {exc}") from None
+        params: dict[str, Any] = psycopg.conninfo.conninfo_to_dict(server)
+        params["dbname"] = name
+        dsns.append(psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in params.items()}))
+    return dsns
+
+
+def cmd_partitions_init(args: argparse.Namespace) -> int:
+    from durable_graph.postgres import partitions
+
+    schema = postgres_config(args).schema
+    layout = partitions.init(_proxy(args), _databases(args), schema)
+    output_of(args).result(
+        {"schema": schema, "partitions": list(layout.partitions)},
+        f"partitions: {len(layout.partitions)} installed, proxy generated for schema {schema}",
+    )
+    return 0
+
+
+def cmd_partitions_migrate(args: argparse.Namespace) -> int:
+    from durable_graph.postgres import partitions
+
+    schema = postgres_config(args).schema
+    layout = partitions.migrate(_proxy(args), schema)
+    output_of(args).result(
+        {"schema": schema, "partitions": len(layout.partitions)},
+        f"partitions: {len(layout.partitions)} migrated, proxy regenerated for schema {schema}",
+    )
+    return 0
+
+
+def cmd_partitions_verify(args: argparse.Namespace) -> int:
+    from durable_graph.postgres import partitions
+
+    schema = postgres_config(args).schema
+    problems = partitions.verify(_proxy(args), schema)
+    if problems:
+        raise CliError("; ".join(problems))
+    output_of(args).result(
+        {"schema": schema, "current": True}, "partitions: every partition and the proxy current"
+    )
+    return 0
+
+
+def add_parser(command: Any, action_of: Any, common: Any) -> None:
+    """``partitions init | migrate | verify``."""
+    group = command(
+        "partitions", _no_subcommand, "a store over PL/Proxy partitions: init, migrate, verify"
+    )
+    action = action_of(group, "partitions_command", common)
+    init = action(
+        "init", cmd_partitions_init, "install N partitions and generate the proxy (--dsn)"
+    )
+    init.add_argument(
+        "--partition", action="append", metavar="DSN", help="a partition database, in order"
+    )
+    init.add_argument(
+        "--server", action="append", metavar="DSN", help="a server for the partitions"
+    )
+    init.add_argument(
+        "--partitions", type=int, metavar="N", help="how many partitions (a power of two)"
+    )
+    init.add_argument(
+        "--database-prefix", default="dg_part", help="partition database names (with --server)"
+    )
+    action("migrate", cmd_partitions_migrate, "migrate every partition, regenerate the proxy")
+    action("verify", cmd_partitions_verify, "check every partition and the proxy")
+
+
+def _no_subcommand(args: argparse.Namespace) -> int:  # pragma: no cover - argparse requires one
+    raise UsageError("partitions needs an action: init, migrate, verify")

@@ -1,0 +1,506 @@
+"""The store over PL/Proxy partitions (SPEC §16): the contract suites through a proxy of 8
+partitions on 3 throwaway servers, the amended rules of §16.2 on their own, setup and failure.
+
+The servers are started once per session (`partitioned` fixture: 3 fresh servers, besides the
+session's own, 8 partition databases round-robin, the proxy database on the first), the store
+set up by `durable_graph.postgres.partitions.init`; every test empties the partitions first.
+Needs Debian's ``postgresql-15-plproxy`` (`make pg-deps` installs it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg_pool import ConnectionPool
+
+from durable_graph.core.errors import ProcessingError, SubmissionKeyReused, ValidationError
+from durable_graph.core.model import ANY, Commit, Completed, RetentionPolicy, Submission
+from durable_graph.postgres import PostgresCheckpointer, PostgresConfig, migrations, partitions
+from durable_graph.postgres.async_store import AsyncPostgresCheckpointer
+from durable_graph.postgres.partitions import partition_of_thread
+from durable_graph.testkit import Harness
+from durable_graph.testkit.contract.amended import amended_names
+from durable_graph.testkit.contract.checkpointer.suite import CheckpointerContract
+from durable_graph.testkit.contract.run_queue.suite import RunQueueContract
+from durable_graph.testkit.postgres import partitioned
+from durable_graph.testkit.postgres.schema import reset_store
+
+SCHEMA = "dg"
+
+
+@pytest.fixture(scope="session")
+def partitioned_store() -> Iterator[partitioned.PartitionedStore]:
+    with partitioned.started(count=3, n=8, schema=SCHEMA) as store:
+        yield store
+
+
+@pytest.fixture(scope="session")
+def partitioned_clock(partitioned_store: partitioned.PartitionedStore) -> partitioned.MultiClock:
+    return partitioned_store.clock()
+
+
+@pytest.fixture(scope="session")
+def proxy_pool(partitioned_store: partitioned.PartitionedStore) -> Iterator[ConnectionPool[Any]]:
+    """One pool on the proxy for every test: a proxy backend keeps its connections to the
+    partitions, so a fresh pool per test would pay 8 partition connections per backend."""
+    config = PostgresConfig(schema=SCHEMA)
+    pool: ConnectionPool[Any] = ConnectionPool(
+        partitioned_store.proxy,
+        min_size=1,
+        max_size=8,
+        kwargs=config.connection_kwargs(),
+        open=True,
+    )
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+def _proxy_harness(
+    ps: partitioned.PartitionedStore, clock: partitioned.MultiClock, pool: ConnectionPool[Any]
+) -> Iterator[Harness]:
+    ps.reset()
+    store = PostgresCheckpointer.create(pool, PostgresConfig(schema=SCHEMA, auto_migrate=False))
+    try:
+        yield Harness(store, clock)
+    finally:
+        store.close()
+
+
+class TestProxyCheckpointerContract(CheckpointerContract):
+    # The rules §16.2 amends are left out here (None is not collected) and tested below.
+    locals().update(dict.fromkeys(amended_names(CheckpointerContract)))
+
+    @pytest.fixture
+    def harness(
+        self,
+        partitioned_store: partitioned.PartitionedStore,
+        partitioned_clock: partitioned.MultiClock,
+        proxy_pool: ConnectionPool[Any],
+    ) -> Iterator[Harness]:
+        yield from _proxy_harness(partitioned_store, partitioned_clock, proxy_pool)
+
+
+class TestProxyRunQueueContract(RunQueueContract):
+    locals().update(dict.fromkeys(amended_names(RunQueueContract)))
+
+    @pytest.fixture
+    def harness(
+        self,
+        partitioned_store: partitioned.PartitionedStore,
+        partitioned_clock: partitioned.MultiClock,
+        proxy_pool: ConnectionPool[Any],
+    ) -> Iterator[Harness]:
+        yield from _proxy_harness(partitioned_store, partitioned_clock, proxy_pool)
+
+
+# --- the amended rules of §16.2, on the proxy and on one store ----------------------------
+
+SEP = "\x1f"
+
+
+@pytest.fixture(params=["proxy", "one"])
+def any_store(
+    request: pytest.FixtureRequest,
+    partitioned_store: partitioned.PartitionedStore,
+    partitioned_clock: partitioned.MultiClock,
+    proxy_pool: ConnectionPool[Any],
+    pg_dsn: str,
+    class_schema: tuple[str, Any],
+) -> Iterator[Harness]:
+    """The proxy, and one plain store (one partition): an amended rule holds on both."""
+    if request.param == "proxy":
+        yield from _proxy_harness(partitioned_store, partitioned_clock, proxy_pool)
+        return
+    schema, clock = class_schema
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        reset_store(conn, schema)
+    store = PostgresCheckpointer.open(pg_dsn, PostgresConfig(schema=schema, auto_migrate=False))
+    try:
+        yield Harness(store, clock)
+    finally:
+        store.close()
+
+
+def _commit(store: Any, claim: Any, cid: str, parent: str | None = None, **kw: Any) -> Any:
+    return store.commit(
+        claim, Commit(checkpoint_id=cid, parent_id=parent, run_id="r", state={}, **kw)
+    )
+
+
+def test_root_rule_children_fences_copies_and_deletes_stay_in_the_tree(any_store: Harness) -> None:
+    """Children named root U+001F suffix live with their root: listed, fenced, copied, deleted."""
+    store = any_store.store
+    root = "tree"
+    parent = store.claim(root, "w")
+    _commit(store, parent, "p1")
+    kids = [f"{root}{SEP}kid-{i}" for i in range(4)]
+    for kid in kids:
+        claim = store.claim(kid, "w")
+        _commit(store, claim, "k1", parent_thread_id=root, fence=parent)
+        store.release_claim(claim)
+    assert store.children(root) == kids
+    assert store.children(root, limit=2) == kids[:2]
+    assert store.children(root, after=kids[1]) == kids[2:]
+    # A copy within the tree (its root's partition) copies the descendants named after it.
+    assert store.copy_thread(root, f"{root}{SEP}copy") is True
+    copied = store.children(f"{root}{SEP}copy")
+    assert copied == [f"{root}{SEP}copy{SEP}kid-{i}" for i in range(4)] or copied == []
+    assert store.get(f"{root}{SEP}copy") is not None
+    assert store.delete_thread(root, fence=parent) is True
+    assert all(store.thread(k) is None or store.get(k) is None for k in kids)
+
+
+def test_root_rule_refuses_a_parent_on_another_partition(
+    partitioned_store: partitioned.PartitionedStore,
+    partitioned_clock: partitioned.MultiClock,
+    proxy_pool: ConnectionPool[Any],
+) -> None:
+    """On the proxy a first commit naming a parent on another partition is a ValidationError
+    naming the argument, and nothing is written."""
+    store = _proxy_store(partitioned_store, proxy_pool)
+    n = len(partitioned_store.partitions)
+    parent = "parent"
+    other = next(
+        f"c{i}"
+        for i in range(100)
+        if partition_of_thread(f"c{i}", n) != partition_of_thread(parent, n)
+    )
+    pclaim = store.claim(parent, "w")
+    _commit(store, pclaim, "p1")
+    claim = store.claim(other, "w")
+    with pytest.raises(ValidationError, match="parent_thread_id"):
+        _commit(store, claim, "k1", parent_thread_id=parent)
+    with pytest.raises(ValidationError, match="fence_thread_id"):
+        _commit(store, claim, "k1", fence=pclaim)
+    with pytest.raises(ValidationError, match="target_thread_id"):
+        store.copy_thread(parent, other)
+    assert store.get(other) is None
+    store.close()
+
+
+def _proxy_store(ps: partitioned.PartitionedStore, pool: ConnectionPool[Any]) -> Any:
+    """A store on the emptied proxy; the caller closes it."""
+    ps.reset()
+    return PostgresCheckpointer.create(pool, PostgresConfig(schema=SCHEMA, auto_migrate=False))
+
+
+def test_tokens_unique_store_wide_and_increasing_per_thread(any_store: Harness) -> None:
+    store = any_store.store
+    tokens: list[int] = []
+    for i in range(12):
+        thread = f"tok-{i}"
+        last = 0
+        for _ in range(3):
+            claim = store.claim(thread, "w")
+            assert claim.token > last
+            last = claim.token
+            tokens.append(claim.token)
+            store.release_claim(claim)
+    queue = store.run_queue
+    for i in range(6):
+        queue.submit(Submission(f"lease-{i}", {"i": i}))
+    while (lease := queue.lease("w", timedelta(minutes=1))) is not None:
+        tokens.append(lease.token)
+    assert len(set(tokens)) == len(tokens)
+
+
+def test_entry_ids_unique_and_increasing_per_thread(any_store: Harness) -> None:
+    queue = any_store.store.run_queue
+    ids: dict[str, list[int]] = {}
+    for round_ in range(3):
+        for i in range(8):
+            ticket = queue.submit(Submission(f"t-{i}", {"r": round_}))
+            ids.setdefault(f"t-{i}", []).append(ticket.entry_id)
+    every = [e for per in ids.values() for e in per]
+    assert len(set(every)) == len(every)
+    assert all(per == sorted(per) for per in ids.values())
+
+
+def test_listings_page_every_entry_and_thread_exactly_once(any_store: Harness) -> None:
+    """open_entries, entries and threads pages (one cursor, a position per partition on the
+    proxy) list everything once: each thread's entries in queue order, entries newest first
+    within a thread."""
+    store = any_store.store
+    queue = store.run_queue
+    submitted: dict[int, str] = {}
+    for round_ in range(2):
+        for i in range(10):
+            submitted[queue.submit(Submission(f"l-{i}", {"r": round_})).entry_id] = f"l-{i}"
+    for page_size in (1, 3, 7):
+        seen: list[Any] = []
+        after = None
+        while page := queue.open_entries(tenant=ANY, after=after, limit=page_size):
+            seen.extend(page)
+            after = page[-1].entry_id
+        assert sorted(e.entry_id for e in seen) == sorted(submitted)
+        for thread in set(submitted.values()):
+            per = [e.entry_id for e in seen if e.thread_id == thread]
+            assert per == sorted(per)
+        newest: list[Any] = []
+        cursor = None
+        while page := queue.entries(tenant=ANY, after=cursor, limit=page_size):
+            newest.extend(page)
+            cursor = page[-1].entry_id
+        assert sorted(e.entry_id for e in newest) == sorted(submitted)
+    for i in range(10):
+        claim = store.claim(f"l-{i}", "w")
+        _commit(store, claim, "c1")
+        store.release_claim(claim)
+    names: list[str] = []
+    after_thread = None
+    while rows := store.threads(after=after_thread, limit=3):
+        names.extend(r.thread_id for r in rows)
+        after_thread = rows[-1].thread_id
+    assert names == sorted({f"l-{i}" for i in range(10)}, key=lambda s: s.encode())
+
+
+def test_submission_keys_unique_within_a_partition(any_store: Harness) -> None:
+    """Same key, same thread: the same ticket; same key on another thread of the same tree
+    (so the same partition): SubmissionKeyReused."""
+    queue = any_store.store.run_queue
+    first = queue.submit(Submission("k-root", {"a": 1}, key="key-1"))
+    again = queue.submit(Submission("k-root", {"a": 1}, key="key-1"))
+    assert again.entry_id == first.entry_id and again.existing
+    with pytest.raises(SubmissionKeyReused):
+        queue.submit(Submission(f"k-root{SEP}other", {"a": 1}, key="key-1"))
+
+
+def test_lease_any_takes_at_most_one_entry_oldest_first(any_store: Harness) -> None:
+    """Each lease(tenant=ANY) takes one entry; with submissions a second apart the leases come
+    in submission order (the partition with the oldest head first)."""
+    queue = any_store.store.run_queue
+    order = []
+    for i in range(10):
+        order.append(queue.submit(Submission(f"fifo-{i}", {"i": i})).entry_id)
+        any_store.clock.advance(timedelta(seconds=1))
+    leased = []
+    while (lease := queue.lease("w", timedelta(minutes=1))) is not None:
+        leased.append(lease.entry.entry_id)
+        assert len(queue.open_entries(tenant=ANY)) == 10  # leased entries stay open
+    assert leased == order
+
+
+def test_submit_many_ordinals_and_tickets(any_store: Harness) -> None:
+    queue = any_store.store.run_queue
+    subs = [Submission(f"m-{i % 7}", {"i": i}) for i in range(20)]
+    tickets = queue.submit_many(subs)
+    assert len(tickets) == 20
+    for sub, ticket in zip(subs, tickets, strict=True):
+        entry = queue.entry(ticket.entry_id)
+        assert entry is not None and entry.thread_id == sub.thread_id and entry.input == sub.input
+
+
+def test_sweeps_stay_within_their_batch(any_store: Harness) -> None:
+    store = any_store.store
+    queue = store.run_queue
+    for i in range(16):
+        queue.submit(Submission(f"s-{i}", {"i": i}))
+    while (lease := queue.lease("w", timedelta(minutes=1))) is not None:
+        queue.close(lease, Completed({"ok": True}))
+    removed = []
+    while got := queue.reclaim(timedelta(0), batch=5):
+        assert got <= 5
+        removed.append(got)
+    assert sum(removed) == 16
+    for i in range(9):
+        claim = store.claim(f"s-{i}", "w")
+        parent = None
+        for c in range(4):
+            _commit(store, claim, f"c{c}", parent)
+            parent = f"c{c}"
+        store.release_claim(claim)
+    result = store.prune_all(RetentionPolicy(keep_last=1), batch=2)
+    assert result.checkpoints_removed == 9 * 3
+    assert all(len(store.history(f"s-{i}")) == 1 for i in range(9))
+
+
+# --- the store on a proxy (§16.3) -----------------------------------------------------------
+
+
+def test_store_on_a_proxy_never_installs_into_it(
+    partitioned_store: partitioned.PartitionedStore,
+) -> None:
+    """auto_migrate=True on a proxy verifies it and its partitions and installs nothing; the
+    store polls (no listener: the proxy is never notified)."""
+    ps = partitioned_store
+    store = PostgresCheckpointer.open(ps.proxy, PostgresConfig(schema=SCHEMA))
+    try:
+        assert store.changes is None
+        with psycopg.connect(ps.proxy) as conn:
+            tables = conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (SCHEMA,)
+            ).fetchall()
+            assert tables == [("schema_meta",)]
+            assert migrations.kind(conn, SCHEMA) == "proxy"
+        store.thread("whatever")
+    finally:
+        store.close()
+    assert partitions.verify(ps.proxy, SCHEMA) == []
+
+
+def test_a_changed_proxy_is_refused_until_regenerated(
+    partitioned_store: partitioned.PartitionedStore,
+) -> None:
+    ps = partitioned_store
+    with psycopg.connect(ps.proxy, autocommit=True) as conn:
+        conn.execute(
+            "CREATE OR REPLACE FUNCTION dg._dg_entry_part(p_entry_id bigint) RETURNS integer"
+            " LANGUAGE sql IMMUTABLE AS $$ SELECT 0 $$"
+        )
+    try:
+        for auto in (True, False):
+            with pytest.raises(ProcessingError, match="routing functions were changed"):
+                PostgresCheckpointer.open(
+                    ps.proxy, PostgresConfig(schema=SCHEMA, auto_migrate=auto)
+                )
+        assert any("routing functions" in p for p in partitions.verify(ps.proxy, SCHEMA))
+    finally:
+        partitions.migrate(ps.proxy, SCHEMA)
+    assert partitions.verify(ps.proxy, SCHEMA) == []
+    PostgresCheckpointer.open(ps.proxy, PostgresConfig(schema=SCHEMA, auto_migrate=False)).close()
+
+
+def test_cli_partitions_verify_migrate_and_grant(
+    partitioned_store: partitioned.PartitionedStore,
+    partitioned_clock: partitioned.MultiClock,
+    proxy_pool: ConnectionPool[Any],
+) -> None:
+    """`durable-graph partitions verify|migrate` and `grant` on the proxy's DSN (every
+    partition and the proxy): a runtime role then works through the proxy, as itself on the
+    partitions."""
+    ps = partitioned_store
+    ps.reset()
+    base = [sys.executable, "-m", "durable_graph.cli", "--dsn", ps.proxy, "--schema", SCHEMA]
+    for action in ("verify", "migrate", "verify"):
+        done = subprocess.run([*base[:3], "partitions", action, *base[3:]], capture_output=True)
+        assert done.returncode == 0, done.stderr
+    role = "dg_part_runtime"
+    for server in ps.servers:
+        with psycopg.connect(server.dsn(), autocommit=True) as conn:
+            conn.execute(f"DROP ROLE IF EXISTS {role}")
+            conn.execute(f"CREATE ROLE {role} LOGIN")
+    done = subprocess.run([*base[:3], "grant", *base[3:], "--role", role], capture_output=True)
+    assert done.returncode == 0, done.stderr
+    as_role = ps.proxy.replace("user=postgres", f"user={role}")
+    store = PostgresCheckpointer.open(as_role, PostgresConfig(schema=SCHEMA, auto_migrate=False))
+    try:
+        claim = store.claim("granted", "w")
+        _commit(store, claim, "c1")
+        assert store.get("granted") is not None
+        store.run_queue.submit(Submission("granted", {"x": 1}))
+        assert store.run_queue.lease("w", timedelta(minutes=1)) is not None
+        assert [t.thread_id for t in store.threads()] == ["granted"]
+        # The proxy connected to the partitions as the role itself (least privilege).
+        with psycopg.connect(ps.partitions[0], autocommit=True) as conn:
+            seen = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE usename = %s"
+                " AND datname LIKE 'dg_part%%'",
+                (role,),
+            ).fetchone()
+        assert seen is not None and seen[0] >= 1
+    finally:
+        store.close()
+    # A migrate regenerates the proxy's functions and keeps the role's grants.
+    done = subprocess.run([*base[:3], "partitions", "migrate", *base[3:]], capture_output=True)
+    assert done.returncode == 0, done.stderr
+    store = PostgresCheckpointer.open(as_role, PostgresConfig(schema=SCHEMA, auto_migrate=False))
+    try:
+        assert [t.thread_id for t in store.threads()] == ["granted"]
+    finally:
+        store.close()
+
+
+def test_a_partition_down_fails_its_own_threads_and_names_itself(
+    partitioned_store: partitioned.PartitionedStore,
+    partitioned_clock: partitioned.MultiClock,
+    proxy_pool: ConnectionPool[Any],
+) -> None:
+    """With one server (partitions 2 and 5) stopped: calls on their threads raise
+    ProcessingError naming the partition, other threads' calls go on, lease takes from the
+    partitions that are up, listings raise ProcessingError naming the missing partitions; all
+    is well again once the server is back."""
+    ps = partitioned_store
+    store = _proxy_store(ps, proxy_pool)
+    queue = store.run_queue
+    n = len(ps.partitions)
+    down = {p for p in range(n) if p % len(ps.servers) == 2}
+    threads = {
+        p: next(f"d{i}" for i in range(1000) if partition_of_thread(f"d{i}", n) == p)
+        for p in range(n)
+    }
+    for thread in threads.values():
+        queue.submit(Submission(thread, {"t": thread}))
+    server = ps.servers[2]
+    server.pg_ctl("stop", "-m", "fast", "-w")
+    try:
+        for p, thread in threads.items():
+            if p in down:
+                with pytest.raises(ProcessingError, match=f"dg_part{p}"):
+                    store.thread(thread)
+            else:
+                assert store.thread(thread) is None  # no checkpoint yet, but answered
+        leased = []
+        while (lease := queue.lease("w", timedelta(minutes=1))) is not None:
+            leased.append(lease.entry.thread_id)
+        assert sorted(leased) == sorted(t for p, t in threads.items() if p not in down)
+        for listing in (store.threads, lambda: queue.open_entries(tenant=ANY)):
+            with pytest.raises(ProcessingError, match=r"partition\(s\) 2, 5 are unavailable"):
+                listing()
+    finally:
+        server.pg_ctl("start", "-w", "-t", "60", "-l", f"{server.datadir}/server.log")
+    for thread in threads.values():
+        for _ in range(3):  # the proxy's first call after the restart may find a dead connection
+            try:
+                store.thread(thread)
+                break
+            except ProcessingError:
+                continue
+    assert len(queue.open_entries(tenant=ANY)) == n
+    store.close()
+
+
+def test_the_documented_hash_is_the_proxys(partitioned_store: partitioned.PartitionedStore) -> None:
+    """`partition_of_thread` (the documented hash) routes as the proxy does, roots included;
+    entry ids route by their residue."""
+    ids = [f"t-{i}" for i in range(200)] + ["ünï-cödé", "a\x1fb", "a\x1fc\x1fd", "x" * 512]
+    n = len(partitioned_store.partitions)
+    with psycopg.connect(partitioned_store.proxy) as conn:
+        rows = conn.execute(
+            "SELECT t, dg._dg_thread_part(t) FROM unnest(%s::text[]) t", (ids,)
+        ).fetchall()
+        assert {t: p for t, p in rows} == {t: partition_of_thread(t, n) for t in ids}
+        assert partition_of_thread("a\x1fb", n) == partition_of_thread("a", n)
+        row = conn.execute("SELECT dg._dg_entry_part(8 * 1000 + 5)").fetchone()
+        assert row == (5,)
+
+
+def test_the_async_store_on_a_proxy_polls_and_routes(
+    partitioned_store: partitioned.PartitionedStore,
+) -> None:
+    async def main() -> None:
+        store = await AsyncPostgresCheckpointer.open(
+            partitioned_store.proxy, PostgresConfig(schema=SCHEMA, auto_migrate=False)
+        )
+        try:
+            assert store.changes is None
+            claim = await store.claim("async-thread", "w")
+            await store.commit(
+                claim, Commit(checkpoint_id="c1", parent_id=None, run_id="r", state={"a": 1})
+            )
+            got = await store.get("async-thread")
+            assert got is not None and got.state == {"a": 1}
+            assert "async-thread" in [t.thread_id for t in await store.threads()]
+        finally:
+            await store.close()
+
+    partitioned_store.reset()
+    asyncio.run(main())
