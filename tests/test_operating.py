@@ -243,6 +243,23 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
         raw.execute("ALTER TABLE queue_entries DROP COLUMN not_before")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN retry_of")
         raw.execute("ALTER TABLE queue_attempts DROP COLUMN error")
+        # ... nor the version-6 ones (SPEC §15, migrate_v5.sql)
+        for index in (
+            "queue_entries_leased_tenant_idx",
+            "queue_entries_leased_kind_idx",
+            "queue_threads_lease_idx",
+            "queue_threads_tenant_lease_idx",
+        ):
+            raw.execute(f"DROP INDEX {index}")
+        raw.execute("DROP TABLE queue_limits")
+        raw.execute("DROP TABLE schedules")
+        for table, column in (
+            ("queue_entries", "priority"),
+            ("queue_entries", "kind"),
+            ("queue_threads", "head_priority_key"),
+            ("queue_threads", "head_kind"),
+        ):
+            raw.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         raw.execute("ALTER TABLE pending_writes DROP COLUMN task_path")  # version 5's
         raw.execute("PRAGMA user_version = 2")
     store = SqliteCheckpointer.open(path)

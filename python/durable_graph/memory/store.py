@@ -40,7 +40,9 @@ from durable_graph.embedded.rows import (
     EffectRow,
     EntryQuery,
     EntryRow,
+    HeadPick,
     Place,
+    ScheduleRow,
     ThreadRow,
 )
 from durable_graph.embedded.run_queue import EmbeddedRunQueue
@@ -50,6 +52,8 @@ LOCK_TIMEOUT_SECONDS = 5.0
 
 _Head = tuple[int, str]
 """``(head_entry_id, thread_id)``: how the sorted head lists order threads."""
+_LeaseHead = tuple[int, int, str]
+"""``(-priority, head_entry_id, thread_id)``: lease order (SPEC §15), highest priority first."""
 
 
 @dataclass(slots=True)
@@ -120,6 +124,11 @@ class _State:
         self.listing_of_tenant: dict[str | None, list[Place]] = {}
         self.journal: list[Callable[[], None]] | None = None
         """While `composed(undo=True)` runs: how to take back each queue write, newest last."""
+        self.lease_heads: list[_LeaseHead] = []
+        self.lease_heads_of_tenant: dict[str | None, list[_LeaseHead]] = {}
+        self.limits: dict[tuple[str, str], int] = {}
+        """``(scope, name) -> max_leases`` (SPEC §15)."""
+        self.schedules: dict[str, ScheduleRow] = {}
 
 
 class MemoryStorage:
@@ -392,7 +401,7 @@ class MemoryTx:
         entry = EntryRow(
             entry_id, sub.tenant, sub.thread_id, sub.key, sub.input, sub.mode, sub.max_attempts,
             0, False, False, self.now, None, None, None, None, None, None, None, None,
-            sub.not_before, sub.retry_of,
+            sub.not_before, sub.retry_of, sub.priority, sub.kind,
         )  # fmt: skip
         s.entries[entry_id] = entry
         s.attempts[entry_id] = []
@@ -441,17 +450,20 @@ class MemoryTx:
         queue = self._s.queues.get(thread_id)
         return [] if queue is None else list(queue.ranks[1].values())
 
-    def leasable_head(self, tenant: TenantFilter) -> EntryRow | None:
+    def leasable_head(self, pick: HeadPick) -> EntryRow | None:
         s = self._s
-        heads = s.heads if tenant is ANY else s.heads_of_tenant.get(tenant, [])
-        # Threads holding a live lease are passed over; nothing else is read.
-        for _, thread_id in heads:
+        tenant = pick.tenant
+        heads = s.lease_heads if tenant is ANY else s.lease_heads_of_tenant.get(tenant, [])
+        # Threads holding a live lease, and heads the pick does not admit, are passed over.
+        for _, _, thread_id in heads:
             queue = s.queues[thread_id]
             expires_at = None if queue.leased is None else queue.leased.lease_expires_at
             if expires_at is not None and self.now < expires_at:  # D1: a live lease
                 continue
             head = queue.head
-            if head is not None and head.not_before is not None and self.now < head.not_before:
+            if head is None or not pick.admits(head.tenant, head.kind):
+                continue
+            if head.not_before is not None and self.now < head.not_before:
                 continue  # a delayed head holds its thread back (SPEC §13)
             return head
         return None
@@ -459,6 +471,57 @@ class MemoryTx:
     def leased_entry(self, thread_id: str) -> EntryRow | None:
         queue = self._s.queues.get(thread_id)
         return None if queue is None else queue.leased
+
+    # --- SPEC §15: limits and schedules ------------------------------------------------------
+
+    def limit_of(self, scope: str, name: str) -> int | None:
+        return self._s.limits.get((scope, name))
+
+    def live_leases(self, scope: str, name: str, at_most: int) -> int:
+        count = 0
+        for queue in self._s.queues.values():
+            e = queue.leased
+            if e is None or e.lease_expires_at is None or not self.now < e.lease_expires_at:
+                continue
+            if (e.tenant if scope == "tenant" else e.kind) == name:
+                count += 1
+                if count >= at_most:
+                    break
+        return count
+
+    def put_limit(self, scope: str, name: str, max_leases: int) -> None:
+        self._s.limits[(scope, name)] = max_leases
+
+    def drop_limit(self, scope: str, name: str) -> bool:
+        return self._s.limits.pop((scope, name), None) is not None
+
+    def all_limits(self) -> list[tuple[str, str, int]]:
+        items = sorted(self._s.limits.items(), key=lambda i: (i[0][0], i[0][1].encode()))
+        return [(scope, name, m) for (scope, name), m in items]
+
+    def schedule_row(self, name: str) -> ScheduleRow | None:
+        row = self._s.schedules.get(name)
+        return None if row is None else replace(row)
+
+    def put_schedule_row(self, row: ScheduleRow) -> None:
+        self._s.schedules[row.name] = replace(row)
+
+    def drop_schedule(self, name: str) -> bool:
+        return self._s.schedules.pop(name, None) is not None
+
+    def schedule_rows(self) -> list[ScheduleRow]:
+        return [replace(self._s.schedules[n]) for n in sorted(self._s.schedules, key=str.encode)]
+
+    def waiting_by_kind(self, tenant: TenantFilter) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for queue in self._s.queues.values():
+            for rank in queue.ranks:
+                for e in rank.values():
+                    if (tenant is ANY or e.tenant == tenant) and state_at(
+                        e.outcome_kind, e.lease_expires_at, self.now
+                    ) == "open":
+                        counts[e.kind] = counts.get(e.kind, 0) + 1
+        return dict(sorted(counts.items()))
 
     def end_leases_of_thread(self, thread_id: str) -> None:
         leased = self._s.queues[thread_id].leased
@@ -636,11 +699,17 @@ class MemoryTx:
         if old is not None:
             for heads in (s.heads, s.heads_of_tenant[old.tenant]):
                 del heads[bisect.bisect_left(heads, (old.entry_id, old.thread_id))]
+            at = (-old.priority, old.entry_id, old.thread_id)
+            for by_priority in (s.lease_heads, s.lease_heads_of_tenant[old.tenant]):
+                del by_priority[bisect.bisect_left(by_priority, at)]
         if head is not None:
             bisect.insort(s.heads, (head.entry_id, head.thread_id))
             bisect.insort(
                 s.heads_of_tenant.setdefault(head.tenant, []), (head.entry_id, head.thread_id)
             )
+            at = (-head.priority, head.entry_id, head.thread_id)
+            bisect.insort(s.lease_heads, at)
+            bisect.insort(s.lease_heads_of_tenant.setdefault(head.tenant, []), at)
         queue.head = head
 
 

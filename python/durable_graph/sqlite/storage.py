@@ -28,9 +28,11 @@ from durable_graph.embedded.rows import (
     EffectRow,
     EntryQuery,
     EntryRow,
+    HeadPick,
     Place,
     ThreadRow,
 )
+from durable_graph.sqlite.scheduling import SchedulingTx
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -59,7 +61,7 @@ def _at(value: int) -> datetime:
     return from_micros(value)
 
 
-class SqliteTx:
+class SqliteTx(SchedulingTx):
     """One transaction on one connection; ``now`` is store time read once (D4)."""
 
     __slots__ = ("_conn", "_now_us", "now")
@@ -361,8 +363,8 @@ class SqliteTx:
         place = (None, None) if head is None else _entry_of(head).place_for_next(sub.mode)
         row = self._one(
             "INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,"
-            " submitted_at, not_before, retry_of, open_since, list_after)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING entry_id",
+            " submitted_at, not_before, retry_of, open_since, list_after, priority, kind)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING entry_id",
             (
                 sub.tenant,
                 sub.thread_id,
@@ -374,6 +376,8 @@ class SqliteTx:
                 None if sub.not_before is None else to_micros(sub.not_before),
                 sub.retry_of,
                 *place,
+                sub.priority,
+                sub.kind,
             ),
         )
         assert row is not None
@@ -392,17 +396,28 @@ class SqliteTx:
         )
         return [_entry_of(r) for r in rows]
 
-    def leasable_head(self, tenant: TenantFilter) -> EntryRow | None:
-        # Heads only, in head order; a thread holding a live lease is passed over (D1).
+    def leasable_head(self, pick: HeadPick) -> EntryRow | None:
+        # Heads only, in lease order (priority, highest first, then entry id: SPEC §15); a
+        # thread holding a live lease (D1), and a head the pick does not admit, are passed over.
+        params: dict[str, Any] = {"now": self._now_us}
         where = "q.head_entry_id IS NOT NULL"
-        if tenant is not ANY:
+        if pick.tenant is not ANY:
             where += " AND q.head_tenant IS :tenant"
+            params["tenant"] = pick.tenant
+        for name, values in (("k", pick.kinds), ("fk", pick.full_kinds), ("ft", pick.full_tenants)):
+            if values:
+                params.update({f"{name}{i}": v for i, v in enumerate(values)})
+                names = ", ".join(f":{name}{i}" for i in range(len(values)))
+                column = "q.head_tenant" if name == "ft" else "q.head_kind"
+                # NULL tenant: never a full tenant (limits name tenants).
+                op = "IN" if name == "k" else "NOT IN"
+                where += f" AND coalesce({column} {op} ({names}), 1)"
         row = self._one(
             "SELECT e.* FROM queue_threads q JOIN queue_entries e ON e.entry_id = q.head_entry_id"
             f" WHERE {where} AND (q.lease_expires_at IS NULL OR q.lease_expires_at <= :now)"
             " AND (e.not_before IS NULL OR e.not_before <= :now)"
-            " ORDER BY q.head_entry_id LIMIT 1",
-            {"now": self._now_us, "tenant": None if tenant is ANY else tenant},
+            " ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1",
+            params,
         )
         return None if row is None else _entry_of(row)
 
@@ -646,17 +661,20 @@ class SqliteTx:
     def _refresh_head(self, thread_id: str) -> None:
         """Set the thread's ``queue_threads`` head: one step down ``queue_entries_open_idx``."""
         head = self._one(
-            f"SELECT entry_id, tenant FROM queue_entries WHERE thread_id = ? AND {_OPEN}"
-            " ORDER BY queue_rank, entry_id LIMIT 1",
+            f"SELECT entry_id, tenant, priority, kind FROM queue_entries WHERE thread_id = ?"
+            f" AND {_OPEN} ORDER BY queue_rank, entry_id LIMIT 1",
             (thread_id,),
         )
         self._run(
-            "INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant) VALUES (:t, :h, :n)"
-            " ON CONFLICT (thread_id) DO UPDATE SET head_entry_id = :h, head_tenant = :n",
+            "INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant, head_priority_key,"
+            " head_kind) VALUES (:t, :h, :n, :p, :k) ON CONFLICT (thread_id) DO UPDATE"
+            " SET head_entry_id = :h, head_tenant = :n, head_priority_key = :p, head_kind = :k",
             {
                 "t": thread_id,
                 "h": None if head is None else head[0],
                 "n": None if head is None else head[1],
+                "p": None if head is None else -head[2],  # minus the priority: lease order
+                "k": None if head is None else head[3],
             },
         )
 

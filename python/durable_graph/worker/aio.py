@@ -401,7 +401,12 @@ class AsyncWorker:
         """SPEC §11: lease, attempt, claim, read and plan in one call."""
         s = self.settings
         return await self.store.begin_attempt(
-            s.holder, s.lease_ttl, run_id=run_id, claim_policy=s.claim_policy, tenant=s.tenant
+            s.holder,
+            s.lease_ttl,
+            run_id=run_id,
+            claim_policy=s.claim_policy,
+            tenant=s.tenant,
+            kinds=s.kinds,
         )
 
     async def _dispatch(self) -> None:

@@ -180,13 +180,15 @@ class FinalFailure(Exception):
     error, as LangGraph's server ends such a run): the entry closes ``Failed`` at once."""
 
 
-def failure_outcome(entry: QueueEntry, exc: BaseException) -> Failed | None:
+def failure_outcome(entry: QueueEntry, exc: BaseException, cap: int | None = None) -> Failed | None:
     """D43: the handler raised. None → retry (attempts remain); else the entry closes ``Failed``.
 
-    ``entry`` is the entry read after the claim was held (its attempts include this one). A
+    ``entry`` is the entry read after the claim was held (its attempts include this one);
+    ``cap``: the worker's own limit on attempts (an `App` kind's ``max_attempts``, SPEC §15). A
     `FinalFailure` is never retried.
     """
-    if len(entry.attempts) < entry.max_attempts and not isinstance(exc, FinalFailure):
+    allowed = entry.max_attempts if cap is None else min(entry.max_attempts, cap)
+    if len(entry.attempts) < allowed and not isinstance(exc, FinalFailure):
         return None
     # The traceback, as a retried attempt keeps it (issue 26 item 9): its last line names the
     # exception's type and message; the store records it as the closing attempt's error too.
@@ -581,7 +583,7 @@ def _run_planned(
         return report("lost", run=run_id, number=number, plan=plan)
     outcome: EntryOutcome | None
     if result.error is not None:  # D43: a raise retries, or closes Failed on the last attempt
-        outcome = failure_outcome(current, result.error)
+        outcome = failure_outcome(current, result.error, settings.max_attempts)
         if outcome is None:  # logged by attempt_flow, with the traceback
             later = retry_later(settings, number, result.error)
             # The backoff lives in the entry, so whichever worker leases it next waits too.
