@@ -45,9 +45,9 @@ from durable_graph.core.model import (
 )
 from durable_graph.core.ops import StoreOp, drive_async
 from durable_graph.core.polling import AsyncChanges
+from durable_graph.worker.context import RunContextBase
 from durable_graph.worker.flow import (
     AttemptReport,
-    RunContextBase,
     WorkerOptions,
     WorkerSettings,
     WorkerStopped,

@@ -31,11 +31,10 @@ from durable_graph.core.model import JSON, Checkpoint, Claim, Event, EventIn, Le
 from durable_graph.core.ops import StoreOp, drive
 from durable_graph.core.polling import Changes
 from durable_graph.worker.app import App
+from durable_graph.worker.context import LostFlag, RunContextBase
 from durable_graph.worker.flow import (
     AttemptReport,
-    LostFlag,
     Note,
-    RunContextBase,
     WorkerOptions,
     WorkerSettings,
     WorkerStopped,
