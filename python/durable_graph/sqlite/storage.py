@@ -5,13 +5,12 @@ the tables of ``schema.sql``. Timestamps and durations are integer microseconds 
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from durable_graph.core.model import ANY, Attempt, Event, Mode, PendingWrite, TenantFilter
+from durable_graph.core.model import ANY, Attempt, Event, PendingWrite, TenantFilter
 from durable_graph.core.validation import (
     INT64_MAX,
     EncodedEvent,
@@ -32,6 +31,7 @@ from durable_graph.embedded.rows import (
     Place,
     ThreadRow,
 )
+from durable_graph.sqlite.rows import at, checkpoint_of, effect_of, entry_of, event_of, thread_of
 from durable_graph.sqlite.scheduling import SchedulingTx
 
 if TYPE_CHECKING:
@@ -51,14 +51,6 @@ _PLACE_NAMES = ("since", "rank", "anchor", "behind", "id")
 
 def _us(value: timedelta) -> int:
     return value // timedelta(microseconds=1)
-
-
-def _ts(value: int | None) -> datetime | None:
-    return None if value is None else from_micros(value)
-
-
-def _at(value: int) -> datetime:
-    return from_micros(value)
 
 
 class SqliteTx(SchedulingTx):
@@ -101,7 +93,7 @@ class SqliteTx(SchedulingTx):
         )
         if row is None:
             return None
-        return ClaimRow(row[0], row[1], _at(row[2]), timedelta(microseconds=row[3]))
+        return ClaimRow(row[0], row[1], at(row[2]), timedelta(microseconds=row[3]))
 
     def put_claim(self, thread_id: str, claim: ClaimRow) -> None:
         self._run(
@@ -133,7 +125,7 @@ class SqliteTx(SchedulingTx):
 
     def thread(self, thread_id: str) -> ThreadRow | None:
         row = self._one("SELECT * FROM threads WHERE thread_id = ? AND live", (thread_id,))
-        return None if row is None else _thread_of(row)
+        return None if row is None else thread_of(row)
 
     def create_thread(self, thread_id: str, parent_thread_id: str | None) -> None:
         self._run(
@@ -194,7 +186,7 @@ class SqliteTx(SchedulingTx):
             " ORDER BY thread_id LIMIT ?",
             (after, after, limit),
         )
-        return [_thread_of(r) for r in rows]
+        return [thread_of(r) for r in rows]
 
     # --- checkpoints, writes, events, effects --------------------------------------------
 
@@ -203,7 +195,7 @@ class SqliteTx(SchedulingTx):
             "SELECT * FROM checkpoints WHERE thread_id = ? AND checkpoint_id = ?",
             (thread_id, checkpoint_id),
         )
-        return None if row is None else _checkpoint_of(row)
+        return None if row is None else checkpoint_of(row)
 
     def insert_checkpoint(self, row: CheckpointRow) -> None:
         self._run(
@@ -248,7 +240,7 @@ class SqliteTx(SchedulingTx):
             " ORDER BY seq DESC LIMIT ?",
             (thread_id, below_seq, below_seq, limit),
         )
-        return [_checkpoint_of(r) for r in rows]
+        return [checkpoint_of(r) for r in rows]
 
     def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> CheckpointRow | None:
         row = self._one(
@@ -256,7 +248,7 @@ class SqliteTx(SchedulingTx):
             " AND run_id IN (SELECT value FROM json_each(?)) ORDER BY seq DESC LIMIT 1",
             (thread_id, encode_json("run_ids", list(run_ids), INT64_MAX)),
         )
-        return None if row is None else _checkpoint_of(row)
+        return None if row is None else checkpoint_of(row)
 
     def run_in_history(self, thread_id: str, run_id: str) -> bool:
         row = self._one(
@@ -302,14 +294,14 @@ class SqliteTx(SchedulingTx):
             (thread_id, seq, event.kind, event.payload, run_id, created, self._now_us),
         )
         payload = decode_json(event.payload)
-        return Event(thread_id, seq, event.kind, payload, run_id, _at(created), self.now)
+        return Event(thread_id, seq, event.kind, payload, run_id, at(created), self.now)
 
     def events_after(self, thread_id: str, after_seq: int, limit: int) -> list[Event]:
         rows = self._all(
             "SELECT * FROM events WHERE thread_id = ? AND seq > ? ORDER BY seq LIMIT ?",
             (thread_id, after_seq, limit),
         )
-        return [_event_of(r) for r in rows]
+        return [event_of(r) for r in rows]
 
     def drop_events_before(self, thread_id: str, cutoff: datetime) -> int:
         return self._run(
@@ -321,7 +313,7 @@ class SqliteTx(SchedulingTx):
         row = self._one("SELECT * FROM effects WHERE thread_id = ? AND key = ?", (thread_id, key))
         if row is None:
             return None
-        return _effect_of(row)
+        return effect_of(row)
 
     def insert_effect(self, row: EffectRow) -> None:
         self._run(
@@ -332,7 +324,7 @@ class SqliteTx(SchedulingTx):
 
     def effects_of(self, thread_id: str) -> list[EffectRow]:
         rows = self._all("SELECT * FROM effects WHERE thread_id = ? ORDER BY key", (thread_id,))
-        return [_effect_of(r) for r in rows]
+        return [effect_of(r) for r in rows]
 
     def effect_page(self, thread_id: str, after: str | None, limit: int) -> list[EffectRow]:
         # The key column's BINARY collation compares UTF-8 bytes, as PostgreSQL's COLLATE "C".
@@ -341,17 +333,17 @@ class SqliteTx(SchedulingTx):
             " ORDER BY key LIMIT ?",
             (thread_id, after, after, limit),
         )
-        return [_effect_of(r) for r in rows]
+        return [effect_of(r) for r in rows]
 
     # --- queue entries --------------------------------------------------------------------
 
     def entry(self, entry_id: int) -> EntryRow | None:
         row = self._one("SELECT * FROM queue_entries WHERE entry_id = ?", (entry_id,))
-        return None if row is None else _entry_of(row)
+        return None if row is None else entry_of(row)
 
     def entry_by_key(self, tenant: str | None, key: str) -> EntryRow | None:
         row = self._one("SELECT * FROM queue_entries WHERE key = ? AND tenant IS ?", (key, tenant))
-        return None if row is None else _entry_of(row)
+        return None if row is None else entry_of(row)
 
     def insert_entry(self, sub: EncodedSubmission) -> int:
         # The thread's stretch of open entries goes on behind its head (D65).
@@ -360,7 +352,7 @@ class SqliteTx(SchedulingTx):
             " ORDER BY queue_rank, entry_id LIMIT 1",
             (sub.thread_id,),
         )
-        place = (None, None) if head is None else _entry_of(head).place_for_next(sub.mode)
+        place = (None, None) if head is None else entry_of(head).place_for_next(sub.mode)
         row = self._one(
             "INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,"
             " submitted_at, not_before, retry_of, open_since, list_after, priority, kind)"
@@ -394,7 +386,7 @@ class SqliteTx(SchedulingTx):
             " ORDER BY entry_id",
             (thread_id,),
         )
-        return [_entry_of(r) for r in rows]
+        return [entry_of(r) for r in rows]
 
     def leasable_head(self, pick: HeadPick) -> EntryRow | None:
         # Heads only, in lease order (priority, highest first, then entry id: SPEC §15); a
@@ -419,7 +411,7 @@ class SqliteTx(SchedulingTx):
             " ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1",
             params,
         )
-        return None if row is None else _entry_of(row)
+        return None if row is None else entry_of(row)
 
     def leased_entry(self, thread_id: str) -> EntryRow | None:
         row = self._one(
@@ -427,7 +419,7 @@ class SqliteTx(SchedulingTx):
             f" AND {_OPEN} LIMIT 1",
             (thread_id,),
         )
-        return None if row is None else _entry_of(row)
+        return None if row is None else entry_of(row)
 
     def end_leases_of_thread(self, thread_id: str) -> None:
         self._run(
@@ -506,7 +498,7 @@ class SqliteTx(SchedulingTx):
             " ORDER BY number",
             (entry_id,),
         )
-        return [Attempt(number=r[0], run_id=r[1], started_at=_at(r[2]), error=r[3]) for r in rows]
+        return [Attempt(number=r[0], run_id=r[1], started_at=at(r[2]), error=r[3]) for r in rows]
 
     def set_attempt_error(self, entry: EntryRow, number: int, error: str) -> None:
         self._run(
@@ -591,7 +583,7 @@ class SqliteTx(SchedulingTx):
                 "limit": limit,
             },
         )
-        return [_entry_of(r) for r in rows]
+        return [entry_of(r) for r in rows]
 
     def closed_before(self, cutoff: datetime, limit: int) -> list[int]:
         rows = self._all(
@@ -623,7 +615,7 @@ class SqliteTx(SchedulingTx):
                 "limit": query.limit,
             },
         )
-        return [_entry_of(r) for r in rows]
+        return [entry_of(r) for r in rows]
 
     def entry_counts(self, tenant: TenantFilter) -> tuple[dict[str, int], datetime | None]:
         rows = self._all(
@@ -677,53 +669,6 @@ class SqliteTx(SchedulingTx):
                 "k": None if head is None else head[3],
             },
         )
-
-
-def _row_of(cls: type[T], row: sqlite3.Row, **convert: Callable[[Any], Any]) -> T:
-    """A ``cls`` from the row's columns of the same names as its fields (the schema's names are
-    the rows'), each named in ``convert`` passed through its function (e.g. microseconds to
-    `datetime`)."""
-    names = (f.name for f in dataclasses.fields(cls))
-    return cls(**{name: convert.get(name, _same)(row[name]) for name in names})
-
-
-def _same(value: Any) -> Any:
-    return value
-
-
-def _thread_of(row: sqlite3.Row) -> ThreadRow:
-    return _row_of(ThreadRow, row, created_at=_at, updated_at=_at)
-
-
-def _checkpoint_of(row: sqlite3.Row) -> CheckpointRow:
-    return _row_of(CheckpointRow, row, next=_json_tuple, created_at=_at, committed_at=_at)
-
-
-def _json_tuple(value: str) -> tuple[str, ...]:
-    return tuple(decode_json(value))
-
-
-def _event_of(row: sqlite3.Row) -> Event:
-    return _row_of(Event, row, payload=decode_json, created_at=_at, committed_at=_at)
-
-
-def _effect_of(row: sqlite3.Row) -> EffectRow:
-    return _row_of(EffectRow, row, recorded_at=_at)
-
-
-def _entry_of(row: sqlite3.Row) -> EntryRow:
-    return _row_of(
-        EntryRow,
-        row,
-        mode=Mode,
-        admitted=bool,
-        thread_deleted=bool,
-        submitted_at=_at,
-        lease_expires_at=_ts,
-        lease_ttl=lambda us: None if us is None else timedelta(microseconds=us),
-        closed_at=_ts,
-        not_before=_ts,
-    )
 
 
 __all__ = ["SqliteTx"]
