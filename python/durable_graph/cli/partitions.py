@@ -9,9 +9,17 @@ and ``verify`` read the partitions from the proxy.
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
-from durable_graph.cli.common import CliError, UsageError, dsn_of, output_of, postgres_config
+from durable_graph.cli.common import (
+    CliError,
+    UsageError,
+    dsn_of,
+    env_name,
+    output_of,
+    postgres_config,
+)
 
 
 def _proxy(args: argparse.Namespace) -> str:
@@ -96,18 +104,30 @@ def add_parser(command: Any, action_of: Any, common: Any) -> None:
     init = action(
         "init", cmd_partitions_init, "install N partitions and generate the proxy (--dsn)"
     )
-    init.add_argument(
-        "--partition", action="append", metavar="DSN", help="a partition database, in order"
+    # Each option's default comes from its environment variable, named in its help, as every
+    # other option's (a list option's variable holds its values separated by white space).
+    options: tuple[tuple[str, dict[str, Any]], ...] = (
+        (
+            "--partition",
+            {"action": "append", "metavar": "DSN", "help": "a partition database, in order"},
+        ),
+        ("--server", {"action": "append", "metavar": "DSN", "help": "a server for the partitions"}),
+        (
+            "--partitions",
+            {"type": int, "metavar": "N", "help": "how many partitions (a power of two)"},
+        ),
+        (
+            "--database-prefix",
+            {"default": "dg_part", "help": "partition database names (with --server)"},
+        ),
     )
-    init.add_argument(
-        "--server", action="append", metavar="DSN", help="a server for the partitions"
-    )
-    init.add_argument(
-        "--partitions", type=int, metavar="N", help="how many partitions (a power of two)"
-    )
-    init.add_argument(
-        "--database-prefix", default="dg_part", help="partition database names (with --server)"
-    )
+    for flag, kw in options:
+        env = env_name(flag)
+        from_env = os.environ.get(env) or None
+        if from_env is not None:
+            kw["default"] = from_env.split() if kw.get("action") == "append" else from_env
+        kw["help"] = f"{kw['help']} [env {env}]"
+        init.add_argument(flag, **kw)
     action("migrate", cmd_partitions_migrate, "migrate every partition, regenerate the proxy")
     action("verify", cmd_partitions_verify, "check every partition and the proxy")
 
