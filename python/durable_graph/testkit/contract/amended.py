@@ -18,6 +18,11 @@ TOKENS = "fencing tokens are unique store-wide and increase per thread"
 ORDER = "entry ids increase per thread, ordered store-wide only within a partition"
 KEYS = "a submission key is unique per tenant within its thread's partition"
 BATCH = "not in SPEC §16.2, a gap: submit_many spanning partitions is one transaction per partition"
+PLACES = (
+    "not in SPEC §16.2, a gap: the proxy merges open_entries pages by each partition's queue order,"
+    " not yet by issue 26's fixed listing places (D65), so entries closing between pages can be"
+    " skipped or repeated through a proxy"
+)
 
 AMENDED: dict[str, str] = {
     # Checkpointer: thread trees named freely (a child's id not root U+001F suffix).
@@ -66,6 +71,11 @@ AMENDED: dict[str, str] = {
     "test_submit_same_key_different_thread_raises_submission_key_reused": KEYS,
     # Batches spanning partitions.
     "test_submit_many_with_a_refused_submission_writes_nothing": BATCH,
+    "test_submit_many_refused_after_an_interrupt_reopens_what_it_closed": BATCH,
+    # Listing places (issue 26) not yet through the proxy.
+    "test_open_entries_pages_go_on_after_the_first_page_closes": PLACES,
+    "test_open_entries_walk_lists_every_entry_open_throughout_once": PLACES,
+    "test_open_entries_groups_threads_by_the_entry_that_opened_them": PLACES,
 }
 """Contract test name -> the §16.2 amendment it meets only in its amended form."""
 
@@ -76,4 +86,4 @@ def amended_names(suite: type) -> dict[str, str]:
     return {n: rule for n, rule in AMENDED.items() if n in names}
 
 
-__all__ = ["AMENDED", "BATCH", "KEYS", "ORDER", "ROOT", "TOKENS", "amended_names"]
+__all__ = ["AMENDED", "BATCH", "KEYS", "ORDER", "PLACES", "ROOT", "TOKENS", "amended_names"]
