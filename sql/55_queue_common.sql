@@ -19,20 +19,22 @@ AS $$
 $$;
 
 -- _dg_entry(entry_id): the entry row of sql/README.md (no row when unknown). not_before and
--- retry_of (SPEC §13) come last: columns added at the end keep positional readers working.
+-- retry_of (SPEC §13), then priority and kind (SPEC §15) come last: columns added at the end keep
+-- positional readers working.
 DROP FUNCTION IF EXISTS _dg_entry(bigint);
 CREATE OR REPLACE FUNCTION _dg_entry(p_entry_id bigint)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint, not_before timestamptz, retry_of bigint)
+               closed_at_seq bigint, not_before timestamptz, retry_of bigint,
+               priority integer, kind text)
 LANGUAGE sql STABLE
 AS $$
     SELECT e.entry_id, e.tenant, e.thread_id, e.key, e.input, e.mode, e.max_attempts,
            a.attempts, e.admitted, e.thread_deleted, e.submitted_at,
            e.lease_holder, e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
-           e.closed_at_seq, e.not_before, e.retry_of
+           e.closed_at_seq, e.not_before, e.retry_of, e.priority, e.kind
       FROM queue_entries e
      CROSS JOIN LATERAL _dg_attempts(e.entry_id) a
      WHERE e.entry_id = p_entry_id
@@ -97,24 +99,27 @@ $$;
 -- tenant) and when it can next be leased in queue_threads.lease_expires_at: the later of its
 -- current lease expiry and the head's not_before (a delayed head holds its thread back, SPEC
 -- §13); the row is left alone when neither moved. The caller holds that row's lock.
+-- SPEC §15: also the head's priority (as head_priority_key = -priority) and kind, lease's order.
 CREATE OR REPLACE FUNCTION _dg_refresh_queue_thread(p_thread_id text) RETURNS void
 LANGUAGE plpgsql VOLATILE
 AS $$
 BEGIN
     UPDATE queue_threads q
-       SET head_entry_id = n.entry_id, head_tenant = n.tenant, lease_expires_at = n.expires
-      FROM (SELECT h.entry_id, h.tenant, greatest(l.expires,
-                                                   CASE WHEN h.not_before > store_now()
-                                                        THEN h.not_before END) AS expires
+       SET head_entry_id = n.entry_id, head_tenant = n.tenant, lease_expires_at = n.expires,
+           head_priority_key = -n.priority, head_kind = n.kind
+      FROM (SELECT h.entry_id, h.tenant, h.priority, h.kind,
+                   greatest(l.expires, CASE WHEN h.not_before > store_now()
+                                            THEN h.not_before END) AS expires
               FROM (SELECT pg_catalog.max(e.lease_expires_at) AS expires FROM queue_entries e
                      WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
                        AND e.lease_token IS NOT NULL) l
-              LEFT JOIN LATERAL (SELECT e.entry_id, e.tenant, e.not_before FROM queue_entries e
+              LEFT JOIN LATERAL (SELECT e.entry_id, e.tenant, e.not_before, e.priority, e.kind
+                                   FROM queue_entries e
                                   WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
                                   ORDER BY e.queue_rank, e.entry_id LIMIT 1) h ON true) n
      WHERE q.thread_id = p_thread_id
-       AND (q.head_entry_id, q.head_tenant, q.lease_expires_at)
-           IS DISTINCT FROM (n.entry_id, n.tenant, n.expires);
+       AND (q.head_entry_id, q.head_tenant, q.lease_expires_at, q.head_priority_key, q.head_kind)
+           IS DISTINCT FROM (n.entry_id, n.tenant, n.expires, -n.priority, n.kind);
 END;
 $$;
 

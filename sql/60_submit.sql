@@ -23,10 +23,15 @@ $$;
 -- then inserts. The stored input is the caller's own text. Raises DG101, DG001, DG000 (thread_id,
 -- tenant, key: identifiers; input: JSON text of at most max_value_bytes; mode: enqueue | reject |
 -- interrupt; max_attempts >= 1). p_not_before: a delayed run (SPEC §13), never leased before.
+-- SPEC §15 (added at the end, with defaults: earlier callers keep working): p_priority (heads
+-- of higher priority are leased first across threads; -2147483647..2147483647) and p_kind (an
+-- identifier: only a lease serving that kind takes the entry).
 DROP FUNCTION IF EXISTS dg_submit_v1(text, text, text, text, text, integer);
+DROP FUNCTION IF EXISTS dg_submit_v1(text, text, text, text, text, integer, timestamptz);
 CREATE OR REPLACE FUNCTION dg_submit_v1(
     p_thread_id text, p_input text, p_tenant text, p_key text, p_mode text,
-    p_max_attempts integer, p_not_before timestamptz DEFAULT NULL)
+    p_max_attempts integer, p_not_before timestamptz DEFAULT NULL, p_priority integer DEFAULT 0,
+    p_kind text DEFAULT 'default')
 RETURNS TABLE (entry_id bigint, existing boolean)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
@@ -45,6 +50,7 @@ BEGIN
         AND coalesce(pg_catalog.octet_length(p_tenant) BETWEEN 1 AND 512, true)
         AND coalesce(pg_catalog.octet_length(p_key) BETWEEN 1 AND 512, true)
         AND p_mode IN ('enqueue', 'reject', 'interrupt') AND p_max_attempts >= 1
+        AND p_priority > -2147483648 AND pg_catalog.octet_length(p_kind) BETWEEN 1 AND 512
         AND coalesce(pg_catalog.pg_column_size(p_input), 0) <= v_lim.max_call_bytes) IS NOT TRUE THEN
         PERFORM _dg_id(p_thread_id, 'thread_id');
         PERFORM _dg_call_bytes(coalesce(pg_catalog.pg_column_size(p_input), 0), v_lim.max_call_bytes);
@@ -53,6 +59,9 @@ BEGIN
         PERFORM _dg_check(p_mode IN ('enqueue', 'reject', 'interrupt'),
                           'mode must be enqueue, reject or interrupt');
         PERFORM _dg_count(p_max_attempts, 'max_attempts', 2147483647);
+        PERFORM _dg_not_null(p_priority IS NOT NULL, 'priority');
+        PERFORM _dg_check(p_priority > -2147483648, 'priority must be at least -2147483647');
+        PERFORM _dg_id(p_kind, 'kind');
     END IF;
     PERFORM _dg_json(p_input, 'input', v_lim.max_value_bytes);
     PERFORM _dg_lock_queue_thread(p_thread_id);
@@ -83,9 +92,9 @@ BEGIN
     v_place := _dg_list_place(p_thread_id, p_mode);
     BEGIN
         INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,
-                                   submitted_at, not_before, open_since, list_after)
+                                   submitted_at, not_before, open_since, list_after, priority, kind)
         VALUES (p_tenant, p_thread_id, p_key, p_input, p_mode, p_max_attempts, v_now,
-                p_not_before, v_place.open_since, v_place.list_after)
+                p_not_before, v_place.open_since, v_place.list_after, p_priority, p_kind)
         RETURNING queue_entries.entry_id INTO v_id;
     EXCEPTION WHEN unique_violation THEN
         -- The same key was taken by a submission to another thread meanwhile.

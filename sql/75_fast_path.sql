@@ -13,10 +13,13 @@
 -- the end, as on every entry row), then head_* last: the thread's head as dg_get_v1 reads it,
 -- under the claim (all NULL when unclaimed or the thread has no checkpoint), so a worker needs
 -- no read of its own before its first commit. No row when nothing is available. Raises DG000.
+-- SPEC §15 (issue 27): p_kinds (added at the end, default NULL: every kind) as dg_lease_v1's;
+-- the row gained priority and kind at its very end.
 DROP FUNCTION IF EXISTS dg_begin_attempt_v1(text, interval, interval, boolean, text, text);
+DROP FUNCTION IF EXISTS dg_begin_attempt_v1(text, interval, interval, boolean, text, text, text[]);
 CREATE OR REPLACE FUNCTION dg_begin_attempt_v1(
     p_holder text, p_ttl interval, p_claim_ttl interval, p_any_tenant boolean, p_tenant text,
-    p_run_id text)
+    p_run_id text, p_kinds text[] DEFAULT NULL)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
@@ -33,7 +36,8 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                head_checkpoint_id text, head_parent_id text, head_run_id text,
                head_state text, head_metadata text, head_next text[],
                head_created_at timestamptz, head_committed_at timestamptz,
-               head_seq bigint, head_writes json)
+               head_seq bigint, head_writes json,
+               priority integer, kind text)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
@@ -53,7 +57,8 @@ BEGIN
     PERFORM _dg_duration(p_ttl, 'ttl', false);
     PERFORM _dg_not_null(p_claim_ttl IS NOT NULL, 'claim_ttl');
     PERFORM _dg_duration(p_claim_ttl, 'claim_ttl', false);
-    SELECT * INTO l FROM dg_lease_v1(p_holder, p_ttl, p_any_tenant, p_tenant, p_run_id);
+    SELECT * INTO l FROM dg_lease_v1(p_holder, p_ttl, p_any_tenant, p_tenant, p_run_id,
+                                     p_kinds);  -- p_kinds: SPEC §15
     IF NOT FOUND THEN
         RETURN;
     END IF;
@@ -78,7 +83,7 @@ BEGIN
            k.checkpoint_id, k.parent_id, k.run_id, k.state, k.metadata, k.next, k.created_at,
            k.committed_at, k.seq, k.writes, l.not_before, l.retry_of,
            g.checkpoint_id, g.parent_id, g.run_id, g.state, g.metadata, g.next, g.created_at,
-           g.committed_at, g.seq, g.writes
+           g.committed_at, g.seq, g.writes, l.priority, l.kind
       FROM (SELECT 1) one
       LEFT JOIN LATERAL dg_latest_of_runs_v1(l.thread_id, v_runs) k ON true
       LEFT JOIN LATERAL (SELECT * FROM dg_get_v1(l.thread_id, NULL)
@@ -102,7 +107,8 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                closed_at_seq bigint,
                token bigint, holder text, expires_at timestamptz, ttl interval,
                claim_holder text, claim_token bigint, claim_expires_at timestamptz,
-               claim_ttl interval, not_before timestamptz, retry_of bigint)
+               claim_ttl interval, not_before timestamptz, retry_of bigint,
+               priority integer, kind text)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
@@ -123,7 +129,7 @@ BEGIN
            r.attempts, r.admitted, r.thread_deleted, r.submitted_at, r.lease_holder,
            r.lease_expires_at, r.outcome_kind, r.outcome_detail, r.closed_at, r.closed_at_seq,
            r.token, r.holder, r.expires_at, r.ttl, c.holder, c.token, c.expires_at, c.ttl,
-           r.not_before, r.retry_of
+           r.not_before, r.retry_of, r.priority, r.kind
       FROM dg_renew_v1(p_entry_id, p_token, NULL, p_tenant) r;
 END;
 $$;
@@ -140,7 +146,8 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint, not_before timestamptz, retry_of bigint)
+               closed_at_seq bigint, not_before timestamptz, retry_of bigint,
+               priority integer, kind text)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
@@ -174,9 +181,12 @@ $$;
 -- equal length 1..10000. The threads' queue rows are locked first in id byte order, so two
 -- concurrent batches never deadlock. Returns (ordinal, entry_id, existing) in submission order.
 -- Raises what dg_submit_v1 raises, and DG000.
+-- SPEC §15 (issue 27; added at the end, default NULL: 0 and 'default' for each): p_priorities
+-- and p_kinds, of the same length when given.
+DROP FUNCTION IF EXISTS dg_submit_many_v1(text[], text[], text[], text[], text[], integer[]);
 CREATE OR REPLACE FUNCTION dg_submit_many_v1(
     p_thread_ids text[], p_inputs text[], p_tenants text[], p_keys text[], p_modes text[],
-    p_max_attempts integer[])
+    p_max_attempts integer[], p_priorities integer[] DEFAULT NULL, p_kinds text[] DEFAULT NULL)
 RETURNS TABLE (ordinal integer, entry_id bigint, existing boolean)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
@@ -197,6 +207,9 @@ BEGIN
                       AND pg_catalog.cardinality(p_keys) = n AND pg_catalog.cardinality(p_modes) = n
                       AND pg_catalog.cardinality(p_max_attempts) = n,
                       'submission arrays must have equal lengths');
+    PERFORM _dg_check(coalesce(pg_catalog.cardinality(p_priorities), n) = n
+                      AND coalesce(pg_catalog.cardinality(p_kinds), n) = n,
+                      'submission arrays must have equal lengths');  -- SPEC §15
     PERFORM _dg_ids(p_thread_ids, 'thread_ids', 10000);
     PERFORM _dg_call_bytes(coalesce(pg_catalog.pg_column_size(p_inputs), 0),
                            (_dg_limits()).max_call_bytes);
@@ -208,7 +221,8 @@ BEGIN
         RETURN QUERY
         SELECT i, s.entry_id, s.existing
           FROM dg_submit_v1(p_thread_ids[i], p_inputs[i], p_tenants[i], p_keys[i], p_modes[i],
-                            p_max_attempts[i]) s;
+                            p_max_attempts[i], NULL, coalesce(p_priorities[i], 0),
+                            coalesce(p_kinds[i], 'default')) s;  -- SPEC §15
     END LOOP;
 END;
 $$;

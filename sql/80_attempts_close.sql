@@ -16,7 +16,8 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                outcome_kind text, outcome_detail text, closed_at timestamptz,
                closed_at_seq bigint,
                token bigint, holder text, expires_at timestamptz, ttl interval,
-               not_before timestamptz, retry_of bigint)
+               not_before timestamptz, retry_of bigint,
+               priority integer, kind text)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
@@ -40,7 +41,7 @@ BEGIN
            x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder, x.lease_expires_at,
            x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq,
            e.lease_token, e.lease_holder, v_now + coalesce(p_ttl, e.lease_ttl), e.lease_ttl,
-           x.not_before, x.retry_of
+           x.not_before, x.retry_of, x.priority, x.kind
       FROM _dg_entry(p_entry_id) x;
 END;
 $$;
@@ -119,7 +120,8 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint, not_before timestamptz, retry_of bigint)
+               closed_at_seq bigint, not_before timestamptz, retry_of bigint,
+               priority integer, kind text)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$

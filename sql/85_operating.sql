@@ -7,13 +7,16 @@
 -- most max_value_bytes, as a failed outcome's detail: JSON text carries what text cannot, such
 -- as U+0000), record it as the failure reason of the entry's last attempt. Returns the entry
 -- row as dg_entry_v1. Raises DG103, DG102 (as every lease call), DG000.
+-- (Its row gained priority and kind at the end, SPEC §15: the return type changed.)
+DROP FUNCTION IF EXISTS dg_defer_v1(bigint, bigint, interval, text, text);
 CREATE OR REPLACE FUNCTION dg_defer_v1(p_entry_id bigint, p_token bigint, p_delay interval,
                                        p_error text, p_tenant text DEFAULT NULL)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint, not_before timestamptz, retry_of bigint)
+               closed_at_seq bigint, not_before timestamptz, retry_of bigint,
+               priority integer, kind text)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
@@ -92,10 +95,11 @@ BEGIN
         END IF;
     END IF;
     v_place := _dg_list_place(e.thread_id, 'enqueue');
+    -- SPEC §15: the new entry keeps the priority and kind.
     INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts, submitted_at,
-                               retry_of, open_since, list_after)
+                               retry_of, open_since, list_after, priority, kind)
     VALUES (e.tenant, e.thread_id, NULL, e.input, 'enqueue', e.max_attempts, store_now(),
-            e.entry_id, v_place.open_since, v_place.list_after)
+            e.entry_id, v_place.open_since, v_place.list_after, e.priority, e.kind)
     RETURNING queue_entries.entry_id INTO v_id;
     PERFORM _dg_refresh_queue_thread(e.thread_id);
     RETURN QUERY SELECT v_id, false;
@@ -104,12 +108,14 @@ $$;
 
 -- dg_entry_v2: the same as dg_entry_v1, kept for callers of this earlier name (dg_entry_v1's
 -- row now ends with not_before and retry_of itself).
+DROP FUNCTION IF EXISTS dg_entry_v2(bigint, text);
 CREATE OR REPLACE FUNCTION dg_entry_v2(p_entry_id bigint, p_tenant text)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint, not_before timestamptz, retry_of bigint)
+               closed_at_seq bigint, not_before timestamptz, retry_of bigint,
+               priority integer, kind text)
 LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$

@@ -12,7 +12,8 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint, not_before timestamptz, retry_of bigint)
+               closed_at_seq bigint, not_before timestamptz, retry_of bigint,
+               priority integer, kind text)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
@@ -49,7 +50,8 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint, not_before timestamptz, retry_of bigint)
+               closed_at_seq bigint, not_before timestamptz, retry_of bigint,
+               priority integer, kind text)
 LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
@@ -81,7 +83,8 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint, not_before timestamptz, retry_of bigint)
+               closed_at_seq bigint, not_before timestamptz, retry_of bigint,
+               priority integer, kind text)
 LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
@@ -114,7 +117,7 @@ BEGIN
     SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts,
            x.attempts, x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder,
            x.lease_expires_at, x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq,
-           x.not_before, x.retry_of
+           x.not_before, x.retry_of, x.priority, x.kind
       FROM (SELECT r.*, a.attempts,
                    pg_catalog.sum(r.size + pg_catalog.octet_length(a.attempts::text))
                        OVER (ORDER BY r.n ROWS UNBOUNDED PRECEDING)
@@ -123,7 +126,7 @@ BEGIN
                            e.input, e.mode, e.max_attempts, e.admitted,
                            e.thread_deleted, e.submitted_at, e.lease_holder,
                            e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
-                           e.closed_at_seq, e.not_before, e.retry_of,
+                           e.closed_at_seq, e.not_before, e.retry_of, e.priority, e.kind,
                            pg_catalog.octet_length(e.input)
                            + coalesce(pg_catalog.octet_length(e.key), 0) AS size,
                            pg_catalog.row_number() OVER (ORDER BY e.k1, e.k2, e.k3, e.k4,

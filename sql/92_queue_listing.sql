@@ -15,7 +15,8 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint, not_before timestamptz, retry_of bigint)
+               closed_at_seq bigint, not_before timestamptz, retry_of bigint,
+               priority integer, kind text)
 LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
@@ -39,14 +40,14 @@ BEGIN
     SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts,
            x.attempts, x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder,
            x.lease_expires_at, x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq,
-           x.not_before, x.retry_of
+           x.not_before, x.retry_of, x.priority, x.kind
       FROM (SELECT r.*, pg_catalog.sum(r.size) OVER (ORDER BY r.entry_id DESC
                                           ROWS UNBOUNDED PRECEDING) - r.size AS before_bytes
               FROM (SELECT e.entry_id, e.tenant, e.thread_id::text AS thread_id, e.key,
                            e.input, e.mode, e.max_attempts, a.attempts, e.admitted,
                            e.thread_deleted, e.submitted_at, e.lease_holder,
                            e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
-                           e.closed_at_seq, e.not_before, e.retry_of,
+                           e.closed_at_seq, e.not_before, e.retry_of, e.priority, e.kind,
                            pg_catalog.octet_length(e.input) + pg_catalog.octet_length(a.attempts::text)
                            + coalesce(pg_catalog.octet_length(e.key), 0)
                            + coalesce(pg_catalog.octet_length(e.outcome_detail), 0) AS size
@@ -71,10 +72,12 @@ $$;
 
 -- dg_queue_stats_v1: the count of entries in each state, of the wanted tenant (as in
 -- dg_entries_v1), and the age of the oldest open entry at store_now() (NULL when none is
--- open). Raises DG000.
+-- open), then waiting_by_kind (SPEC §15, added at the end): a JSON object of the open entries'
+-- counts by kind, kinds with none left out. Raises DG000.
+DROP FUNCTION IF EXISTS dg_queue_stats_v1(boolean, text);
 CREATE OR REPLACE FUNCTION dg_queue_stats_v1(p_any_tenant boolean, p_tenant text)
 RETURNS TABLE (open bigint, running bigint, completed bigint, failed bigint, cancelled bigint,
-               interrupted bigint, oldest_waiting_age interval)
+               interrupted bigint, oldest_waiting_age interval, waiting_by_kind json)
 LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
@@ -90,9 +93,13 @@ BEGIN
         SELECT coalesce(q.outcome_kind,
                         CASE WHEN q.lease_expires_at > v_now THEN 'running' ELSE 'open' END)
                    AS state,
-               q.submitted_at
+               q.submitted_at, q.kind
           FROM queue_entries q
          WHERE p_any_tenant OR q.tenant IS NOT DISTINCT FROM p_tenant
+    ), by_kind AS (
+        SELECT coalesce(pg_catalog.json_object_agg(k.kind, k.n ORDER BY k.kind COLLATE "C"), '{}'::json) AS kinds
+          FROM (SELECT w.kind, pg_catalog.count(*) AS n FROM wanted w
+                 WHERE w.state = 'open' GROUP BY w.kind) k
     ), counted AS (
         SELECT pg_catalog.count(*) FILTER (WHERE w.state = 'open') AS open,
                pg_catalog.count(*) FILTER (WHERE w.state = 'running') AS running,
@@ -106,8 +113,9 @@ BEGIN
     -- A producer clock ahead of the store's never shows a negative age.
     SELECT c.open, c.running, c.completed, c.failed, c.cancelled, c.interrupted,
            CASE WHEN c.oldest IS NULL THEN NULL
-                ELSE greatest(v_now - c.oldest, interval '0') END
-      FROM counted c;
+                ELSE greatest(v_now - c.oldest, interval '0') END,
+           b.kinds
+      FROM counted c CROSS JOIN by_kind b;
 END;
 $$;
 

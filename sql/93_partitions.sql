@@ -4,12 +4,17 @@
 -- them; they read, lock and write nothing the routed calls do not.
 
 -- dg_lease_peek_v1: the head of the thread dg_lease_v1 would try first, without locking or
--- waiting: the oldest head (by entry id) of the wanted tenant (p_any_tenant, or tenant IS NOT
--- DISTINCT FROM p_tenant) among threads whose lease is absent or expired, with its submission
--- time. No row when none waits. A hint (another worker can take it the next moment): the proxy
--- sends it to every partition at once and leases on the one with the oldest head. Raises DG000.
-CREATE OR REPLACE FUNCTION dg_lease_peek_v1(p_any_tenant boolean, p_tenant text)
-RETURNS TABLE (head_entry_id bigint, submitted_at timestamptz)
+-- waiting: the first head in lease order (SPEC §15: priority, highest first, then entry id) of
+-- the wanted tenant (p_any_tenant, or tenant IS NOT DISTINCT FROM p_tenant) and of a kind in
+-- p_kinds (NULL: any kind) among threads whose lease is absent or expired, with its submission
+-- time and head_priority_key (minus its priority). Concurrency limits are not looked at (the
+-- lease itself enforces them). No row when none waits. A hint (another worker can take it the
+-- next moment): the proxy sends it to every partition at once and leases on the one with the
+-- first head. Raises DG000. (SPEC §15 change: p_kinds and head_priority_key added.)
+DROP FUNCTION IF EXISTS dg_lease_peek_v1(boolean, text);
+CREATE OR REPLACE FUNCTION dg_lease_peek_v1(p_any_tenant boolean, p_tenant text,
+                                            p_kinds text[] DEFAULT NULL)
+RETURNS TABLE (head_entry_id bigint, submitted_at timestamptz, head_priority_key integer)
 LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
@@ -19,20 +24,25 @@ DECLARE
 BEGIN
     PERFORM _dg_not_null(p_any_tenant IS NOT NULL, 'any_tenant');
     PERFORM _dg_opt_id(p_tenant, 'tenant');
+    IF p_kinds IS NOT NULL THEN
+        PERFORM _dg_kinds(p_kinds, 'kinds');
+    END IF;
     v_now := store_now();
     RETURN QUERY
-    SELECT h.head_entry_id, e.submitted_at
-      FROM (SELECT x.head_entry_id FROM (
-                (SELECT q.head_entry_id FROM queue_threads q
+    SELECT h.head_entry_id, e.submitted_at, h.head_priority_key
+      FROM (SELECT x.head_entry_id, x.head_priority_key FROM (
+                (SELECT q.head_entry_id, q.head_priority_key FROM queue_threads q
                   WHERE q.head_entry_id IS NOT NULL AND q.lease_expires_at IS NULL
                     AND (p_any_tenant OR q.head_tenant IS NOT DISTINCT FROM p_tenant)
-                  ORDER BY q.head_entry_id LIMIT 1)
+                    AND (p_kinds IS NULL OR q.head_kind = ANY (p_kinds))
+                  ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1)
                 UNION ALL
-                (SELECT q.head_entry_id FROM queue_threads q
+                (SELECT q.head_entry_id, q.head_priority_key FROM queue_threads q
                   WHERE q.lease_expires_at <= v_now AND q.head_entry_id IS NOT NULL
                     AND (p_any_tenant OR q.head_tenant IS NOT DISTINCT FROM p_tenant)
-                  ORDER BY q.head_entry_id + 0 LIMIT 1)) x
-             ORDER BY x.head_entry_id LIMIT 1) h
+                    AND (p_kinds IS NULL OR q.head_kind = ANY (p_kinds))
+                  ORDER BY q.head_priority_key + 0, q.head_entry_id + 0 LIMIT 1)) x
+             ORDER BY x.head_priority_key, x.head_entry_id LIMIT 1) h
       JOIN queue_entries e ON e.entry_id = h.head_entry_id;
 END;
 $$;
@@ -64,6 +74,8 @@ $$;
 -- the partition's max_page_bytes (page_bytes), so the proxy can merge the partitions' pages in
 -- one order under one bound. At most p_limit (1..100000) rows and max_page_bytes, at least one
 -- when one exists. Raises DG000.
+-- (SPEC §15: the row gained priority and kind before queue_head.)
+DROP FUNCTION IF EXISTS dg_open_entries_at_v1(boolean, text, bigint, smallint, bigint, integer);
 CREATE OR REPLACE FUNCTION dg_open_entries_at_v1(p_any_tenant boolean, p_tenant text,
                                                  p_head bigint, p_rank smallint, p_id bigint,
                                                  p_limit integer)
@@ -72,6 +84,7 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
                closed_at_seq bigint, not_before timestamptz, retry_of bigint,
+               priority integer, kind text,
                queue_head bigint, queue_rank smallint, row_bytes bigint, page_bytes bigint)
 LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
@@ -90,14 +103,14 @@ BEGIN
     SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts,
            x.attempts, x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder,
            x.lease_expires_at, x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq,
-           x.not_before, x.retry_of, x.h, x.rank, x.size::bigint, v_page
+           x.not_before, x.retry_of, x.priority, x.kind, x.h, x.rank, x.size::bigint, v_page
       FROM (SELECT r.*, pg_catalog.sum(r.size) OVER (ORDER BY r.h, r.rank, r.entry_id
                                           ROWS UNBOUNDED PRECEDING) - r.size AS before_bytes
               FROM (SELECT e.entry_id, e.tenant, e.thread_id::text AS thread_id, e.key,
                            e.input, e.mode, e.max_attempts, a.attempts, e.admitted,
                            e.thread_deleted, e.submitted_at, e.lease_holder,
                            e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
-                           e.closed_at_seq, e.not_before, e.retry_of,
+                           e.closed_at_seq, e.not_before, e.retry_of, e.priority, e.kind,
                            q.head_entry_id AS h, e.queue_rank AS rank,
                            pg_catalog.octet_length(e.input) + pg_catalog.octet_length(a.attempts::text)
                            + coalesce(pg_catalog.octet_length(e.key), 0) AS size
@@ -145,5 +158,51 @@ BEGIN
      WHERE c.outcome_kind IS NOT NULL AND c.closed_at < v_cutoff
      ORDER BY c.closed_at, c.entry_id
      LIMIT p_limit;
+END;
+$$;
+
+-- dg_take_schedule_v1: remove the schedule p_name and return its row, under its lock (a fire
+-- of it waits, then finds none); no row when there is none. With dg_adopt_schedule_v1, how a
+-- proxy moves a schedule to the partition of its new thread (sql/proxy/40_scheduling.sql).
+-- Raises DG000.
+CREATE OR REPLACE FUNCTION dg_take_schedule_v1(p_name text)
+RETURNS TABLE (name text, cron text, timezone text, thread_id text, input text, kind text,
+               tenant text, priority integer, max_attempts integer, catch_up boolean,
+               paused boolean, created_at timestamptz, last_slot timestamptz)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM _dg_id(p_name, 'name');
+    RETURN QUERY
+    DELETE FROM schedules s WHERE s.name = p_name
+    RETURNING s.name::text, s.cron, s.timezone, s.thread_id::text, s.input, s.kind, s.tenant,
+              s.priority, s.max_attempts, s.catch_up, s.paused, s.created_at, s.last_slot;
+END;
+$$;
+
+-- dg_adopt_schedule_v1: dg_put_schedule_v1 (its checks, its row), then the schedule's paused,
+-- created_at and last_slot set as given: a moved schedule keeps them, so no slot it fired
+-- before fires again. Raises what dg_put_schedule_v1 raises.
+CREATE OR REPLACE FUNCTION dg_adopt_schedule_v1(
+    p_name text, p_cron text, p_timezone text, p_thread_id text, p_input text, p_kind text,
+    p_tenant text, p_priority integer, p_max_attempts integer, p_catch_up boolean,
+    p_paused boolean, p_created_at timestamptz, p_last_slot timestamptz)
+RETURNS TABLE (name text, cron text, timezone text, thread_id text, input text, kind text,
+               tenant text, priority integer, max_attempts integer, catch_up boolean,
+               paused boolean, created_at timestamptz, last_slot timestamptz)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM dg_put_schedule_v1(p_name, p_cron, p_timezone, p_thread_id, p_input, p_kind,
+                               p_tenant, p_priority, p_max_attempts, p_catch_up);
+    UPDATE schedules s
+       SET paused = coalesce(p_paused, s.paused), created_at = coalesce(p_created_at, s.created_at),
+           last_slot = p_last_slot
+     WHERE s.name = p_name;
+    RETURN QUERY SELECT * FROM _dg_schedule_row(p_name);
 END;
 $$;

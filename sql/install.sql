@@ -17,7 +17,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 9
+\set dg_required_version 10
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
@@ -176,6 +176,11 @@ SELECT :dg_version >= 9 AS dg_has_0009 \gset
 \else
 \ir ../migrations/0009.listing_place.sql
 \endif
+SELECT :dg_version >= 10 AS dg_has_0010 \gset
+\if :dg_has_0010
+\else
+\ir ../migrations/0010.scheduling.sql
+\endif
 
 -- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).
 \ir 00_clock.sql
@@ -190,6 +195,7 @@ SELECT :dg_version >= 9 AS dg_has_0009 \gset
 \ir 55_queue_common.sql
 \ir 60_submit.sql
 \ir 70_lease.sql
+\ir 72_scheduling.sql
 \ir 75_fast_path.sql
 \ir 77_notify.sql
 \ir 80_attempts_close.sql

@@ -32,7 +32,7 @@ from durable_graph.core.model import Checkpoint
 from durable_graph.core.run_queue import RunQueue, TraceContexts
 from durable_graph.core.surface import members, mismatches
 from durable_graph.memory.store import InMemoryCheckpointer
-from durable_graph.postgres import PostgresCheckpointer, calls, operating
+from durable_graph.postgres import PostgresCheckpointer, calls, operating, scheduling
 from durable_graph.postgres.async_generated import AsyncCheckpointerSql, AsyncRunQueueSql
 from durable_graph.postgres.async_store import AsyncPostgresCheckpointer, AsyncPostgresRunQueue
 from durable_graph.postgres.generated import CheckpointerSql, RunQueueSql
@@ -95,7 +95,7 @@ def _generated(mixin: type) -> dict[str, typing.Any]:
 
 
 def _builder(name: str) -> typing.Any:
-    return getattr(calls, name, None) or getattr(operating, name)
+    return getattr(calls, name, None) or getattr(operating, name, None) or getattr(scheduling, name)
 
 
 @pytest.mark.parametrize(
@@ -116,7 +116,13 @@ def test_a_postgres_method_not_written_by_hand_is_one_sql_call(
     for name, method in methods.items():
         assert inspect.getattr_static(store, name) is method, name  # inherited as generated
         params = list(inspect.signature(method).parameters)[1:]
-        module = "calls" if hasattr(calls, name) else "operating"
+        module = (
+            "calls"
+            if hasattr(calls, name)
+            else "operating"
+            if hasattr(operating, name)
+            else "scheduling"  # SPEC §15's builders (postgres/scheduling.py)
+        )
         call = f"self._x.run({module}.{name}({', '.join(['self._config', *params])}))"
         body = ast.parse(textwrap.dedent(inspect.getsource(method))).body[0]
         assert isinstance(body, ast.FunctionDef | ast.AsyncFunctionDef)
@@ -147,7 +153,14 @@ def test_sql_call_arguments_are_completed_with_the_protocols_defaults() -> None:
     assert bound(history, "t", limit=5) == ["t", None, 5]
     assert bound(history, thread_id="t", before="c") == ["t", "c", 100]
     begin = PostgresCheckpointer.begin_attempt
-    assert bound(begin, "h", 1, run_id="r") == ["h", 1, "r", ClaimPolicy(), durable_graph.ANY]
+    assert bound(begin, "h", 1, run_id="r") == [
+        "h",
+        1,
+        "r",
+        ClaimPolicy(),
+        durable_graph.ANY,
+        None,  # kinds (SPEC §15)
+    ]
 
 
 @pytest.mark.parametrize(

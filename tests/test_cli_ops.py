@@ -210,9 +210,10 @@ def test_queue_ls_by_state_pages_newest_first_and_stats_counts_by_state(
         "failed": 1,
         "cancelled": 1,
         "interrupted": 0,
+        "waiting_by_kind": {"default": 2},  # SPEC §15
     }
     text = run("queue", "stats", *store_options, cwd=tmp_path).stdout
-    assert "failed:" in text and "oldest waiting:" in text
+    assert "failed:" in text and "oldest waiting:" in text and "waiting default:" in text
 
 
 def test_queue_retry_twice_shows_the_first_retry_and_again_submits_another(

@@ -243,6 +243,23 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
         raw.execute("ALTER TABLE queue_entries DROP COLUMN not_before")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN retry_of")
         raw.execute("ALTER TABLE queue_attempts DROP COLUMN error")
+        # ... nor the version-6 ones (SPEC §15, migrate_v5.sql)
+        for index in (
+            "queue_entries_leased_tenant_idx",
+            "queue_entries_leased_kind_idx",
+            "queue_threads_lease_idx",
+            "queue_threads_tenant_lease_idx",
+        ):
+            raw.execute(f"DROP INDEX {index}")
+        raw.execute("DROP TABLE queue_limits")
+        raw.execute("DROP TABLE schedules")
+        for table, column in (
+            ("queue_entries", "priority"),
+            ("queue_entries", "kind"),
+            ("queue_threads", "head_priority_key"),
+            ("queue_threads", "head_kind"),
+        ):
+            raw.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         raw.execute("ALTER TABLE pending_writes DROP COLUMN task_path")  # version 5's
         raw.execute("PRAGMA user_version = 2")
     store = SqliteCheckpointer.open(path)
@@ -255,7 +272,7 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
     finally:
         store.close()
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
 
 
 def test_a_traceback_over_the_stores_value_limit_still_defers_the_entry(tmp_path: Path) -> None:
@@ -359,6 +376,22 @@ def test_a_version_5_sqlite_file_gains_fixed_listing_places(tmp_path: Path) -> N
         raw.execute("DROP INDEX queue_entries_retry_of_idx")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN open_since")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN list_after")
+        for index in (  # and what version 6 added (migrate_v6.sql, scheduling)
+            "queue_threads_lease_idx",
+            "queue_threads_tenant_lease_idx",
+            "queue_entries_leased_tenant_idx",
+            "queue_entries_leased_kind_idx",
+        ):
+            raw.execute(f"DROP INDEX {index}")
+        raw.execute("DROP TABLE queue_limits")
+        raw.execute("DROP TABLE schedules")
+        for table, column in (
+            ("queue_entries", "priority"),
+            ("queue_entries", "kind"),
+            ("queue_threads", "head_priority_key"),
+            ("queue_threads", "head_kind"),
+        ):
+            raw.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         raw.execute("PRAGMA user_version = 5")
     store = SqliteCheckpointer.open(path)
     try:

@@ -496,7 +496,7 @@ def test_key_statements_use_indexes_on_big_tables(pg_dsn: str, schema: str) -> N
         _fill(conn, schema)
     with PostgresCheckpointer.open(pg_dsn, config) as store:
         claim = store.claim("bulk-000042", "me")
-        lease_call = calls.lease(config, "w", timedelta(seconds=30), None, "attempt-1")
+        lease_call = calls.lease(config, "w", timedelta(seconds=30), None, "attempt-1", None)
         cases: list[tuple[str, calls.SqlCall[Any]]] = [
             ("submit", calls.submit(config, Submission("bulk-000077", {"go": 1}, key="k1"))),
             ("lease", lease_call),

@@ -183,11 +183,11 @@ def generated(protocols: list[Protocol], hand_written: Written) -> list[tuple[Pr
 
 
 def builder_module(method: Method) -> str:
-    """The module (``calls`` or ``operating``) whose builder performs ``method``, checked to take
+    """The module (``calls``, ``operating``, ``scheduling``) whose builder performs ``method``, checked to take
     ``config`` and then the method's parameters in order, none defaulted."""
-    from durable_graph.postgres import calls, operating
+    from durable_graph.postgres import calls, operating, scheduling
 
-    for module in (calls, operating):
+    for module in (calls, operating, scheduling):
         build = getattr(module, method.name, None)
         if callable(build):
             params = list(inspect.signature(build).parameters.values())
@@ -267,7 +267,7 @@ TARGETS = [
         + "`PostgresCheckpointer`\nand `PostgresRunQueue` inherit them.\n",
         asynchronous=False,
         imports=[
-            "from durable_graph.postgres import calls, operating",
+            "from durable_graph.postgres import calls, operating, scheduling",
             "from durable_graph.postgres.config import PostgresConfig",
             "from durable_graph.postgres.connection import Executor",
         ],
@@ -296,7 +296,7 @@ TARGETS = [
         + "\n`AsyncPostgresCheckpointer` and `AsyncPostgresRunQueue` inherit them.\n",
         asynchronous=True,
         imports=[
-            "from durable_graph.postgres import calls, operating",
+            "from durable_graph.postgres import calls, operating, scheduling",
             "from durable_graph.postgres.async_connection import AsyncExecutor",
             "from durable_graph.postgres.config import PostgresConfig",
         ],

@@ -56,6 +56,7 @@ from durable_graph.core.model import (
     WatchPolicy,
 )
 from durable_graph.core.run_queue import RunQueue, plan_attempt
+from durable_graph.core.scheduling import ConcurrencyLimit, Schedule, StoredSchedule
 
 __version__ = "0.1.0"
 
@@ -74,6 +75,7 @@ __all__ = [
     "ClaimPolicy",
     "Commit",
     "Completed",
+    "ConcurrencyLimit",
     "DuplicateCheckpoint",
     "EffectRecord",
     "EntryClosed",
@@ -101,9 +103,11 @@ __all__ = [
     "RunIdTaken",
     "RunOfDeletedThread",
     "RunQueue",
+    "Schedule",
     "StaleParent",
     "Started",
     "StoreError",
+    "StoredSchedule",
     "Submission",
     "SubmissionKeyReused",
     "ThreadBusy",

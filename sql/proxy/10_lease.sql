@@ -1,14 +1,15 @@
--- lease and begin_attempt on a partition proxy (SPEC §16.2: lease(tenant=ANY) takes the oldest
--- head of the partition with the oldest waiting head, best effort across partitions, never two
--- leases in one call).
+-- lease and begin_attempt on a partition proxy (SPEC §16.2: lease(tenant=ANY) takes the first
+-- head of the partition with the first waiting head in lease order — SPEC §15: priority, then
+-- age — best effort across partitions, never two leases in one call).
 
--- _dg_lease_order(any_tenant, tenant): the partitions to try, the one with the oldest waiting
--- head first (by its submission time, then entry id), then those with no waiting head (a
+-- _dg_lease_order(any_tenant, tenant, kinds): the partitions to try, the one with the first
+-- waiting head of those kinds first (by priority, then submission time, then entry id: the
+-- heads' lease order), then those with no waiting head (a
 -- submission may land meanwhile; the first of them also checks the call's arguments when
 -- nothing waits anywhere). Asks every partition at once (dg_lease_peek_v1, RUN ON ALL); when
 -- that fails (a partition down), asks them one by one and leaves out the ones that are down,
 -- and raises ProcessingError naming them only when every partition is down.
-CREATE OR REPLACE FUNCTION _dg_lease_order(p_any_tenant boolean, p_tenant text)
+CREATE OR REPLACE FUNCTION _dg_lease_order(p_any_tenant boolean, p_tenant text, p_kinds text[])
 RETURNS SETOF integer
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
@@ -24,8 +25,8 @@ DECLARE
 BEGIN
     BEGIN
         FOR v_peek IN SELECT x.head_entry_id, x.submitted_at
-                        FROM _dg_all_lease_peek_v1(p_any_tenant, p_tenant) x
-                       ORDER BY x.submitted_at, x.head_entry_id LOOP
+                        FROM _dg_all_lease_peek_v1(p_any_tenant, p_tenant, p_kinds) x
+                       ORDER BY x.head_priority_key, x.submitted_at, x.head_entry_id LOOP
             v_seen := v_seen || _dg_entry_part(v_peek.head_entry_id);
         END LOOP;
     EXCEPTION WHEN SQLSTATE 'DG000' THEN
@@ -36,8 +37,9 @@ BEGIN
         FOR v_peek IN
             SELECT p.part, x.head_entry_id, x.submitted_at
               FROM pg_catalog.generate_series(0, v_n - 1) p(part)
-              LEFT JOIN LATERAL _dg_try_lease_peek(p.part, p_any_tenant, p_tenant) x ON true
-             ORDER BY x.submitted_at NULLS LAST, x.head_entry_id
+              LEFT JOIN LATERAL _dg_try_lease_peek(p.part, p_any_tenant, p_tenant, p_kinds) x
+                     ON true
+             ORDER BY x.head_priority_key NULLS LAST, x.submitted_at NULLS LAST, x.head_entry_id
         LOOP
             IF v_peek.submitted_at IS NULL AND v_peek.head_entry_id = -1 THEN
                 v_down := v_down || v_peek.part;
@@ -61,27 +63,30 @@ BEGIN
 END;
 $$;
 
--- _dg_try_lease_peek(partition, any_tenant, tenant): that partition's dg_lease_peek_v1 row;
--- (-1, NULL) when the partition cannot be reached.
-CREATE OR REPLACE FUNCTION _dg_try_lease_peek(p_part integer, p_any_tenant boolean, p_tenant text)
-RETURNS TABLE (head_entry_id bigint, submitted_at timestamptz)
+-- _dg_try_lease_peek(partition, any_tenant, tenant, kinds): that partition's dg_lease_peek_v1
+-- row; (-1, NULL, NULL) when the partition cannot be reached.
+CREATE OR REPLACE FUNCTION _dg_try_lease_peek(p_part integer, p_any_tenant boolean, p_tenant text,
+                                              p_kinds text[])
+RETURNS TABLE (head_entry_id bigint, submitted_at timestamptz, head_priority_key integer)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
 BEGIN
-    RETURN QUERY SELECT * FROM _dg_on_lease_peek_v1(p_part, p_any_tenant, p_tenant);
+    RETURN QUERY SELECT * FROM _dg_on_lease_peek_v1(p_part, p_any_tenant, p_tenant, p_kinds);
 EXCEPTION WHEN SQLSTATE 'DG000' THEN
     RAISE;
 WHEN OTHERS THEN
-    RETURN QUERY SELECT -1::bigint, NULL::timestamptz;
+    RETURN QUERY SELECT -1::bigint, NULL::timestamptz, NULL::integer;
 END;
 $$;
 
 -- dg_lease_v1 on a proxy: dg_lease_v1 of the partitions in _dg_lease_order until one leases;
 -- at most one lease. A partition down is skipped when another has work. Raises what
--- dg_lease_v1 raises.
+-- dg_lease_v1 raises. A concurrency limit (SPEC §15) is set on every partition and each enforces
+-- it on its own leases (a proxy gap: docs/scaling.md).
 CREATE OR REPLACE FUNCTION dg_lease_v1(
-    p_holder text, p_ttl interval, p_any_tenant boolean, p_tenant text, p_run_id text)
+    p_holder text, p_ttl interval, p_any_tenant boolean, p_tenant text, p_run_id text,
+    p_kinds text[] DEFAULT NULL)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
@@ -89,16 +94,16 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                closed_at_seq bigint,
                token bigint, holder text, expires_at timestamptz, ttl interval,
                attempt_kind text, attempt_number integer,
-               not_before timestamptz, retry_of bigint)
+               not_before timestamptz, retry_of bigint, priority integer, kind text)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
 DECLARE
     v_part integer;
 BEGIN
-    FOR v_part IN SELECT * FROM _dg_lease_order(p_any_tenant, p_tenant) LOOP
+    FOR v_part IN SELECT * FROM _dg_lease_order(p_any_tenant, p_tenant, p_kinds) LOOP
         RETURN QUERY SELECT * FROM _dg_on_lease_v1(v_part, p_holder, p_ttl, p_any_tenant,
-                                                   p_tenant, p_run_id);
+                                                   p_tenant, p_run_id, p_kinds);
         IF FOUND THEN
             RETURN;
         END IF;
@@ -109,7 +114,7 @@ $$;
 -- dg_begin_attempt_v1 on a proxy: as dg_lease_v1 above, with dg_begin_attempt_v1.
 CREATE OR REPLACE FUNCTION dg_begin_attempt_v1(
     p_holder text, p_ttl interval, p_claim_ttl interval, p_any_tenant boolean, p_tenant text,
-    p_run_id text)
+    p_run_id text, p_kinds text[] DEFAULT NULL)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
@@ -123,16 +128,17 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                not_before timestamptz, retry_of bigint, head_checkpoint_id text,
                head_parent_id text, head_run_id text, head_state text, head_metadata text,
                head_next text[], head_created_at timestamptz, head_committed_at timestamptz,
-               head_seq bigint, head_writes json)
+               head_seq bigint, head_writes json, priority integer, kind text)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
 DECLARE
     v_part integer;
 BEGIN
-    FOR v_part IN SELECT * FROM _dg_lease_order(p_any_tenant, p_tenant) LOOP
+    FOR v_part IN SELECT * FROM _dg_lease_order(p_any_tenant, p_tenant, p_kinds) LOOP
         RETURN QUERY SELECT * FROM _dg_on_begin_attempt_v1(v_part, p_holder, p_ttl, p_claim_ttl,
-                                                           p_any_tenant, p_tenant, p_run_id);
+                                                           p_any_tenant, p_tenant, p_run_id,
+                                                           p_kinds);
         IF FOUND THEN
             RETURN;
         END IF;

@@ -46,7 +46,8 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint, not_before timestamptz, retry_of bigint)
+               closed_at_seq bigint, not_before timestamptz, retry_of bigint,
+               priority integer, kind text)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
@@ -75,7 +76,7 @@ BEGIN
         SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts,
                x.attempts, x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder,
                x.lease_expires_at, x.outcome_kind, x.outcome_detail, x.closed_at,
-               x.closed_at_seq, x.not_before, x.retry_of
+               x.closed_at_seq, x.not_before, x.retry_of, x.priority, x.kind
           FROM (SELECT r.*, pg_catalog.sum(r.row_bytes) OVER (
                            ORDER BY r.queue_head, r.queue_rank, r.entry_id
                            ROWS UNBOUNDED PRECEDING) - r.row_bytes AS before_bytes
@@ -102,7 +103,8 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint, not_before timestamptz, retry_of bigint)
+               closed_at_seq bigint, not_before timestamptz, retry_of bigint,
+               priority integer, kind text)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
@@ -120,7 +122,7 @@ BEGIN
         SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts,
                x.attempts, x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder,
                x.lease_expires_at, x.outcome_kind, x.outcome_detail, x.closed_at,
-               x.closed_at_seq, x.not_before, x.retry_of
+               x.closed_at_seq, x.not_before, x.retry_of, x.priority, x.kind
           FROM (SELECT r.*, pg_catalog.sum(r.size) OVER (ORDER BY r.entry_id DESC
                            ROWS UNBOUNDED PRECEDING) - r.size AS before_bytes
                   FROM (SELECT a.*, pg_catalog.octet_length(a.input)
@@ -162,20 +164,29 @@ END;
 $$;
 
 -- dg_queue_stats_v1 on a proxy: the partitions' counts summed, the oldest waiting age the
--- greatest.
+-- greatest, the waiting counts by kind summed kind by kind.
 CREATE OR REPLACE FUNCTION dg_queue_stats_v1(p_any_tenant boolean, p_tenant text)
 RETURNS TABLE (open bigint, running bigint, completed bigint, failed bigint, cancelled bigint,
-               interrupted bigint, oldest_waiting_age interval)
+               interrupted bigint, oldest_waiting_age interval, waiting_by_kind json)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
 BEGIN
     RETURN QUERY
+    WITH parts AS MATERIALIZED (
+        SELECT * FROM _dg_all_queue_stats_v1(p_any_tenant, p_tenant)
+    ), kinds AS (
+        SELECT coalesce(pg_catalog.json_object_agg(k.kind, k.n ORDER BY k.kind COLLATE "C"),
+                        '{}'::json) AS by_kind
+          FROM (SELECT e.key AS kind, pg_catalog.sum((e.value::text)::bigint) AS n
+                  FROM parts a CROSS JOIN LATERAL pg_catalog.json_each(a.waiting_by_kind) e
+                 GROUP BY e.key) k
+    )
     SELECT pg_catalog.sum(a.open)::bigint, pg_catalog.sum(a.running)::bigint,
            pg_catalog.sum(a.completed)::bigint, pg_catalog.sum(a.failed)::bigint,
            pg_catalog.sum(a.cancelled)::bigint, pg_catalog.sum(a.interrupted)::bigint,
-           pg_catalog.max(a.oldest_waiting_age)
-      FROM _dg_all_queue_stats_v1(p_any_tenant, p_tenant) a;
+           pg_catalog.max(a.oldest_waiting_age), (SELECT k.by_kind FROM kinds k)
+      FROM parts a;
 EXCEPTION WHEN SQLSTATE 'DG000' THEN
     RAISE;
 WHEN OTHERS THEN

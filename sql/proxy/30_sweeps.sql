@@ -100,10 +100,11 @@ $$;
 -- dg_submit_many_v1 on a proxy: the submissions grouped by their thread's partition, each
 -- group one dg_submit_many_v1 there (its own transaction: a failure on one partition leaves the
 -- groups already written on others); the tickets in submission order with their ordinals.
--- Arrays that are NULL or of unequal lengths go whole to partition 0, which raises DG000.
+-- Arrays that are NULL or of unequal lengths go whole to partition 0, which raises DG000
+-- (p_priorities and p_kinds, SPEC §15, may be NULL: the defaults).
 CREATE OR REPLACE FUNCTION dg_submit_many_v1(
     p_thread_ids text[], p_inputs text[], p_tenants text[], p_keys text[], p_modes text[],
-    p_max_attempts integer[])
+    p_max_attempts integer[], p_priorities integer[] DEFAULT NULL, p_kinds text[] DEFAULT NULL)
 RETURNS TABLE (ordinal integer, entry_id bigint, existing boolean)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
@@ -121,9 +122,12 @@ BEGIN
        OR pg_catalog.cardinality(p_inputs) <> n OR pg_catalog.cardinality(p_tenants) <> n
        OR pg_catalog.cardinality(p_keys) <> n OR pg_catalog.cardinality(p_modes) <> n
        OR pg_catalog.cardinality(p_max_attempts) <> n
+       OR coalesce(pg_catalog.cardinality(p_priorities) <> n, false)
+       OR coalesce(pg_catalog.cardinality(p_kinds) <> n, false)
        OR pg_catalog.array_position(p_thread_ids, NULL) IS NOT NULL THEN
         RETURN QUERY SELECT * FROM _dg_on_submit_many_v1(0, p_thread_ids, p_inputs, p_tenants,
-                                                          p_keys, p_modes, p_max_attempts);
+                                                          p_keys, p_modes, p_max_attempts,
+                                                          p_priorities, p_kinds);
         RETURN;
     END IF;
     FOR v_part, v_idx IN
@@ -138,7 +142,11 @@ BEGIN
                        ARRAY(SELECT p_tenants[i] FROM pg_catalog.unnest(v_idx) i),
                        ARRAY(SELECT p_keys[i] FROM pg_catalog.unnest(v_idx) i),
                        ARRAY(SELECT p_modes[i] FROM pg_catalog.unnest(v_idx) i),
-                       ARRAY(SELECT p_max_attempts[i] FROM pg_catalog.unnest(v_idx) i)) s
+                       ARRAY(SELECT p_max_attempts[i] FROM pg_catalog.unnest(v_idx) i),
+                       CASE WHEN p_priorities IS NOT NULL THEN
+                           ARRAY(SELECT p_priorities[i] FROM pg_catalog.unnest(v_idx) i) END,
+                       CASE WHEN p_kinds IS NOT NULL THEN
+                           ARRAY(SELECT p_kinds[i] FROM pg_catalog.unnest(v_idx) i) END) s
         LOOP
             v_ids[v_idx[r.ordinal]] := r.entry_id;
             v_existing[v_idx[r.ordinal]] := r.existing;

@@ -299,7 +299,7 @@ def _measure_calls(
     raw.window(costs["submit"], n,
                lambda i: raw.run(calls.submit(config, submission(i, "raw"))), "dg_submit_v1")  # fmt: skip
     leases = raw.window(costs["lease"], n,
-                        lambda i: raw.run(calls.lease(config, "diag", LEASE_TTL, ANY, None)),
+                        lambda i: raw.run(calls.lease(config, "diag", LEASE_TTL, ANY, None, None)),
                         "dg_lease_v1")  # fmt: skip
     raw.window(costs["record_attempt"], n,
                lambda i: raw.run(calls.record_attempt(config, leases[i], f"run-{tag}-{i}")),
@@ -314,7 +314,7 @@ def _measure_calls(
         raw.run(calls.submit(config, submission(i, "rawf")))
     fused = raw.window(costs["lease(run_id)"], n,
                        lambda i: raw.run(calls.lease(config, "diag", LEASE_TTL, ANY,
-                                                     f"runf-{tag}-{i}")),
+                                                     f"runf-{tag}-{i}", None)),
                        "dg_lease_v1")  # fmt: skip
     for lease in fused:
         raw.run(calls.close(config, lease, Completed(None)))
@@ -345,8 +345,8 @@ def _measure_calls(
         "get": lambda: calls.get(config, chain, None),
         "latest_of_runs": lambda: calls.latest_of_runs(config, chain, ["run-a"]),
         "submit": lambda: calls.submit(config, submission(0, "b")),
-        "lease": lambda: calls.lease(config, "d", LEASE_TTL, ANY, None),
-        "lease(run_id)": lambda: calls.lease(config, "d", LEASE_TTL, ANY, "r"),
+        "lease": lambda: calls.lease(config, "d", LEASE_TTL, ANY, None, None),
+        "lease(run_id)": lambda: calls.lease(config, "d", LEASE_TTL, ANY, "r", None),
         "record_attempt": lambda: calls.record_attempt(config, sample_lease, "r"),
         "entry": lambda: calls.entry(config, 1, None),
         "close": lambda: calls.close(config, sample_lease, Completed({"ok": True})),
@@ -363,7 +363,7 @@ def _measure_calls(
     for name, (call, rows) in samples.items():
         costs[name].decode_us = _time_loop(lambda c=call, r=rows: c.decode(r))  # type: ignore[misc]
     # Write calls return rows too: decode a representative row of each.
-    lease_row_call = calls.lease(config, "d", LEASE_TTL, ANY, None)
+    lease_row_call = calls.lease(config, "d", LEASE_TTL, ANY, None, None)
     with raw.conn.transaction(force_rollback=True):
         raw.run(calls.submit(config, submission(0, "dec")))
         lrows = raw.conn.execute(lease_row_call.query, lease_row_call.params).fetchall()
@@ -471,7 +471,7 @@ def _plans(
     )
     raw.explain(
         "lease(run_id) (small store)",
-        lambda: raw.run(calls.lease(config, "diag", LEASE_TTL, ANY, f"plan-run-{tag}")),
+        lambda: raw.run(calls.lease(config, "diag", LEASE_TTL, ANY, f"plan-run-{tag}", None)),
         diag,
     )
     if growth is None:
@@ -481,7 +481,7 @@ def _plans(
     lease = [None]
 
     def big_lease() -> None:
-        lease[0] = raw.run(calls.lease(big, "diag", LEASE_TTL, ANY, f"plan-big-{tag}"))
+        lease[0] = raw.run(calls.lease(big, "diag", LEASE_TTL, ANY, f"plan-big-{tag}", None))
 
     raw.explain("lease(run_id) (grown store)", big_lease, diag)
     if lease[0] is not None:

@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 from durable_graph import __version__
 from durable_graph.cli import dashboard as _dashboard
 from durable_graph.cli import partitions as _partitions
+from durable_graph.cli import scheduling as _scheduling
 from durable_graph.cli import serve as _serve
 from durable_graph.cli.common import (
     DEBUG_ENV,
@@ -200,8 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
     _option(
         worker,
         "--app",
-        help="the handler, as module:function; or a compiled LangGraph graph, module:graph,"
-        " run with graph_handler on this worker's store",
+        help="the handler, as module:function; module:app for a durable_graph.worker.app.App"
+        " (several handlers by kind); or a compiled LangGraph graph, module:graph, run with"
+        " graph_handler on this worker's store",
     )
     _option(
         worker,
@@ -219,6 +221,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _option(worker, "--holder", help="this worker's lease holder name (default: host:pid:id)")
     _option(worker, "--tenant", help="lease only this tenant's entries (default: any tenant)")
+    _option(
+        worker,
+        "--kinds",
+        help="comma-separated kinds to lease (default: an App's kinds, else every kind)",
+    )
+    _option(
+        worker,
+        "--scheduler",
+        action="store_true",
+        help="also run the scheduler loop (submits due schedule slots) in this worker",
+    )
     for flag, default, text in (
         ("--lease-ttl", "30s", "queue lease ttl"),
         ("--claim-ttl", "30s", "thread claim ttl"),
@@ -288,6 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     _dashboard.add_parser(command, _option)
     _serve.add_parser(command, _option)
+    _scheduling.add_parsers(
+        command, lambda group, dest: _actions(group, dest, common), _option, _no_subcommand
+    )
 
     submit = command("submit", cmd_submit, "submit a run to a thread")
     submit.add_argument("thread", help="thread id")
@@ -309,6 +325,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="attempts before the entry closes Failed",
     )
+    _option(
+        submit,
+        "--priority",
+        type=int,
+        default=0,
+        help="heads of higher priority are leased first across threads",
+    )
+    _option(submit, "--kind", default="default", help="the handler kind (an App's kinds)")
     _option(
         submit,
         "--wait",

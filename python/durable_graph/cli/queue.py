@@ -152,7 +152,14 @@ def cmd_queue_stats(args: argparse.Namespace) -> int:
     if out.as_json:
         out.json(stats)
         return 0
-    out.fields([*stats.counts().items(), ("oldest waiting", _age_text(stats.oldest_waiting_age))])
+    by_kind = [(f"waiting {kind}", n) for kind, n in stats.waiting_by_kind.items()]
+    out.fields(
+        [
+            *stats.counts().items(),
+            ("oldest waiting", _age_text(stats.oldest_waiting_age)),
+            *by_kind,  # SPEC §15: open entries by kind
+        ]
+    )
     return 0
 
 

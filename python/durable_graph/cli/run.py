@@ -224,9 +224,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
     with store_of(args, must_exist=False) as opened, worker_metrics(args, opened) as store:
         tenant: TenantFilter = ANY if args.tenant is None else args.tenant
         handler = _handler_for(args, store)
+        kinds = None if not args.kinds else [k.strip() for k in args.kinds.split(",")]
+        extra: dict[str, Any] = {} if kinds is None else {"kinds": kinds}
         worker = Worker(
             store,
             handler,
+            **extra,
             holder=args.holder,
             concurrency=args.concurrency,
             lease_ttl=args.lease_ttl,
@@ -236,7 +239,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
             shutdown_deadline=args.shutdown_deadline,
             backoff=BackoffPolicy(base=args.backoff),
         )
-        worker.run()
+        scheduler = None
+        if args.scheduler:  # SPEC §15: the scheduler loop inside this worker
+            from durable_graph.worker.scheduler import Scheduler
+
+            scheduler = Scheduler(store.run_queue)
+            scheduler.start_thread()
+        try:
+            worker.run()
+        finally:
+            if scheduler is not None:
+                scheduler.stop()
     return 0
 
 
@@ -248,6 +261,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         key=args.key,
         mode=Mode(args.mode),
         max_attempts=args.max_attempts,
+        priority=args.priority,
+        kind=args.kind,
     )
     out = output_of(args)
     with store_of(args, must_exist=False) as store:

@@ -13,7 +13,7 @@ cancellation requested before a call starts is raised before the call touches th
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
@@ -43,6 +43,7 @@ from durable_graph.core.model import (
     TraceContext,
     WatchPolicy,
 )
+from durable_graph.core.scheduling import ConcurrencyLimit, LimitScope, Schedule, StoredSchedule
 
 JSONValue = object
 """A JSON value as an argument: checked by `durable_graph.core.validation` before anything is written."""
@@ -62,6 +63,7 @@ class AsyncRunQueue(Protocol):
         ttl: timedelta,
         tenant: TenantFilter = ANY,
         run_id: str | None = None,
+        kinds: Sequence[str] | None = None,
     ) -> Lease | None: ...
 
     async def renew(self, lease: Lease, ttl: timedelta | None = None) -> Lease: ...
@@ -109,6 +111,25 @@ class AsyncRunQueue(Protocol):
 
     async def reclaim(self, older_than: timedelta, batch: int = 1000) -> int: ...
 
+    # SPEC §15 (durable_graph.core.scheduling)
+    async def set_limit(
+        self, scope: LimitScope, name: str, max_leases: int
+    ) -> ConcurrencyLimit: ...
+
+    async def limits(self) -> list[ConcurrencyLimit]: ...
+
+    async def remove_limit(self, scope: LimitScope, name: str) -> bool: ...
+
+    async def put_schedule(self, schedule: Schedule) -> StoredSchedule: ...
+
+    async def schedules(self) -> list[StoredSchedule]: ...
+
+    async def remove_schedule(self, name: str) -> bool: ...
+
+    async def pause_schedule(self, name: str, paused: bool = True) -> StoredSchedule: ...
+
+    async def fire_schedule(self, name: str, slot: datetime) -> Ticket | None: ...
+
 
 class AsyncTraceContexts(Protocol):
     """`durable_graph.core.run_queue.TraceContexts` with coroutine methods."""
@@ -151,6 +172,7 @@ class AsyncCheckpointer(Protocol):
         run_id: str,
         claim_policy: ClaimPolicy = ClaimPolicy(),
         tenant: TenantFilter = ANY,
+        kinds: Sequence[str] | None = None,
     ) -> AttemptBegun | None: ...
 
     async def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]: ...

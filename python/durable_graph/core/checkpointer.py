@@ -71,6 +71,7 @@ class Checkpointer(Protocol):
         run_id: str,
         claim_policy: ClaimPolicy = ClaimPolicy(),
         tenant: TenantFilter = ANY,
+        kinds: Sequence[str] | None = None,
     ) -> AttemptBegun | None:
         """One transaction: lease with ``run_id``, then (attempt started) claim the thread as
         ``run_id``, read the entry, ``latest_of_runs`` over its attempts, plan. None when

@@ -55,7 +55,7 @@ class BeginSteps(NamedTuple):
 def compose_begin(args: BeginArgs, steps: BeginSteps) -> AttemptBegun | None:
     """`begin_attempt` as §5's steps, for a store whose caller holds its write lock throughout
     (so nothing interleaves: the steps are one transaction)."""
-    lease = steps.lease(args.holder, args.ttl, args.tenant, args.run_id)
+    lease = steps.lease(args.holder, args.ttl, args.tenant, args.run_id, args.kinds)
     if lease is None:
         return None
     entry = lease.entry
@@ -103,8 +103,9 @@ class EmbeddedFastPath:
         run_id: str,
         claim_policy: ClaimPolicy = ClaimPolicy(),
         tenant: TenantFilter = ANY,
+        kinds: Sequence[str] | None = None,
     ) -> AttemptBegun | None:
-        args = check_begin(holder, ttl, run_id, claim_policy, tenant)
+        args = check_begin(holder, ttl, run_id, claim_policy, tenant, kinds)
         store = self._steps
         steps = BeginSteps(
             store.run_queue.lease,

@@ -218,6 +218,11 @@ class Submission:
     not_before: datetime | None = None
     """Delayed run (SPEC §13): no attempt before this instant of store time (tz-aware). Being
     its thread's head, it holds the thread's later entries back (only the head is leased)."""
+    priority: int = 0
+    """SPEC §15: heads of higher priority are leased first across threads (then by age); within
+    a thread §5's order is unchanged. ``-(2**31 - 1)..2**31 - 1``."""
+    kind: str = "default"
+    """SPEC §15: the handler this run needs; only a lease serving this kind takes it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +323,10 @@ class QueueEntry:
     """No lease before this store time: a delayed submission or a failed attempt's backoff."""
     retry_of: int | None = None
     """The closed entry whose input this one submitted again (`RunQueue.retry`)."""
+    priority: int = 0
+    """`Submission.priority` (SPEC §15)."""
+    kind: str = "default"
+    """`Submission.kind` (SPEC §15)."""
 
     @property
     def closed(self) -> bool:
@@ -348,6 +357,8 @@ class QueueStats:
     interrupted: int
     oldest_waiting_age: timedelta | None
     """Store now minus the oldest ``open`` entry's ``submitted_at``; None when none waits."""
+    waiting_by_kind: dict[str, int] = field(default_factory=dict)
+    """``open`` entries by `QueueEntry.kind` (SPEC §15), kinds with none left out."""
 
     def counts(self) -> dict[str, int]:
         """The counts by state name, in the order of `durable_graph.core.listing.ENTRY_STATES`."""

@@ -8,7 +8,7 @@ holds a live lease.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from durable_graph.core.listing import EntryState
@@ -29,6 +29,7 @@ from durable_graph.core.model import (
     Ticket,
     TraceContext,
 )
+from durable_graph.core.scheduling import ConcurrencyLimit, LimitScope, Schedule, StoredSchedule
 
 
 def plan_attempt(entry: QueueEntry, latest: Checkpoint | None) -> AttemptPlan:
@@ -64,8 +65,11 @@ class RunQueue(Protocol):
         ttl: timedelta,
         tenant: TenantFilter = ANY,
         run_id: str | None = None,
+        kinds: Sequence[str] | None = None,
     ) -> Lease | None:
-        """Lease the oldest available thread head; with ``run_id`` record the attempt too."""
+        """Lease the available thread head of highest priority, then oldest (SPEC §15), of a
+        kind in ``kinds`` (None: any) whose tenant and kind are under their concurrency limits;
+        with ``run_id`` record the attempt too."""
         ...
 
     def renew(self, lease: Lease, ttl: timedelta | None = None) -> Lease: ...
@@ -131,6 +135,43 @@ class RunQueue(Protocol):
     ) -> QueueEntry | None: ...
 
     def reclaim(self, older_than: timedelta, batch: int = 1000) -> int: ...
+
+    # --- SPEC §15: concurrency limits and schedules (durable_graph.core.scheduling) -----------
+
+    def set_limit(self, scope: LimitScope, name: str, max_leases: int) -> ConcurrencyLimit:
+        """At most ``max_leases`` live leases for the tenant or kind ``name`` (replacing its
+        limit); enforced by every later lease."""
+        ...
+
+    def limits(self) -> list[ConcurrencyLimit]:
+        """Every limit, by scope then name."""
+        ...
+
+    def remove_limit(self, scope: LimitScope, name: str) -> bool:
+        """True when there was a limit."""
+        ...
+
+    def put_schedule(self, schedule: Schedule) -> StoredSchedule:
+        """Add the schedule, or replace the one of its name (keeping whether it is paused, its
+        creation time and its newest submitted slot)."""
+        ...
+
+    def schedules(self) -> list[StoredSchedule]:
+        """Every schedule, by name."""
+        ...
+
+    def remove_schedule(self, name: str) -> bool: ...
+
+    def pause_schedule(self, name: str, paused: bool = True) -> StoredSchedule:
+        """Pause (or, ``paused=False``, resume) a schedule; `NotFound` when unknown."""
+        ...
+
+    def fire_schedule(self, name: str, slot: datetime) -> Ticket | None:
+        """Atomically: when ``slot`` is due (the schedule is not paused; created before it;
+        ``slot`` at or before store-now and after the newest submitted slot), submit the
+        schedule's run under the key ``schedule:<name>:<slot>`` and record ``slot`` as the newest;
+        else None. So each slot is submitted at most once, however many schedulers fire it."""
+        ...
 
 
 class TraceContexts(Protocol):

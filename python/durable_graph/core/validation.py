@@ -68,6 +68,7 @@ from durable_graph.core.scalars import (
     same_json,
     to_micros,
 )
+from durable_graph.core.scheduling import check_kinds
 
 T = TypeVar("T")
 
@@ -116,6 +117,8 @@ class EncodedSubmission:
     max_attempts: int
     not_before: datetime | None = None
     retry_of: int | None = None
+    priority: int = 0
+    kind: str = "default"
 
 
 def _sequence(name: str, value: object) -> Sequence[object]:
@@ -231,6 +234,11 @@ def check_submission(value: object, max_bytes: int) -> EncodedSubmission:
             "submission.max_attempts", value.max_attempts, minimum=1, maximum=INT32_MAX
         ),
         not_before=check_timestamp("submission.not_before", value.not_before),
+        # SPEC §15 (durable_graph.core.scheduling): the priority and the kind.
+        priority=check_int(
+            "submission.priority", value.priority, minimum=-INT32_MAX, maximum=INT32_MAX
+        ),
+        kind=check_identifier("submission.kind", value.kind),
     )
 
 
@@ -370,10 +378,17 @@ class BeginArgs(NamedTuple):
     run_id: str
     claim_policy: ClaimPolicy
     tenant: TenantFilter
+    kinds: tuple[str, ...] | None = None
+    """SPEC §15: the kinds the worker serves (None: every kind)."""
 
 
 def check_begin(
-    holder: object, ttl: object, run_id: object, claim_policy: object, tenant: object
+    holder: object,
+    ttl: object,
+    run_id: object,
+    claim_policy: object,
+    tenant: object,
+    kinds: object = None,
 ) -> BeginArgs:
     """`begin_attempt`'s arguments, checked in signature order."""
     if not isinstance(claim_policy, ClaimPolicy):
@@ -386,6 +401,7 @@ def check_begin(
         check_identifier("run_id", run_id),
         check_claim_policy(claim_policy),
         check_tenant_filter("tenant", tenant, allow_any=True),
+        check_kinds("kinds", kinds),
     )
 
 

@@ -47,6 +47,7 @@ from durable_graph.core.model import Checkpoint, QueueEntry
 from durable_graph.dashboard import actions, render
 from durable_graph.dashboard.actions import Actions
 from durable_graph.dashboard.assets import CSS, JS
+from durable_graph.dashboard.scheduling import scheduling_page
 from durable_graph.observe import readable
 from durable_graph.worker.flow import output_effect_key
 
@@ -189,6 +190,17 @@ class Dashboard:
             state,
             next_after,
             actions=self.actions is not None,
+        )
+        return HTMLResponse(html)
+
+    def scheduling_page(self, request: Request) -> Response:
+        """SPEC §15: waiting by kind, limits with their live leases, schedules and next runs."""
+        html = scheduling_page(
+            self.queue.stats(),
+            self.queue.limits(),
+            self.queue.schedules(),
+            self.queue.entries(state="running", limit=1000),
+            _now(),
         )
         return HTMLResponse(html)
 
@@ -404,6 +416,7 @@ def create_app(
             Route("/", d.queue_page),
             Route("/entry/{entry_id:int}", d.entry_page),
             Route("/threads", d.threads_page),
+            Route("/scheduling", d.scheduling_page),
             Route("/thread", d.thread_page),
             Route("/thread/events", d.event_stream),
             Route("/thread/value", d.value_page),

@@ -113,7 +113,11 @@ def page(
 ) -> str:
     """A whole document: the stylesheet and script are served by the dashboard itself;
     ``refresh``: reload every so many seconds (issue 26 item 13)."""
-    links = [("queue", "/", "Queue"), ("threads", "/threads", "Threads")]
+    links = [
+        ("queue", "/", "Queue"),
+        ("threads", "/threads", "Threads"),
+        ("scheduling", "/scheduling", "Scheduling"),
+    ]
     items = "".join(
         f'<a href="{href(path)}"{" aria-current=page" if key == nav else ""}>{label}</a>'
         for key, path, label in links

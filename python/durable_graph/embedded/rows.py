@@ -91,6 +91,8 @@ class EntryRow:
     not_before: datetime | None = None
     """No lease before this store time (a delayed submission or a backoff; SPEC §13)."""
     retry_of: int | None = None
+    priority: int = 0
+    kind: str = "default"
     open_since: int | None = None
     """The id of the entry that opened its thread's current stretch of open entries (None: its
     own id); every open entry of a thread holds the same, so listing pages stay put (D65)."""
@@ -155,4 +157,53 @@ class EntryQuery:
         )
 
 
-__all__ = ["CheckpointRow", "ClaimRow", "EffectRow", "EntryQuery", "EntryRow", "Place", "ThreadRow"]
+@dataclass(frozen=True, slots=True)
+class HeadPick:
+    """Which thread heads a lease may take (``Tx.leasable_head``; SPEC §5, §15)."""
+
+    tenant: TenantFilter
+    kinds: tuple[str, ...] | None = None
+    """The kinds the worker serves; None: every kind."""
+    full_tenants: frozenset[str] = frozenset()
+    """Tenants at their concurrency limit: their heads wait."""
+    full_kinds: frozenset[str] = frozenset()
+
+    def admits(self, tenant: str | None, kind: str) -> bool:
+        return (
+            (self.tenant is ANY or tenant == self.tenant)
+            and (self.kinds is None or kind in self.kinds)
+            and (tenant is None or tenant not in self.full_tenants)
+            and kind not in self.full_kinds
+        )
+
+
+@dataclass(slots=True)
+class ScheduleRow:
+    """A ``schedules`` row (SPEC §15); ``input`` canonical JSON text."""
+
+    name: str
+    cron: str
+    timezone: str
+    thread_id: str
+    input: str
+    kind: str
+    tenant: str | None
+    priority: int
+    max_attempts: int
+    catch_up: bool
+    paused: bool
+    created_at: datetime
+    last_slot: datetime | None
+
+
+__all__ = [
+    "CheckpointRow",
+    "ClaimRow",
+    "EffectRow",
+    "EntryQuery",
+    "EntryRow",
+    "HeadPick",
+    "Place",
+    "ScheduleRow",
+    "ThreadRow",
+]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import Final
 
@@ -41,6 +42,7 @@ from durable_graph.core.model import (
     TraceContext,
     WatchPolicy,
 )
+from durable_graph.core.scheduling import check_kinds
 from durable_graph.core.validation import (
     MAX_PAGE_ROWS,
     EncodedSubmission,
@@ -66,6 +68,7 @@ from durable_graph.embedded.common import (
     wait_until,
 )
 from durable_graph.embedded.rows import EntryQuery, EntryRow, Place
+from durable_graph.embedded.scheduling import EmbeddedScheduling, pick_head
 from durable_graph.embedded.storage import Storage, Tx
 
 _AWAIT_CLOSED_POLL: Final = WatchPolicy().poll_interval.total_seconds()
@@ -73,8 +76,9 @@ _AWAIT_CLOSED_POLL: Final = WatchPolicy().poll_interval.total_seconds()
 timeouts are wall-clock)."""
 
 
-class EmbeddedRunQueue:
-    """SPEC §5 over a `Storage`, in the same storage as its checkpointer."""
+class EmbeddedRunQueue(EmbeddedScheduling):
+    """SPEC §5 over a `Storage`, in the same storage as its checkpointer (and SPEC §15's
+    limits and schedules, `EmbeddedScheduling`)."""
 
     def __init__(self, storage: Storage) -> None:
         self._storage = storage
@@ -115,14 +119,17 @@ class EmbeddedRunQueue:
         ttl: timedelta,
         tenant: TenantFilter = ANY,
         run_id: str | None = None,
+        kinds: Sequence[str] | None = None,
     ) -> Lease | None:
         check_identifier("holder", holder)
         check_duration("ttl", ttl)
         wanted = check_tenant_filter("tenant", tenant, allow_any=True)
         check_optional_identifier("run_id", run_id)
+        served = check_kinds("kinds", kinds)
         with self._storage.write() as tx:
-            # The oldest leasable thread head (by entry id) of the wanted tenant.
-            entry = tx.leasable_head(wanted)
+            # The first leasable thread head (by priority, then entry id) of the wanted tenant
+            # and kinds, under the concurrency limits (SPEC §15).
+            entry = pick_head(tx, wanted, served)
             if entry is None:
                 return None
             # The attempt of an expired lease ended without a word: say why (issue 26 item 9).
@@ -219,6 +226,8 @@ class EmbeddedRunQueue:
                 mode=Mode.ENQUEUE,
                 max_attempts=entry.max_attempts,
                 retry_of=entry.entry_id,
+                priority=entry.priority,
+                kind=entry.kind,
             )
             new_id = tx.insert_entry(resubmitted)
             return Ticket(new_id, existing=False)
@@ -311,7 +320,8 @@ class EmbeddedRunQueue:
             counts, oldest = tx.entry_counts(wanted)
             # A producer clock ahead of the store's never shows a negative age.
             age = None if oldest is None else max(tx.now - oldest, timedelta(0))
-        return make_stats(counts, age)
+            by_kind = tx.waiting_by_kind(wanted)
+        return replace(make_stats(counts, age), waiting_by_kind=by_kind)
 
     def await_closed(
         self, entry_id: int, timeout: timedelta, tenant: str | None = None

@@ -26,7 +26,9 @@ from durable_graph.embedded.rows import (
     EffectRow,
     EntryQuery,
     EntryRow,
+    HeadPick,
     Place,
+    ScheduleRow,
     ThreadRow,
 )
 
@@ -162,10 +164,42 @@ class Tx(Protocol):
         """The thread's open INTERRUPT entries with no attempt."""
         ...
 
-    def leasable_head(self, tenant: TenantFilter) -> EntryRow | None:
-        """The oldest thread head (by entry id; heads are over every tenant, rule 18) of
-        ``tenant`` whose thread holds no live lease (D1: live while now < expires_at) and whose
-        ``not_before`` has come (SPEC §13: a delayed head holds its thread back)."""
+    def leasable_head(self, pick: HeadPick) -> EntryRow | None:
+        """The first thread head in lease order — priority, highest first, then entry id (SPEC
+        §15; heads are over every tenant, rule 18) — of ``pick.tenant``, of a kind in
+        ``pick.kinds`` (None: any), of no tenant and no kind ``pick`` excludes (at their
+        concurrency limit), whose thread holds no live lease (D1: live while now < expires_at)
+        and whose ``not_before`` has come (SPEC §13: a delayed head holds its thread back)."""
+        ...
+
+    # --- SPEC §15: concurrency limits and schedules (durable_graph.embedded.scheduling) ---------
+
+    def limit_of(self, scope: str, name: str) -> int | None:
+        """The ``max_leases`` of the tenant or kind ``name``; None when it has no limit."""
+        ...
+
+    def live_leases(self, scope: str, name: str, at_most: int) -> int:
+        """Open entries of the tenant or kind holding a live lease now (counted up to at_most)."""
+        ...
+
+    def put_limit(self, scope: str, name: str, max_leases: int) -> None: ...
+    def drop_limit(self, scope: str, name: str) -> bool: ...
+    def all_limits(self) -> list[tuple[str, str, int]]:
+        """(scope, name, max_leases), by scope then name (UTF-8 byte order)."""
+        ...
+
+    def schedule_row(self, name: str) -> ScheduleRow | None: ...
+    def put_schedule_row(self, row: ScheduleRow) -> None:
+        """Insert or replace the row of ``row.name``."""
+        ...
+
+    def drop_schedule(self, name: str) -> bool: ...
+    def schedule_rows(self) -> list[ScheduleRow]:
+        """Every schedule, by name (UTF-8 byte order)."""
+        ...
+
+    def waiting_by_kind(self, tenant: TenantFilter) -> dict[str, int]:
+        """Open entries of ``tenant`` with no live lease now, by kind (kinds with none left out)."""
         ...
 
     def leased_entry(self, thread_id: str) -> EntryRow | None:

@@ -9,7 +9,7 @@ caller's arguments; `ThreadedCheckpointer` and `ThreadedRunQueue` inherit them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from durable_graph.core.checkpointer import Checkpointer, JSONValue
 from durable_graph.core.listing import EntryState
@@ -38,6 +38,7 @@ from durable_graph.core.model import (
     TraceContext,
 )
 from durable_graph.core.run_queue import RunQueue, TraceContexts
+from durable_graph.core.scheduling import ConcurrencyLimit, LimitScope, Schedule, StoredSchedule
 from durable_graph.embedded.offload import in_thread
 
 
@@ -65,6 +66,7 @@ class ThreadedCheckpointerCalls:
         run_id: str,
         claim_policy: ClaimPolicy = ClaimPolicy(),
         tenant: TenantFilter = ANY,
+        kinds: Sequence[str] | None = None,
     ) -> AttemptBegun | None:
         return await in_thread(
             self._sync.begin_attempt,
@@ -73,6 +75,7 @@ class ThreadedCheckpointerCalls:
             run_id=run_id,
             claim_policy=claim_policy,
             tenant=tenant,
+            kinds=kinds,
         )
 
     async def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
@@ -185,9 +188,14 @@ class ThreadedRunQueueCalls:
         return await in_thread(self._sync.submit_many, submissions)
 
     async def lease(
-        self, holder: str, ttl: timedelta, tenant: TenantFilter = ANY, run_id: str | None = None
+        self,
+        holder: str,
+        ttl: timedelta,
+        tenant: TenantFilter = ANY,
+        run_id: str | None = None,
+        kinds: Sequence[str] | None = None,
     ) -> Lease | None:
-        return await in_thread(self._sync.lease, holder, ttl, tenant, run_id)
+        return await in_thread(self._sync.lease, holder, ttl, tenant, run_id, kinds)
 
     async def renew(self, lease: Lease, ttl: timedelta | None = None) -> Lease:
         return await in_thread(self._sync.renew, lease, ttl)
@@ -237,6 +245,30 @@ class ThreadedRunQueueCalls:
 
     async def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
         return await in_thread(self._sync.reclaim, older_than, batch)
+
+    async def set_limit(self, scope: LimitScope, name: str, max_leases: int) -> ConcurrencyLimit:
+        return await in_thread(self._sync.set_limit, scope, name, max_leases)
+
+    async def limits(self) -> list[ConcurrencyLimit]:
+        return await in_thread(self._sync.limits)
+
+    async def remove_limit(self, scope: LimitScope, name: str) -> bool:
+        return await in_thread(self._sync.remove_limit, scope, name)
+
+    async def put_schedule(self, schedule: Schedule) -> StoredSchedule:
+        return await in_thread(self._sync.put_schedule, schedule)
+
+    async def schedules(self) -> list[StoredSchedule]:
+        return await in_thread(self._sync.schedules)
+
+    async def remove_schedule(self, name: str) -> bool:
+        return await in_thread(self._sync.remove_schedule, name)
+
+    async def pause_schedule(self, name: str, paused: bool = True) -> StoredSchedule:
+        return await in_thread(self._sync.pause_schedule, name, paused)
+
+    async def fire_schedule(self, name: str, slot: datetime) -> Ticket | None:
+        return await in_thread(self._sync.fire_schedule, name, slot)
 
     async def set_trace_context(
         self, entry_id: int, context: TraceContext, tenant: str | None = None

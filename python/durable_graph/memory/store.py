@@ -40,16 +40,21 @@ from durable_graph.embedded.rows import (
     EffectRow,
     EntryQuery,
     EntryRow,
+    HeadPick,
     Place,
+    ScheduleRow,
     ThreadRow,
 )
 from durable_graph.embedded.run_queue import EmbeddedRunQueue
+from durable_graph.memory.scheduling import SchedulingTx
 
 LOCK_TIMEOUT_SECONDS = 5.0
 """D23: the longest a call waits for the store lock before it raises `ProcessingError`."""
 
 _Head = tuple[int, str]
 """``(head_entry_id, thread_id)``: how the sorted head lists order threads."""
+_LeaseHead = tuple[int, int, str]
+"""``(-priority, head_entry_id, thread_id)``: lease order (SPEC §15), highest priority first."""
 
 
 @dataclass(slots=True)
@@ -120,6 +125,11 @@ class _State:
         self.listing_of_tenant: dict[str | None, list[Place]] = {}
         self.journal: list[Callable[[], None]] | None = None
         """While `composed(undo=True)` runs: how to take back each queue write, newest last."""
+        self.lease_heads: list[_LeaseHead] = []
+        self.lease_heads_of_tenant: dict[str | None, list[_LeaseHead]] = {}
+        self.limits: dict[tuple[str, str], int] = {}
+        """``(scope, name) -> max_leases`` (SPEC §15)."""
+        self.schedules: dict[str, ScheduleRow] = {}
 
 
 class MemoryStorage:
@@ -200,8 +210,9 @@ class MemoryStorage:
             self._notify(s)
 
 
-class MemoryTx:
-    """A transaction of `MemoryStorage`: the `Tx` operations over the dicts of `_State`."""
+class MemoryTx(SchedulingTx):
+    """A transaction of `MemoryStorage`: the `Tx` operations over the dicts of `_State` (the
+    SPEC §15 ones in `durable_graph.memory.scheduling`)."""
 
     __slots__ = ("_s", "now")
 
@@ -392,7 +403,7 @@ class MemoryTx:
         entry = EntryRow(
             entry_id, sub.tenant, sub.thread_id, sub.key, sub.input, sub.mode, sub.max_attempts,
             0, False, False, self.now, None, None, None, None, None, None, None, None,
-            sub.not_before, sub.retry_of,
+            sub.not_before, sub.retry_of, sub.priority, sub.kind,
         )  # fmt: skip
         s.entries[entry_id] = entry
         s.attempts[entry_id] = []
@@ -441,17 +452,20 @@ class MemoryTx:
         queue = self._s.queues.get(thread_id)
         return [] if queue is None else list(queue.ranks[1].values())
 
-    def leasable_head(self, tenant: TenantFilter) -> EntryRow | None:
+    def leasable_head(self, pick: HeadPick) -> EntryRow | None:
         s = self._s
-        heads = s.heads if tenant is ANY else s.heads_of_tenant.get(tenant, [])
-        # Threads holding a live lease are passed over; nothing else is read.
-        for _, thread_id in heads:
+        tenant = pick.tenant
+        heads = s.lease_heads if tenant is ANY else s.lease_heads_of_tenant.get(tenant, [])
+        # Threads holding a live lease, and heads the pick does not admit, are passed over.
+        for _, _, thread_id in heads:
             queue = s.queues[thread_id]
             expires_at = None if queue.leased is None else queue.leased.lease_expires_at
             if expires_at is not None and self.now < expires_at:  # D1: a live lease
                 continue
             head = queue.head
-            if head is not None and head.not_before is not None and self.now < head.not_before:
+            if head is None or not pick.admits(head.tenant, head.kind):
+                continue
+            if head.not_before is not None and self.now < head.not_before:
                 continue  # a delayed head holds its thread back (SPEC §13)
             return head
         return None
@@ -636,11 +650,17 @@ class MemoryTx:
         if old is not None:
             for heads in (s.heads, s.heads_of_tenant[old.tenant]):
                 del heads[bisect.bisect_left(heads, (old.entry_id, old.thread_id))]
+            at = (-old.priority, old.entry_id, old.thread_id)
+            for by_priority in (s.lease_heads, s.lease_heads_of_tenant[old.tenant]):
+                del by_priority[bisect.bisect_left(by_priority, at)]
         if head is not None:
             bisect.insort(s.heads, (head.entry_id, head.thread_id))
             bisect.insort(
                 s.heads_of_tenant.setdefault(head.tenant, []), (head.entry_id, head.thread_id)
             )
+            at = (-head.priority, head.entry_id, head.thread_id)
+            bisect.insort(s.lease_heads, at)
+            bisect.insort(s.lease_heads_of_tenant.setdefault(head.tenant, []), at)
         queue.head = head
 
 

@@ -10,7 +10,7 @@ call, the decoder) and runs it with the store's executor;
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from durable_graph.core.checkpointer import JSONValue
 from durable_graph.core.listing import EntryState
@@ -38,7 +38,8 @@ from durable_graph.core.model import (
     Ticket,
     TraceContext,
 )
-from durable_graph.postgres import calls, operating
+from durable_graph.core.scheduling import ConcurrencyLimit, LimitScope, Schedule, StoredSchedule
+from durable_graph.postgres import calls, operating, scheduling
 from durable_graph.postgres.async_connection import AsyncExecutor
 from durable_graph.postgres.config import PostgresConfig
 
@@ -68,9 +69,10 @@ class AsyncCheckpointerSql:
         run_id: str,
         claim_policy: ClaimPolicy = ClaimPolicy(),
         tenant: TenantFilter = ANY,
+        kinds: Sequence[str] | None = None,
     ) -> AttemptBegun | None:
         return await self._x.run(
-            calls.begin_attempt(self._config, holder, ttl, run_id, claim_policy, tenant)
+            calls.begin_attempt(self._config, holder, ttl, run_id, claim_policy, tenant, kinds)
         )
 
     async def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
@@ -181,9 +183,14 @@ class AsyncRunQueueSql:
         return await self._x.run(calls.submit(self._config, submission))
 
     async def lease(
-        self, holder: str, ttl: timedelta, tenant: TenantFilter = ANY, run_id: str | None = None
+        self,
+        holder: str,
+        ttl: timedelta,
+        tenant: TenantFilter = ANY,
+        run_id: str | None = None,
+        kinds: Sequence[str] | None = None,
     ) -> Lease | None:
-        return await self._x.run(calls.lease(self._config, holder, ttl, tenant, run_id))
+        return await self._x.run(calls.lease(self._config, holder, ttl, tenant, run_id, kinds))
 
     async def renew(self, lease: Lease, ttl: timedelta | None = None) -> Lease:
         return await self._x.run(calls.renew(self._config, lease, ttl))
@@ -235,6 +242,30 @@ class AsyncRunQueueSql:
 
     async def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
         return await self._x.run(calls.reclaim(self._config, older_than, batch))
+
+    async def set_limit(self, scope: LimitScope, name: str, max_leases: int) -> ConcurrencyLimit:
+        return await self._x.run(scheduling.set_limit(self._config, scope, name, max_leases))
+
+    async def limits(self) -> list[ConcurrencyLimit]:
+        return await self._x.run(scheduling.limits(self._config))
+
+    async def remove_limit(self, scope: LimitScope, name: str) -> bool:
+        return await self._x.run(scheduling.remove_limit(self._config, scope, name))
+
+    async def put_schedule(self, schedule: Schedule) -> StoredSchedule:
+        return await self._x.run(scheduling.put_schedule(self._config, schedule))
+
+    async def schedules(self) -> list[StoredSchedule]:
+        return await self._x.run(scheduling.schedules(self._config))
+
+    async def remove_schedule(self, name: str) -> bool:
+        return await self._x.run(scheduling.remove_schedule(self._config, name))
+
+    async def pause_schedule(self, name: str, paused: bool = True) -> StoredSchedule:
+        return await self._x.run(scheduling.pause_schedule(self._config, name, paused))
+
+    async def fire_schedule(self, name: str, slot: datetime) -> Ticket | None:
+        return await self._x.run(scheduling.fire_schedule(self._config, name, slot))
 
     async def set_trace_context(
         self, entry_id: int, context: TraceContext, tenant: str | None = None

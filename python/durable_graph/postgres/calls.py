@@ -38,6 +38,7 @@ from durable_graph.core.model import (
     Ticket,
     TraceContext,
 )
+from durable_graph.core.scheduling import check_kinds
 from durable_graph.core.validation import (
     MAX_PAGE_ROWS,
     EncodedCommit,
@@ -128,7 +129,8 @@ def _call(
     args: Sequence[Arg],
     decode: Callable[[Rows], T],
 ) -> SqlCall[T]:
-    types, values = zip(*args, strict=True)  # [(type, value), ...] -> types, values
+    # [(type, value), ...] -> types, values (none for a function of no argument, SPEC §15's lists)
+    types, values = zip(*args, strict=True) if args else ((), ())
     return SqlCall(
         name, statement(config.schema, function, types), values, _defensive(name, decode)
     )
@@ -229,6 +231,12 @@ def _tenant_args(name: str, tenant: object, *, allow_any: bool) -> list[Arg]:
     if t is ANY:
         return [("boolean", True), ("text", None)]
     return [("boolean", False), ("text", t)]
+
+
+def _kinds_arg(kinds: object) -> list[str] | None:
+    """`lease(kinds=...)` (SPEC §15): checked; None for every kind."""
+    checked = check_kinds("kinds", kinds)
+    return None if checked is None else list(checked)
 
 
 def lease_args(ls: Lease, *args: Arg) -> list[Arg]:
@@ -495,18 +503,26 @@ def submit(config: PostgresConfig, submission: object) -> SqlCall[Ticket]:
         ("text", s.mode.value),
         ("integer", s.max_attempts),
         ("timestamptz", s.not_before),
+        ("integer", s.priority),
+        ("text", s.kind),
     ]
     return _call(config, "submit", "dg_submit_v1", args, exactly_one(ticket_of))
 
 
 def lease(
-    config: PostgresConfig, holder: object, ttl: object, tenant: object, run_id: object
+    config: PostgresConfig,
+    holder: object,
+    ttl: object,
+    tenant: object,
+    run_id: object,
+    kinds: object,
 ) -> SqlCall[Lease | None]:
     args = [
         ("text", check_identifier("holder", holder)),
         ("interval", check_duration("ttl", ttl)),
         *_tenant_args("tenant", tenant, allow_any=True),
         ("text", check_optional_identifier("run_id", run_id)),
+        ("text[]", _kinds_arg(kinds)),
     ]
     decode = first_or_none(lease_of if run_id is None else lease_with_attempt_of)
     return _call(config, "lease", "dg_lease_v1", args, decode)
@@ -628,14 +644,16 @@ def begin_attempt(
     run_id: object,
     claim_policy: object,
     tenant: object,
+    kinds: object,
 ) -> SqlCall[AttemptBegun | None]:
-    a = check_begin(holder, ttl, run_id, claim_policy, tenant)
+    a = check_begin(holder, ttl, run_id, claim_policy, tenant, kinds)
     args = [
         ("text", a.holder),
         ("interval", a.ttl),
         ("interval", a.claim_policy.ttl),
         *_tenant_args("tenant", a.tenant, allow_any=True),
         ("text", a.run_id),
+        ("text[]", None if a.kinds is None else list(a.kinds)),
     ]
     return _call(config, "begin_attempt", "dg_begin_attempt_v1", args, first_or_none(begun_of))
 
@@ -668,6 +686,8 @@ def submit_many(config: PostgresConfig, submissions: object) -> SqlCall[list[Tic
         ("text[]", [s.key for s in subs]),
         ("text[]", [s.mode.value for s in subs]),
         ("integer[]", [s.max_attempts for s in subs]),
+        ("integer[]", [s.priority for s in subs]),
+        ("text[]", [s.kind for s in subs]),
     ]
     return _call(config, "submit_many", "dg_submit_many_v1", args, each(ticket_of))
 

@@ -10,7 +10,7 @@ and `PostgresRunQueue` inherit them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from durable_graph.core.checkpointer import JSONValue
 from durable_graph.core.listing import EntryState
@@ -38,7 +38,8 @@ from durable_graph.core.model import (
     Ticket,
     TraceContext,
 )
-from durable_graph.postgres import calls, operating
+from durable_graph.core.scheduling import ConcurrencyLimit, LimitScope, Schedule, StoredSchedule
+from durable_graph.postgres import calls, operating, scheduling
 from durable_graph.postgres.config import PostgresConfig
 from durable_graph.postgres.connection import Executor
 
@@ -66,9 +67,10 @@ class CheckpointerSql:
         run_id: str,
         claim_policy: ClaimPolicy = ClaimPolicy(),
         tenant: TenantFilter = ANY,
+        kinds: Sequence[str] | None = None,
     ) -> AttemptBegun | None:
         return self._x.run(
-            calls.begin_attempt(self._config, holder, ttl, run_id, claim_policy, tenant)
+            calls.begin_attempt(self._config, holder, ttl, run_id, claim_policy, tenant, kinds)
         )
 
     def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
@@ -173,9 +175,14 @@ class RunQueueSql:
         return self._x.run(calls.submit(self._config, submission))
 
     def lease(
-        self, holder: str, ttl: timedelta, tenant: TenantFilter = ANY, run_id: str | None = None
+        self,
+        holder: str,
+        ttl: timedelta,
+        tenant: TenantFilter = ANY,
+        run_id: str | None = None,
+        kinds: Sequence[str] | None = None,
     ) -> Lease | None:
-        return self._x.run(calls.lease(self._config, holder, ttl, tenant, run_id))
+        return self._x.run(calls.lease(self._config, holder, ttl, tenant, run_id, kinds))
 
     def renew(self, lease: Lease, ttl: timedelta | None = None) -> Lease:
         return self._x.run(calls.renew(self._config, lease, ttl))
@@ -225,6 +232,30 @@ class RunQueueSql:
 
     def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
         return self._x.run(calls.reclaim(self._config, older_than, batch))
+
+    def set_limit(self, scope: LimitScope, name: str, max_leases: int) -> ConcurrencyLimit:
+        return self._x.run(scheduling.set_limit(self._config, scope, name, max_leases))
+
+    def limits(self) -> list[ConcurrencyLimit]:
+        return self._x.run(scheduling.limits(self._config))
+
+    def remove_limit(self, scope: LimitScope, name: str) -> bool:
+        return self._x.run(scheduling.remove_limit(self._config, scope, name))
+
+    def put_schedule(self, schedule: Schedule) -> StoredSchedule:
+        return self._x.run(scheduling.put_schedule(self._config, schedule))
+
+    def schedules(self) -> list[StoredSchedule]:
+        return self._x.run(scheduling.schedules(self._config))
+
+    def remove_schedule(self, name: str) -> bool:
+        return self._x.run(scheduling.remove_schedule(self._config, name))
+
+    def pause_schedule(self, name: str, paused: bool = True) -> StoredSchedule:
+        return self._x.run(scheduling.pause_schedule(self._config, name, paused))
+
+    def fire_schedule(self, name: str, slot: datetime) -> Ticket | None:
+        return self._x.run(scheduling.fire_schedule(self._config, name, slot))
 
     def set_trace_context(
         self, entry_id: int, context: TraceContext, tenant: str | None = None

@@ -44,7 +44,7 @@ from durable_graph.sqlite.storage import SqliteTx
 _BUSY: Final = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 """The error codes of a write lock that stayed taken past the busy timeout."""
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 """``PRAGMA user_version`` of a file this code creates. Version 1 files (table names of before
 the embedded rule set), version 2 files (before delayed runs, retries and attempt errors),
 version 3 files (before stored trace contexts), version 4 files (before pending writes' task
@@ -325,17 +325,15 @@ def open_storage(path: str, config: SqliteConfig, clock: Callable[[], float]) ->
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             _check_not_newer(path, version)
+            # schema.sql is version 6; migrate_v6.sql (SPEC §15 scheduling) takes it to 7.
             if version == 0:
-                for statement in _script("schema.sql"):
+                for statement in _script("schema.sql") + _script("migrate_v6.sql"):
                     conn.execute(statement)
             elif version == 1:
                 for table in _V1_TABLES:
                     conn.execute(f"ALTER TABLE {table} RENAME TO v1_{table}")
-                for statement in (
-                    _script("schema.sql")
-                    + _script("migrate_v1.sql")
-                    + _script("fill_open_since.sql")
-                ):
+                steps = ["schema.sql", "migrate_v1.sql", "migrate_v6.sql", "fill_open_since.sql"]
+                for statement in [s for name in steps for s in _script(name)]:
                     conn.execute(statement)
             elif version < SCHEMA_VERSION:
                 # migrate_vN.sql takes a file from version N to N + 1; then every open entry

@@ -5,13 +5,12 @@ the tables of ``schema.sql``. Timestamps and durations are integer microseconds 
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from durable_graph.core.model import ANY, Attempt, Event, Mode, PendingWrite, TenantFilter
+from durable_graph.core.model import ANY, Attempt, Event, PendingWrite, TenantFilter
 from durable_graph.core.validation import (
     INT64_MAX,
     EncodedEvent,
@@ -28,9 +27,12 @@ from durable_graph.embedded.rows import (
     EffectRow,
     EntryQuery,
     EntryRow,
+    HeadPick,
     Place,
     ThreadRow,
 )
+from durable_graph.sqlite.rows import at, checkpoint_of, effect_of, entry_of, event_of, thread_of
+from durable_graph.sqlite.scheduling import SchedulingTx
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -51,15 +53,7 @@ def _us(value: timedelta) -> int:
     return value // timedelta(microseconds=1)
 
 
-def _ts(value: int | None) -> datetime | None:
-    return None if value is None else from_micros(value)
-
-
-def _at(value: int) -> datetime:
-    return from_micros(value)
-
-
-class SqliteTx:
+class SqliteTx(SchedulingTx):
     """One transaction on one connection; ``now`` is store time read once (D4)."""
 
     __slots__ = ("_conn", "_now_us", "now")
@@ -99,7 +93,7 @@ class SqliteTx:
         )
         if row is None:
             return None
-        return ClaimRow(row[0], row[1], _at(row[2]), timedelta(microseconds=row[3]))
+        return ClaimRow(row[0], row[1], at(row[2]), timedelta(microseconds=row[3]))
 
     def put_claim(self, thread_id: str, claim: ClaimRow) -> None:
         self._run(
@@ -131,7 +125,7 @@ class SqliteTx:
 
     def thread(self, thread_id: str) -> ThreadRow | None:
         row = self._one("SELECT * FROM threads WHERE thread_id = ? AND live", (thread_id,))
-        return None if row is None else _thread_of(row)
+        return None if row is None else thread_of(row)
 
     def create_thread(self, thread_id: str, parent_thread_id: str | None) -> None:
         self._run(
@@ -192,7 +186,7 @@ class SqliteTx:
             " ORDER BY thread_id LIMIT ?",
             (after, after, limit),
         )
-        return [_thread_of(r) for r in rows]
+        return [thread_of(r) for r in rows]
 
     # --- checkpoints, writes, events, effects --------------------------------------------
 
@@ -201,7 +195,7 @@ class SqliteTx:
             "SELECT * FROM checkpoints WHERE thread_id = ? AND checkpoint_id = ?",
             (thread_id, checkpoint_id),
         )
-        return None if row is None else _checkpoint_of(row)
+        return None if row is None else checkpoint_of(row)
 
     def insert_checkpoint(self, row: CheckpointRow) -> None:
         self._run(
@@ -246,7 +240,7 @@ class SqliteTx:
             " ORDER BY seq DESC LIMIT ?",
             (thread_id, below_seq, below_seq, limit),
         )
-        return [_checkpoint_of(r) for r in rows]
+        return [checkpoint_of(r) for r in rows]
 
     def latest_of_runs(self, thread_id: str, run_ids: Sequence[str]) -> CheckpointRow | None:
         row = self._one(
@@ -254,7 +248,7 @@ class SqliteTx:
             " AND run_id IN (SELECT value FROM json_each(?)) ORDER BY seq DESC LIMIT 1",
             (thread_id, encode_json("run_ids", list(run_ids), INT64_MAX)),
         )
-        return None if row is None else _checkpoint_of(row)
+        return None if row is None else checkpoint_of(row)
 
     def run_in_history(self, thread_id: str, run_id: str) -> bool:
         row = self._one(
@@ -300,14 +294,14 @@ class SqliteTx:
             (thread_id, seq, event.kind, event.payload, run_id, created, self._now_us),
         )
         payload = decode_json(event.payload)
-        return Event(thread_id, seq, event.kind, payload, run_id, _at(created), self.now)
+        return Event(thread_id, seq, event.kind, payload, run_id, at(created), self.now)
 
     def events_after(self, thread_id: str, after_seq: int, limit: int) -> list[Event]:
         rows = self._all(
             "SELECT * FROM events WHERE thread_id = ? AND seq > ? ORDER BY seq LIMIT ?",
             (thread_id, after_seq, limit),
         )
-        return [_event_of(r) for r in rows]
+        return [event_of(r) for r in rows]
 
     def drop_events_before(self, thread_id: str, cutoff: datetime) -> int:
         return self._run(
@@ -319,7 +313,7 @@ class SqliteTx:
         row = self._one("SELECT * FROM effects WHERE thread_id = ? AND key = ?", (thread_id, key))
         if row is None:
             return None
-        return _effect_of(row)
+        return effect_of(row)
 
     def insert_effect(self, row: EffectRow) -> None:
         self._run(
@@ -330,7 +324,7 @@ class SqliteTx:
 
     def effects_of(self, thread_id: str) -> list[EffectRow]:
         rows = self._all("SELECT * FROM effects WHERE thread_id = ? ORDER BY key", (thread_id,))
-        return [_effect_of(r) for r in rows]
+        return [effect_of(r) for r in rows]
 
     def effect_page(self, thread_id: str, after: str | None, limit: int) -> list[EffectRow]:
         # The key column's BINARY collation compares UTF-8 bytes, as PostgreSQL's COLLATE "C".
@@ -339,17 +333,17 @@ class SqliteTx:
             " ORDER BY key LIMIT ?",
             (thread_id, after, after, limit),
         )
-        return [_effect_of(r) for r in rows]
+        return [effect_of(r) for r in rows]
 
     # --- queue entries --------------------------------------------------------------------
 
     def entry(self, entry_id: int) -> EntryRow | None:
         row = self._one("SELECT * FROM queue_entries WHERE entry_id = ?", (entry_id,))
-        return None if row is None else _entry_of(row)
+        return None if row is None else entry_of(row)
 
     def entry_by_key(self, tenant: str | None, key: str) -> EntryRow | None:
         row = self._one("SELECT * FROM queue_entries WHERE key = ? AND tenant IS ?", (key, tenant))
-        return None if row is None else _entry_of(row)
+        return None if row is None else entry_of(row)
 
     def insert_entry(self, sub: EncodedSubmission) -> int:
         # The thread's stretch of open entries goes on behind its head (D65).
@@ -358,11 +352,11 @@ class SqliteTx:
             " ORDER BY queue_rank, entry_id LIMIT 1",
             (sub.thread_id,),
         )
-        place = (None, None) if head is None else _entry_of(head).place_for_next(sub.mode)
+        place = (None, None) if head is None else entry_of(head).place_for_next(sub.mode)
         row = self._one(
             "INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,"
-            " submitted_at, not_before, retry_of, open_since, list_after)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING entry_id",
+            " submitted_at, not_before, retry_of, open_since, list_after, priority, kind)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING entry_id",
             (
                 sub.tenant,
                 sub.thread_id,
@@ -374,6 +368,8 @@ class SqliteTx:
                 None if sub.not_before is None else to_micros(sub.not_before),
                 sub.retry_of,
                 *place,
+                sub.priority,
+                sub.kind,
             ),
         )
         assert row is not None
@@ -390,21 +386,32 @@ class SqliteTx:
             " ORDER BY entry_id",
             (thread_id,),
         )
-        return [_entry_of(r) for r in rows]
+        return [entry_of(r) for r in rows]
 
-    def leasable_head(self, tenant: TenantFilter) -> EntryRow | None:
-        # Heads only, in head order; a thread holding a live lease is passed over (D1).
+    def leasable_head(self, pick: HeadPick) -> EntryRow | None:
+        # Heads only, in lease order (priority, highest first, then entry id: SPEC §15); a
+        # thread holding a live lease (D1), and a head the pick does not admit, are passed over.
+        params: dict[str, Any] = {"now": self._now_us}
         where = "q.head_entry_id IS NOT NULL"
-        if tenant is not ANY:
+        if pick.tenant is not ANY:
             where += " AND q.head_tenant IS :tenant"
+            params["tenant"] = pick.tenant
+        for name, values in (("k", pick.kinds), ("fk", pick.full_kinds), ("ft", pick.full_tenants)):
+            if values:
+                params.update({f"{name}{i}": v for i, v in enumerate(values)})
+                names = ", ".join(f":{name}{i}" for i in range(len(values)))
+                column = "q.head_tenant" if name == "ft" else "q.head_kind"
+                # NULL tenant: never a full tenant (limits name tenants).
+                op = "IN" if name == "k" else "NOT IN"
+                where += f" AND coalesce({column} {op} ({names}), 1)"
         row = self._one(
             "SELECT e.* FROM queue_threads q JOIN queue_entries e ON e.entry_id = q.head_entry_id"
             f" WHERE {where} AND (q.lease_expires_at IS NULL OR q.lease_expires_at <= :now)"
             " AND (e.not_before IS NULL OR e.not_before <= :now)"
-            " ORDER BY q.head_entry_id LIMIT 1",
-            {"now": self._now_us, "tenant": None if tenant is ANY else tenant},
+            " ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1",
+            params,
         )
-        return None if row is None else _entry_of(row)
+        return None if row is None else entry_of(row)
 
     def leased_entry(self, thread_id: str) -> EntryRow | None:
         row = self._one(
@@ -412,7 +419,7 @@ class SqliteTx:
             f" AND {_OPEN} LIMIT 1",
             (thread_id,),
         )
-        return None if row is None else _entry_of(row)
+        return None if row is None else entry_of(row)
 
     def end_leases_of_thread(self, thread_id: str) -> None:
         self._run(
@@ -491,7 +498,7 @@ class SqliteTx:
             " ORDER BY number",
             (entry_id,),
         )
-        return [Attempt(number=r[0], run_id=r[1], started_at=_at(r[2]), error=r[3]) for r in rows]
+        return [Attempt(number=r[0], run_id=r[1], started_at=at(r[2]), error=r[3]) for r in rows]
 
     def set_attempt_error(self, entry: EntryRow, number: int, error: str) -> None:
         self._run(
@@ -576,7 +583,7 @@ class SqliteTx:
                 "limit": limit,
             },
         )
-        return [_entry_of(r) for r in rows]
+        return [entry_of(r) for r in rows]
 
     def closed_before(self, cutoff: datetime, limit: int) -> list[int]:
         rows = self._all(
@@ -608,7 +615,7 @@ class SqliteTx:
                 "limit": query.limit,
             },
         )
-        return [_entry_of(r) for r in rows]
+        return [entry_of(r) for r in rows]
 
     def entry_counts(self, tenant: TenantFilter) -> tuple[dict[str, int], datetime | None]:
         rows = self._all(
@@ -646,66 +653,22 @@ class SqliteTx:
     def _refresh_head(self, thread_id: str) -> None:
         """Set the thread's ``queue_threads`` head: one step down ``queue_entries_open_idx``."""
         head = self._one(
-            f"SELECT entry_id, tenant FROM queue_entries WHERE thread_id = ? AND {_OPEN}"
-            " ORDER BY queue_rank, entry_id LIMIT 1",
+            f"SELECT entry_id, tenant, priority, kind FROM queue_entries WHERE thread_id = ?"
+            f" AND {_OPEN} ORDER BY queue_rank, entry_id LIMIT 1",
             (thread_id,),
         )
         self._run(
-            "INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant) VALUES (:t, :h, :n)"
-            " ON CONFLICT (thread_id) DO UPDATE SET head_entry_id = :h, head_tenant = :n",
+            "INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant, head_priority_key,"
+            " head_kind) VALUES (:t, :h, :n, :p, :k) ON CONFLICT (thread_id) DO UPDATE"
+            " SET head_entry_id = :h, head_tenant = :n, head_priority_key = :p, head_kind = :k",
             {
                 "t": thread_id,
                 "h": None if head is None else head[0],
                 "n": None if head is None else head[1],
+                "p": None if head is None else -head[2],  # minus the priority: lease order
+                "k": None if head is None else head[3],
             },
         )
-
-
-def _row_of(cls: type[T], row: sqlite3.Row, **convert: Callable[[Any], Any]) -> T:
-    """A ``cls`` from the row's columns of the same names as its fields (the schema's names are
-    the rows'), each named in ``convert`` passed through its function (e.g. microseconds to
-    `datetime`)."""
-    names = (f.name for f in dataclasses.fields(cls))
-    return cls(**{name: convert.get(name, _same)(row[name]) for name in names})
-
-
-def _same(value: Any) -> Any:
-    return value
-
-
-def _thread_of(row: sqlite3.Row) -> ThreadRow:
-    return _row_of(ThreadRow, row, created_at=_at, updated_at=_at)
-
-
-def _checkpoint_of(row: sqlite3.Row) -> CheckpointRow:
-    return _row_of(CheckpointRow, row, next=_json_tuple, created_at=_at, committed_at=_at)
-
-
-def _json_tuple(value: str) -> tuple[str, ...]:
-    return tuple(decode_json(value))
-
-
-def _event_of(row: sqlite3.Row) -> Event:
-    return _row_of(Event, row, payload=decode_json, created_at=_at, committed_at=_at)
-
-
-def _effect_of(row: sqlite3.Row) -> EffectRow:
-    return _row_of(EffectRow, row, recorded_at=_at)
-
-
-def _entry_of(row: sqlite3.Row) -> EntryRow:
-    return _row_of(
-        EntryRow,
-        row,
-        mode=Mode,
-        admitted=bool,
-        thread_deleted=bool,
-        submitted_at=_at,
-        lease_expires_at=_ts,
-        lease_ttl=lambda us: None if us is None else timedelta(microseconds=us),
-        closed_at=_ts,
-        not_before=_ts,
-    )
 
 
 __all__ = ["SqliteTx"]

@@ -9,7 +9,7 @@ result; `SyncAdapter` and `SyncRunQueueAdapter` inherit them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from durable_graph.core.async_protocols import AsyncCheckpointer, AsyncRunQueue, AsyncTraceContexts
 from durable_graph.core.checkpointer import JSONValue
@@ -39,6 +39,7 @@ from durable_graph.core.model import (
     TraceContext,
     WatchPolicy,
 )
+from durable_graph.core.scheduling import ConcurrencyLimit, LimitScope, Schedule, StoredSchedule
 from durable_graph.testkit.loop import LoopThread
 
 
@@ -65,10 +66,11 @@ class SyncCheckpointerCalls:
         run_id: str,
         claim_policy: ClaimPolicy = ClaimPolicy(),
         tenant: TenantFilter = ANY,
+        kinds: Sequence[str] | None = None,
     ) -> AttemptBegun | None:
         return self._runner.run(
             self.target.begin_attempt(
-                holder, ttl, run_id=run_id, claim_policy=claim_policy, tenant=tenant
+                holder, ttl, run_id=run_id, claim_policy=claim_policy, tenant=tenant, kinds=kinds
             )
         )
 
@@ -186,9 +188,14 @@ class SyncRunQueueCalls:
         return self._runner.run(self.target.submit_many(submissions))
 
     def lease(
-        self, holder: str, ttl: timedelta, tenant: TenantFilter = ANY, run_id: str | None = None
+        self,
+        holder: str,
+        ttl: timedelta,
+        tenant: TenantFilter = ANY,
+        run_id: str | None = None,
+        kinds: Sequence[str] | None = None,
     ) -> Lease | None:
-        return self._runner.run(self.target.lease(holder, ttl, tenant, run_id))
+        return self._runner.run(self.target.lease(holder, ttl, tenant, run_id, kinds))
 
     def renew(self, lease: Lease, ttl: timedelta | None = None) -> Lease:
         return self._runner.run(self.target.renew(lease, ttl))
@@ -243,6 +250,30 @@ class SyncRunQueueCalls:
 
     def reclaim(self, older_than: timedelta, batch: int = 1000) -> int:
         return self._runner.run(self.target.reclaim(older_than, batch))
+
+    def set_limit(self, scope: LimitScope, name: str, max_leases: int) -> ConcurrencyLimit:
+        return self._runner.run(self.target.set_limit(scope, name, max_leases))
+
+    def limits(self) -> list[ConcurrencyLimit]:
+        return self._runner.run(self.target.limits())
+
+    def remove_limit(self, scope: LimitScope, name: str) -> bool:
+        return self._runner.run(self.target.remove_limit(scope, name))
+
+    def put_schedule(self, schedule: Schedule) -> StoredSchedule:
+        return self._runner.run(self.target.put_schedule(schedule))
+
+    def schedules(self) -> list[StoredSchedule]:
+        return self._runner.run(self.target.schedules())
+
+    def remove_schedule(self, name: str) -> bool:
+        return self._runner.run(self.target.remove_schedule(name))
+
+    def pause_schedule(self, name: str, paused: bool = True) -> StoredSchedule:
+        return self._runner.run(self.target.pause_schedule(name, paused))
+
+    def fire_schedule(self, name: str, slot: datetime) -> Ticket | None:
+        return self._runner.run(self.target.fire_schedule(name, slot))
 
     def set_trace_context(
         self, entry_id: int, context: TraceContext, tenant: str | None = None

@@ -45,9 +45,9 @@ from durable_graph.core.model import (
 )
 from durable_graph.core.ops import StoreOp, drive_async
 from durable_graph.core.polling import AsyncChanges
+from durable_graph.worker.context import RunContextBase
 from durable_graph.worker.flow import (
     AttemptReport,
-    RunContextBase,
     WorkerOptions,
     WorkerSettings,
     WorkerStopped,
@@ -401,7 +401,12 @@ class AsyncWorker:
         """SPEC §11: lease, attempt, claim, read and plan in one call."""
         s = self.settings
         return await self.store.begin_attempt(
-            s.holder, s.lease_ttl, run_id=run_id, claim_policy=s.claim_policy, tenant=s.tenant
+            s.holder,
+            s.lease_ttl,
+            run_id=run_id,
+            claim_policy=s.claim_policy,
+            tenant=s.tenant,
+            kinds=s.kinds,
         )
 
     async def _dispatch(self) -> None:

@@ -40,20 +40,18 @@ import enum
 import logging
 import random
 import signal
-import threading
 import time
 import traceback
 import uuid
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Generic, Literal, Protocol, Self, TypeVar
+from typing import Any, Final, Literal, Protocol
 
 from durable_graph.core.errors import (
     ClaimLost,
     EntryClosed,
     NotFound,
     RunIdTaken,
-    StoreBusy,
     StoreError,
     ThreadBusy,
     ValidationError,
@@ -86,6 +84,7 @@ from durable_graph.core.validation import (
     encode_json,
     fit_error_text,
 )
+from durable_graph.worker.context import LostFlag
 from durable_graph.worker.ops import (
     Deferred,
     Finish,
@@ -180,13 +179,15 @@ class FinalFailure(Exception):
     error, as LangGraph's server ends such a run): the entry closes ``Failed`` at once."""
 
 
-def failure_outcome(entry: QueueEntry, exc: BaseException) -> Failed | None:
+def failure_outcome(entry: QueueEntry, exc: BaseException, cap: int | None = None) -> Failed | None:
     """D43: the handler raised. None → retry (attempts remain); else the entry closes ``Failed``.
 
-    ``entry`` is the entry read after the claim was held (its attempts include this one). A
+    ``entry`` is the entry read after the claim was held (its attempts include this one);
+    ``cap``: the worker's own limit on attempts (an `App` kind's ``max_attempts``, SPEC §15). A
     `FinalFailure` is never retried.
     """
-    if len(entry.attempts) < entry.max_attempts and not isinstance(exc, FinalFailure):
+    allowed = entry.max_attempts if cap is None else min(entry.max_attempts, cap)
+    if len(entry.attempts) < allowed and not isinstance(exc, FinalFailure):
         return None
     # The traceback, as a retried attempt keeps it (issue 26 item 9): its last line names the
     # exception's type and message; the store records it as the closing attempt's error too.
@@ -246,107 +247,6 @@ def describe(report: AttemptReport) -> str:
 
 
 # --- what the handler sees ---------------------------------------------------------------
-
-
-class LostFlag(Protocol):
-    """What a context asks its attempt's keeper: the error that ended the attempt, if any, and
-    the event set when it did."""
-
-    @property
-    def lost(self) -> StoreError | None: ...
-
-    @property
-    def lost_event(self) -> threading.Event: ...
-
-    @property
-    def lease(self) -> Lease: ...
-
-
-StoreT = TypeVar("StoreT")
-
-
-class RunContextBase(Generic[StoreT]):
-    """What the sync and async run contexts share: the attempt's identity and its state.
-
-    The writes (`commit`, `append_events`, `record_effect`) are the subclasses' own, sync or
-    awaited.
-    """
-
-    def __init__(
-        self,
-        *,
-        store: StoreT,
-        entry: QueueEntry,
-        plan: AttemptPlan,
-        run_id: str,
-        attempt: int,
-        head: Checkpoint | None,
-        keeper: LostFlag,
-        claim: Claim,
-    ) -> None:
-        self.store = store
-        self.entry = entry
-        self.plan = plan
-        self.run_id = run_id
-        self.attempt = attempt
-        self._head = head
-        self._keeper = keeper
-        self._claim = claim
-
-    @classmethod
-    def starting(cls, store: StoreT, op: RunHandler, keeper: LostFlag) -> Self:
-        """The context for the handler call ``op`` asks for."""
-        return cls(
-            store=store,
-            entry=op.entry,
-            plan=op.plan,
-            run_id=op.run_id,
-            attempt=op.attempt,
-            head=op.head,
-            keeper=keeper,
-            claim=op.claim,
-        )
-
-    @property
-    def thread_id(self) -> str:
-        return self.entry.thread_id
-
-    @property
-    def input(self) -> JSON:
-        return self.entry.input
-
-    @property
-    def head(self) -> Checkpoint | None:
-        """The thread's head: read after the claim was taken, then each commit of this attempt."""
-        return self._head
-
-    @property
-    def claim(self) -> Claim:
-        return self._claim
-
-    @property
-    def cancelled(self) -> bool:
-        """True once the attempt lost its lease or claim: stop working and return."""
-        return self._keeper.lost is not None
-
-    def check(self) -> None:
-        """Raise the error that ended the attempt, if it ended (cooperative cancellation)."""
-        lost = self._keeper.lost
-        if lost is not None:
-            raise type(lost)(str(lost))
-
-    def busy_wait(self, error: StoreBusy, started: float) -> float:
-        """Issue 26 item 6: a write of the context met a busy store (`StoreBusy`: nothing was
-        written). A busy store is not the handler's failure: the seconds to wait before the
-        same call is made again, while the attempt lives (its lease is renewed meanwhile) and
-        within one lease ttl of the call's start; past that, ``error`` is raised."""
-        self.check()
-        if time.monotonic() - started >= self._keeper.lease.ttl.total_seconds():
-            raise error
-        return BUSY_RETRY_SECONDS
-
-
-# --- the flow -------------------------------------------------------------------------------
 
 
 Flow = Generator[Operation, Any, AttemptReport]
@@ -581,7 +481,7 @@ def _run_planned(
         return report("lost", run=run_id, number=number, plan=plan)
     outcome: EntryOutcome | None
     if result.error is not None:  # D43: a raise retries, or closes Failed on the last attempt
-        outcome = failure_outcome(current, result.error)
+        outcome = failure_outcome(current, result.error, settings.max_attempts)
         if outcome is None:  # logged by attempt_flow, with the traceback
             later = retry_later(settings, number, result.error)
             # The backoff lives in the entry, so whichever worker leases it next waits too.
@@ -707,9 +607,7 @@ __all__ = [
     "AttemptKeeper",
     "AttemptReport",
     "Flow",
-    "LostFlag",
     "Note",
-    "RunContextBase",
     "WorkerOptions",
     "WorkerSettings",
     "WorkerStopped",

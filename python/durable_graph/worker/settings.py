@@ -7,12 +7,14 @@ import os
 import random
 import socket
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final, TypedDict
 
 from durable_graph.core.errors import ValidationError
 from durable_graph.core.model import ANY, BackoffPolicy, ClaimPolicy, TenantFilter
+from durable_graph.core.scheduling import check_kinds
 from durable_graph.core.validation import (
     check_backoff,
     check_duration,
@@ -44,6 +46,8 @@ class WorkerOptions(TypedDict, total=False):
     poll_interval: timedelta
     shutdown_deadline: timedelta
     backoff: BackoffPolicy
+    kinds: Sequence[str] | None
+    """SPEC §15: lease only entries of these kinds (default: every kind; an `App`'s kinds)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +62,10 @@ class WorkerSettings:
     poll_interval: timedelta
     shutdown_deadline: timedelta
     backoff: BackoffPolicy = DEFAULT_BACKOFF
+    kinds: tuple[str, ...] | None = None
+    max_attempts: int | None = None
+    """A cap on the attempts of the entries this worker runs (an `App` kind's option), below
+    each entry's own ``max_attempts``; None: the entry's alone."""
 
     @classmethod
     def check(
@@ -71,6 +79,7 @@ class WorkerSettings:
         poll_interval: timedelta = timedelta(seconds=1),
         shutdown_deadline: timedelta = timedelta(seconds=30),
         backoff: BackoffPolicy = DEFAULT_BACKOFF,
+        kinds: Sequence[str] | None = None,
     ) -> WorkerSettings:
         """Check every argument (`ValidationError` naming it); ``holder=None`` → host:pid:id."""
         if not isinstance(claim_policy, ClaimPolicy):
@@ -89,6 +98,7 @@ class WorkerSettings:
             poll_interval=check_duration("poll_interval", poll_interval),
             shutdown_deadline=check_duration("shutdown_deadline", shutdown_deadline),
             backoff=check_backoff(backoff),
+            kinds=check_kinds("kinds", kinds),
         )
 
     @property

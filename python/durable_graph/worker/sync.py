@@ -21,7 +21,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import FrameType
 from typing import Any, TypeVar, Unpack
 
@@ -30,11 +30,11 @@ from durable_graph.core.errors import StoreBusy, StoreError, ValidationError
 from durable_graph.core.model import JSON, Checkpoint, Claim, Event, EventIn, Lease, QueueEntry
 from durable_graph.core.ops import StoreOp, drive
 from durable_graph.core.polling import Changes
+from durable_graph.worker.app import App
+from durable_graph.worker.context import LostFlag, RunContextBase
 from durable_graph.worker.flow import (
     AttemptReport,
-    LostFlag,
     Note,
-    RunContextBase,
     WorkerOptions,
     WorkerSettings,
     WorkerStopped,
@@ -249,6 +249,10 @@ class Worker:
         poll_interval, shutdown_deadline), each checked (`ValidationError` naming it)."""
         if not callable(handler):
             raise ValidationError("handler must be callable")
+        if isinstance(handler, App):  # SPEC §15: several handlers by kind; only those leased
+            if not handler.kinds:
+                raise ValidationError("handler: the App registers no handler")
+            options.setdefault("kinds", handler.kinds)
         self.settings = settings = WorkerSettings.check(**options)
         self.store = store
         self.handler = handler
@@ -405,9 +409,11 @@ class Worker:
             run_id=run_id,
             claim_policy=self.claim_policy,
             tenant=self.tenant,
+            kinds=self.settings.kinds,
         )
         if begun is None:
             return None
+        settings = self._settings_of(begun.entry.kind)
         keeper = _Keeper(self.store, begun.lease, self._renew_every)
         keeper.start()
         with self._lock:
@@ -419,7 +425,7 @@ class Worker:
             with contextlib.suppress(StoreError):
                 keeper.finish(None)
         try:
-            flow = attempt_flow(self.settings, keeper, run_id, self._stop.is_set, log, begun)
+            flow = attempt_flow(settings, keeper, run_id, self._stop.is_set, log, begun)
             report = drive(flow, lambda op: perform(op, keeper, self))
         except BaseException:
             # A store failure mid-protocol: give the entry back at once rather than let it
@@ -432,6 +438,17 @@ class Worker:
             slot.keeper = None
             keeper.stop()
         return report  # attempt_flow logged it
+
+    def _settings_of(self, kind: str) -> WorkerSettings:
+        """The settings of an attempt of ``kind``: an `App` kind's backoff and attempt cap."""
+        if not isinstance(self.handler, App):
+            return self.settings
+        options = self.handler.options(kind)
+        return replace(
+            self.settings,
+            backoff=options.backoff or self.settings.backoff,
+            max_attempts=options.max_attempts,
+        )
 
     def _pause(self, seconds: float) -> None:
         time.sleep(seconds)

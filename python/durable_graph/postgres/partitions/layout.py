@@ -236,6 +236,7 @@ def install_proxy(proxy_dsn: str, schema: str, partitions: Sequence[str]) -> Non
         conn.execute("SET LOCAL check_function_bodies = off")
         for statement in statements:
             conn.execute(statement.encode("utf-8"))
+        proxy.check_signatures(signatures, proxy.read_signatures(conn, schema))
         conn.execute(sql.SQL("REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {} FROM PUBLIC").format(ident))
         meta = {
             "kind": PROXY_KIND,

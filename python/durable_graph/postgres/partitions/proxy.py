@@ -198,6 +198,25 @@ def generate(schema: str, cluster: str, partitions: int, signatures: list[Signat
     return out
 
 
+def check_signatures(partition: list[Signature], generated: list[Signature]) -> None:
+    """Refuse a proxy whose functions differ from the partition's: a template written for an
+    older signature (an argument or a result column added since) would fail only when called."""
+    have = {(s.name, s.identity): s for s in generated}
+    wrong = []
+    for sig in partition:
+        if sig.name in PARTITION_ONLY:
+            continue
+        got = have.get((sig.name, sig.identity))
+        if got is None or got.result != sig.result or got.arguments != sig.arguments:
+            wrong.append(sig.name)
+    if wrong:
+        raise ProcessingError(
+            "the proxy's template differs from the partition's signature for "
+            + ", ".join(wrong)
+            + ": bring sql/proxy/ up to date with sql/"
+        )
+
+
 PARTITION_ONLY = frozenset(
     {
         "dg_lease_peek_v1",
@@ -205,6 +224,8 @@ PARTITION_ONLY = frozenset(
         "dg_open_entries_at_v1",
         "dg_page_bytes_v1",
         "dg_reclaim_peek_v1",
+        "dg_take_schedule_v1",
+        "dg_adopt_schedule_v1",
     }
 )
 """Functions a partition serves to the proxy only (``sql/93_partitions.sql``)."""
@@ -214,4 +235,12 @@ def _partition_only(name: str) -> bool:
     return name in PARTITION_ONLY
 
 
-__all__ = ["PARTITION_ONLY", "Signature", "generate", "proxy_files", "read_signatures", "templated"]
+__all__ = [
+    "PARTITION_ONLY",
+    "Signature",
+    "check_signatures",
+    "generate",
+    "proxy_files",
+    "read_signatures",
+    "templated",
+]

@@ -23,6 +23,11 @@ PLACES = (
     " not yet by issue 26's fixed listing places (D65), so entries closing between pages can be"
     " skipped or repeated through a proxy"
 )
+LIMITS = (
+    "not in SPEC §16.2, a gap: a concurrency limit (SPEC §15) is kept on every partition and each"
+    " enforces it on its own leases, so through a proxy a tenant or kind at limit L can hold up"
+    " to L leases per partition"
+)
 
 AMENDED: dict[str, str] = {
     # Checkpointer: thread trees named freely (a child's id not root U+001F suffix).
@@ -76,6 +81,11 @@ AMENDED: dict[str, str] = {
     "test_open_entries_pages_go_on_after_the_first_page_closes": PLACES,
     "test_open_entries_walk_lists_every_entry_open_throughout_once": PLACES,
     "test_open_entries_groups_threads_by_the_entry_that_opened_them": PLACES,
+    # Concurrency limits per partition through a proxy.
+    "test_tenant_limit_caps_live_leases": LIMITS,
+    "test_kind_limit_caps_live_leases": LIMITS,
+    "test_a_closed_or_expired_lease_frees_its_place": LIMITS,
+    "test_begin_attempt_respects_limits": LIMITS,
 }
 """Contract test name -> the §16.2 amendment it meets only in its amended form."""
 

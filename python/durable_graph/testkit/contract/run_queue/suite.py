@@ -23,6 +23,7 @@ from durable_graph.testkit.contract.run_queue.marks import MarksTests
 from durable_graph.testkit.contract.run_queue.operating import OperatingTests
 from durable_graph.testkit.contract.run_queue.pagination import RunQueuePaginationContract
 from durable_graph.testkit.contract.run_queue.queue_reads import QueueReadsTests
+from durable_graph.testkit.contract.run_queue.scheduling import SchedulingTests
 from durable_graph.testkit.contract.run_queue.submit import SubmitTests
 from durable_graph.testkit.contract.run_queue.support import (
     HOUR,
@@ -55,6 +56,7 @@ class RunQueueContract(
     RunQueueTenancyContract,
     RunQueueIdentityContract,
     ListingTests,
+    SchedulingTests,
     RunQueueFixtures,
 ):
     """SPEC §5 as tests. Subclass it and override ``harness`` (see module docstring)."""

@@ -1,0 +1,309 @@
+"""Scheduling (SPEC §15): priorities, kinds, concurrency limits and cron schedules.
+
+The values and the argument checks every backend shares (`ValidationError` naming the argument,
+nothing written), and the pure slot arithmetic of schedules. The store methods are on the
+`RunQueue` Protocol (`set_limit`, `limits`, `remove_limit`, `put_schedule`, `schedules`,
+`remove_schedule`, `pause_schedule`, `fire_schedule`); the scheduler loop that fires due slots is
+`durable_graph.worker.scheduler`.
+
+Cron expressions are parsed by `cronsim` (the optional extra ``durable-graph[cron]``): the
+stores keep an expression as text, checked here on every backend before it is stored; the SQL
+API checks its shape and time zone only (any other language checks the expression itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from types import ModuleType
+from typing import Final, Literal, TypeAlias
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from durable_graph.core.errors import ValidationError
+from durable_graph.core.model import JSON
+from durable_graph.core.scalars import (
+    INT32_MAX,
+    check_identifier,
+    check_int,
+    check_optional_identifier,
+    check_timestamp,
+    encode_json,
+)
+
+DEFAULT_KIND: Final = "default"
+"""`Submission.kind` when none is given."""
+MAX_KINDS: Final = 100
+"""The most kinds one `lease(kinds=...)` serves (``dg_lease_v1`` checks it too)."""
+MAX_SCHEDULE_NAME_BYTES: Final = 200
+"""A schedule's name, so that ``schedule:<name>:<slot>`` stays a submission key (512 bytes)."""
+MAX_CRON_BYTES: Final = 512
+MAX_CATCH_UP: Final = 1000
+"""The most missed slots one scheduler pass submits for a ``catch_up`` schedule."""
+
+LimitScope: TypeAlias = Literal["tenant", "kind"]
+LIMIT_SCOPES: Final = ("tenant", "kind")
+
+
+@dataclass(frozen=True, slots=True)
+class ConcurrencyLimit:
+    """At most ``max_leases`` entries of the tenant (``scope="tenant"``) or of the kind
+    (``scope="kind"``) named ``name`` hold a live lease at once (SPEC §15). A lease that would
+    exceed a limit is not taken: that entry waits, and the lease takes the next available one."""
+
+    scope: LimitScope
+    name: str
+    max_leases: int
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A named cron schedule (SPEC §15): each due slot submits ``input`` to ``thread_id`` as an
+    ENQUEUE entry of ``kind`` (and ``tenant``, ``priority``, ``max_attempts``) under the key
+    ``schedule:<name>:<slot>``.
+
+    ``cron``: five fields (minute hour day month weekday), or six with seconds first, evaluated
+    in ``timezone`` (an IANA name). Missed slots (no scheduler ran, or the schedule was paused):
+    by default only the latest due slot runs; with ``catch_up`` each one does, oldest first
+    (at most `MAX_CATCH_UP` a pass)."""
+
+    name: str
+    cron: str
+    thread_id: str
+    input: JSON = None
+    timezone: str = "UTC"
+    kind: str = DEFAULT_KIND
+    tenant: str | None = None
+    priority: int = 0
+    max_attempts: int = 3
+    catch_up: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSchedule:
+    """A schedule as the store keeps it: ``created_at`` (store time; no slot at or before it is
+    due), ``paused``, and ``last_slot``, the newest slot submitted (None before the first)."""
+
+    schedule: Schedule
+    paused: bool
+    created_at: datetime
+    last_slot: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedSchedule:
+    """A checked `Schedule` with its input as canonical JSON text, as every backend stores it."""
+
+    name: str
+    cron: str
+    timezone: str
+    thread_id: str
+    input: str
+    kind: str
+    tenant: str | None
+    priority: int
+    max_attempts: int
+    catch_up: bool
+
+
+# --- checks --------------------------------------------------------------------------------
+
+
+def check_priority(name: str, value: object) -> int:
+    return check_int(name, value, minimum=-INT32_MAX, maximum=INT32_MAX)
+
+
+def check_kind(name: str, value: object) -> str:
+    return check_identifier(name, value)
+
+
+def check_kinds(name: str, value: object) -> tuple[str, ...] | None:
+    """`lease(kinds=...)`: None (every kind), or 1..`MAX_KINDS` distinct kinds."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, frozenset, set)):
+        raise ValidationError(f"{name} must be a sequence of str or None")
+    kinds = tuple(sorted(value)) if isinstance(value, (set, frozenset)) else tuple(value)
+    if not 1 <= len(kinds) <= MAX_KINDS:
+        raise ValidationError(f"{name} must hold 1..{MAX_KINDS} kinds")
+    for i, kind in enumerate(kinds):
+        check_kind(f"{name}[{i}]", kind)
+    if len(set(kinds)) != len(kinds):
+        raise ValidationError(f"{name} must not repeat a kind")
+    return kinds
+
+
+def check_scope(value: object) -> LimitScope:
+    if value == "tenant":
+        return "tenant"
+    if value == "kind":
+        return "kind"
+    raise ValidationError(f"scope must be 'tenant' or 'kind', got {value!r}")
+
+
+def check_limit_args(scope: object, name: object, max_leases: object) -> ConcurrencyLimit:
+    return ConcurrencyLimit(
+        check_scope(scope),
+        check_identifier("name", name),
+        check_int("max_leases", max_leases, minimum=0, maximum=INT32_MAX),
+    )
+
+
+def check_schedule_name(value: object) -> str:
+    name = check_identifier("name", value)
+    if len(name.encode("utf-8")) > MAX_SCHEDULE_NAME_BYTES:
+        raise ValidationError(f"name must be at most {MAX_SCHEDULE_NAME_BYTES} UTF-8 bytes")
+    return name
+
+
+def check_timezone(name: str, value: object) -> str:
+    if not isinstance(value, str) or not value or len(value) > 64:
+        raise ValidationError(f"{name} must be an IANA time zone name")
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValidationError(f"{name} {value!r} is not a known time zone") from None
+    if value not in _zones():
+        raise ValidationError(f"{name} {value!r} is not a known time zone")
+    return value
+
+
+_ZONES: set[str] = set()
+
+
+def _zones() -> set[str]:
+    if not _ZONES:
+        _ZONES.update(available_timezones() | {"UTC"})
+    return _ZONES
+
+
+def check_cron(name: str, value: object) -> str:
+    """A cron expression `cronsim` accepts (five fields, or six with seconds first)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(f"{name} must be a cron expression")
+    if len(value.encode("utf-8")) > MAX_CRON_BYTES or "\x00" in value:
+        raise ValidationError(f"{name} must be at most {MAX_CRON_BYTES} bytes, without NUL")
+    cronsim = _cronsim()
+    try:
+        cronsim.CronSim(value, datetime(2000, 1, 1, tzinfo=UTC))
+    except cronsim.CronSimError as exc:
+        raise ValidationError(f"{name} {value!r} is not a cron expression: {exc}") from None
+    return value
+
+
+def check_schedule(value: object, max_bytes: int) -> EncodedSchedule:
+    if not isinstance(value, Schedule):
+        raise ValidationError(f"schedule must be a Schedule, got {type(value).__name__}")
+    if not isinstance(value.catch_up, bool):
+        raise ValidationError("schedule.catch_up must be a bool")
+    return EncodedSchedule(
+        name=check_schedule_name(value.name),
+        cron=check_cron("schedule.cron", value.cron),
+        timezone=check_timezone("schedule.timezone", value.timezone),
+        thread_id=check_identifier("schedule.thread_id", value.thread_id),
+        input=encode_json("schedule.input", value.input, max_bytes, canonical=True),
+        kind=check_kind("schedule.kind", value.kind),
+        tenant=check_optional_identifier("schedule.tenant", value.tenant),
+        priority=check_priority("schedule.priority", value.priority),
+        max_attempts=check_int(
+            "schedule.max_attempts", value.max_attempts, minimum=1, maximum=INT32_MAX
+        ),
+        catch_up=value.catch_up,
+    )
+
+
+def check_slot(name: str, value: object) -> datetime:
+    """A slot: a tz-aware instant, whole seconds (a cron slot never has a fraction)."""
+    slot = check_timestamp(name, value)
+    if slot is None:
+        raise ValidationError(f"{name} must be a datetime")
+    if slot.microsecond:
+        raise ValidationError(f"{name} must be a whole second")
+    return slot.astimezone(UTC)
+
+
+# --- slots ---------------------------------------------------------------------------------
+
+
+def slot_key(name: str, slot: datetime) -> str:
+    """The submission key of a slot: ``schedule:<name>:<slot as UTC ISO 8601, seconds>``."""
+    return f"schedule:{name}:{slot.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
+
+
+def _cronsim() -> ModuleType:
+    try:
+        import cronsim
+    except ImportError:  # pragma: no cover - the extra is missing
+        raise ValidationError(
+            "cron schedules need the cronsim package: pip install 'durable-graph[cron]'"
+        ) from None
+    return cronsim
+
+
+def _iterate(
+    cron: str, timezone: str, after: datetime, reverse: bool = False
+) -> Iterator[datetime]:
+    """The slots of ``cron`` in ``timezone`` after ``after`` (before it with ``reverse``), in
+    UTC, in order (``after`` itself excluded)."""
+    zone = ZoneInfo(timezone)
+    start = after.astimezone(zone).replace(microsecond=0)
+    for slot in _cronsim().CronSim(cron, start, reverse=reverse):
+        yield slot.astimezone(UTC)
+
+
+def due_slots(stored: StoredSchedule, now: datetime) -> list[datetime]:
+    """The slots a scheduler submits at ``now`` (SPEC §15's missed-slot policy): those after the
+    newest submitted one (or the schedule's creation) and at or before ``now``; only the latest
+    of them unless the schedule catches up (then each, oldest first, `MAX_CATCH_UP` at most)."""
+    if stored.paused:
+        return []
+    s = stored.schedule
+    base = stored.last_slot if stored.last_slot is not None else stored.created_at
+    if not s.catch_up:
+        # The latest slot at or before now (reverse from the second after it), if after base.
+        ceiling = now.replace(microsecond=0) + timedelta(seconds=1)
+        latest = next(_iterate(s.cron, s.timezone, ceiling, reverse=True), None)
+        return [latest] if latest is not None and base < latest <= now else []
+    due: list[datetime] = []
+    for slot in _iterate(s.cron, s.timezone, base):
+        if slot > now or len(due) == MAX_CATCH_UP:
+            break
+        if slot > base:
+            due.append(slot)
+    return due
+
+
+def next_slot(stored: StoredSchedule, now: datetime) -> datetime | None:
+    """The first slot after ``now`` (and after the newest submitted one): its next run."""
+    s = stored.schedule
+    after = max(now, stored.last_slot or now, stored.created_at)
+    for slot in _iterate(s.cron, s.timezone, after):
+        if slot > after:
+            return slot
+    return None
+
+
+__all__ = [
+    "DEFAULT_KIND",
+    "LIMIT_SCOPES",
+    "MAX_CATCH_UP",
+    "MAX_KINDS",
+    "ConcurrencyLimit",
+    "EncodedSchedule",
+    "LimitScope",
+    "Schedule",
+    "StoredSchedule",
+    "check_cron",
+    "check_kind",
+    "check_kinds",
+    "check_limit_args",
+    "check_priority",
+    "check_schedule",
+    "check_schedule_name",
+    "check_scope",
+    "check_slot",
+    "check_timezone",
+    "due_slots",
+    "next_slot",
+    "slot_key",
+]

@@ -1,0 +1,171 @@
+"""SPEC §15 for the embedded stores, over a `Storage`: the lease's head pick under concurrency
+limits, the limits' calls, and the schedules' calls (as ``sql/72_scheduling.sql`` on PostgreSQL).
+
+A lease runs in the storage's write transaction (SQLite ``BEGIN IMMEDIATE``, the memory store's
+lock), so counting a tenant's or kind's live leases and taking one more is race-free: no other
+lease runs between the count and the write.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from durable_graph.core.errors import NotFound
+from durable_graph.core.model import Mode, TenantFilter, Ticket
+from durable_graph.core.scheduling import (
+    ConcurrencyLimit,
+    LimitScope,
+    Schedule,
+    StoredSchedule,
+    check_limit_args,
+    check_schedule,
+    check_schedule_name,
+    check_scope,
+    check_slot,
+    slot_key,
+)
+from durable_graph.core.validation import EncodedSubmission, check_identifier, decode_json
+from durable_graph.embedded.rows import EntryRow, HeadPick, ScheduleRow
+from durable_graph.embedded.storage import Storage, Tx
+
+
+def pick_head(tx: Tx, tenant: TenantFilter, kinds: tuple[str, ...] | None) -> EntryRow | None:
+    """The head a lease takes (SPEC §5, §15): the first leasable head in priority order whose
+    tenant and kind are under their concurrency limits. A head whose tenant (or kind) is at its
+    limit waits; its tenant (kind) is passed over for the rest of this pick, so a pick reads at
+    most one head per full tenant or kind."""
+    full_tenants: set[str] = set()
+    full_kinds: set[str] = set()
+    while True:
+        head = tx.leasable_head(
+            HeadPick(tenant, kinds, frozenset(full_tenants), frozenset(full_kinds))
+        )
+        if head is None:
+            return None
+        if head.tenant is not None and _full(tx, "tenant", head.tenant):
+            full_tenants.add(head.tenant)
+        elif _full(tx, "kind", head.kind):
+            full_kinds.add(head.kind)
+        else:
+            return head
+
+
+def _full(tx: Tx, scope: str, name: str) -> bool:
+    limit = tx.limit_of(scope, name)
+    return limit is not None and tx.live_leases(scope, name, limit) >= limit
+
+
+def _stored(row: ScheduleRow) -> StoredSchedule:
+    schedule = Schedule(
+        name=row.name,
+        cron=row.cron,
+        thread_id=row.thread_id,
+        input=decode_json(row.input),
+        timezone=row.timezone,
+        kind=row.kind,
+        tenant=row.tenant,
+        priority=row.priority,
+        max_attempts=row.max_attempts,
+        catch_up=row.catch_up,
+    )
+    return StoredSchedule(schedule, row.paused, row.created_at, row.last_slot)
+
+
+class EmbeddedScheduling:
+    """The limits' and schedules' calls of `EmbeddedRunQueue` (SPEC §15)."""
+
+    _storage: Storage
+    _max: int
+
+    def set_limit(self, scope: LimitScope, name: str, max_leases: int) -> ConcurrencyLimit:
+        limit = check_limit_args(scope, name, max_leases)
+        with self._storage.write() as tx:
+            tx.put_limit(limit.scope, limit.name, limit.max_leases)
+        return limit
+
+    def limits(self) -> list[ConcurrencyLimit]:
+        with self._storage.read() as tx:
+            rows = tx.all_limits()
+        return [ConcurrencyLimit(check_scope(s), n, m) for s, n, m in rows]
+
+    def remove_limit(self, scope: LimitScope, name: str) -> bool:
+        checked = check_scope(scope)
+        check_identifier("name", name)
+        with self._storage.write() as tx:
+            return tx.drop_limit(checked, name)
+
+    def put_schedule(self, schedule: Schedule) -> StoredSchedule:
+        s = check_schedule(schedule, self._max)
+        with self._storage.write() as tx:
+            old = tx.schedule_row(s.name)
+            row = ScheduleRow(
+                s.name, s.cron, s.timezone, s.thread_id, s.input, s.kind, s.tenant, s.priority,
+                s.max_attempts, s.catch_up,
+                False if old is None else old.paused,
+                tx.now if old is None else old.created_at,
+                None if old is None else old.last_slot,
+            )  # fmt: skip
+            tx.put_schedule_row(row)
+            return _stored(row)
+
+    def schedules(self) -> list[StoredSchedule]:
+        with self._storage.read() as tx:
+            return [_stored(r) for r in tx.schedule_rows()]
+
+    def remove_schedule(self, name: str) -> bool:
+        checked = check_schedule_name(name)
+        with self._storage.write() as tx:
+            return tx.drop_schedule(checked)
+
+    def pause_schedule(self, name: str, paused: bool = True) -> StoredSchedule:
+        checked = check_schedule_name(name)
+        if not isinstance(paused, bool):
+            from durable_graph.core.errors import ValidationError
+
+            raise ValidationError("paused must be a bool")
+        with self._storage.write() as tx:
+            row = tx.schedule_row(checked)
+            if row is None:
+                raise NotFound(f"schedule {checked!r} not found")
+            row.paused = paused
+            tx.put_schedule_row(row)
+            return _stored(row)
+
+    def fire_schedule(self, name: str, slot: datetime) -> Ticket | None:
+        checked = check_schedule_name(name)
+        at = check_slot("slot", slot)
+        with self._storage.write() as tx:
+            row = tx.schedule_row(checked)
+            if row is None:
+                raise NotFound(f"schedule {checked!r} not found")
+            # Not due (paused, in the future, at or before creation), or already submitted (at
+            # or before the newest slot): nothing. Else submit under the slot's key, once.
+            if (
+                row.paused
+                or at > tx.now
+                or at <= row.created_at
+                or (row.last_slot is not None and at <= row.last_slot)
+            ):
+                return None
+            key = slot_key(row.name, at)
+            kept = tx.entry_by_key(row.tenant, key)
+            if kept is None:
+                sub = EncodedSubmission(
+                    thread_id=row.thread_id,
+                    input=row.input,
+                    tenant=row.tenant,
+                    key=key,
+                    mode=Mode.ENQUEUE,
+                    max_attempts=row.max_attempts,
+                    priority=row.priority,
+                    kind=row.kind,
+                )
+                ticket = Ticket(tx.insert_entry(sub), existing=False)
+            else:
+                ticket = Ticket(kept.entry_id, existing=True)
+            row.last_slot = at
+            tx.put_schedule_row(row)
+            return ticket
+
+
+__all__ = ["EmbeddedScheduling", "pick_head"]

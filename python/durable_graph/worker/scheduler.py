@@ -1,0 +1,95 @@
+"""The scheduler loop (SPEC §15): submits the due slots of the store's cron schedules.
+
+Any number of schedulers may run against one store — ``durable-graph scheduler`` processes, or
+one inside each worker (``durable-graph worker --scheduler``): each pass reads the schedules,
+computes their due slots (`durable_graph.core.scheduling.due_slots`: by default only the latest
+missed slot, every one with ``catch_up``) and fires each with `RunQueue.fire_schedule`, which
+submits a slot at most once under the key ``schedule:<name>:<slot>`` and never a slot older than
+the newest submitted. So a slot runs once however many schedulers fire it, and a scheduler that
+dies mid-pass leaves nothing half done.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from durable_graph.core.errors import StoreError
+from durable_graph.core.run_queue import RunQueue
+from durable_graph.core.scheduling import due_slots
+from durable_graph.core.validation import check_clock, check_duration, from_posix
+
+log = logging.getLogger("durable_graph.scheduler")
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """A slot this scheduler submitted: the schedule, the slot, the entry (``existing`` when the
+    slot's key was already held)."""
+
+    name: str
+    slot: datetime
+    entry_id: int
+    existing: bool
+
+
+class Scheduler:
+    """Fires due schedule slots every ``interval`` until stopped."""
+
+    def __init__(
+        self,
+        queue: RunQueue,
+        *,
+        interval: timedelta = timedelta(seconds=1),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.queue = queue
+        self.interval = check_duration("interval", interval)
+        check_clock(clock)
+        self._clock = clock
+        self._stop = threading.Event()
+
+    def tick(self) -> list[Fired]:
+        """One pass: every due slot of every schedule, fired in order."""
+        now = from_posix(self._clock())
+        fired: list[Fired] = []
+        for stored in self.queue.schedules():
+            name = stored.schedule.name
+            for slot in due_slots(stored, now):
+                ticket = self.queue.fire_schedule(name, slot)
+                if ticket is None:
+                    break  # another scheduler got there first (or it is paused): next pass
+                fired.append(Fired(name, slot, ticket.entry_id, ticket.existing))
+                log.info("schedule %s: slot %s submitted as entry %d", name, slot, ticket.entry_id)
+        return fired
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def run(self) -> None:
+        """Pass after pass until `stop`; a store error is logged and the next pass tries again."""
+        log.info("scheduler started (every %s)", self.interval)
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except StoreError as exc:
+                log.warning("scheduler pass failed: %s", exc)
+            self._stop.wait(self.interval.total_seconds())
+        log.info("scheduler stopped")
+
+    def start_thread(self) -> threading.Thread:
+        """`run` in a daemon thread (a worker's ``--scheduler``); `stop` ends it."""
+        thread = threading.Thread(target=self.run, name="dg-scheduler", daemon=True)
+        thread.start()
+        return thread
+
+
+__all__ = ["Fired", "Scheduler"]
