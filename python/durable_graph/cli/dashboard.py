@@ -46,15 +46,7 @@ def add_parser(
         help="the token every request must carry, 16+ characters. On the command line it is "
         f"visible to every user of the machine in `ps`; {TOKEN_ENV} is not",
     )
-    option(sub, "--ssl-certfile", help="TLS certificate (PEM) to serve HTTPS with")
-    option(sub, "--ssl-keyfile", help="TLS private key (PEM) of --ssl-certfile")
-    option(
-        sub,
-        "--insecure",
-        action="store_true",
-        help="with --allow-remote, serve plain HTTP without TLS: the token and every page "
-        "cross the network in cleartext",
-    )
+    add_tls_options(sub, option, "the token and every page cross the network")
 
 
 def is_loopback(host: str) -> bool:
@@ -92,6 +84,43 @@ def check_bind(
         )
 
 
+def add_tls_options(sub: Any, option: Callable[..., None], what: str) -> None:
+    """--ssl-certfile, --ssl-keyfile and --insecure of a server command; ``what`` says what
+    crosses the network in cleartext without TLS."""
+    option(sub, "--ssl-certfile", help="TLS certificate (PEM) to serve HTTPS with")
+    option(sub, "--ssl-keyfile", help="TLS private key (PEM) of --ssl-certfile")
+    option(
+        sub,
+        "--insecure",
+        action="store_true",
+        help=f"with --allow-remote, serve plain HTTP without TLS: {what} in cleartext",
+    )
+
+
+def check_serving(args: argparse.Namespace) -> None:
+    """The bind (`check_bind`) and the port of a server command's arguments."""
+    tls = (args.ssl_certfile, args.ssl_keyfile)
+    check_bind(args.host, args.allow_remote, args.token, tls, args.insecure)
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port must be between 0 and 65535, got {args.port}")
+
+
+def http_server(app: Any, args: argparse.Namespace) -> Any:
+    """The uvicorn server of a server command (`_server_class`), TLS from its arguments."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        timeout_graceful_shutdown=2,
+        ssl_certfile=args.ssl_certfile,
+        ssl_keyfile=args.ssl_keyfile,
+    )
+    return _server_class()(config)
+
+
 def _server_class() -> Any:
     import uvicorn
 
@@ -116,12 +145,9 @@ def _server_class() -> Any:
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
-    tls = (args.ssl_certfile, args.ssl_keyfile)
-    check_bind(args.host, args.allow_remote, args.token, tls, args.insecure)
-    if not 0 <= args.port <= 65535:
-        raise UsageError(f"--port must be between 0 and 65535, got {args.port}")
+    check_serving(args)
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401  (checked here: the dashboard extra)
 
         from durable_graph.dashboard import create_app
     except ImportError as exc:
@@ -129,19 +155,10 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO)
     with store_of(args, must_exist=True, read_only=True) as store:
         app = create_app(store, args.token)
-        config = uvicorn.Config(
-            app,
-            host=args.host,
-            port=args.port,
-            log_level="warning",
-            timeout_graceful_shutdown=2,
-            ssl_certfile=args.ssl_certfile,
-            ssl_keyfile=args.ssl_keyfile,
-        )
         try:
-            server = _server_class()(config)
+            server = http_server(app, args)
             if args.ssl_certfile is not None:
-                config.load()  # reads the certificate and key now: a bad one is a usage error
+                server.config.load()  # reads the certificate and key now: a bad one is a usage error
         except (OSError, ValueError) as exc:
             raise UsageError(f"--ssl-certfile/--ssl-keyfile: {exc}") from None
         scheme = "https" if args.ssl_certfile is not None else "http"

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from durable_graph.cli.common import CliError, UsageError, store_of
-from durable_graph.cli.dashboard import _server_class, check_bind, is_loopback
+from durable_graph.cli.dashboard import add_tls_options, check_serving, http_server, is_loopback
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
 
@@ -40,31 +40,15 @@ def add_parser(
         help="allow a non-loopback --host (needs a token)",
     )
     option(sub, "--token", help="the API key every request must carry, 16+ characters")
-    option(sub, "--ssl-certfile", help="TLS certificate (PEM) to serve HTTPS with")
-    option(sub, "--ssl-keyfile", help="TLS private key (PEM) of --ssl-certfile")
-    option(
-        sub,
-        "--insecure",
-        action="store_true",
-        help="with --allow-remote, serve plain HTTP without TLS: the token crosses the network "
-        "in cleartext",
-    )
+    add_tls_options(sub, option, "the token crosses the network")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    check_bind(
-        args.host,
-        args.allow_remote,
-        args.token,
-        (args.ssl_certfile, args.ssl_keyfile),
-        args.insecure,
-    )
-    if not 0 <= args.port <= 65535:
-        raise UsageError(f"--port must be between 0 and 65535, got {args.port}")
+    check_serving(args)
     if args.workers < 0:
         raise UsageError("--workers must be >= 0")
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401  (checked here: the service extra)
 
         from durable_graph.core.errors import ValidationError
         from durable_graph.langgraph import DurableSaver
@@ -89,16 +73,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # On loopback only loopback Host names are answered (DNS rebinding), as the dashboard.
         hosts = LOOPBACK_HOSTS if is_loopback(args.host) else None
         app = create_app(store, graphs, token=args.token, allowed_hosts=hosts)
-        config = uvicorn.Config(
-            app,
-            host=args.host,
-            port=args.port,
-            log_level="warning",
-            timeout_graceful_shutdown=2,
-            ssl_certfile=args.ssl_certfile,
-            ssl_keyfile=args.ssl_keyfile,
-        )
-        server = _server_class()(config)
+        server = http_server(app, args)
         log.info(
             "LangGraph API at http://%s:%d/ (%d graphs, %d workers in process)",
             args.host,

@@ -17,7 +17,7 @@ from psycopg import sql
 from durable_graph.postgres import partitions
 from durable_graph.testkit.postgres import server as pg_server
 from durable_graph.testkit.postgres.clock import PgClock
-from durable_graph.testkit.postgres.schema import store_tables
+from durable_graph.testkit.postgres.schema import store_sequences, store_tables
 
 
 @dataclass
@@ -89,12 +89,7 @@ class MultiClock:
 def _reset_script(conn: psycopg.Connection[Any], schema: str) -> bytes:
     """One statement emptying a partition as `reset_store` does."""
     tables = store_tables(conn, schema)
-    sequences = [
-        str(r[0])
-        for r in conn.execute(
-            "SELECT sequencename FROM pg_sequences WHERE schemaname = %s", (schema,)
-        ).fetchall()
-    ]
+    sequences = store_sequences(conn, schema)
     parts: list[sql.Composable] = [sql.SQL("SET session_replication_role = replica")]
     parts += [sql.SQL("DELETE FROM {}").format(sql.Identifier(schema, t)) for t in tables]
     parts += [

@@ -28,16 +28,19 @@ def store_tables(conn: psycopg.Connection[Any], schema: str) -> list[str]:
     return [str(r[0]) for r in rows if r[0] not in BOOKKEEPING and "yoyo" not in str(r[0])]
 
 
+def store_sequences(conn: psycopg.Connection[Any], schema: str) -> list[str]:
+    """The sequences of the store's schema."""
+    rows = conn.execute(
+        "SELECT sequencename FROM pg_sequences WHERE schemaname = %s", (schema,)
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
 def reset_store(conn: psycopg.Connection[Any], schema: str) -> None:
     """Truncate the store's tables, restart its sequences and reset its test clock (if any)."""
     check_schema(schema)
     tables = store_tables(conn, schema)
-    sequences = [
-        str(r[0])
-        for r in conn.execute(
-            "SELECT sequencename FROM pg_sequences WHERE schemaname = %s", (schema,)
-        ).fetchall()
-    ]
+    sequences = store_sequences(conn, schema)
     has_clock = conn.execute(
         "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'dg_test_clock'", (schema,)
     ).fetchone()
@@ -68,4 +71,4 @@ def reset_store(conn: psycopg.Connection[Any], schema: str) -> None:
             )
 
 
-__all__ = ["BOOKKEEPING", "reset_store", "store_tables"]
+__all__ = ["BOOKKEEPING", "reset_store", "store_sequences", "store_tables"]
