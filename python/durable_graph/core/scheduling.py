@@ -13,11 +13,11 @@ API checks its shape and time zone only (any other language checks the expressio
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import ModuleType
-from typing import Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from durable_graph.core.errors import ValidationError
@@ -28,6 +28,7 @@ from durable_graph.core.scalars import (
     check_int,
     check_optional_identifier,
     check_timestamp,
+    decode_json,
     encode_json,
 )
 
@@ -107,6 +108,30 @@ class EncodedSchedule:
 
 
 # --- checks --------------------------------------------------------------------------------
+
+
+def stored_schedule(row: Mapping[str, Any]) -> StoredSchedule:
+    """A stored schedule from its row's fields (the names of ``dg_schedules_v1``'s columns,
+    ``input`` as JSON text), as every backend reads one; times in UTC."""
+    schedule = Schedule(
+        name=row["name"],
+        cron=row["cron"],
+        thread_id=row["thread_id"],
+        input=decode_json(row["input"]),
+        timezone=row["timezone"],
+        kind=row["kind"],
+        tenant=row["tenant"],
+        priority=int(row["priority"]),
+        max_attempts=int(row["max_attempts"]),
+        catch_up=bool(row["catch_up"]),
+    )
+    last: datetime | None = row["last_slot"]
+    return StoredSchedule(
+        schedule,
+        bool(row["paused"]),
+        row["created_at"].astimezone(UTC),
+        None if last is None else last.astimezone(UTC),
+    )
 
 
 def check_priority(name: str, value: object) -> int:
@@ -306,4 +331,5 @@ __all__ = [
     "due_slots",
     "next_slot",
     "slot_key",
+    "stored_schedule",
 ]

@@ -23,8 +23,9 @@ from durable_graph.core.scheduling import (
     check_scope,
     check_slot,
     slot_key,
+    stored_schedule,
 )
-from durable_graph.core.validation import EncodedSubmission, check_identifier, decode_json
+from durable_graph.core.validation import EncodedSubmission, check_identifier
 from durable_graph.embedded.rows import EntryRow, HeadPick, ScheduleRow
 from durable_graph.embedded.storage import Storage, Tx
 
@@ -56,19 +57,7 @@ def _full(tx: Tx, scope: str, name: str) -> bool:
 
 
 def _stored(row: ScheduleRow) -> StoredSchedule:
-    schedule = Schedule(
-        name=row.name,
-        cron=row.cron,
-        thread_id=row.thread_id,
-        input=decode_json(row.input),
-        timezone=row.timezone,
-        kind=row.kind,
-        tenant=row.tenant,
-        priority=row.priority,
-        max_attempts=row.max_attempts,
-        catch_up=row.catch_up,
-    )
-    return StoredSchedule(schedule, row.paused, row.created_at, row.last_slot)
+    return stored_schedule({f: getattr(row, f) for f in ScheduleRow.__slots__})
 
 
 class EmbeddedScheduling:

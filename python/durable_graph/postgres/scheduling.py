@@ -4,22 +4,19 @@ rows the decoder turns into model values."""
 
 from __future__ import annotations
 
-from datetime import UTC
-from typing import Any
-
 from durable_graph.core.errors import ValidationError
 from durable_graph.core.model import Ticket
 from durable_graph.core.scheduling import (
     ConcurrencyLimit,
-    Schedule,
     StoredSchedule,
     check_limit_args,
     check_schedule,
     check_schedule_name,
     check_scope,
     check_slot,
+    stored_schedule,
 )
-from durable_graph.core.validation import check_identifier, decode_json
+from durable_graph.core.validation import check_identifier
 from durable_graph.postgres.calls import SqlCall, _call
 from durable_graph.postgres.config import PostgresConfig
 from durable_graph.postgres.rows import Row, each, exactly_one, first_or_none, ticket_of
@@ -30,25 +27,7 @@ def _limit_of(row: Row) -> ConcurrencyLimit:
 
 
 def _schedule_of(row: Row) -> StoredSchedule:
-    schedule = Schedule(
-        name=row["name"],
-        cron=row["cron"],
-        thread_id=row["thread_id"],
-        input=decode_json(row["input"]),
-        timezone=row["timezone"],
-        kind=row["kind"],
-        tenant=row["tenant"],
-        priority=row["priority"],
-        max_attempts=row["max_attempts"],
-        catch_up=row["catch_up"],
-    )
-    last: Any = row["last_slot"]
-    return StoredSchedule(
-        schedule,
-        row["paused"],
-        row["created_at"].astimezone(UTC),
-        None if last is None else last.astimezone(UTC),
-    )
+    return stored_schedule(row)
 
 
 def set_limit(
