@@ -10,11 +10,15 @@
 -- time and head_priority_key (minus its priority). Concurrency limits are not looked at (the
 -- lease itself enforces them). No row when none waits. A hint (another worker can take it the
 -- next moment): the proxy sends it to every partition at once and leases on the one with the
--- first head. Raises DG000. (SPEC §15 change: p_kinds and head_priority_key added.)
+-- first head. `limited`: whether the partition has concurrency limits (then the proxy counts
+-- live leases store-wide before it leases, D142). Raises DG000. (SPEC §15 change: p_kinds and
+-- head_priority_key added; issue 28: limited added.)
 DROP FUNCTION IF EXISTS dg_lease_peek_v1(boolean, text);
+DROP FUNCTION IF EXISTS dg_lease_peek_v1(boolean, text, text[]);
 CREATE OR REPLACE FUNCTION dg_lease_peek_v1(p_any_tenant boolean, p_tenant text,
                                             p_kinds text[] DEFAULT NULL)
-RETURNS TABLE (head_entry_id bigint, submitted_at timestamptz, head_priority_key integer)
+RETURNS TABLE (head_entry_id bigint, submitted_at timestamptz, head_priority_key integer,
+               limited boolean)
 LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
@@ -29,7 +33,8 @@ BEGIN
     END IF;
     v_now := store_now();
     RETURN QUERY
-    SELECT h.head_entry_id, e.submitted_at, h.head_priority_key
+    SELECT h.head_entry_id, e.submitted_at, h.head_priority_key,
+           EXISTS (SELECT 1 FROM queue_limits l)
       FROM (SELECT x.head_entry_id, x.head_priority_key FROM (
                 (SELECT q.head_entry_id, q.head_priority_key FROM queue_threads q
                   WHERE q.head_entry_id IS NOT NULL AND q.lease_expires_at IS NULL
@@ -307,5 +312,95 @@ BEGIN
            AND o.outcome_detail = v_id::text AND o.attempt_count = 0;
         PERFORM _dg_refresh_queue_thread(v_thread);
     END LOOP;
+END;
+$$;
+
+-- dg_limit_usage_v1: for each concurrency limit of the partition, its live leases here (a lease
+-- of that tenant or kind on an open entry, not expired by store-now), at most max_leases of
+-- them. A proxy sums them over every partition under its own lock and passes the sums to the
+-- lease (dg_lease_limited_v1), so a limit holds store-wide (D142). Raises nothing.
+CREATE OR REPLACE FUNCTION dg_limit_usage_v1()
+RETURNS TABLE (scope text, name text, live bigint)
+LANGUAGE plpgsql STABLE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := store_now();
+BEGIN
+    RETURN QUERY
+    SELECT l.scope, l.name,
+           CASE WHEN l.scope = 'tenant' THEN
+               (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM queue_entries e
+                 WHERE e.tenant = l.name AND e.outcome_kind IS NULL
+                   AND e.lease_token IS NOT NULL AND e.lease_expires_at > v_now
+                 LIMIT l.max_leases) x)
+           ELSE
+               (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM queue_entries e
+                 WHERE e.kind = l.name AND e.outcome_kind IS NULL
+                   AND e.lease_token IS NOT NULL AND e.lease_expires_at > v_now
+                 LIMIT l.max_leases) x)
+           END
+      FROM queue_limits l;
+END;
+$$;
+
+-- dg_lease_limited_v1: dg_lease_v1 with the concurrency limits counted store-wide: p_live
+-- ({"tenant": {name: n}, "kind": {name: n}}, this partition's own leases included) is set as the
+-- transaction's dg.limit_live, which _dg_limit_full reads (it takes the greater of that and
+-- its own count). Raises what dg_lease_v1 raises.
+CREATE OR REPLACE FUNCTION dg_lease_limited_v1(
+    p_holder text, p_ttl interval, p_any_tenant boolean, p_tenant text, p_run_id text,
+    p_kinds text[], p_live json)
+RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
+               max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
+               submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
+               outcome_kind text, outcome_detail text, closed_at timestamptz,
+               closed_at_seq bigint,
+               token bigint, holder text, expires_at timestamptz, ttl interval,
+               attempt_kind text, attempt_number integer,
+               not_before timestamptz, retry_of bigint, priority integer, kind text)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    PERFORM pg_catalog.set_config('dg.limit_live', coalesce(p_live::text, ''), true);
+    RETURN QUERY SELECT * FROM dg_lease_v1(p_holder, p_ttl, p_any_tenant, p_tenant, p_run_id,
+                                           p_kinds);
+    PERFORM pg_catalog.set_config('dg.limit_live', '', true);
+END;
+$$;
+
+-- dg_begin_attempt_limited_v1: dg_begin_attempt_v1 with the limits counted store-wide, as
+-- dg_lease_limited_v1. Raises what dg_begin_attempt_v1 raises.
+CREATE OR REPLACE FUNCTION dg_begin_attempt_limited_v1(
+    p_holder text, p_ttl interval, p_claim_ttl interval, p_any_tenant boolean, p_tenant text,
+    p_run_id text, p_kinds text[], p_live json)
+RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
+               max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
+               submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
+               outcome_kind text, outcome_detail text, closed_at timestamptz,
+               closed_at_seq bigint,
+               token bigint, holder text, expires_at timestamptz, ttl interval,
+               attempt_kind text, attempt_number integer,
+               claim_token bigint, claim_expires_at timestamptz, claim_ttl interval,
+               latest_checkpoint_id text, latest_parent_id text, latest_run_id text,
+               latest_state text, latest_metadata text, latest_next text[],
+               latest_created_at timestamptz, latest_committed_at timestamptz,
+               latest_seq bigint, latest_writes json,
+               not_before timestamptz, retry_of bigint,
+               head_checkpoint_id text, head_parent_id text, head_run_id text,
+               head_state text, head_metadata text, head_next text[],
+               head_created_at timestamptz, head_committed_at timestamptz,
+               head_seq bigint, head_writes json,
+               priority integer, kind text)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    PERFORM pg_catalog.set_config('dg.limit_live', coalesce(p_live::text, ''), true);
+    RETURN QUERY SELECT * FROM dg_begin_attempt_v1(p_holder, p_ttl, p_claim_ttl, p_any_tenant,
+                                                   p_tenant, p_run_id, p_kinds);
+    PERFORM pg_catalog.set_config('dg.limit_live', '', true);
 END;
 $$;

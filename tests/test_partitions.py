@@ -401,6 +401,42 @@ def test_submit_many_undo_deletes_what_is_untouched_and_keeps_what_was_leased(
         store.close()
 
 
+def test_a_concurrency_limit_holds_store_wide(any_store: Harness) -> None:
+    """A tenant at limit 2 and a kind at limit 1, their entries on threads of every partition:
+    at most 2 (and 1) live leases in all, however many partitions hold waiting heads; a closed
+    or expired lease frees its place; other tenants and kinds are not held back."""
+    store = any_store.store
+    queue = store.run_queue
+    ttl = timedelta(minutes=1)
+    queue.set_limit("tenant", "acme", 2)
+    queue.set_limit("kind", "gpu", 1)
+    acme = {queue.submit(Submission(f"acme-{i}", i, tenant="acme")).entry_id for i in range(16)}
+    gpu = {queue.submit(Submission(f"gpu-{i}", i, kind="gpu")).entry_id for i in range(16)}
+    plain = {queue.submit(Submission(f"plain-{i}", i)).entry_id for i in range(4)}
+    leases = []
+    while (lease := queue.lease("w", ttl, tenant=ANY)) is not None:
+        leases.append(lease)
+    ids = [lease.entry.entry_id for lease in leases]
+    assert len([i for i in ids if i in acme]) == 2
+    assert len([i for i in ids if i in gpu]) == 1
+    assert plain <= set(ids)
+    first_acme = next(lease for lease in leases if lease.entry.entry_id in acme)
+    queue.close(first_acme, Completed())
+    again = queue.lease("w", ttl, tenant=ANY)
+    assert again is not None and again.entry.entry_id in acme
+    assert queue.lease("w", ttl, tenant=ANY) is None
+    begun = store.begin_attempt("w", ttl, run_id="r-1", tenant=ANY)
+    assert begun is None
+    any_store.clock.advance(timedelta(minutes=2))  # every lease expired: every place free
+    taken = []
+    while (lease := queue.lease("w", ttl, tenant=ANY)) is not None:
+        taken.append(lease.entry.entry_id)
+    assert len([i for i in taken if i in acme]) == 2
+    assert len([i for i in taken if i in gpu]) == 1
+    assert queue.remove_limit("tenant", "acme") is True
+    assert queue.lease("w", ttl, tenant=ANY) is not None
+
+
 def test_submission_keys_unique_within_a_partition(any_store: Harness) -> None:
     """Same key, same thread: the same ticket; same key on another thread of the same tree
     (so the same partition): SubmissionKeyReused."""

@@ -17,11 +17,6 @@ ROOT = "a child's first commit must share its root's partition (children, fences
 TOKENS = "fencing tokens are unique store-wide and increase per thread"
 ORDER = "entry ids increase per thread, ordered store-wide only within a partition"
 KEYS = "a submission key is unique per tenant within its thread's partition"
-LIMITS = (
-    "not in SPEC §16.2, a gap: a concurrency limit (SPEC §15) is kept on every partition and each"
-    " enforces it on its own leases, so through a proxy a tenant or kind at limit L can hold up"
-    " to L leases per partition"
-)
 
 AMENDED: dict[str, str] = {
     # Checkpointer: thread trees named freely (a child's id not root U+001F suffix).
@@ -74,11 +69,6 @@ AMENDED: dict[str, str] = {
     # Its refused batch writes nothing through a proxy too (D141); its second batch reuses a key
     # on threads of two partitions, which a proxy accepts.
     "test_submit_many_with_a_refused_submission_writes_nothing": KEYS,
-    # Concurrency limits per partition through a proxy.
-    "test_tenant_limit_caps_live_leases": LIMITS,
-    "test_kind_limit_caps_live_leases": LIMITS,
-    "test_a_closed_or_expired_lease_frees_its_place": LIMITS,
-    "test_begin_attempt_respects_limits": LIMITS,
 }
 """Contract test name -> the §16.2 amendment it meets only in its amended form."""
 
@@ -89,4 +79,4 @@ def amended_names(suite: type) -> dict[str, str]:
     return {n: rule for n, rule in AMENDED.items() if n in names}
 
 
-__all__ = ["AMENDED", "KEYS", "LIMITS", "ORDER", "ROOT", "TOKENS", "amended_names"]
+__all__ = ["AMENDED", "KEYS", "ORDER", "ROOT", "TOKENS", "amended_names"]
