@@ -1,6 +1,7 @@
 -- What a PL/Proxy partition proxy (SPEC §16, docs/scaling.md, sql/proxy/) asks of each partition
--- besides the calls it routes unchanged: enough to take at most one lease store-wide and to page
--- the open entries with one position per partition. A store that is not a partition never calls
+-- besides the calls it routes unchanged: enough to take at most one lease store-wide under
+-- limits counted store-wide, to page the open entries by their fixed listing places, and to
+-- check and undo a submit_many spanning partitions. A store that is not a partition never calls
 -- them; they read, lock and write nothing the routed calls do not.
 
 -- dg_lease_peek_v1: the head of the thread dg_lease_v1 would try first, without locking or
@@ -113,7 +114,8 @@ BEGIN
     PERFORM _dg_not_null(p_any_tenant IS NOT NULL, 'any_tenant');
     PERFORM _dg_opt_id(p_tenant, 'tenant');
     PERFORM _dg_count(p_limit, 'limit', 100000);
-    PERFORM _dg_check((p_since IS NULL) = (p_rank IS NULL) AND (p_since IS NULL) = (p_anchor IS NULL)
+    PERFORM _dg_check((p_since IS NULL) = (p_rank IS NULL)
+                      AND (p_since IS NULL) = (p_anchor IS NULL)
                       AND (p_since IS NULL) = (p_behind IS NULL)
                       AND (p_since IS NULL) = (p_id IS NULL),
                       'since, rank, anchor, behind and id must be all NULL or all given');

@@ -135,7 +135,8 @@ LANGUAGE sql VOLATILE
 SET search_path FROM CURRENT
 AS $$
 SELECT pg_catalog.pg_advisory_xact_lock(
-    pg_catalog.hashtextextended('durable_graph concurrency limits ' || pg_catalog.current_schema(), 0))
+    pg_catalog.hashtextextended('durable_graph concurrency limits '
+                                || pg_catalog.current_schema(), 0))
 $$;
 
 -- dg_lease_v1 on a proxy: dg_lease_v1 of the partitions in _dg_lease_order until one leases;

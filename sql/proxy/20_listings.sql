@@ -1,6 +1,6 @@
--- Listings on a partition proxy (SPEC §16.1: listings fan out and merge, paged with one
--- position per partition). A listing over every partition fails whole when one is down, with
--- a ProcessingError naming the partitions that are (_dg_fan_out_failed).
+-- Listings on a partition proxy (SPEC §16.1: listings fan out and merge, paged with one cursor
+-- read as a position on every partition). A listing over every partition fails whole when one
+-- is down, with a ProcessingError naming the partitions that are (_dg_fan_out_failed).
 
 -- _dg_down_partitions(): the partitions that cannot be reached now (each asked in turn).
 CREATE OR REPLACE FUNCTION _dg_down_partitions() RETURNS integer[]

@@ -97,7 +97,7 @@ WHEN OTHERS THEN
 END;
 $$;
 
--- _dg_submit_group(partition, indexes, the batch's arrays): the arrays of one partition's group
+-- _dg_submit_group(indexes, the batch's arrays): the arrays of one partition's group
 -- (the elements at those 1-based indexes, in that order) as one dg_submit_many_v1 takes them.
 CREATE OR REPLACE FUNCTION _dg_submit_group(
     p_idx integer[], p_thread_ids text[], p_inputs text[], p_tenants text[], p_keys text[],
@@ -107,19 +107,24 @@ CREATE OR REPLACE FUNCTION _dg_submit_group(
 LANGUAGE sql IMMUTABLE
 SET search_path FROM CURRENT
 AS $$
-SELECT ARRAY(SELECT p_thread_ids[i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o) ORDER BY o),
-       ARRAY(SELECT p_inputs[i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o) ORDER BY o),
-       ARRAY(SELECT p_tenants[i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o) ORDER BY o),
-       ARRAY(SELECT p_keys[i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o) ORDER BY o),
-       ARRAY(SELECT p_modes[i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o) ORDER BY o),
-       ARRAY(SELECT p_max_attempts[i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o)
-              ORDER BY o),
+SELECT ARRAY(SELECT p_thread_ids[u.i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o)
+              ORDER BY u.o),
+       ARRAY(SELECT p_inputs[u.i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o)
+              ORDER BY u.o),
+       ARRAY(SELECT p_tenants[u.i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o)
+              ORDER BY u.o),
+       ARRAY(SELECT p_keys[u.i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o)
+              ORDER BY u.o),
+       ARRAY(SELECT p_modes[u.i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o)
+              ORDER BY u.o),
+       ARRAY(SELECT p_max_attempts[u.i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o)
+              ORDER BY u.o),
        CASE WHEN p_priorities IS NOT NULL THEN
-           ARRAY(SELECT p_priorities[i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o)
-                  ORDER BY o) END,
+           ARRAY(SELECT p_priorities[u.i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o)
+                  ORDER BY u.o) END,
        CASE WHEN p_kinds IS NOT NULL THEN
-           ARRAY(SELECT p_kinds[i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o)
-                  ORDER BY o) END
+           ARRAY(SELECT p_kinds[u.i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o)
+                  ORDER BY u.o) END
 $$;
 
 -- dg_submit_many_v1 on a proxy: the submissions grouped by their thread's partition; the
@@ -130,8 +135,8 @@ $$;
 -- found then writes nothing anywhere; then every group is written (dg_submit_many_v1, each its
 -- own transaction, by partition number), and when a write is refused even so (a bad argument,
 -- a partition down, or its state changed since its check: a key taken, an entry opened on a
--- REJECT's thread) the groups already written are undone (dg_submit_many_undo_v1: deleted, what their INTERRUPTs closed
--- reopened) before the refusal is raised. What an undo cannot take back (an entry a worker
+-- REJECT's thread) the groups already written are undone (dg_submit_many_undo_v1: deleted,
+-- what their INTERRUPTs closed reopened) before the refusal is raised. What an undo cannot take back (an entry a worker
 -- leased between its write and the undo, or a partition unreachable for the undo) stays, and
 -- the error says so (ProcessingError). Arrays that are NULL or of unequal lengths go whole to
 -- partition 0, which raises DG000 (p_priorities and p_kinds, SPEC §15, may be NULL: the
