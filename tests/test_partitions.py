@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -435,6 +436,35 @@ def test_a_concurrency_limit_holds_store_wide(any_store: Harness) -> None:
     assert len([i for i in taken if i in gpu]) == 1
     assert queue.remove_limit("tenant", "acme") is True
     assert queue.lease("w", ttl, tenant=ANY) is not None
+
+
+def test_a_concurrency_limit_holds_under_concurrent_leases_through_the_proxy(
+    partitioned_store: partitioned.PartitionedStore, proxy_pool: ConnectionPool[Any]
+) -> None:
+    """Eight workers leasing at once through the proxy (each call its own proxy backend): a
+    tenant at limit 3 with waiting entries on every partition gets exactly 3 leases."""
+    store = _proxy_store(partitioned_store, proxy_pool)
+    queue = store.run_queue
+    queue.set_limit("tenant", "acme", 3)
+    acme = {queue.submit(Submission(f"c-{i}", i, tenant="acme")).entry_id for i in range(40)}
+    leased: list[int] = []
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            while (lease := queue.lease(f"w-{n}", timedelta(minutes=1), tenant=ANY)) is not None:
+                leased.append(lease.entry.entry_id)
+        except BaseException as exc:  # reported on the test's thread
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    assert not errors
+    assert len(leased) == 3 and set(leased) <= acme
+    store.close()
 
 
 def test_submission_keys_unique_within_a_partition(any_store: Harness) -> None:
