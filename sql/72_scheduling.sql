@@ -24,7 +24,8 @@ $$;
 -- full for this call) and the live leases of that tenant or kind are counted under the lock, at
 -- most max_leases of them (queue_entries_leased_{tenant,kind}_idx). Each statement of a
 -- PL/pgSQL function sees the commits made before it started (READ COMMITTED), so the count sees
--- every lease whose transaction held the lock before this one.
+-- every lease whose transaction held the lock before this one. On a partition leased through a
+-- proxy, the count is the store-wide one the proxy passes (dg.limit_live, below).
 CREATE OR REPLACE FUNCTION _dg_limit_full(
     p_scope text, p_name text, p_now timestamptz, p_wait boolean,
     OUT at_limit boolean, OUT locked boolean)
@@ -33,6 +34,7 @@ AS $$
 DECLARE
     v_max integer;
     v_live bigint;
+    v_store text;
 BEGIN
     at_limit := false;
     locked := false;
@@ -67,6 +69,14 @@ BEGIN
                  WHERE e.kind = p_name AND e.outcome_kind IS NULL
                    AND e.lease_token IS NOT NULL AND e.lease_expires_at > p_now
                  LIMIT v_max) x;
+    END IF;
+    -- A partition proxy's lease (issue 28, D142) passes the live leases it counted store-wide
+    -- in the transaction's dg.limit_live ({"tenant": {name: n}, "kind": {...}}, read under its
+    -- own lock; this partition's included); unset on one store. It can only make a limit
+    -- stricter: the greater of the two counts is used.
+    v_store := NULLIF(pg_catalog.current_setting('dg.limit_live', true), '');
+    IF v_store IS NOT NULL THEN
+        v_live := GREATEST(v_live, coalesce(((v_store::json -> p_scope) ->> p_name)::bigint, 0));
     END IF;
     at_limit := (v_live >= v_max);
 END;

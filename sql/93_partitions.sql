@@ -1,6 +1,7 @@
 -- What a PL/Proxy partition proxy (SPEC §16, docs/scaling.md, sql/proxy/) asks of each partition
--- besides the calls it routes unchanged: enough to take at most one lease store-wide and to page
--- the open entries with one position per partition. A store that is not a partition never calls
+-- besides the calls it routes unchanged: enough to take at most one lease store-wide under
+-- limits counted store-wide, to page the open entries by their fixed listing places, and to
+-- check and undo a submit_many spanning partitions. A store that is not a partition never calls
 -- them; they read, lock and write nothing the routed calls do not.
 
 -- dg_lease_peek_v1: the head of the thread dg_lease_v1 would try first, without locking or
@@ -10,11 +11,15 @@
 -- time and head_priority_key (minus its priority). Concurrency limits are not looked at (the
 -- lease itself enforces them). No row when none waits. A hint (another worker can take it the
 -- next moment): the proxy sends it to every partition at once and leases on the one with the
--- first head. Raises DG000. (SPEC §15 change: p_kinds and head_priority_key added.)
+-- first head. `limited`: whether the partition has concurrency limits (then the proxy counts
+-- live leases store-wide before it leases, D142). Raises DG000. (SPEC §15 change: p_kinds and
+-- head_priority_key added; issue 28: limited added.)
 DROP FUNCTION IF EXISTS dg_lease_peek_v1(boolean, text);
+DROP FUNCTION IF EXISTS dg_lease_peek_v1(boolean, text, text[]);
 CREATE OR REPLACE FUNCTION dg_lease_peek_v1(p_any_tenant boolean, p_tenant text,
                                             p_kinds text[] DEFAULT NULL)
-RETURNS TABLE (head_entry_id bigint, submitted_at timestamptz, head_priority_key integer)
+RETURNS TABLE (head_entry_id bigint, submitted_at timestamptz, head_priority_key integer,
+               limited boolean)
 LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
@@ -29,7 +34,8 @@ BEGIN
     END IF;
     v_now := store_now();
     RETURN QUERY
-    SELECT h.head_entry_id, e.submitted_at, h.head_priority_key
+    SELECT h.head_entry_id, e.submitted_at, h.head_priority_key,
+           EXISTS (SELECT 1 FROM queue_limits l)
       FROM (SELECT x.head_entry_id, x.head_priority_key FROM (
                 (SELECT q.head_entry_id, q.head_priority_key FROM queue_threads q
                   WHERE q.head_entry_id IS NOT NULL AND q.lease_expires_at IS NULL
@@ -47,12 +53,19 @@ BEGIN
 END;
 $$;
 
--- dg_queue_position_v1: the place of entry p_entry_id in dg_open_entries_v1's order (its
--- thread's current head, its queue rank, its id), as dg_open_entries_v1 computes it for p_after;
--- no row when the entry is unknown, reclaimed or not the wanted tenant's. Raises DG000.
+-- dg_queue_position_v1: the fixed listing place (D65, migrations/0009.listing_place.sql) of
+-- entry p_entry_id, as dg_open_entries_v1 reads it for p_after: (list_since: the entry that
+-- opened its thread's stretch of open entries, list_rank: 1 for an INTERRUPT not placed behind
+-- another entry, else 2, list_anchor, list_behind, entry_id). Places are written once, at
+-- submit, and entry ids are unique store-wide, so the places of every partition are one order
+-- that never moves: the proxy merges pages by it. No row when the entry is unknown, reclaimed
+-- or not the wanted tenant's (open or closed, its place stays). Raises DG000.
+-- (Issue 28: the place replaced (queue_head, queue_rank), which moved as heads closed.)
+DROP FUNCTION IF EXISTS dg_queue_position_v1(bigint, boolean, text);
 CREATE OR REPLACE FUNCTION dg_queue_position_v1(p_entry_id bigint, p_any_tenant boolean,
                                                 p_tenant text)
-RETURNS TABLE (queue_head bigint, queue_rank smallint, entry_id bigint)
+RETURNS TABLE (list_since bigint, list_rank integer, list_anchor bigint, list_behind boolean,
+               entry_id bigint)
 LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
@@ -62,30 +75,35 @@ BEGIN
     PERFORM _dg_not_null(p_any_tenant IS NOT NULL, 'any_tenant');
     PERFORM _dg_opt_id(p_tenant, 'tenant');
     RETURN QUERY
-    SELECT coalesce(q.head_entry_id, a.entry_id), a.queue_rank, a.entry_id
-      FROM queue_entries a LEFT JOIN queue_threads q ON q.thread_id = a.thread_id
+    SELECT coalesce(a.open_since, a.entry_id),
+           CASE WHEN a.list_after IS NULL AND a.mode = 'interrupt' THEN 1 ELSE 2 END,
+           coalesce(a.list_after, a.entry_id), a.list_after IS NOT NULL, a.entry_id
+      FROM queue_entries a
      WHERE a.entry_id = p_entry_id AND (p_any_tenant OR a.tenant IS NOT DISTINCT FROM p_tenant);
 END;
 $$;
 
--- dg_open_entries_at_v1: dg_open_entries_v1 over every thread, after the position (p_head,
--- p_rank, p_id) instead of after an entry (all three NULL: from the first), each row with its
--- position (queue_head, queue_rank) and its size as the page bound counts it (row_bytes), and
--- the partition's max_page_bytes (page_bytes), so the proxy can merge the partitions' pages in
--- one order under one bound. At most p_limit (1..100000) rows and max_page_bytes, at least one
--- when one exists. Raises DG000.
--- (SPEC §15: the row gained priority and kind before queue_head.)
+-- dg_open_entries_at_v1: dg_open_entries_v1 over every thread (its order, its filter, its
+-- page bound), after the listing place (p_since, p_rank, p_anchor, p_behind, p_id) as
+-- dg_queue_position_v1 returns it instead of after an entry (all five NULL: from the first),
+-- each row with its place and its size as the page bound counts it (row_bytes), and the
+-- partition's max_page_bytes (page_bytes), so the proxy can merge the partitions' pages in one
+-- order under one bound. Reads down queue_entries_listing_idx as dg_open_entries_v1 does. At
+-- most p_limit (1..100000) rows and max_page_bytes, at least one when one exists. Raises DG000.
+-- (Issue 28: after a listing place, no longer after (queue_head, queue_rank, id).)
 DROP FUNCTION IF EXISTS dg_open_entries_at_v1(boolean, text, bigint, smallint, bigint, integer);
 CREATE OR REPLACE FUNCTION dg_open_entries_at_v1(p_any_tenant boolean, p_tenant text,
-                                                 p_head bigint, p_rank smallint, p_id bigint,
-                                                 p_limit integer)
+                                                 p_since bigint, p_rank integer,
+                                                 p_anchor bigint, p_behind boolean,
+                                                 p_id bigint, p_limit integer)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
                submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
                outcome_kind text, outcome_detail text, closed_at timestamptz,
                closed_at_seq bigint, not_before timestamptz, retry_of bigint,
                priority integer, kind text,
-               queue_head bigint, queue_rank smallint, row_bytes bigint, page_bytes bigint)
+               list_since bigint, list_rank integer, list_anchor bigint, list_behind boolean,
+               row_bytes bigint, page_bytes bigint)
 LANGUAGE plpgsql STABLE
 SET search_path FROM CURRENT
 AS $$
@@ -96,36 +114,58 @@ BEGIN
     PERFORM _dg_not_null(p_any_tenant IS NOT NULL, 'any_tenant');
     PERFORM _dg_opt_id(p_tenant, 'tenant');
     PERFORM _dg_count(p_limit, 'limit', 100000);
-    PERFORM _dg_check((p_head IS NULL) = (p_rank IS NULL) AND (p_head IS NULL) = (p_id IS NULL),
-                      'head, rank and id must be all NULL or all given');
+    PERFORM _dg_check((p_since IS NULL) = (p_rank IS NULL)
+                      AND (p_since IS NULL) = (p_anchor IS NULL)
+                      AND (p_since IS NULL) = (p_behind IS NULL)
+                      AND (p_since IS NULL) = (p_id IS NULL),
+                      'since, rank, anchor, behind and id must be all NULL or all given');
+    IF p_since IS NULL THEN  -- before every place (ids and ranks are positive)
+        p_since := -1;
+        p_rank := -1;
+        p_anchor := -1;
+        p_behind := false;
+        p_id := -1;
+    END IF;
     v_page := (_dg_limits()).max_page_bytes;
     RETURN QUERY
     SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts,
            x.attempts, x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder,
            x.lease_expires_at, x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq,
-           x.not_before, x.retry_of, x.priority, x.kind, x.h, x.rank, x.size::bigint, v_page
-      FROM (SELECT r.*, pg_catalog.sum(r.size) OVER (ORDER BY r.h, r.rank, r.entry_id
-                                          ROWS UNBOUNDED PRECEDING) - r.size AS before_bytes
+           x.not_before, x.retry_of, x.priority, x.kind, x.k1, x.k2, x.k3, x.k4, x.row_bytes,
+           v_page
+      FROM (SELECT r.*, a.attempts,
+                   (r.size + pg_catalog.octet_length(a.attempts::text))::bigint AS row_bytes,
+                   pg_catalog.sum(r.size + pg_catalog.octet_length(a.attempts::text))
+                       OVER (ORDER BY r.k1, r.k2, r.k3, r.k4, r.entry_id ROWS UNBOUNDED PRECEDING)
+                   - (r.size + pg_catalog.octet_length(a.attempts::text)) AS before_bytes
               FROM (SELECT e.entry_id, e.tenant, e.thread_id::text AS thread_id, e.key,
-                           e.input, e.mode, e.max_attempts, a.attempts, e.admitted,
+                           e.input, e.mode, e.max_attempts, e.admitted,
                            e.thread_deleted, e.submitted_at, e.lease_holder,
                            e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
                            e.closed_at_seq, e.not_before, e.retry_of, e.priority, e.kind,
-                           q.head_entry_id AS h, e.queue_rank AS rank,
-                           pg_catalog.octet_length(e.input) + pg_catalog.octet_length(a.attempts::text)
+                           e.k1, e.k2, e.k3, e.k4,
+                           pg_catalog.octet_length(e.input)
                            + coalesce(pg_catalog.octet_length(e.key), 0) AS size
-                      FROM queue_threads q
-                      JOIN queue_entries e ON e.thread_id = q.thread_id
-                                          AND e.outcome_kind IS NULL
-                     CROSS JOIN LATERAL _dg_attempts(e.entry_id) a
-                     WHERE q.head_entry_id IS NOT NULL
-                       AND (p_any_tenant OR e.tenant IS NOT DISTINCT FROM p_tenant)
-                       AND (p_head IS NULL
-                            OR (q.head_entry_id, e.queue_rank, e.entry_id) > (p_head, p_rank, p_id))
-                     ORDER BY q.head_entry_id, e.queue_rank, e.entry_id
-                     LIMIT p_limit) r) x
+                      FROM (SELECT e.*, coalesce(e.open_since, e.entry_id) AS k1,
+                                   CASE WHEN e.list_after IS NULL AND e.mode = 'interrupt'
+                                        THEN 1 ELSE 2 END AS k2,
+                                   coalesce(e.list_after, e.entry_id) AS k3,
+                                   e.list_after IS NOT NULL AS k4
+                              FROM queue_entries e
+                             WHERE e.outcome_kind IS NULL
+                               AND (p_any_tenant OR e.tenant IS NOT DISTINCT FROM p_tenant)
+                               AND coalesce(e.open_since, e.entry_id) >= p_since
+                               AND (coalesce(e.open_since, e.entry_id),
+                                    CASE WHEN e.list_after IS NULL AND e.mode = 'interrupt'
+                                         THEN 1 ELSE 2 END,
+                                    coalesce(e.list_after, e.entry_id),
+                                    e.list_after IS NOT NULL, e.entry_id)
+                                   > (p_since, p_rank, p_anchor, p_behind, p_id)
+                             ORDER BY k1, k2, k3, k4, e.entry_id
+                             LIMIT p_limit) e) r
+             CROSS JOIN LATERAL _dg_attempts(r.entry_id) a) x
      WHERE x.before_bytes < v_page
-     ORDER BY x.h, x.rank, x.entry_id;
+     ORDER BY x.k1, x.k2, x.k3, x.k4, x.entry_id;
 END;
 $$;
 
@@ -204,5 +244,165 @@ BEGIN
            last_slot = p_last_slot
      WHERE s.name = p_name;
     RETURN QUERY SELECT * FROM _dg_schedule_row(p_name);
+END;
+$$;
+
+-- dg_submit_many_check_v1: whether dg_submit_many_v1 with these arguments would be accepted
+-- now, writing nothing: the batch is submitted in a subtransaction that is then rolled back
+-- (entry ids it drew stay unused: a sequence does not roll back). Raises what
+-- dg_submit_many_v1 would raise; else returns nothing. The first phase of a proxy's
+-- submit_many spanning partitions (sql/proxy/30_sweeps.sql): every partition's group is
+-- checked before any is written.
+CREATE OR REPLACE FUNCTION dg_submit_many_check_v1(
+    p_thread_ids text[], p_inputs text[], p_tenants text[], p_keys text[], p_modes text[],
+    p_max_attempts integer[], p_priorities integer[], p_kinds text[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    BEGIN
+        PERFORM 1 FROM dg_submit_many_v1(p_thread_ids, p_inputs, p_tenants, p_keys, p_modes,
+                                         p_max_attempts, p_priorities, p_kinds);
+        RAISE EXCEPTION 'checked' USING ERRCODE = 'DGZ01';  -- undoes the subtransaction
+    EXCEPTION WHEN SQLSTATE 'DGZ01' THEN
+        NULL;
+    END;
+END;
+$$;
+
+-- dg_submit_many_undo_v1: undo the entries p_entry_ids that a dg_submit_many_v1 just wrote
+-- (its tickets with existing = false), newest first, each under its thread's queue lock: an
+-- entry still open and never leased is deleted (its key is free again) and the entries its
+-- INTERRUPT closed (interrupted by it, no attempt recorded) are reopened, as a rollback of the
+-- batch would leave them. Returns the ids it could not undo: gone, closed, or leased since (a
+-- worker took it between the write and the undo), which stay as they are. The compensation of
+-- a proxy's submit_many whose write on a later partition was refused (sql/proxy/30_sweeps.sql).
+-- Raises DG000.
+CREATE OR REPLACE FUNCTION dg_submit_many_undo_v1(p_entry_ids bigint[])
+RETURNS TABLE (entry_id bigint)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_id bigint;
+    v_thread text;
+    e queue_entries;
+BEGIN
+    PERFORM _dg_not_null(p_entry_ids IS NOT NULL, 'entry_ids');
+    PERFORM _dg_check(pg_catalog.cardinality(p_entry_ids) <= 10000,
+                      'entry_ids must number at most 10000');
+    FOR v_id IN SELECT DISTINCT u.id FROM pg_catalog.unnest(p_entry_ids) u(id)
+                 WHERE u.id IS NOT NULL ORDER BY 1 DESC LOOP
+        SELECT q.thread_id INTO v_thread FROM queue_entries q WHERE q.entry_id = v_id;
+        IF NOT FOUND THEN
+            RETURN QUERY SELECT v_id;
+            CONTINUE;
+        END IF;
+        PERFORM _dg_lock_queue_thread(v_thread);
+        SELECT * INTO e FROM queue_entries q WHERE q.entry_id = v_id FOR UPDATE;
+        IF e.outcome_kind IS NOT NULL OR e.lease_token IS NOT NULL OR e.attempt_count > 0 THEN
+            RETURN QUERY SELECT v_id;
+            CONTINUE;
+        END IF;
+        DELETE FROM queue_entries q WHERE q.entry_id = v_id;
+        UPDATE queue_entries o
+           SET outcome_kind = NULL, outcome_detail = NULL, closed_at = NULL,
+               closed_at_seq = NULL
+         WHERE o.thread_id = v_thread AND o.outcome_kind = 'interrupted'
+           AND o.outcome_detail = v_id::text AND o.attempt_count = 0;
+        PERFORM _dg_refresh_queue_thread(v_thread);
+    END LOOP;
+END;
+$$;
+
+-- dg_limit_usage_v1: for each concurrency limit of the partition, its live leases here (a lease
+-- of that tenant or kind on an open entry, not expired by store-now), at most max_leases of
+-- them. A proxy sums them over every partition under its own lock and passes the sums to the
+-- lease (dg_lease_limited_v1), so a limit holds store-wide (D142). Raises nothing.
+CREATE OR REPLACE FUNCTION dg_limit_usage_v1()
+RETURNS TABLE (scope text, name text, live bigint)
+LANGUAGE plpgsql STABLE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := store_now();
+BEGIN
+    RETURN QUERY
+    SELECT l.scope, l.name,
+           CASE WHEN l.scope = 'tenant' THEN
+               (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM queue_entries e
+                 WHERE e.tenant = l.name AND e.outcome_kind IS NULL
+                   AND e.lease_token IS NOT NULL AND e.lease_expires_at > v_now
+                 LIMIT l.max_leases) x)
+           ELSE
+               (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM queue_entries e
+                 WHERE e.kind = l.name AND e.outcome_kind IS NULL
+                   AND e.lease_token IS NOT NULL AND e.lease_expires_at > v_now
+                 LIMIT l.max_leases) x)
+           END
+      FROM queue_limits l;
+END;
+$$;
+
+-- dg_lease_limited_v1: dg_lease_v1 with the concurrency limits counted store-wide: p_live
+-- ({"tenant": {name: n}, "kind": {name: n}}, this partition's own leases included) is set as the
+-- transaction's dg.limit_live, which _dg_limit_full reads (it takes the greater of that and
+-- its own count). Raises what dg_lease_v1 raises.
+CREATE OR REPLACE FUNCTION dg_lease_limited_v1(
+    p_holder text, p_ttl interval, p_any_tenant boolean, p_tenant text, p_run_id text,
+    p_kinds text[], p_live json)
+RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
+               max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
+               submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
+               outcome_kind text, outcome_detail text, closed_at timestamptz,
+               closed_at_seq bigint,
+               token bigint, holder text, expires_at timestamptz, ttl interval,
+               attempt_kind text, attempt_number integer,
+               not_before timestamptz, retry_of bigint, priority integer, kind text)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    PERFORM pg_catalog.set_config('dg.limit_live', coalesce(p_live::text, ''), true);
+    RETURN QUERY SELECT * FROM dg_lease_v1(p_holder, p_ttl, p_any_tenant, p_tenant, p_run_id,
+                                           p_kinds);
+    PERFORM pg_catalog.set_config('dg.limit_live', '', true);
+END;
+$$;
+
+-- dg_begin_attempt_limited_v1: dg_begin_attempt_v1 with the limits counted store-wide, as
+-- dg_lease_limited_v1. Raises what dg_begin_attempt_v1 raises.
+CREATE OR REPLACE FUNCTION dg_begin_attempt_limited_v1(
+    p_holder text, p_ttl interval, p_claim_ttl interval, p_any_tenant boolean, p_tenant text,
+    p_run_id text, p_kinds text[], p_live json)
+RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
+               max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
+               submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
+               outcome_kind text, outcome_detail text, closed_at timestamptz,
+               closed_at_seq bigint,
+               token bigint, holder text, expires_at timestamptz, ttl interval,
+               attempt_kind text, attempt_number integer,
+               claim_token bigint, claim_expires_at timestamptz, claim_ttl interval,
+               latest_checkpoint_id text, latest_parent_id text, latest_run_id text,
+               latest_state text, latest_metadata text, latest_next text[],
+               latest_created_at timestamptz, latest_committed_at timestamptz,
+               latest_seq bigint, latest_writes json,
+               not_before timestamptz, retry_of bigint,
+               head_checkpoint_id text, head_parent_id text, head_run_id text,
+               head_state text, head_metadata text, head_next text[],
+               head_created_at timestamptz, head_committed_at timestamptz,
+               head_seq bigint, head_writes json,
+               priority integer, kind text)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    PERFORM pg_catalog.set_config('dg.limit_live', coalesce(p_live::text, ''), true);
+    RETURN QUERY SELECT * FROM dg_begin_attempt_v1(p_holder, p_ttl, p_claim_ttl, p_any_tenant,
+                                                   p_tenant, p_run_id, p_kinds);
+    PERFORM pg_catalog.set_config('dg.limit_live', '', true);
 END;
 $$;

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -20,8 +21,13 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from durable_graph.core.errors import ProcessingError, SubmissionKeyReused, ValidationError
-from durable_graph.core.model import ANY, Commit, Completed, RetentionPolicy, Submission
+from durable_graph.core.errors import (
+    ProcessingError,
+    SubmissionKeyReused,
+    ThreadBusy,
+    ValidationError,
+)
+from durable_graph.core.model import ANY, Commit, Completed, Mode, RetentionPolicy, Submission
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig, migrations, partitions
 from durable_graph.postgres.async_store import AsyncPostgresCheckpointer
 from durable_graph.postgres.partitions import partition_of_thread
@@ -261,6 +267,204 @@ def test_listings_page_every_entry_and_thread_exactly_once(any_store: Harness) -
         names.extend(r.thread_id for r in rows)
         after_thread = rows[-1].thread_id
     assert names == sorted({f"l-{i}" for i in range(10)}, key=lambda s: s.encode())
+
+
+def test_open_entries_groups_threads_by_their_opening_entry_in_id_order(
+    any_store: Harness,
+) -> None:
+    """D65's places through the proxy: a thread's open entries stay together, placed by the id
+    of the entry that opened its stretch (ids of different partitions compare as numbers, the
+    amended order), INTERRUPT first inside it; a thread whose entries all closed starts a new
+    stretch at its next entry's id."""
+    queue = any_store.store.run_queue
+
+    def submit(thread: str, mode: Mode = Mode.ENQUEUE) -> int:
+        return queue.submit(Submission(thread, "go", mode=mode)).entry_id
+
+    a_first = submit("thread-a")
+    b_first = submit("thread-b")
+    a_interrupt = submit("thread-a", Mode.INTERRUPT)
+    c_first = submit("thread-c")
+    b_later = submit("thread-b")
+    groups = sorted(
+        [(a_first, [a_interrupt, a_first]), (b_first, [b_first, b_later]), (c_first, [c_first])]
+    )
+    listed = [e.entry_id for e in queue.open_entries()]
+    assert listed == [i for _, ids in groups for i in ids]
+    assert [e.entry_id for e in queue.open_entries(after=listed[1], limit=2)] == listed[2:4]
+    queue.cancel(a_interrupt)
+    queue.cancel(a_first)
+    a_again = submit("thread-a")
+    groups = sorted([(b_first, [b_first, b_later]), (c_first, [c_first]), (a_again, [a_again])])
+    assert [e.entry_id for e in queue.open_entries()] == [i for _, ids in groups for i in ids]
+
+
+def _threads_on_two_partitions(n: int) -> tuple[str, str]:
+    """Two thread ids, the first on a lower partition than the second (written first)."""
+    low = next(f"w{i}" for i in range(1000) if partition_of_thread(f"w{i}", n) == 1)
+    high = next(f"w{i}" for i in range(1000) if partition_of_thread(f"w{i}", n) == 6)
+    return low, high
+
+
+def test_submit_many_across_partitions_refused_in_its_check_writes_nothing(
+    partitioned_store: partitioned.PartitionedStore, proxy_pool: ConnectionPool[Any]
+) -> None:
+    """A refusal on a later partition found in the check phase: nothing written anywhere, and
+    no group's INTERRUPT closed anything."""
+    store = _proxy_store(partitioned_store, proxy_pool)
+    queue = store.run_queue
+    low, high = _threads_on_two_partitions(len(partitioned_store.partitions))
+    queued = queue.submit(Submission(low, 1, mode=Mode.INTERRUPT)).entry_id
+    busy = queue.submit(Submission(high, 1)).entry_id
+    with pytest.raises(ThreadBusy):
+        queue.submit_many(
+            [
+                Submission(low, 2, mode=Mode.INTERRUPT, key="k"),
+                Submission(high, 2, mode=Mode.REJECT),
+            ]
+        )
+    assert sorted(e.entry_id for e in queue.open_entries(tenant=ANY)) == sorted([queued, busy])
+    assert queue.submit(Submission(low, 2, mode=Mode.INTERRUPT, key="k")).existing is False
+    store.close()
+
+
+def test_submit_many_across_partitions_refused_in_its_write_undoes_the_groups_written(
+    partitioned_store: partitioned.PartitionedStore, proxy_pool: ConnectionPool[Any]
+) -> None:
+    """A later partition accepts the check and refuses the write (its state changed between the
+    two; a trigger stands in for the race): the earlier partition's group is undone — its
+    entries deleted (their key free again), the entry its INTERRUPT closed reopened."""
+    ps = partitioned_store
+    store = _proxy_store(ps, proxy_pool)
+    queue = store.run_queue
+    low, high = _threads_on_two_partitions(len(ps.partitions))
+    queued = queue.submit(Submission(low, 1, mode=Mode.INTERRUPT)).entry_id
+    with psycopg.connect(ps.partitions[6], autocommit=True) as conn:
+        conn.execute(
+            f"CREATE SEQUENCE {SCHEMA}.race_seq;"
+            f" CREATE FUNCTION {SCHEMA}.race() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            f" IF nextval('{SCHEMA}.race_seq') = 2 THEN"  # the write, after the check
+            "  RAISE EXCEPTION 'thread has an open entry' USING ERRCODE = 'DG001'; END IF;"
+            " RETURN NEW; END $$;"
+            f" CREATE TRIGGER race BEFORE INSERT ON {SCHEMA}.queue_entries"
+            f" FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.race()"
+        )
+        try:
+            with pytest.raises(ThreadBusy):
+                queue.submit_many(
+                    [
+                        Submission(low, 2, mode=Mode.INTERRUPT, key="k"),
+                        Submission(f"{low}{SEP}child", 3),
+                        Submission(high, 2, key="k2"),  # a key: its group is checked first
+                    ]
+                )
+        finally:
+            conn.execute(
+                f"DROP TRIGGER race ON {SCHEMA}.queue_entries; DROP FUNCTION {SCHEMA}.race();"
+                f" DROP SEQUENCE {SCHEMA}.race_seq"
+            )
+    assert [e.entry_id for e in queue.open_entries(tenant=ANY)] == [queued]
+    entry = queue.entry(queued)
+    assert entry is not None and entry.outcome is None
+    lease = queue.lease("w", timedelta(seconds=30))
+    assert lease is not None and lease.entry.entry_id == queued
+    assert queue.submit(Submission(low, 2, mode=Mode.INTERRUPT, key="k")).existing is False
+    store.close()
+
+
+def test_submit_many_undo_deletes_what_is_untouched_and_keeps_what_was_leased(
+    pg_dsn: str, class_schema: tuple[str, Any]
+) -> None:
+    """dg_submit_many_undo_v1 on one store: entries still open and never leased are deleted and
+    what their INTERRUPT closed reopens; a leased one stays and is returned."""
+    schema, _ = class_schema
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        reset_store(conn, schema)
+    store = PostgresCheckpointer.open(pg_dsn, PostgresConfig(schema=schema, auto_migrate=False))
+    try:
+        queue = store.run_queue
+        queued = queue.submit(Submission("u-1", 1, mode=Mode.INTERRUPT)).entry_id
+        tickets = queue.submit_many(
+            [Submission("u-1", 2, mode=Mode.INTERRUPT), Submission("u-2", 1)]
+        )
+        lease = queue.lease("w", timedelta(seconds=30))
+        assert lease is not None and lease.entry.entry_id == tickets[0].entry_id
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            kept = conn.execute(
+                f"SELECT entry_id FROM {schema}.dg_submit_many_undo_v1(%s)",
+                ([t.entry_id for t in tickets] + [10_000],),
+            ).fetchall()
+        assert sorted(k for (k,) in kept) == [tickets[0].entry_id, 10_000]
+        assert queue.entry(tickets[1].entry_id) is None
+        assert queue.entry(queued) is not None
+        assert [e.entry_id for e in queue.open_entries(tenant=ANY)] == [tickets[0].entry_id]
+    finally:
+        store.close()
+
+
+def test_a_concurrency_limit_holds_store_wide(any_store: Harness) -> None:
+    """A tenant at limit 2 and a kind at limit 1, their entries on threads of every partition:
+    at most 2 (and 1) live leases in all, however many partitions hold waiting heads; a closed
+    or expired lease frees its place; other tenants and kinds are not held back."""
+    store = any_store.store
+    queue = store.run_queue
+    ttl = timedelta(minutes=1)
+    queue.set_limit("tenant", "acme", 2)
+    queue.set_limit("kind", "gpu", 1)
+    acme = {queue.submit(Submission(f"acme-{i}", i, tenant="acme")).entry_id for i in range(16)}
+    gpu = {queue.submit(Submission(f"gpu-{i}", i, kind="gpu")).entry_id for i in range(16)}
+    plain = {queue.submit(Submission(f"plain-{i}", i)).entry_id for i in range(4)}
+    leases = []
+    while (lease := queue.lease("w", ttl, tenant=ANY)) is not None:
+        leases.append(lease)
+    ids = [lease.entry.entry_id for lease in leases]
+    assert len([i for i in ids if i in acme]) == 2
+    assert len([i for i in ids if i in gpu]) == 1
+    assert plain <= set(ids)
+    first_acme = next(lease for lease in leases if lease.entry.entry_id in acme)
+    queue.close(first_acme, Completed())
+    again = queue.lease("w", ttl, tenant=ANY)
+    assert again is not None and again.entry.entry_id in acme
+    assert queue.lease("w", ttl, tenant=ANY) is None
+    begun = store.begin_attempt("w", ttl, run_id="r-1", tenant=ANY)
+    assert begun is None
+    any_store.clock.advance(timedelta(minutes=2))  # every lease expired: every place free
+    taken = []
+    while (lease := queue.lease("w", ttl, tenant=ANY)) is not None:
+        taken.append(lease.entry.entry_id)
+    assert len([i for i in taken if i in acme]) == 2
+    assert len([i for i in taken if i in gpu]) == 1
+    assert queue.remove_limit("tenant", "acme") is True
+    assert queue.lease("w", ttl, tenant=ANY) is not None
+
+
+def test_a_concurrency_limit_holds_under_concurrent_leases_through_the_proxy(
+    partitioned_store: partitioned.PartitionedStore, proxy_pool: ConnectionPool[Any]
+) -> None:
+    """Eight workers leasing at once through the proxy (each call its own proxy backend): a
+    tenant at limit 3 with waiting entries on every partition gets exactly 3 leases."""
+    store = _proxy_store(partitioned_store, proxy_pool)
+    queue = store.run_queue
+    queue.set_limit("tenant", "acme", 3)
+    acme = {queue.submit(Submission(f"c-{i}", i, tenant="acme")).entry_id for i in range(40)}
+    leased: list[int] = []
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            while (lease := queue.lease(f"w-{n}", timedelta(minutes=1), tenant=ANY)) is not None:
+                leased.append(lease.entry.entry_id)
+        except BaseException as exc:  # reported on the test's thread
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    assert not errors
+    assert len(leased) == 3 and set(leased) <= acme
+    store.close()
 
 
 def test_submission_keys_unique_within_a_partition(any_store: Harness) -> None:

@@ -1,6 +1,6 @@
--- Listings on a partition proxy (SPEC §16.1: listings fan out and merge, paged with one
--- position per partition). A listing over every partition fails whole when one is down, with
--- a ProcessingError naming the partitions that are (_dg_fan_out_failed).
+-- Listings on a partition proxy (SPEC §16.1: listings fan out and merge, paged with one cursor
+-- read as a position on every partition). A listing over every partition fails whole when one
+-- is down, with a ProcessingError naming the partitions that are (_dg_fan_out_failed).
 
 -- _dg_down_partitions(): the partitions that cannot be reached now (each asked in turn).
 CREATE OR REPLACE FUNCTION _dg_down_partitions() RETURNS integer[]
@@ -36,8 +36,14 @@ END;
 $$;
 
 -- dg_open_entries_v1 on a proxy: one thread's on its partition; every thread's merged from the
--- partitions' dg_open_entries_at_v1 after the position of p_after (read on p_after's
--- partition), in (head, rank, id) order, at most p_limit rows and max_page_bytes.
+-- partitions' dg_open_entries_at_v1 after the listing place of p_after (D65; read on p_after's
+-- partition, dg_queue_position_v1), in place order (list_since, list_rank, list_anchor,
+-- list_behind, entry id), at most p_limit rows and max_page_bytes. Places are fixed at submit
+-- and entry ids unique store-wide, so every partition's entries fall in one order that never
+-- moves: a walk continued with p_after = the last id returned never skips an entry open
+-- throughout it and never repeats one, however entries close between pages (SPEC §16.2
+-- amends only the order of threads on different partitions: by their opening entry's id,
+-- which increases store-wide only within a partition).
 CREATE OR REPLACE FUNCTION dg_open_entries_v1(p_any_tenant boolean, p_tenant text,
                                               p_thread_id text,
                                               p_after bigint DEFAULT NULL,
@@ -52,8 +58,10 @@ LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
 DECLARE
-    v_head bigint;
-    v_rank smallint;
+    v_since bigint;
+    v_rank integer;
+    v_anchor bigint;
+    v_behind boolean;
     v_id bigint;
 BEGIN
     IF p_thread_id IS NOT NULL THEN
@@ -62,7 +70,8 @@ BEGIN
         RETURN;
     END IF;
     IF p_after IS NOT NULL THEN
-        SELECT x.queue_head, x.queue_rank, x.entry_id INTO v_head, v_rank, v_id
+        SELECT x.list_since, x.list_rank, x.list_anchor, x.list_behind, x.entry_id
+          INTO v_since, v_rank, v_anchor, v_behind, v_id
           FROM _dg_on_queue_position_v1(_dg_entry_part(p_after), p_after, p_any_tenant,
                                         p_tenant) x;
         IF NOT FOUND THEN  -- unknown cursor: no rows, after the partition checked the arguments
@@ -78,14 +87,17 @@ BEGIN
                x.lease_expires_at, x.outcome_kind, x.outcome_detail, x.closed_at,
                x.closed_at_seq, x.not_before, x.retry_of, x.priority, x.kind
           FROM (SELECT r.*, pg_catalog.sum(r.row_bytes) OVER (
-                           ORDER BY r.queue_head, r.queue_rank, r.entry_id
+                           ORDER BY r.list_since, r.list_rank, r.list_anchor, r.list_behind,
+                                    r.entry_id
                            ROWS UNBOUNDED PRECEDING) - r.row_bytes AS before_bytes
                   FROM (SELECT a.* FROM _dg_all_open_entries_at_v1(p_any_tenant, p_tenant,
-                                            v_head, v_rank, v_id, p_limit) a
-                         ORDER BY a.queue_head, a.queue_rank, a.entry_id
+                                            v_since, v_rank, v_anchor, v_behind, v_id,
+                                            p_limit) a
+                         ORDER BY a.list_since, a.list_rank, a.list_anchor, a.list_behind,
+                                  a.entry_id
                          LIMIT p_limit) r) x
          WHERE x.before_bytes < x.page_bytes
-         ORDER BY x.queue_head, x.queue_rank, x.entry_id;
+         ORDER BY x.list_since, x.list_rank, x.list_anchor, x.list_behind, x.entry_id;
     EXCEPTION WHEN SQLSTATE 'DG000' THEN
         RAISE;
     WHEN OTHERS THEN

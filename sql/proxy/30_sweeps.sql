@@ -97,11 +97,50 @@ WHEN OTHERS THEN
 END;
 $$;
 
--- dg_submit_many_v1 on a proxy: the submissions grouped by their thread's partition, each
--- group one dg_submit_many_v1 there (its own transaction: a failure on one partition leaves the
--- groups already written on others); the tickets in submission order with their ordinals.
--- Arrays that are NULL or of unequal lengths go whole to partition 0, which raises DG000
--- (p_priorities and p_kinds, SPEC §15, may be NULL: the defaults).
+-- _dg_submit_group(indexes, the batch's arrays): the arrays of one partition's group
+-- (the elements at those 1-based indexes, in that order) as one dg_submit_many_v1 takes them.
+CREATE OR REPLACE FUNCTION _dg_submit_group(
+    p_idx integer[], p_thread_ids text[], p_inputs text[], p_tenants text[], p_keys text[],
+    p_modes text[], p_max_attempts integer[], p_priorities integer[], p_kinds text[],
+    OUT thread_ids text[], OUT inputs text[], OUT tenants text[], OUT keys text[],
+    OUT modes text[], OUT max_attempts integer[], OUT priorities integer[], OUT kinds text[])
+LANGUAGE sql IMMUTABLE
+SET search_path FROM CURRENT
+AS $$
+SELECT ARRAY(SELECT p_thread_ids[u.i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o)
+              ORDER BY u.o),
+       ARRAY(SELECT p_inputs[u.i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o)
+              ORDER BY u.o),
+       ARRAY(SELECT p_tenants[u.i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o)
+              ORDER BY u.o),
+       ARRAY(SELECT p_keys[u.i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o)
+              ORDER BY u.o),
+       ARRAY(SELECT p_modes[u.i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o)
+              ORDER BY u.o),
+       ARRAY(SELECT p_max_attempts[u.i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o)
+              ORDER BY u.o),
+       CASE WHEN p_priorities IS NOT NULL THEN
+           ARRAY(SELECT p_priorities[u.i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o)
+                  ORDER BY u.o) END,
+       CASE WHEN p_kinds IS NOT NULL THEN
+           ARRAY(SELECT p_kinds[u.i] FROM pg_catalog.unnest(p_idx) WITH ORDINALITY u(i, o)
+                  ORDER BY u.o) END
+$$;
+
+-- dg_submit_many_v1 on a proxy: the submissions grouped by their thread's partition; the
+-- tickets in submission order with their ordinals. One group: one dg_submit_many_v1 there (one
+-- transaction, as on one store). Several (D141): a refused batch writes nothing — first each
+-- group after the first that holds a key or a REJECT (what a partition's state can refuse) is
+-- checked on its partition (dg_submit_many_check_v1: submitted and rolled back), so a refusal
+-- found then writes nothing anywhere; then every group is written (dg_submit_many_v1, each its
+-- own transaction, by partition number), and when a write is refused even so (a bad argument,
+-- a partition down, or its state changed since its check: a key taken, an entry opened on a
+-- REJECT's thread) the groups already written are undone (dg_submit_many_undo_v1: deleted,
+-- what their INTERRUPTs closed reopened) before the refusal is raised. What an undo cannot take back (an entry a worker
+-- leased between its write and the undo, or a partition unreachable for the undo) stays, and
+-- the error says so (ProcessingError). Arrays that are NULL or of unequal lengths go whole to
+-- partition 0, which raises DG000 (p_priorities and p_kinds, SPEC §15, may be NULL: the
+-- defaults).
 CREATE OR REPLACE FUNCTION dg_submit_many_v1(
     p_thread_ids text[], p_inputs text[], p_tenants text[], p_keys text[], p_modes text[],
     p_max_attempts integer[], p_priorities integer[] DEFAULT NULL, p_kinds text[] DEFAULT NULL)
@@ -111,10 +150,19 @@ SET search_path FROM CURRENT
 AS $$
 DECLARE
     n integer := coalesce(pg_catalog.cardinality(p_thread_ids), 0);
-    v_part integer;
+    v_parts integer[];
+    v_groups text[];  -- each group's indexes, as text (arrays of arrays must be rectangular)
     v_idx integer[];
     v_ids bigint[];
     v_existing boolean[];
+    v_written integer := 0;  -- groups written so far
+    v_new bigint[];
+    v_kept bigint[];
+    v_state text;
+    v_message text;
+    v_detail text;
+    v_hint text;
+    g record;
     r record;
 BEGIN
     IF p_thread_ids IS NULL OR p_inputs IS NULL OR p_tenants IS NULL OR p_keys IS NULL
@@ -130,28 +178,75 @@ BEGIN
                                                           p_priorities, p_kinds);
         RETURN;
     END IF;
-    FOR v_part, v_idx IN
-        SELECT _dg_thread_part(p_thread_ids[i]), pg_catalog.array_agg(i ORDER BY i)
-          FROM pg_catalog.generate_series(1, n) i GROUP BY 1 ORDER BY 1
-    LOOP
-        FOR r IN
-            SELECT s.ordinal, s.entry_id, s.existing
-              FROM _dg_on_submit_many_v1(v_part,
-                       ARRAY(SELECT p_thread_ids[i] FROM pg_catalog.unnest(v_idx) i),
-                       ARRAY(SELECT p_inputs[i] FROM pg_catalog.unnest(v_idx) i),
-                       ARRAY(SELECT p_tenants[i] FROM pg_catalog.unnest(v_idx) i),
-                       ARRAY(SELECT p_keys[i] FROM pg_catalog.unnest(v_idx) i),
-                       ARRAY(SELECT p_modes[i] FROM pg_catalog.unnest(v_idx) i),
-                       ARRAY(SELECT p_max_attempts[i] FROM pg_catalog.unnest(v_idx) i),
-                       CASE WHEN p_priorities IS NOT NULL THEN
-                           ARRAY(SELECT p_priorities[i] FROM pg_catalog.unnest(v_idx) i) END,
-                       CASE WHEN p_kinds IS NOT NULL THEN
-                           ARRAY(SELECT p_kinds[i] FROM pg_catalog.unnest(v_idx) i) END) s
-        LOOP
-            v_ids[v_idx[r.ordinal]] := r.entry_id;
-            v_existing[v_idx[r.ordinal]] := r.existing;
-        END LOOP;
+    SELECT pg_catalog.array_agg(x.part ORDER BY x.part),
+           pg_catalog.array_agg(x.idx::text ORDER BY x.part)
+      INTO v_parts, v_groups
+      FROM (SELECT _dg_thread_part(p_thread_ids[i]) AS part,
+                   pg_catalog.array_agg(i ORDER BY i) AS idx
+              FROM pg_catalog.generate_series(1, n) i GROUP BY 1) x;
+    -- Phase 1: the groups after the first that a partition's state could refuse (a key, a
+    -- REJECT) checked before any is written (the first needs none: nothing is written before
+    -- it). A check draws entry ids it never uses, so it is made only where it can refuse.
+    FOR k IN 2 .. pg_catalog.cardinality(v_parts) LOOP
+        v_idx := v_groups[k]::integer[];
+        IF EXISTS (SELECT 1 FROM pg_catalog.unnest(v_idx) i
+                    WHERE p_keys[i] IS NOT NULL OR p_modes[i] IS DISTINCT FROM 'enqueue'
+                                                   AND p_modes[i] IS DISTINCT FROM 'interrupt') THEN
+            SELECT * INTO g FROM _dg_submit_group(v_idx, p_thread_ids, p_inputs, p_tenants,
+                                                  p_keys, p_modes, p_max_attempts,
+                                                  p_priorities, p_kinds);
+            PERFORM _dg_on_submit_many_check_v1(v_parts[k], g.thread_ids, g.inputs, g.tenants,
+                                                g.keys, g.modes, g.max_attempts, g.priorities,
+                                                g.kinds);
+        END IF;
     END LOOP;
+    -- Phase 2: the writes; a refused one undoes those before it.
+    BEGIN
+        FOR k IN 1 .. pg_catalog.cardinality(v_parts) LOOP
+            v_idx := v_groups[k]::integer[];
+            SELECT * INTO g FROM _dg_submit_group(v_idx, p_thread_ids, p_inputs, p_tenants,
+                                                  p_keys, p_modes, p_max_attempts,
+                                                  p_priorities, p_kinds);
+            FOR r IN
+                SELECT s.ordinal, s.entry_id, s.existing
+                  FROM _dg_on_submit_many_v1(v_parts[k], g.thread_ids, g.inputs, g.tenants,
+                                             g.keys, g.modes, g.max_attempts, g.priorities,
+                                             g.kinds) s
+            LOOP
+                v_ids[v_idx[r.ordinal]] := r.entry_id;
+                v_existing[v_idx[r.ordinal]] := r.existing;
+            END LOOP;
+            v_written := k;
+        END LOOP;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
+                                v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
+        IF v_written = 0 THEN
+            RAISE;
+        END IF;
+        v_kept := '{}';
+        FOR k IN 1 .. v_written LOOP
+            v_idx := v_groups[k]::integer[];
+            v_new := ARRAY(SELECT v_ids[i] FROM pg_catalog.unnest(v_idx) i
+                            WHERE NOT v_existing[i]);
+            IF pg_catalog.cardinality(v_new) > 0 THEN
+                BEGIN
+                    v_kept := v_kept || ARRAY(SELECT u.entry_id FROM
+                                              _dg_on_submit_many_undo_v1(v_parts[k], v_new) u);
+                EXCEPTION WHEN OTHERS THEN
+                    v_kept := v_kept || v_new;
+                END;
+            END IF;
+        END LOOP;
+        IF pg_catalog.cardinality(v_kept) > 0 THEN
+            RAISE EXCEPTION 'submit_many was refused on partition % (%: %), and entries % of '
+                'the partitions written before could not be undone (leased meanwhile, or the '
+                'partition unreachable): they stay submitted', v_parts[v_written + 1], v_state,
+                v_message, pg_catalog.array_to_string(v_kept, ', ') USING ERRCODE = '58000';
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = v_message,
+                              DETAIL = coalesce(v_detail, ''), HINT = coalesce(v_hint, '');
+    END;
     RETURN QUERY SELECT i, v_ids[i], v_existing[i] FROM pg_catalog.generate_series(1, n) i;
 END;
 $$;

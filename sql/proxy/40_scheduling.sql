@@ -1,10 +1,9 @@
 -- Scheduling (SPEC §15) on a partition proxy: concurrency limits and cron schedules.
 --
--- Limits are kept on every partition (set and removed on all at once) and each partition
--- enforces them on its own leases: a tenant or kind at limit L can hold up to L leases on each
--- partition, N x L store-wide (a proxy gap, docs/scaling.md; a store-wide count would need
--- every lease to lock one row on one database). Setting again after a partition was down makes
--- them agree again (set replaces).
+-- Limits are kept on every partition (set and removed on all at once); a lease through the
+-- proxy counts them store-wide under the proxy's limit lock (sql/proxy/10_lease.sql, D142), so
+-- a tenant or kind at limit L holds at most L leases in all. Setting again after a partition
+-- was down makes them agree again (set replaces).
 --
 -- A schedule lives on its thread's partition, so that firing a slot is dg_fire_schedule_v1 there
 -- (one transaction: the schedule row's lock, last_slot and the submission under its key). A put

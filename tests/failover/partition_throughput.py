@@ -5,7 +5,9 @@
 On throwaway durable servers (fsync on) it runs CLIENTS client threads for SECONDS each doing
 a worker's job (`worker_job`: submit, lease the oldest, claim, 3 commits, release, close) against: one plain store on one
 server; the same through a proxy of 8 partitions on that one server; through a proxy of 8
-partitions on 3 servers. Then, serially, the per-call latency of ``get`` and ``claim`` +
+partitions on 3 servers; the last again with a concurrency limit set that never binds (a kind
+limit on "default" of 1,000,000), so every lease takes the proxy's limit lock and counts
+leases store-wide (D142). Then, serially, the per-call latency of ``get`` and ``claim`` +
 ``release_claim`` on one thread, direct to its partition and through the proxy (the hop).
 """
 
@@ -126,6 +128,11 @@ def main(seconds: float, clients: int) -> None:
         ps = partitioned.create(servers, 8, SCHEMA)
         store = PostgresCheckpointer.open(ps.proxy, config())
         results["3 servers, proxy + 8 partitions"] = throughput(store, seconds, clients)
+        store.run_queue.set_limit("kind", "default", 1_000_000)
+        results["3 servers, proxy + 8 partitions, a limit set"] = throughput(
+            store, seconds, clients
+        )
+        store.run_queue.remove_limit("kind", "default")
         store.close()
         hop(ps, 300)
     finally:

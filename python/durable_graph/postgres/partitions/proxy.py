@@ -226,6 +226,11 @@ PARTITION_ONLY = frozenset(
         "dg_reclaim_peek_v1",
         "dg_take_schedule_v1",
         "dg_adopt_schedule_v1",
+        "dg_submit_many_check_v1",
+        "dg_submit_many_undo_v1",
+        "dg_limit_usage_v1",
+        "dg_lease_limited_v1",
+        "dg_begin_attempt_limited_v1",
     }
 )
 """Functions a partition serves to the proxy only (``sql/93_partitions.sql``)."""

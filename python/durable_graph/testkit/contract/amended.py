@@ -17,17 +17,6 @@ ROOT = "a child's first commit must share its root's partition (children, fences
 TOKENS = "fencing tokens are unique store-wide and increase per thread"
 ORDER = "entry ids increase per thread, ordered store-wide only within a partition"
 KEYS = "a submission key is unique per tenant within its thread's partition"
-BATCH = "not in SPEC §16.2, a gap: submit_many spanning partitions is one transaction per partition"
-PLACES = (
-    "not in SPEC §16.2, a gap: the proxy merges open_entries pages by each partition's queue order,"
-    " not yet by issue 26's fixed listing places (D65), so entries closing between pages can be"
-    " skipped or repeated through a proxy"
-)
-LIMITS = (
-    "not in SPEC §16.2, a gap: a concurrency limit (SPEC §15) is kept on every partition and each"
-    " enforces it on its own leases, so through a proxy a tenant or kind at limit L can hold up"
-    " to L leases per partition"
-)
 
 AMENDED: dict[str, str] = {
     # Checkpointer: thread trees named freely (a child's id not root U+001F suffix).
@@ -72,20 +61,14 @@ AMENDED: dict[str, str] = {
     "test_open_entries_groups_threads_by_head_entry_id": ORDER,
     "test_open_entries_limit_caps_the_page": ORDER,
     "test_open_entries_pages_of_one_tenant_skip_other_tenants": ORDER,
+    # D65's places hold through a proxy (pages never skip or repeat); the threads of different
+    # partitions are ordered by their opening entries' ids, which are ordered only within one.
+    "test_open_entries_groups_threads_by_the_entry_that_opened_them": ORDER,
     # Keys.
     "test_submit_same_key_different_thread_raises_submission_key_reused": KEYS,
-    # Batches spanning partitions.
-    "test_submit_many_with_a_refused_submission_writes_nothing": BATCH,
-    "test_submit_many_refused_after_an_interrupt_reopens_what_it_closed": BATCH,
-    # Listing places (issue 26) not yet through the proxy.
-    "test_open_entries_pages_go_on_after_the_first_page_closes": PLACES,
-    "test_open_entries_walk_lists_every_entry_open_throughout_once": PLACES,
-    "test_open_entries_groups_threads_by_the_entry_that_opened_them": PLACES,
-    # Concurrency limits per partition through a proxy.
-    "test_tenant_limit_caps_live_leases": LIMITS,
-    "test_kind_limit_caps_live_leases": LIMITS,
-    "test_a_closed_or_expired_lease_frees_its_place": LIMITS,
-    "test_begin_attempt_respects_limits": LIMITS,
+    # Its refused batch writes nothing through a proxy too (D141); its second batch reuses a key
+    # on threads of two partitions, which a proxy accepts.
+    "test_submit_many_with_a_refused_submission_writes_nothing": KEYS,
 }
 """Contract test name -> the §16.2 amendment it meets only in its amended form."""
 
@@ -96,4 +79,4 @@ def amended_names(suite: type) -> dict[str, str]:
     return {n: rule for n, rule in AMENDED.items() if n in names}
 
 
-__all__ = ["AMENDED", "BATCH", "KEYS", "ORDER", "PLACES", "ROOT", "TOKENS", "amended_names"]
+__all__ = ["AMENDED", "KEYS", "ORDER", "ROOT", "TOKENS", "amended_names"]
