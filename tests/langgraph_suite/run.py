@@ -88,8 +88,10 @@ OURS = [
 ]
 THEIRS = ["memory", "sqlite", "postgres", "memory_aio", "sqlite_aio", "postgres_aio"]
 """LangGraph's savers as the report names them (``memory_aio``: `InMemorySaver` in async tests)."""
-ASYNC_SAVERS = ["sqlite_aio", "postgres_aio", *(n for n in OURS if n.endswith("_aio"))]
-"""Savers that run only in async tests (what tells an async test from a sync one)."""
+ASYNC_MARKERS = ["sqlite_aio", "postgres_aio", *(n for n in OURS if n.endswith("_aio"))]
+"""Savers of async tests only, whose names are no other fixture's parameter."""
+SYNC_MARKERS = ["postgres", *(n for n in OURS if not n.endswith("_aio"))]
+"""Savers of sync tests only, whose names are no other fixture's parameter."""
 PEER = {
     "dg_memory": "memory",
     "dg_sqlite": "sqlite",
@@ -99,9 +101,14 @@ PEER = {
     "dg_postgres_aio": "postgres_aio",
 }
 """LangGraph's saver whose result is the bar for each of ours."""
-# LangGraph's PostgresSaver in test ids of its own: test_prune_postgres's first saver, and
-# langgraph-checkpoint-postgres's "base" (its pool, pipe and shallow forms are not the bar).
-PRUNE_IDS = {"make_checkpointer0": "postgres", "base": "postgres"}
+# LangGraph's PostgresSaver in test ids of its own: test_prune_postgres's (its fixtures'
+# names) and langgraph-checkpoint-postgres's "base" (their pool, pipe and shallow forms are not
+# the bar).
+PRUNE_IDS = {
+    "_checkpointer_postgres": "postgres",
+    "_checkpointer_postgres_aio": "postgres_aio",
+    "base": "postgres",
+}
 POSTGRES_FILES = ["test_sync.py", "test_async.py"]
 """langgraph-checkpoint-postgres's tests of its savers (``--checkpoint-postgres``)."""
 
@@ -144,11 +151,12 @@ def add_fixtures(tree: Path, fixtures: str = "fixtures.py") -> None:
 def saver_of(name: str, outcomes: dict[str, str] | None = None) -> str | None:
     """The saver a test ran on, from its id (``test_x[sync-dg_memory]``).
 
-    LangGraph's names are those of its sync savers but where the id alone does not say which:
-    ``memory`` is ``memory_aio`` in an async test (one whose id, with ``memory`` replaced,
-    also ran on an async saver; the fixtures give ``InMemorySaver`` to both), and PostgresSaver
-    (``base``, ``make_checkpointer0``) is ``postgres_aio`` in langgraph-checkpoint-postgres's
-    test_async and in an async test of test_prune_postgres.
+    With ``outcomes`` (every test id of the run), LangGraph's ``memory`` and ``sqlite`` are
+    told apart from the cache fixture's parameters of the same names, and ``memory`` in an async
+    test from the sync one (the fixtures give ``InMemorySaver`` to both): a saver's test id ran
+    on other savers too, an async test's on async ones (`ASYNC_MARKERS`), a sync test's on sync
+    ones (`SYNC_MARKERS`). PostgresSaver (``base``) is ``postgres_aio`` in
+    langgraph-checkpoint-postgres's test_async.
     """
     params = re.search(r"\[(.*)\]$", name)
     if params is None:
@@ -163,10 +171,11 @@ def saver_of(name: str, outcomes: dict[str, str] | None = None) -> str | None:
             continue
         if part == "base" and ".test_async::" in name:
             return "postgres_aio"
-        if part in ("memory", "make_checkpointer0") and outcomes is not None:
-            for other in ASYNC_SAVERS:
-                if peer_id(name, part, other) in outcomes:
-                    return f"{theirs}_aio"
+        if part in ("memory", "sqlite") and outcomes is not None:
+            if any(peer_id(name, part, m) in outcomes for m in ASYNC_MARKERS):
+                return f"{theirs}_aio"
+            if not any(peer_id(name, part, m) in outcomes for m in SYNC_MARKERS):
+                continue  # the cache fixture's parameter, not a saver
         return theirs
     return None
 
@@ -188,7 +197,8 @@ def results(junit: Path) -> dict[str, str]:
 def peer_id(test_id: str, saver: str, other: str | None = None) -> str:
     """``test_id`` with the saver ``saver`` replaced by ``other`` (default: its bar, `PEER`)."""
     other = PEER[saver] if other is None else other
-    return re.sub(rf"(?<=[\[-]){re.escape(saver)}(?=[\]-])", other, test_id)
+    # The first: a saver's name may also be a later parameter's (the cache fixture's "memory").
+    return re.sub(rf"(?<=[\[-]){re.escape(saver)}(?=[\]-])", other, test_id, count=1)
 
 
 OTHER = "(no saver, or another form of LangGraph's)"
@@ -229,11 +239,12 @@ def report(outcomes: dict[str, str]) -> tuple[str, int]:
         saver = saver_of(test_id)
         if saver is not None and saver in OURS and outcome == "failed":
             peer = outcomes.get(peer_id(test_id, saver))
-            # test_prune_postgres runs only PostgresSaver: its result is the bar for all ours.
             if peer is None:  # langgraph-checkpoint-postgres: PostgresSaver is "base"
                 peer = outcomes.get(peer_id(test_id, saver, "base"))
             if peer is None and "test_prune_postgres" in test_id:
-                peer = outcomes.get(re.sub(r"dg_\w+?(?=[\]-])", "make_checkpointer0", test_id))
+                # test_prune_postgres runs only PostgresSaver: the bar for all ours.
+                lg_saver = "_checkpointer_postgres" + ("_aio" if saver.endswith("_aio") else "")
+                peer = outcomes.get(peer_id(test_id, saver, lg_saver))
             if peer in (None, "passed"):
                 missed.append(test_id)
     if missed:
@@ -297,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
             DG_SUITE_PG_URI=f"postgresql://{server.user}@{server.host}:{server.port}/",
         )
         env.pop("LANGGRAPH_STRICT_MSGPACK", None)  # the default, as LangGraph's CI runs it
-        keep = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        # Absolute: pytest runs in the sdist's directory.
+        keep = (args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory()))).resolve()
         keep.mkdir(parents=True, exist_ok=True)
         for where, chosen, plugins in runs:
             junit = keep / f"junit-{where.name}.xml"
