@@ -66,9 +66,11 @@ test: venv pg-deps node-deps lint
 
 # LangGraph's own test suite (the pinned langgraph sdist's tests, downloaded from PyPI) against
 # our savers and LangGraph's own on memory, SQLite and PostgreSQL, sync and async; counts per saver
-# in langgraph-suite.md. `make test` runs its short subset (tests/test_langgraph_suite.py).
+# in langgraph-suite.md (junit files kept in build/langgraph-suite/last-run: `--report-only`
+# counts them again). `make test` runs its short subset (tests/test_langgraph_suite.py).
 langgraph-suite: venv pg-deps
-	$(PY) -m tests.langgraph_suite.run --subset all --checkpoint-postgres --out langgraph-suite.md $(PYTEST_ARGS)
+	$(PY) -m tests.langgraph_suite.run --subset all --checkpoint-postgres --out langgraph-suite.md \
+		--keep build/langgraph-suite/last-run $(PYTEST_ARGS)
 
 # The main job on the embedded default: SQLite in a temporary file, no server. Installs only
 # what the demo needs (the package and the dashboard's two packages), showing pip's progress;

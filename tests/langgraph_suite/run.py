@@ -22,6 +22,7 @@ the ``langgraph-suite`` extra: ``pip install -e '.[test,langgraph,langgraph-suit
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import os
 import re
@@ -30,6 +31,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -84,7 +86,12 @@ OURS = [
     "dg_sqlite_aio",
     "dg_postgres_aio",
 ]
-THEIRS = ["memory", "sqlite", "postgres", "sqlite_aio", "postgres_aio"]
+THEIRS = ["memory", "sqlite", "postgres", "memory_aio", "sqlite_aio", "postgres_aio"]
+"""LangGraph's savers as the report names them (``memory_aio``: `InMemorySaver` in async tests)."""
+ASYNC_MARKERS = ["sqlite_aio", "postgres_aio", *(n for n in OURS if n.endswith("_aio"))]
+"""Savers of async tests only, whose names are no other fixture's parameter."""
+SYNC_MARKERS = ["postgres", *(n for n in OURS if not n.endswith("_aio"))]
+"""Savers of sync tests only, whose names are no other fixture's parameter."""
 PEER = {
     "dg_memory": "memory",
     "dg_sqlite": "sqlite",
@@ -94,9 +101,14 @@ PEER = {
     "dg_postgres_aio": "postgres_aio",
 }
 """LangGraph's saver whose result is the bar for each of ours."""
-# LangGraph's PostgresSaver in test ids of its own: test_prune_postgres's first saver, and
-# langgraph-checkpoint-postgres's "base" (its pool, pipe and shallow forms are not the bar).
-PRUNE_IDS = {"make_checkpointer0": "postgres", "base": "postgres"}
+# LangGraph's PostgresSaver in test ids of its own: test_prune_postgres's (its fixtures'
+# names) and langgraph-checkpoint-postgres's "base" (their pool, pipe and shallow forms are not
+# the bar).
+PRUNE_IDS = {
+    "_checkpointer_postgres": "postgres",
+    "_checkpointer_postgres_aio": "postgres_aio",
+    "base": "postgres",
+}
 POSTGRES_FILES = ["test_sync.py", "test_async.py"]
 """langgraph-checkpoint-postgres's tests of its savers (``--checkpoint-postgres``)."""
 
@@ -136,8 +148,16 @@ def add_fixtures(tree: Path, fixtures: str = "fixtures.py") -> None:
         conftest.write_text(text.rstrip("\n") + "\n\n" + CONFTEST_LINE, encoding="utf-8")
 
 
-def saver_of(name: str) -> str | None:
-    """The saver a test ran on, from its id (``test_x[sync-dg_memory]``)."""
+def saver_of(name: str, outcomes: dict[str, str] | None = None) -> str | None:
+    """The saver a test ran on, from its id (``test_x[sync-dg_memory]``).
+
+    With ``outcomes`` (every test id of the run), LangGraph's ``memory`` and ``sqlite`` are
+    told apart from the cache fixture's parameters of the same names, and ``memory`` in an async
+    test from the sync one (the fixtures give ``InMemorySaver`` to both): a saver's test id ran
+    on other savers too, an async test's on async ones (`ASYNC_MARKERS`), a sync test's on sync
+    ones (`SYNC_MARKERS`). PostgresSaver (``base``) is ``postgres_aio`` in
+    langgraph-checkpoint-postgres's test_async.
+    """
     params = re.search(r"\[(.*)\]$", name)
     if params is None:
         return None
@@ -146,10 +166,17 @@ def saver_of(name: str) -> str | None:
         if part in OURS:
             return part
     for part in parts:
-        if part in PRUNE_IDS:
-            return PRUNE_IDS[part]
-        if part in THEIRS:
-            return part
+        theirs = PRUNE_IDS.get(part) or (part if part in THEIRS else None)
+        if theirs is None:
+            continue
+        if part == "base" and ".test_async::" in name:
+            return "postgres_aio"
+        if part in ("memory", "sqlite") and outcomes is not None:
+            if any(peer_id(name, part, m) in outcomes for m in ASYNC_MARKERS):
+                return f"{theirs}_aio"
+            if not any(peer_id(name, part, m) in outcomes for m in SYNC_MARKERS):
+                continue  # the cache fixture's parameter, not a saver
+        return theirs
     return None
 
 
@@ -167,30 +194,57 @@ def results(junit: Path) -> dict[str, str]:
     return out
 
 
-def peer_id(test_id: str, ours: str) -> str:
-    return re.sub(rf"(?<=[\[-]){re.escape(ours)}(?=[\]-])", PEER[ours], test_id)
+def peer_id(test_id: str, saver: str, other: str | None = None) -> str:
+    """``test_id`` with the saver ``saver`` replaced by ``other`` (default: its bar, `PEER`)."""
+    other = PEER[saver] if other is None else other
+    # The first: a saver's name may also be a later parameter's (the cache fixture's "memory").
+    return re.sub(rf"(?<=[\[-]){re.escape(saver)}(?=[\]-])", other, test_id, count=1)
+
+
+OTHER = "(no saver, or another form of LangGraph's)"
+"""Tests not parametrized over a saver, and LangGraph's savers that are not the bar (its
+SQLite AES and PostgreSQL pool/pipe/shallow forms, test_prune_postgres's Redis savers)."""
 
 
 def report(outcomes: dict[str, str]) -> tuple[str, int]:
-    """A markdown table of counts per saver, the bar's misses listed; and how many missed."""
-    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    """A markdown table of counts per saver, the bar's misses listed; and how many missed.
+
+    Test ids are ``<sdist>/<test id>``: each sdist's counts get their own columns too.
+    """
+    trees = sorted({test_id.split("/", 1)[0] for test_id in outcomes})
+    counts: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)
     for test_id, outcome in outcomes.items():
-        counts[saver_of(test_id) or "(no saver)"][outcome] += 1
-    lines = ["| saver | passed | failed | skipped |", "|---|---:|---:|---:|"]
-    for name in [*THEIRS, *OURS, "(no saver)"]:
+        ran_on = saver_of(test_id, outcomes) or OTHER
+        counts[ran_on][("", outcome)] += 1
+        counts[ran_on][(test_id.split("/", 1)[0], outcome)] += 1
+    header = "| saver | passed | failed | skipped |"
+    rule = "|---|---:|---:|---:|"
+    for tree in trees:
+        header += f" {tree}: passed / failed / skipped |"
+        rule += "---:|"
+    lines = [header, rule]
+    for name in [*THEIRS, *OURS, OTHER]:
         c = counts.get(name)
         if c:
-            lines.append(f"| {name} | {c['passed']} | {c['failed']} | {c['skipped']} |")
+            line = "| {} | {} | {} | {} |".format(
+                name, *(c[("", o)] for o in ("passed", "failed", "skipped"))
+            )
+            for tree in trees:
+                line += " {} / {} / {} |".format(
+                    *(c[(tree, o)] for o in ("passed", "failed", "skipped"))
+                )
+            lines.append(line)
     missed = []
     for test_id, outcome in outcomes.items():
         saver = saver_of(test_id)
         if saver is not None and saver in OURS and outcome == "failed":
             peer = outcomes.get(peer_id(test_id, saver))
-            # test_prune_postgres runs only PostgresSaver: its result is the bar for all ours.
             if peer is None:  # langgraph-checkpoint-postgres: PostgresSaver is "base"
-                peer = outcomes.get(re.sub(rf"(?<=[\[-]){saver}(?=[\]-])", "base", test_id))
+                peer = outcomes.get(peer_id(test_id, saver, "base"))
             if peer is None and "test_prune_postgres" in test_id:
-                peer = outcomes.get(re.sub(r"dg_\w+?(?=[\]-])", "make_checkpointer0", test_id))
+                # test_prune_postgres runs only PostgresSaver: the bar for all ours.
+                lg_saver = "_checkpointer_postgres" + ("_aio" if saver.endswith("_aio") else "")
+                peer = outcomes.get(peer_id(test_id, saver, lg_saver))
             if peer in (None, "passed"):
                 missed.append(test_id)
     if missed:
@@ -210,8 +264,27 @@ def main(argv: list[str] | None = None) -> int:
         help="also langgraph-checkpoint-postgres's test_sync / test_async (ours beside "
         "PostgresSaver)",
     )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="keep each run's junit file in this directory (default: a temporary one)",
+    )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="count the junit files a run kept in --keep; run nothing",
+    )
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args(argv)
+    outcomes: dict[str, str] = {}
+    took: dict[str, float] = {}
+    if args.report_only:
+        if args.keep is None:
+            parser.error("--report-only needs --keep")
+        for junit in sorted(args.keep.glob("junit-*.xml")):
+            tree_name = junit.stem.removeprefix("junit-")
+            outcomes.update({f"{tree_name}/{k}": v for k, v in results(junit).items()})
+        return finish(outcomes, {}, args.out)
 
     runs: list[tuple[Path, list[str], list[str]]] = []
     tree = sdist("langgraph", importlib.metadata.version("langgraph"))
@@ -226,30 +299,42 @@ def main(argv: list[str] | None = None) -> int:
         )
         add_fixtures(pg_tree, "fixtures_postgres.py")
         runs.append((pg_tree, POSTGRES_FILES, ["-p", "asyncio", "-o", "asyncio_mode=auto"]))
-    outcomes: dict[str, str] = {}
-    server = pg_server.start()
-    try:
+    with contextlib.ExitStack() as stack:
+        server = pg_server.start()
+        stack.callback(server.stop)
         env = dict(os.environ)
         env.update(
             NO_DOCKER="true",  # no Redis here; test_prune_postgres runs on our server anyway
             DG_SUITE_PG_URI=f"postgresql://{server.user}@{server.host}:{server.port}/",
         )
         env.pop("LANGGRAPH_STRICT_MSGPACK", None)  # the default, as LangGraph's CI runs it
-        with tempfile.TemporaryDirectory() as tmp:
-            for i, (where, chosen, plugins) in enumerate(runs):
-                junit = Path(tmp) / f"junit-{i}.xml"
-                cmd = [sys.executable, "-m", "pytest", *(f"tests/{f}" for f in chosen),
-                       "-q", "-p", "no:cacheprovider", "-o", "addopts=", *plugins,
-                       f"--junitxml={junit}", *args.pytest_args]  # fmt: skip
-                subprocess.run(cmd, cwd=where, env={**env, "PYTHONPATH": str(where)}, check=False)
-                if junit.exists():
-                    outcomes.update({f"{where.name}/{k}": v for k, v in results(junit).items()})
-    finally:
-        server.stop()
+        # Absolute: pytest runs in the sdist's directory.
+        keep = (args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory()))).resolve()
+        keep.mkdir(parents=True, exist_ok=True)
+        for where, chosen, plugins in runs:
+            junit = keep / f"junit-{where.name}.xml"
+            junit.unlink(missing_ok=True)
+            cmd = [sys.executable, "-m", "pytest", *(f"tests/{f}" for f in chosen),
+                   "-q", "-p", "no:cacheprovider", "-o", "addopts=", *plugins,
+                   f"--junitxml={junit}", *args.pytest_args]  # fmt: skip
+            started = time.monotonic()
+            subprocess.run(cmd, cwd=where, env={**env, "PYTHONPATH": str(where)}, check=False)
+            took[where.name] = time.monotonic() - started
+            if junit.exists():
+                outcomes.update({f"{where.name}/{k}": v for k, v in results(junit).items()})
+    return finish(outcomes, took, args.out)
+
+
+def finish(outcomes: dict[str, str], took: dict[str, float], out: Path | None) -> int:
+    """Print (and write to ``out``) the report; 1 when ours missed the bar."""
     text, missed = report(outcomes)
+    if took:
+        text += "\n\n" + "; ".join(
+            f"{name}: {int(t // 60)} min {int(t % 60)} s" for name, t in took.items()
+        )
     print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    if out is not None:
+        out.write_text(text + "\n", encoding="utf-8")
     return 1 if missed else 0
 
 
