@@ -30,6 +30,7 @@ from durable_graph.core.errors import StoreBusy, StoreError, ValidationError
 from durable_graph.core.model import JSON, Checkpoint, Claim, Event, EventIn, Lease, QueueEntry
 from durable_graph.core.ops import StoreOp, drive
 from durable_graph.core.polling import Changes
+from durable_graph.core.workers import WorkerState
 from durable_graph.worker.app import App
 from durable_graph.worker.context import LostFlag, RunContextBase
 from durable_graph.worker.flow import (
@@ -44,12 +45,14 @@ from durable_graph.worker.flow import (
     exhausted_outcome,
     failure_outcome,
     invalid_output,
+    log_beat_failure,
     log_failure,
     log_stop_signal,
     new_id,
     next_commit,
     output_effect_key,
     recorded_output,
+    worker_beat,
 )
 from durable_graph.worker.ops import (
     HandlerResult,
@@ -306,8 +309,14 @@ class Worker:
                 thread.start()
                 threads.append(thread)
             log.info("worker %s started (%d slot(s))", self.holder, self.concurrency)
-            while not self._stop.wait(0.5):
-                pass
+            every = self.settings.heartbeat_every.total_seconds()
+            next_beat = time.monotonic()
+            while True:
+                if time.monotonic() >= next_beat:  # issue 26 item 13: idle workers are seen
+                    self._beat("busy" if self._busy() else "idle")
+                    next_beat = time.monotonic() + every
+                if self._stop.wait(min(0.5, max(0.0, next_beat - time.monotonic()))):
+                    break
             log.info("worker %s stopping", self.holder)
             deadline = time.monotonic() + self.shutdown_deadline.total_seconds()
             while (
@@ -318,6 +327,7 @@ class Worker:
                 for thread in threads:
                     thread.join(0.1)
             self._abandon_running()
+            self._beat("stopped")
             log.info("worker %s stopped", self.holder)
 
     def run_once(self) -> AttemptReport | None:
@@ -325,6 +335,16 @@ class Worker:
         return self._attempt(_Slot())
 
     # --- internals --------------------------------------------------------------------------
+
+    def _busy(self) -> bool:
+        with self._lock:
+            return any(slot.keeper is not None for slot in self._slots)
+
+    def _beat(self, state: WorkerState) -> None:
+        try:
+            self.store.run_queue.worker_heartbeat(worker_beat(self.settings, state))
+        except Exception as exc:  # the registry is for people; a failed beat stops nothing
+            log_beat_failure(log, self.holder, exc)
 
     @contextlib.contextmanager
     def _signals(self) -> Iterator[None]:
