@@ -17,7 +17,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 10
+\set dg_required_version 11
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
