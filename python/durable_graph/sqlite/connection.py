@@ -325,7 +325,12 @@ def open_storage(path: str, config: SqliteConfig, clock: Callable[[], float]) ->
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise ProcessingError(f"could not switch {path} to WAL mode (it is in {mode!r})")
-        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in _BUSY:  # nothing done
+                raise StoreBusy(f"could not open {path}: {exc}") from exc
+            raise
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             _check_not_newer(path, version)

@@ -46,7 +46,7 @@ from durable_graph.core.model import (
 from durable_graph.core.ops import StoreOp, drive_async
 from durable_graph.core.polling import AsyncChanges
 from durable_graph.core.workers import WorkerState
-from durable_graph.worker.context import RunContextBase
+from durable_graph.worker.context import RunContextBase, busy_pause
 from durable_graph.worker.flow import (
     AttemptReport,
     WorkerOptions,
@@ -154,8 +154,17 @@ class _Keeper:
                 return
 
     def call(self, op: StoreOp) -> Awaitable[Any]:
-        result: Awaitable[Any] = op.on(self._store)
-        return result
+        """``op`` on the store; made again while the store is only busy (D69, as the sync
+        keeper's)."""
+        return self._call_unless_busy(op)
+
+    async def _call_unless_busy(self, op: StoreOp) -> Any:
+        started = time.monotonic()
+        while True:
+            try:
+                return await op.on(self._store)
+            except StoreBusy as exc:
+                await asyncio.sleep(busy_pause(exc, started, self.lease, op.method))
 
     def current_claim(self) -> Claim | None:
         return self.claim

@@ -98,8 +98,6 @@ from durable_graph.worker.ops import (
 )
 from durable_graph.worker.settings import WorkerOptions, WorkerSettings
 
-BUSY_RETRY_SECONDS: Final = 0.05
-"""How long a context write waits after a `StoreBusy` before it tries again."""
 _MAX_ERROR_BYTES: Final = 64 * 1024
 """A traceback kept as an attempt's error is cut to its last 64 KiB (its end names the failure)."""
 

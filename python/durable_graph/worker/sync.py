@@ -32,7 +32,7 @@ from durable_graph.core.ops import StoreOp, drive
 from durable_graph.core.polling import Changes
 from durable_graph.core.workers import WorkerState
 from durable_graph.worker.app import App
-from durable_graph.worker.context import LostFlag, RunContextBase
+from durable_graph.worker.context import LostFlag, RunContextBase, busy_pause
 from durable_graph.worker.flow import (
     AttemptReport,
     Note,
@@ -125,7 +125,14 @@ class _Keeper:
                 return
 
     def call(self, op: StoreOp) -> Any:
-        return op.on(self._store)
+        """``op`` on the store; made again while the store is only busy (D69: the attempt's own
+        calls, its renewals and its close, so a busy store costs no attempt its outcome)."""
+        started = time.monotonic()
+        while True:
+            try:
+                return op.on(self._store)
+            except StoreBusy as exc:
+                time.sleep(busy_pause(exc, started, self.lease, op.method))
 
     def current_claim(self) -> Claim | None:
         with self._lock:
