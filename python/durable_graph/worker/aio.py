@@ -366,6 +366,7 @@ class AsyncWorker:
                 await self._abandon_running()
                 raise
             beats.cancel()
+            await asyncio.wait([beats])  # so that no beat of before lands after "stopped"
             await self._abandon_running()
             await self._beat("stopped")
             log.info("worker %s stopped", self.holder)
