@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from durable_graph.core.errors import StoreBusy
-from durable_graph.core.model import Submission
+from durable_graph.core.model import Completed, QueueEntry, Submission
 from durable_graph.sqlite import SqliteCheckpointer, SqliteConfig
 from durable_graph.worker.sync import RunContext, Worker
 
@@ -143,6 +143,16 @@ def _hog(path: str, hold_ms: int, gap_ms: int, stop_file: str) -> None:
     raw.close()
 
 
+def _every_entry(store: SqliteCheckpointer) -> list[QueueEntry]:
+    """Every entry, page by page (newest first)."""
+    found: list[QueueEntry] = []
+    after: int | None = None
+    while page := store.run_queue.entries(after=after, limit=1000):
+        found.extend(page)
+        after = page[-1].entry_id
+    return found
+
+
 @dataclass(frozen=True)
 class Result:
     processes: int
@@ -204,14 +214,10 @@ def run(
         for call, n in c["busy_calls"].items():
             calls[call] = calls.get(call, 0) + n
     with SqliteCheckpointer.open(path) as store:
-        rows = store.run_queue.entries(state="completed", limit=entries + 1)
-        completed = len(rows)
-        attempts = sum(len(e.attempts) for e in rows)
-        retried = sum(1 for e in rows if len(e.attempts) > 1)
-        for state in ("failed", "open", "running", "cancelled"):
-            for e in store.run_queue.entries(state=state, limit=entries + 1):
-                attempts += len(e.attempts)
-                retried += len(e.attempts) > 1
+        every = _every_entry(store)
+    completed = sum(1 for e in every if isinstance(e.outcome, Completed))
+    attempts = sum(len(e.attempts) for e in every)
+    retried = sum(1 for e in every if len(e.attempts) > 1)
     return Result(
         processes=processes,
         entries=entries,
