@@ -90,6 +90,7 @@ bench: venv pg-deps
 	$(VENV)/bin/python -m tests.bench.run --out bench-results.md
 	$(VENV)/bin/python -m tests.bench.fast_path --out bench-fast-path.md
 	$(VENV)/bin/python -m tests.bench.operating --out bench-operating.md
+	$(VENV)/bin/python -m tests.bench.sqlite_writers --out bench-sqlite-writers.md
 	$(VENV)/bin/python -m tests.bench.streaming --out bench-streaming.md
 
 # The service's client tests against LangGraph's own dev server too (langgraph-cli[inmem], in a

@@ -17,7 +17,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 10
+\set dg_required_version 11
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
@@ -181,6 +181,11 @@ SELECT :dg_version >= 10 AS dg_has_0010 \gset
 \else
 \ir ../migrations/0010.scheduling.sql
 \endif
+SELECT :dg_version >= 11 AS dg_has_0011 \gset
+\if :dg_has_0011
+\else
+\ir ../migrations/0012.workers.sql
+\endif
 
 -- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).
 \ir 00_clock.sql
@@ -200,6 +205,7 @@ SELECT :dg_version >= 10 AS dg_has_0010 \gset
 \ir 77_notify.sql
 \ir 80_attempts_close.sql
 \ir 85_operating.sql
+\ir 86_workers.sql
 \ir 90_queue_reads.sql
 \ir 92_queue_listing.sql
 \ir 93_partitions.sql

@@ -32,7 +32,7 @@ from durable_graph.core.model import Checkpoint
 from durable_graph.core.run_queue import RunQueue, TraceContexts
 from durable_graph.core.surface import members, mismatches
 from durable_graph.memory.store import InMemoryCheckpointer
-from durable_graph.postgres import PostgresCheckpointer, calls, operating, scheduling
+from durable_graph.postgres import PostgresCheckpointer, calls, operating, scheduling, workers
 from durable_graph.postgres.async_generated import AsyncCheckpointerSql, AsyncRunQueueSql
 from durable_graph.postgres.async_store import AsyncPostgresCheckpointer, AsyncPostgresRunQueue
 from durable_graph.postgres.generated import CheckpointerSql, RunQueueSql
@@ -95,7 +95,12 @@ def _generated(mixin: type) -> dict[str, typing.Any]:
 
 
 def _builder(name: str) -> typing.Any:
-    return getattr(calls, name, None) or getattr(operating, name, None) or getattr(scheduling, name)
+    return (
+        getattr(calls, name, None)
+        or getattr(operating, name, None)
+        or getattr(scheduling, name, None)
+        or getattr(workers, name)
+    )
 
 
 @pytest.mark.parametrize(
@@ -122,6 +127,8 @@ def test_a_postgres_method_not_written_by_hand_is_one_sql_call(
             else "operating"
             if hasattr(operating, name)
             else "scheduling"  # SPEC §15's builders (postgres/scheduling.py)
+            if hasattr(scheduling, name)
+            else "workers"  # the worker registry's (postgres/workers.py, D130)
         )
         call = f"self._x.run({module}.{name}({', '.join(['self._config', *params])}))"
         body = ast.parse(textwrap.dedent(inspect.getsource(method))).body[0]

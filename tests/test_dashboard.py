@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import quote
 
@@ -21,6 +25,7 @@ from dashboard_support import CHILD, EFFECT_KEY, FAILURE, THREAD, add_event, fil
 from durable_graph import Checkpointer
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.sqlite import SqliteCheckpointer
+from durable_graph.worker import Worker
 
 CHROMIUM = "/usr/bin/chromium"
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -50,6 +55,36 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Checkpoint
             yield pg
 
 
+IDLE_WORKER = "worker-idle"
+
+
+@contextmanager
+def idle_worker(store: Checkpointer) -> Iterator[Worker]:
+    """A running worker serving only a kind nothing is submitted as: it holds no lease, and
+    is listed once its first heartbeat is in."""
+    worker = Worker(
+        store,
+        lambda ctx: None,
+        holder=IDLE_WORKER,
+        kinds=["nightly-report"],
+        heartbeat_every=timedelta(milliseconds=200),
+        poll_interval=timedelta(milliseconds=100),
+    )
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while IDLE_WORKER not in [w.holder for w in store.run_queue.workers()]:
+            assert time.monotonic() < deadline, "the idle worker never beat"
+            time.sleep(0.05)
+        yield worker
+    finally:
+        worker.stop()
+        thread.join(10)
+    assert not thread.is_alive()
+    assert IDLE_WORKER not in [w.holder for w in store.run_queue.workers()]  # said "stopped"
+
+
 def _shoot(page: Page, tmp_path: Path, name: str, publish: bool) -> None:
     shot = tmp_path / name
     page.screenshot(path=str(shot), full_page=True)
@@ -64,7 +99,7 @@ def test_dashboard_shows_queue_entries_threads_and_a_live_tail(
     publish = os.environ.get("DURABLE_GRAPH_SCREENSHOTS") == "1" and "sqlite" in request.node.name
     filled = fill(store)
     dialogs: list[str] = []
-    with serving(store) as url:
+    with serving(store) as url, idle_worker(store):
         page = browser.new_page(viewport={"width": 1200, "height": 900})
         outside: list[str] = []
 
@@ -93,9 +128,16 @@ def test_dashboard_shows_queue_entries_threads_and_a_live_tail(
             "cancelled": "0",
         }
         expect(page.locator(".oldest")).to_contain_text("Oldest waiting:")
-        leases = page.locator("table.leases")
-        expect(leases).to_contain_text("worker-b")
-        expect(leases).to_contain_text(f"#{filled.running}")
+        # Workers (issue 26 item 13): a real worker that holds no lease is listed idle; the
+        # lease holder that does not beat is listed busy with its lease.
+        workers = page.locator("table.workers")
+        idle_row = workers.locator("tbody tr", has_text=IDLE_WORKER)
+        expect(idle_row).to_have_count(1)
+        expect(idle_row.locator(".worker-state")).to_have_text("idle")
+        expect(idle_row).to_contain_text("nightly-report")
+        busy_row = workers.locator("tbody tr", has_text="worker-b")
+        expect(busy_row).to_contain_text("(no heartbeat)")
+        expect(busy_row).to_contain_text(f"#{filled.running}")
         _shoot(page, tmp_path, "dashboard.png", publish)
 
         # The failed entries, then the failed entry's page: its failure text, as text.

@@ -56,6 +56,7 @@ from durable_graph.cli.threads import (
     cmd_thread_ls,
     cmd_thread_show,
 )
+from durable_graph.cli.workers import cmd_workers
 from durable_graph.core.errors import StoreError
 from durable_graph.core.listing import ENTRY_STATES
 from durable_graph.core.model import (
@@ -195,6 +196,17 @@ def build_parser() -> argparse.ArgumentParser:
         type=non_negative_int,
         metavar="N",
         help="also unhealthy when more than N entries are open (default: no limit)",
+    )
+
+    workers = command(
+        "workers", cmd_workers, "the workers that beat recently, idle or busy (store clock)"
+    )
+    _option(
+        workers,
+        "--seen-within",
+        type=parse_duration,
+        metavar="DURATION",
+        help="list the workers whose last beat is this recent (default 30s)",
     )
 
     worker = command("worker", cmd_worker, "run a worker for a handler until SIGTERM/SIGINT")

@@ -44,6 +44,7 @@ from durable_graph.core.model import (
     WatchPolicy,
 )
 from durable_graph.core.scheduling import ConcurrencyLimit, LimitScope, Schedule, StoredSchedule
+from durable_graph.core.workers import SEEN_WITHIN, WorkerBeat, WorkerSeen
 
 JSONValue = object
 """A JSON value as an argument: checked by `durable_graph.core.validation` before anything is written."""
@@ -129,6 +130,11 @@ class AsyncRunQueue(Protocol):
     async def pause_schedule(self, name: str, paused: bool = True) -> StoredSchedule: ...
 
     async def fire_schedule(self, name: str, slot: datetime) -> Ticket | None: ...
+
+    # the worker registry (durable_graph.core.workers)
+    async def worker_heartbeat(self, beat: WorkerBeat) -> WorkerSeen: ...
+
+    async def workers(self, seen_within: timedelta = SEEN_WITHIN) -> list[WorkerSeen]: ...
 
 
 class AsyncTraceContexts(Protocol):

@@ -30,6 +30,7 @@ from durable_graph.core.model import (
     TraceContext,
 )
 from durable_graph.core.scheduling import ConcurrencyLimit, LimitScope, Schedule, StoredSchedule
+from durable_graph.core.workers import SEEN_WITHIN, WorkerBeat, WorkerSeen
 
 
 def plan_attempt(entry: QueueEntry, latest: Checkpoint | None) -> AttemptPlan:
@@ -171,6 +172,18 @@ class RunQueue(Protocol):
         ``slot`` at or before store-now and after the newest submitted slot), submit the
         schedule's run under the key ``schedule:<name>:<slot>`` and record ``slot`` as the newest;
         else None. So each slot is submitted at most once, however many schedulers fire it."""
+        ...
+
+    # --- the worker registry (durable_graph.core.workers) -------------------------------------
+
+    def worker_heartbeat(self, beat: WorkerBeat) -> WorkerSeen:
+        """Record that the worker ``beat.holder`` lives, in ``beat.state``, at the store's clock
+        (its first beat sets ``started_at``); drop holders not seen for a day."""
+        ...
+
+    def workers(self, seen_within: timedelta = SEEN_WITHIN) -> list[WorkerSeen]:
+        """The workers whose latest beat is within ``seen_within`` of the store's now and is not
+        ``stopped``, by holder (byte order)."""
         ...
 
 

@@ -190,6 +190,7 @@ class Dashboard:
             state,
             next_after,
             actions=self.actions is not None,
+            workers=self.queue.workers(),
         )
         return HTMLResponse(html)
 

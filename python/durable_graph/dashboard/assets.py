@@ -35,6 +35,8 @@ td { word-break: break-all; }
 .badge.state-running { background: #dff3e8; color: #1f6d45; }
 .badge.state-completed { background: #e3ecfd; color: #1e49a8; }
 .badge.state-open { background: #fff3d6; color: #7a5600; }
+.worker-state { font-weight: 600; } .worker-state.busy { color: #1f6d45; }
+.worker-state.idle { color: var(--muted); }
 pre { background: var(--card); border: 1px solid var(--line); padding: .6rem; overflow: auto;
       white-space: pre-wrap; word-break: break-all; }
 pre.failure { border-color: #e4a29a; background: #fff6f5; color: #8c2217; }

@@ -26,6 +26,7 @@ from durable_graph.core.model import (
     QueueStats,
     ThreadInfo,
 )
+from durable_graph.core.workers import WorkerSeen
 from durable_graph.observe import readable
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -174,6 +175,7 @@ def queue_page(
     state: str | None,
     next_after: int | None,
     actions: bool = False,
+    workers: Sequence[WorkerSeen] = (),
 ) -> str:
     cards = "".join(
         f'<a class="stat state-{attr(s)}" data-state="{attr(s)}" href="{href("/", state=s)}">'
@@ -181,15 +183,7 @@ def queue_page(
         for s, count in stats.counts().items()
     )
     waiting = f"<p class=oldest>Oldest waiting: <strong>{text(age(stats.oldest_waiting_age))}</strong></p>"
-    lease_rows = [
-        (
-            text(holder),
-            str(len(held)),
-            ", ".join(f'<a href="{href(f"/entry/{e.entry_id}")}">#{e.entry_id}</a>' for e in held),
-            when(min((e.lease_expires_at for e in held if e.lease_expires_at), default=None), now),
-        )
-        for holder, held in leases
-    ]
+    worker_rows = workers_rows(workers, leases, now)
     filters = " ".join(
         f'<a href="{href("/", state=s)}"{" aria-current=true" if s == state else ""}>{text(s)}</a>'
         for s in ENTRY_STATES
@@ -203,9 +197,21 @@ def queue_page(
     return page(
         "Queue",
         f"<h1>Queue</h1><section class=stats>{cards}</section>{waiting}"
-        "<h2>Leases held per worker</h2>"
+        "<h2>Workers</h2>"
         + _table(
-            ["worker", "entries", "held", "first expiry"], lease_rows, "leases", "No leases held."
+            [
+                "worker",
+                "state",
+                "host",
+                "kinds",
+                "leases held",
+                "first expiry",
+                "started",
+                "last beat",
+            ],
+            worker_rows,
+            "workers",
+            "No worker beat in the last 30 s, and none holds a lease.",
         )
         + f'<h2>{text(title)}</h2><p class=filters><a href="/">all</a> {filters}</p>'
         + entries_table(entries, now)
@@ -214,6 +220,45 @@ def queue_page(
         refresh=QUEUE_REFRESH_SECONDS,
         actions=actions,
     )
+
+
+def workers_rows(
+    workers: Sequence[WorkerSeen], leases: list[tuple[str, list[QueueEntry]]], now: datetime
+) -> list[tuple[str, ...]]:
+    """A row per worker that beat recently (idle ones too, issue 26 item 13), with the leases it
+    holds; then a row per lease holder that does not beat (``run_once``, an older worker)."""
+    held = dict(leases)
+
+    def lease_cells(holder: str) -> tuple[str, str]:
+        mine = held.get(holder, [])
+        links = ", ".join(
+            f'<a href="{href(f"/entry/{e.entry_id}")}">#{e.entry_id}</a>' for e in mine
+        )
+        expiry = min((e.lease_expires_at for e in mine if e.lease_expires_at), default=None)
+        return links or "—", when(expiry, now) if mine else "—"
+
+    rows: list[tuple[str, ...]] = []
+    for w in workers:
+        links, expiry = lease_cells(w.holder)
+        rows.append(
+            (
+                text(w.holder),
+                f'<span class="worker-state {attr(w.state)}">{text(w.state)}</span>',
+                text(f"{w.host} (pid {w.pid})"),
+                "all" if w.kinds is None else text(", ".join(w.kinds)),
+                links,
+                expiry,
+                when(w.started_at, now),
+                when(w.last_seen, now),
+            )
+        )
+    beating = {w.holder for w in workers}
+    for holder, _ in leases:
+        if holder not in beating:
+            links, expiry = lease_cells(holder)
+            no_beat = '<span class="worker-state busy">busy</span> (no heartbeat)'
+            rows.append((text(holder), no_beat, "—", "—", links, expiry, "—", "—"))
+    return rows
 
 
 QUEUE_REFRESH_SECONDS = 10

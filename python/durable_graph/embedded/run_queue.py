@@ -70,15 +70,16 @@ from durable_graph.embedded.common import (
 from durable_graph.embedded.rows import EntryQuery, EntryRow, Place
 from durable_graph.embedded.scheduling import EmbeddedScheduling, pick_head
 from durable_graph.embedded.storage import Storage, Tx
+from durable_graph.embedded.workers import EmbeddedWorkers
 
 _AWAIT_CLOSED_POLL: Final = WatchPolicy().poll_interval.total_seconds()
 """How often `await_closed` reads again for other processes (it takes no `WatchPolicy`; D21:
 timeouts are wall-clock)."""
 
 
-class EmbeddedRunQueue(EmbeddedScheduling):
+class EmbeddedRunQueue(EmbeddedScheduling, EmbeddedWorkers):
     """SPEC §5 over a `Storage`, in the same storage as its checkpointer (and SPEC §15's
-    limits and schedules, `EmbeddedScheduling`)."""
+    limits and schedules, `EmbeddedScheduling`; the worker registry, `EmbeddedWorkers`)."""
 
     def __init__(self, storage: Storage) -> None:
         self._storage = storage

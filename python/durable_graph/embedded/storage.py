@@ -20,6 +20,7 @@ from typing import Protocol
 
 from durable_graph.core.model import Attempt, Event, PendingWrite, TenantFilter
 from durable_graph.core.validation import EncodedEvent, EncodedSubmission, EncodedWrite
+from durable_graph.core.workers import WorkerSeen
 from durable_graph.embedded.rows import (
     CheckpointRow,
     ClaimRow,
@@ -196,6 +197,22 @@ class Tx(Protocol):
     def drop_schedule(self, name: str) -> bool: ...
     def schedule_rows(self) -> list[ScheduleRow]:
         """Every schedule, by name (UTF-8 byte order)."""
+        ...
+
+    # --- the worker registry (durable_graph.embedded.workers) ---------------------------------
+
+    def worker_row(self, holder: str) -> WorkerSeen | None: ...
+    def put_worker_row(self, row: WorkerSeen) -> None:
+        """Insert or replace the row of ``row.holder``."""
+        ...
+
+    def forget_workers(self, before: datetime) -> None:
+        """Drop the rows last seen before ``before``."""
+        ...
+
+    def worker_rows(self, since: datetime) -> list[WorkerSeen]:
+        """The rows last seen at or after ``since`` and not ``stopped``, by holder (UTF-8 byte
+        order)."""
         ...
 
     def waiting_by_kind(self, tenant: TenantFilter) -> dict[str, int]:

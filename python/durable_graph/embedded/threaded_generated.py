@@ -39,6 +39,7 @@ from durable_graph.core.model import (
 )
 from durable_graph.core.run_queue import RunQueue, TraceContexts
 from durable_graph.core.scheduling import ConcurrencyLimit, LimitScope, Schedule, StoredSchedule
+from durable_graph.core.workers import SEEN_WITHIN, WorkerBeat, WorkerSeen
 from durable_graph.embedded.offload import in_thread
 
 
@@ -269,6 +270,12 @@ class ThreadedRunQueueCalls:
 
     async def fire_schedule(self, name: str, slot: datetime) -> Ticket | None:
         return await in_thread(self._sync.fire_schedule, name, slot)
+
+    async def worker_heartbeat(self, beat: WorkerBeat) -> WorkerSeen:
+        return await in_thread(self._sync.worker_heartbeat, beat)
+
+    async def workers(self, seen_within: timedelta = SEEN_WITHIN) -> list[WorkerSeen]:
+        return await in_thread(self._sync.workers, seen_within)
 
     async def set_trace_context(
         self, entry_id: int, context: TraceContext, tenant: str | None = None

@@ -33,6 +33,7 @@ from durable_graph.core.validation import (
     decode_json,
     from_posix,
 )
+from durable_graph.core.workers import WorkerSeen
 from durable_graph.embedded.checkpointer import EmbeddedCheckpointer
 from durable_graph.embedded.rows import (
     CheckpointRow,
@@ -47,6 +48,7 @@ from durable_graph.embedded.rows import (
 )
 from durable_graph.embedded.run_queue import EmbeddedRunQueue
 from durable_graph.memory.scheduling import SchedulingTx
+from durable_graph.memory.workers import WorkersTx
 
 LOCK_TIMEOUT_SECONDS = 5.0
 """D23: the longest a call waits for the store lock before it raises `ProcessingError`."""
@@ -130,6 +132,8 @@ class _State:
         self.limits: dict[tuple[str, str], int] = {}
         """``(scope, name) -> max_leases`` (SPEC §15)."""
         self.schedules: dict[str, ScheduleRow] = {}
+        self.workers: dict[str, WorkerSeen] = {}
+        """``holder -> row`` of the worker registry (durable_graph.core.workers)."""
 
 
 class MemoryStorage:
@@ -210,7 +214,7 @@ class MemoryStorage:
             self._notify(s)
 
 
-class MemoryTx(SchedulingTx):
+class MemoryTx(SchedulingTx, WorkersTx):
     """A transaction of `MemoryStorage`: the `Tx` operations over the dicts of `_State` (the
     SPEC §15 ones in `durable_graph.memory.scheduling`)."""
 

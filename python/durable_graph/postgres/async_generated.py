@@ -39,7 +39,8 @@ from durable_graph.core.model import (
     TraceContext,
 )
 from durable_graph.core.scheduling import ConcurrencyLimit, LimitScope, Schedule, StoredSchedule
-from durable_graph.postgres import calls, operating, scheduling
+from durable_graph.core.workers import SEEN_WITHIN, WorkerBeat, WorkerSeen
+from durable_graph.postgres import calls, operating, scheduling, workers
 from durable_graph.postgres.async_connection import AsyncExecutor
 from durable_graph.postgres.config import PostgresConfig
 
@@ -266,6 +267,12 @@ class AsyncRunQueueSql:
 
     async def fire_schedule(self, name: str, slot: datetime) -> Ticket | None:
         return await self._x.run(scheduling.fire_schedule(self._config, name, slot))
+
+    async def worker_heartbeat(self, beat: WorkerBeat) -> WorkerSeen:
+        return await self._x.run(workers.worker_heartbeat(self._config, beat))
+
+    async def workers(self, seen_within: timedelta = SEEN_WITHIN) -> list[WorkerSeen]:
+        return await self._x.run(workers.workers(self._config, seen_within))
 
     async def set_trace_context(
         self, entry_id: int, context: TraceContext, tenant: str | None = None

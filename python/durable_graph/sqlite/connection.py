@@ -44,12 +44,12 @@ from durable_graph.sqlite.storage import SqliteTx
 _BUSY: Final = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 """The error codes of a write lock that stayed taken past the busy timeout."""
 
-SCHEMA_VERSION: Final = 7
+SCHEMA_VERSION: Final = 8
 """``PRAGMA user_version`` of a file this code creates. Version 1 files (table names of before
 the embedded rule set), version 2 files (before delayed runs, retries and attempt errors),
 version 3 files (before stored trace contexts), version 4 files (before pending writes' task
-paths) and version 5 files (before fixed listing places) are migrated on open; `open` refuses a
-newer file."""
+paths), version 5 files (before fixed listing places), version 6 files (before scheduling) and
+version 7 files (before the worker registry) are migrated on open; `open` refuses a newer file."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +289,10 @@ _V1_TABLES: Final = (
 """The tables of a version-1 file, renamed ``v1_<name>`` before ``migrate_v1.sql`` copies them."""
 
 
+_FROM_SCHEMA_SQL: Final = ("migrate_v6.sql", "migrate_v7.sql")
+"""The steps from schema.sql's version (6) to `SCHEMA_VERSION`."""
+
+
 def _script(name: str) -> list[str]:
     """The statements of a packaged ``.sql`` file (separated by lines holding only ';')."""
     text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
@@ -321,18 +325,26 @@ def open_storage(path: str, config: SqliteConfig, clock: Callable[[], float]) ->
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise ProcessingError(f"could not switch {path} to WAL mode (it is in {mode!r})")
-        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in _BUSY:  # nothing done
+                raise StoreBusy(f"could not open {path}: {exc}") from exc
+            raise
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             _check_not_newer(path, version)
-            # schema.sql is version 6; migrate_v6.sql (SPEC §15 scheduling) takes it to 7.
+            # schema.sql is version 6; migrate_v6.sql (SPEC §15 scheduling) takes it to 7,
+            # migrate_v7.sql (the worker registry) to 8.
             if version == 0:
-                for statement in _script("schema.sql") + _script("migrate_v6.sql"):
+                for statement in [
+                    s for name in ("schema.sql", *_FROM_SCHEMA_SQL) for s in _script(name)
+                ]:
                     conn.execute(statement)
             elif version == 1:
                 for table in _V1_TABLES:
                     conn.execute(f"ALTER TABLE {table} RENAME TO v1_{table}")
-                steps = ["schema.sql", "migrate_v1.sql", "migrate_v6.sql", "fill_open_since.sql"]
+                steps = ["schema.sql", "migrate_v1.sql", *_FROM_SCHEMA_SQL, "fill_open_since.sql"]
                 for statement in [s for name in steps for s in _script(name)]:
                     conn.execute(statement)
             elif version < SCHEMA_VERSION:

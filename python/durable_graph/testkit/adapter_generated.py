@@ -40,6 +40,7 @@ from durable_graph.core.model import (
     WatchPolicy,
 )
 from durable_graph.core.scheduling import ConcurrencyLimit, LimitScope, Schedule, StoredSchedule
+from durable_graph.core.workers import SEEN_WITHIN, WorkerBeat, WorkerSeen
 from durable_graph.testkit.loop import LoopThread
 
 
@@ -274,6 +275,12 @@ class SyncRunQueueCalls:
 
     def fire_schedule(self, name: str, slot: datetime) -> Ticket | None:
         return self._runner.run(self.target.fire_schedule(name, slot))
+
+    def worker_heartbeat(self, beat: WorkerBeat) -> WorkerSeen:
+        return self._runner.run(self.target.worker_heartbeat(beat))
+
+    def workers(self, seen_within: timedelta = SEEN_WITHIN) -> list[WorkerSeen]:
+        return self._runner.run(self.target.workers(seen_within))
 
     def set_trace_context(
         self, entry_id: int, context: TraceContext, tenant: str | None = None

@@ -45,7 +45,8 @@ from durable_graph.core.model import (
 )
 from durable_graph.core.ops import StoreOp, drive_async
 from durable_graph.core.polling import AsyncChanges
-from durable_graph.worker.context import RunContextBase
+from durable_graph.core.workers import WorkerState
+from durable_graph.worker.context import RunContextBase, busy_pause
 from durable_graph.worker.flow import (
     AttemptReport,
     WorkerOptions,
@@ -53,10 +54,12 @@ from durable_graph.worker.flow import (
     WorkerStopped,
     attempt_flow,
     describe,
+    log_beat_failure,
     log_failure,
     log_stop_signal,
     new_id,
     next_commit,
+    worker_beat,
 )
 from durable_graph.worker.ops import (
     HandlerResult,
@@ -151,8 +154,17 @@ class _Keeper:
                 return
 
     def call(self, op: StoreOp) -> Awaitable[Any]:
-        result: Awaitable[Any] = op.on(self._store)
-        return result
+        """``op`` on the store; made again while the store is only busy (D69, as the sync
+        keeper's)."""
+        return self._call_unless_busy(op)
+
+    async def _call_unless_busy(self, op: StoreOp) -> Any:
+        started = time.monotonic()
+        while True:
+            try:
+                return await op.on(self._store)
+            except StoreBusy as exc:
+                await asyncio.sleep(busy_pause(exc, started, self.lease, op.method))
 
     def current_claim(self) -> Claim | None:
         return self.claim
@@ -342,6 +354,7 @@ class AsyncWorker:
             self._force_event.set()
         with self._signals():
             log.info("worker %s started (%d slot(s))", self.holder, self.settings.concurrency)
+            beats = asyncio.create_task(self._beats(), name=f"dg-heartbeat-{self.holder}")
             try:
                 await self._dispatch()
                 log.info("worker %s stopping", self.holder)
@@ -349,9 +362,13 @@ class AsyncWorker:
             except asyncio.CancelledError:
                 log.info("worker %s cancelled: releasing running attempts", self.holder)
                 self._stopping = True
+                beats.cancel()
                 await self._abandon_running()
                 raise
+            beats.cancel()
+            await asyncio.wait([beats])  # so that no beat of before lands after "stopped"
             await self._abandon_running()
+            await self._beat("stopped")
             log.info("worker %s stopped", self.holder)
 
     async def run_once(self) -> AttemptReport | None:
@@ -363,6 +380,20 @@ class AsyncWorker:
         return await self._process(begun, run_id)
 
     # --- internals --------------------------------------------------------------------------
+
+    async def _beats(self) -> None:
+        """Issue 26 item 13: record in the store every ``heartbeat_every`` that this worker
+        lives, idle or busy, so a worker holding no lease is seen too."""
+        every = self.settings.heartbeat_every.total_seconds()
+        while True:
+            await self._beat("busy" if self._keepers else "idle")
+            await asyncio.sleep(every)
+
+    async def _beat(self, state: WorkerState) -> None:
+        try:
+            await self.store.run_queue.worker_heartbeat(worker_beat(self.settings, state))
+        except Exception as exc:  # the registry is for people; a failed beat stops nothing
+            log_beat_failure(log, self.holder, exc)
 
     @contextlib.contextmanager
     def _signals(self) -> Iterator[None]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Final, Generic, Protocol, Self, TypeVar
@@ -24,7 +25,28 @@ from durable_graph.worker.ops import (
 )
 
 BUSY_RETRY_SECONDS: Final = 0.05
-"""How long a context write waits after a `StoreBusy` before it tries again."""
+"""How long an attempt's store call waits after a `StoreBusy` before it tries again."""
+
+busy_log = logging.getLogger("durable_graph.worker.busy")
+"""One DEBUG record per wait on a busy store (``tests/bench/sqlite_writers.py`` counts them)."""
+
+
+def busy_pause(error: StoreBusy, started: float, lease: Lease, call: str) -> float:
+    """Issue 26 item 6 (D69): an attempt's store call ``call`` met a busy store (`StoreBusy`:
+    nothing was done). A busy store is not the attempt's failure: the seconds to wait before the
+    same call is made again, within one lease ttl of the call's start (the lease is renewed
+    meanwhile); past that, ``error`` is raised."""
+    if time.monotonic() - started >= lease.ttl.total_seconds():
+        raise error
+    busy_log.debug(
+        "entry %d: %s met a busy store; the same call again in %.0f ms, same attempt",
+        lease.entry.entry_id,
+        call,
+        BUSY_RETRY_SECONDS * 1000,
+    )
+    return BUSY_RETRY_SECONDS
+
+
 _MAX_ERROR_BYTES: Final = 64 * 1024
 """A traceback kept as an attempt's error is cut to its last 64 KiB (its end names the failure)."""
 
@@ -122,9 +144,7 @@ class RunContextBase(Generic[StoreT]):
         same call is made again, while the attempt lives (its lease is renewed meanwhile) and
         within one lease ttl of the call's start; past that, ``error`` is raised."""
         self.check()
-        if time.monotonic() - started >= self._keeper.lease.ttl.total_seconds():
-            raise error
-        return BUSY_RETRY_SECONDS
+        return busy_pause(error, started, self._keeper.lease, "a context write")
 
 
 # --- the flow -------------------------------------------------------------------------------

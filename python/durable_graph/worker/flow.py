@@ -38,8 +38,10 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
+import os
 import random
 import signal
+import socket
 import time
 import traceback
 import uuid
@@ -84,6 +86,7 @@ from durable_graph.core.validation import (
     encode_json,
     fit_error_text,
 )
+from durable_graph.core.workers import WorkerBeat, WorkerState
 from durable_graph.worker.context import LostFlag
 from durable_graph.worker.ops import (
     Deferred,
@@ -95,8 +98,6 @@ from durable_graph.worker.ops import (
 )
 from durable_graph.worker.settings import WorkerOptions, WorkerSettings
 
-BUSY_RETRY_SECONDS: Final = 0.05
-"""How long a context write waits after a `StoreBusy` before it tries again."""
 _MAX_ERROR_BYTES: Final = 64 * 1024
 """A traceback kept as an attempt's error is cut to its last 64 KiB (its end names the failure)."""
 
@@ -235,6 +236,17 @@ def log_failure(log: logging.Logger, exc: Exception, where: str) -> None:
         log.warning("store error: %s", exc)
     else:
         log.error("unexpected error in worker %s", where, exc_info=exc)
+
+
+def worker_beat(settings: WorkerSettings, state: WorkerState) -> WorkerBeat:
+    """The heartbeat a worker of ``settings`` sends in ``state`` (issue 26 item 13): its holder,
+    host, process id and the kinds it serves."""
+    return WorkerBeat(settings.holder, socket.gethostname(), os.getpid(), settings.kinds, state)
+
+
+def log_beat_failure(log: logging.Logger, holder: str, exc: Exception) -> None:
+    """A heartbeat that failed: the worker goes on (the registry only shows it less fresh)."""
+    log.warning("worker %s: heartbeat not recorded: %s", holder, exc)
 
 
 def describe(report: AttemptReport) -> str:

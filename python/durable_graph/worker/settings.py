@@ -26,7 +26,17 @@ from durable_graph.core.validation import (
 DEFAULT_BACKOFF: Final = BackoffPolicy()
 """A worker's retry backoff unless given one: about 1 s, 2 s, 4 s ... capped at 5 min."""
 
+DEFAULT_HEARTBEAT_EVERY: Final = timedelta(seconds=5)
+"""How often a running worker beats (the registry lists it 30 s after its last beat)."""
+
 _CLAIM_RETRY_DELAY = 0.2
+
+
+def _check_heartbeat_every(value: object) -> timedelta:
+    every = check_duration("heartbeat_every", value)
+    if every > timedelta(hours=1):
+        raise ValidationError("heartbeat_every must be at most 1 hour")
+    return every
 
 
 class WorkerOptions(TypedDict, total=False):
@@ -35,7 +45,7 @@ class WorkerOptions(TypedDict, total=False):
     Defaults (in `WorkerSettings.check`): ``holder`` host:pid:id, ``concurrency`` 1, ``lease_ttl``
     30 s, ``claim_policy`` ``ClaimPolicy()``, ``tenant`` ANY, ``poll_interval`` 1 s,
     ``shutdown_deadline`` 30 s, ``backoff`` `DEFAULT_BACKOFF` (the wait stored in a failed
-    attempt's entry before its next attempt, SPEC §13).
+    attempt's entry before its next attempt, SPEC §13), ``heartbeat_every`` 5 s.
     """
 
     holder: str | None
@@ -48,6 +58,9 @@ class WorkerOptions(TypedDict, total=False):
     backoff: BackoffPolicy
     kinds: Sequence[str] | None
     """SPEC §15: lease only entries of these kinds (default: every kind; an `App`'s kinds)."""
+    heartbeat_every: timedelta
+    """How often `run` records in the store that the worker lives, idle or busy
+    (`RunQueue.worker_heartbeat`; at most 1 h)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +76,7 @@ class WorkerSettings:
     shutdown_deadline: timedelta
     backoff: BackoffPolicy = DEFAULT_BACKOFF
     kinds: tuple[str, ...] | None = None
+    heartbeat_every: timedelta = DEFAULT_HEARTBEAT_EVERY
     max_attempts: int | None = None
     """A cap on the attempts of the entries this worker runs (an `App` kind's option), below
     each entry's own ``max_attempts``; None: the entry's alone."""
@@ -80,6 +94,7 @@ class WorkerSettings:
         shutdown_deadline: timedelta = timedelta(seconds=30),
         backoff: BackoffPolicy = DEFAULT_BACKOFF,
         kinds: Sequence[str] | None = None,
+        heartbeat_every: timedelta = DEFAULT_HEARTBEAT_EVERY,
     ) -> WorkerSettings:
         """Check every argument (`ValidationError` naming it); ``holder=None`` → host:pid:id."""
         if not isinstance(claim_policy, ClaimPolicy):
@@ -99,6 +114,7 @@ class WorkerSettings:
             shutdown_deadline=check_duration("shutdown_deadline", shutdown_deadline),
             backoff=check_backoff(backoff),
             kinds=check_kinds("kinds", kinds),
+            heartbeat_every=_check_heartbeat_every(heartbeat_every),
         )
 
     @property
@@ -121,4 +137,4 @@ class WorkerSettings:
         return self.poll_interval.total_seconds() * scale * random.uniform(0.5, 1.5)
 
 
-__all__ = ["DEFAULT_BACKOFF", "WorkerOptions", "WorkerSettings"]
+__all__ = ["DEFAULT_BACKOFF", "DEFAULT_HEARTBEAT_EVERY", "WorkerOptions", "WorkerSettings"]

@@ -30,8 +30,9 @@ from durable_graph.core.errors import StoreBusy, StoreError, ValidationError
 from durable_graph.core.model import JSON, Checkpoint, Claim, Event, EventIn, Lease, QueueEntry
 from durable_graph.core.ops import StoreOp, drive
 from durable_graph.core.polling import Changes
+from durable_graph.core.workers import WorkerState
 from durable_graph.worker.app import App
-from durable_graph.worker.context import LostFlag, RunContextBase
+from durable_graph.worker.context import LostFlag, RunContextBase, busy_pause
 from durable_graph.worker.flow import (
     AttemptReport,
     Note,
@@ -44,12 +45,14 @@ from durable_graph.worker.flow import (
     exhausted_outcome,
     failure_outcome,
     invalid_output,
+    log_beat_failure,
     log_failure,
     log_stop_signal,
     new_id,
     next_commit,
     output_effect_key,
     recorded_output,
+    worker_beat,
 )
 from durable_graph.worker.ops import (
     HandlerResult,
@@ -122,7 +125,14 @@ class _Keeper:
                 return
 
     def call(self, op: StoreOp) -> Any:
-        return op.on(self._store)
+        """``op`` on the store; made again while the store is only busy (D69: the attempt's own
+        calls, its renewals and its close, so a busy store costs no attempt its outcome)."""
+        started = time.monotonic()
+        while True:
+            try:
+                return op.on(self._store)
+            except StoreBusy as exc:
+                time.sleep(busy_pause(exc, started, self.lease, op.method))
 
     def current_claim(self) -> Claim | None:
         with self._lock:
@@ -306,8 +316,14 @@ class Worker:
                 thread.start()
                 threads.append(thread)
             log.info("worker %s started (%d slot(s))", self.holder, self.concurrency)
-            while not self._stop.wait(0.5):
-                pass
+            every = self.settings.heartbeat_every.total_seconds()
+            next_beat = time.monotonic()
+            while True:
+                if time.monotonic() >= next_beat:  # issue 26 item 13: idle workers are seen
+                    self._beat("busy" if self._busy() else "idle")
+                    next_beat = time.monotonic() + every
+                if self._stop.wait(min(0.5, max(0.0, next_beat - time.monotonic()))):
+                    break
             log.info("worker %s stopping", self.holder)
             deadline = time.monotonic() + self.shutdown_deadline.total_seconds()
             while (
@@ -318,6 +334,7 @@ class Worker:
                 for thread in threads:
                     thread.join(0.1)
             self._abandon_running()
+            self._beat("stopped")
             log.info("worker %s stopped", self.holder)
 
     def run_once(self) -> AttemptReport | None:
@@ -325,6 +342,16 @@ class Worker:
         return self._attempt(_Slot())
 
     # --- internals --------------------------------------------------------------------------
+
+    def _busy(self) -> bool:
+        with self._lock:
+            return any(slot.keeper is not None for slot in self._slots)
+
+    def _beat(self, state: WorkerState) -> None:
+        try:
+            self.store.run_queue.worker_heartbeat(worker_beat(self.settings, state))
+        except Exception as exc:  # the registry is for people; a failed beat stops nothing
+            log_beat_failure(log, self.holder, exc)
 
     @contextlib.contextmanager
     def _signals(self) -> Iterator[None]:

@@ -38,6 +38,7 @@ from durable_graph.testkit.contract.run_queue.tenancy import (
 )
 from durable_graph.testkit.contract.run_queue.validation import QueueValidationTests
 from durable_graph.testkit.contract.run_queue.worker_protocol import WorkerProtocolTests
+from durable_graph.testkit.contract.run_queue.workers import WorkerRegistryTests
 
 
 class RunQueueContract(
@@ -57,6 +58,7 @@ class RunQueueContract(
     RunQueueIdentityContract,
     ListingTests,
     SchedulingTests,
+    WorkerRegistryTests,
     RunQueueFixtures,
 ):
     """SPEC §5 as tests. Subclass it and override ``harness`` (see module docstring)."""
