@@ -17,7 +17,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 10
+\set dg_required_version 11
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
@@ -180,6 +180,11 @@ SELECT :dg_version >= 10 AS dg_has_0010 \gset
 \if :dg_has_0010
 \else
 \ir ../migrations/0010.scheduling.sql
+\endif
+SELECT :dg_version >= 11 AS dg_has_0011 \gset
+\if :dg_has_0011
+\else
+\ir ../migrations/0011.lean_hot_path.sql
 \endif
 
 -- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).
