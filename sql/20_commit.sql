@@ -33,35 +33,21 @@ BEGIN
 END;
 $$;
 
--- dg_commit_v1: append a checkpoint and its events under the thread's current claim. Locks the
--- thread (and the fence's thread, in id order), then checks in order: claim current (DG002),
--- fence current on its thread (DG002), p_parent_id is the head (DG003), run is not an attempt of
--- a delete-marked entry of this thread (DG005), checkpoint id new on the thread (DG006). Numbers
--- the caller's events, then store.checkpoint; stamps committed_at; marks admitted the open
--- entries of this thread that recorded p_run_id. DG000 for a bad argument: identifiers (1..512
--- UTF-8 bytes), JSON texts (state, metadata, event payloads: valid, depth <= 512, each at most
--- max_value_bytes), timestamps (years 1..9999), and max_call_bytes for the whole call.
-CREATE OR REPLACE FUNCTION dg_commit_v1(
+-- _dg_commit_args(<dg_commit_v1's arguments>): dg_commit_v1's argument checks (DG000), in its
+-- order; writes nothing. Shared with dg_finish_attempt_v2 (SPEC §18.1), which checks a commit
+-- exactly as dg_commit_v1 does.
+CREATE OR REPLACE FUNCTION _dg_commit_args(
     p_thread_id text, p_token bigint,
     p_checkpoint_id text, p_parent_id text, p_run_id text,
     p_state text, p_metadata text, p_next text[],
     p_event_kinds text[], p_event_payloads text[], p_event_created_at timestamptz[],
     p_created_at timestamptz, p_parent_thread_id text,
     p_fence_thread_id text, p_fence_token bigint)
-RETURNS TABLE (thread_id text, checkpoint_id text, parent_id text, run_id text, state text,
-               metadata text, next text[], created_at timestamptz, committed_at timestamptz,
-               seq bigint, writes json)
-LANGUAGE plpgsql VOLATILE
-SET search_path FROM CURRENT
+RETURNS void
+LANGUAGE plpgsql STABLE
 AS $$
-#variable_conflict use_column
 DECLARE
-    t threads;
-    f threads;
-    v_now timestamptz;
-    v_seq bigint;
     v_n integer := coalesce(pg_catalog.cardinality(p_event_kinds), 0);
-    v_head text;
     v_lim limits := _dg_limits();
 BEGIN
     -- The scalar identifiers in one inline test (a PERFORM each costs ~1.5 us); when it fails,
@@ -95,20 +81,60 @@ BEGIN
     IF p_metadata IS NOT NULL THEN
         PERFORM _dg_json(p_metadata, 'metadata', v_lim.max_value_bytes);
     END IF;
-    PERFORM _dg_ids(p_next, 'next', 100000);
-    PERFORM _dg_ids(p_event_kinds, 'event_kinds', 1000000);
-    PERFORM _dg_jsons(p_event_payloads, 'event_payloads', v_lim.max_value_bytes, true);
-    PERFORM _dg_tss(p_event_created_at, 'event_created_at');
-    PERFORM _dg_ts(p_created_at, 'created_at');
+    -- The array checks only for non-empty arrays (an empty or NULL one passes each of them):
+    -- a statement each is most of a one-checkpoint commit's check time (issue 25).
+    IF pg_catalog.cardinality(p_next) > 0 THEN
+        PERFORM _dg_ids(p_next, 'next', 100000);
+    END IF;
+    IF v_n > 0 OR pg_catalog.cardinality(p_event_payloads) > 0
+       OR pg_catalog.cardinality(p_event_created_at) > 0 THEN
+        PERFORM _dg_ids(p_event_kinds, 'event_kinds', 1000000);
+        PERFORM _dg_jsons(p_event_payloads, 'event_payloads', v_lim.max_value_bytes, true);
+        PERFORM _dg_tss(p_event_created_at, 'event_created_at');
+    END IF;
+    IF p_created_at IS NOT NULL THEN
+        PERFORM _dg_ts(p_created_at, 'created_at');
+    END IF;
     PERFORM _dg_check(v_n = coalesce(pg_catalog.cardinality(p_event_payloads), 0)
                       AND v_n = coalesce(pg_catalog.cardinality(p_event_created_at), 0),
                       'event arrays must have equal lengths');
     PERFORM _dg_check((p_fence_thread_id IS NULL) = (p_fence_token IS NULL),
                       'fence thread and fence token go together');
-    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_event_kinds) k(kind)
-                                   WHERE k.kind IS NULL OR k.kind LIKE 'store.%'),
-                      'event kinds must not be NULL or start with "store."');
+    IF v_n > 0 THEN
+        PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_event_kinds) k(kind)
+                                       WHERE k.kind IS NULL OR k.kind LIKE 'store.%'),
+                          'event kinds must not be NULL or start with "store."');
+    END IF;
+END;
+$$;
 
+-- _dg_commit(<dg_commit_v1's arguments>, own_entry): dg_commit_v1's work after its argument
+-- checks (the caller made them): locks, the D9 checks in order (DG002, DG002, DG003, DG005,
+-- DG006), then the checkpoint, its events, the thread's head and the admission marks. Returns
+-- the inserted checkpoint row. p_own_entry (SPEC §18.1, dg_finish_attempt_v2): an open entry of
+-- this thread that the caller closes in this same transaction under this very claim; the claim is
+-- then released in the thread's one UPDATE (one row version, not two), and that entry's
+-- admission mark is left to the caller's close (which writes the entry once). NULL: neither.
+CREATE OR REPLACE FUNCTION _dg_commit(
+    p_thread_id text, p_token bigint,
+    p_checkpoint_id text, p_parent_id text, p_run_id text,
+    p_state text, p_metadata text, p_next text[],
+    p_event_kinds text[], p_event_payloads text[], p_event_created_at timestamptz[],
+    p_created_at timestamptz, p_parent_thread_id text,
+    p_fence_thread_id text, p_fence_token bigint, p_own_entry bigint)
+RETURNS checkpoints
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    t threads;
+    f threads;
+    c checkpoints;
+    v_now timestamptz;
+    v_seq bigint;
+    v_n integer := coalesce(pg_catalog.cardinality(p_event_kinds), 0);
+    v_head text;
+    v_release boolean := p_own_entry IS NOT NULL;
+BEGIN
     -- A first commit naming a parent thread also locks the parent's row (in id order with the
     -- others), so that delete_thread, holding the parent, sees or excludes every child, and
     -- children land in first_commit_order (issue 12). Whether this is a first commit is read
@@ -156,7 +182,8 @@ BEGIN
     VALUES (p_thread_id, p_checkpoint_id, v_seq, p_parent_id, p_run_id, p_state,
             coalesce(p_metadata, 'null'), coalesce(p_next, '{}'),
             coalesce(p_created_at, v_now), v_now)
-    ON CONFLICT (thread_id, checkpoint_id) DO NOTHING;
+    ON CONFLICT (thread_id, checkpoint_id) DO NOTHING
+    RETURNING * INTO c;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'checkpoint id already names a checkpoint of the thread'
             USING ERRCODE = 'DG006';
@@ -177,25 +204,75 @@ BEGIN
                           'run_id', pg_catalog.to_json(p_run_id)::text),
             p_run_id, v_now, v_now);
 
+    -- One UPDATE of the thread: the head, and (p_own_entry) the claim released with it, which
+    -- is what release_claim after this commit would write (the claim was just found current).
     IF t.live THEN
-        UPDATE threads SET last_seq = v_seq, head_id = p_checkpoint_id, updated_at = v_now
+        UPDATE threads
+           SET last_seq = v_seq, head_id = p_checkpoint_id, updated_at = v_now,
+               claim_token = CASE WHEN v_release THEN NULL ELSE claim_token END,
+               claim_holder = CASE WHEN v_release THEN NULL ELSE claim_holder END,
+               claim_expires_at = CASE WHEN v_release THEN NULL ELSE claim_expires_at END,
+               claim_ttl = CASE WHEN v_release THEN NULL ELSE claim_ttl END
          WHERE threads.thread_id = p_thread_id;
     ELSE
         UPDATE threads
            SET live = true, last_seq = v_seq, head_id = p_checkpoint_id,
                parent_thread_id = p_parent_thread_id, created_at = v_now, updated_at = v_now,
-               first_commit_order = pg_catalog.nextval('thread_first_commit_seq')
+               first_commit_order = pg_catalog.nextval('thread_first_commit_seq'),
+               claim_token = CASE WHEN v_release THEN NULL ELSE claim_token END,
+               claim_holder = CASE WHEN v_release THEN NULL ELSE claim_holder END,
+               claim_expires_at = CASE WHEN v_release THEN NULL ELSE claim_expires_at END,
+               claim_ttl = CASE WHEN v_release THEN NULL ELSE claim_ttl END
          WHERE threads.thread_id = p_thread_id;
     END IF;
 
+    -- Rule 10's admission marks, by primary key over the run's attempts on this thread (the
+    -- attempts' (thread_id, run_id) index): never a walk over the store's open entries, so the
+    -- cost stays flat however many entries are open (issue 25's growth bug); only rows not yet
+    -- marked are written.
     UPDATE queue_entries e SET admitted = true
-     WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL AND NOT e.admitted
-       AND EXISTS (SELECT 1 FROM queue_attempts a
-                    WHERE a.entry_id = e.entry_id AND a.run_id = p_run_id);
+     WHERE e.entry_id = ANY (ARRAY(SELECT a.entry_id FROM queue_attempts a
+                                    WHERE a.thread_id = p_thread_id AND a.run_id = p_run_id))
+       AND e.thread_id = p_thread_id AND e.outcome_kind IS NULL AND NOT e.admitted
+       AND e.entry_id IS DISTINCT FROM p_own_entry;
+    RETURN c;
+END;
+$$;
 
+-- dg_commit_v1: append a checkpoint and its events under the thread's current claim. Locks the
+-- thread (and the fence's thread, in id order), then checks in order: claim current (DG002),
+-- fence current on its thread (DG002), p_parent_id is the head (DG003), run is not an attempt of
+-- a delete-marked entry of this thread (DG005), checkpoint id new on the thread (DG006). Numbers
+-- the caller's events, then store.checkpoint; stamps committed_at; marks admitted the open
+-- entries of this thread that recorded p_run_id. DG000 for a bad argument: identifiers (1..512
+-- UTF-8 bytes), JSON texts (state, metadata, event payloads: valid, depth <= 512, each at most
+-- max_value_bytes), timestamps (years 1..9999), and max_call_bytes for the whole call.
+CREATE OR REPLACE FUNCTION dg_commit_v1(
+    p_thread_id text, p_token bigint,
+    p_checkpoint_id text, p_parent_id text, p_run_id text,
+    p_state text, p_metadata text, p_next text[],
+    p_event_kinds text[], p_event_payloads text[], p_event_created_at timestamptz[],
+    p_created_at timestamptz, p_parent_thread_id text,
+    p_fence_thread_id text, p_fence_token bigint)
+RETURNS TABLE (thread_id text, checkpoint_id text, parent_id text, run_id text, state text,
+               metadata text, next text[], created_at timestamptz, committed_at timestamptz,
+               seq bigint, writes json)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    c checkpoints;
+BEGIN
+    PERFORM _dg_commit_args(p_thread_id, p_token, p_checkpoint_id, p_parent_id, p_run_id,
+                            p_state, p_metadata, p_next, p_event_kinds, p_event_payloads,
+                            p_event_created_at, p_created_at, p_parent_thread_id,
+                            p_fence_thread_id, p_fence_token);
+    c := _dg_commit(p_thread_id, p_token, p_checkpoint_id, p_parent_id, p_run_id, p_state,
+                    p_metadata, p_next, p_event_kinds, p_event_payloads, p_event_created_at,
+                    p_created_at, p_parent_thread_id, p_fence_thread_id, p_fence_token, NULL);
     RETURN QUERY
-    SELECT p_thread_id, p_checkpoint_id, p_parent_id, p_run_id, p_state,
-           coalesce(p_metadata, 'null'), coalesce(p_next, '{}'::text[]),
-           coalesce(p_created_at, v_now), v_now, v_seq, '[]'::json;
+    SELECT c.thread_id::text, c.checkpoint_id, c.parent_id, c.run_id, c.state, c.metadata,
+           c.next, c.created_at, c.committed_at, c.seq, '[]'::json;
 END;
 $$;

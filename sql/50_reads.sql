@@ -78,9 +78,9 @@ END;
 $$;
 
 -- dg_latest_of_runs_v1: the newest checkpoint (highest seq) of the thread whose run id is one of
--- p_run_ids; no row when none. One backward index probe per run id (checkpoints_run_idx), then
--- the newest of those (a generic plan: left to choose, PL/pgSQL would plan this statement again
--- on every call, the array's length changing its estimates). Raises DG000.
+-- p_run_ids; no row when none. One backward index probe per run id (checkpoints_run_thread_idx,
+-- migration 0011), then the newest of those (a generic plan: left to choose, PL/pgSQL would plan
+-- this statement again on every call, the array's length changing its estimates). Raises DG000.
 CREATE OR REPLACE FUNCTION dg_latest_of_runs_v1(p_thread_id text, p_run_ids text[])
 RETURNS TABLE (thread_id text, checkpoint_id text, parent_id text, run_id text, state text,
                metadata text, next text[], created_at timestamptz, committed_at timestamptz,

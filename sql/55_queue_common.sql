@@ -41,19 +41,24 @@ AS $$
 $$;
 
 -- _dg_lock_queue_thread(thread_id): lock the thread's queue_threads row FOR UPDATE, inserting
--- it first when missing.
+-- it first when missing. A thread with no open entry may have no row (_dg_refresh_queue_thread
+-- deletes it), and a row may be deleted while this waits for its lock: then it is inserted
+-- again, so the caller always returns holding the row.
 CREATE OR REPLACE FUNCTION _dg_lock_queue_thread(p_thread_id text) RETURNS void
 LANGUAGE plpgsql VOLATILE
 AS $$
 BEGIN
-    PERFORM 1 FROM queue_threads WHERE thread_id = p_thread_id FOR UPDATE;
-    IF NOT FOUND THEN
+    LOOP
+        PERFORM 1 FROM queue_threads WHERE thread_id = p_thread_id FOR UPDATE;
+        IF FOUND THEN
+            RETURN;
+        END IF;
         -- A row this transaction inserted is as good as locked: others wait on it.
         INSERT INTO queue_threads (thread_id) VALUES (p_thread_id) ON CONFLICT DO NOTHING;
-        IF NOT FOUND THEN
-            PERFORM 1 FROM queue_threads WHERE thread_id = p_thread_id FOR UPDATE;
+        IF FOUND THEN
+            RETURN;
         END IF;
-    END IF;
+    END LOOP;
 END;
 $$;
 
@@ -100,10 +105,18 @@ $$;
 -- current lease expiry and the head's not_before (a delayed head holds its thread back, SPEC
 -- §13); the row is left alone when neither moved. The caller holds that row's lock.
 -- SPEC §15: also the head's priority (as head_priority_key = -priority) and kind, lease's order.
+-- When no open entry is left the row is deleted instead (issue 25): a row with no head is read
+-- by nobody (every reader wants a head), and a delete writes no index entry where setting the
+-- head to NULL wrote a new row version; the next submit inserts the row again with its head.
 CREATE OR REPLACE FUNCTION _dg_refresh_queue_thread(p_thread_id text) RETURNS void
 LANGUAGE plpgsql VOLATILE
 AS $$
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM queue_entries e
+                    WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL) THEN
+        DELETE FROM queue_threads q WHERE q.thread_id = p_thread_id;
+        RETURN;
+    END IF;
     UPDATE queue_threads q
        SET head_entry_id = n.entry_id, head_tenant = n.tenant, lease_expires_at = n.expires,
            head_priority_key = -n.priority, head_kind = n.kind

@@ -44,6 +44,8 @@ DECLARE
     o record;
     v_place record;
     v_lim limits := _dg_limits();
+    v_fresh boolean := false;
+    v_inserted boolean;
 BEGIN
     -- The scalar arguments in one inline test; when it fails, the helpers name the bad one.
     IF (pg_catalog.octet_length(p_thread_id) BETWEEN 1 AND 512
@@ -64,7 +66,26 @@ BEGIN
         PERFORM _dg_id(p_kind, 'kind');
     END IF;
     PERFORM _dg_json(p_input, 'input', v_lim.max_value_bytes);
-    PERFORM _dg_lock_queue_thread(p_thread_id);
+    PERFORM 1 FROM queue_threads q WHERE q.thread_id = p_thread_id FOR UPDATE;
+    IF NOT FOUND THEN
+        -- No row: the thread has no open entry (_dg_refresh_queue_thread deletes the row of a
+        -- thread whose last open entry closed; every entry is submitted under its row). The
+        -- row is inserted with its head set — the entry this call inserts, its id drawn now —
+        -- so it is written once instead of inserted then refreshed (issue 25). Inserting it
+        -- is taking its lock (queue order: first); a concurrent insert makes us wait, then
+        -- lock the row as usual.
+        v_id := pg_catalog.nextval(pg_catalog.pg_get_serial_sequence('queue_entries', 'entry_id'));
+        v_now := store_now();
+        INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant, lease_expires_at,
+                                   head_priority_key, head_kind)
+        VALUES (p_thread_id, v_id, p_tenant,
+                CASE WHEN p_not_before > v_now THEN p_not_before END, -p_priority, p_kind)
+        ON CONFLICT DO NOTHING;
+        v_fresh := FOUND;
+        IF NOT v_fresh THEN
+            PERFORM _dg_lock_queue_thread(p_thread_id);
+        END IF;
+    END IF;
     v_now := store_now();
 
     IF p_key IS NOT NULL THEN
@@ -78,6 +99,10 @@ BEGIN
                 RAISE EXCEPTION 'submission key names a different submission'
                     USING ERRCODE = 'DG101';
             END IF;
+            IF v_fresh THEN
+                -- Nothing is submitted: the thread keeps no queue row, as before the call.
+                DELETE FROM queue_threads q WHERE q.thread_id = p_thread_id;
+            END IF;
             RETURN QUERY SELECT k.entry_id, true;
             RETURN;
         END IF;
@@ -89,17 +114,35 @@ BEGIN
         RAISE EXCEPTION 'thread has an open entry' USING ERRCODE = 'DG001';
     END IF;
 
-    v_place := _dg_list_place(p_thread_id, p_mode);
-    BEGIN
+    -- The key's uniqueness (queue_entries_key_idx, its only unique index besides the identity
+    -- key) is still the arbiter, but as ON CONFLICT DO NOTHING rather than an EXCEPTION block:
+    -- the same refusal without a subtransaction per submit (issue 25).
+    IF v_fresh THEN
+        -- The id the queue row names as its head (nextval above: identity values need not be
+        -- drawn by the insert itself). The thread has no other open entry, so the entry opens
+        -- its own listing stretch (open_since and list_after NULL, as _dg_list_place answers).
+        INSERT INTO queue_entries
+               (entry_id, tenant, thread_id, key, input, mode, max_attempts, submitted_at,
+                not_before, priority, kind)
+        OVERRIDING SYSTEM VALUE
+        VALUES (v_id, p_tenant, p_thread_id, p_key, p_input, p_mode, p_max_attempts, v_now,
+                p_not_before, p_priority, p_kind)
+        ON CONFLICT DO NOTHING;
+        v_inserted := FOUND;
+    ELSE
+        v_place := _dg_list_place(p_thread_id, p_mode);
         INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,
                                    submitted_at, not_before, open_since, list_after, priority, kind)
         VALUES (p_tenant, p_thread_id, p_key, p_input, p_mode, p_max_attempts, v_now,
                 p_not_before, v_place.open_since, v_place.list_after, p_priority, p_kind)
+        ON CONFLICT DO NOTHING
         RETURNING queue_entries.entry_id INTO v_id;
-    EXCEPTION WHEN unique_violation THEN
+        v_inserted := FOUND;
+    END IF;
+    IF NOT v_inserted THEN
         -- The same key was taken by a submission to another thread meanwhile.
         RAISE EXCEPTION 'submission key names a different submission' USING ERRCODE = 'DG101';
-    END;
+    END IF;
 
     IF p_mode = 'interrupt' THEN
         FOR o IN SELECT e.entry_id FROM queue_entries e
@@ -110,7 +153,10 @@ BEGIN
             PERFORM _dg_close_entry(o.entry_id, 'interrupted', v_id::text, v_now);
         END LOOP;
     END IF;
-    PERFORM _dg_refresh_queue_thread(p_thread_id);
+    IF NOT v_fresh THEN
+        -- (A fresh queue row already names this entry, the thread's only open one: its head.)
+        PERFORM _dg_refresh_queue_thread(p_thread_id);
+    END IF;
     RETURN QUERY SELECT v_id, false;
 END;
 $$;

@@ -29,16 +29,38 @@ DECLARE
 BEGIN
     LOOP
         -- The first expired lease in lease order, unlocked (a hint; + 0 keeps the planner on
-        -- the expiry index, which holds only leased threads).
-        SELECT q.thread_id, q.head_priority_key, q.head_entry_id
-          INTO v_exp_thread, v_exp_key, v_exp_head FROM queue_threads q
-         WHERE q.lease_expires_at <= p_now AND q.head_entry_id IS NOT NULL
-           AND (p_any_tenant OR q.head_tenant IS NOT DISTINCT FROM p_tenant)
-           AND (p_kinds IS NULL OR q.head_kind = ANY (p_kinds))
-           AND (q.head_tenant IS NULL OR q.head_tenant <> ALL (p_full_tenants))
-           AND q.head_kind <> ALL (p_full_kinds)
-           AND q.thread_id <> ALL (p_skip)
-         ORDER BY q.head_priority_key + 0, q.head_entry_id + 0 LIMIT 1;
+        -- the expiry index, which holds only leased threads). One statement per tenant case, as
+        -- below: an OR on the tenant parameters made every call plan it anew (custom plans fold
+        -- the OR, so the plan cache never settled on its generic plan); these stay generic and
+        -- index-bounded (issue 25). The kind and limit filters are not index conditions here.
+        IF p_any_tenant THEN
+            SELECT q.thread_id, q.head_priority_key, q.head_entry_id
+              INTO v_exp_thread, v_exp_key, v_exp_head FROM queue_threads q
+             WHERE q.lease_expires_at <= p_now AND q.head_entry_id IS NOT NULL
+               AND (p_kinds IS NULL OR q.head_kind = ANY (p_kinds))
+               AND (q.head_tenant IS NULL OR q.head_tenant <> ALL (p_full_tenants))
+               AND q.head_kind <> ALL (p_full_kinds)
+               AND q.thread_id <> ALL (p_skip)
+             ORDER BY q.head_priority_key + 0, q.head_entry_id + 0 LIMIT 1;
+        ELSIF p_tenant IS NULL THEN
+            SELECT q.thread_id, q.head_priority_key, q.head_entry_id
+              INTO v_exp_thread, v_exp_key, v_exp_head FROM queue_threads q
+             WHERE q.lease_expires_at <= p_now AND q.head_entry_id IS NOT NULL
+               AND q.head_tenant IS NULL
+               AND (p_kinds IS NULL OR q.head_kind = ANY (p_kinds))
+               AND q.head_kind <> ALL (p_full_kinds)
+               AND q.thread_id <> ALL (p_skip)
+             ORDER BY q.head_priority_key + 0, q.head_entry_id + 0 LIMIT 1;
+        ELSE
+            SELECT q.thread_id, q.head_priority_key, q.head_entry_id
+              INTO v_exp_thread, v_exp_key, v_exp_head FROM queue_threads q
+             WHERE q.lease_expires_at <= p_now AND q.head_entry_id IS NOT NULL
+               AND q.head_tenant = p_tenant AND q.head_tenant <> ALL (p_full_tenants)
+               AND (p_kinds IS NULL OR q.head_kind = ANY (p_kinds))
+               AND q.head_kind <> ALL (p_full_kinds)
+               AND q.thread_id <> ALL (p_skip)
+             ORDER BY q.head_priority_key + 0, q.head_entry_id + 0 LIMIT 1;
+        END IF;
         v_thread := NULL;
         IF p_kinds IS NULL THEN
             -- Every kind: the lease-order index, locked as it is walked.
@@ -176,6 +198,7 @@ DECLARE
     v_limited boolean := false;
     v_full text;
     v_locked boolean;
+    v_free boolean;
 BEGIN
     -- Every argument in one inline test; when it fails, the helpers name the bad one.
     IF (pg_catalog.octet_length(p_holder) BETWEEN 1 AND 512 AND p_any_tenant IS NOT NULL
@@ -211,16 +234,20 @@ BEGIN
          FOR UPDATE;
         v_now := store_now();
         -- v_leases: the queue_threads row says no entry of the thread holds a lease token
-        -- (NULL), so there is none to check or end.
-        IF FOUND
+        -- (NULL), so there is none to check or end. The live-lease probe is a statement of its
+        -- own, reached only when v_leases is set (in one expression with the ORs on variables
+        -- it was planned anew on every call; issue 25).
+        v_free := FOUND
               AND (p_any_tenant OR h.tenant IS NOT DISTINCT FROM p_tenant)
               AND (p_kinds IS NULL OR h.kind = ANY (p_kinds))  -- SPEC §15
-              AND (h.not_before IS NULL OR h.not_before <= v_now)  -- delayed (SPEC §13)
-              AND (v_leases IS NULL
-                   OR NOT EXISTS (SELECT 1 FROM queue_entries o
+              AND (h.not_before IS NULL OR h.not_before <= v_now);  -- delayed (SPEC §13)
+        IF v_free AND v_leases IS NOT NULL THEN
+            v_free := NOT EXISTS (SELECT 1 FROM queue_entries o
                                    WHERE o.thread_id = v_thread AND o.outcome_kind IS NULL
                                      AND o.lease_token IS NOT NULL
-                                     AND v_now < o.lease_expires_at)) THEN
+                                     AND v_now < o.lease_expires_at);
+        END IF;
+        IF v_free THEN
             -- >>> SPEC §15 concurrency limits (issue 27): the head's tenant and kind under
             -- their limits, counted under the limit rows' locks; a full one is passed over.
             SELECT l.full_scope, l.locked INTO v_full, v_locked

@@ -48,6 +48,8 @@ DECLARE
     v_expires timestamptz;
     v_ttl interval;
     v_runs text[] := ARRAY[]::text[];
+    v_now timestamptz;
+    v_live boolean := false;
 BEGIN
     PERFORM _dg_id(p_holder, 'holder');
     PERFORM _dg_id(p_run_id, 'run_id');
@@ -56,24 +58,36 @@ BEGIN
     PERFORM _dg_not_null(p_ttl IS NOT NULL, 'ttl');
     PERFORM _dg_duration(p_ttl, 'ttl', false);
     PERFORM _dg_not_null(p_claim_ttl IS NOT NULL, 'claim_ttl');
-    PERFORM _dg_duration(p_claim_ttl, 'claim_ttl', false);
+    p_claim_ttl := _dg_duration(p_claim_ttl, 'claim_ttl', false);
     SELECT * INTO l FROM dg_lease_v1(p_holder, p_ttl, p_any_tenant, p_tenant, p_run_id,
                                      p_kinds);  -- p_kinds: SPEC §15
     IF NOT FOUND THEN
         RETURN;
     END IF;
     IF l.attempt_kind = 'started' THEN
-        BEGIN
-            SELECT c.token, c.expires_at, c.ttl INTO v_token, v_expires, v_ttl
-              FROM dg_claim_v1(l.thread_id, p_run_id, p_claim_ttl) c;
-        EXCEPTION WHEN SQLSTATE 'DG001' THEN
-            v_token := NULL;  -- busy: the worker waits for the claim step by step
-        END;
-        IF v_token IS NOT NULL THEN
+        -- dg_claim_v1's rule 9, inline and without a subtransaction (issue 25: the EXCEPTION
+        -- block around dg_claim_v1 cost a subtransaction and its WAL per job). The lease holds
+        -- the thread's row FOR SHARE (it recorded the attempt), so no claim, commit or delete of
+        -- the thread can run between the lock and this UPDATE: store-now read here is after the
+        -- locks, as dg_claim_v1 reads it, and the claim is taken only when none is live (a live
+        -- one leaves the claim columns NULL and the lease taken). One statement: the row lock
+        -- and the new version come from the UPDATE itself.
+        v_now := store_now();
+        UPDATE threads t
+           SET claim_token = pg_catalog.nextval('fencing_token_seq'), claim_holder = p_run_id,
+               claim_expires_at = v_now + p_claim_ttl, claim_ttl = p_claim_ttl
+         WHERE t.thread_id = l.thread_id
+           AND (t.claim_token IS NULL OR v_now >= t.claim_expires_at)
+        RETURNING t.claim_token, t.claim_expires_at, t.claim_ttl, t.live
+             INTO v_token, v_expires, v_ttl, v_live;
+        IF v_token IS NOT NULL AND l.attempt_number > 1 THEN
+            -- The first attempt's only run id is p_run_id, which the lease's verdict proved
+            -- names no checkpoint of the thread: latest_of_runs is read only for a later one.
             v_runs := ARRAY(SELECT a ->> 'run_id' FROM pg_catalog.json_array_elements(l.attempts) a);
         END IF;
     END IF;
-    -- v_runs is empty unless claimed: then dg_latest_of_runs_v1 finds nothing.
+    -- Both reads are skipped (one-time filters) when they provably return nothing: latest_of_runs
+    -- with no run id to look for, and the head of a thread with no live commit (or unclaimed).
     RETURN QUERY
     SELECT l.entry_id, l.tenant, l.thread_id, l.key, l.input, l.mode, l.max_attempts,
            l.attempts, l.admitted, l.thread_deleted, l.submitted_at, l.lease_holder,
@@ -85,9 +99,10 @@ BEGIN
            g.checkpoint_id, g.parent_id, g.run_id, g.state, g.metadata, g.next, g.created_at,
            g.committed_at, g.seq, g.writes, l.priority, l.kind
       FROM (SELECT 1) one
-      LEFT JOIN LATERAL dg_latest_of_runs_v1(l.thread_id, v_runs) k ON true
+      LEFT JOIN LATERAL (SELECT * FROM dg_latest_of_runs_v1(l.thread_id, v_runs)
+                          WHERE pg_catalog.cardinality(v_runs) > 0) k ON true
       LEFT JOIN LATERAL (SELECT * FROM dg_get_v1(l.thread_id, NULL)
-                          WHERE v_token IS NOT NULL) g ON true;
+                          WHERE v_token IS NOT NULL AND v_live) g ON true;
 END;
 $$;
 
@@ -134,10 +149,158 @@ BEGIN
 END;
 $$;
 
--- dg_finish_attempt_v1: close the entry (dg_close_v1: its checks and errors, nothing written on
--- error; p_tenant as for dg_close_v1), and release the claim p_claim_token on the entry's thread
--- (dg_release_claim_v1) if it is still the thread's current claim; left alone otherwise, and
--- when p_claim_token is NULL. Returns dg_close_v1's row. Raises DG103, DG102, DG000.
+-- dg_finish_attempt_v2 (SPEC §11, §18.1): in one transaction, when p_checkpoint_id is given,
+-- commit it on p_thread_id under the claim p_claim_token exactly as dg_commit_v1 would (its
+-- argument checks, then its locks and checks in order: DG002, DG002, DG003, DG005, DG006; its
+-- events and admission marks); then close the entry as dg_close_v1 would (DG103, DG102; its
+-- argument checks come first, with the commit's); then release the claim p_claim_token if it
+-- is still the thread's current claim (left alone otherwise, and when NULL). Any error writes
+-- nothing. p_thread_id is the claim's thread, which must be the entry's (DG000); NULL is
+-- allowed without a commit. Returns dg_close_v1's row. Raises DG002, DG003, DG005, DG006,
+-- DG103, DG102, DG000.
+--
+-- Written lean (issue 25), each saving kept to the guarantee it keeps: locks in queue order,
+-- each row once (queue_threads row, thread row, entry row), no re-locking through nested step
+-- functions; the thread row is written once (the commit's head and the release together,
+-- _dg_commit's p_own_entry) and the entry row once (the close with its own admission mark).
+CREATE OR REPLACE FUNCTION dg_finish_attempt_v2(
+    p_entry_id bigint, p_token bigint, p_outcome_kind text, p_outcome_detail text,
+    p_thread_id text, p_claim_token bigint,
+    p_checkpoint_id text, p_parent_id text, p_run_id text,
+    p_state text, p_metadata text, p_next text[],
+    p_event_kinds text[], p_event_payloads text[], p_event_created_at timestamptz[],
+    p_created_at timestamptz, p_parent_thread_id text,
+    p_fence_thread_id text, p_fence_token bigint, p_tenant text)
+RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
+               max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
+               submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
+               outcome_kind text, outcome_detail text, closed_at timestamptz,
+               closed_at_seq bigint, not_before timestamptz, retry_of bigint,
+               priority integer, kind text)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    e queue_entries;
+    v_thread text;
+    v_commit boolean := p_checkpoint_id IS NOT NULL;
+    v_now timestamptz;
+    v_detail text;
+    v_lim limits := _dg_limits();
+    v_admit boolean := false;
+BEGIN
+    -- close's argument checks (dg_close_v1's, in its order), then the commit's (dg_commit_v1's).
+    -- The scalar ones in one inline test first; when it fails, the helpers name the bad one.
+    IF (p_entry_id IS NOT NULL AND p_token IS NOT NULL
+        AND p_outcome_kind IN ('completed', 'failed', 'cancelled', 'interrupted')
+        AND p_outcome_detail IS NOT NULL
+        AND coalesce(pg_catalog.octet_length(p_tenant) BETWEEN 1 AND 512, true)
+        AND coalesce(pg_catalog.octet_length(p_thread_id) BETWEEN 1 AND 512, true)) IS NOT TRUE
+    THEN
+        PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
+        PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
+        PERFORM _dg_check(p_outcome_kind IN ('completed', 'failed', 'cancelled', 'interrupted'),
+                          'outcome_kind must be completed, failed, cancelled or interrupted');
+        PERFORM _dg_not_null(p_outcome_detail IS NOT NULL, 'outcome_detail');
+        PERFORM _dg_opt_id(p_tenant, 'tenant');
+        PERFORM _dg_opt_id(p_thread_id, 'thread_id');
+    END IF;
+    IF pg_catalog.pg_column_size(p_outcome_detail) > v_lim.max_call_bytes THEN
+        PERFORM _dg_call_bytes(pg_catalog.pg_column_size(p_outcome_detail), v_lim.max_call_bytes);
+    END IF;
+    PERFORM _dg_json(p_outcome_detail, 'outcome_detail', v_lim.max_value_bytes);
+    v_detail := pg_catalog.btrim(p_outcome_detail, E' \t\n\r');
+    IF p_outcome_kind <> 'completed' THEN
+        PERFORM _dg_check(CASE p_outcome_kind
+                              WHEN 'failed' THEN pg_catalog.left(v_detail, 1) = '"'
+                              WHEN 'cancelled' THEN v_detail IN ('"requested"', '"thread_deleted"')
+                              ELSE v_detail ~ '^[1-9][0-9]{0,18}$'
+                                   AND v_detail::numeric <= 9223372036854775807
+                          END,
+                          'outcome_detail must be, for completed: any JSON value; failed: a JSON '
+                          'string; cancelled: "requested" or "thread_deleted"; interrupted: an '
+                          'entry id (a JSON integer >= 1)');
+    END IF;
+    IF v_commit THEN
+        PERFORM _dg_not_null(p_thread_id IS NOT NULL, 'thread_id');
+        PERFORM _dg_commit_args(p_thread_id, p_claim_token, p_checkpoint_id, p_parent_id,
+                                p_run_id, p_state, p_metadata, p_next, p_event_kinds,
+                                p_event_payloads, p_event_created_at, p_created_at,
+                                p_parent_thread_id, p_fence_thread_id, p_fence_token);
+    ELSE
+        PERFORM _dg_check(p_parent_id IS NULL AND p_run_id IS NULL AND p_state IS NULL
+                          AND p_metadata IS NULL AND p_next IS NULL AND p_event_kinds IS NULL
+                          AND p_event_payloads IS NULL AND p_event_created_at IS NULL
+                          AND p_created_at IS NULL AND p_parent_thread_id IS NULL
+                          AND p_fence_thread_id IS NULL AND p_fence_token IS NULL,
+                          'commit arguments need a checkpoint_id');
+    END IF;
+
+    -- The entry's thread, read unlocked (an entry never changes thread); an entry that is gone
+    -- or another tenant's is refused by the lease check below, after the commit's checks.
+    SELECT q.thread_id INTO v_thread FROM queue_entries q
+     WHERE q.entry_id = p_entry_id AND q.tenant IS NOT DISTINCT FROM p_tenant;
+    IF v_thread IS NOT NULL THEN
+        PERFORM _dg_check(p_thread_id IS NULL OR p_thread_id = v_thread,
+                          'claim must be on the lease''s thread (claim.thread_id)');
+        -- Queue order: the queue_threads row first, then the thread's row, then the entry's.
+        PERFORM _dg_lock_queue_thread(v_thread);
+    END IF;
+    IF v_commit THEN
+        -- dg_commit_v1's locks, checks and writes; the claim is released in the same UPDATE of
+        -- the thread row, and this entry's admission mark is left to the close below.
+        PERFORM _dg_commit(p_thread_id, p_claim_token, p_checkpoint_id, p_parent_id, p_run_id,
+                           p_state, p_metadata, p_next, p_event_kinds, p_event_payloads,
+                           p_event_created_at, p_created_at, p_parent_thread_id,
+                           p_fence_thread_id, p_fence_token, p_entry_id);
+    ELSIF p_claim_token IS NOT NULL AND v_thread IS NOT NULL THEN
+        -- release_claim when still current, as one UPDATE (it locks the row itself, before the
+        -- entry's: queue order); a claim no longer current is left alone. Rolled back with the
+        -- rest if the lease check below refuses.
+        UPDATE threads t
+           SET claim_token = NULL, claim_holder = NULL, claim_expires_at = NULL, claim_ttl = NULL
+         WHERE t.thread_id = v_thread AND t.claim_token = p_claim_token;
+    END IF;
+
+    -- close's lease checks (rule 21), on the entry locked once.
+    IF v_thread IS NOT NULL THEN
+        SELECT * INTO e FROM queue_entries q WHERE q.entry_id = p_entry_id FOR UPDATE;
+    END IF;
+    IF e.entry_id IS NULL OR e.outcome_kind IS NOT NULL
+       OR e.tenant IS DISTINCT FROM p_tenant THEN
+        RAISE EXCEPTION 'entry % is closed', p_entry_id USING ERRCODE = 'DG103';
+    END IF;
+    IF NOT coalesce(e.lease_token = p_token, false) THEN
+        RAISE EXCEPTION 'lease is not the current lease of entry %', p_entry_id
+            USING ERRCODE = 'DG102';
+    END IF;
+    v_now := store_now();
+    IF p_outcome_kind = 'failed' THEN
+        -- The last attempt's failure reason (SPEC §13), unless dg_defer_v1 gave one.
+        UPDATE queue_attempts a SET error = p_outcome_detail
+         WHERE a.entry_id = p_entry_id AND a.number = e.attempt_count AND a.error IS NULL;
+    END IF;
+    IF v_commit AND NOT e.admitted THEN
+        -- The commit's admission mark of this entry (rule 10), written with the close.
+        v_admit := EXISTS (SELECT 1 FROM queue_attempts a
+                            WHERE a.entry_id = p_entry_id AND a.run_id = p_run_id);
+    END IF;
+    -- _dg_close_entry's UPDATE, with the admission mark: the entry's one new row version.
+    UPDATE queue_entries q
+       SET outcome_kind = p_outcome_kind, outcome_detail = p_outcome_detail, closed_at = v_now,
+           closed_at_seq = coalesce((SELECT t.last_seq FROM threads t
+                                      WHERE t.thread_id = q.thread_id), 0),
+           lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL, lease_ttl = NULL,
+           admitted = q.admitted OR v_admit
+     WHERE q.entry_id = p_entry_id;
+    PERFORM _dg_refresh_queue_thread(e.thread_id);
+    RETURN QUERY SELECT * FROM _dg_entry(p_entry_id);
+END;
+$$;
+
+-- dg_finish_attempt_v1: dg_finish_attempt_v2 without a commit (kept for workers of the previous
+-- version during a deploy). Returns dg_close_v1's row. Raises DG103, DG102, DG000.
 DROP FUNCTION IF EXISTS dg_finish_attempt_v1(bigint, bigint, text, text, bigint, text);
 CREATE OR REPLACE FUNCTION dg_finish_attempt_v1(p_entry_id bigint, p_token bigint,
                                                 p_outcome_kind text, p_outcome_detail text,
@@ -151,28 +314,10 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
-#variable_conflict use_column
-DECLARE
-    e queue_entries;
 BEGIN
-    PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
-    PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
-    PERFORM _dg_check(p_outcome_kind IN ('completed', 'failed', 'cancelled', 'interrupted'),
-                      'outcome_kind must be completed, failed, cancelled or interrupted');
-    PERFORM _dg_not_null(p_outcome_detail IS NOT NULL, 'outcome_detail');
-    PERFORM _dg_opt_id(p_tenant, 'tenant');
-    -- close's lease checks (DG103, DG102) first, taking the locks in queue order; dg_close_v1
-    -- checks the outcome's JSON itself (an error there rolls the release back too).
-    e := _dg_lock_lease(p_entry_id, p_token, true, p_tenant);
-    IF p_claim_token IS NOT NULL THEN
-        PERFORM 1 FROM threads t
-         WHERE t.thread_id = e.thread_id AND t.claim_token = p_claim_token FOR UPDATE;
-        IF FOUND THEN
-            PERFORM dg_release_claim_v1(e.thread_id, p_claim_token);
-        END IF;
-    END IF;
-    RETURN QUERY SELECT * FROM dg_close_v1(p_entry_id, p_token, p_outcome_kind,
-                                           p_outcome_detail, p_tenant);
+    RETURN QUERY SELECT * FROM dg_finish_attempt_v2(
+        p_entry_id, p_token, p_outcome_kind, p_outcome_detail, NULL, p_claim_token,
+        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, p_tenant);
 END;
 $$;
 

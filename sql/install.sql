@@ -17,7 +17,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 11
+\set dg_required_version 12
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
@@ -183,6 +183,11 @@ SELECT :dg_version >= 10 AS dg_has_0010 \gset
 \endif
 SELECT :dg_version >= 11 AS dg_has_0011 \gset
 \if :dg_has_0011
+\else
+\ir ../migrations/0011.lean_hot_path.sql
+\endif
+SELECT :dg_version >= 12 AS dg_has_0012 \gset
+\if :dg_has_0012
 \else
 \ir ../migrations/0012.workers.sql
 \endif

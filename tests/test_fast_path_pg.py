@@ -1,7 +1,8 @@
-"""A job in four durable transactions (SPEC §11), counted by PostgreSQL itself.
+"""A job in three durable transactions (SPEC §11, §18.1), counted by PostgreSQL itself.
 
 A job is submit → a worker begins it → its handler commits one ~1 KB checkpoint → the worker
-finishes it. The commits that wrote anything are counted from the write-ahead log
+finishes it. Held by ``commit_last``, the checkpoint lands in the finish's transaction: three
+(submit, begin, finish); committed at once with ``commit``, four. The commits that wrote anything are counted from the write-ahead log
 (``pg_walinspect``: a read-only transaction writes no commit record, subtransactions fold into
 their top-level commit); ``make bench`` also reports ``pg_stat_database.xact_commit`` per job.
 """
@@ -52,6 +53,56 @@ def _commits_since(admin: psycopg.Connection[Any], start: str) -> int:
 
 def _handler(ctx: RunContext) -> None:
     ctx.commit(STATE)
+
+
+def _last_handler(ctx: RunContext) -> None:
+    ctx.commit_last(STATE)
+
+
+def _sync_job(pg_dsn: str, pg_schema: str, admin: psycopg.Connection[Any], handler: Any) -> int:
+    with PostgresCheckpointer.open(pg_dsn, PostgresConfig(schema=pg_schema)) as store:
+        worker = Worker(store, handler)
+        store.run_queue.submit(Submission("warm", {"q": 0}))
+        assert worker.run_once() is not None
+        start = _mark(admin)
+        store.run_queue.submit(Submission("thread-1", {"q": 1}))
+        report = worker.run_once()
+        assert report is not None and report.note == "completed"
+        head = store.get("thread-1")
+        assert head is not None and head.state == STATE
+        return _commits_since(admin, start)
+
+
+def test_a_job_with_commit_last_is_three_durable_transactions(
+    pg_dsn: str, pg_schema: str, admin: psycopg.Connection[Any]
+) -> None:
+    assert _sync_job(pg_dsn, pg_schema, admin, _last_handler) == 3  # submit, begin, finish
+
+
+def test_an_async_job_with_commit_last_is_three_durable_transactions(
+    pg_dsn: str, pg_schema: str, admin: psycopg.Connection[Any]
+) -> None:
+    async def main() -> int:
+        store = await AsyncPostgresCheckpointer.open(pg_dsn, PostgresConfig(schema=pg_schema))
+        try:
+
+            async def handler(ctx: Any) -> None:
+                ctx.commit_last(STATE)
+
+            worker = AsyncWorker(store, handler)
+            await store.run_queue.submit(Submission("warm", {"q": 0}))
+            assert await worker.run_once() is not None
+            start = _mark(admin)
+            await store.run_queue.submit(Submission("thread-1", {"q": 1}))
+            report = await worker.run_once()
+            assert report is not None and report.note == "completed"
+            head = await store.get("thread-1")
+            assert head is not None and head.state == STATE
+            return _commits_since(admin, start)
+        finally:
+            await store.close()
+
+    assert asyncio.run(main()) == 3
 
 
 def test_a_job_is_four_durable_transactions(

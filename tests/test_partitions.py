@@ -189,6 +189,20 @@ def test_root_rule_refuses_a_parent_on_another_partition(
         _commit(store, claim, "k1", fence=pclaim)
     with pytest.raises(ValidationError, match="target_thread_id"):
         store.copy_thread(parent, other)
+    # The fused finish (SPEC §18.1, entry-keyed) refuses them as the commit does: nothing written.
+    store.release_claim(claim)
+    store.run_queue.submit(Submission(other, {}))
+    begun = store.begin_attempt("w", timedelta(minutes=1), run_id="r")
+    assert begun is not None and begun.claim is not None
+    commits = {
+        "parent_thread_id": Commit("k1", None, "r", {}, parent_thread_id=parent),
+        "fence_thread_id": Commit("k1", None, "r", {}, fence=pclaim),
+    }
+    for name, commit in commits.items():
+        with pytest.raises(ValidationError, match=name):
+            store.finish_attempt(begun.lease, Completed(None), begun.claim, commit=commit)
+    entry = store.run_queue.entry(begun.entry.entry_id)
+    assert entry is not None and entry.outcome is None
     assert store.get(other) is None
     store.close()
 

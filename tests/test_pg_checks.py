@@ -512,3 +512,28 @@ def test_effects_page_is_byte_bounded_and_always_progresses(
     # A bound smaller than one row still returns that row: readers always progress.
     conn.execute("SELECT dg_admin_set_limit_v1('max_page_bytes', 1)")
     assert len(conn.execute("SELECT key FROM dg_effects_v1('t', NULL, 100)").fetchall()) == 1
+
+
+# A short scalar is checked by one regular expression (issue 25) instead of a parse: it must
+# agree with the parse (and with Python's json) on both sides of its edge.
+SHORT_VALID = ["null", " true ", "false", "-0", "123456789012345", '"plain"', '"ü ☃"', '""']
+SHORT_INVALID = ["00", "-", "+1", "1.", '"a\tb"', '"open', "nul", "'x'", "truee"]
+
+
+@pytest.mark.parametrize("state", SHORT_VALID)
+def test_commit_accepts_a_short_scalar_as_the_parse_does(
+    conn: psycopg.Connection[Any], state: str
+) -> None:
+    json.loads(state)  # valid for Python too
+    token = _claimed(conn)
+    conn.execute(COMMIT, ("t", token, state))
+
+
+@pytest.mark.parametrize("state", SHORT_INVALID)
+def test_commit_refuses_a_short_non_json_scalar_as_the_parse_does(
+    conn: psycopg.Connection[Any], state: str
+) -> None:
+    with pytest.raises(ValueError):
+        json.loads(state)
+    token = _claimed(conn)
+    _refused(conn, COMMIT, ("t", token, state), "state")

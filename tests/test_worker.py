@@ -28,6 +28,7 @@ from durable_graph import (
     Resume,
     Submission,
     ThreadBusy,
+    ValidationError,
 )
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.model import BackoffPolicy
@@ -571,3 +572,111 @@ def test_claim_taken_after_shutdown_abandoned_the_attempt_is_given_back() -> Non
             assert time.monotonic() < deadline, "the late claim was kept"
             time.sleep(0.05)
     assert calls == []
+
+
+# --- the last checkpoint committed with the close (SPEC §18.1) ------------------------------
+
+
+def test_commit_last_lands_with_the_close(backend: Backend) -> None:
+    store = backend.store()
+    ticket = store.run_queue.submit(Submission("t1", {"x": 1}))
+
+    def one_step(ctx: RunContext) -> Any:
+        ctx.commit({"step": "a"}, next=["b"])
+        ctx.commit_last({"step": "b"}, metadata={"last": True})
+        assert ctx.head is not None and ctx.head.state == {"step": "a"}  # not committed yet
+        return None
+
+    report = Worker(store, one_step, **FAST).run_once()
+    assert report is not None and report.note == "completed"
+    entry = store.run_queue.entry(ticket.entry_id)
+    assert entry is not None and entry.outcome == Completed(None) and entry.admitted
+    head = store.get("t1")
+    assert head is not None and head.state == {"step": "b"} and head.next == ()
+    assert head.metadata == {"last": True} and head.run_id == report.run_id
+    assert [cp.state for cp in store.history("t1")] == [{"step": "b"}, {"step": "a"}]
+    store.claim("t1", "next")  # the claim was released
+
+
+def test_commit_last_with_an_output_records_it_after_the_commit(backend: Backend) -> None:
+    store = backend.store()
+    ticket = store.run_queue.submit(Submission("t1", None))
+
+    def answer(ctx: RunContext) -> Any:
+        ctx.commit_last({"done": True})
+        return {"answer": 42}
+
+    report = Worker(store, answer, **FAST).run_once()
+    assert report is not None and report.note == "completed"
+    entry = store.run_queue.entry(ticket.entry_id)
+    assert entry is not None and entry.outcome == Completed({"answer": 42})
+    head = store.get("t1")
+    assert head is not None and head.state == {"done": True}
+    effect = store.get_effect("t1", output_effect_key(ticket.entry_id))
+    assert effect is not None and effect.value == {"answer": 42}
+
+
+def test_commit_last_then_a_raise_commits_it_and_the_retry_finds_the_run_finished(
+    backend: Backend,
+) -> None:
+    store = backend.store()
+    ticket = store.run_queue.submit(Submission("t1", None, max_attempts=3))
+    calls: list[int] = []
+
+    def late_raise(ctx: RunContext) -> Any:
+        calls.append(ctx.attempt)
+        ctx.commit_last({"done": True})
+        raise RuntimeError("after the last commit")
+
+    worker = Worker(store, late_raise, **FAST)
+    first = worker.run_once()
+    assert first is not None and first.note == "retry"
+    head = store.get("t1")
+    assert head is not None and head.state == {"done": True}  # committed where it stood
+    second = worker.run_once()
+    assert second is not None and second.note == "completed"
+    assert isinstance(second.plan, Finished) and calls == [1]  # not run again
+    entry = store.run_queue.entry(ticket.entry_id)
+    assert entry is not None and entry.outcome == Completed(None)
+
+
+def test_no_write_may_follow_commit_last(backend: Backend) -> None:
+    store = backend.store()
+    store.run_queue.submit(Submission("t1", None, max_attempts=1))
+    refused: list[str] = []
+
+    def writes_on(ctx: RunContext) -> Any:
+        ctx.commit_last({"done": True})
+        for write in (
+            lambda: ctx.commit({"more": 1}),
+            lambda: ctx.commit_last({"again": 1}),
+            lambda: ctx.append_events([]),
+            lambda: ctx.record_effect("k", lambda: 1),
+        ):
+            try:
+                write()
+            except ValidationError as exc:
+                refused.append(str(exc))
+        return None
+
+    report = Worker(store, writes_on, **FAST).run_once()
+    assert report is not None and report.note == "completed" and len(refused) == 4
+    head = store.get("t1")
+    assert head is not None and head.state == {"done": True}
+
+
+def test_commit_last_refuses_a_bad_state_at_once(backend: Backend) -> None:
+    store = backend.store()
+    store.run_queue.submit(Submission("t1", None, max_attempts=1))
+    seen: list[BaseException] = []
+
+    def bad(ctx: RunContext) -> Any:
+        try:
+            ctx.commit_last({"x": float("nan")})
+        except ValidationError as exc:
+            seen.append(exc)
+        return None
+
+    report = Worker(store, bad, **FAST).run_once()
+    assert report is not None and report.note == "completed" and len(seen) == 1
+    assert store.get("t1") is None

@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             proc = {"dsn": dsns["procrastinate"], "lg_dsn": dsns["langgraph"]}
             pgq = {"dsn": dsns["pgqueuer"], "lg_dsn": dsns["langgraph"]}
             job_entries = [
-                ("durable_graph", "submit+begin+commit+finish", f"{B}.jobs:OursJob", ours),
+                ("durable_graph", "submit+begin+finish(commit)", f"{B}.jobs:OursJob", ours),
                 (
                     "procrastinate + LangGraph",
                     "defer+fetch+aput+finish",

@@ -3,8 +3,10 @@
 Job: one agent run end to end — submit ~100 B, a worker takes it, commits one ~1 KB checkpoint,
 completes it — the way a user wires each stack:
 
-- ours: ``submit`` → ``begin_attempt`` (which returns the thread's head too, D73) → ``commit``
-  → ``finish_attempt``: what `Worker.run_once` does per job;
+- ours: ``submit`` → ``begin_attempt`` (which returns the thread's head too, D73) →
+  ``finish_attempt(commit=...)`` (SPEC §18.1: the checkpoint committed with the close, three
+  durable transactions): what `Worker.run_once` does per job for a handler that ends with
+  ``ctx.commit_last``; ``params["fused"] = False``: ``commit`` then ``finish_attempt`` (four);
 - procrastinate + LangGraph: ``defer_job_async`` → ``fetch_job`` → ``AsyncPostgresSaver.aput``
   → ``finish_job``, the saver on its own connection;
 - pgqueuer + LangGraph: ``enqueue`` → ``dequeue`` → ``aput`` → ``log_jobs``, once on
@@ -69,15 +71,18 @@ class OursJob:
         t2 = ns()
         assert begun.claim is not None
         head = begun.head  # read under the claim by begin_attempt (D73), as the worker uses it
-        self.store.commit(
-            begun.claim,
-            Commit(
-                checkpoint_id=uuid.uuid4().hex,
-                parent_id=None if head is None else head.checkpoint_id,
-                run_id=begun.claim.holder,
-                state=STATE,
-            ),
+        commit = Commit(
+            checkpoint_id=uuid.uuid4().hex,
+            parent_id=None if head is None else head.checkpoint_id,
+            run_id=begun.claim.holder,
+            state=STATE,
         )
+        if self.params.get("fused", True):
+            # SPEC §18.1: the one checkpoint lands with the close (the worker's commit_last).
+            self.store.finish_attempt(begun.lease, Completed(), begun.claim, commit=commit)
+            t3 = ns()
+            return {"submit": t1 - t0, "begin_attempt": t2 - t1, "finish_attempt": t3 - t2}
+        self.store.commit(begun.claim, commit)
         t3 = ns()
         self.store.finish_attempt(begun.lease, Completed(), begun.claim)
         t4 = ns()

@@ -6,7 +6,8 @@ A throwaway server is started with fsync on (`durable_graph.testkit.postgres.ser
 durable=True)`), unless ``DURABLE_GRAPH_TEST_DSN`` names one; every system gets its own database
 on that one server. Families: (a) checkpoint cycle, (b) queue lifecycle, (c) worker cycle,
 (d) pgbench reference, (e) SQLite, then growth and the diagnosis of what limits us. The results
-(markdown) go to ``--out`` and to ``docs/bench.md`` (``--docs``).
+(markdown) go to ``--out``, and with ``--docs PATH`` a page with the method to PATH (docs/bench.md
+is written by hand from the runs: current results, method, how to reproduce).
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ FUSED = "submit + lease(run_id) + close"
 WORKER = "lease(run_id) + claim + entry + latest_of_runs + commit + close"
 RUNTIME = "Worker.run_once (handler commits once)"
 EXCLUDED = "feeding submit excluded"
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def log(message: str) -> None:
@@ -171,8 +171,8 @@ def anchors_available() -> dict[str, str | None]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", default="bench-results.md")
-    parser.add_argument("--docs", default=os.path.join(ROOT, "docs", "bench.md"))
-    parser.add_argument("--no-docs", action="store_true", help="do not write docs/bench.md")
+    parser.add_argument("--docs", default=None, help="also write a page of this run here")
+    parser.add_argument("--no-docs", action="store_true", help="(kept for old scripts: no-op)")
     parser.add_argument("--duration", type=float, default=6.0, help="seconds measured per run")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up per run")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per comparison")
@@ -409,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.out, "w") as f:
         f.write(text)
     log(f"wrote {args.out}")
-    if not args.no_docs:
+    if args.docs and not args.no_docs:
         with open(args.docs, "w") as f:
             f.write(report.docs_page(text))
         log(f"wrote {args.docs}")

@@ -184,7 +184,12 @@ class AsyncCheckpointer(Protocol):
     async def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]: ...
 
     async def finish_attempt(
-        self, lease: Lease, outcome: EntryOutcome, claim: Claim
+        self,
+        lease: Lease,
+        outcome: EntryOutcome,
+        claim: Claim,
+        *,
+        commit: Commit | None = None,
     ) -> QueueEntry: ...
 
     # --- writes ---------------------------------------------------------------------------

@@ -82,9 +82,17 @@ class Checkpointer(Protocol):
         """Renew the lease and the claim in one transaction (their errors; nothing on error)."""
         ...
 
-    def finish_attempt(self, lease: Lease, outcome: EntryOutcome, claim: Claim) -> QueueEntry:
-        """One transaction: `close` (its errors, nothing written on error), then release the
-        claim if it is still current (left alone otherwise)."""
+    def finish_attempt(
+        self,
+        lease: Lease,
+        outcome: EntryOutcome,
+        claim: Claim,
+        *,
+        commit: Commit | None = None,
+    ) -> QueueEntry:
+        """One transaction: ``commit`` (when given) committed under ``claim`` exactly as
+        `commit` would, then `close` (its errors), then release the claim if it is still
+        current (left alone otherwise). Any error writes nothing (SPEC §11, §18.1)."""
         ...
 
     # --- writes ---------------------------------------------------------------------------

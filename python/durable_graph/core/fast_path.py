@@ -22,6 +22,7 @@ from durable_graph.core.model import (
     Checkpoint,
     Claim,
     ClaimPolicy,
+    Commit,
     EntryOutcome,
     Lease,
     QueueEntry,
@@ -35,6 +36,7 @@ from durable_graph.core.validation import (
     DEFAULT_MAX_VALUE_BYTES,
     MAX_SUBMISSIONS,
     BeginArgs,
+    EncodedCommit,
     check_begin,
     check_finish,
     check_pair,
@@ -87,8 +89,11 @@ class EmbeddedFastPath:
     def _max_bytes(self) -> int:
         return DEFAULT_MAX_VALUE_BYTES
 
-    def _precheck(self, lease: Lease, claim: Claim | None) -> None:
-        """Raise the lease's error (closed, then lost), then the claim's (lost), if any."""
+    def _precheck(
+        self, lease: Lease, claim: Claim | None, commit: EncodedCommit | None = None
+    ) -> None:
+        """Raise, when given, the commit's errors (under ``claim``); then the lease's (closed,
+        then lost); then, without a commit, the claim's (lost), if any."""
 
     @property
     def _steps(self) -> Any:
@@ -125,11 +130,25 @@ class EmbeddedFastPath:
             renewed = store.run_queue.renew(ls)
             return renewed, store.renew_claim(c)
 
-    def finish_attempt(self, lease: Lease, outcome: EntryOutcome, claim: Claim) -> QueueEntry:
-        ls, _, c = check_finish(lease, outcome, claim, self._max_bytes())
+    def _commit_checked(self, claim: Claim, commit: EncodedCommit) -> None:
+        """`commit` of already checked arguments (inside `_atomic`)."""
+        raise NotImplementedError
+
+    def finish_attempt(
+        self,
+        lease: Lease,
+        outcome: EntryOutcome,
+        claim: Claim,
+        *,
+        commit: Commit | None = None,
+    ) -> QueueEntry:
+        ls, _, c, cm = check_finish(lease, outcome, claim, self._max_bytes(), commit)
         store = self._steps
         with self._atomic():
-            self._precheck(ls, None)  # close's errors first; nothing written on them
+            # The commit's errors, then close's; nothing is written on any of them.
+            self._precheck(ls, None if cm is None else c, cm)
+            if cm is not None:
+                self._commit_checked(c, cm)  # SPEC §18.1: under the claim, first
             closed: QueueEntry = store.run_queue.close(ls, outcome)
             with contextlib.suppress(ClaimLost):  # not current: left alone
                 store.release_claim(c)

@@ -415,13 +415,15 @@ def check_pair(lease: object, claim: object) -> tuple[Lease, Claim]:
 
 
 def check_finish(
-    lease: object, outcome: object, claim: object, max_bytes: int
-) -> tuple[Lease, tuple[str, str], Claim]:
-    """`finish_attempt`'s arguments; the outcome encoded as every backend stores it."""
+    lease: object, outcome: object, claim: object, max_bytes: int, commit: object = None
+) -> tuple[Lease, tuple[str, str], Claim, EncodedCommit | None]:
+    """`finish_attempt`'s arguments in signature order; the outcome and the commit (None when
+    not given) encoded as every backend stores them (SPEC §18.1)."""
     ls = check_lease("lease", lease)
     encoded = encode_outcome(outcome, max_bytes)
     _, c = check_pair(ls, claim)
-    return ls, encoded, c
+    cm = None if commit is None else check_commit(commit, max_bytes)
+    return ls, encoded, c, cm
 
 
 def check_submissions(submissions: object, max_bytes: int) -> list[EncodedSubmission]:

@@ -44,6 +44,7 @@ from durable_graph.core.model import (
 )
 from durable_graph.core.validation import (
     MAX_PAGE_ROWS,
+    EncodedCommit,
     EncodedWrite,
     check_claim,
     check_claim_policy,
@@ -102,11 +103,22 @@ class EmbeddedCheckpointer(EmbeddedFastPath, ClosedOnExit):
     def _max_bytes(self) -> int:
         return self._max
 
-    def _precheck(self, lease: Lease, claim: Claim | None) -> None:
+    def _precheck(
+        self, lease: Lease, claim: Claim | None, commit: EncodedCommit | None = None
+    ) -> None:
+        if self._storage.rolls_back:
+            # The steps raise the same errors in the same order (commit's, then the lease's,
+            # then the claim's) and the transaction undoes what came before: no reads needed.
+            return
         with self._storage.read() as tx:
+            if commit is not None and claim is not None:
+                _commit_checks(tx, claim, commit)  # the commit's errors come first
             current_lease(tx, lease)
-            if claim is not None:
+            if claim is not None and commit is None:
                 current_claim(tx, claim)
+
+    def _commit_checked(self, claim: Claim, commit: EncodedCommit) -> None:
+        self._commit_encoded(claim, commit)
 
     # --- claims -----------------------------------------------------------------------
 
@@ -150,27 +162,20 @@ class EmbeddedCheckpointer(EmbeddedFastPath, ClosedOnExit):
         writes: tuple[str, tuple[EncodedWrite, ...]] | None,
     ) -> Checkpoint:
         check_claim("claim", claim)
-        c = check_commit(commit, self._max)
+        return self._commit_encoded(claim, check_commit(commit, self._max), writes)
+
+    def _commit_encoded(
+        self,
+        claim: Claim,
+        c: EncodedCommit,
+        writes: tuple[str, tuple[EncodedWrite, ...]] | None = None,
+    ) -> Checkpoint:
+        """`commit` of checked arguments: its checks, then its writes, in one transaction."""
         thread_id = claim.thread_id
         with self._storage.write() as tx:
             if writes is not None:  # put_writes_and_commit: put_writes' checks first
                 _check_writes_target(tx, claim, writes[0])
-            # D9 check order: claim, fence, parent, deleted run, duplicate id.
-            current_claim(tx, claim)
-            if c.fence is not None:
-                current_claim(tx, c.fence)
-            thread = tx.thread(thread_id)
-            head_id = None if thread is None else thread.head_id
-            if c.parent_id != head_id:
-                raise StaleParent(f"parent_id {c.parent_id!r} is not the head of the thread")
-            if tx.run_of_deleted_thread(thread_id, c.run_id):
-                raise RunOfDeletedThread(
-                    f"run {c.run_id!r} is an attempt of an entry of a deleted thread"
-                )
-            if thread is not None and tx.checkpoint(thread_id, c.checkpoint_id) is not None:
-                raise DuplicateCheckpoint(
-                    f"checkpoint {c.checkpoint_id!r} already exists on the thread"
-                )
+            thread = _commit_checks(tx, claim, c)
             # Writes. A new thread continues a deleted one's numbering; parent_thread_id is
             # taken from the first commit only (D9).
             if thread is None:
@@ -611,6 +616,24 @@ def _put_writes_in(
     """put_writes inside a write transaction: its checks (D10), then the writes (rule 12)."""
     _check_writes_target(tx, claim, checkpoint_id)
     tx.add_writes(claim.thread_id, checkpoint_id, encoded)
+
+
+def _commit_checks(tx: Tx, claim: Claim, c: EncodedCommit) -> ThreadRow | None:
+    """`commit`'s checks in D9's order — claim, fence, parent, deleted run, duplicate id —
+    writing nothing; the thread's row (None for a first commit)."""
+    thread_id = claim.thread_id
+    current_claim(tx, claim)
+    if c.fence is not None:
+        current_claim(tx, c.fence)
+    thread = tx.thread(thread_id)
+    head_id = None if thread is None else thread.head_id
+    if c.parent_id != head_id:
+        raise StaleParent(f"parent_id {c.parent_id!r} is not the head of the thread")
+    if tx.run_of_deleted_thread(thread_id, c.run_id):
+        raise RunOfDeletedThread(f"run {c.run_id!r} is an attempt of an entry of a deleted thread")
+    if thread is not None and tx.checkpoint(thread_id, c.checkpoint_id) is not None:
+        raise DuplicateCheckpoint(f"checkpoint {c.checkpoint_id!r} already exists on the thread")
+    return thread
 
 
 def _check_writes_target(tx: Tx, claim: Claim, checkpoint_id: str) -> None:

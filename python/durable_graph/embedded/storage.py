@@ -316,6 +316,12 @@ class Storage(Protocol):
     @property
     def max_value_bytes(self) -> int: ...
 
+    @property
+    def rolls_back(self) -> bool:
+        """True when a `composed` transaction undoes all its steps on an error (SQLite): the
+        composed calls then need no checks of their own before the steps' first write."""
+        ...
+
     def write(self) -> AbstractContextManager[Tx]:
         """One write transaction: the lock taken within its bound (D23), then store-now."""
         ...

@@ -82,8 +82,10 @@ class ThreadedCheckpointerCalls:
     async def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
         return await in_thread(self._sync.renew_attempt, lease, claim)
 
-    async def finish_attempt(self, lease: Lease, outcome: EntryOutcome, claim: Claim) -> QueueEntry:
-        return await in_thread(self._sync.finish_attempt, lease, outcome, claim)
+    async def finish_attempt(
+        self, lease: Lease, outcome: EntryOutcome, claim: Claim, *, commit: Commit | None = None
+    ) -> QueueEntry:
+        return await in_thread(self._sync.finish_attempt, lease, outcome, claim, commit=commit)
 
     async def commit(self, claim: Claim, commit: Commit) -> Checkpoint:
         return await in_thread(self._sync.commit, claim, commit)

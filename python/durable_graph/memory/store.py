@@ -147,6 +147,10 @@ class MemoryStorage:
     def max_value_bytes(self) -> int:
         return self._max
 
+    @property
+    def rolls_back(self) -> bool:
+        return False  # checks come before writes (composed(undo=True) restores the queue only)
+
     @contextmanager
     def _locked(self) -> Iterator[_State]:
         s = self._state

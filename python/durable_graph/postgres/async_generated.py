@@ -79,8 +79,10 @@ class AsyncCheckpointerSql:
     async def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
         return await self._x.run(calls.renew_attempt(self._config, lease, claim))
 
-    async def finish_attempt(self, lease: Lease, outcome: EntryOutcome, claim: Claim) -> QueueEntry:
-        return await self._x.run(calls.finish_attempt(self._config, lease, outcome, claim))
+    async def finish_attempt(
+        self, lease: Lease, outcome: EntryOutcome, claim: Claim, *, commit: Commit | None = None
+    ) -> QueueEntry:
+        return await self._x.run(calls.finish_attempt(self._config, lease, outcome, claim, commit))
 
     async def commit(self, claim: Claim, commit: Commit) -> Checkpoint:
         return await self._x.run(calls.commit(self._config, claim, commit))

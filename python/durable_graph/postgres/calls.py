@@ -666,12 +666,33 @@ def renew_attempt(
     return _call(config, "renew_attempt", "dg_renew_attempt_v1", args, exactly_one(renewed_of))
 
 
+_NO_COMMIT: list[Arg] = [
+    ("text", None),
+    ("text", None),
+    ("text", None),
+    ("text", None),
+    ("text", None),
+    ("text[]", None),
+    ("text[]", None),
+    ("text[]", None),
+    ("timestamptz[]", None),
+    ("timestamptz", None),
+    ("text", None),
+    ("text", None),
+    ("bigint", None),
+]
+"""`_commit_args` of no commit: `finish_attempt` without ``commit`` (the same statement)."""
+
+
 def finish_attempt(
-    config: PostgresConfig, lease: object, outcome: object, claim: object
+    config: PostgresConfig, lease: object, outcome: object, claim: object, commit: object
 ) -> SqlCall[QueueEntry]:
-    ls, (kind, detail), c = check_finish(lease, outcome, claim, config.max_value_bytes)
-    args = lease_args(ls, ("text", kind), ("text", detail), ("bigint", c.token))
-    return _call(config, "finish_attempt", "dg_finish_attempt_v1", args, exactly_one(entry_of))
+    """SPEC §11 / §18.1: ``commit`` (when given) committed under ``claim``, the entry closed and
+    the claim released, in one ``dg_finish_attempt_v2`` call (one transaction)."""
+    ls, (kind, detail), c, cm = check_finish(lease, outcome, claim, config.max_value_bytes, commit)
+    committed = _NO_COMMIT if cm is None else _commit_args(cm)
+    args = lease_args(ls, ("text", kind), ("text", detail), *_claim_args(c), *committed)
+    return _call(config, "finish_attempt", "dg_finish_attempt_v2", args, exactly_one(entry_of))
 
 
 def submit_many(config: PostgresConfig, submissions: object) -> SqlCall[list[Ticket]] | None:

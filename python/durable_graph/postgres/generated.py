@@ -77,8 +77,10 @@ class CheckpointerSql:
     def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
         return self._x.run(calls.renew_attempt(self._config, lease, claim))
 
-    def finish_attempt(self, lease: Lease, outcome: EntryOutcome, claim: Claim) -> QueueEntry:
-        return self._x.run(calls.finish_attempt(self._config, lease, outcome, claim))
+    def finish_attempt(
+        self, lease: Lease, outcome: EntryOutcome, claim: Claim, *, commit: Commit | None = None
+    ) -> QueueEntry:
+        return self._x.run(calls.finish_attempt(self._config, lease, outcome, claim, commit))
 
     def commit(self, claim: Claim, commit: Commit) -> Checkpoint:
         return self._x.run(calls.commit(self._config, claim, commit))

@@ -123,6 +123,10 @@ class SqliteStorage:
     def max_value_bytes(self) -> int:
         return self.config.max_value_bytes
 
+    @property
+    def rolls_back(self) -> bool:
+        return True  # a composed call is one BEGIN IMMEDIATE transaction
+
     def connect(self) -> sqlite3.Connection:
         target, uri = self.path, False
         if self.config.read_only:

@@ -78,8 +78,10 @@ class SyncCheckpointerCalls:
     def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
         return self._runner.run(self.target.renew_attempt(lease, claim))
 
-    def finish_attempt(self, lease: Lease, outcome: EntryOutcome, claim: Claim) -> QueueEntry:
-        return self._runner.run(self.target.finish_attempt(lease, outcome, claim))
+    def finish_attempt(
+        self, lease: Lease, outcome: EntryOutcome, claim: Claim, *, commit: Commit | None = None
+    ) -> QueueEntry:
+        return self._runner.run(self.target.finish_attempt(lease, outcome, claim, commit=commit))
 
     def commit(self, claim: Claim, commit: Commit) -> Checkpoint:
         return self._runner.run(self.target.commit(claim, commit))

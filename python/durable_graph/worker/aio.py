@@ -38,6 +38,7 @@ from durable_graph.core.model import (
     AttemptBegun,
     Checkpoint,
     Claim,
+    Commit,
     Event,
     EventIn,
     Lease,
@@ -185,7 +186,7 @@ class _Keeper:
             self._finishing = done
         self._stop_renewing.set()
 
-    async def finish(self, outcome: Settlement) -> QueueEntry | None:
+    async def finish(self, outcome: Settlement, commit: Commit | None = None) -> QueueEntry | None:
         """Stop renewing, release the claim, then close (or release) the lease — once.
 
         The first call decides; later calls (the attempt's own, or the worker's at shutdown) wait
@@ -193,13 +194,13 @@ class _Keeper:
         close half-way. Returns the closed entry, or None.
         """
         if self._finishing is None:
-            self._finishing = asyncio.ensure_future(self._finish(outcome))
+            self._finishing = asyncio.ensure_future(self._finish(outcome, commit))
             self._finishing.add_done_callback(self._log_failure)
         return await asyncio.shield(self._finishing)
 
-    async def _finish(self, outcome: Settlement) -> QueueEntry | None:
+    async def _finish(self, outcome: Settlement, commit: Commit | None) -> QueueEntry | None:
         await self.stop_renewing()
-        return await drive_async(finishing(self, outcome), self.call)
+        return await drive_async(finishing(self, outcome, commit), self.call)
 
     def _log_failure(self, finishing: asyncio.Future[QueueEntry | None]) -> None:
         if not finishing.cancelled() and finishing.exception() is not None:
@@ -226,7 +227,7 @@ class AsyncRunContext(RunContextBase[AsyncCheckpointer]):
         self, state: JSON, next: Sequence[str] = (), metadata: JSON = None, events: Events = ()
     ) -> Checkpoint:
         """Commit a checkpoint whose parent is the current head; ``next=()`` ends the run."""
-        self.check()
+        self.check_writable()
         commit = next_commit(self.run_id, self._head, state, next, metadata, events)
         checkpoint = await self._unless_busy(lambda: self.store.commit(self._claim, commit))
         self._head = checkpoint
@@ -234,7 +235,7 @@ class AsyncRunContext(RunContextBase[AsyncCheckpointer]):
 
     async def append_events(self, events: Sequence[EventIn]) -> list[Event]:
         """Append events to the thread's log (tagged with this run id), without a checkpoint."""
-        self.check()
+        self.check_writable()
         return await self._unless_busy(
             lambda: self.store.append_events(self._claim, events, run_id=self.run_id)
         )
@@ -244,7 +245,7 @@ class AsyncRunContext(RunContextBase[AsyncCheckpointer]):
 
         First write wins, as for `durable_graph.worker.sync.RunContext.record_effect`.
         """
-        self.check()
+        self.check_writable()
         recorded = await self.store.get_effect(self.thread_id, key)
         if recorded is not None:
             return recorded.value
@@ -581,14 +582,14 @@ class AsyncWorker:
         handler_task = asyncio.ensure_future(self.handler(ctx))
         keeper.handler_task = handler_task
         try:
-            return HandlerResult(output=await handler_task, head=ctx.head)
+            return HandlerResult(output=await handler_task, head=ctx.head, last=ctx.last)
         except BaseException as exc:  # D43: the flow decides between retry and Failed
             this = asyncio.current_task()
             if isinstance(exc, asyncio.CancelledError) and this is not None and this.cancelling():
                 raise  # our own task is being cancelled: _process releases, then re-raises
             if not isinstance(exc, Exception | asyncio.CancelledError):
                 raise  # KeyboardInterrupt, SystemExit
-            return HandlerResult(error=exc, head=ctx.head)
+            return HandlerResult(error=exc, head=ctx.head, last=ctx.last)
         finally:
             keeper.handler_task = None
 

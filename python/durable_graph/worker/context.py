@@ -6,20 +6,26 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
+from collections.abc import Sequence
 from typing import Final, Generic, Protocol, Self, TypeVar
 
 from durable_graph.core.errors import (
     StoreBusy,
     StoreError,
+    ValidationError,
 )
 from durable_graph.core.model import (
     JSON,
     AttemptPlan,
     Checkpoint,
     Claim,
+    Commit,
+    EventIn,
     Lease,
     QueueEntry,
 )
+from durable_graph.core.validation import DEFAULT_MAX_VALUE_BYTES, check_commit
 from durable_graph.worker.ops import (
     RunHandler,
 )
@@ -68,6 +74,31 @@ class LostFlag(Protocol):
 StoreT = TypeVar("StoreT")
 
 
+def new_id() -> str:
+    """A fresh run or checkpoint id."""
+    return uuid.uuid4().hex
+
+
+def next_commit(
+    run_id: str,
+    head: Checkpoint | None,
+    state: JSON,
+    next: Sequence[str] = (),
+    metadata: JSON = None,
+    events: Sequence[EventIn] = (),
+) -> Commit:
+    """The attempt's next checkpoint: a fresh id, chained onto ``head`` (the thread's head)."""
+    return Commit(
+        checkpoint_id=new_id(),
+        parent_id=None if head is None else head.checkpoint_id,
+        run_id=run_id,
+        state=state,
+        metadata=metadata,
+        next=tuple(next),
+        events=tuple(events),
+    )
+
+
 class RunContextBase(Generic[StoreT]):
     """What the sync and async run contexts share: the attempt's identity and its state.
 
@@ -95,6 +126,7 @@ class RunContextBase(Generic[StoreT]):
         self._head = head
         self._keeper = keeper
         self._claim = claim
+        self._last: Commit | None = None
 
     @classmethod
     def starting(cls, store: StoreT, op: RunHandler, keeper: LostFlag) -> Self:
@@ -138,6 +170,34 @@ class RunContextBase(Generic[StoreT]):
         if lost is not None:
             raise type(lost)(str(lost))
 
+    def check_writable(self) -> None:
+        """`check`, then refuse a write after `commit_last` (the run's last checkpoint is held:
+        nothing may come after it)."""
+        self.check()
+        if self._last is not None:
+            raise ValidationError(
+                "the run's last checkpoint is held (commit_last): no write may follow"
+            )
+
+    @property
+    def last(self) -> Commit | None:
+        """The checkpoint `commit_last` holds for the close, if any."""
+        return self._last
+
+    def commit_last(
+        self, state: JSON, metadata: JSON = None, events: Sequence[EventIn] = ()
+    ) -> None:
+        """The run's last checkpoint (``next=()``), committed with the entry's close in one
+        transaction when the handler returns (SPEC §18.1: a one-step job is then three durable
+        transactions: submit, begin, finish). Checked now (`ValidationError`, as `commit`
+        would); no write may follow it. Should the handler raise afterwards, or its output need
+        recording (a non-None output, or a later attempt), it is committed on its own first, so
+        the thread ends as if `commit` had been called here."""
+        self.check_writable()
+        last = next_commit(self.run_id, self._head, state, (), metadata, events)
+        check_commit(last, DEFAULT_MAX_VALUE_BYTES)
+        self._last = last
+
     def busy_wait(self, error: StoreBusy, started: float) -> float:
         """Issue 26 item 6: a write of the context met a busy store (`StoreBusy`: nothing was
         written). A busy store is not the handler's failure: the seconds to wait before the
@@ -150,4 +210,4 @@ class RunContextBase(Generic[StoreT]):
 # --- the flow -------------------------------------------------------------------------------
 
 
-__all__ = ["LostFlag", "RunContextBase", "StoreT"]
+__all__ = ["LostFlag", "RunContextBase", "StoreT", "new_id", "next_commit"]

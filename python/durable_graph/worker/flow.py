@@ -44,8 +44,7 @@ import signal
 import socket
 import time
 import traceback
-import uuid
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
@@ -66,11 +65,9 @@ from durable_graph.core.model import (
     Cancelled,
     Checkpoint,
     Claim,
-    Commit,
     Completed,
     EffectRecord,
     EntryOutcome,
-    EventIn,
     Exhausted,
     Failed,
     Finished,
@@ -87,7 +84,7 @@ from durable_graph.core.validation import (
     fit_error_text,
 )
 from durable_graph.core.workers import WorkerBeat, WorkerState
-from durable_graph.worker.context import LostFlag
+from durable_graph.worker.context import LostFlag, new_id, next_commit
 from durable_graph.worker.ops import (
     Deferred,
     Finish,
@@ -115,11 +112,6 @@ Note = Literal[
 _RECORD_ATTEMPT_TRIES = 5
 
 
-def new_id() -> str:
-    """A fresh run or checkpoint id."""
-    return uuid.uuid4().hex
-
-
 def output_effect_key(entry_id: int) -> str:
     """The effect key under which the worker records an entry's output (D40)."""
     return f"durable_graph.output/{entry_id}"
@@ -143,26 +135,6 @@ class WorkerStopped(ClaimLost):
 
 
 # --- the protocol's decisions (pure; shared with durable_graph.worker.aio.AsyncWorker) -------
-
-
-def next_commit(
-    run_id: str,
-    head: Checkpoint | None,
-    state: JSON,
-    next: Sequence[str] = (),
-    metadata: JSON = None,
-    events: Sequence[EventIn] = (),
-) -> Commit:
-    """The attempt's next checkpoint: a fresh id, chained onto ``head`` (the thread's head)."""
-    return Commit(
-        checkpoint_id=new_id(),
-        parent_id=None if head is None else head.checkpoint_id,
-        run_id=run_id,
-        state=state,
-        metadata=metadata,
-        next=tuple(next),
-        events=tuple(events),
-    )
 
 
 def recorded_output(record: EffectRecord | None) -> JSON:
@@ -491,6 +463,19 @@ def _run_planned(
         if why is not None:  # issue 26 item 7: say it was cancelled, and why
             return report("cancelled", why, run=run_id, number=number, plan=plan)
         return report("lost", run=run_id, number=number, plan=plan)
+    last = result.last  # SPEC §18.1: the held last checkpoint rides with the close
+    head = result.head
+    output_needs_record = result.error is None and (result.output is not None or number > 1)
+    if last is not None and (result.error is not None or output_needs_record):
+        # The close does not follow at once (a retry, a failure, the output's record first):
+        # commit the held checkpoint on its own, where commit_last stood.
+        try:
+            head = yield store_op("commit", claim, last)
+        except StoreError as exc:
+            keeper.lose(exc)
+            yield Finish(None)
+            return report("lost", run=run_id, number=number, plan=plan)
+        last = None
     outcome: EntryOutcome | None
     if result.error is not None:  # D43: a raise retries, or closes Failed on the last attempt
         outcome = failure_outcome(current, result.error, settings.max_attempts)
@@ -506,7 +491,7 @@ def _run_planned(
             # Nothing committed: no thread to record it on. A first attempt's None needs no
             # record either: no other attempt wrote the key, and no record reads as None (D40)
             # — so a job is submit, begin, its commits, finish (SPEC §11).
-            if result.head is not None and (output is not None or number > 1):
+            if head is not None and output_needs_record:
                 try:
                     record = yield store_op(
                         "record_effect", claim, _key(entry), output, run_id=run_id
@@ -515,7 +500,7 @@ def _run_planned(
                 except NotFound:
                     pass
             outcome = Completed(output)
-    closed = yield Finish(outcome)
+    closed = yield Finish(outcome, last)
     return report(closing_note(outcome, closed), outcome, run=run_id, number=number, plan=plan)
 
 

@@ -17,11 +17,19 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol, TypeAlias
 
-from durable_graph.core.errors import ClaimLost, EntryClosed, LeaseLost, StoreError, ValidationError
+from durable_graph.core.errors import (
+    ClaimLost,
+    EntryClosed,
+    LeaseLost,
+    ProcessingError,
+    StoreError,
+    ValidationError,
+)
 from durable_graph.core.model import (
     AttemptPlan,
     Checkpoint,
     Claim,
+    Commit,
     EntryOutcome,
     Lease,
     QueueEntry,
@@ -51,12 +59,15 @@ class Pause:
 
 @dataclass(frozen=True, slots=True)
 class Finish:
-    """Release the claim, then close the entry with ``outcome`` (None: release the lease), once.
+    """Release the claim, then close the entry with ``outcome`` (None: release the lease), once;
+    ``commit``: the handler's last checkpoint, committed with the close (SPEC §18.1; only with
+    an `EntryOutcome`).
 
     → the closed entry, or None when nothing was closed.
     """
 
     outcome: Settlement
+    commit: Commit | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +89,8 @@ class HandlerResult:
     output: object = None
     error: BaseException | None = None
     head: Checkpoint | None = None
+    last: Commit | None = None
+    """The run's last checkpoint, held by ``commit_last`` for the close (SPEC §18.1)."""
 
 
 Operation = StoreOp | Pause | Finish | RunHandler
@@ -88,7 +101,7 @@ class OpPerformer(Protocol):
 
     def call(self, op: StoreOp) -> Any: ...
 
-    def finish(self, outcome: Settlement) -> Any: ...
+    def finish(self, outcome: Settlement, commit: Commit | None = None) -> Any: ...
 
 
 class AttemptWorker(Protocol):
@@ -107,7 +120,7 @@ def perform(op: Operation, keeper: OpPerformer, worker: AttemptWorker) -> Any:
     if isinstance(op, Pause):
         return worker._pause(op.seconds)
     if isinstance(op, Finish):
-        return keeper.finish(op.outcome)
+        return keeper.finish(op.outcome, op.commit)
     assert isinstance(op, RunHandler)
     return worker._run_handler(keeper, op)
 
@@ -191,29 +204,40 @@ def renewal(keeper: LeaseHolder, log: logging.Logger) -> Generator[StoreOp, Any,
 
 
 def finishing(
-    keeper: LeaseHolder, outcome: Settlement
+    keeper: LeaseHolder, outcome: Settlement, commit: Commit | None = None
 ) -> Generator[StoreOp, Any, QueueEntry | None]:
     """Release the claim and close the entry with ``outcome`` — one ``finish_attempt`` call when
-    both are held (SPEC §11) — or, with ``outcome`` None, release the claim then the lease, or,
-    with a `Deferred` outcome (a retry after backoff, SPEC §13), release the claim then defer.
+    both are held (SPEC §11), with ``commit`` (the handler's last checkpoint) committed in it
+    (SPEC §18.1) — or, with ``outcome`` None, release the claim then the lease, or, with a
+    `Deferred` outcome (a retry after backoff, SPEC §13), release the claim then defer.
 
     The claim goes first: while the lease is live no other worker can lease the thread, so
     nobody meets a claim that is about to be released. → the closed entry, or None.
+
+    A refused ``commit`` (the claim lost, or a stale parent, ...) writes nothing: the claim and
+    the lease are given back, as after a crash, so a later attempt resumes the run.
     """
     claim = keeper.take_claim()
     if claim is not None and outcome is not None and not isinstance(outcome, Deferred):
         try:  # SPEC §11: close, and release the claim, in one call
-            finished: QueueEntry = yield store_op("finish_attempt", keeper.lease, outcome, claim)
+            finished: QueueEntry = yield store_op(
+                "finish_attempt", keeper.lease, outcome, claim, commit=commit
+            )
             return finished
         except (LeaseLost, EntryClosed) as exc:
             keeper.lose(exc)
             with contextlib.suppress(StoreError):  # nothing was written: give the claim back
                 yield store_op("release_claim", claim)
             return None
-        except StoreError:
+        except StoreError as exc:
             with contextlib.suppress(StoreError):  # if it fails, the claim expires with its ttl
                 yield store_op("release_claim", claim)
-            raise
+            if commit is None or isinstance(exc, ProcessingError):
+                raise
+            keeper.lose(exc)  # the last commit was refused: nothing written
+            with contextlib.suppress(StoreError):
+                yield store_op("run_queue.release", keeper.lease)
+            return None
     if claim is not None:
         with contextlib.suppress(StoreError):  # errors mean it is already gone
             yield store_op("release_claim", claim)

@@ -27,7 +27,16 @@ from typing import Any, TypeVar, Unpack
 
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import StoreBusy, StoreError, ValidationError
-from durable_graph.core.model import JSON, Checkpoint, Claim, Event, EventIn, Lease, QueueEntry
+from durable_graph.core.model import (
+    JSON,
+    Checkpoint,
+    Claim,
+    Commit,
+    Event,
+    EventIn,
+    Lease,
+    QueueEntry,
+)
 from durable_graph.core.ops import StoreOp, drive
 from durable_graph.core.polling import Changes
 from durable_graph.core.workers import WorkerState
@@ -154,7 +163,7 @@ class _Keeper:
             self._released = True
         self.stop()
 
-    def finish(self, outcome: Settlement) -> QueueEntry | None:
+    def finish(self, outcome: Settlement, commit: Commit | None = None) -> QueueEntry | None:
         """Stop renewing, then release the claim and close (or release) the lease, once.
 
         Returns the closed entry, or None.
@@ -164,7 +173,7 @@ class _Keeper:
                 return None
             self._released = True
         self.stop()
-        return drive(finishing(self, outcome), self.call)
+        return drive(finishing(self, outcome, commit), self.call)
 
 
 # --- what the handler sees ---------------------------------------------------------------
@@ -198,7 +207,7 @@ class RunContext(RunContextBase[Checkpointer]):
         events: Sequence[EventIn] = (),
     ) -> Checkpoint:
         """Commit a checkpoint whose parent is the current head; ``next=()`` ends the run."""
-        self.check()
+        self.check_writable()
         commit = next_commit(self.run_id, self._head, state, next, metadata, events)
         checkpoint = self._unless_busy(lambda: self.store.commit(self._claim, commit))
         self._head = checkpoint
@@ -206,7 +215,7 @@ class RunContext(RunContextBase[Checkpointer]):
 
     def append_events(self, events: Sequence[EventIn]) -> list[Event]:
         """Append events to the thread's log (tagged with this run id), without a checkpoint."""
-        self.check()
+        self.check_writable()
         return self._unless_busy(
             lambda: self.store.append_events(self._claim, events, run_id=self.run_id)
         )
@@ -218,7 +227,7 @@ class RunContext(RunContextBase[Checkpointer]):
         thread needs a commit first (`NotFound` otherwise). ``fn`` may run more than once if an
         attempt crashes between running it and recording its value.
         """
-        self.check()
+        self.check_writable()
         recorded = self.store.get_effect(self.thread_id, key)
         if recorded is not None:
             return recorded.value
@@ -484,9 +493,9 @@ class Worker:
         """The handler called in this thread (the attempt flow's `RunHandler`)."""
         ctx = RunContext.starting(self.store, op, keeper)
         try:
-            return HandlerResult(output=self.handler(ctx), head=ctx.head)
+            return HandlerResult(output=self.handler(ctx), head=ctx.head, last=ctx.last)
         except Exception as exc:  # D43: the flow decides between retry and Failed
-            return HandlerResult(error=exc, head=ctx.head)
+            return HandlerResult(error=exc, head=ctx.head, last=ctx.last)
 
 
 __all__ = [

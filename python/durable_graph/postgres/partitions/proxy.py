@@ -150,6 +150,22 @@ def _route(schema: str, sig: Signature, others: list[tuple[str, str]]) -> tuple[
     return ddl, f"{schema}.{fn}({', '.join(args)})"
 
 
+def _entry_route(schema: str, sig: Signature, others: list[tuple[str, str]]) -> tuple[str, str]:
+    """`_route` for an entry-keyed call that also commits on ``p_thread_id`` (NULL: no commit,
+    nothing to check): its RUN ON is the entry's partition."""
+    args = ["p_thread_id", *(o for o, _ in others)]
+    checks = " + ".join(
+        f"coalesce(0 * _dg_same_part(p_thread_id, {a}, '{label}'), 0)" for a, label in others
+    )
+    fn = f"_dg_route_{sig.name}"
+    ddl = (
+        f"CREATE FUNCTION {_q(schema)}.{fn}(p_entry_id bigint, {', '.join(a + ' text' for a in args)})"
+        f" RETURNS integer LANGUAGE sql IMMUTABLE SET search_path FROM CURRENT"
+        f" AS $$ SELECT _dg_entry_part(p_entry_id) + {checks} $$;"
+    )
+    return ddl, f"{schema}.{fn}(p_entry_id, {', '.join(args)})"
+
+
 def generate(schema: str, cluster: str, partitions: int, signatures: list[Signature]) -> list[str]:
     """Every statement that fills the proxy's (empty) schema, in order."""
     own = templated()
@@ -175,7 +191,14 @@ def generate(schema: str, cluster: str, partitions: int, signatures: list[Signat
             stubs.extend([ddl, _stub(schema, cluster, sig, run_on)])
             continue
         if names[:1] == ["p_entry_id"] and sig.name not in own:
-            stubs.append(_stub(schema, cluster, sig, f"{schema}._dg_entry_part(p_entry_id)"))
+            others = [(a, a.removeprefix("p_")) for a in names if a in THREAD_ALSO]
+            if others and "p_thread_id" in names:
+                # A fused commit (dg_finish_attempt_v2): the entry's partition, refusing a
+                # parent or fence on another than the commit's thread's, as a commit does.
+                ddl, run_on = _entry_route(schema, sig, others)
+                stubs.extend([ddl, _stub(schema, cluster, sig, run_on)])
+            else:
+                stubs.append(_stub(schema, cluster, sig, f"{schema}._dg_entry_part(p_entry_id)"))
             continue
         # Store-wide (or partition-only): helpers for the templates.
         helper = sig.name.removeprefix("dg_")

@@ -14,8 +14,11 @@ import pytest
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import (
     ClaimLost,
+    DuplicateCheckpoint,
     EntryClosed,
     LeaseLost,
+    RunOfDeletedThread,
+    StaleParent,
     SubmissionKeyReused,
     ThreadBusy,
     ValidationError,
@@ -27,6 +30,7 @@ from durable_graph.core.model import (
     ClaimPolicy,
     Commit,
     Completed,
+    EventIn,
     Exhausted,
     Failed,
     Finished,
@@ -44,6 +48,7 @@ from durable_graph.testkit.contract.run_queue.support import (
     PAST_TTL,
     TTL,
     _commit,
+    _delete_marked,
     _entry,
     _lease,
     _near,
@@ -417,6 +422,181 @@ class FastPathTests:
         entry_id, begun = _begun(store, queue)
         with pytest.raises(ValidationError, match="outcome"):
             store.finish_attempt(begun.lease, "done", _claimed(begun))  # type: ignore[arg-type]
+        assert not _entry(queue, entry_id).closed
+        store.renew_claim(_claimed(begun))
+
+    # --- finish_attempt with the last commit (SPEC §18.1) --------------------------------------
+
+    def test_finish_attempt_with_commit_commits_closes_and_releases(
+        self, store: Checkpointer, queue: RunQueue
+    ) -> None:
+        entry_id, begun = _begun(store, queue)
+        closed = store.finish_attempt(
+            begun.lease,
+            Completed({"ok": 1}),
+            _claimed(begun),
+            commit=_step("cp-1", None, "run-1", ()),
+        )
+        assert closed.outcome == Completed({"ok": 1}) and closed.lease_holder is None
+        assert closed == _entry(queue, entry_id)
+        head = store.get("thread-1")
+        assert head is not None and (head.checkpoint_id, head.run_id) == ("cp-1", "run-1")
+        assert head.state == {"n": "cp-1"} and head.next == ()
+        assert closed.admitted  # the commit's admission mark (rule 10)
+        assert closed.closed_at_seq == head.seq  # closed after the commit
+        store.claim("thread-1", "next-run")  # released
+        with pytest.raises(ClaimLost):
+            store.release_claim(_claimed(begun))
+
+    def test_finish_attempt_with_commit_answers_as_commit_then_finish(
+        self, store: Checkpointer, queue: RunQueue
+    ) -> None:
+        _commit(store, "thread-1", "run-api", "cp-0")
+        _commit(store, "thread-2", "run-api", "cp-0")
+        _submit(queue, "thread-1")
+        _submit(queue, "thread-2")
+        fused = _begin(store, run_id="run-a")
+        steps = _begin(store, run_id="run-b", holder="worker-2")
+        events = (EventIn("token", {"t": 1}), EventIn("token", {"t": 2}))
+        a = store.finish_attempt(
+            fused.lease,
+            Completed(7),
+            _claimed(fused),
+            commit=Commit("cp-1", "cp-0", "run-a", {"s": 1}, metadata={"m": 1}, events=events),
+        )
+        store.commit(
+            _claimed(steps),
+            Commit("cp-1", "cp-0", "run-b", {"s": 1}, metadata={"m": 1}, events=events),
+        )
+        b = store.finish_attempt(steps.lease, Completed(7), _claimed(steps))
+        assert (a.outcome, a.admitted, a.closed_at_seq, a.lease_holder) == (
+            b.outcome,
+            b.admitted,
+            b.closed_at_seq,
+            b.lease_holder,
+        )
+        ha, hb = store.get("thread-1"), store.get("thread-2")
+        assert ha is not None and hb is not None
+        assert (ha.parent_id, ha.state, ha.metadata, ha.next, ha.seq) == (
+            hb.parent_id,
+            hb.state,
+            hb.metadata,
+            hb.next,
+            hb.seq,
+        )
+        ea, eb = store.events_after("thread-1", 0), store.events_after("thread-2", 0)
+        assert [(e.seq, e.kind) for e in ea] == [(e.seq, e.kind) for e in eb]
+        assert [e.payload for e in ea if e.kind == "token"] == [{"t": 1}, {"t": 2}]
+        assert {e.run_id for e in ea[1:]} == {"run-a"}
+        info_a, info_b = store.thread("thread-1"), store.thread("thread-2")
+        assert info_a is not None and info_b is not None
+        assert (info_a.head_id, info_a.last_seq) == (info_b.head_id, info_b.last_seq)
+
+    def test_finish_attempt_with_commit_on_a_stale_claim_writes_nothing(
+        self, store: Checkpointer, queue: RunQueue, clock: ClockControl
+    ) -> None:
+        entry_id, begun = _begun(store, queue)
+        clock.advance(PAST_TTL)
+        thief = store.claim("thread-1", "thief")
+        queue.renew(begun.lease)
+        with pytest.raises(ClaimLost):
+            store.finish_attempt(
+                begun.lease, Completed(), _claimed(begun), commit=_step("cp-1", None, "run-1", ())
+            )
+        assert store.get("thread-1") is None
+        assert not _entry(queue, entry_id).closed
+        store.renew_claim(thief)  # still current
+        queue.renew(begun.lease)  # still current
+
+    def test_finish_attempt_with_commit_of_a_delete_marked_run_writes_nothing(
+        self, store: Checkpointer, queue: RunQueue
+    ) -> None:
+        lease = _delete_marked(queue, store)
+        claim = store.claim("thread-1", "run-1")
+        with pytest.raises(RunOfDeletedThread):
+            store.finish_attempt(lease, Completed(), claim, commit=_step("cp-1", None, "run-1", ()))
+        assert store.get("thread-1") is None
+        assert not _entry(queue, lease.entry.entry_id).closed
+        store.renew_claim(claim)  # not released
+
+    def test_finish_attempt_with_commit_and_a_lost_lease_writes_nothing(
+        self, store: Checkpointer, queue: RunQueue, clock: ClockControl
+    ) -> None:
+        entry_id, begun = _begun_and_taken_over(store, queue, clock)
+        with pytest.raises(LeaseLost):
+            store.finish_attempt(
+                begun.lease, Completed(), _claimed(begun), commit=_step("cp-1", None, "run-1", ())
+            )
+        assert store.get("thread-1") is None  # the commit was rolled back with the close
+        assert store.events_after("thread-1", 0) == []
+        assert not _entry(queue, entry_id).closed
+        store.renew_claim(_claimed(begun))  # not released
+
+    def test_finish_attempt_with_commit_on_a_closed_entry_writes_nothing(
+        self, store: Checkpointer, queue: RunQueue
+    ) -> None:
+        entry_id, begun = _begun(store, queue)
+        queue.cancel(entry_id)
+        with pytest.raises(EntryClosed):
+            store.finish_attempt(
+                begun.lease, Completed(), _claimed(begun), commit=_step("cp-1", None, "run-1", ())
+            )
+        assert store.get("thread-1") is None
+        assert _entry(queue, entry_id).outcome == Cancelled("requested")
+        store.renew_claim(_claimed(begun))
+
+    def test_finish_attempt_with_commit_on_a_bad_parent_writes_nothing(
+        self, store: Checkpointer, queue: RunQueue
+    ) -> None:
+        entry_id, begun = _begun(store, queue)
+        with pytest.raises(StaleParent):
+            store.finish_attempt(
+                begun.lease, Completed(), _claimed(begun), commit=_step("cp-1", "nope", "run-1", ())
+            )
+        assert store.get("thread-1") is None
+        assert not _entry(queue, entry_id).closed
+        store.renew_claim(_claimed(begun))
+        queue.renew(begun.lease)
+
+    def test_finish_attempt_with_commit_of_a_taken_checkpoint_id_writes_nothing(
+        self, store: Checkpointer, queue: RunQueue
+    ) -> None:
+        entry_id, begun = _begun(store, queue)
+        first = store.commit(_claimed(begun), _step("cp-1", None, "run-1", ("next",)))
+        with pytest.raises(DuplicateCheckpoint):
+            store.finish_attempt(
+                begun.lease,
+                Completed(),
+                _claimed(begun),
+                commit=_step("cp-1", first.checkpoint_id, "run-1", ()),
+            )
+        assert store.get("thread-1") == first
+        assert not _entry(queue, entry_id).closed
+
+    def test_finish_attempt_commit_errors_come_before_the_lease_errors(
+        self, store: Checkpointer, queue: RunQueue, clock: ClockControl
+    ) -> None:
+        entry_id, begun = _begun_and_taken_over(store, queue, clock)
+        with pytest.raises(StaleParent):  # as commit (first) would raise before finish
+            store.finish_attempt(
+                begun.lease, Completed(), _claimed(begun), commit=_step("cp-1", "nope", "run-1", ())
+            )
+        assert not _entry(queue, entry_id).closed
+
+    def test_finish_attempt_refuses_a_bad_commit_writing_nothing(
+        self, store: Checkpointer, queue: RunQueue
+    ) -> None:
+        entry_id, begun = _begun(store, queue)
+        with pytest.raises(ValidationError, match="commit"):
+            store.finish_attempt(begun.lease, Completed(), _claimed(begun), commit="cp")  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match="state"):
+            store.finish_attempt(
+                begun.lease,
+                Completed(),
+                _claimed(begun),
+                commit=Commit("cp-1", None, "run-1", {"x": float("nan")}),
+            )
+        assert store.get("thread-1") is None
         assert not _entry(queue, entry_id).closed
         store.renew_claim(_claimed(begun))
 
