@@ -32,7 +32,14 @@ from durable_graph.core.model import Checkpoint
 from durable_graph.core.run_queue import RunQueue, TraceContexts
 from durable_graph.core.surface import members, mismatches
 from durable_graph.memory.store import InMemoryCheckpointer
-from durable_graph.postgres import PostgresCheckpointer, calls, operating, scheduling, workers
+from durable_graph.postgres import (
+    PostgresCheckpointer,
+    calls,
+    fast_path,
+    operating,
+    scheduling,
+    workers,
+)
 from durable_graph.postgres.async_generated import AsyncCheckpointerSql, AsyncRunQueueSql
 from durable_graph.postgres.async_store import AsyncPostgresCheckpointer, AsyncPostgresRunQueue
 from durable_graph.postgres.generated import CheckpointerSql, RunQueueSql
@@ -97,6 +104,7 @@ def _generated(mixin: type) -> dict[str, typing.Any]:
 def _builder(name: str) -> typing.Any:
     return (
         getattr(calls, name, None)
+        or getattr(fast_path, name, None)
         or getattr(operating, name, None)
         or getattr(scheduling, name, None)
         or getattr(workers, name)
@@ -124,6 +132,8 @@ def test_a_postgres_method_not_written_by_hand_is_one_sql_call(
         module = (
             "calls"
             if hasattr(calls, name)
+            else "fast_path"  # the worker's composed steps (postgres/fast_path.py)
+            if hasattr(fast_path, name)
             else "operating"
             if hasattr(operating, name)
             else "scheduling"  # SPEC §15's builders (postgres/scheduling.py)

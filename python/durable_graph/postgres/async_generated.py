@@ -40,7 +40,7 @@ from durable_graph.core.model import (
 )
 from durable_graph.core.scheduling import ConcurrencyLimit, LimitScope, Schedule, StoredSchedule
 from durable_graph.core.workers import SEEN_WITHIN, WorkerBeat, WorkerSeen
-from durable_graph.postgres import calls, operating, scheduling, workers
+from durable_graph.postgres import calls, fast_path, operating, scheduling, workers
 from durable_graph.postgres.async_connection import AsyncExecutor
 from durable_graph.postgres.config import PostgresConfig
 
@@ -73,16 +73,18 @@ class AsyncCheckpointerSql:
         kinds: Sequence[str] | None = None,
     ) -> AttemptBegun | None:
         return await self._x.run(
-            calls.begin_attempt(self._config, holder, ttl, run_id, claim_policy, tenant, kinds)
+            fast_path.begin_attempt(self._config, holder, ttl, run_id, claim_policy, tenant, kinds)
         )
 
     async def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
-        return await self._x.run(calls.renew_attempt(self._config, lease, claim))
+        return await self._x.run(fast_path.renew_attempt(self._config, lease, claim))
 
     async def finish_attempt(
         self, lease: Lease, outcome: EntryOutcome, claim: Claim, *, commit: Commit | None = None
     ) -> QueueEntry:
-        return await self._x.run(calls.finish_attempt(self._config, lease, outcome, claim, commit))
+        return await self._x.run(
+            fast_path.finish_attempt(self._config, lease, outcome, claim, commit)
+        )
 
     async def commit(self, claim: Claim, commit: Commit) -> Checkpoint:
         return await self._x.run(calls.commit(self._config, claim, commit))

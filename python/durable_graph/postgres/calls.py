@@ -21,10 +21,9 @@ from typing import Generic, TypeVar
 from psycopg import sql
 
 from durable_graph.core.errors import ProcessingError, StoreError
-from durable_graph.core.fast_path import check_begin, check_finish, check_pair, check_submissions
+from durable_graph.core.fast_path import check_submissions
 from durable_graph.core.model import (
     ANY,
-    AttemptBegun,
     AttemptStart,
     Checkpoint,
     Claim,
@@ -71,7 +70,6 @@ from durable_graph.postgres.rows import (
     Row,
     Rows,
     attempt_of,
-    begun_of,
     checkpoint_of,
     claim_of,
     each,
@@ -85,7 +83,6 @@ from durable_graph.postgres.rows import (
     nothing,
     one,
     prune_result_of,
-    renewed_of,
     stats_of,
     thread_of,
     ticket_of,
@@ -632,67 +629,6 @@ def reclaim(config: PostgresConfig, older_than: object, batch: object) -> SqlCal
     ]
     decode = exactly_one(lambda row: int(row["removed"]))
     return _call(config, "reclaim", "dg_reclaim_v1", args, decode)
-
-
-# --- the worker fast path (SPEC §11; sql/75_fast_path.sql) ---------------------------------
-
-
-def begin_attempt(
-    config: PostgresConfig,
-    holder: object,
-    ttl: object,
-    run_id: object,
-    claim_policy: object,
-    tenant: object,
-    kinds: object,
-) -> SqlCall[AttemptBegun | None]:
-    a = check_begin(holder, ttl, run_id, claim_policy, tenant, kinds)
-    args = [
-        ("text", a.holder),
-        ("interval", a.ttl),
-        ("interval", a.claim_policy.ttl),
-        *_tenant_args("tenant", a.tenant, allow_any=True),
-        ("text", a.run_id),
-        ("text[]", None if a.kinds is None else list(a.kinds)),
-    ]
-    return _call(config, "begin_attempt", "dg_begin_attempt_v1", args, first_or_none(begun_of))
-
-
-def renew_attempt(
-    config: PostgresConfig, lease: object, claim: object
-) -> SqlCall[tuple[Lease, Claim]]:
-    ls, c = check_pair(lease, claim)
-    args = lease_args(ls, ("bigint", c.token))
-    return _call(config, "renew_attempt", "dg_renew_attempt_v1", args, exactly_one(renewed_of))
-
-
-_NO_COMMIT: list[Arg] = [
-    ("text", None),
-    ("text", None),
-    ("text", None),
-    ("text", None),
-    ("text", None),
-    ("text[]", None),
-    ("text[]", None),
-    ("text[]", None),
-    ("timestamptz[]", None),
-    ("timestamptz", None),
-    ("text", None),
-    ("text", None),
-    ("bigint", None),
-]
-"""`_commit_args` of no commit: `finish_attempt` without ``commit`` (the same statement)."""
-
-
-def finish_attempt(
-    config: PostgresConfig, lease: object, outcome: object, claim: object, commit: object
-) -> SqlCall[QueueEntry]:
-    """SPEC §11 / §18.1: ``commit`` (when given) committed under ``claim``, the entry closed and
-    the claim released, in one ``dg_finish_attempt_v2`` call (one transaction)."""
-    ls, (kind, detail), c, cm = check_finish(lease, outcome, claim, config.max_value_bytes, commit)
-    committed = _NO_COMMIT if cm is None else _commit_args(cm)
-    args = lease_args(ls, ("text", kind), ("text", detail), *_claim_args(c), *committed)
-    return _call(config, "finish_attempt", "dg_finish_attempt_v2", args, exactly_one(entry_of))
 
 
 def submit_many(config: PostgresConfig, submissions: object) -> SqlCall[list[Ticket]] | None:

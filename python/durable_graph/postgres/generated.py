@@ -40,7 +40,7 @@ from durable_graph.core.model import (
 )
 from durable_graph.core.scheduling import ConcurrencyLimit, LimitScope, Schedule, StoredSchedule
 from durable_graph.core.workers import SEEN_WITHIN, WorkerBeat, WorkerSeen
-from durable_graph.postgres import calls, operating, scheduling, workers
+from durable_graph.postgres import calls, fast_path, operating, scheduling, workers
 from durable_graph.postgres.config import PostgresConfig
 from durable_graph.postgres.connection import Executor
 
@@ -71,16 +71,16 @@ class CheckpointerSql:
         kinds: Sequence[str] | None = None,
     ) -> AttemptBegun | None:
         return self._x.run(
-            calls.begin_attempt(self._config, holder, ttl, run_id, claim_policy, tenant, kinds)
+            fast_path.begin_attempt(self._config, holder, ttl, run_id, claim_policy, tenant, kinds)
         )
 
     def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
-        return self._x.run(calls.renew_attempt(self._config, lease, claim))
+        return self._x.run(fast_path.renew_attempt(self._config, lease, claim))
 
     def finish_attempt(
         self, lease: Lease, outcome: EntryOutcome, claim: Claim, *, commit: Commit | None = None
     ) -> QueueEntry:
-        return self._x.run(calls.finish_attempt(self._config, lease, outcome, claim, commit))
+        return self._x.run(fast_path.finish_attempt(self._config, lease, outcome, claim, commit))
 
     def commit(self, claim: Claim, commit: Commit) -> Checkpoint:
         return self._x.run(calls.commit(self._config, claim, commit))
