@@ -26,10 +26,6 @@ def _limit_of(row: Row) -> ConcurrencyLimit:
     return ConcurrencyLimit(check_scope(row["scope"]), row["name"], int(row["max_leases"]))
 
 
-def _schedule_of(row: Row) -> StoredSchedule:
-    return stored_schedule(row)
-
-
 def set_limit(
     config: PostgresConfig, scope: object, name: object, max_leases: object
 ) -> SqlCall[ConcurrencyLimit]:
@@ -62,11 +58,11 @@ def put_schedule(config: PostgresConfig, schedule: object) -> SqlCall[StoredSche
         ("integer", s.max_attempts),
         ("boolean", s.catch_up),
     ]
-    return _call(config, "put_schedule", "dg_put_schedule_v1", args, exactly_one(_schedule_of))
+    return _call(config, "put_schedule", "dg_put_schedule_v1", args, exactly_one(stored_schedule))
 
 
 def schedules(config: PostgresConfig) -> SqlCall[list[StoredSchedule]]:
-    return _call(config, "schedules", "dg_schedules_v1", [], each(_schedule_of))
+    return _call(config, "schedules", "dg_schedules_v1", [], each(stored_schedule))
 
 
 def remove_schedule(config: PostgresConfig, name: object) -> SqlCall[bool]:
@@ -80,7 +76,7 @@ def pause_schedule(config: PostgresConfig, name: object, paused: object) -> SqlC
     if not isinstance(paused, bool):
         raise ValidationError("paused must be a bool")
     args = [("text", checked), ("boolean", paused)]
-    decode = exactly_one(_schedule_of)
+    decode = exactly_one(stored_schedule)
     return _call(config, "pause_schedule", "dg_pause_schedule_v1", args, decode)
 
 
