@@ -1,7 +1,7 @@
 """The generated store methods are current: what ``tools/generate_stores.py`` writes today.
 
-The PostgreSQL stores', the threaded wrappers' and the testkit adapter's one-call methods are
-plain source generated from the Protocols and the PostgreSQL call builders (``make generate``);
+The async Protocols' methods and the PostgreSQL stores', the threaded wrappers' and the testkit
+adapter's one-call methods are plain source generated from the Protocols and the PostgreSQL call builders (``make generate``);
 a Protocol method or builder changed without re-running the generator fails here.
 """
 
@@ -28,6 +28,7 @@ def test_every_generated_file_says_it_is_generated() -> None:
     package = ROOT / "python" / "durable_graph"
     found = sorted(p.relative_to(package).as_posix() for p in package.rglob("*generated.py"))
     assert found == [
+        "core/async_generated.py",
         "embedded/threaded_generated.py",
         "langgraph/generated.py",
         "postgres/async_generated.py",

@@ -10,9 +10,11 @@ The declaration is read from three places, and only there:
 - `HAND_WRITTEN`, `POLLING` and `SQL` below: the methods each target writes by hand (waits, ``prune_all``,
   ``submit_many``, ``close``, ...), which the generator skips.
 
-It writes five modules, each a mixin class per Protocol group that a hand-written store class
+It writes six modules, each a mixin class per Protocol group that a hand-written class
 inherits, each file headed "DO NOT CHANGE":
 
+- ``core/async_generated.py``: the async Protocols' one-call methods, ``async def commit(self,
+  claim, commit) -> Checkpoint: ...``: the async spelling is declared once, by the sync Protocol;
 - ``postgres/generated.py``: ``def commit(self, claim, commit): return
   self._x.run(calls.commit(self._config, claim, commit))`` — one hop from the method to its SQL;
 - ``postgres/async_generated.py``: the same awaited, for the async store;
@@ -23,7 +25,7 @@ inherits, each file headed "DO NOT CHANGE":
   on the savers, each running the plan of its name (``SaverCore._put``, ...) from
   ``langgraph/core.py``.
 
-Adding a store method: write it in the Protocol (and the async Protocol, the embedded stores), add
+Adding a store method: write it in the Protocol (and the embedded stores), add
 its builder to ``postgres/calls.py``, run ``make generate``. ``--check`` (``tests/test_generated.py``)
 fails when a generated file is not what this script writes.
 """
@@ -262,6 +264,39 @@ SQL_DOC = (
     "call, the decoder) and runs it with the store's executor; "
 )
 TARGETS = [
+    Target(
+        path="core/async_generated.py",
+        hand_written=HAND_WRITTEN,
+        doc="The async Protocols' methods: each `Checkpointer`, `RunQueue` and `TraceContexts` method as\na coroutine with the sync Protocol's signature (SPEC §9).\n\nThe contract of each is the sync method's (its docstring in the sync Protocol); only the calling\nconvention differs. `AsyncCheckpointer`, `AsyncRunQueue` and `AsyncTraceContexts`\n(`durable_graph.core.async_protocols`) inherit them and add what is not one call: ``run_queue``,\n``subscribe``, ``close`` and the async context manager.\n",
+        asynchronous=True,
+        imports=["from typing import Protocol"],
+        classes=[
+            MixinClass(
+                "AsyncCheckpointerMethods",
+                "`Checkpointer`'s methods as coroutines, all but ``subscribe`` and ``close``.",
+                [CHECKPOINTER],
+                [],
+                lambda p, m: "...",
+                bases="(Protocol)",
+            ),
+            MixinClass(
+                "AsyncRunQueueMethods",
+                "`RunQueue`'s methods as coroutines.",
+                [RUN_QUEUE],
+                [],
+                lambda p, m: "...",
+                bases="(Protocol)",
+            ),
+            MixinClass(
+                "AsyncTraceContextsMethods",
+                "`TraceContexts`' methods as coroutines.",
+                [TRACE_CONTEXTS],
+                [],
+                lambda p, m: "...",
+                bases="(Protocol)",
+            ),
+        ],
+    ),
     Target(
         path="postgres/generated.py",
         hand_written=SQL,
