@@ -91,6 +91,18 @@ def _begun_and_taken_over(
     return entry_id, begun
 
 
+def _begun_and_claim_taken(
+    store: Checkpointer, queue: RunQueue, clock: ClockControl
+) -> tuple[int, AttemptBegun, Claim]:
+    """As `_begun`, then the claim expired and "thief" claimed the thread while the lease was
+    kept (renewed): the entry's id, the attempt and the thief's claim."""
+    entry_id, begun = _begun(store, queue)
+    clock.advance(PAST_TTL)
+    thief = store.claim("thread-1", "thief")
+    queue.renew(begun.lease)
+    return entry_id, begun, thief
+
+
 _UNDER_ATTEMPT: dict[str, Callable[[Checkpointer, AttemptBegun], object]] = {
     "renew_attempt": lambda store, begun: store.renew_attempt(begun.lease, _claimed(begun)),
     "finish_attempt": lambda store, begun: store.finish_attempt(
@@ -407,10 +419,7 @@ class FastPathTests:
     def test_finish_attempt_leaves_a_claim_that_is_no_longer_current(
         self, store: Checkpointer, queue: RunQueue, clock: ClockControl
     ) -> None:
-        entry_id, begun = _begun(store, queue)
-        clock.advance(PAST_TTL)
-        thief = store.claim("thread-1", "thief")
-        queue.renew(begun.lease)
+        entry_id, begun, thief = _begun_and_claim_taken(store, queue, clock)
         closed = store.finish_attempt(begun.lease, Completed(), _claimed(begun))
         assert closed.outcome == Completed()
         assert _entry(queue, entry_id).closed
@@ -495,10 +504,7 @@ class FastPathTests:
     def test_finish_attempt_with_commit_on_a_stale_claim_writes_nothing(
         self, store: Checkpointer, queue: RunQueue, clock: ClockControl
     ) -> None:
-        entry_id, begun = _begun(store, queue)
-        clock.advance(PAST_TTL)
-        thief = store.claim("thread-1", "thief")
-        queue.renew(begun.lease)
+        entry_id, begun, thief = _begun_and_claim_taken(store, queue, clock)
         with pytest.raises(ClaimLost):
             store.finish_attempt(
                 begun.lease, Completed(), _claimed(begun), commit=_step("cp-1", None, "run-1", ())
