@@ -201,6 +201,21 @@ BEGIN
 END;
 $$;
 
+-- dg_schedule_thread_v1: the thread of the schedule p_name on this partition; no row when it
+-- has none. A proxy asks every partition at once (RUN ON ALL), each an index lookup, to find
+-- the partition holding a schedule (sql/proxy/40_scheduling.sql). Raises DG000.
+CREATE OR REPLACE FUNCTION dg_schedule_thread_v1(p_name text)
+RETURNS TABLE (thread_id text)
+LANGUAGE plpgsql STABLE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM _dg_id(p_name, 'name');
+    RETURN QUERY SELECT s.thread_id::text FROM schedules s WHERE s.name = p_name;
+END;
+$$;
+
 -- dg_take_schedule_v1: remove the schedule p_name and return its row, under its lock (a fire
 -- of it waits, then finds none); no row when there is none. With dg_adopt_schedule_v1, how a
 -- proxy moves a schedule to the partition of its new thread (sql/proxy/40_scheduling.sql).

@@ -15,7 +15,8 @@
 -- (put it again: it starts afresh, firing only slots after that put). A gap of the proxy: on
 -- one store a put is one transaction.
 
--- _dg_schedule_part(name): the partition holding the schedule `name`, NULL when none does.
+-- _dg_schedule_part(name): the partition holding the schedule `name`, NULL when none does: every
+-- partition looks the name up in its own schedules (dg_schedule_thread_v1), none lists them all.
 CREATE OR REPLACE FUNCTION _dg_schedule_part(p_name text) RETURNS integer
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
@@ -23,7 +24,7 @@ AS $$
 DECLARE
     v_thread text;
 BEGIN
-    SELECT s.thread_id INTO v_thread FROM _dg_all_schedules_v1() s WHERE s.name = p_name LIMIT 1;
+    SELECT s.thread_id INTO v_thread FROM _dg_all_schedule_thread_v1(p_name) s LIMIT 1;
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;

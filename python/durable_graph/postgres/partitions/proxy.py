@@ -247,6 +247,7 @@ PARTITION_ONLY = frozenset(
         "dg_open_entries_at_v1",
         "dg_page_bytes_v1",
         "dg_reclaim_peek_v1",
+        "dg_schedule_thread_v1",
         "dg_take_schedule_v1",
         "dg_adopt_schedule_v1",
         "dg_submit_many_check_v1",
