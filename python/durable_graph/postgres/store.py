@@ -13,6 +13,10 @@ from the Protocols and the builders by ``tools/generate_stores.py``). Written he
 transaction, SPEC §8 rule 16); ``submit_many`` (an empty list issues none);
 ``await_events_after``, ``subscribe`` and ``await_closed``, which poll, woken early by
 LISTEN/NOTIFY (`durable_graph.postgres.notify`: one listener connection per store).
+
+What the sync and the async store (`durable_graph.postgres.async_store`) share is here once: the
+argument checks of ``open`` and ``create``, the pool settings, `PruneAll`'s batches, and
+`StoreParts` / `CheckpointerParts` (the constructor, ``config`` and ``changes``).
 """
 
 from __future__ import annotations
@@ -310,4 +314,10 @@ class PostgresCheckpointer(
         self._x.close()
 
 
-__all__ = ["PostgresCheckpointer", "PostgresRunQueue", "PruneAll"]
+__all__ = [
+    "CheckpointerParts",
+    "PostgresCheckpointer",
+    "PostgresRunQueue",
+    "PruneAll",
+    "StoreParts",
+]
