@@ -1,21 +1,6 @@
 """Observability (SPEC §13): the observer and store wrapper (`observer`), `tracing`, `metrics`."""
 
-from durable_graph.observe.observer import (
-    CallInfo,
-    Observer,
-    Observers,
-    TraceContext,
-    call_info,
-    observed,
-    outcome_name,
-)
+from durable_graph.observe import observer
+from durable_graph.observe.observer import *  # noqa: F403 (the package exports observer's names)
 
-__all__ = [
-    "CallInfo",
-    "Observer",
-    "Observers",
-    "TraceContext",
-    "call_info",
-    "observed",
-    "outcome_name",
-]
+__all__ = observer.__all__

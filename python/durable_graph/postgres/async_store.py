@@ -38,7 +38,9 @@ from durable_graph.postgres.config import PostgresConfig
 from durable_graph.postgres.notify_async import AsyncListener
 from durable_graph.postgres.store import (
     AWAIT_CLOSED_POLL,
+    CheckpointerParts,
     PruneAll,
+    StoreParts,
     _check_create,
     _check_open,
     _pool_dsn,
@@ -47,13 +49,8 @@ from durable_graph.postgres.store import (
 )
 
 
-class AsyncPostgresRunQueue(AsyncRunQueueSql):
+class AsyncPostgresRunQueue(AsyncRunQueueSql, StoreParts[AsyncExecutor, AsyncListener]):
     """The run queue of an `AsyncPostgresCheckpointer`, in the same schema (SPEC §5)."""
-
-    def __init__(self, executor: AsyncExecutor, changes: AsyncListener | None = None) -> None:
-        self._x = executor
-        self._config = executor.config
-        self._changes = changes
 
     async def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]:
         call = calls.submit_many(self._config, submissions)
@@ -68,21 +65,15 @@ class AsyncPostgresRunQueue(AsyncRunQueueSql):
         )
 
 
-class AsyncPostgresCheckpointer(AsyncCheckpointerSql, AsyncClosedOnExit):
+class AsyncPostgresCheckpointer(
+    AsyncCheckpointerSql,
+    CheckpointerParts[AsyncExecutor, AsyncListener, AsyncPostgresRunQueue],
+    AsyncClosedOnExit,
+):
     """The PostgreSQL Checkpointer with coroutine methods (SPEC §4, §6, §9)."""
 
-    def __init__(self, executor: AsyncExecutor, conninfo: str | None = None) -> None:
-        """Use `open` or `create`. ``conninfo``: where the notification listener connects
-        (None: no notifications, waiters poll)."""
-        self._x = executor
-        self._config = executor.config
-        self._changes = None if conninfo is None else AsyncListener(conninfo, executor.config)
-        self._run_queue = AsyncPostgresRunQueue(executor, self._changes)
-
-    @property
-    def changes(self) -> AsyncListener | None:
-        """The store's LISTEN/NOTIFY listener (SPEC §11), for waiters and idle workers."""
-        return self._changes
+    _listener_class = AsyncListener
+    _queue_class = AsyncPostgresRunQueue
 
     @classmethod
     async def open(
@@ -118,10 +109,6 @@ class AsyncPostgresCheckpointer(AsyncCheckpointerSql, AsyncClosedOnExit):
         conninfo = _pool_dsn(pool)  # type: ignore[arg-type]
         proxy = await asyncio.to_thread(_prepare_schema, conninfo, config)
         return cls(AsyncExecutor(pool, config, owns_pool=False), None if proxy else conninfo)
-
-    @property
-    def config(self) -> PostgresConfig:
-        return self._config
 
     @property
     def executor(self) -> AsyncExecutor:

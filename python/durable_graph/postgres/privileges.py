@@ -60,21 +60,24 @@ def _functions(schema: str) -> str:
     return ", ".join(f"{_ident(schema)}.{_ident(f)}" for f in public_functions())
 
 
+def _quoted(schema: str, role: str) -> tuple[str, str]:
+    """``schema`` and ``role`` checked (in that order), as quoted identifiers."""
+    return _ident(check_schema(schema)), _ident(check_role(role))
+
+
 def _grant_statements(schema: str, role: str) -> list[str]:
-    check_schema(schema)
-    check_role(role)
+    quoted_schema, quoted_role = _quoted(schema, role)
     return [
-        f"GRANT USAGE ON SCHEMA {_ident(schema)} TO {_ident(role)}",
-        f"GRANT EXECUTE ON FUNCTION {_functions(schema)} TO {_ident(role)}",
+        f"GRANT USAGE ON SCHEMA {quoted_schema} TO {quoted_role}",
+        f"GRANT EXECUTE ON FUNCTION {_functions(schema)} TO {quoted_role}",
     ]
 
 
 def _revoke_statements(schema: str, role: str) -> list[str]:
-    check_schema(schema)
-    check_role(role)
+    quoted_schema, quoted_role = _quoted(schema, role)
     return [
-        f"REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {_ident(schema)} FROM {_ident(role)}",
-        f"REVOKE USAGE ON SCHEMA {_ident(schema)} FROM {_ident(role)}",
+        f"REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {quoted_schema} FROM {quoted_role}",
+        f"REVOKE USAGE ON SCHEMA {quoted_schema} FROM {quoted_role}",
     ]
 
 

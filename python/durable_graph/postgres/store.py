@@ -13,13 +13,17 @@ from the Protocols and the builders by ``tools/generate_stores.py``). Written he
 transaction, SPEC §8 rule 16); ``submit_many`` (an empty list issues none);
 ``await_events_after``, ``subscribe`` and ``await_closed``, which poll, woken early by
 LISTEN/NOTIFY (`durable_graph.postgres.notify`: one listener connection per store).
+
+What the sync and the async store (`durable_graph.postgres.async_store`) share is here once: the
+argument checks of ``open`` and ``create``, the pool settings, `PruneAll`'s batches, and
+`StoreParts` / `CheckpointerParts` (the constructor, ``config`` and ``changes``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -45,7 +49,7 @@ from durable_graph.core.validation import (
 from durable_graph.postgres import calls
 from durable_graph.postgres.calls import SqlCall
 from durable_graph.postgres.config import PostgresConfig
-from durable_graph.postgres.connection import Executor
+from durable_graph.postgres.connection import Executor, PoolState
 from durable_graph.postgres.generated import CheckpointerSql, RunQueueSql
 from durable_graph.postgres.notify import Listener
 
@@ -143,13 +147,47 @@ def _pool_dsn(pool: ConnectionPool[Any]) -> str:
     return psycopg.conninfo.make_conninfo(conninfo, **extra)
 
 
-class PostgresRunQueue(RunQueueSql):
-    """The run queue of a `PostgresCheckpointer`, in the same schema (SPEC §5)."""
+ExecutorT = TypeVar("ExecutorT", bound=PoolState[Any])
+ListenerT = TypeVar("ListenerT")
+QueueT = TypeVar("QueueT")
 
-    def __init__(self, executor: Executor, changes: Listener | None = None) -> None:
+
+class StoreParts(Generic[ExecutorT, ListenerT]):
+    """What a PostgreSQL store and its run queue hold, sync or async: the executor that runs the
+    calls, its config, and the store's listener (None: waiters poll)."""
+
+    def __init__(self, executor: ExecutorT, changes: ListenerT | None = None) -> None:
         self._x = executor
         self._config = executor.config
         self._changes = changes
+
+
+class CheckpointerParts(StoreParts[ExecutorT, ListenerT], Generic[ExecutorT, ListenerT, QueueT]):
+    """A PostgreSQL Checkpointer's construction and properties, sync or async: the class names
+    its listener's class and its run queue's (``_listener_class``, ``_queue_class``)."""
+
+    _listener_class: Callable[[str, PostgresConfig], ListenerT]
+    _queue_class: Callable[[ExecutorT, ListenerT | None], QueueT]
+
+    def __init__(self, executor: ExecutorT, conninfo: str | None = None) -> None:
+        """Use `open` or `create`. ``conninfo``: where the notification listener connects
+        (None: no notifications, waiters poll)."""
+        listener = None if conninfo is None else self._listener_class(conninfo, executor.config)
+        super().__init__(executor, listener)
+        self._run_queue = self._queue_class(executor, listener)
+
+    @property
+    def changes(self) -> ListenerT | None:
+        """The store's LISTEN/NOTIFY listener (SPEC §11), for waiters and idle workers."""
+        return self._changes
+
+    @property
+    def config(self) -> PostgresConfig:
+        return self._config
+
+
+class PostgresRunQueue(RunQueueSql, StoreParts[Executor, Listener]):
+    """The run queue of a `PostgresCheckpointer`, in the same schema (SPEC §5)."""
 
     def submit_many(self, submissions: Sequence[Submission]) -> list[Ticket]:
         call = calls.submit_many(self._config, submissions)
@@ -172,21 +210,13 @@ class PostgresRunQueue(RunQueueSql):
         return found if found is not None and found.closed else None
 
 
-class PostgresCheckpointer(CheckpointerSql, ClosedOnExit):
+class PostgresCheckpointer(
+    CheckpointerSql, CheckpointerParts[Executor, Listener, PostgresRunQueue], ClosedOnExit
+):
     """The PostgreSQL Checkpointer: one SQL function call per method (SPEC §4, §6)."""
 
-    def __init__(self, executor: Executor, conninfo: str | None = None) -> None:
-        """Use `open` or `create`. ``conninfo``: where the notification listener connects
-        (None: no notifications, waiters poll)."""
-        self._x = executor
-        self._config = executor.config
-        self._changes = None if conninfo is None else Listener(conninfo, executor.config)
-        self._run_queue = PostgresRunQueue(executor, self._changes)
-
-    @property
-    def changes(self) -> Listener | None:
-        """The store's LISTEN/NOTIFY listener (SPEC §11), for waiters and idle workers."""
-        return self._changes
+    _listener_class = Listener
+    _queue_class = PostgresRunQueue
 
     @classmethod
     def open(cls, dsn: str, config: PostgresConfig | None = None) -> PostgresCheckpointer:
@@ -228,10 +258,6 @@ class PostgresCheckpointer(CheckpointerSql, ClosedOnExit):
             except Exception as exc:
                 raise ProcessingError(f"could not verify schema {config.schema!r}: {exc}") from exc
         return cls(Executor(pool, config, owns_pool=False), None if proxy else _pool_dsn(pool))
-
-    @property
-    def config(self) -> PostgresConfig:
-        return self._config
 
     @property
     def run_queue(self) -> PostgresRunQueue:
@@ -288,4 +314,10 @@ class PostgresCheckpointer(CheckpointerSql, ClosedOnExit):
         self._x.close()
 
 
-__all__ = ["PostgresCheckpointer", "PostgresRunQueue", "PruneAll"]
+__all__ = [
+    "CheckpointerParts",
+    "PostgresCheckpointer",
+    "PostgresRunQueue",
+    "PruneAll",
+    "StoreParts",
+]

@@ -208,12 +208,11 @@ def generate(schema: str, cluster: str, partitions: int, signatures: list[Signat
             stubs.append(_stub(schema, cluster, sig, "ALL", f"_dg_all_{helper}"))
         if sig.name not in own and not _partition_only(sig.name):
             missing.append(sig.name)
-    if missing:
-        raise ProcessingError(
-            "no proxy routing for partition function(s) "
-            + ", ".join(missing)
-            + ": add their store-wide template to sql/proxy/"
-        )
+    _refuse(
+        missing,
+        "no proxy routing for partition function(s)",
+        "add their store-wide template to sql/proxy/",
+    )
     files = proxy_files()  # the routing (00_) first: the stubs' RUN ON calls it
     out.extend(text for name, text in files if name.startswith("00_"))
     out.extend(stubs)
@@ -232,12 +231,18 @@ def check_signatures(partition: list[Signature], generated: list[Signature]) -> 
         got = have.get((sig.name, sig.identity))
         if got is None or got.result != sig.result or got.arguments != sig.arguments:
             wrong.append(sig.name)
-    if wrong:
-        raise ProcessingError(
-            "the proxy's template differs from the partition's signature for "
-            + ", ".join(wrong)
-            + ": bring sql/proxy/ up to date with sql/"
-        )
+    _refuse(
+        wrong,
+        "the proxy's template differs from the partition's signature for",
+        "bring sql/proxy/ up to date with sql/",
+    )
+
+
+def _refuse(functions: list[str], problem: str, remedy: str) -> None:
+    """Refuse the proxy if any ``functions`` (their names) have ``problem``: the message names
+    them and the ``remedy``."""
+    if functions:
+        raise ProcessingError(f"{problem} {', '.join(functions)}: {remedy}")
 
 
 PARTITION_ONLY = frozenset(
