@@ -297,6 +297,15 @@ def dsn_of(args: argparse.Namespace) -> str | None:
     return dsn
 
 
+def required_dsn(args: argparse.Namespace, missing: str) -> str:
+    """`dsn_of` for a command that works on PostgreSQL only: `UsageError` ``missing`` without
+    one."""
+    dsn = dsn_of(args)
+    if dsn is None:
+        raise UsageError(missing)
+    return dsn
+
+
 def sqlite_path(args: argparse.Namespace) -> str:
     given = getattr(args, "sqlite", None) or os.environ.get(env_name("--sqlite"))
     return str(given or DEFAULT_SQLITE_PATH)

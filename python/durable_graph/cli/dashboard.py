@@ -32,21 +32,15 @@ def add_parser(
     """The ``dashboard`` sub-command, added with the parser's ``command`` and ``option`` helpers
     (``option``: help text and environment variable, as for every option)."""
     sub = command("dashboard", cmd_dashboard, "serve the read-only web dashboard")
-    option(sub, "--host", default="127.0.0.1", help="address to bind")
-    option(sub, "--port", type=int, default=8090, help="port to bind")
-    option(
+    add_serving_options(
         sub,
-        "--allow-remote",
-        action="store_true",
-        help="allow a non-loopback --host (needs a token, and TLS unless --insecure)",
-    )
-    option(
-        sub,
-        "--token",
-        help="the token every request must carry, 16+ characters. On the command line it is "
+        option,
+        port=8090,
+        remote="allow a non-loopback --host (needs a token, and TLS unless --insecure)",
+        token="the token every request must carry, 16+ characters. On the command line it is "
         f"visible to every user of the machine in `ps`; {TOKEN_ENV} is not",
+        cleartext="the token and every page cross the network",
     )
-    add_tls_options(sub, option, "the token and every page cross the network")
 
 
 def is_loopback(host: str) -> bool:
@@ -84,16 +78,24 @@ def check_bind(
         )
 
 
-def add_tls_options(sub: Any, option: Callable[..., None], what: str) -> None:
-    """--ssl-certfile, --ssl-keyfile and --insecure of a server command; ``what`` says what
-    crosses the network in cleartext without TLS."""
+def add_serving_options(
+    sub: Any, option: Callable[..., None], *, port: int, remote: str, token: str, cleartext: str
+) -> None:
+    """The options `check_serving` and `http_server` read, for a server command: --host,
+    --port (default ``port``), --allow-remote and --token (their help ``remote`` and ``token``),
+    --ssl-certfile, --ssl-keyfile and --insecure (``cleartext``: what crosses the network in
+    cleartext without TLS)."""
+    option(sub, "--host", default="127.0.0.1", help="address to bind")
+    option(sub, "--port", type=int, default=port, help="port to bind")
+    option(sub, "--allow-remote", action="store_true", help=remote)
+    option(sub, "--token", help=token)
     option(sub, "--ssl-certfile", help="TLS certificate (PEM) to serve HTTPS with")
     option(sub, "--ssl-keyfile", help="TLS private key (PEM) of --ssl-certfile")
     option(
         sub,
         "--insecure",
         action="store_true",
-        help=f"with --allow-remote, serve plain HTTP without TLS: {what} in cleartext",
+        help=f"with --allow-remote, serve plain HTTP without TLS: {cleartext} in cleartext",
     )
 
 

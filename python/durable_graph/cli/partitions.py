@@ -10,23 +10,17 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from typing import Any
 
 from durable_graph.cli.common import (
     CliError,
     UsageError,
-    dsn_of,
     env_name,
     output_of,
     postgres_config,
+    required_dsn,
 )
-
-
-def _proxy(args: argparse.Namespace) -> str:
-    dsn = dsn_of(args)
-    if dsn is None:
-        raise UsageError("partitions needs --dsn (the proxy database) or DURABLE_GRAPH_DSN")
-    return dsn
 
 
 def _databases(args: argparse.Namespace) -> list[str]:
@@ -58,41 +52,51 @@ def _databases(args: argparse.Namespace) -> list[str]:
     return dsns
 
 
+def _partitions_command(
+    args: argparse.Namespace, act: Callable[[str, str], tuple[dict[str, Any], str]]
+) -> int:
+    """A ``partitions`` command: ``act(proxy_dsn, schema)`` does the work and says what to
+    report (its JSON fields besides the schema, and its line)."""
+    schema = postgres_config(args).schema
+    proxy = required_dsn(args, "partitions needs --dsn (the proxy database) or DURABLE_GRAPH_DSN")
+    fields, text = act(proxy, schema)
+    output_of(args).result({"schema": schema, **fields}, text)
+    return 0
+
+
 def cmd_partitions_init(args: argparse.Namespace) -> int:
     from durable_graph.postgres import partitions
 
-    schema = postgres_config(args).schema
-    layout = partitions.init(_proxy(args), _databases(args), schema)
-    output_of(args).result(
-        {"schema": schema, "partitions": list(layout.partitions)},
-        f"partitions: {len(layout.partitions)} installed, proxy generated for schema {schema}",
-    )
-    return 0
+    def init(proxy: str, schema: str) -> tuple[dict[str, Any], str]:
+        layout = partitions.init(proxy, _databases(args), schema)
+        n = len(layout.partitions)
+        return {"partitions": list(layout.partitions)}, (
+            f"partitions: {n} installed, proxy generated for schema {schema}"
+        )
+
+    return _partitions_command(args, init)
 
 
 def cmd_partitions_migrate(args: argparse.Namespace) -> int:
     from durable_graph.postgres import partitions
 
-    schema = postgres_config(args).schema
-    layout = partitions.migrate(_proxy(args), schema)
-    output_of(args).result(
-        {"schema": schema, "partitions": len(layout.partitions)},
-        f"partitions: {len(layout.partitions)} migrated, proxy regenerated for schema {schema}",
-    )
-    return 0
+    def migrate(proxy: str, schema: str) -> tuple[dict[str, Any], str]:
+        n = len(partitions.migrate(proxy, schema).partitions)
+        return {"partitions": n}, f"partitions: {n} migrated, proxy regenerated for schema {schema}"
+
+    return _partitions_command(args, migrate)
 
 
 def cmd_partitions_verify(args: argparse.Namespace) -> int:
     from durable_graph.postgres import partitions
 
-    schema = postgres_config(args).schema
-    problems = partitions.verify(_proxy(args), schema)
-    if problems:
-        raise CliError("; ".join(problems))
-    output_of(args).result(
-        {"schema": schema, "current": True}, "partitions: every partition and the proxy current"
-    )
-    return 0
+    def verify(proxy: str, schema: str) -> tuple[dict[str, Any], str]:
+        problems = partitions.verify(proxy, schema)
+        if problems:
+            raise CliError("; ".join(problems))
+        return {"current": True}, "partitions: every partition and the proxy current"
+
+    return _partitions_command(args, verify)
 
 
 def add_parser(command: Any, action_of: Any, common: Any) -> None:

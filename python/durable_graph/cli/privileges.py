@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from durable_graph.cli.common import CliError, UsageError, dsn_of, output_of, postgres_config
+from durable_graph.cli.common import CliError, output_of, postgres_config, required_dsn
 
 
 def _privileges(args: argparse.Namespace, action: str) -> int:
@@ -17,9 +17,7 @@ def _privileges(args: argparse.Namespace, action: str) -> int:
     if args.print:
         sys.stdout.write(script)
         return 0
-    dsn = dsn_of(args)
-    if dsn is None:
-        raise UsageError(f"{action} needs --dsn (or DURABLE_GRAPH_DSN), or --print")
+    dsn = required_dsn(args, f"{action} needs --dsn (or DURABLE_GRAPH_DSN), or --print")
     import psycopg
 
     try:

@@ -26,6 +26,7 @@ from durable_graph.cli.common import (
     postgres_config,
     progress_of,
     redacted,
+    required_dsn,
     shown,
     store_label,
     store_of,
@@ -48,9 +49,7 @@ from durable_graph.core.model import (
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    dsn = dsn_of(args)
-    if dsn is None:
-        raise UsageError("migrate needs --dsn (or DURABLE_GRAPH_DSN)")
+    dsn = required_dsn(args, "migrate needs --dsn (or DURABLE_GRAPH_DSN)")
     from durable_graph.postgres import migrations
 
     config = postgres_config(args)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from durable_graph.cli.common import CliError, UsageError, store_of
-from durable_graph.cli.dashboard import add_tls_options, check_serving, http_server, is_loopback
+from durable_graph.cli.dashboard import add_serving_options, check_serving, http_server, is_loopback
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
 
@@ -30,17 +30,15 @@ def add_parser(
 ) -> None:
     sub = command("serve", cmd_serve, "serve LangGraph Server's API for a langgraph.json")
     option(sub, "--config", default="langgraph.json", metavar="FILE", help="the langgraph.json")
-    option(sub, "--host", default="127.0.0.1", help="address to bind")
-    option(sub, "--port", type=int, default=2024, help="port to bind")
-    option(sub, "--workers", type=int, default=1, metavar="N", help="workers in this process")
-    option(
+    add_serving_options(
         sub,
-        "--allow-remote",
-        action="store_true",
-        help="allow a non-loopback --host (needs a token)",
+        option,
+        port=2024,
+        remote="allow a non-loopback --host (needs a token)",
+        token="the API key every request must carry, 16+ characters",
+        cleartext="the token crosses the network",
     )
-    option(sub, "--token", help="the API key every request must carry, 16+ characters")
-    add_tls_options(sub, option, "the token crosses the network")
+    option(sub, "--workers", type=int, default=1, metavar="N", help="workers in this process")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -8,13 +8,13 @@ thread, as LangGraph's async savers do (D88), and refuse from the loop's own thr
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, Self, TypeVar
 
 from langgraph.checkpoint.base import CheckpointTuple
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
-from durable_graph.core.model import Checkpoint, Claim, EventIn
+from durable_graph.core.model import Checkpoint
 from durable_graph.langgraph.generated import SaverApi
 from durable_graph.langgraph.plan import Performer, Plan
 
@@ -35,16 +35,8 @@ class AsyncDurableSaver(SaverApi[AsyncCheckpointer]):
         except RuntimeError:
             self.loop = None
 
-    def for_run(
-        self,
-        claim: Claim,
-        run_id: str,
-        *,
-        events_for: Callable[[str], list[EventIn]] | None = None,
-    ) -> Self:
-        bound = super().for_run(claim, run_id, events_for=events_for)
-        bound.loop = bound.loop or self.loop
-        return bound
+    def _inherit(self, parent: Self) -> None:
+        self.loop = self.loop or parent.loop
 
     def _seen_loop(self) -> None:
         if self.loop is None:

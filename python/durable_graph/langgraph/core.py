@@ -196,13 +196,19 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
     ) -> Self:
         """A saver whose writes are fenced by ``claim`` and committed under ``run_id``;
         ``events_for(checkpoint_id)`` gives the events each root checkpoint commits with."""
-        return type(self)(
+        bound = type(self)(
             self.store,
             serde=self.serde,
             claim_policy=self.claim_policy,
             bound=(claim, run_id),
             events_for=events_for,
         )
+        bound._inherit(self)
+        return bound
+
+    def _inherit(self, parent: Self) -> None:
+        """What a bound saver takes over from the saver it was bound from (`for_run`), beyond
+        its configuration: nothing here; the async saver's event loop."""
 
     def get_next_version(self, current: Any, channel: None) -> Any:
         """The next channel version: an int after an int (or none), as LangGraph's base saver

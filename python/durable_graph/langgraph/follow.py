@@ -11,14 +11,15 @@ processes), and re-reads the entry at most every `ENTRY_CHECK` while nothing arr
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from datetime import timedelta
-from typing import Final
+from typing import Any, Final
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import NotFound
 from durable_graph.core.model import Event, QueueEntry, WatchPolicy
+from durable_graph.core.ops import StoreOp, hand_out, hand_out_async, store_op
 from durable_graph.langgraph.streaming import EVENT_PREFIX
 
 ENTRY_CHECK: Final = timedelta(milliseconds=500)
@@ -35,6 +36,35 @@ def _keep(event: Event, runs: set[str]) -> bool:
     return event.kind.startswith(EVENT_PREFIX) and event.run_id in runs
 
 
+def _following(
+    entry_id: int, after_seq: int, tenant: str | None, watch: WatchPolicy
+) -> Generator[StoreOp | Event, Any, None]:
+    """The follower written once for both stores (`durable_graph.core.ops`): it yields the store
+    calls it needs, and the events to hand out."""
+    read_entry = store_op("run_queue.entry", entry_id, tenant=tenant)
+    entry: QueueEntry | None = yield read_entry
+    if entry is None:
+        raise NotFound(f"entry {entry_id} is unknown")
+    runs = {a.run_id for a in entry.attempts}
+    seen = after_seq
+    while True:
+        events: list[Event] = yield store_op("events_after", entry.thread_id, seen, PAGE)
+        for event in events:
+            if event.kind.startswith(EVENT_PREFIX) and event.run_id not in runs:
+                entry = (yield read_entry) or entry  # a new attempt's?
+                runs = {a.run_id for a in entry.attempts}
+            seen = event.seq
+            if _keep(event, runs):
+                yield event
+        if events:
+            continue
+        entry = (yield read_entry) or entry
+        runs = {a.run_id for a in entry.attempts}
+        if _ended(entry, seen):
+            return
+        yield store_op("await_events_after", entry.thread_id, seen, ENTRY_CHECK, watch)
+
+
 def follow(
     store: Checkpointer,
     entry_id: int,
@@ -47,31 +77,11 @@ def follow(
 
     `NotFound` when the entry is unknown (or another tenant's).
     """
-    queue = store.run_queue
-    entry = queue.entry(entry_id, tenant=tenant)
-    if entry is None:
-        raise NotFound(f"entry {entry_id} is unknown")
-    runs = {a.run_id for a in entry.attempts}
-    seen = after_seq
-    while True:
-        events = store.events_after(entry.thread_id, seen, PAGE)
-        for event in events:
-            if event.kind.startswith(EVENT_PREFIX) and event.run_id not in runs:
-                entry = queue.entry(entry_id, tenant=tenant) or entry  # a new attempt's?
-                runs = {a.run_id for a in entry.attempts}
-            seen = event.seq
-            if _keep(event, runs):
-                yield event
-        if events:
-            continue
-        entry = queue.entry(entry_id, tenant=tenant) or entry
-        runs = {a.run_id for a in entry.attempts}
-        if _ended(entry, seen):
-            return
-        store.await_events_after(entry.thread_id, seen, ENTRY_CHECK, watch)
+    flow = _following(entry_id, after_seq, tenant, watch)
+    return hand_out(flow, lambda op: op.on(store), Event)
 
 
-async def afollow(
+def afollow(
     store: AsyncCheckpointer,
     entry_id: int,
     after_seq: int = 0,
@@ -80,25 +90,5 @@ async def afollow(
     watch: WatchPolicy = WatchPolicy(),
 ) -> AsyncIterator[Event]:
     """`follow` on an async store."""
-    queue = store.run_queue
-    entry = await queue.entry(entry_id, tenant=tenant)
-    if entry is None:
-        raise NotFound(f"entry {entry_id} is unknown")
-    runs = {a.run_id for a in entry.attempts}
-    seen = after_seq
-    while True:
-        events = await store.events_after(entry.thread_id, seen, PAGE)
-        for event in events:
-            if event.kind.startswith(EVENT_PREFIX) and event.run_id not in runs:
-                entry = await queue.entry(entry_id, tenant=tenant) or entry
-                runs = {a.run_id for a in entry.attempts}
-            seen = event.seq
-            if _keep(event, runs):
-                yield event
-        if events:
-            continue
-        entry = await queue.entry(entry_id, tenant=tenant) or entry
-        runs = {a.run_id for a in entry.attempts}
-        if _ended(entry, seen):
-            return
-        await store.await_events_after(entry.thread_id, seen, ENTRY_CHECK, watch)
+    flow = _following(entry_id, after_seq, tenant, watch)
+    return hand_out_async(flow, lambda op: op.on(store), Event)

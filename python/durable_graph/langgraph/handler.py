@@ -34,8 +34,8 @@ store it opened, so the module never opens a store of its own. Several graphs:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from contextlib import suppress
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -44,7 +44,7 @@ from langgraph.pregel.protocol import StreamProtocol
 from langgraph.types import StateSnapshot
 
 from durable_graph.core.errors import NotFound, StoreError
-from durable_graph.core.model import JSON, Fresh
+from durable_graph.core.model import JSON, EventIn, Fresh
 from durable_graph.langgraph.async_saver import AsyncDurableSaver
 from durable_graph.langgraph.run_request import RESUME_KEY, RunRequest
 from durable_graph.langgraph.saver import DurableSaver
@@ -107,9 +107,16 @@ def _carried_its_values(head: Any) -> bool:
 
 
 class _Attempt:
-    """One attempt's plan, written once for both handlers: what to run, with which config."""
+    """One attempt's plan, written once for both handlers: the graph bound to the attempt, what
+    to run, with which config; each handler only performs the calls (sync or awaited)."""
 
-    def __init__(self, ctx: Any, base: RunnableConfig | None) -> None:
+    def __init__(
+        self,
+        ctx: Any,
+        base: RunnableConfig | None,
+        graph: Pregel[Any, Any, Any, Any],
+        saver: DurableSaver | AsyncDurableSaver,
+    ) -> None:
         self.request = _merged(RunRequest.of(ctx.input), base)
         self.fresh = isinstance(ctx.plan, Fresh)
         self.outbox = Outbox(
@@ -117,10 +124,13 @@ class _Attempt:
             self.request.stream_subgraphs,
             resumed=not self.fresh and _carried_its_values(ctx.head),
         )
-        self.streams = bool(self.request.stream_mode)
+        streams = bool(self.request.stream_mode)
+        events_for = self.outbox.for_checkpoint if streams else None
+        bound_saver = saver.for_run(ctx.claim, ctx.run_id, events_for=events_for)
+        self.graph = graph.copy(update={"checkpointer": bound_saver})
         self.head_config = self.request.runnable_config(ctx.thread_id, at_checkpoint=False)
         self.config = self.request.runnable_config(ctx.thread_id, at_checkpoint=self.fresh)
-        if self.streams:
+        if streams:
             configurable: dict[str, Any] = dict(self.config["configurable"])
             configurable[CONFIG_KEY_STREAM] = StreamProtocol(
                 self.outbox.from_loop,
@@ -134,8 +144,14 @@ class _Attempt:
 
     @property
     def rollback(self) -> list[int]:
-        ids = self.request.service.get("rollback") or []
+        """The entries a fresh ``rollback`` submission removes first (none on a resume)."""
+        ids = (self.request.service.get("rollback") or []) if self.fresh else []
         return [i for i in ids if isinstance(i, int)] if isinstance(ids, list) else []
+
+    @property
+    def todo(self) -> Any:
+        """What the graph is given: the request's input when fresh, None to continue."""
+        return self.request.graph_input() if self.fresh else None
 
     def stream_kwargs(self) -> dict[str, Any]:
         return {
@@ -144,6 +160,38 @@ class _Attempt:
             "interrupt_before": self.request.interrupt_before,
             "interrupt_after": self.request.interrupt_after,
         }
+
+    def live(self, item: Any) -> list[EventIn]:
+        """One stream item into the outbox; the live events due to be appended now, if any."""
+        self.outbox.from_stream(item)
+        return self.outbox.take_live() if self.outbox.live_due() else []
+
+    @contextmanager
+    def held_back(self, batch: list[EventIn]) -> Iterator[None]:
+        """Around the append of live events: before the run's first checkpoint has landed
+        (`NotFound`) they wait for the next flush."""
+        try:
+            yield
+        except NotFound:
+            self.outbox.put_back(batch)
+
+
+@contextmanager
+def _graph_errors() -> Iterator[None]:
+    """Around the graph's run: its own error ends the run (`_final`), the store's pass as they
+    are."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as exc:
+        raise _final(exc) from exc
+
+
+def _final(exc: Exception) -> FinalFailure:
+    """The graph's own error ends the run (no retry, as LangGraph's server); the store's errors
+    (a lost claim or lease) are re-raised as they are, for the worker."""
+    return FinalFailure(f"{type(exc).__name__}: {exc}")
 
 
 def graph_handler(
@@ -159,50 +207,23 @@ def graph_handler(
     """
 
     def handler(ctx: RunContext) -> JSON:
-        at = _Attempt(ctx, config)
-        events_for = at.outbox.for_checkpoint if at.streams else None
-        bound_saver = saver.for_run(ctx.claim, ctx.run_id, events_for=events_for)
-        bound = graph.copy(update={"checkpointer": bound_saver})
-        if at.fresh:
-            if at.rollback:
-                entries = {i: ctx.store.run_queue.entry(i) for i in at.rollback}
-                ctx.store.delete_runs(at.rollback_runs(entries))
-            todo: Any = at.request.graph_input()
-        elif _should_continue(bound.get_state(at.head_config)):
-            todo = None
-        else:
-            todo = _NOTHING
-        if todo is not _NOTHING:
+        at = _Attempt(ctx, config, graph, saver)
+        if at.rollback:
+            entries = {i: ctx.store.run_queue.entry(i) for i in at.rollback}
+            ctx.store.delete_runs(at.rollback_runs(entries))
+        if at.fresh or _should_continue(at.graph.get_state(at.head_config)):
             ctx.check()
-            try:
-                for item in bound.stream(todo, at.config, **at.stream_kwargs()):
-                    at.outbox.from_stream(item)
-                    if at.outbox.live_due():
-                        batch = at.outbox.take_live()
-                        try:
+            with _graph_errors():
+                for item in at.graph.stream(at.todo, at.config, **at.stream_kwargs()):
+                    if batch := at.live(item):
+                        with at.held_back(batch):
                             ctx.append_events(batch)
-                        except NotFound:  # the run's first checkpoint has not landed yet
-                            at.outbox.put_back(batch)
-            except StoreError:
-                raise
-            except Exception as exc:
-                raise _final(exc) from exc
-            rest = at.outbox.take_rest()
-            if rest:
+            if rest := at.outbox.take_rest():
                 ctx.append_events(rest)
         ctx.check()  # a stale attempt reports its loss, not an output
-        return output_of(bound.get_state(at.head_config))
+        return output_of(at.graph.get_state(at.head_config))
 
     return handler
-
-
-_NOTHING = object()
-
-
-def _final(exc: Exception) -> FinalFailure:
-    """The graph's own error ends the run (no retry, as LangGraph's server); the store's errors
-    (a lost claim or lease) are re-raised as they are, for the worker."""
-    return FinalFailure(f"{type(exc).__name__}: {exc}")
 
 
 def async_graph_handler(
@@ -218,39 +239,21 @@ def async_graph_handler(
     """
 
     async def handler(ctx: Any) -> JSON:
-        at = _Attempt(ctx, config)
-        events_for = at.outbox.for_checkpoint if at.streams else None
-        bound_saver = saver.for_run(ctx.claim, ctx.run_id, events_for=events_for)
-        bound = graph.copy(update={"checkpointer": bound_saver})
-        if at.fresh:
-            if at.rollback:
-                entries = {i: await ctx.store.run_queue.entry(i) for i in at.rollback}
-                await ctx.store.delete_runs(at.rollback_runs(entries))
-            todo: Any = at.request.graph_input()
-        elif _should_continue(await bound.aget_state(at.head_config)):
-            todo = None
-        else:
-            todo = _NOTHING
-        if todo is not _NOTHING:
+        at = _Attempt(ctx, config, graph, saver)
+        if at.rollback:
+            entries = {i: await ctx.store.run_queue.entry(i) for i in at.rollback}
+            await ctx.store.delete_runs(at.rollback_runs(entries))
+        if at.fresh or _should_continue(await at.graph.aget_state(at.head_config)):
             ctx.check()
-            try:
-                async for item in bound.astream(todo, at.config, **at.stream_kwargs()):
-                    at.outbox.from_stream(item)
-                    if at.outbox.live_due():
-                        batch = at.outbox.take_live()
-                        try:
+            with _graph_errors():
+                async for item in at.graph.astream(at.todo, at.config, **at.stream_kwargs()):
+                    if batch := at.live(item):
+                        with at.held_back(batch):
                             await ctx.append_events(batch)
-                        except NotFound:  # the run's first checkpoint has not landed yet
-                            at.outbox.put_back(batch)
-            except StoreError:
-                raise
-            except Exception as exc:
-                raise _final(exc) from exc
-            rest = at.outbox.take_rest()
-            if rest:
+            if rest := at.outbox.take_rest():
                 await ctx.append_events(rest)
         ctx.check()
-        return output_of(await bound.aget_state(at.head_config))
+        return output_of(await at.graph.aget_state(at.head_config))
 
     return handler
 

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
+from durable_graph.core.ops import StoreOp, drive, drive_async, store_op
 from durable_graph.langgraph import codec
 from durable_graph.langgraph.async_saver import AsyncDurableSaver
 from durable_graph.langgraph.saver import DurableSaver
@@ -83,6 +84,33 @@ def _plan(
     return steps
 
 
+def _importing(
+    tuples: Iterable[CheckpointTuple],
+    thread_ids: Sequence[str] | None,
+    task_paths: TaskPaths | None,
+    put: str,
+    put_writes: str,
+) -> Generator[StoreOp, Any, ImportResult]:
+    """The import written once for both savers (`durable_graph.core.ops`): it yields the
+    target saver's calls, ``put`` and ``put_writes`` naming its sync or async methods."""
+    result = ImportResult()
+    wanted = None if thread_ids is None else set(thread_ids)
+    for thread_id, namespaces in _by_thread(tuples, wanted).items():
+        codec.store_thread(thread_id, "")
+        if (yield store_op("store.thread", thread_id)) is not None:
+            result.skipped.append(thread_id)
+            continue
+        for config, t, groups in _plan(thread_id, namespaces, task_paths):
+            versions = t.checkpoint["channel_versions"]
+            stored = yield store_op(put, config, t.checkpoint, t.metadata, versions)
+            for task_id, path, writes in groups:
+                yield store_op(put_writes, stored, writes, task_id, path)
+                result.writes += len(writes)
+            result.checkpoints += 1
+        result.imported.append(thread_id)
+    return result
+
+
 def import_threads(
     source: BaseCheckpointSaver[Any],
     target: DurableSaver,
@@ -91,21 +119,8 @@ def import_threads(
     task_paths: TaskPaths | None = None,
 ) -> ImportResult:
     """Copy ``source``'s threads (all, or ``thread_ids``) into ``target``'s store."""
-    result = ImportResult()
-    wanted = None if thread_ids is None else set(thread_ids)
-    for thread_id, namespaces in _by_thread(source.list(None), wanted).items():
-        codec.store_thread(thread_id, "")
-        if target.store.thread(thread_id) is not None:
-            result.skipped.append(thread_id)
-            continue
-        for config, t, groups in _plan(thread_id, namespaces, task_paths):
-            stored = target.put(config, t.checkpoint, t.metadata, t.checkpoint["channel_versions"])
-            for task_id, path, writes in groups:
-                target.put_writes(stored, writes, task_id, path)
-                result.writes += len(writes)
-            result.checkpoints += 1
-        result.imported.append(thread_id)
-    return result
+    flow = _importing(source.list(None), thread_ids, task_paths, "put", "put_writes")
+    return drive(flow, lambda op: op.on(target))
 
 
 async def aimport_threads(
@@ -116,23 +131,9 @@ async def aimport_threads(
     task_paths: TaskPaths | None = None,
 ) -> ImportResult:
     """`import_threads` into an async store (``source`` read with its async API)."""
-    result = ImportResult()
-    wanted = None if thread_ids is None else set(thread_ids)
     tuples = [t async for t in source.alist(None)]
-    for thread_id, namespaces in _by_thread(tuples, wanted).items():
-        codec.store_thread(thread_id, "")
-        if await target.store.thread(thread_id) is not None:
-            result.skipped.append(thread_id)
-            continue
-        for config, t, groups in _plan(thread_id, namespaces, task_paths):
-            versions = t.checkpoint["channel_versions"]
-            stored = await target.aput(config, t.checkpoint, t.metadata, versions)
-            for task_id, path, writes in groups:
-                await target.aput_writes(stored, writes, task_id, path)
-                result.writes += len(writes)
-            result.checkpoints += 1
-        result.imported.append(thread_id)
-    return result
+    flow = _importing(tuples, thread_ids, task_paths, "aput", "aput_writes")
+    return await drive_async(flow, lambda op: op.on(target))
 
 
 def task_paths_from_postgres(dsn: str) -> TaskPaths:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -50,15 +50,21 @@ def check_stream_modes(modes: object) -> tuple[str, ...]:
     """The stream modes of a submission (a mode or a list of them), checked."""
     if modes is None:
         return ()
+    return tuple(listed_modes(modes, STREAM_MODES))
+
+
+def listed_modes(modes: object, served: Collection[str]) -> list[str]:
+    """``modes`` (a mode or a list of them) as a list without repeats, each one of ``served``
+    (`ValidationError` otherwise): the check of a submission's and of the service's."""
     listed = [modes] if isinstance(modes, str) else modes
     if not isinstance(listed, list) or not all(isinstance(m, str) for m in listed):
         raise ValidationError("stream_mode: must be a mode or a list of modes")
     for mode in listed:
-        if mode not in STREAM_MODES:
+        if mode not in served:
             raise ValidationError(
-                f"stream_mode: {mode!r} is not one of {', '.join(sorted(STREAM_MODES))}"
+                f"stream_mode: {mode!r} is not one of {', '.join(sorted(served))}"
             )
-    return tuple(dict.fromkeys(listed))
+    return list(dict.fromkeys(listed))
 
 
 def event_of(ns: Sequence[str], mode: str, data: Any) -> EventIn:

@@ -23,6 +23,7 @@ from durable_graph.core.errors import EntryClosed, NotFound, ValidationError
 from durable_graph.core.model import Completed, Failed, Mode, QueueEntry, Submission
 from durable_graph.langgraph.follow import follow
 from durable_graph.langgraph.run_request import run_request
+from durable_graph.langgraph.streaming import listed_modes
 from durable_graph.langgraph.values import from_json, message_dict, to_json
 from durable_graph.service.records import (
     assistant_id_of,
@@ -79,7 +80,7 @@ class Runs:
 
     def create(self, thread_id: str | None, body: Mapping[str, Any]) -> QueueEntry:
         graph = self.graph_of(body.get("assistant_id"))
-        modes = _sdk_modes(body.get("stream_mode", ["values"]))
+        modes = listed_modes(body.get("stream_mode", ["values"]), SDK_MODES) or ["values"]
         strategy = body.get("multitask_strategy") or "enqueue"
         if strategy not in STRATEGIES:
             raise ValidationError(f"multitask_strategy: one of {', '.join(STRATEGIES)}")
@@ -253,18 +254,6 @@ def final_values(entry: QueueEntry, threads: Threads) -> Any:
 
 class Conflict_(Exception):
     """409 for a run."""
-
-
-def _sdk_modes(value: object) -> list[str]:
-    listed = [value] if isinstance(value, str) else value
-    if not isinstance(listed, list) or not all(isinstance(m, str) for m in listed):
-        raise ValidationError("stream_mode: a mode or a list of modes")
-    for mode in listed:
-        if mode not in SDK_MODES:
-            raise ValidationError(
-                f"stream_mode: {mode!r} is not served (served: {', '.join(SDK_MODES)})"
-            )
-    return list(dict.fromkeys(listed)) or ["values"]
 
 
 def _frame(event: str, data: Any, seq: int | None) -> bytes:

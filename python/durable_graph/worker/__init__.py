@@ -1,43 +1,8 @@
-"""The worker (SPEC §5, §11): `flow` decides, `ops` names the store calls, `sync` and `aio` run them."""
+"""The worker (SPEC §5, §11): `flow` decides, `ops` names the store calls, `sync` and `aio` run them.
 
-from durable_graph.worker.sync import (
-    AttemptReport,
-    Handler,
-    LostFlag,
-    Note,
-    RunContext,
-    RunContextBase,
-    Worker,
-    WorkerSettings,
-    WorkerStopped,
-    closing_note,
-    describe,
-    exhausted_outcome,
-    failure_outcome,
-    invalid_output,
-    new_id,
-    next_commit,
-    output_effect_key,
-    recorded_output,
-)
+The package's public names are the sync worker's (`durable_graph.worker.sync.__all__`, listed
+there once).
+"""
 
-__all__ = [
-    "AttemptReport",
-    "Handler",
-    "LostFlag",
-    "Note",
-    "RunContext",
-    "RunContextBase",
-    "Worker",
-    "WorkerSettings",
-    "WorkerStopped",
-    "closing_note",
-    "describe",
-    "exhausted_outcome",
-    "failure_outcome",
-    "invalid_output",
-    "new_id",
-    "next_commit",
-    "output_effect_key",
-    "recorded_output",
-]
+from durable_graph.worker.sync import *  # noqa: F403
+from durable_graph.worker.sync import __all__ as __all__
