@@ -8,7 +8,7 @@ delays. Without one, the loops below sleep their interval.
 
 Deadlines are monotonic wall-clock time, never the store clock (D21, rule 23). The in-memory store
 waits on its condition variable instead. The sync loops come first, then their asyncio twins,
-which every async store's waits use.
+which every async store's waits use (`AsyncEventWaits`: the async checkpointers' two).
 """
 
 from __future__ import annotations
@@ -264,8 +264,43 @@ async def await_entry_closed(
             await _pause(changes, "closed", generation, min(poll, remaining))
 
 
+class AsyncEventWaits:
+    """`await_events_after` and `subscribe` of an async checkpointer, written once for the
+    threaded wrappers and PostgreSQL's async store: both poll the store's own ``events_after``
+    on the loop, cut short by `_notifications` where the store has them."""
+
+    events_after: EventsAfter
+
+    def _check_open(self) -> None:
+        raise NotImplementedError  # each store knows whether it is closed
+
+    def _notifications(self) -> AsyncChanges | None:
+        return None  # none: the waits poll; PostgreSQL's async store returns its listener
+
+    async def await_events_after(
+        self,
+        thread_id: str,
+        after_seq: int,
+        timeout: timedelta,
+        watch: WatchPolicy = WatchPolicy(),
+    ) -> list[Event]:
+        """Poll at ``watch.poll_interval`` for events; ``[]`` at the wall-clock timeout (D21)."""
+        return await await_events(
+            self.events_after, thread_id, after_seq, timeout, watch, self._notifications()
+        )
+
+    def subscribe(
+        self, thread_id: str, after_seq: int = 0, watch: WatchPolicy = WatchPolicy()
+    ) -> AsyncIterator[Event]:
+        """Every event after ``after_seq``, forever, polling when caught up (rule 8 on close)."""
+        return subscribe_events(
+            self.events_after, self._check_open, thread_id, after_seq, watch, self._notifications()
+        )
+
+
 __all__ = [
     "AsyncChanges",
+    "AsyncEventWaits",
     "Changes",
     "await_entry_closed",
     "await_events",

@@ -4,23 +4,23 @@ The one-call methods are written out in `durable_graph.embedded.threaded_generat
 from the Protocols): each runs the sync store's method of the same name with the caller's
 arguments in a worker thread (`durable_graph.embedded.offload.in_thread`), so lock waits (bounded,
 D23: a lock wait gives up after 5 s) never block the event loop; the sync store checks the
-arguments. Written here by hand: polling (`await_events_after`, `subscribe`, `await_closed`) runs
-on the loop with `asyncio.sleep`; the lifecycle.
+arguments. Written by hand: polling (`await_closed` here; `await_events_after` and `subscribe` in
+`durable_graph.core.polling.AsyncEventWaits`) runs on the loop with `asyncio.sleep`; the
+lifecycle.
 
 Cancellation: see `durable_graph.embedded.offload` (a call that has started settles first).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Self, cast
 
 from durable_graph.core.async_protocols import AsyncClosedOnExit
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import ProcessingError
-from durable_graph.core.model import Event, QueueEntry, WatchPolicy
-from durable_graph.core.polling import await_entry_closed, await_events, subscribe_events
+from durable_graph.core.model import QueueEntry
+from durable_graph.core.polling import AsyncEventWaits, await_entry_closed
 from durable_graph.core.run_queue import RunQueue, TraceContexts
 from durable_graph.embedded.offload import in_thread
 from durable_graph.embedded.threaded_generated import (
@@ -46,8 +46,9 @@ class ThreadedRunQueue(ThreadedRunQueueCalls):
     """Local stores are cheap to read: `await_closed` polls them often."""
 
 
-class ThreadedCheckpointer(ThreadedCheckpointerCalls, AsyncClosedOnExit):
-    """An `AsyncCheckpointer` over a sync `Checkpointer` (which it owns and closes)."""
+class ThreadedCheckpointer(ThreadedCheckpointerCalls, AsyncEventWaits, AsyncClosedOnExit):
+    """An `AsyncCheckpointer` over a sync `Checkpointer` (which it owns and closes); its waits
+    poll on the loop (`AsyncEventWaits`), with no notifications to cut them short."""
 
     def __init__(self, sync: Checkpointer) -> None:
         self._sync = sync
@@ -61,20 +62,6 @@ class ThreadedCheckpointer(ThreadedCheckpointerCalls, AsyncClosedOnExit):
     @property
     def run_queue(self) -> ThreadedRunQueue:
         return self._run_queue
-
-    async def await_events_after(
-        self,
-        thread_id: str,
-        after_seq: int,
-        timeout: timedelta,
-        watch: WatchPolicy = WatchPolicy(),
-    ) -> list[Event]:
-        return await await_events(self.events_after, thread_id, after_seq, timeout, watch)
-
-    def subscribe(
-        self, thread_id: str, after_seq: int = 0, watch: WatchPolicy = WatchPolicy()
-    ) -> AsyncIterator[Event]:
-        return subscribe_events(self.events_after, self._check_open, thread_id, after_seq, watch)
 
     # --- lifecycle ------------------------------------------------------------------------
 
