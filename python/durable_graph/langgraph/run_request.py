@@ -23,9 +23,9 @@ optional:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any, Final, TypedDict, Unpack, cast
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
@@ -42,6 +42,20 @@ RESUME_KEY: Final = "resume"
 """A plain input ``{"resume": value}`` answers the thread's pending ``interrupt()``."""
 
 _CONFIG_KEYS: Final = frozenset({"configurable", "recursion_limit", "tags", "metadata"})
+_FIELDS: Final = frozenset(
+    {
+        "input",
+        "command",
+        "config",
+        "checkpoint_id",
+        "interrupt_before",
+        "interrupt_after",
+        "stream_mode",
+        "stream_subgraphs",
+        "graph",
+        "service",
+    }
+)
 _OWN_CONFIGURABLE: Final = frozenset({"thread_id", "checkpoint_ns", "checkpoint_id"})
 
 
@@ -129,11 +143,6 @@ class RunRequest:
         return cast(RunnableConfig, config)
 
 
-_FIELD_ORDER: Final = tuple(f.name for f in fields(RunRequest))
-"""A run request's fields, in the order `run_request` writes them."""
-_FIELDS: Final = frozenset(_FIELD_ORDER)
-
-
 def _check_config(value: object) -> dict[str, JSON]:
     if value is None:
         return {}
@@ -169,18 +178,38 @@ def _check_nodes(name: str, value: object) -> list[str] | str | None:
     return list(value)
 
 
-class RequestOptions(TypedDict, total=False):
-    """The keyword options of `run_request` and `graph_submission`: a run request's fields
-    besides its input (see the module docstring); each one left out is left out of the request."""
-
-    command: Mapping[str, JSON] | None
-    config: Mapping[str, JSON] | None
-    checkpoint_id: str | None
-    interrupt_before: Sequence[str] | str | None
-    interrupt_after: Sequence[str] | str | None
-    stream_mode: Sequence[str] | str | None
-    stream_subgraphs: bool
-    graph: str | None
+def run_request(
+    input: JSON = None,
+    *,
+    command: Mapping[str, JSON] | None = None,
+    config: Mapping[str, JSON] | None = None,
+    checkpoint_id: str | None = None,
+    interrupt_before: Sequence[str] | str | None = None,
+    interrupt_after: Sequence[str] | str | None = None,
+    stream_mode: Sequence[str] | str | None = None,
+    stream_subgraphs: bool = False,
+    graph: str | None = None,
+    service: Mapping[str, JSON] | None = None,
+) -> JSON:
+    """A run request's input (checked as the handler will check it)."""
+    body: dict[str, JSON] = {}
+    for key, value in (
+        ("input", input),
+        ("command", dict(command) if command is not None else None),
+        ("config", dict(config) if config is not None else None),
+        ("checkpoint_id", checkpoint_id),
+        ("interrupt_before", _listed(interrupt_before)),
+        ("interrupt_after", _listed(interrupt_after)),
+        ("stream_mode", _listed(stream_mode)),
+        ("stream_subgraphs", stream_subgraphs or None),
+        ("graph", graph),
+        ("service", dict(service) if service is not None else None),
+    ):
+        if value is not None:
+            body[key] = value
+    out: JSON = {REQUEST_KEY: body}
+    RunRequest.of(out)
+    return out
 
 
 def _listed(value: Sequence[str] | str | None) -> JSON:
@@ -189,62 +218,37 @@ def _listed(value: Sequence[str] | str | None) -> JSON:
     return [value] if isinstance(value, str) else list(value)
 
 
-_SHAPED: Final[Mapping[str, Callable[[Any], JSON]]] = {
-    "command": dict,
-    "config": dict,
-    "interrupt_before": _listed,
-    "interrupt_after": _listed,
-    "stream_mode": _listed,
-    "stream_subgraphs": lambda on: on or None,  # False is the default: left out
-    "service": dict,
-}
-"""How `run_request` writes a given option into the request (the others as they are)."""
-
-
-def _check_options(caller: str, options: Mapping[str, Any]) -> None:
-    """What a call with a keyword outside `RequestOptions` raises, as for a written-out one."""
-    unknown = options.keys() - RequestOptions.__optional_keys__
-    if unknown:
-        raise TypeError(f"{caller}() got an unexpected keyword argument {min(unknown)!r}")
-
-
-def run_request(
-    input: JSON = None,
-    *,
-    service: Mapping[str, JSON] | None = None,
-    **options: Unpack[RequestOptions],
-) -> JSON:
-    """A run request's input (checked as the handler will check it)."""
-    _check_options("run_request", options)
-    given: dict[str, Any] = {"input": input, **options, "service": service}
-    body: dict[str, JSON] = {}
-    for key in _FIELD_ORDER:
-        value, shape = given.get(key), _SHAPED.get(key)
-        if value is not None and shape is not None:
-            value = shape(value)
-        if value is not None:
-            body[key] = value
-    out: JSON = {REQUEST_KEY: body}
-    RunRequest.of(out)
-    return out
-
-
 def graph_submission(
     thread_id: str,
     input: JSON = None,
     *,
+    command: Mapping[str, JSON] | None = None,
+    config: Mapping[str, JSON] | None = None,
+    checkpoint_id: str | None = None,
+    interrupt_before: Sequence[str] | str | None = None,
+    interrupt_after: Sequence[str] | str | None = None,
+    stream_mode: Sequence[str] | str | None = None,
+    stream_subgraphs: bool = False,
+    graph: str | None = None,
     tenant: str | None = None,
     key: str | None = None,
     mode: Mode = Mode.ENQUEUE,
     max_attempts: int = 3,
-    **options: Unpack[RequestOptions],
 ) -> Submission:
-    """A `Submission` that runs a graph on ``thread_id`` with this run config (``options``:
-    those of `run_request`)."""
-    _check_options("graph_submission", options)
+    """A `Submission` that runs a graph on ``thread_id`` with this run config."""
     return Submission(
         thread_id=thread_id,
-        input=run_request(input, **options),
+        input=run_request(
+            input,
+            command=command,
+            config=config,
+            checkpoint_id=checkpoint_id,
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
+            stream_mode=stream_mode,
+            stream_subgraphs=stream_subgraphs,
+            graph=graph,
+        ),
         tenant=tenant,
         key=key,
         mode=mode,
