@@ -83,11 +83,12 @@ def value_of(cls: type[V], row: object, **decoded: Any) -> V:
     return cls(**{n: decoded[n] if n in decoded else getattr(row, n) for n in names})
 
 
-def submitted_again(row: EntryRow | ScheduleRow, key: str | None) -> EncodedSubmission:
-    """A stored input submitted again as a new ENQUEUE entry (a retry of an entry, a schedule's
-    slot): the row's thread, input, tenant, kind, priority and attempts, under ``key``; a retry
-    names the entry it retries."""
-    retry_of = row.entry_id if isinstance(row, EntryRow) else None
+def submitted_again(
+    row: EntryRow | ScheduleRow, key: str | None, retry_of: int | None = None
+) -> EncodedSubmission:
+    """A stored input submitted again as a new ENQUEUE entry (a retry of the entry ``retry_of``,
+    a schedule's slot): the row's thread, input, tenant, kind, priority and attempts, under
+    ``key``."""
     return value_of(
         EncodedSubmission, row, key=key, mode=Mode.ENQUEUE, not_before=None, retry_of=retry_of
     )

@@ -219,7 +219,7 @@ class EmbeddedRunQueue(EmbeddedScheduling, EmbeddedWorkers):
             if first is not None:  # D66: a second retry is the first one's ticket
                 return Ticket(first, existing=True)
             # Its input again as a new ENQUEUE entry, with no key (a key names one submission).
-            new_id = tx.insert_entry(submitted_again(entry, key=None))
+            new_id = tx.insert_entry(submitted_again(entry, None, retry_of=entry.entry_id))
             return Ticket(new_id, existing=False)
 
     def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry:

@@ -8,9 +8,10 @@ from datetime import datetime
 
 from durable_graph.core.model import ANY, TenantFilter
 from durable_graph.core.scheduling import encoded_schedule
-from durable_graph.core.validation import from_micros, to_micros
+from durable_graph.core.validation import to_micros
 from durable_graph.embedded.rows import ScheduleRow
 from durable_graph.sqlite.queries import Queries
+from durable_graph.sqlite.rows import at, ts
 
 _SCOPE_COLUMN = {"tenant": "tenant", "kind": "kind"}
 
@@ -92,9 +93,8 @@ def _micros(value: datetime | None) -> int | None:
 
 
 def _schedule_of(row: sqlite3.Row) -> ScheduleRow:
-    last = None if row["last_slot"] is None else from_micros(row["last_slot"])
     return ScheduleRow.of(
-        encoded_schedule(row), bool(row["paused"]), from_micros(row["created_at"]), last
+        encoded_schedule(row), bool(row["paused"]), at(row["created_at"]), ts(row["last_slot"])
     )
 
 
