@@ -7,11 +7,27 @@ database failure becomes a `ProcessingError` whose ``__cause__`` is the driver's
 
 from __future__ import annotations
 
+_BY_SQLSTATE: dict[str, type[StoreError]] = {}
+"""Each ``DG`` SQLSTATE's error class, filled as the classes below are declared."""
+
 
 class StoreError(Exception):
-    """Base class of every error the store raises."""
+    """Base class of every error the store raises.
+
+    A class with a SQLSTATE names it in its header, ``class X(Base, sqlstate="DG..."):``; that
+    one place sets ``X.sqlstate`` and enters ``X`` in the map `error_for_sqlstate` reads.
+    """
 
     sqlstate: str | None = None
+
+    def __init_subclass__(cls, sqlstate: str | None = None, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if sqlstate is None:  # no SQLSTATE of its own: it keeps its base's, if any
+            return
+        if sqlstate in _BY_SQLSTATE:
+            raise TypeError(f"SQLSTATE {sqlstate} is already {_BY_SQLSTATE[sqlstate].__name__}'s")
+        cls.sqlstate = sqlstate
+        _BY_SQLSTATE[sqlstate] = cls
 
 
 class ProcessingError(StoreError):
@@ -23,25 +39,21 @@ class StoreBusy(ProcessingError):
     in-memory store's lock): nothing was done, and the same call may simply be made again."""
 
 
-class ValidationError(StoreError, ValueError):
+class ValidationError(StoreError, ValueError, sqlstate="DG000"):
     """A bad argument or configuration. Nothing was changed."""
-
-    sqlstate = "DG000"
 
 
 class GraphError(StoreError):
     """A checkpointer call was refused by the thread's state."""
 
 
-class ThreadBusy(GraphError):
+class ThreadBusy(GraphError, sqlstate="DG001"):
     """A live claim is held by another token, or a REJECT submission met an open entry.
 
     The message is one of two fixed texts, never naming a holder, an entry, a tenant or a
     token (SPEC §8 rule 7): `THREAD_BUSY_CLAIM` or `THREAD_BUSY_ENTRY`. The SQL functions raise
     the same texts (``tests/test_api_surface.py`` checks).
     """
-
-    sqlstate = "DG001"
 
 
 THREAD_BUSY_CLAIM = "thread has a live claim"
@@ -50,81 +62,44 @@ THREAD_BUSY_ENTRY = "thread has an open entry"
 """`ThreadBusy`'s message when a REJECT submission meets an open entry (`submit`)."""
 
 
-class ClaimLost(GraphError):
+class ClaimLost(GraphError, sqlstate="DG002"):
     """The claim's token is not the thread's current claim."""
 
-    sqlstate = "DG002"
 
-
-class StaleParent(GraphError):
+class StaleParent(GraphError, sqlstate="DG003"):
     """The commit's ``parent_id`` is not the thread's head."""
 
-    sqlstate = "DG003"
 
-
-class RunIdTaken(GraphError):
+class RunIdTaken(GraphError, sqlstate="DG004"):
     """The run id already names a checkpoint or an attempt on the thread."""
 
-    sqlstate = "DG004"
 
-
-class RunOfDeletedThread(GraphError):
+class RunOfDeletedThread(GraphError, sqlstate="DG005"):
     """The run is an attempt of a delete-marked queue entry of the thread."""
 
-    sqlstate = "DG005"
 
-
-class DuplicateCheckpoint(GraphError):
+class DuplicateCheckpoint(GraphError, sqlstate="DG006"):
     """The checkpoint id already names a checkpoint of the thread."""
-
-    sqlstate = "DG006"
 
 
 class QueueError(StoreError):
     """A run-queue call was refused by the entry's state."""
 
 
-class SubmissionKeyReused(QueueError):
+class SubmissionKeyReused(QueueError, sqlstate="DG101"):
     """The tenant's submission key names a different submission."""
 
-    sqlstate = "DG101"
 
-
-class LeaseLost(QueueError):
+class LeaseLost(QueueError, sqlstate="DG102"):
     """The lease's token is not the entry's current lease."""
 
-    sqlstate = "DG102"
 
-
-class EntryClosed(QueueError):
+class EntryClosed(QueueError, sqlstate="DG103"):
     """The entry is closed; nothing more can be done with its lease."""
 
-    sqlstate = "DG103"
 
-
-class NotFound(StoreError):
+class NotFound(StoreError, sqlstate="DG404"):
     """The thing named does not exist or is not visible to the caller."""
-
-    sqlstate = "DG404"
-
-
-_BY_SQLSTATE: dict[str, type[StoreError]] = {
-    cls.sqlstate: cls
-    for cls in (
-        ValidationError,
-        ThreadBusy,
-        ClaimLost,
-        StaleParent,
-        RunIdTaken,
-        RunOfDeletedThread,
-        DuplicateCheckpoint,
-        SubmissionKeyReused,
-        LeaseLost,
-        EntryClosed,
-        NotFound,
-    )
-    if cls.sqlstate is not None
-}
 
 
 def error_for_sqlstate(sqlstate: str | None) -> type[StoreError] | None:

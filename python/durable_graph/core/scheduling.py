@@ -14,10 +14,10 @@ API checks its shape and time zone only (any other language checks the expressio
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from types import ModuleType
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, Protocol, TypeAlias
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from durable_graph.core.errors import ValidationError
@@ -110,21 +110,40 @@ class EncodedSchedule:
 # --- checks --------------------------------------------------------------------------------
 
 
-def stored_schedule(row: Mapping[str, Any]) -> StoredSchedule:
-    """A stored schedule from its row's fields (the names of ``dg_schedules_v1``'s columns,
-    ``input`` as JSON text), as every backend reads one; times in UTC."""
-    schedule = Schedule(
+class Columns(Protocol):
+    """A stored row read by column name: a mapping, or an ``sqlite3.Row``."""
+
+    def __getitem__(self, column: str, /) -> Any: ...
+
+
+def encoded_schedule(row: Columns) -> EncodedSchedule:
+    """The schedule a stored row keeps (the names of ``dg_schedules_v1``'s columns, ``input`` as
+    JSON text), typed as every backend reads one."""
+    return EncodedSchedule(
         name=row["name"],
         cron=row["cron"],
-        thread_id=row["thread_id"],
-        input=decode_json(row["input"]),
         timezone=row["timezone"],
+        thread_id=row["thread_id"],
+        input=row["input"],
         kind=row["kind"],
         tenant=row["tenant"],
         priority=int(row["priority"]),
         max_attempts=int(row["max_attempts"]),
         catch_up=bool(row["catch_up"]),
     )
+
+
+def schedule_fields(schedule: EncodedSchedule) -> dict[str, Any]:
+    """``schedule``'s `EncodedSchedule` fields by name (also of a row that extends it): the
+    fields of a `Schedule` too, ``input`` aside (JSON text here)."""
+    return {f.name: getattr(schedule, f.name) for f in fields(EncodedSchedule)}
+
+
+def stored_schedule(row: Mapping[str, Any]) -> StoredSchedule:
+    """A stored schedule from its row's fields (the names of ``dg_schedules_v1``'s columns,
+    ``input`` as JSON text), as every backend reads one; times in UTC."""
+    encoded = schedule_fields(encoded_schedule(row))
+    schedule = Schedule(**(encoded | {"input": decode_json(encoded["input"])}))
     last: datetime | None = row["last_slot"]
     return StoredSchedule(
         schedule,
@@ -313,6 +332,7 @@ __all__ = [
     "LIMIT_SCOPES",
     "MAX_CATCH_UP",
     "MAX_KINDS",
+    "Columns",
     "ConcurrencyLimit",
     "EncodedSchedule",
     "LimitScope",
@@ -329,7 +349,9 @@ __all__ = [
     "check_slot",
     "check_timezone",
     "due_slots",
+    "encoded_schedule",
     "next_slot",
+    "schedule_fields",
     "slot_key",
     "stored_schedule",
 ]

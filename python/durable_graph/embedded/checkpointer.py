@@ -185,16 +185,13 @@ class EmbeddedCheckpointer(EmbeddedFastPath, ClosedOnExit):
                 tx.append_event(thread_id, e, c.run_id)
             payload = {"checkpoint_id": c.checkpoint_id, "run_id": c.run_id}
             seq = tx.append_event(thread_id, store_event("store.checkpoint", payload), c.run_id).seq
-            row = CheckpointRow(
+            created_at = tx.now if c.created_at is None else c.created_at
+            row = value_of(
+                CheckpointRow,
+                c,
                 thread_id=thread_id,
-                checkpoint_id=c.checkpoint_id,
                 seq=seq,
-                parent_id=c.parent_id,
-                run_id=c.run_id,
-                state=c.state,
-                metadata=c.metadata,
-                next=c.next,
-                created_at=tx.now if c.created_at is None else c.created_at,
+                created_at=created_at,
                 committed_at=tx.now,
             )
             tx.insert_checkpoint(row)

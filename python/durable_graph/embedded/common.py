@@ -16,17 +16,19 @@ from durable_graph.core.model import (
     Claim,
     EntryOutcome,
     Lease,
+    Mode,
     QueueEntry,
     ThreadInfo,
 )
 from durable_graph.core.validation import (
     EncodedEvent,
+    EncodedSubmission,
     decode_json,
     decode_outcome,
     encode_json,
     encode_outcome,
 )
-from durable_graph.embedded.rows import CheckpointRow, ClaimRow, EntryRow, ThreadRow
+from durable_graph.embedded.rows import CheckpointRow, ClaimRow, EntryRow, ScheduleRow, ThreadRow
 from durable_graph.embedded.storage import Storage, Tx
 
 if TYPE_CHECKING:
@@ -74,10 +76,22 @@ def current_lease(tx: Tx, lease: Lease) -> EntryRow:
 
 
 def value_of(cls: type[V], row: object, **decoded: Any) -> V:
-    """The public ``cls`` value of a storage row: each field is the row's attribute of the same
-    name (rows, values and tables share their names), unless ``decoded`` gives it."""
+    """The ``cls`` value of a row (a storage row, a checked argument): each field is the row's
+    attribute of the same name (rows, values and tables share their names), unless ``decoded``
+    gives it."""
     names = (f.name for f in dataclasses.fields(cls))
     return cls(**{n: decoded[n] if n in decoded else getattr(row, n) for n in names})
+
+
+def submitted_again(
+    row: EntryRow | ScheduleRow, key: str | None, retry_of: int | None = None
+) -> EncodedSubmission:
+    """A stored input submitted again as a new ENQUEUE entry (a retry of the entry ``retry_of``,
+    a schedule's slot): the row's thread, input, tenant, kind, priority and attempts, under
+    ``key``."""
+    return value_of(
+        EncodedSubmission, row, key=key, mode=Mode.ENQUEUE, not_before=None, retry_of=retry_of
+    )
 
 
 def checkpoint_of(tx: Tx, row: CheckpointRow) -> Checkpoint:

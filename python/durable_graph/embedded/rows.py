@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 from durable_graph.core.listing import state_at
 from durable_graph.core.model import ANY, Mode, TenantFilter
+from durable_graph.core.scheduling import EncodedSchedule, schedule_fields
 
 Place = tuple[int, int, int, int, int]
 """`EntryRow.list_place`: ``(open_since, rank, anchor, behind, entry_id)``."""
@@ -177,23 +178,23 @@ class HeadPick:
         )
 
 
-@dataclass(slots=True)
-class ScheduleRow:
-    """A ``schedules`` row (SPEC §15); ``input`` canonical JSON text."""
+@dataclass(frozen=True, slots=True)
+class ScheduleRow(EncodedSchedule):
+    """A ``schedules`` row (SPEC §15): the schedule as checked, and the store's part of it."""
 
-    name: str
-    cron: str
-    timezone: str
-    thread_id: str
-    input: str
-    kind: str
-    tenant: str | None
-    priority: int
-    max_attempts: int
-    catch_up: bool
     paused: bool
     created_at: datetime
     last_slot: datetime | None
+
+    @classmethod
+    def of(
+        cls, schedule: EncodedSchedule, paused: bool, created_at: datetime, last: datetime | None
+    ) -> ScheduleRow:
+        """The row keeping ``schedule``, with the store's fields ``paused``, ``created_at`` and
+        ``last_slot`` (``last``)."""
+        return cls(
+            **schedule_fields(schedule), paused=paused, created_at=created_at, last_slot=last
+        )
 
 
 __all__ = [

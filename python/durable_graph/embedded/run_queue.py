@@ -45,7 +45,6 @@ from durable_graph.core.model import (
 from durable_graph.core.scheduling import check_kinds
 from durable_graph.core.validation import (
     MAX_PAGE_ROWS,
-    EncodedSubmission,
     check_bool,
     check_duration,
     check_error_text,
@@ -65,6 +64,7 @@ from durable_graph.embedded.common import (
     current_lease,
     entry_of,
     store_outcome,
+    submitted_again,
     wait_until,
 )
 from durable_graph.embedded.rows import EntryQuery, EntryRow, Place
@@ -219,18 +219,7 @@ class EmbeddedRunQueue(EmbeddedScheduling, EmbeddedWorkers):
             if first is not None:  # D66: a second retry is the first one's ticket
                 return Ticket(first, existing=True)
             # Its input again as a new ENQUEUE entry, with no key (a key names one submission).
-            resubmitted = EncodedSubmission(
-                thread_id=entry.thread_id,
-                input=entry.input,
-                tenant=entry.tenant,
-                key=None,
-                mode=Mode.ENQUEUE,
-                max_attempts=entry.max_attempts,
-                retry_of=entry.entry_id,
-                priority=entry.priority,
-                kind=entry.kind,
-            )
-            new_id = tx.insert_entry(resubmitted)
+            new_id = tx.insert_entry(submitted_again(entry, None, retry_of=entry.entry_id))
             return Ticket(new_id, existing=False)
 
     def cancel(self, entry_id: int, tenant: str | None = None) -> QueueEntry:

@@ -8,10 +8,11 @@ lease runs between the count and the write.
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
 from datetime import datetime
 
 from durable_graph.core.errors import NotFound
-from durable_graph.core.model import Mode, TenantFilter, Ticket
+from durable_graph.core.model import TenantFilter, Ticket
 from durable_graph.core.scheduling import (
     ConcurrencyLimit,
     LimitScope,
@@ -22,10 +23,12 @@ from durable_graph.core.scheduling import (
     check_schedule_name,
     check_scope,
     check_slot,
+    schedule_fields,
     slot_key,
     stored_schedule,
 )
-from durable_graph.core.validation import EncodedSubmission, check_identifier
+from durable_graph.core.validation import check_identifier
+from durable_graph.embedded.common import submitted_again
 from durable_graph.embedded.rows import EntryRow, HeadPick, ScheduleRow
 from durable_graph.embedded.storage import Storage, Tx
 
@@ -57,7 +60,7 @@ def _full(tx: Tx, scope: str, name: str) -> bool:
 
 
 def _stored(row: ScheduleRow) -> StoredSchedule:
-    return stored_schedule({f: getattr(row, f) for f in ScheduleRow.__slots__})
+    return stored_schedule({f.name: getattr(row, f.name) for f in fields(row)})
 
 
 class EmbeddedScheduling:
@@ -87,13 +90,11 @@ class EmbeddedScheduling:
         s = check_schedule(schedule, self._max)
         with self._storage.write() as tx:
             old = tx.schedule_row(s.name)
-            row = ScheduleRow(
-                s.name, s.cron, s.timezone, s.thread_id, s.input, s.kind, s.tenant, s.priority,
-                s.max_attempts, s.catch_up,
-                False if old is None else old.paused,
-                tx.now if old is None else old.created_at,
-                None if old is None else old.last_slot,
-            )  # fmt: skip
+            # A schedule put again keeps its store fields (paused, created, the newest slot).
+            if old is None:
+                row = ScheduleRow.of(s, False, tx.now, None)
+            else:
+                row = replace(old, **schedule_fields(s))
             tx.put_schedule_row(row)
             return _stored(row)
 
@@ -116,7 +117,7 @@ class EmbeddedScheduling:
             row = tx.schedule_row(checked)
             if row is None:
                 raise NotFound(f"schedule {checked!r} not found")
-            row.paused = paused
+            row = replace(row, paused=paused)
             tx.put_schedule_row(row)
             return _stored(row)
 
@@ -139,21 +140,10 @@ class EmbeddedScheduling:
             key = slot_key(row.name, at)
             kept = tx.entry_by_key(row.tenant, key)
             if kept is None:
-                sub = EncodedSubmission(
-                    thread_id=row.thread_id,
-                    input=row.input,
-                    tenant=row.tenant,
-                    key=key,
-                    mode=Mode.ENQUEUE,
-                    max_attempts=row.max_attempts,
-                    priority=row.priority,
-                    kind=row.kind,
-                )
-                ticket = Ticket(tx.insert_entry(sub), existing=False)
+                ticket = Ticket(tx.insert_entry(submitted_again(row, key)), existing=False)
             else:
                 ticket = Ticket(kept.entry_id, existing=True)
-            row.last_slot = at
-            tx.put_schedule_row(row)
+            tx.put_schedule_row(replace(row, last_slot=at))
             return ticket
 
 

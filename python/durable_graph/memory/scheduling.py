@@ -6,21 +6,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from durable_graph.core.listing import state_at
 from durable_graph.core.model import ANY, TenantFilter
 from durable_graph.embedded.rows import ScheduleRow
-
-if TYPE_CHECKING:
-    from durable_graph.memory.store import _State
+from durable_graph.memory.state import State
 
 
 class SchedulingTx:
     """Limits and schedules over the store's dicts (the `Tx` methods of SPEC §15)."""
 
     __slots__ = ()
-    _s: _State
+    _s: State
     now: datetime
 
     def limit_of(self, scope: str, name: str) -> int | None:

@@ -2,9 +2,10 @@
 
 `InMemoryCheckpointer` and its ``.run_queue`` share one `MemoryStorage` guarded by one lock, taken
 within D23's bound by every call. Values are kept as JSON text and decoded on every read, so
-callers always get fresh objects. The dicts follow the tables of ``migrations/0001.tables.sql``;
-``_QueueThread`` is a ``queue_threads`` row (the thread's open entries by rank, its head and its
-leased entry), and the heads are kept sorted so `lease` never walks the backlog.
+callers always get fresh objects. The dicts (`durable_graph.memory.state`) follow the tables of
+``migrations/0001.tables.sql``; ``QueueThread`` is a ``queue_threads`` row (the thread's open
+entries by rank, its head and its leased entry), and the heads are kept sorted so `lease` never
+walks the backlog.
 """
 
 from __future__ import annotations
@@ -12,12 +13,11 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import heapq
-import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from durable_graph.core.errors import ProcessingError, StoreBusy
@@ -33,7 +33,6 @@ from durable_graph.core.validation import (
     decode_json,
     from_posix,
 )
-from durable_graph.core.workers import WorkerSeen
 from durable_graph.embedded.checkpointer import EmbeddedCheckpointer
 from durable_graph.embedded.rows import (
     CheckpointRow,
@@ -43,104 +42,22 @@ from durable_graph.embedded.rows import (
     EntryRow,
     HeadPick,
     Place,
-    ScheduleRow,
     ThreadRow,
 )
 from durable_graph.embedded.run_queue import EmbeddedRunQueue
 from durable_graph.memory.scheduling import SchedulingTx
+from durable_graph.memory.state import EventRow, QueueThread, State, ThreadData
 from durable_graph.memory.workers import WorkersTx
 
 LOCK_TIMEOUT_SECONDS = 5.0
 """D23: the longest a call waits for the store lock before it raises `ProcessingError`."""
-
-_Head = tuple[int, str]
-"""``(head_entry_id, thread_id)``: how the sorted head lists order threads."""
-_LeaseHead = tuple[int, int, str]
-"""``(-priority, head_entry_id, thread_id)``: lease order (SPEC §15), highest priority first."""
-
-
-@dataclass(slots=True)
-class _EventRow:
-    seq: int
-    kind: str
-    payload: str
-    run_id: str | None
-    created_at: datetime
-    committed_at: datetime
-
-
-@dataclass(slots=True)
-class _Thread:
-    """A live thread's row and everything stored under it."""
-
-    row: ThreadRow
-    checkpoints: dict[str, CheckpointRow] = field(default_factory=dict)
-    """In commit order, i.e. by ``seq`` (insertion order of the dict)."""
-    writes: dict[str, dict[tuple[str, str, int], tuple[str, str]]] = field(default_factory=dict)
-    """``checkpoint_id -> (task_id, channel, idx) -> (value, task_path)`` (``pending_writes``)."""
-    events: list[_EventRow] = field(default_factory=list)
-    effects: dict[str, EffectRow] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class _QueueThread:
-    """A ``queue_threads`` row: the thread's open entries by queue rank, head and leased entry."""
-
-    ranks: tuple[dict[int, EntryRow], dict[int, EntryRow], dict[int, EntryRow]] = field(
-        default_factory=lambda: ({}, {}, {})
-    )
-    """Rank 0 (attempted), 1 (INTERRUPT), 2 (the rest); ranks 1 and 2 in entry-id order."""
-    head: EntryRow | None = None
-    leased: EntryRow | None = None
-    """The one entry of the thread holding a lease (live or expired), if any."""
-    runs: dict[str, set[int]] = field(default_factory=dict)
-    """``run_id -> ids of kept entries`` with an attempt of that run (``queue_attempts``)."""
-
-    def in_order(self) -> list[EntryRow]:
-        return [e for rank in self.ranks for _, e in sorted(rank.items())]
-
-
-class _State:
-    """Everything the store holds. Only a `MemoryTx` of the lock's holder touches it."""
-
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self.clock = clock
-        self.lock = threading.RLock()
-        self.closed = False
-        self.changed = threading.Event()
-        self.threads: dict[str, _Thread] = {}
-        self.claims: dict[str, ClaimRow] = {}
-        self.tombstones: dict[str, int] = {}
-        """``thread_id -> last_seq`` of a deleted thread: a new thread of the id continues it."""
-        self.tokens = itertools.count(1)  # one counter for claims and leases (D3)
-        self.first_commits = itertools.count(1)
-        self.entry_ids = itertools.count(1)
-        self.entries: dict[int, EntryRow] = {}
-        self.attempts: dict[int, list[Attempt]] = {}
-        self.trace_contexts: dict[int, tuple[str, str | None]] = {}
-        self.keys: dict[tuple[str | None, str], int] = {}
-        self.queues: dict[str, _QueueThread] = {}
-        self.heads: list[_Head] = []
-        self.heads_of_tenant: dict[str | None, list[_Head]] = {}
-        self.listing: list[Place] = []
-        """Every open entry's `EntryRow.list_place`, sorted: `open_page` bisects it."""
-        self.listing_of_tenant: dict[str | None, list[Place]] = {}
-        self.journal: list[Callable[[], None]] | None = None
-        """While `composed(undo=True)` runs: how to take back each queue write, newest last."""
-        self.lease_heads: list[_LeaseHead] = []
-        self.lease_heads_of_tenant: dict[str | None, list[_LeaseHead]] = {}
-        self.limits: dict[tuple[str, str], int] = {}
-        """``(scope, name) -> max_leases`` (SPEC §15)."""
-        self.schedules: dict[str, ScheduleRow] = {}
-        self.workers: dict[str, WorkerSeen] = {}
-        """``holder -> row`` of the worker registry (durable_graph.core.workers)."""
 
 
 class MemoryStorage:
     """The `Storage` of the in-memory store: one lock; waiters wait on an event, not the lock."""
 
     def __init__(self, clock: Callable[[], float], max_value_bytes: int) -> None:
-        self._state = _State(clock)
+        self._state = State(clock)
         self._max = max_value_bytes
 
     @property
@@ -152,7 +69,7 @@ class MemoryStorage:
         return False  # checks come before writes (composed(undo=True) restores the queue only)
 
     @contextmanager
-    def _locked(self) -> Iterator[_State]:
+    def _locked(self) -> Iterator[State]:
         s = self._state
         if not s.lock.acquire(timeout=LOCK_TIMEOUT_SECONDS):
             raise StoreBusy(
@@ -202,7 +119,7 @@ class MemoryStorage:
     def change_signal(self) -> threading.Event:
         return self._state.changed
 
-    def _notify(self, s: _State) -> None:
+    def _notify(self, s: State) -> None:
         # A fresh event per change: a waiter holds the one it took before its read (no lost
         # wake-up) and never waits on the store lock (#12 item 7: every wait is bounded).
         changed, s.changed = s.changed, threading.Event()
@@ -219,12 +136,12 @@ class MemoryStorage:
 
 
 class MemoryTx(SchedulingTx, WorkersTx):
-    """A transaction of `MemoryStorage`: the `Tx` operations over the dicts of `_State` (the
+    """A transaction of `MemoryStorage`: the `Tx` operations over the dicts of `State` (the
     SPEC §15 ones in `durable_graph.memory.scheduling`)."""
 
     __slots__ = ("_s", "now")
 
-    def __init__(self, state: _State, now: datetime) -> None:
+    def __init__(self, state: State, now: datetime) -> None:
         self._s = state
         self.now = now
 
@@ -255,7 +172,7 @@ class MemoryTx(SchedulingTx, WorkersTx):
         row = ThreadRow(
             thread_id, parent_thread_id, None, last_seq, self.now, self.now, next(s.first_commits)
         )
-        s.threads[thread_id] = _Thread(row)
+        s.threads[thread_id] = ThreadData(row)
 
     def last_seq_of(self, thread_id: str) -> int:
         thread = self._s.threads.get(thread_id)
@@ -359,7 +276,7 @@ class MemoryTx(SchedulingTx, WorkersTx):
         thread.row.last_seq += 1
         thread.row.updated_at = self.now
         created = self.now if event.created_at is None else event.created_at
-        row = _EventRow(thread.row.last_seq, event.kind, event.payload, run_id, created, self.now)
+        row = EventRow(thread.row.last_seq, event.kind, event.payload, run_id, created, self.now)
         thread.events.append(row)
         return _event_of(thread_id, row)
 
@@ -417,7 +334,7 @@ class MemoryTx(SchedulingTx, WorkersTx):
         s.attempts[entry_id] = []
         if sub.key is not None:
             s.keys[(sub.tenant, sub.key)] = entry_id
-        queue = s.queues.setdefault(sub.thread_id, _QueueThread())
+        queue = s.queues.setdefault(sub.thread_id, QueueThread())
         if queue.head is not None:  # the thread's stretch of open entries goes on
             entry.open_since, entry.list_after = queue.head.place_for_next(sub.mode)
         queue.ranks[entry.queue_rank][entry_id] = entry
@@ -643,7 +560,7 @@ class MemoryTx(SchedulingTx, WorkersTx):
         if entry.key is not None:
             s.keys.pop((entry.tenant, entry.key), None)
 
-    def _refresh_head(self, queue: _QueueThread) -> None:
+    def _refresh_head(self, queue: QueueThread) -> None:
         """Recompute the thread's head and move it in the sorted head lists."""
         attempted, interrupts, rest = queue.ranks
         head: EntryRow | None = None
@@ -672,7 +589,7 @@ class MemoryTx(SchedulingTx, WorkersTx):
         queue.head = head
 
 
-def _event_of(thread_id: str, row: _EventRow) -> Event:
+def _event_of(thread_id: str, row: EventRow) -> Event:
     return Event(
         thread_id=thread_id,
         seq=row.seq,

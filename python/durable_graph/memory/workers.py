@@ -4,19 +4,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from durable_graph.core.workers import WorkerSeen
-
-if TYPE_CHECKING:
-    from durable_graph.memory.store import _State
+from durable_graph.memory.state import State
 
 
 class WorkersTx:
-    """The registry's rows in ``_State.workers`` (holder -> row)."""
+    """The registry's rows in ``State.workers`` (holder -> row)."""
 
     __slots__ = ()
-    _s: _State
+    _s: State
 
     def worker_row(self, holder: str) -> WorkerSeen | None:
         return self._s.workers.get(holder)

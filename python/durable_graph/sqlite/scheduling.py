@@ -4,33 +4,23 @@ the queue's counts by kind — `SchedulingTx`, a part of `durable_graph.sqlite.s
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from durable_graph.core.model import ANY, TenantFilter
-from durable_graph.core.validation import from_micros, to_micros
+from durable_graph.core.scheduling import encoded_schedule
+from durable_graph.core.validation import to_micros
 from durable_graph.embedded.rows import ScheduleRow
-
-_Params = Sequence[Any] | dict[str, Any]
+from durable_graph.sqlite.queries import Queries
+from durable_graph.sqlite.rows import at, ts
 
 _SCOPE_COLUMN = {"tenant": "tenant", "kind": "kind"}
 
 
-class SchedulingTx:
+class SchedulingTx(Queries):
     """Limits and schedules over the transaction's connection (the `Tx` methods of SPEC §15)."""
 
     __slots__ = ()
     _now_us: int
-
-    def _one(self, sql: str, params: _Params = ()) -> sqlite3.Row | None:
-        raise NotImplementedError
-
-    def _all(self, sql: str, params: _Params = ()) -> list[sqlite3.Row]:
-        raise NotImplementedError
-
-    def _run(self, sql: str, params: _Params = ()) -> int:
-        raise NotImplementedError
 
     def limit_of(self, scope: str, name: str) -> int | None:
         row = self._one(
@@ -103,20 +93,8 @@ def _micros(value: datetime | None) -> int | None:
 
 
 def _schedule_of(row: sqlite3.Row) -> ScheduleRow:
-    return ScheduleRow(
-        name=row["name"],
-        cron=row["cron"],
-        timezone=row["timezone"],
-        thread_id=row["thread_id"],
-        input=row["input"],
-        kind=row["kind"],
-        tenant=row["tenant"],
-        priority=int(row["priority"]),
-        max_attempts=int(row["max_attempts"]),
-        catch_up=bool(row["catch_up"]),
-        paused=bool(row["paused"]),
-        created_at=from_micros(row["created_at"]),
-        last_slot=None if row["last_slot"] is None else from_micros(row["last_slot"]),
+    return ScheduleRow.of(
+        encoded_schedule(row), bool(row["paused"]), at(row["created_at"]), ts(row["last_slot"])
     )
 
 

@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 T = TypeVar("T", bound="DataclassInstance")
-_Params = Sequence[Any] | dict[str, Any]
 _OPEN = "outcome_kind IS NULL"
 _PLACE = (
     "coalesce(open_since, entry_id),"
@@ -63,16 +62,6 @@ class SqliteTx(SchedulingTx, WorkersTx):
         self._conn = conn
         self._now_us = now_us
         self.now = from_micros(now_us)
-
-    def _one(self, sql: str, params: _Params = ()) -> sqlite3.Row | None:
-        row: sqlite3.Row | None = self._conn.execute(sql, params).fetchone()
-        return row
-
-    def _all(self, sql: str, params: _Params = ()) -> list[sqlite3.Row]:
-        return self._conn.execute(sql, params).fetchall()
-
-    def _run(self, sql: str, params: _Params = ()) -> int:
-        return self._conn.execute(sql, params).rowcount
 
     def _next(self, counter: str) -> int:
         row = self._one(

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from durable_graph.core.validation import from_micros, to_micros
 from durable_graph.core.workers import WorkerSeen, check_worker_state
-
-_Params = Sequence[Any] | dict[str, Any]
+from durable_graph.sqlite.queries import Queries
 
 
 def _seen_of(row: sqlite3.Row) -> WorkerSeen:
@@ -23,19 +20,10 @@ def _seen_of(row: sqlite3.Row) -> WorkerSeen:
     )  # fmt: skip
 
 
-class WorkersTx:
+class WorkersTx(Queries):
     """The registry's rows over the transaction's connection."""
 
     __slots__ = ()
-
-    def _one(self, sql: str, params: _Params = ()) -> sqlite3.Row | None:
-        raise NotImplementedError
-
-    def _all(self, sql: str, params: _Params = ()) -> list[sqlite3.Row]:
-        raise NotImplementedError
-
-    def _run(self, sql: str, params: _Params = ()) -> int:
-        raise NotImplementedError
 
     def worker_row(self, holder: str) -> WorkerSeen | None:
         row = self._one("SELECT * FROM workers WHERE holder = ?", (holder,))
