@@ -139,18 +139,20 @@ def schedule_fields(schedule: EncodedSchedule) -> dict[str, Any]:
     return {f.name: getattr(schedule, f.name) for f in fields(EncodedSchedule)}
 
 
+def stored_of(
+    schedule: EncodedSchedule, paused: bool, created_at: datetime, last_slot: datetime | None
+) -> StoredSchedule:
+    """The `StoredSchedule` of a checked schedule (``input`` JSON text) and the store's fields;
+    times in UTC."""
+    decoded = Schedule(**schedule_fields(schedule) | {"input": decode_json(schedule.input)})
+    last = None if last_slot is None else last_slot.astimezone(UTC)
+    return StoredSchedule(decoded, bool(paused), created_at.astimezone(UTC), last)
+
+
 def stored_schedule(row: Mapping[str, Any]) -> StoredSchedule:
     """A stored schedule from its row's fields (the names of ``dg_schedules_v1``'s columns,
     ``input`` as JSON text), as every backend reads one; times in UTC."""
-    encoded = schedule_fields(encoded_schedule(row))
-    schedule = Schedule(**(encoded | {"input": decode_json(encoded["input"])}))
-    last: datetime | None = row["last_slot"]
-    return StoredSchedule(
-        schedule,
-        bool(row["paused"]),
-        row["created_at"].astimezone(UTC),
-        None if last is None else last.astimezone(UTC),
-    )
+    return stored_of(encoded_schedule(row), row["paused"], row["created_at"], row["last_slot"])
 
 
 def check_priority(name: str, value: object) -> int:
@@ -353,5 +355,6 @@ __all__ = [
     "next_slot",
     "schedule_fields",
     "slot_key",
+    "stored_of",
     "stored_schedule",
 ]

@@ -8,7 +8,7 @@ lease runs between the count and the write.
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import replace
 from datetime import datetime
 
 from durable_graph.core.errors import NotFound
@@ -25,7 +25,7 @@ from durable_graph.core.scheduling import (
     check_slot,
     schedule_fields,
     slot_key,
-    stored_schedule,
+    stored_of,
 )
 from durable_graph.core.validation import check_identifier
 from durable_graph.embedded.common import submitted_again
@@ -60,7 +60,7 @@ def _full(tx: Tx, scope: str, name: str) -> bool:
 
 
 def _stored(row: ScheduleRow) -> StoredSchedule:
-    return stored_schedule({f.name: getattr(row, f.name) for f in fields(row)})
+    return stored_of(row, row.paused, row.created_at, row.last_slot)
 
 
 class EmbeddedScheduling:
