@@ -1,6 +1,8 @@
-"""Observability (SPEC §13): the observer and store wrapper (`observer`), `tracing`, `metrics`."""
+"""Observability (SPEC §13): the observer and store wrapper (`observer`), `tracing`, `metrics`.
 
-from durable_graph.observe import observer
-from durable_graph.observe.observer import *  # noqa: F403 (the package exports observer's names)
+The package's public names are the observer's (`durable_graph.observe.observer.__all__`, listed
+there once), re-exported as `durable_graph.worker` re-exports the sync worker's.
+"""
 
-__all__ = observer.__all__
+from durable_graph.observe.observer import *  # noqa: F403
+from durable_graph.observe.observer import __all__ as __all__
