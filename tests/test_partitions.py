@@ -463,9 +463,11 @@ def test_a_concurrency_limit_holds_under_concurrent_leases_through_the_proxy(
     acme = {queue.submit(Submission(f"c-{i}", i, tenant="acme")).entry_id for i in range(40)}
     leased: list[int] = []
     errors: list[BaseException] = []
+    start = threading.Barrier(8)  # all eight lease at once, none ahead of the others
 
     def work(n: int) -> None:
         try:
+            start.wait()
             while (lease := queue.lease(f"w-{n}", timedelta(minutes=1), tenant=ANY)) is not None:
                 leased.append(lease.entry.entry_id)
         except BaseException as exc:  # reported on the test's thread

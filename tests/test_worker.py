@@ -661,6 +661,7 @@ def test_no_write_may_follow_commit_last(backend: Backend) -> None:
 
     report = Worker(store, writes_on, **FAST).run_once()
     assert report is not None and report.note == "completed" and len(refused) == 4
+    assert all("commit_last" in message for message in refused)  # refused for being after it
     head = store.get("t1")
     assert head is not None and head.state == {"done": True}
 

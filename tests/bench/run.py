@@ -172,7 +172,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", default="bench-results.md")
     parser.add_argument("--docs", default=None, help="also write a page of this run here")
-    parser.add_argument("--no-docs", action="store_true", help="(kept for old scripts: no-op)")
     parser.add_argument("--duration", type=float, default=6.0, help="seconds measured per run")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up per run")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per comparison")
@@ -409,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.out, "w") as f:
         f.write(text)
     log(f"wrote {args.out}")
-    if args.docs and not args.no_docs:
+    if args.docs:
         with open(args.docs, "w") as f:
             f.write(report.docs_page(text))
         log(f"wrote {args.docs}")
