@@ -1,4 +1,4 @@
-"""Write out the store methods that are one forwarded call each, as plain source (``make generate``).
+"""Write out, as plain source (``make generate``), the methods declared once in the Protocols.
 
 The declaration is read from three places, and only there:
 
@@ -10,11 +10,12 @@ The declaration is read from three places, and only there:
 - `HAND_WRITTEN`, `POLLING` and `SQL` below: the methods each target writes by hand (waits, ``prune_all``,
   ``submit_many``, ``close``, ...), which the generator skips.
 
-It writes six modules, each a mixin class per Protocol group that a hand-written class
-inherits, each file headed "DO NOT CHANGE":
+It writes six modules, each a mixin class per Protocol group (for ``core/`` a Protocol mixin)
+that a hand-written class inherits, each file headed "DO NOT CHANGE":
 
-- ``core/async_generated.py``: the async Protocols' one-call methods, ``async def commit(self,
-  claim, commit) -> Checkpoint: ...``: the async spelling is declared once, by the sync Protocol;
+- ``core/async_generated.py``: the async Protocols' methods, all but ``subscribe`` and ``close``,
+  ``async def commit(self, claim, commit) -> Checkpoint: ...``: the async spelling is declared
+  once, by the sync Protocol;
 - ``postgres/generated.py``: ``def commit(self, claim, commit): return
   self._x.run(calls.commit(self._config, claim, commit))`` — one hop from the method to its SQL;
 - ``postgres/async_generated.py``: the same awaited, for the async store;
@@ -25,8 +26,8 @@ inherits, each file headed "DO NOT CHANGE":
   on the savers, each running the plan of its name (``SaverCore._put``, ...) from
   ``langgraph/core.py``.
 
-Adding a store method: write it in the Protocol (and the embedded stores), add
-its builder to ``postgres/calls.py``, run ``make generate``. ``--check`` (``tests/test_generated.py``)
+Adding a store method: write it in the Protocol (and the embedded stores), add its builder to
+``postgres/calls.py`` (or the builder module of its concern), run ``make generate``. ``--check`` (``tests/test_generated.py``)
 fails when a generated file is not what this script writes.
 """
 
@@ -187,9 +188,8 @@ def generated(protocols: list[Protocol], hand_written: Written) -> list[tuple[Pr
 
 def builder_module(method: Method) -> str:
     """The module (``calls``, ``fast_path``, ``operating``, ``scheduling``, ``workers``) whose
-    builder performs
-    ``method``, checked to take
-    ``config`` and then the method's parameters in order, none defaulted."""
+    builder performs ``method``, checked to take ``config`` and then the method's parameters in
+    order, none defaulted."""
     from durable_graph.postgres import calls, fast_path, operating, scheduling, workers
 
     for module in (calls, fast_path, operating, scheduling, workers):
