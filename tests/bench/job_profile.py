@@ -10,8 +10,9 @@ one durable server (fsync on, ``autovacuum`` off so that only the stack writes W
 - wall time and the client process's CPU (``process_time``);
 - server time: the execution time of the top-level statements (``toplevel``), and statements:
   every statement executed, nested ones (inside PL/pgSQL) included;
-- from the WAL written in the window (``pg_get_wal_stats``): bytes, commit records (durable
-  transactions), index entries (B-tree leaf inserts, splits included), heap row versions
+- the WAL written in the window: its bytes (the distance between the window's two LSNs, as
+  ``pg_wal_lsn_diff`` gives it), and from its records (``pg_get_wal_stats``) the commit records
+  (durable transactions), index entries (B-tree leaf inserts, splits included), heap row versions
   (insert, update, HOT update) and row-lock records (``Heap/LOCK``, ``Heap2/LOCK_UPDATED``).
 
 Every stack is measured twice: on a fresh store, and on a populated one, ``open`` open entries
@@ -90,19 +91,19 @@ def _lsn(admin: psycopg.Connection[Any]) -> str:
     return str(row[0])
 
 
-def _wal_stats(admin: psycopg.Connection[Any], start: str, end: str) -> dict[str, tuple[int, int]]:
-    """{"Rmgr/TYPE": (records, bytes)} between two LSNs (the WAL is flushed first)."""
+def _wal_stats(admin: psycopg.Connection[Any], start: str, end: str) -> dict[str, int]:
+    """{"Rmgr/TYPE": records} between two LSNs (the WAL is flushed first)."""
     admin.execute("SELECT pg_switch_wal()")  # the window's WAL flushed: walinspect reads it
     rows = admin.execute(
-        'SELECT "resource_manager/record_type", count, record_size + fpi_size'
+        'SELECT "resource_manager/record_type", count'
         " FROM pg_get_wal_stats(%s::pg_lsn, %s::pg_lsn, true)",
         (start, end),
     ).fetchall()
-    return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}
+    return {str(r[0]): int(r[1]) for r in rows}
 
 
-def _count(stats: dict[str, tuple[int, int]], rmgr: str, types: tuple[str, ...]) -> int:
-    return sum(stats.get(f"{rmgr}/{t}", (0, 0))[0] for t in types)
+def _count(stats: dict[str, int], rmgr: str, types: tuple[str, ...]) -> int:
+    return sum(stats.get(f"{rmgr}/{t}", 0) for t in types)
 
 
 async def _profile(name: str, store: str, workload: Any, admin_dsn: str, n: int) -> Profile:
@@ -157,6 +158,8 @@ async def _profile(name: str, store: str, workload: Any, admin_dsn: str, n: int)
 
 
 def pg_lsn_diff(start: str, end: str) -> int:
+    """The bytes from ``start`` to ``end`` (two LSNs), as PostgreSQL's ``pg_wal_lsn_diff``."""
+
     def value(lsn: str) -> int:
         hi, lo = lsn.split("/")
         return (int(hi, 16) << 32) + int(lo, 16)
