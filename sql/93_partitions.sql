@@ -362,10 +362,45 @@ BEGIN
 END;
 $$;
 
+-- _dg_limit_live(live): DG000 unless live is NULL or the shape the limit check reads:
+-- {"tenant": {name: n}, "kind": {name: n}} (either key may be missing), every n a non-negative
+-- integer. The proxy writes it; a caller in another language gets the check here.
+CREATE OR REPLACE FUNCTION _dg_limit_live(p_live json) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+DECLARE
+    v_scope text;
+    v_counts json;
+    v_name text;
+    v_count json;
+BEGIN
+    IF p_live IS NULL THEN
+        RETURN;
+    END IF;
+    IF pg_catalog.json_typeof(p_live) <> 'object' THEN
+        RAISE EXCEPTION 'p_live must be a JSON object' USING ERRCODE = 'DG000';
+    END IF;
+    FOR v_scope, v_counts IN SELECT * FROM pg_catalog.json_each(p_live) LOOP
+        IF v_scope NOT IN ('tenant', 'kind') OR pg_catalog.json_typeof(v_counts) <> 'object' THEN
+            RAISE EXCEPTION 'p_live must map "tenant" and "kind" to objects, got key %', v_scope
+                USING ERRCODE = 'DG000';
+        END IF;
+        FOR v_name, v_count IN SELECT * FROM pg_catalog.json_each(v_counts) LOOP
+            IF pg_catalog.json_typeof(v_count) <> 'number'
+               OR (v_count::text) !~ '^[0-9]{1,18}$' THEN
+                RAISE EXCEPTION 'p_live.%.% must be a non-negative integer', v_scope, v_name
+                    USING ERRCODE = 'DG000';
+            END IF;
+        END LOOP;
+    END LOOP;
+END;
+$$;
+
 -- dg_lease_limited_v1: dg_lease_v1 with the concurrency limits counted store-wide: p_live
 -- ({"tenant": {name: n}, "kind": {name: n}}, this partition's own leases included) is set as the
 -- transaction's dg.limit_live, which _dg_limit_full reads (it takes the greater of that and
--- its own count). Raises what dg_lease_v1 raises.
+-- its own count). Raises DG000 for a p_live of another shape (_dg_limit_live), else what
+-- dg_lease_v1 raises.
 CREATE OR REPLACE FUNCTION dg_lease_limited_v1(
     p_holder text, p_ttl interval, p_any_tenant boolean, p_tenant text, p_run_id text,
     p_kinds text[], p_live json)
@@ -381,6 +416,7 @@ LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
 BEGIN
+    PERFORM _dg_limit_live(p_live);
     PERFORM pg_catalog.set_config('dg.limit_live', coalesce(p_live::text, ''), true);
     RETURN QUERY SELECT * FROM dg_lease_v1(p_holder, p_ttl, p_any_tenant, p_tenant, p_run_id,
                                            p_kinds);
@@ -389,7 +425,8 @@ END;
 $$;
 
 -- dg_begin_attempt_limited_v1: dg_begin_attempt_v1 with the limits counted store-wide, as
--- dg_lease_limited_v1. Raises what dg_begin_attempt_v1 raises.
+-- dg_lease_limited_v1. Raises DG000 for a p_live of another shape, else what
+-- dg_begin_attempt_v1 raises.
 CREATE OR REPLACE FUNCTION dg_begin_attempt_limited_v1(
     p_holder text, p_ttl interval, p_claim_ttl interval, p_any_tenant boolean, p_tenant text,
     p_run_id text, p_kinds text[], p_live json)
@@ -415,6 +452,7 @@ LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
 BEGIN
+    PERFORM _dg_limit_live(p_live);
     PERFORM pg_catalog.set_config('dg.limit_live', coalesce(p_live::text, ''), true);
     RETURN QUERY SELECT * FROM dg_begin_attempt_v1(p_holder, p_ttl, p_claim_ttl, p_any_tenant,
                                                    p_tenant, p_run_id, p_kinds);

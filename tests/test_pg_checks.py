@@ -537,3 +537,42 @@ def test_commit_refuses_a_short_non_json_scalar_as_the_parse_does(
         json.loads(state)
     token = _claimed(conn)
     _refused(conn, COMMIT, ("t", token, state), "state")
+
+
+# --- the proxy's limited leases (partition-only, sql/93_partitions.sql) -----------------------
+
+LEASE_LIMITED = (
+    "SELECT * FROM dg_lease_limited_v1('w', interval '1 minute', true, NULL, NULL, NULL, %s)"
+)
+BEGIN_LIMITED = (
+    "SELECT * FROM dg_begin_attempt_limited_v1('w', interval '1 minute', interval '1 minute',"
+    " true, NULL, 'run-1', NULL, %s)"
+)
+
+
+@pytest.mark.parametrize("query", [LEASE_LIMITED, BEGIN_LIMITED], ids=["lease", "begin"])
+@pytest.mark.parametrize(
+    "live",
+    [
+        "[1]",
+        '{"team": {}}',
+        '{"tenant": [1]}',
+        '{"tenant": {"acme": -1}}',
+        '{"kind": {"gpu": 1.5}}',
+        '{"kind": {"gpu": "2"}}',
+    ],
+)
+def test_limited_leases_refuse_a_live_count_of_another_shape(
+    conn: psycopg.Connection[Any], query: str, live: str
+) -> None:
+    conn.execute("SELECT * FROM dg_submit_v1('t', '{}', NULL, NULL, 'enqueue', 3)")
+    _refused(conn, query, (live,), "p_live")
+
+
+@pytest.mark.parametrize("query", [LEASE_LIMITED, BEGIN_LIMITED], ids=["lease", "begin"])
+def test_limited_leases_take_the_proxys_live_counts(
+    conn: psycopg.Connection[Any], query: str
+) -> None:
+    conn.execute("SELECT * FROM dg_submit_v1('t', '{}', NULL, NULL, 'enqueue', 3)")
+    live = '{"tenant": {}, "kind": {"default": 0}}'
+    assert len(conn.execute(query, (live,)).fetchall()) == 1
