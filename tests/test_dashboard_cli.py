@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import signal
 import socket
 import ssl
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 from dashboard_support import fill, serving
+from durable_graph.core.model import Cancelled
 from durable_graph.sqlite import SqliteCheckpointer
 
 BIN = Path(sys.executable).with_name("durable-graph")
@@ -245,3 +247,98 @@ def test_cli_help_says_the_command_line_shows_token_and_dsn_in_ps() -> None:
             if command[0] == "dashboard"
             else "DURABLE_GRAPH_DSN is not"
         ) in flat
+
+
+def _started_dashboard(
+    store_args: list[str], extra: list[str]
+) -> tuple[subprocess.Popen[str], str]:
+    """``durable-graph ... dashboard`` on a free loopback port, once it answers; (process, url)."""
+    port = _free_port()
+    server = subprocess.Popen(
+        [str(BIN), *store_args, "dashboard", "--port", str(port), *extra],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            _get(url + "/")  # 401 without the token: up all the same
+            return server, url
+        except OSError:
+            assert server.poll() is None, server.communicate()
+            assert time.monotonic() < deadline, "the dashboard did not come up"
+            time.sleep(0.1)
+
+
+def _post_action(url: str, entry_id: int, action: str) -> tuple[int, str]:
+    """The entry page's form for ``action`` posted as the operator's browser does (the token's
+    cookie, the page's CSRF field, the dashboard's own Origin); (status, Location)."""
+    cookie = {"Cookie": f"dg_token={TOKEN}"}
+    status, page, _ = _get(f"{url}/entry/{entry_id}", cookie)
+    assert status == 200, page
+    found = re.search(r'name=csrf value="([0-9a-f]+)"', page)
+    assert found is not None, "the entry page offers no action form"
+    host = url.removeprefix("http://")
+    conn = http.client.HTTPConnection(host, timeout=10)
+    try:
+        conn.request(
+            "POST",
+            f"/entry/{entry_id}/{action}",
+            body=f"csrf={found.group(1)}",
+            headers={
+                **cookie,
+                "Origin": url,
+                "Content-Type": "application/x-www-form-urlencoded",
+            },
+        )
+        response = conn.getresponse()
+        response.read()
+        return response.status, response.getheader("location") or ""
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_dashboard_command_with_a_token_retries_and_cancels(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> None:
+    """Issue 34 item 4: the actions work from ``durable-graph dashboard --token`` itself (it
+    opened its store read-only, so both answered 500); without a token it stays read-only."""
+    if backend == "sqlite":
+        store_args = ["--sqlite", str(tmp_path / "store.db")]
+        store: Any = SqliteCheckpointer.open(store_args[1])
+    else:
+        from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
+
+        dsn, schema = request.getfixturevalue("pg_dsn"), request.getfixturevalue("pg_schema")
+        store_args = ["--dsn", dsn, "--schema", schema]
+        store = PostgresCheckpointer.open(dsn, PostgresConfig(schema=schema))
+    with store:
+        filled = fill(store)
+    server, url = _started_dashboard(store_args, ["--token", TOKEN])
+    try:
+        status, location = _post_action(url, filled.failed, "retry")
+        assert status == 303, location
+        retried = int(location.rsplit("/", 1)[1])
+        assert retried != filled.failed
+        status, location = _post_action(url, filled.running, "cancel")
+        assert (status, location) == (303, f"/entry/{filled.running}")
+    finally:
+        server.send_signal(signal.SIGTERM)
+        _, stderr = server.communicate(timeout=30)
+    assert server.returncode == 0, stderr
+    assert "retry and cancel enabled" in stderr
+    reopened: Any = (
+        SqliteCheckpointer.open(store_args[1])
+        if backend == "sqlite"
+        else PostgresCheckpointer.open(dsn, PostgresConfig(schema=schema))
+    )
+    with reopened:
+        queue = reopened.run_queue
+        copy = queue.entry(retried)
+        assert copy is not None and copy.retry_of == filled.failed and not copy.closed
+        cancelled = queue.entry(filled.running)
+        assert cancelled is not None and isinstance(cancelled.outcome, Cancelled)

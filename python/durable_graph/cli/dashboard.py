@@ -1,4 +1,9 @@
-"""``durable-graph dashboard``: serve the read-only web dashboard over the store the options name.
+"""``durable-graph dashboard``: serve the web dashboard over the store the options name.
+
+Without a token the dashboard is read-only and opens its store read-only (nothing created,
+converted or migrated). With ``--token`` (or ``DURABLE_GRAPH_TOKEN``) an entry's page offers
+retry and cancel (`durable_graph.dashboard.actions`), so the store is opened writable, as
+``durable-graph queue retry`` opens it: the writable store exists only behind the token.
 
 Binds 127.0.0.1 by default, where only requests naming localhost, 127.0.0.1 or [::1] (with
 the port) in ``Host`` are answered (DNS rebinding). Any address that is not loopback is refused
@@ -31,7 +36,11 @@ def add_parser(
 ) -> None:
     """The ``dashboard`` sub-command, added with the parser's ``command`` and ``option`` helpers
     (``option``: help text and environment variable, as for every option)."""
-    sub = command("dashboard", cmd_dashboard, "serve the read-only web dashboard")
+    sub = command(
+        "dashboard",
+        cmd_dashboard,
+        "serve the web dashboard (read-only; retry and cancel with a token)",
+    )
     add_serving_options(
         sub,
         option,
@@ -155,7 +164,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CliError(str(exc)) from None
     logging.basicConfig(level=logging.INFO)
-    with store_of(args, must_exist=True, read_only=True) as store:
+    acting = args.token is not None  # retry and cancel write: only behind the token
+    with store_of(args, must_exist=True, read_only=not acting) as store:
         app = create_app(store, args.token)
         try:
             server = http_server(app, args)
@@ -164,7 +174,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             raise UsageError(f"--ssl-certfile/--ssl-keyfile: {exc}") from None
         scheme = "https" if args.ssl_certfile is not None else "http"
-        log.info("dashboard at %s://%s:%d/ (read-only)", scheme, args.host, args.port)
+        mode = "retry and cancel enabled" if acting else "read-only"
+        log.info("dashboard at %s://%s:%d/ (%s)", scheme, args.host, args.port, mode)
         server.run()
         if not server.started:
             raise CliError(f"could not serve on {args.host}:{args.port}")
