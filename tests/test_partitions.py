@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shlex
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -38,6 +40,7 @@ from durable_graph.testkit.contract.amended import amended_names
 from durable_graph.testkit.contract.checkpointer.suite import CheckpointerContract
 from durable_graph.testkit.contract.run_queue.suite import RunQueueContract
 from durable_graph.testkit.postgres import partitioned
+from durable_graph.testkit.postgres import server as pg_server
 from durable_graph.testkit.postgres.schema import reset_store
 
 SCHEMA = "dg"
@@ -850,12 +853,14 @@ def test_verify_names_the_partitions_migrate_option_that_exists(
 def test_a_store_opened_while_a_partition_is_down_serves_the_others(
     partitioned_store: partitioned.PartitionedStore,
     caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
 ) -> None:
     """With the server of partitions 2 and 5 stopped, a store opens (with and without
     auto_migrate, sync and async) and logs the missing partitions by number; its calls on the
     live partitions' threads work, a call routed to a down one is a ProcessingError naming the
     partition's database as unavailable; a CLI command on a live partition's thread works and
-    one on a down partition's thread fails saying so; nobody is told to migrate."""
+    one on a down partition's thread fails saying so; a worker started during the outage runs
+    a live partition's entry; nobody is told to migrate."""
     ps = partitioned_store
     ps.reset()
     n = len(ps.partitions)
@@ -915,9 +920,39 @@ def test_a_store_opened_while_a_partition_is_down_serves_the_others(
         assert "partition database dg_part2 is unavailable" in failed_cli.stderr
         for out in (shown, submitted, failed_cli):
             assert "migrate" not in out.stderr
+        log = _worker_runs_an_entry(ps, threads[6], tmp_path)
+        assert "partition(s) 2, 5 of 8 of proxy schema dg are unavailable" in log
+        assert "migrate" not in log
     finally:
         server.pg_ctl("start", "-w", "-t", "60", "-l", f"{server.datadir}/server.log")
     _wait_for_partitions(ps)
+
+
+def _worker_runs_an_entry(ps: partitioned.PartitionedStore, thread: str, tmp_path: Path) -> str:
+    """Start `durable-graph worker` on the proxy, submit an entry on ``thread``, wait until it
+    completes, stop the worker; its log."""
+    (tmp_path / "outage_app.py").write_text("def handler(ctx):\n    return {'ok': True}\n")
+    worker = subprocess.Popen(
+        [
+            sys.executable, "-m", "durable_graph.cli", "worker", "--app", "outage_app:handler",
+            "--dsn", ps.proxy, "--schema", SCHEMA, "--poll-interval", "200ms",
+        ],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        store = PostgresCheckpointer.open(
+            ps.proxy, PostgresConfig(schema=SCHEMA, auto_migrate=False)
+        )
+        try:
+            entry_id = store.run_queue.submit(Submission(thread, {"x": 1})).entry_id
+            closed = store.run_queue.await_closed(entry_id, timedelta(seconds=60))
+            assert closed is not None and isinstance(closed.outcome, Completed)
+        finally:
+            store.close()
+    finally:
+        worker.terminate()
+        out, _ = worker.communicate(timeout=60)
+    return out
 
 
 def _wait_for_partitions(ps: partitioned.PartitionedStore) -> None:
@@ -956,3 +991,39 @@ def test_a_store_on_a_proxy_whose_partitions_are_all_down_does_not_open(
     finally:
         away.pg_ctl("start", "-w", "-t", "60", "-l", f"{away.datadir}/server.log")
     _wait_for_partitions(ps)
+
+
+def test_the_documented_setup_runs_as_written(tmp_path: Path) -> None:
+    """docs/scaling.md's "Setting it up" commands, on four fresh servers standing for its hosts
+    (`proxy`, `db1`..`db3`): the proxy database, init, verify, the runtime role on every server,
+    grant, migrate — each exits 0 in that order (the package install line aside)."""
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "scaling.md").read_text()
+    block = doc.split("### Setting it up", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    install = "sudo apt-get install postgresql-15-plproxy\n"
+    assert install in block
+    servers = [pg_server.start() for _ in range(4)]
+    try:
+        script = block.replace(install, "")
+        hosts = dict(zip(("proxy", "db1", "db2", "db3"), servers, strict=True))
+        for name, server in hosts.items():
+            script = script.replace(f'"host={name} ', f'"host={server.host} port={server.port} ')
+            script = script.replace(f'"host={name}"', f'"host={server.host} port={server.port}"')
+        loop = "for host in proxy db1 db2 db3; do"
+        assert loop in script
+        quoted = " ".join(f"'{s.host} port={s.port}'" for s in servers)
+        script = script.replace(loop, f"for host in {quoted}; do")
+        assert "host=proxy" not in script and "host=db" not in script
+        env = {
+            **os.environ,
+            "PGUSER": servers[0].user,
+            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        }
+        done = subprocess.run(
+            ["bash", "-e", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert "partitions: every partition and the proxy current" in done.stdout
+        assert "granted: role worker on schema app" in done.stdout
+    finally:
+        for server in servers:
+            server.stop()

@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from durable_graph.postgres import migrations
 from durable_graph.postgres.connection import failure_message
 
 log = logging.getLogger("durable_graph.postgres.partitions")
@@ -89,8 +90,6 @@ def check(conn: psycopg.Connection[Any], schema: str, meta: dict[str, str]) -> P
     """The proxy in ``schema`` (its ``schema_meta`` read as ``meta``) and its partitions: the
     proxy generated for this package's version and partition digest and its routing functions
     unchanged since; each partition that answers current and numbered right."""
-    from durable_graph.postgres import migrations
-
     n = int(meta.get("partitions", "0"))
     fix = remedy(schema)
     if (
@@ -169,8 +168,6 @@ def _partitions_problem(
 ) -> str | None:
     """Why the ``schema_meta`` ``rows`` of partitions ``parts`` (of ``n``) are not current and
     numbered ``parts``, or None."""
-    from durable_graph.postgres import migrations
-
     values: dict[str, list[str]] = {}
     for key, value in rows:
         values.setdefault(key, []).append(value)
