@@ -10,11 +10,15 @@ Needs Debian's ``postgresql-15-plproxy`` (`make pg-deps` installs it).
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import shlex
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -36,6 +40,7 @@ from durable_graph.testkit.contract.amended import amended_names
 from durable_graph.testkit.contract.checkpointer.suite import CheckpointerContract
 from durable_graph.testkit.contract.run_queue.suite import RunQueueContract
 from durable_graph.testkit.postgres import partitioned
+from durable_graph.testkit.postgres import server as pg_server
 from durable_graph.testkit.postgres.schema import reset_store
 
 SCHEMA = "dg"
@@ -724,3 +729,301 @@ def test_the_async_store_on_a_proxy_polls_and_routes(
 
     partitioned_store.reset()
     asyncio.run(main())
+
+
+# --- credentials, outages and remedies (issue 37 items 3-5) ---------------------------------
+
+
+def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "durable_graph.cli", *argv], capture_output=True, text=True
+    )
+
+
+def test_partition_dsns_carry_no_credentials_and_each_role_runs_as_itself(
+    partitioned_store: partitioned.PartitionedStore,
+) -> None:
+    """`partitions init --server "... user=DBA password=..."` keeps the DBA's login out of the
+    cluster (whose options every role of the proxy database reads): a runtime role reads no
+    password there, reaches the partitions as itself, and cannot run an admin function on
+    them. A partition DSN given with credentials is refused before anything is written; a
+    cluster that holds them (set up by hand, or before) is named by `verify` and cleaned by
+    `migrate`."""
+    servers = partitioned_store.servers[:2]
+    schema, prefix, role = "cred", "dg_cred", "dg_cred_runtime"
+    with psycopg.connect(servers[0].dsn(), autocommit=True) as admin:
+        admin.execute("CREATE DATABASE dg_cred_proxy")
+    proxy = servers[0].dsn("dg_cred_proxy")
+    secret = "the-dbas-secret"
+    logins = [f"host={s.host} port={s.port} user={s.user} password={secret}" for s in servers]
+    # A --partition DSN with a login: a usage error naming it, nothing written.
+    refused = _cli(
+        "partitions", "init", "--dsn", proxy, "--schema", schema,
+        "--partition", f"{logins[0]} dbname=postgres", "--partition", f"{logins[1]} dbname=postgres",
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    assert "--partition must not carry credentials (user, password)" in refused.stderr
+    with pytest.raises(ValidationError, match=r"partitions\[1\] must not carry credentials"):
+        partitions.init(proxy, ["dbname=x", f"dbname=x user={role}"], schema)
+    with psycopg.connect(proxy) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_foreign_server").fetchone() == (0,)
+    done = _cli(
+        "partitions", "init", "--dsn", proxy, "--schema", schema, "--server", logins[0],
+        "--server", logins[1], "--partitions", "2", "--database-prefix", prefix,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    for server in servers:
+        with psycopg.connect(server.dsn(), autocommit=True) as conn:
+            conn.execute(f"DROP ROLE IF EXISTS {role}")
+            conn.execute(f"CREATE ROLE {role} LOGIN")
+    done = _cli("grant", "--dsn", proxy, "--schema", schema, "--role", role)
+    assert done.returncode == 0, done.stderr
+    as_role = servers[0].dsn("dg_cred_proxy").replace(f"user={servers[0].user}", f"user={role}")
+    with psycopg.connect(as_role, autocommit=True) as conn:
+        (options,) = conn.execute(
+            "SELECT srvoptions FROM pg_foreign_server WHERE srvname = %s", (f"dg_{schema}",)
+        ).fetchone() or (None,)
+        assert options is not None and len(options) == 3  # connection_lifetime, p0, p1
+        assert not any(secret in o or "user=" in o or "password" in o for o in options)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(f"SELECT * FROM {schema}.dg_admin_set_limit_v1('max_page_bytes', 1)")
+    for part in range(2):
+        with psycopg.connect(servers[part].dsn(f"{prefix}{part}")) as conn:
+            row = conn.execute(f"SELECT max_page_bytes FROM {schema}.limits").fetchone()
+            assert row is not None and row[0] > 1
+    store = PostgresCheckpointer.open(as_role, PostgresConfig(schema=schema, auto_migrate=False))
+    try:
+        for part in range(2):
+            thread = next(f"r{i}" for i in range(100) if partition_of_thread(f"r{i}", 2) == part)
+            _commit(store, store.claim(thread, "w"), "c1")
+            with psycopg.connect(servers[part].dsn(), autocommit=True) as conn:
+                users = conn.execute(
+                    "SELECT DISTINCT usename FROM pg_stat_activity WHERE datname = %s",
+                    (f"{prefix}{part}",),
+                ).fetchall()
+            assert (role,) in users  # the proxy's connection for the role's calls
+    finally:
+        store.close()
+    # A cluster holding a login (by hand, or set up before): verify names it, migrate drops it.
+    with psycopg.connect(proxy, autocommit=True) as conn:
+        given = f"host={servers[1].host} port={servers[1].port} dbname={prefix}1"
+        login = f"{given} user={servers[1].user} password={secret}"
+        conn.execute(
+            psycopg.sql.SQL("ALTER SERVER {} OPTIONS (SET p1 {})").format(
+                psycopg.sql.Identifier(f"dg_{schema}"), psycopg.sql.Literal(login)
+            )
+        )
+    checked = _cli("partitions", "verify", "--dsn", proxy, "--schema", schema)
+    assert checked.returncode == 1
+    assert "partition 1: the cluster's DSN of partition 1 must not carry credentials" in (
+        checked.stderr
+    )
+    done = _cli("partitions", "migrate", "--dsn", proxy, "--schema", schema)
+    assert done.returncode == 0, done.stderr
+    kept = partitions.read_layout(proxy, schema).partitions[1]
+    assert psycopg.conninfo.conninfo_to_dict(kept) == psycopg.conninfo.conninfo_to_dict(given)
+    assert partitions.verify(proxy, schema) == []
+
+
+def test_verify_names_the_partitions_migrate_option_that_exists(
+    partitioned_store: partitioned.PartitionedStore,
+) -> None:
+    """A proxy changed since generated: `partitions verify` names the remedy as a command that
+    runs (`partitions migrate --dsn ...`), and running it so makes the proxy current."""
+    ps = partitioned_store
+    with psycopg.connect(ps.proxy, autocommit=True) as conn:
+        conn.execute(
+            "CREATE OR REPLACE FUNCTION dg._dg_entry_part(p_entry_id bigint) RETURNS integer"
+            " LANGUAGE sql IMMUTABLE AS $$ SELECT 0 $$"
+        )
+    try:
+        checked = _cli("partitions", "verify", "--dsn", ps.proxy, "--schema", SCHEMA)
+        assert checked.returncode == 1
+        remedy = f"run durable-graph partitions migrate --dsn PROXY_DSN --schema {SCHEMA}"
+        assert remedy in checked.stderr and "--proxy" not in checked.stderr
+        # The remedy as written, the proxy's DSN put in: it runs and fixes the proxy.
+        command = remedy.removeprefix("run durable-graph ").replace("PROXY_DSN", "'{}'")
+        done = _cli(*shlex.split(command.format(ps.proxy)))
+        assert done.returncode == 0, done.stderr
+    finally:
+        partitions.migrate(ps.proxy, SCHEMA)
+    assert partitions.verify(ps.proxy, SCHEMA) == []
+
+
+def test_a_store_opened_while_a_partition_is_down_serves_the_others(
+    partitioned_store: partitioned.PartitionedStore,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+) -> None:
+    """With the server of partitions 2 and 5 stopped, a store opens (with and without
+    auto_migrate, sync and async) and logs the missing partitions by number; its calls on the
+    live partitions' threads work, a call routed to a down one is a ProcessingError naming the
+    partition's database as unavailable; a CLI command on a live partition's thread works and
+    one on a down partition's thread fails saying so; a worker started during the outage runs
+    a live partition's entry; nobody is told to migrate."""
+    ps = partitioned_store
+    ps.reset()
+    n = len(ps.partitions)
+    threads = {
+        p: next(f"o{i}" for i in range(1000) if partition_of_thread(f"o{i}", n) == p)
+        for p in range(n)
+    }
+    live, dead = threads[1], threads[2]
+    setup = PostgresCheckpointer.open(ps.proxy, PostgresConfig(schema=SCHEMA, auto_migrate=False))
+    try:
+        _commit(setup, setup.claim(live, "w"), "c1")
+    finally:
+        setup.close()
+    server = ps.servers[2]
+    server.pg_ctl("stop", "-m", "fast", "-w")
+    try:
+        for auto in (True, False):
+            with caplog.at_level(logging.WARNING, logger="durable_graph.postgres.partitions"):
+                store = PostgresCheckpointer.open(
+                    ps.proxy, PostgresConfig(schema=SCHEMA, auto_migrate=auto)
+                )
+            try:
+                # Said once (a store opened again within a minute does not repeat it).
+                warned = [r for r in caplog.records if "are unavailable" in r.getMessage()]
+                assert len(warned) == 1
+                assert "partition(s) 2, 5 of 8 of proxy schema dg are unavailable" in (
+                    warned[0].getMessage()
+                )
+                got = store.get(live)
+                assert got is not None and got.checkpoint_id == "c1"
+                store.run_queue.submit(Submission(threads[3], {"x": 1}))
+                with pytest.raises(ProcessingError) as failed:
+                    store.thread(dead)
+                assert "partition database dg_part2 is unavailable" in str(failed.value)
+            finally:
+                store.close()
+
+        async def open_async() -> None:
+            store = await AsyncPostgresCheckpointer.open(
+                ps.proxy, PostgresConfig(schema=SCHEMA, auto_migrate=True)
+            )
+            try:
+                assert await store.get(live) is not None
+            finally:
+                await store.close()
+
+        asyncio.run(open_async())
+        base = ("--dsn", ps.proxy, "--schema", SCHEMA)
+        shown = _cli("thread", "show", live, *base)
+        assert shown.returncode == 0, shown.stderr
+        assert live in shown.stdout
+        assert "partition(s) 2, 5 of 8 of proxy schema dg are unavailable" in shown.stderr
+        submitted = _cli("submit", threads[4], "--input", "{}", *base)
+        assert submitted.returncode == 0, submitted.stderr
+        failed_cli = _cli("thread", "show", dead, *base)
+        assert failed_cli.returncode == 1
+        assert "partition database dg_part2 is unavailable" in failed_cli.stderr
+        for out in (shown, submitted, failed_cli):
+            assert "migrate" not in out.stderr
+        log = _worker_runs_an_entry(ps, threads[6], tmp_path)
+        assert "partition(s) 2, 5 of 8 of proxy schema dg are unavailable" in log
+        assert "migrate" not in log
+    finally:
+        server.pg_ctl("start", "-w", "-t", "60", "-l", f"{server.datadir}/server.log")
+    _wait_for_partitions(ps)
+
+
+def _worker_runs_an_entry(ps: partitioned.PartitionedStore, thread: str, tmp_path: Path) -> str:
+    """Start `durable-graph worker` on the proxy, submit an entry on ``thread``, wait until it
+    completes, stop the worker; its log."""
+    (tmp_path / "outage_app.py").write_text("def handler(ctx):\n    return {'ok': True}\n")
+    worker = subprocess.Popen(
+        [
+            sys.executable, "-m", "durable_graph.cli", "worker", "--app", "outage_app:handler",
+            "--dsn", ps.proxy, "--schema", SCHEMA, "--poll-interval", "200ms",
+        ],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        store = PostgresCheckpointer.open(
+            ps.proxy, PostgresConfig(schema=SCHEMA, auto_migrate=False)
+        )
+        try:
+            entry_id = store.run_queue.submit(Submission(thread, {"x": 1})).entry_id
+            closed = store.run_queue.await_closed(entry_id, timedelta(seconds=60))
+            assert closed is not None and isinstance(closed.outcome, Completed)
+        finally:
+            store.close()
+    finally:
+        worker.terminate()
+        out, _ = worker.communicate(timeout=60)
+    return out
+
+
+def _wait_for_partitions(ps: partitioned.PartitionedStore) -> None:
+    """Until the proxy reaches every partition again (its first call after a restart may meet
+    a connection the restart closed)."""
+    for _ in range(5):
+        if partitions.verify(ps.proxy, SCHEMA) == []:
+            return
+    assert partitions.verify(ps.proxy, SCHEMA) == []
+
+
+def test_a_store_on_a_proxy_whose_partitions_are_all_down_does_not_open(
+    partitioned_store: partitioned.PartitionedStore,
+) -> None:
+    """As a store whose server is down: a ProcessingError naming every partition, and no
+    advice to migrate (a proxy of 2 partitions, both on one server, that server stopped)."""
+    ps = partitioned_store
+    home, away = ps.servers[0], ps.servers[1]
+    with psycopg.connect(home.dsn(), autocommit=True) as admin:
+        admin.execute("CREATE DATABASE dg_lonely_proxy")
+    with psycopg.connect(away.dsn(), autocommit=True) as admin:
+        for part in range(2):
+            admin.execute(f"CREATE DATABASE dg_lonely{part}")
+    proxy = home.dsn("dg_lonely_proxy")
+    partitions.init(
+        proxy, [f"host={away.host} port={away.port} dbname=dg_lonely{p}" for p in range(2)], "dg"
+    )
+    away.pg_ctl("stop", "-m", "fast", "-w")
+    try:
+        for auto in (True, False):
+            with pytest.raises(ProcessingError) as failed:
+                PostgresCheckpointer.open(proxy, PostgresConfig(schema="dg", auto_migrate=auto))
+            message = str(failed.value)
+            assert "no partition can be reached: partition(s) 0, 1 of 2" in message
+            assert "dg_lonely0 is unavailable" in message and "migrate" not in message
+    finally:
+        away.pg_ctl("start", "-w", "-t", "60", "-l", f"{away.datadir}/server.log")
+    _wait_for_partitions(ps)
+
+
+def test_the_documented_setup_runs_as_written(tmp_path: Path) -> None:
+    """docs/scaling.md's "Setting it up" commands, on four fresh servers standing for its hosts
+    (`proxy`, `db1`..`db3`): the proxy database, init, verify, the runtime role on every server,
+    grant, migrate — each exits 0 in that order (the package install line aside)."""
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "scaling.md").read_text()
+    block = doc.split("### Setting it up", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    install = "sudo apt-get install postgresql-15-plproxy\n"
+    assert install in block
+    servers = [pg_server.start() for _ in range(4)]
+    try:
+        script = block.replace(install, "")
+        hosts = dict(zip(("proxy", "db1", "db2", "db3"), servers, strict=True))
+        for name, server in hosts.items():
+            script = script.replace(f'"host={name} ', f'"host={server.host} port={server.port} ')
+            script = script.replace(f'"host={name}"', f'"host={server.host} port={server.port}"')
+        loop = "for host in proxy db1 db2 db3; do"
+        assert loop in script
+        quoted = " ".join(f"'{s.host} port={s.port}'" for s in servers)
+        script = script.replace(loop, f"for host in {quoted}; do")
+        assert "host=proxy" not in script and "host=db" not in script
+        env = {
+            **os.environ,
+            "PGUSER": servers[0].user,
+            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        }
+        done = subprocess.run(
+            ["bash", "-e", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert "partitions: every partition and the proxy current" in done.stdout
+        assert "granted: role worker on schema app" in done.stdout
+    finally:
+        for server in servers:
+            server.stop()

@@ -4,6 +4,11 @@
 DSN``, N of them, in partition order) or servers (``--server DSN``, with ``--partitions N``:
 databases ``<prefix>0 .. <prefix>N-1`` created round-robin on them when missing). ``migrate``
 and ``verify`` read the partitions from the proxy.
+
+A ``--partition`` DSN naming a user or password is refused (usage error): the proxy's cluster
+keeps the DSNs where every role of the proxy database reads them, and PL/Proxy would run every
+call as that user. A ``--server`` DSN's user and password serve to create the databases only;
+the partitions' DSNs made from it leave them out (`partitions.layout.check_partition_dsn`).
 """
 
 from __future__ import annotations
@@ -27,9 +32,17 @@ def _databases(args: argparse.Namespace) -> list[str]:
     import psycopg
     from psycopg import sql
 
+    from durable_graph.core.errors import ValidationError
+    from durable_graph.postgres.partitions import layout
+
     if args.partition and args.server:
         raise UsageError("give either --partition DSN ... or --server DSN ... --partitions N")
     if args.partition:
+        for given in args.partition:
+            try:
+                layout.check_partition_dsn(given, "--partition")
+            except ValidationError as exc:
+                raise UsageError(str(exc)) from None
         return list(args.partition)
     if not args.server or args.partitions is None:
         raise UsageError("init needs --partition DSN (N times) or --server DSN with --partitions N")
@@ -46,7 +59,10 @@ def _databases(args: argparse.Namespace) -> list[str]:
                     conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         except psycopg.Error as exc:
             raise CliError(f"could not create database {name}: {exc}") from None
-        params: dict[str, Any] = psycopg.conninfo.conninfo_to_dict(server)
+        # The server's login created the database; the cluster keeps the DSN without it.
+        params: dict[str, Any] = psycopg.conninfo.conninfo_to_dict(
+            layout.without_credentials(server)
+        )
         params["dbname"] = name
         dsns.append(psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in params.items()}))
     return dsns

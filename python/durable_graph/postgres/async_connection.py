@@ -32,7 +32,13 @@ from psycopg_pool import AsyncConnectionPool
 from durable_graph.core.errors import ProcessingError, StoreError, error_for_sqlstate
 from durable_graph.postgres.calls import Rows, SqlCall
 from durable_graph.postgres.config import PostgresConfig
-from durable_graph.postgres.connection import QUIET_DISCARDS, PoolState, send_cancel, store_message
+from durable_graph.postgres.connection import (
+    QUIET_DISCARDS,
+    PoolState,
+    failure_message,
+    send_cancel,
+    store_message,
+)
 
 T = TypeVar("T")
 AsyncConn = psycopg.AsyncConnection[Any]
@@ -123,7 +129,9 @@ class AsyncExecutor(PoolState[AsyncConnectionPool[Any]]):
             if store_error is not None:
                 raise store_error(store_message(exc.diag.message_primary or str(exc))) from None
             elapsed = time.monotonic() - started
-            raise ProcessingError(f"{call.name} failed after {elapsed:.3f}s: {exc}") from exc
+            raise ProcessingError(
+                f"{call.name} failed after {elapsed:.3f}s: {failure_message(exc)}"
+            ) from exc
 
     async def _getconn(self) -> AsyncConn:
         try:

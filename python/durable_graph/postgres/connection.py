@@ -196,6 +196,20 @@ def store_message(message: str) -> str:
     return _REMOTE_ERROR.sub("", message, count=1)
 
 
+_PROXY_UNREACHED = re.compile(
+    r"^PL/Proxy function [A-Za-z0-9_.]+\(\d+\): \[([^\]]*)\] (?!REMOTE ERROR)"
+)
+
+
+def failure_message(exc: psycopg.Error) -> str:
+    """A failed call's error as its `ProcessingError` says it: a partition proxy's failure to
+    reach a partition (PL/Proxy: ``dg.dg_get_v1(2): [db] PQconnectPoll: ...``, the number
+    being the function's argument count) as ``partition database db is unavailable: ...``."""
+    return _PROXY_UNREACHED.sub(
+        lambda m: f"partition database {m.group(1)} is unavailable: ", str(exc), count=1
+    )
+
+
 class PoolState(Generic[PoolT]):
     """What both executors keep (`Executor` here, `AsyncExecutor` in `durable_graph.postgres.async_store`):
     the pool, the config, whether the store owns the pool, the closed flag."""
@@ -308,7 +322,9 @@ class Executor(PoolState[ConnectionPool[Any]]):
                     f"{call.name}: no answer within call_timeout "
                     f"({self.config.call_timeout_ms} ms); connection discarded"
                 ) from exc
-            raise ProcessingError(f"{call.name} failed after {elapsed:.3f}s: {exc}") from exc
+            raise ProcessingError(
+                f"{call.name} failed after {elapsed:.3f}s: {failure_message(exc)}"
+            ) from exc
         except BaseException:
             watchdog.stop()
             raise
@@ -359,6 +375,7 @@ __all__ = [
     "QUIET_DISCARDS",
     "Executor",
     "PoolState",
+    "failure_message",
     "send_cancel",
     "store_message",
 ]

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from importlib import resources
 from importlib.resources.abc import Traversable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import psycopg
@@ -42,6 +42,9 @@ from psycopg import sql
 
 from durable_graph.core.errors import ProcessingError, StoreError
 from durable_graph.postgres.config import PostgresConfig, check_schema
+
+if TYPE_CHECKING:
+    from durable_graph.postgres.partitions.checks import ProxyCheck
 
 _LOCK_NAMESPACE = "durable_graph.migrate:"
 _FUNCTION_FILE = re.compile(r"\d\d_[a-z0-9_]+\.sql")
@@ -357,10 +360,15 @@ def _problem(schema: str, state: _Installed) -> str | None:
 
 def verify(conn: psycopg.Connection[Any], schema: str) -> None:
     """Raise `ProcessingError` (rule 28) unless ``schema`` is at this package's version, with
-    this package's function bodies installed as they should be."""
+    this package's function bodies installed as they should be. On a partition proxy: unless
+    the proxy and every partition that answers are current, or none answers (SPEC §16.3; the
+    ones that are down are logged, `durable_graph.postgres.partitions.checks`)."""
     check_schema(schema)
     state = _inspect(conn, schema)
-    problem = _proxy_problem(conn, schema, state) if is_proxy(state) else _problem(schema, state)
+    if is_proxy(state):  # as a store opens on it: partitions that are down are logged
+        problem = _proxy_check(conn, schema, state).opening_problem()
+    else:
+        problem = _problem(schema, state)
     if problem is not None:
         raise ProcessingError(problem)
 
@@ -370,8 +378,11 @@ def is_proxy(state: _Installed) -> bool:
     return state.meta.get("kind") == "proxy"
 
 
-def _proxy_problem(conn: psycopg.Connection[Any], schema: str, state: _Installed) -> str | None:
-    return proxy_problem(conn, schema, state.meta)
+def _proxy_check(conn: psycopg.Connection[Any], schema: str, state: _Installed) -> ProxyCheck:
+    """`durable_graph.postgres.partitions.checks.check` of the proxy in ``schema``."""
+    from durable_graph.postgres.partitions import checks  # it imports this module
+
+    return checks.check(conn, schema, state.meta)
 
 
 def proxy_digest(conn: psycopg.Connection[Any], schema: str) -> str:
@@ -379,51 +390,6 @@ def proxy_digest(conn: psycopg.Connection[Any], schema: str) -> str:
     row = conn.execute(_DIGEST_SQL, (schema,)).fetchone()
     assert row is not None
     return str(row[0])
-
-
-def proxy_problem(conn: psycopg.Connection[Any], schema: str, meta: dict[str, str]) -> str | None:
-    """Why the proxy in ``schema`` (its ``schema_meta`` read as ``meta``) is not current, or
-    None: its version and partition digest this package's, its routing functions unchanged
-    since generated, and every partition (asked through the proxy) current and numbered right."""
-    fix = f"run durable-graph partitions migrate --proxy ... --schema {schema}"
-    if (
-        meta.get("version") != str(required_version())
-        or meta.get("functions_digest") != functions_digest()
-    ):
-        return (
-            f"proxy schema {schema} was generated for version {meta.get('version')} with other "
-            f"SQL functions than this package's (version {required_version()}): {fix}"
-        )
-    if proxy_digest(conn, schema) != meta.get("proxy_digest"):
-        return f"proxy schema {schema}: its routing functions were changed since generated: {fix}"
-    n = int(meta.get("partitions", "0"))
-    try:  # every partition at once (RUN ON ALL); each answers its own rows
-        with conn.transaction():
-            rows = conn.execute(
-                sql.SQL("SELECT key, value FROM {}._dg_all_schema_meta_v1()").format(
-                    sql.Identifier(schema)
-                )
-            ).fetchall()
-    except psycopg.Error as exc:
-        return f"the partitions of proxy schema {schema} could not be checked: {exc}"
-    values: dict[str, list[str]] = {}
-    for key, value in rows:
-        values.setdefault(str(key), []).append(str(value))
-    numbers = sorted(int(v) for v in values.get("partition", []))
-    if (
-        values.get("version") != [str(required_version())] * n
-        or values.get("functions_digest") != [functions_digest()] * n
-    ):
-        return (
-            f"a partition of proxy schema {schema} is at another version or has other SQL "
-            f"functions than this package's: {fix}"
-        )
-    if numbers != list(range(n)) or values.get("partitions") != [str(n)] * n:
-        return (
-            f"the partitions of proxy schema {schema} are numbered {numbers}, expected 0..{n - 1}"
-            " of " + str(n) + ": the cluster's DSNs are wrong"
-        )
-    return None
 
 
 def kind(conn: psycopg.Connection[Any], schema: str) -> str:
@@ -528,9 +494,10 @@ def prepare(dsn: str, config: PostgresConfig) -> bool:
     with conn:
         state = _inspect(conn, config.schema)
         proxy = is_proxy(state)
-        problem = (
-            _proxy_problem(conn, config.schema, state) if proxy else _problem(config.schema, state)
-        )
+        if proxy:  # partitions that are down are logged; their threads' calls fail
+            problem = _proxy_check(conn, config.schema, state).opening_problem()
+        else:
+            problem = _problem(config.schema, state)
     if problem is not None:
         raise ProcessingError(problem)
     return proxy
@@ -545,11 +512,14 @@ def _migrate(dsn: str, schema: str, config: PostgresConfig | None) -> tuple[int,
         try:
             state = _inspect(conn, schema)
             if is_proxy(state):  # a partition proxy: checked, never installed into
-                problem = _proxy_problem(conn, schema, state)
-                if problem is not None:
+                check = _proxy_check(conn, schema, state)
+                if check.problem is not None:  # why auto_migrate did not fix it
                     raise ProcessingError(
-                        f"{problem} (a partition proxy is never migrated in place)"
+                        f"{check.problem} (a partition proxy is never migrated in place)"
                     )
+                problem = check.opening_problem()  # an outage: nothing to migrate
+                if problem is not None:
+                    raise ProcessingError(problem)
                 return needed, True
             problem = _problem(schema, state)
             if problem is None:
@@ -649,7 +619,6 @@ __all__ = [
     "not_current_message",
     "prepare",
     "proxy_digest",
-    "proxy_problem",
     "required_version",
     "verify",
 ]

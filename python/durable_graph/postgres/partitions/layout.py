@@ -11,6 +11,13 @@ a store opened on it never installs a local store there (`durable_graph.postgres
 
 `migrate` and `verify` read the partitions from the proxy's cluster and work per partition,
 then on the proxy; `grant` grants a runtime role on every partition and on the proxy.
+
+A partition's DSN in the cluster carries **no credentials** (`check_partition_dsn`): every login
+role of the proxy database can read a foreign server's options, and PL/Proxy connects with a DSN
+naming a user as that user, whoever calls (issue 37). Without one it appends the calling role's
+name (or the user and password of that role's user mapping), so each role reaches the
+partitions as itself, with the grants `grant` gave it there. The setup commands reach the
+partitions with the proxy DSN's user and password (`with_credentials`).
 """
 
 from __future__ import annotations
@@ -23,10 +30,10 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from durable_graph.core.errors import ProcessingError
+from durable_graph.core.errors import ProcessingError, ValidationError
 from durable_graph.postgres import migrations, privileges
 from durable_graph.postgres.config import PostgresConfig, check_schema
-from durable_graph.postgres.partitions import proxy
+from durable_graph.postgres.partitions import checks, proxy
 from durable_graph.postgres.partitions.routing import check_partitions
 
 PROXY_KIND = "proxy"
@@ -54,6 +61,45 @@ def _connect(dsn: str, what: str) -> Iterator[psycopg.Connection[Any]]:
         raise ProcessingError(f"could not connect to {what}: {exc}") from exc
     with conn:
         yield conn
+
+
+CREDENTIAL_KEYS = ("user", "password", "sslpassword")
+"""DSN keywords a partition's DSN in the cluster may not hold (`check_partition_dsn`)."""
+
+
+def _conninfo(dsn: str, name: str) -> dict[str, Any]:
+    try:
+        return dict(psycopg.conninfo.conninfo_to_dict(dsn))
+    except psycopg.Error as exc:
+        raise ValidationError(f"{name} is not a valid DSN: {exc}") from None
+
+
+def check_partition_dsn(dsn: object, name: str = "partition") -> str:
+    """A partition's DSN as the cluster may keep it: a valid libpq DSN without a user, password or
+    sslpassword (`ValidationError` naming ``name`` otherwise). The cluster's options are readable
+    by every login role of the proxy database, and PL/Proxy uses a DSN that names a user as it
+    is (``user=`` anywhere in it), so every caller would run on the partition as that user."""
+    if not isinstance(dsn, str):
+        raise ValidationError(f"{name} must be a str, got {type(dsn).__name__}")
+    found = [key for key in CREDENTIAL_KEYS if key in _conninfo(dsn, name)]
+    if found or "user=" in dsn:
+        raise ValidationError(
+            f"{name} must not carry credentials ({', '.join(found) or 'user='}): the proxy "
+            "database's roles can all read a partition's DSN, and PL/Proxy would run every "
+            "call there as that user; give it without them (the proxy then connects as the "
+            "calling role; passwords go in a user mapping per role or the proxy server's "
+            ".pgpass), and the setup commands' login in the proxy DSN"
+        )
+    return dsn
+
+
+def without_credentials(dsn: str) -> str:
+    """``dsn`` without the keywords `check_partition_dsn` refuses (as given when it has none)."""
+    params = _conninfo(dsn, "dsn")
+    if not any(key in params for key in CREDENTIAL_KEYS):
+        return dsn
+    kept = {k: str(v) for k, v in params.items() if k not in CREDENTIAL_KEYS}
+    return psycopg.conninfo.make_conninfo(**kept)
 
 
 def with_credentials(dsn: str, proxy_dsn: str) -> str:
@@ -271,9 +317,12 @@ def install_proxy(proxy_dsn: str, schema: str, partitions: Sequence[str]) -> Non
 def init(
     proxy_dsn: str, partitions: Sequence[str], schema: str, config: PostgresConfig | None = None
 ) -> Layout:
-    """Install the partitions and generate the proxy (idempotent)."""
+    """Install the partitions and generate the proxy (idempotent). Each of ``partitions`` is a
+    DSN without credentials (`check_partition_dsn`), checked before anything is written."""
     check_schema(schema)
     n = check_partitions(len(partitions))
+    for part, given in enumerate(partitions):
+        check_partition_dsn(given, f"partitions[{part}]")
     config = config or PostgresConfig(schema=schema)
     for part, given in enumerate(partitions):
         dsn = with_credentials(given, proxy_dsn)
@@ -285,13 +334,16 @@ def init(
 
 
 def migrate(proxy_dsn: str, schema: str, config: PostgresConfig | None = None) -> Layout:
-    """Migrate every partition, then regenerate the proxy."""
+    """Migrate every partition, then regenerate the proxy. A cluster whose DSNs carry
+    credentials (set up before issue 37, or by hand) gets them removed: from then on each role
+    reaches the partitions as itself."""
     layout = read_layout(proxy_dsn, schema)
     config = config or PostgresConfig(schema=schema)
     for dsn in layout.partitions:
         migrations.migrate(with_credentials(dsn, proxy_dsn), schema, config)
-    install_proxy(proxy_dsn, schema, layout.partitions)
-    return layout
+    kept = tuple(without_credentials(dsn) for dsn in layout.partitions)
+    install_proxy(proxy_dsn, schema, kept)
+    return Layout(schema, proxy_dsn, kept)
 
 
 def verify(proxy_dsn: str, schema: str) -> list[str]:
@@ -300,6 +352,10 @@ def verify(proxy_dsn: str, schema: str) -> list[str]:
     n = len(layout.partitions)
     problems: list[str] = []
     for part, dsn in enumerate(layout.partitions):
+        try:
+            check_partition_dsn(dsn, f"the cluster's DSN of partition {part}")
+        except ValidationError as exc:
+            problems.append(f"partition {part}: {exc}: {checks.remedy(schema)}")
         try:
             with _connect(with_credentials(dsn, proxy_dsn), f"partition {part}") as conn:
                 migrations.verify(conn, schema)
@@ -313,7 +369,7 @@ def verify(proxy_dsn: str, schema: str) -> list[str]:
         if meta.get("kind") != PROXY_KIND:
             problems.append(f"proxy: schema {schema} there is not a generated proxy")
         else:
-            problem = migrations.proxy_problem(conn, schema, meta)
+            problem = checks.check(conn, schema, meta).strict_problem()
             if problem:
                 problems.append(f"proxy: {problem}")
     return problems
@@ -341,8 +397,10 @@ def grant(proxy_dsn: str, schema: str, role: str) -> None:
 
 
 __all__ = [
+    "CREDENTIAL_KEYS",
     "PROXY_KIND",
     "Layout",
+    "check_partition_dsn",
     "check_steps",
     "cluster_name",
     "grant",
@@ -352,4 +410,6 @@ __all__ = [
     "read_layout",
     "set_steps",
     "verify",
+    "with_credentials",
+    "without_credentials",
 ]
