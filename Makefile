@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all venv pg-deps node-deps lint format generate test langgraph-suite demo bench soak chaos clean service-reference
+.PHONY: all venv pg-deps node-deps lint format generate test langgraph-suite service-suite demo bench soak chaos clean service-reference
 
 all: test
 
@@ -93,6 +93,17 @@ bench: venv pg-deps
 	$(VENV)/bin/python -m tests.bench.operating --out bench-operating.md
 	$(VENV)/bin/python -m tests.bench.sqlite_writers --out bench-sqlite-writers.md
 	$(VENV)/bin/python -m tests.bench.streaming --out bench-streaming.md
+
+# LangGraph's SDK integration suite (the pinned langgraph-sdk's sdist, downloaded from PyPI) with
+# its own graphs against `langgraph dev` (the reference, in REF_VENV) and `durable-graph serve` on
+# SQLite and PostgreSQL; every test per target in service-suite.md, and each the reference passes
+# and we do not (exit 1 while there is one). Junit files and server logs in build/service-suite/last-run.
+service-suite: venv pg-deps
+	$(VENV)/bin/pip install -q -e '.[test,langgraph,langgraph-suite,service-suite]'
+	test -x $(REF_VENV)/bin/langgraph || python3 -m venv $(REF_VENV)
+	$(REF_VENV)/bin/pip install -q 'langgraph-cli[inmem]' 'langchain>=1.3' 'deepagents>=0.6.2'
+	$(PY) -m tests.langgraph_suite.service --out service-suite.md \
+		--keep build/service-suite/last-run $(PYTEST_ARGS)
 
 # The service's client tests against LangGraph's own dev server too (langgraph-cli[inmem], in a
 # virtualenv of its own so its pins never move the project's), so our answers match the reference.

@@ -117,23 +117,23 @@ CONFTEST_LINE = (
 )
 
 
-def sdist(package: str, version: str) -> Path:
-    """The unpacked sdist of ``package==version`` (downloaded once into WORK)."""
+def sdist(package: str, version: str, work: Path = WORK) -> Path:
+    """The unpacked sdist of ``package==version`` (downloaded once into ``work``)."""
     name = package.replace("-", "_")
-    target = WORK / f"{name}-{version}"
+    target = work / f"{name}-{version}"
     if (target / "tests").is_dir():
         return target
-    WORK.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-         f"{package}=={version}", "-d", str(WORK), "-q"],
+         f"{package}=={version}", "-d", str(work), "-q"],
         check=True,
     )  # fmt: skip
-    archive = next(WORK.glob(f"{name}-{version}.tar.gz"), None) or next(
-        WORK.glob(f"{package}-{version}.tar.gz")
+    archive = next(work.glob(f"{name}-{version}.tar.gz"), None) or next(
+        work.glob(f"{package}-{version}.tar.gz")
     )
     with tarfile.open(archive) as tar:
-        tar.extractall(WORK, filter="data")
+        tar.extractall(work, filter="data")
     return target
 
 
