@@ -30,7 +30,13 @@ from starlette.routing import Route
 
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import NotFound, ThreadBusy, ValidationError
-from durable_graph.service.guard import DEFAULT_MAX_BODY_BYTES, Guard, Origins, parse_body
+from durable_graph.service.guard import (
+    DEFAULT_MAX_BODY_BYTES,
+    Guard,
+    Origins,
+    cors_options,
+    parse_body,
+)
 from durable_graph.service.records import assistant_id_of, check_thread_id, run_path
 from durable_graph.service.runs import Conflict_, Runs
 from durable_graph.service.threads import Conflict, Threads
@@ -383,17 +389,3 @@ def create_app(
         middleware.append(Middleware(CORSMiddleware, **cors_options(origins, cors or {})))
     middleware.append(Middleware(Guard, origins=origins, max_body_bytes=max_body_bytes))
     return Starlette(routes=routes, middleware=middleware)
-
-
-def cors_options(origins: Origins, cors: Mapping[str, Any]) -> dict[str, Any]:
-    """Starlette's CORS options for the allowed ``origins``: ``cors``'s settings, by default
-    every method and request header, and the run's ``Location`` headers readable."""
-    return {
-        "allow_origins": ["*"] if origins.any else sorted(origins.exact),
-        "allow_origin_regex": origins.regex,
-        "allow_methods": cors.get("allow_methods") or ["*"],
-        "allow_headers": cors.get("allow_headers") or ["*"],
-        "allow_credentials": bool(cors.get("allow_credentials", False)),
-        "expose_headers": cors.get("expose_headers") or ["Content-Location", "Location"],
-        "max_age": cors.get("max_age", 600),
-    }

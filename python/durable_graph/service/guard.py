@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -167,6 +167,20 @@ def cors_settings(config: str | Path) -> tuple[Origins, dict[str, Any]]:
     origins = Origins.of(cors.get("allow_origins") or [], regex)
     settings = {k: cors[k] for k in (*lists[1:], "allow_credentials", "max_age") if k in cors}
     return origins, settings
+
+
+def cors_options(origins: Origins, cors: Mapping[str, Any]) -> dict[str, Any]:
+    """Starlette's CORS options for the allowed ``origins``: ``cors``'s settings, by default
+    every method and request header, and the run's ``Location`` headers readable."""
+    return {
+        "allow_origins": ["*"] if origins.any else sorted(origins.exact),
+        "allow_origin_regex": origins.regex,
+        "allow_methods": cors.get("allow_methods") or ["*"],
+        "allow_headers": cors.get("allow_headers") or ["*"],
+        "allow_credentials": bool(cors.get("allow_credentials", False)),
+        "expose_headers": cors.get("expose_headers") or ["Content-Location", "Location"],
+        "max_age": cors.get("max_age", 600),
+    }
 
 
 # --- the middleware ----------------------------------------------------------------------------
