@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,12 +60,19 @@ def process(argv: list[str], backend: Backend, log: Path) -> Iterator[subprocess
 
 @contextmanager
 def serving(
-    backend: Backend, tmp: Path, *, workers: int = 1, token: str | None = None
+    backend: Backend,
+    tmp: Path,
+    *,
+    workers: int = 1,
+    token: str | None = None,
+    config: Path = CONFIG,
+    extra: Sequence[str] = (),
 ) -> Iterator[str]:
-    """``durable-graph serve`` on ``backend``; yields its URL once it answers ``/ok``."""
+    """``durable-graph serve`` on ``backend`` (``config``, ``extra`` options); yields its URL
+    once it answers ``/ok``."""
     port = free_port()
-    argv = [str(BIN), *backend.args, "serve", "--config", str(CONFIG), "--port", str(port)]
-    argv += ["--workers", str(workers)]
+    argv = [str(BIN), *backend.args, "serve", "--config", str(config), "--port", str(port)]
+    argv += ["--workers", str(workers), *extra]
     if token is not None:
         argv += ["--token", token]
     log = tmp / f"serve-{port}.log"

@@ -5,7 +5,9 @@ needs ``--allow-remote``, a token (``--token`` or ``DURABLE_GRAPH_TOKEN``, 16+ c
 clients send as their API key, and TLS (``--ssl-certfile``/``--ssl-keyfile``) unless
 ``--insecure``, as the dashboard. ``--workers N``
 runs N workers in this process (0: runs wait for ``durable-graph worker --langgraph-config``
-processes anywhere on the same store).
+processes anywhere on the same store). Browser pages of other origins are refused unless
+``--allow-origin`` or ``langgraph.json``'s ``http.cors`` names them; bodies are at most
+``--max-body-bytes`` (SPEC §20.5, D143).
 """
 
 from __future__ import annotations
@@ -39,12 +41,30 @@ def add_parser(
         cleartext="the token crosses the network",
     )
     option(sub, "--workers", type=int, default=1, metavar="N", help="workers in this process")
+    option(
+        sub,
+        "--allow-origin",
+        metavar="ORIGINS",
+        help="browser origins allowed to use the API besides its own, comma-separated "
+        "(https://app.example.com,http://localhost:3000; * for any), added to langgraph.json's "
+        "http.cors.allow_origins",
+    )
+    option(
+        sub,
+        "--max-body-bytes",
+        type=int,
+        metavar="N",
+        help="the largest request body accepted, in bytes (413 above it, refused before it is "
+        "read; default: 8 MiB)",
+    )
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     check_serving(args)
     if args.workers < 0:
         raise UsageError("--workers must be >= 0")
+    if args.max_body_bytes is not None and args.max_body_bytes < 1:
+        raise UsageError("--max-body-bytes must be >= 1")
     try:
         import uvicorn  # noqa: F401  (checked here: the service extra)
 
@@ -53,14 +73,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from durable_graph.langgraph.config_file import LangGraphConfig
         from durable_graph.langgraph.handler import graphs_handler
         from durable_graph.service import create_app
+        from durable_graph.service.guard import DEFAULT_MAX_BODY_BYTES, Origins, cors_settings
         from durable_graph.worker.sync import Worker
     except ImportError as exc:
         raise CliError(f"serve needs durable-graph[service] ({exc})") from None
+    try:
+        given = Origins.of((args.allow_origin or "").split(","))
+    except ValidationError as exc:
+        raise UsageError(f"--allow-origin: {exc}") from None
     logging.basicConfig(level=logging.INFO)
     try:
         graphs = LangGraphConfig.read(args.config).load_graphs()
+        configured, cors = cors_settings(args.config)
     except ValidationError as exc:
         raise CliError(f"--config: {exc}") from None
+    origins = configured.union(given)
     with store_of(args, must_exist=False) as store:
         workers = [
             Worker(store, graphs_handler(graphs, DurableSaver(store))) for _ in range(args.workers)
@@ -70,7 +97,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
             t.start()
         # On loopback only loopback Host names are answered (DNS rebinding), as the dashboard.
         hosts = LOOPBACK_HOSTS if is_loopback(args.host) else None
-        app = create_app(store, graphs, token=args.token, allowed_hosts=hosts)
+        app = create_app(
+            store,
+            graphs,
+            token=args.token,
+            allowed_hosts=hosts,
+            origins=origins,
+            cors=cors,
+            max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
+        )
         server = http_server(app, args)
         log.info(
             "LangGraph API at http://%s:%d/ (%d graphs, %d workers in process)",

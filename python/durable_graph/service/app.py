@@ -1,10 +1,12 @@
 """The HTTP layer of ``durable-graph serve`` (SPEC §14.6): LangGraph Server's paths over the store.
 
 Thin on purpose: each route checks its request, calls `Threads` / `Runs` (sync store calls, run
-in Starlette's worker threads) and writes the answer in the reference server's shape. Errors:
-a body that is not JSON or does not fit the schema -> 422 ``{"detail": ...}``; unknown thread,
-run or assistant -> 404; a busy thread (``reject``, `update_state` during a run) or an existing
-thread id -> 409; never a 500 for a client's mistake. A token, when set, is required as
+in Starlette's worker threads) and writes the answer in the reference server's shape. Before any
+route, `guard.Guard` refuses other origins' pages (403), bodies that are not JSON (415) and
+bodies over the limit (413). Errors: a body that is not JSON or does not fit the schema, or a
+thread id the service cannot answer for (`check_thread_id`) -> 422 ``{"detail": ...}``; unknown
+thread, run or assistant -> 404; a busy thread (``reject``, `update_state` during a run) or an
+existing thread id -> 409; never a 500 for a client's mistake. A token, when set, is required as
 ``x-api-key`` (what ``langgraph-sdk`` sends for ``api_key``) or ``Authorization: Bearer``.
 """
 
@@ -20,6 +22,7 @@ from langgraph.pregel import Pregel
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -27,7 +30,14 @@ from starlette.routing import Route
 
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import NotFound, ThreadBusy, ValidationError
-from durable_graph.service.records import assistant_id_of, run_id_of
+from durable_graph.service.guard import (
+    DEFAULT_MAX_BODY_BYTES,
+    Guard,
+    Origins,
+    cors_options,
+    parse_body,
+)
+from durable_graph.service.records import assistant_id_of, check_thread_id, run_path
 from durable_graph.service.runs import Conflict_, Runs
 from durable_graph.service.threads import Conflict, Threads
 
@@ -52,16 +62,7 @@ class _Json(JSONResponse):
 
 
 async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if not raw:
-        return {}
-    try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise BadRequest(f"body is not JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise BadRequest("body must be a JSON object")
-    return body
+    return parse_body(await request.body())
 
 
 def _int(params: Mapping[str, Any], name: str, default: int, *, lo: int = 0) -> int:
@@ -97,9 +98,14 @@ def create_app(
     *,
     token: str | None = None,
     allowed_hosts: Sequence[str] | None = None,
+    origins: Origins | None = None,
+    cors: Mapping[str, Any] | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> Starlette:
     """The service's ASGI app over ``store`` for ``graphs`` (name -> compiled graph); with
-    ``allowed_hosts``, a request naming another ``Host`` is refused (400)."""
+    ``allowed_hosts``, a request naming another ``Host`` is refused (400). Browser pages of
+    ``origins`` (besides the server's own) may use it, with the CORS settings ``cors``
+    (LangGraph's ``http.cors`` keys but the origins); bodies are at most ``max_body_bytes``."""
     threads = Threads(store, graphs)
     runs = Runs(store, threads)
 
@@ -112,6 +118,8 @@ def create_app(
                 if not hmac.compare_digest(given.encode(), token.encode()):
                     return _error(401, "a valid token is required (x-api-key)")
             try:
+                if "thread_id" in request.path_params:
+                    check_thread_id(request.path_params["thread_id"])
                 return await fn(request, **request.path_params)
             except BadRequest as exc:
                 return _error(422, str(exc))
@@ -276,8 +284,7 @@ def create_app(
     # --- runs ------------------------------------------------------------------------------
 
     def located(entry: Any, response: Response) -> Response:
-        where = f"/threads/{entry.thread_id}/runs/{run_id_of(entry.entry_id)}"
-        response.headers["Content-Location"] = where
+        response.headers["Content-Location"] = run_path(entry.thread_id, entry.entry_id)
         return response
 
     async def create_run(request: Request, thread_id: str | None = None) -> Response:
@@ -286,7 +293,7 @@ def create_app(
         return located(entry, _Json(runs.json(entry)))
 
     def stream_of(entry: Any, last_event_id: str | None) -> Response:
-        where = f"/threads/{entry.thread_id}/runs/{run_id_of(entry.entry_id)}"
+        where = run_path(entry.thread_id, entry.entry_id)
         return StreamingResponse(
             runs.sse(entry, last_event_id),
             media_type="text/event-stream",
@@ -374,9 +381,11 @@ def create_app(
         Route("/runs/stream", guarded(stream_run), methods=["POST"]),
         Route("/runs/wait", guarded(wait_run), methods=["POST"]),
     ]
-    middleware = (
-        [Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))]
-        if allowed_hosts
-        else []
-    )
+    origins = origins or Origins()
+    middleware = []
+    if allowed_hosts:
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)))
+    if origins.configured:  # outside the guard, so that its refusals reach an allowed page too
+        middleware.append(Middleware(CORSMiddleware, **cors_options(origins, cors or {})))
+    middleware.append(Middleware(Guard, origins=origins, max_body_bytes=max_body_bytes))
     return Starlette(routes=routes, middleware=middleware)

@@ -14,10 +14,13 @@ Nothing here is stored by the service itself (it keeps no state of its own):
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import UTC, datetime
 from typing import Any, Final
+from urllib.parse import quote
 
+from durable_graph.core.errors import ValidationError
 from durable_graph.core.model import (
     JSON,
     Cancelled,
@@ -37,6 +40,36 @@ THREAD_EFFECT: Final = "langgraph.thread"
 GRAPH_EFFECT: Final = "langgraph.graph"
 THREAD_SOURCE: Final = "dg.thread"
 """``source`` of the service's first, empty checkpoint of a thread (hidden from clients)."""
+
+
+MAX_THREAD_ID: Final = 512
+_THREAD_ID: Final = re.compile(r"[\x20-\x7e]+")
+_THREAD_ID_UNSAFE: Final = frozenset("/?#%\\")
+
+
+def check_thread_id(value: object, name: str = "thread_id") -> str:
+    """A thread id the service can answer for (D144): 1..512 printable ASCII characters, none of
+    ``/ ? # % \\``, not ``.`` or ``..``. Others cannot travel in a path the SDK builds (a
+    ``/`` never reaches the route, ``..`` is resolved away) or in the ``Location`` headers of a
+    run (CR/LF, NUL, non-ASCII), so they are refused (422) before anything is written."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{name}: must be a string")
+    if (
+        not _THREAD_ID.fullmatch(value)
+        or len(value) > MAX_THREAD_ID
+        or value in (".", "..")
+        or not _THREAD_ID_UNSAFE.isdisjoint(value)
+    ):
+        raise ValidationError(
+            f"{name}: {value[:80]!r} is not a thread id the service answers for: 1 to "
+            f"{MAX_THREAD_ID} printable ASCII characters, none of / ? # % \\, not . or .."
+        )
+    return value
+
+
+def run_path(thread_id: str, entry_id: int) -> str:
+    """The path of a run, as its ``Location`` headers name it (the thread id percent-encoded)."""
+    return f"/threads/{quote(thread_id, safe='')}/runs/{run_id_of(entry_id)}"
 
 
 def run_id_of(entry_id: int) -> str:

@@ -15,18 +15,21 @@ import json
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import EntryClosed, NotFound, ValidationError
-from durable_graph.core.model import Completed, Failed, Mode, QueueEntry, Submission
+from durable_graph.core.model import JSON, Completed, Failed, Mode, QueueEntry, Submission
+from durable_graph.core.validation import DEFAULT_MAX_VALUE_BYTES, check_submission
 from durable_graph.langgraph.follow import follow
 from durable_graph.langgraph.run_request import run_request
 from durable_graph.langgraph.streaming import listed_modes
 from durable_graph.langgraph.values import from_json, message_dict, to_json
 from durable_graph.service.records import (
     assistant_id_of,
+    check_thread_id,
     entry_id_of,
     run_id_of,
     run_json,
@@ -79,65 +82,42 @@ class Runs:
     # --- create ------------------------------------------------------------------------------
 
     def create(self, thread_id: str | None, body: Mapping[str, Any]) -> QueueEntry:
-        graph = self.graph_of(body.get("assistant_id"))
-        modes = listed_modes(body.get("stream_mode", ["values"]), SDK_MODES) or ["values"]
-        strategy = body.get("multitask_strategy") or "enqueue"
-        if strategy not in STRATEGIES:
-            raise ValidationError(f"multitask_strategy: one of {', '.join(STRATEGIES)}")
-        if_not_exists = body.get("if_not_exists") or "reject"
-        if if_not_exists not in ("reject", "create"):
-            raise ValidationError("if_not_exists: 'reject' or 'create'")
-        metadata = body.get("metadata") or {}
-        if not isinstance(metadata, dict):
-            raise ValidationError("metadata: must be an object")
+        """Queue the run ``body`` asks for on ``thread_id`` (None: a thread of its own). Every
+        argument is checked before anything is written, queued or cancelled (D145): a refused
+        request leaves no thread, cancels no run and queues nothing."""
+        if thread_id is not None:
+            check_thread_id(thread_id)
+        checked = _checked(self.graph_of(body.get("assistant_id")), body)
+        strategy = checked.service["multitask_strategy"]
+        # The whole submission as the store will check it, before any write.
+        check_submission(
+            Submission(thread_id or "new", checked.request(0, [])), DEFAULT_MAX_VALUE_BYTES
+        )
+        if (
+            thread_id is not None
+            and checked.if_not_exists != "create"
+            and not self.threads.exists(thread_id)
+        ):
+            raise NotFound(f"thread {thread_id} not found")
+        # Checked: from here on, writes.
         if thread_id is None:  # a stateless run: a thread of its own
             thread_id = self.threads.create(None, {})["thread_id"]
         elif not self.threads.exists(thread_id):
-            if if_not_exists != "create":
-                raise NotFound(f"thread {thread_id} not found")
             self.threads.create(thread_id, {}, if_exists="do_nothing")
         info = self.store.thread(thread_id)
         after_seq = info.last_seq if info is not None else 0
         queue = self.store.run_queue
-        rollback: list[int] = []
+        cancelled: list[int] = []
         if strategy in ("interrupt", "rollback"):
             for entry in queue.open_entries(thread_id=thread_id):
                 with suppress(EntryClosed, NotFound):
                     queue.cancel(entry.entry_id)
-                    rollback.append(entry.entry_id)
-        config = body.get("config") or {}
-        if not isinstance(config, dict):
-            raise ValidationError("config: must be an object")
-        if body.get("context"):
-            configurable = dict(config.get("configurable") or {})
-            if isinstance(body["context"], dict):
-                configurable.update(body["context"])
-            config = {**config, "configurable": configurable}
-        service: dict[str, Any] = {
-            "assistant_id": body.get("assistant_id"),
-            "metadata": metadata,
-            "multitask_strategy": strategy,
-            "after_seq": after_seq,
-            "sse_modes": modes,
-        }
-        if strategy == "rollback" and rollback:
-            service["rollback"] = rollback
-        store_modes = sorted({SDK_MODES[m] for m in modes})
-        request = run_request(
-            body.get("input"),
-            command=body.get("command"),
-            config=config,
-            checkpoint_id=body.get("checkpoint_id")
-            or ((body.get("checkpoint") or {}).get("checkpoint_id")),
-            interrupt_before=body.get("interrupt_before"),
-            interrupt_after=body.get("interrupt_after"),
-            stream_mode=store_modes,
-            stream_subgraphs=bool(body.get("stream_subgraphs")),
-            graph=graph,
-            service=service,
-        )
+                    cancelled.append(entry.entry_id)
+        rollback = cancelled if strategy == "rollback" else []
         mode = Mode.REJECT if strategy == "reject" else Mode.ENQUEUE
-        ticket = queue.submit(Submission(thread_id, request, mode=mode))
+        ticket = queue.submit(
+            Submission(thread_id, checked.request(after_seq, rollback), mode=mode)
+        )
         created = queue.entry(ticket.entry_id)
         assert created is not None
         return created
@@ -254,6 +234,84 @@ def final_values(entry: QueueEntry, threads: Threads) -> Any:
 
 class Conflict_(Exception):
     """409 for a run."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """A run request's arguments, checked; `request` is the entry's input once the thread's
+    place (``after_seq``) and the runs a ``rollback`` cancelled are known."""
+
+    fields: dict[str, Any]
+    service: dict[str, Any]
+    if_not_exists: str
+
+    def request(self, after_seq: int, rollback: builtins.list[int]) -> JSON:
+        service = {**self.service, "after_seq": after_seq}
+        if rollback:
+            service["rollback"] = rollback
+        return run_request(**self.fields, service=service)
+
+
+def _checked(graph: str, body: Mapping[str, Any]) -> _Checked:
+    """Every argument of a run request checked (`ValidationError` naming the first wrong one),
+    nothing read or written."""
+    modes = listed_modes(body.get("stream_mode", ["values"]), SDK_MODES) or ["values"]
+    strategy = body.get("multitask_strategy") or "enqueue"
+    if strategy not in STRATEGIES:
+        raise ValidationError(f"multitask_strategy: one of {', '.join(STRATEGIES)}")
+    if_not_exists = body.get("if_not_exists") or "reject"
+    if if_not_exists not in ("reject", "create"):
+        raise ValidationError("if_not_exists: 'reject' or 'create'")
+    metadata = _object(body, "metadata")
+    config = _object(body, "config")
+    context = _object(body, "context")
+    if context:
+        configurable = config.get("configurable") or {}
+        if not isinstance(configurable, dict):
+            raise ValidationError("config.configurable: must be an object")
+        config = {**config, "configurable": {**configurable, **context}}
+    command = body.get("command")
+    if command is not None and not isinstance(command, dict):
+        raise ValidationError("command: must be an object (resume, update, goto)")
+    checkpoint_id = body.get("checkpoint_id") or _object(body, "checkpoint").get("checkpoint_id")
+    if checkpoint_id is not None and not isinstance(checkpoint_id, str):
+        raise ValidationError("checkpoint_id: must be a string")
+    for name in ("interrupt_before", "interrupt_after"):
+        nodes = body.get(name)
+        if not (
+            nodes is None
+            or isinstance(nodes, str)
+            or (isinstance(nodes, list) and all(isinstance(n, str) for n in nodes))
+        ):
+            raise ValidationError(f"{name}: a list of node names or '*'")
+    fields: dict[str, Any] = {
+        "input": body.get("input"),
+        "command": command,
+        "config": config,
+        "checkpoint_id": checkpoint_id,
+        "interrupt_before": body.get("interrupt_before"),
+        "interrupt_after": body.get("interrupt_after"),
+        "stream_mode": sorted({SDK_MODES[m] for m in modes}),
+        "stream_subgraphs": bool(body.get("stream_subgraphs")),
+        "graph": graph,
+    }
+    service: dict[str, Any] = {
+        "assistant_id": body.get("assistant_id"),
+        "metadata": metadata,
+        "multitask_strategy": strategy,
+        "sse_modes": modes,
+    }
+    run_request(**fields, service=service)  # its own checks (config, command, nodes...)
+    return _Checked(fields, service, if_not_exists)
+
+
+def _object(body: Mapping[str, Any], name: str) -> dict[str, Any]:
+    value = body.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValidationError(f"{name}: must be an object")
+    return value
 
 
 def _frame(event: str, data: Any, seq: int | None) -> bytes:

@@ -7,6 +7,7 @@ They raise the store's errors (`NotFound` -> 404, `ThreadBusy` -> 409, `Validati
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Mapping
 from contextlib import suppress
@@ -14,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.errors import InvalidUpdateError
 from langgraph.pregel import Pregel
 
 from durable_graph.core.checkpointer import Checkpointer
@@ -26,10 +28,13 @@ from durable_graph.service.records import (
     GRAPH_EFFECT,
     THREAD_EFFECT,
     THREAD_SOURCE,
+    check_thread_id,
     empty_state,
     iso,
     state_json,
 )
+
+log = logging.getLogger("durable_graph.service")
 
 HOLDER: Final = "langgraph-api"
 SEARCH_SCAN: Final = 10_000
@@ -53,9 +58,7 @@ class Threads:
     def create(
         self, thread_id: str | None, metadata: dict[str, Any], if_exists: str = "raise"
     ) -> dict[str, Any]:
-        thread_id = thread_id or str(uuid.uuid4())
-        if codec.NS_SEP in thread_id:
-            raise ValidationError("thread_id: must not contain U+001F")
+        thread_id = check_thread_id(thread_id) if thread_id is not None else str(uuid.uuid4())
         if self.exists(thread_id):
             if if_exists == "do_nothing":
                 return self.get(thread_id)
@@ -100,7 +103,16 @@ class Threads:
         graph = self.store.get_effect(thread_id, GRAPH_EFFECT)
         if graph is not None and isinstance(graph.value, str):
             metadata.setdefault("graph_id", graph.value)
-        snapshot = self.snapshot(thread_id, None)
+        try:
+            snapshot = self.snapshot(thread_id, None)
+        except StoreError:
+            raise
+        except Exception:
+            # A state LangGraph cannot rebuild (the pending input of a run that failed on it,
+            # e.g. messages that are not messages) must not fail every search: the thread is
+            # listed without values (reading its state fails as LangGraph's get_state does).
+            log.warning("thread %r: its state cannot be read", thread_id, exc_info=True)
+            snapshot = None
         status = self.status(thread_id, snapshot)
         interrupts: dict[str, list[Any]] = {}
         for task in (snapshot or {}).get("tasks", []):
@@ -137,7 +149,7 @@ class Threads:
     ) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         if ids is not None:
-            candidates = [i for i in ids if self.exists(i)]
+            candidates = [i for i in ids if self.exists(check_thread_id(i, "ids[]"))]
         else:
             candidates = []
             after: str | None = None
@@ -227,9 +239,16 @@ class Threads:
         if not self.exists(thread_id):
             raise NotFound(f"thread {thread_id} not found")
         graph = self.graph_for(thread_id)
-        config = graph.update_state(
-            self._config(thread_id, checkpoint_id), from_json(values), as_node=as_node
-        )
+        try:
+            config = graph.update_state(
+                self._config(thread_id, checkpoint_id), from_json(values), as_node=as_node
+            )
+        except StoreError:
+            raise
+        except (InvalidUpdateError, NotImplementedError, TypeError, ValueError) as exc:
+            # LangGraph refuses the update (an unknown node, values its channels cannot take)
+            # before it writes the checkpoint: the client's mistake, not the server's.
+            raise ValidationError(f"values: the graph refused the update: {exc}") from None
         conf = config.get("configurable") or {}
         return {
             "checkpoint": {
