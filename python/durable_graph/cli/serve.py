@@ -7,7 +7,7 @@ clients send as their API key, and TLS (``--ssl-certfile``/``--ssl-keyfile``) un
 runs N workers in this process (0: runs wait for ``durable-graph worker --langgraph-config``
 processes anywhere on the same store). Browser pages of other origins are refused unless
 ``--allow-origin`` or ``langgraph.json``'s ``http.cors`` names them; bodies are at most
-``--max-body-bytes`` (SPEC §20.5, D143).
+``--max-body-bytes`` (SPEC §20.5, D145).
 """
 
 from __future__ import annotations

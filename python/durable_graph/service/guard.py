@@ -1,4 +1,4 @@
-"""What ``durable-graph serve`` refuses before any route runs (SPEC §20.5, D143): requests from a
+"""What ``durable-graph serve`` refuses before any route runs (SPEC §20.5, D145): requests from a
 browser page of another origin, bodies that are not JSON, bodies over the size limit.
 
 - **Origins.** A request carrying an ``Origin`` is served only when that origin is the server's

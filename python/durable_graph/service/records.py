@@ -48,7 +48,7 @@ _THREAD_ID_UNSAFE: Final = frozenset("/?#%\\")
 
 
 def check_thread_id(value: object, name: str = "thread_id") -> str:
-    """A thread id the service can answer for (D144): 1..512 printable ASCII characters, none of
+    """A thread id the service can answer for (D146): 1..512 printable ASCII characters, none of
     ``/ ? # % \\``, not ``.`` or ``..``. Others cannot travel in a path the SDK builds (a
     ``/`` never reaches the route, ``..`` is resolved away) or in the ``Location`` headers of a
     run (CR/LF, NUL, non-ASCII), so they are refused (422) before anything is written."""

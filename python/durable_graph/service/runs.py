@@ -83,7 +83,7 @@ class Runs:
 
     def create(self, thread_id: str | None, body: Mapping[str, Any]) -> QueueEntry:
         """Queue the run ``body`` asks for on ``thread_id`` (None: a thread of its own). Every
-        argument is checked before anything is written, queued or cancelled (D145): a refused
+        argument is checked before anything is written, queued or cancelled (D147): a refused
         request leaves no thread, cancels no run and queues nothing."""
         if thread_id is not None:
             check_thread_id(thread_id)
