@@ -8,7 +8,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Final, Generic, Protocol, Self, TypeVar
+from typing import Final, Generic, Protocol, TypeVar
 
 from durable_graph.core.errors import (
     StoreBusy,
@@ -26,9 +26,6 @@ from durable_graph.core.model import (
     QueueEntry,
 )
 from durable_graph.core.validation import DEFAULT_MAX_VALUE_BYTES, check_commit
-from durable_graph.worker.ops import (
-    RunHandler,
-)
 
 BUSY_RETRY_SECONDS: Final = 0.05
 """How long an attempt's store call waits after a `StoreBusy` before it tries again."""
@@ -51,10 +48,6 @@ def busy_pause(error: StoreBusy, started: float, lease: Lease, call: str) -> flo
         BUSY_RETRY_SECONDS * 1000,
     )
     return BUSY_RETRY_SECONDS
-
-
-_MAX_ERROR_BYTES: Final = 64 * 1024
-"""A traceback kept as an attempt's error is cut to its last 64 KiB (its end names the failure)."""
 
 
 class LostFlag(Protocol):
@@ -128,20 +121,6 @@ class RunContextBase(Generic[StoreT]):
         self._claim = claim
         self._last: Commit | None = None
 
-    @classmethod
-    def starting(cls, store: StoreT, op: RunHandler, keeper: LostFlag) -> Self:
-        """The context for the handler call ``op`` asks for."""
-        return cls(
-            store=store,
-            entry=op.entry,
-            plan=op.plan,
-            run_id=op.run_id,
-            attempt=op.attempt,
-            head=op.head,
-            keeper=keeper,
-            claim=op.claim,
-        )
-
     @property
     def thread_id(self) -> str:
         return self.entry.thread_id
@@ -205,9 +184,6 @@ class RunContextBase(Generic[StoreT]):
         within one lease ttl of the call's start; past that, ``error`` is raised."""
         self.check()
         return busy_pause(error, started, self._keeper.lease, "a context write")
-
-
-# --- the flow -------------------------------------------------------------------------------
 
 
 __all__ = ["LostFlag", "RunContextBase", "StoreT", "new_id", "next_commit"]
