@@ -36,9 +36,7 @@ from durable_graph.core.errors import StoreBusy, StoreError, ValidationError
 from durable_graph.core.model import (
     JSON,
     AttemptBegun,
-    AttemptPlan,
     Checkpoint,
-    Claim,
     Commit,
     Event,
     EventIn,
@@ -48,21 +46,18 @@ from durable_graph.core.model import (
 from durable_graph.core.polling import AsyncChanges
 from durable_graph.core.workers import WorkerState
 from durable_graph.worker.attempt_async import AsyncAttempt, begin
-from durable_graph.worker.context import RunContextBase
+from durable_graph.worker.context import RunContextBase, WorkerStopped, new_id, next_commit
 from durable_graph.worker.flow import (
     AttemptReport,
+    HandlerCall,
     HandlerResult,
     Settlement,
-    WorkerOptions,
-    WorkerSettings,
-    WorkerStopped,
     log_beat_failure,
     log_failure,
     log_stop_signal,
-    new_id,
-    next_commit,
     worker_beat,
 )
+from durable_graph.worker.settings import WorkerOptions, WorkerSettings
 
 log = logging.getLogger("durable_graph.worker.aio")
 T = TypeVar("T")
@@ -155,26 +150,9 @@ class _Attempt(AsyncAttempt):
                 finishing.exception(),
             )
 
-    async def call_handler(
-        self,
-        entry: QueueEntry,
-        plan: AttemptPlan,
-        run_id: str,
-        number: int,
-        head: Checkpoint | None,
-        claim: Claim,
-    ) -> HandlerResult:
+    async def call_handler(self, call: HandlerCall) -> HandlerResult:
         """The handler awaited in a task of its own (cancelled if the attempt is lost)."""
-        ctx = AsyncRunContext(
-            store=self.store,
-            entry=entry,
-            plan=plan,
-            run_id=run_id,
-            attempt=number,
-            head=head,
-            keeper=self,
-            claim=claim,
-        )
+        ctx = AsyncRunContext.starting(self.store, call, self)
         handler_task = asyncio.ensure_future(self._handler(ctx))
         self.handler_task = handler_task
         try:

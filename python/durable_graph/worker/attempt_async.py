@@ -62,7 +62,6 @@ from durable_graph.core.model import (
     AttemptBegun,
     AttemptPlan,
     Cancelled,
-    Checkpoint,
     Claim,
     Commit,
     Completed,
@@ -79,6 +78,7 @@ from durable_graph.worker.context import busy_pause
 from durable_graph.worker.flow import (
     AttemptReport,
     Deferred,
+    HandlerCall,
     HandlerResult,
     Note,
     Settlement,
@@ -117,7 +117,7 @@ class AsyncAttempt:
     """One attempt: its lease and claim, and every decision from `begin_attempt` to the close.
 
     The worker renews it (`renew`) and may give it up at shutdown (`lose`, then `finish`) from
-    another thread or task: a lock guards the lease, the claim and the lost flag, never held
+    another thread or task: a lock guards the claim and the lost and finishing flags, never held
     across a store call.
     """
 
@@ -135,7 +135,8 @@ class AsyncAttempt:
         self.settings = settings
         self.log = log
         self.stopping = stopping
-        """True once the worker stops leasing: an attempt not started yet gives itself back."""
+        """Whether the worker is stopping: an attempt whose handler has not started yet gives
+        itself back."""
         self.lost_event = threading.Event()
         """Set once the attempt is lost (cancelled, re-leased, shut down): `RunContext` waits
         on it."""
@@ -150,16 +151,9 @@ class AsyncAttempt:
         """Stop renewing, then `settle` — once; the closed entry, or None."""
         raise NotImplementedError
 
-    async def call_handler(
-        self,
-        entry: QueueEntry,
-        plan: AttemptPlan,
-        run_id: str,
-        number: int,
-        head: Checkpoint | None,
-        claim: Claim,
-    ) -> HandlerResult:
-        """The user's handler called with a context of these: its output or its exception."""
+    async def call_handler(self, call: HandlerCall) -> HandlerResult:
+        """The user's handler, called with the context ``call`` makes: its output or its
+        exception."""
         raise NotImplementedError
 
     # --- the attempt's state ---------------------------------------------------------------
@@ -312,7 +306,8 @@ class AsyncAttempt:
             await self.finish(None)
             return report("lost")
         log_attempt_start(self.log, entry, number, run_id, plan)
-        result = await self.call_handler(entry, plan, run_id, number, begun.head, claim)
+        call = HandlerCall(entry, plan, run_id, number, begun.head, claim)
+        result = await self.call_handler(call)
         self._raised = result.error
         if self.lost is not None:
             await self.finish(None)

@@ -28,7 +28,6 @@ from durable_graph.core.model import (
     AttemptBegun,
     AttemptPlan,
     Cancelled,
-    Checkpoint,
     Claim,
     Commit,
     Completed,
@@ -45,6 +44,7 @@ from durable_graph.worker.context import busy_pause
 from durable_graph.worker.flow import (
     AttemptReport,
     Deferred,
+    HandlerCall,
     HandlerResult,
     Note,
     Settlement,
@@ -81,7 +81,7 @@ class Attempt:
     """One attempt: its lease and claim, and every decision from `begin_attempt` to the close.
 
     The worker renews it (`renew`) and may give it up at shutdown (`lose`, then `finish`) from
-    another thread or task: a lock guards the lease, the claim and the lost flag, never held
+    another thread or task: a lock guards the claim and the lost and finishing flags, never held
     across a store call.
     """
 
@@ -99,7 +99,8 @@ class Attempt:
         self.settings = settings
         self.log = log
         self.stopping = stopping
-        """True once the worker stops leasing: an attempt not started yet gives itself back."""
+        """Whether the worker is stopping: an attempt whose handler has not started yet gives
+        itself back."""
         self.lost_event = threading.Event()
         """Set once the attempt is lost (cancelled, re-leased, shut down): `RunContext` waits
         on it."""
@@ -114,16 +115,9 @@ class Attempt:
         """Stop renewing, then `settle` — once; the closed entry, or None."""
         raise NotImplementedError
 
-    def call_handler(
-        self,
-        entry: QueueEntry,
-        plan: AttemptPlan,
-        run_id: str,
-        number: int,
-        head: Checkpoint | None,
-        claim: Claim,
-    ) -> HandlerResult:
-        """The user's handler called with a context of these: its output or its exception."""
+    def call_handler(self, call: HandlerCall) -> HandlerResult:
+        """The user's handler, called with the context ``call`` makes: its output or its
+        exception."""
         raise NotImplementedError
 
     # --- the attempt's state ---------------------------------------------------------------
@@ -276,7 +270,8 @@ class Attempt:
             self.finish(None)
             return report("lost")
         log_attempt_start(self.log, entry, number, run_id, plan)
-        result = self.call_handler(entry, plan, run_id, number, begun.head, claim)
+        call = HandlerCall(entry, plan, run_id, number, begun.head, claim)
+        result = self.call_handler(call)
         self._raised = result.error
         if self.lost is not None:
             self.finish(None)

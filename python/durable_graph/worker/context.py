@@ -8,9 +8,10 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Final, Generic, Protocol, TypeVar
+from typing import Final, Generic, Protocol, Self, TypeVar
 
 from durable_graph.core.errors import (
+    ClaimLost,
     StoreBusy,
     StoreError,
     ValidationError,
@@ -26,6 +27,7 @@ from durable_graph.core.model import (
     QueueEntry,
 )
 from durable_graph.core.validation import DEFAULT_MAX_VALUE_BYTES, check_commit
+from durable_graph.worker.flow import HandlerCall
 
 BUSY_RETRY_SECONDS: Final = 0.05
 """How long an attempt's store call waits after a `StoreBusy` before it tries again."""
@@ -48,6 +50,10 @@ def busy_pause(error: StoreBusy, started: float, lease: Lease, call: str) -> flo
         BUSY_RETRY_SECONDS * 1000,
     )
     return BUSY_RETRY_SECONDS
+
+
+class WorkerStopped(ClaimLost):
+    """The worker shut down past its deadline and released this attempt's claim and lease."""
 
 
 class LostFlag(Protocol):
@@ -121,6 +127,20 @@ class RunContextBase(Generic[StoreT]):
         self._claim = claim
         self._last: Commit | None = None
 
+    @classmethod
+    def starting(cls, store: StoreT, call: HandlerCall, keeper: LostFlag) -> Self:
+        """The context for the handler ``call``."""
+        return cls(
+            store=store,
+            entry=call.entry,
+            plan=call.plan,
+            run_id=call.run_id,
+            attempt=call.attempt,
+            head=call.head,
+            keeper=keeper,
+            claim=call.claim,
+        )
+
     @property
     def thread_id(self) -> str:
         return self.entry.thread_id
@@ -186,4 +206,4 @@ class RunContextBase(Generic[StoreT]):
         return busy_pause(error, started, self._keeper.lease, "a context write")
 
 
-__all__ = ["LostFlag", "RunContextBase", "StoreT", "new_id", "next_commit"]
+__all__ = ["LostFlag", "RunContextBase", "StoreT", "WorkerStopped", "new_id", "next_commit"]

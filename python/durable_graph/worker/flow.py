@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final, Literal, TypeAlias
 
-from durable_graph.core.errors import ClaimLost, StoreError, ValidationError
+from durable_graph.core.errors import StoreError, ValidationError
 from durable_graph.core.model import (
     JSON,
     AttemptPlan,
     Cancelled,
     Checkpoint,
+    Claim,
     Commit,
     Completed,
     EffectRecord,
@@ -46,8 +47,7 @@ from durable_graph.core.validation import (
     fit_error_text,
 )
 from durable_graph.core.workers import WorkerBeat, WorkerState
-from durable_graph.worker.context import new_id, next_commit
-from durable_graph.worker.settings import WorkerOptions, WorkerSettings
+from durable_graph.worker.settings import WorkerSettings
 
 _MAX_ERROR_BYTES: Final = 64 * 1024
 """A traceback kept as an attempt's error is cut to its last 64 KiB (its end names the failure)."""
@@ -81,10 +81,6 @@ class AttemptReport:
     plan: AttemptPlan | None
     outcome: EntryOutcome | None
     note: Note
-
-
-class WorkerStopped(ClaimLost):
-    """The worker shut down past its deadline and released this attempt's claim and lease."""
 
 
 # --- the decisions (pure) -------------------------------------------------------------
@@ -197,6 +193,19 @@ Settlement: TypeAlias = EntryOutcome | Deferred | None
 
 
 @dataclass(frozen=True, slots=True)
+class HandlerCall:
+    """What the handler's context is made of: the entry (read under the claim), its plan, the
+    attempt's run id and number, the thread's head and the claim."""
+
+    entry: QueueEntry
+    plan: AttemptPlan
+    run_id: str
+    attempt: int
+    head: Checkpoint | None
+    claim: Claim
+
+
+@dataclass(frozen=True, slots=True)
 class HandlerResult:
     """How the handler ended: its output, or the exception it raised; ``head`` is its context's."""
 
@@ -256,12 +265,10 @@ __all__ = [
     "AttemptReport",
     "Deferred",
     "FinalFailure",
+    "HandlerCall",
     "HandlerResult",
     "Note",
     "Settlement",
-    "WorkerOptions",
-    "WorkerSettings",
-    "WorkerStopped",
     "closing_note",
     "describe",
     "exhausted_outcome",
@@ -273,8 +280,6 @@ __all__ = [
     "log_failure",
     "log_fields",
     "log_stop_signal",
-    "new_id",
-    "next_commit",
     "output_effect_key",
     "recorded_output",
     "retry_later",

@@ -28,9 +28,7 @@ from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import StoreBusy, StoreError, ValidationError
 from durable_graph.core.model import (
     JSON,
-    AttemptPlan,
     Checkpoint,
-    Claim,
     Commit,
     Event,
     EventIn,
@@ -41,15 +39,19 @@ from durable_graph.core.polling import Changes
 from durable_graph.core.workers import WorkerState
 from durable_graph.worker.app import App
 from durable_graph.worker.attempt_generated import Attempt, begin
-from durable_graph.worker.context import LostFlag, RunContextBase
+from durable_graph.worker.context import (
+    LostFlag,
+    RunContextBase,
+    WorkerStopped,
+    new_id,
+    next_commit,
+)
 from durable_graph.worker.flow import (
     AttemptReport,
+    HandlerCall,
     HandlerResult,
     Note,
     Settlement,
-    WorkerOptions,
-    WorkerSettings,
-    WorkerStopped,
     closing_note,
     describe,
     exhausted_outcome,
@@ -58,12 +60,11 @@ from durable_graph.worker.flow import (
     log_beat_failure,
     log_failure,
     log_stop_signal,
-    new_id,
-    next_commit,
     output_effect_key,
     recorded_output,
     worker_beat,
 )
+from durable_graph.worker.settings import WorkerOptions, WorkerSettings
 
 log = logging.getLogger("durable_graph.worker")
 
@@ -109,26 +110,9 @@ class _Attempt(Attempt):
         self.stop()
         return self.settle(outcome, commit)
 
-    def call_handler(
-        self,
-        entry: QueueEntry,
-        plan: AttemptPlan,
-        run_id: str,
-        number: int,
-        head: Checkpoint | None,
-        claim: Claim,
-    ) -> HandlerResult:
+    def call_handler(self, call: HandlerCall) -> HandlerResult:
         """The handler, called in this thread."""
-        ctx = RunContext(
-            store=self.store,
-            entry=entry,
-            plan=plan,
-            run_id=run_id,
-            attempt=number,
-            head=head,
-            keeper=self,
-            claim=claim,
-        )
+        ctx = RunContext.starting(self.store, call, self)
         try:
             return HandlerResult(output=self._handler(ctx), head=ctx.head, last=ctx.last)
         except Exception as exc:  # D43: the attempt decides between retry and Failed
