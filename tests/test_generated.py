@@ -1,8 +1,9 @@
 """The generated store methods are current: what ``tools/generate_stores.py`` writes today.
 
 The async Protocols' methods and the PostgreSQL stores', the threaded wrappers' and the testkit
-adapter's one-call methods are plain source generated from the Protocols and the PostgreSQL call builders (``make generate``);
-a Protocol method or builder changed without re-running the generator fails here.
+adapter's one-call methods are plain source generated from the Protocols and the PostgreSQL call builders (``make generate``),
+and the sync worker's attempt from the async one's source (``worker/attempt_async.py``); a
+Protocol method, builder or async source changed without re-running the generator fails here.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def test_every_generated_file_says_it_is_generated() -> None:
         "postgres/async_generated.py",
         "postgres/generated.py",
         "testkit/adapter_generated.py",
+        "worker/attempt_generated.py",
     ]
     for path in found:
         assert (

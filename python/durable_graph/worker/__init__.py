@@ -1,4 +1,5 @@
-"""The worker (SPEC §5, §11): `flow` decides, `ops` names the store calls, `sync` and `aio` run them.
+"""The worker (SPEC §5, §11): `attempt_async` is one attempt (its sync twin generated), `sync`
+and `aio` run attempts in threads or tasks.
 
 The package's public names are the sync worker's (`durable_graph.worker.sync.__all__`, listed
 there once).

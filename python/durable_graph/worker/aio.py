@@ -1,8 +1,9 @@
 """The async worker runtime: `AsyncWorker` runs ``async def`` handlers, many at once on one loop.
 
-The attempt (SPEC §5, D40-D44) is `durable_graph.worker.flow`, the same generator the sync
-`durable_graph.worker.sync.Worker` drives: this worker awaits its operations, and runs the handler
-(``await handler(ctx)``) in a task of its own, so both workers decide alike by construction.
+The attempt (SPEC §5, §11, D40-D44) is `durable_graph.worker.attempt_async.AsyncAttempt`, the
+one source of both workers' decisions (the sync `Worker`'s is generated from it); this module says
+only how an attempt runs on an event loop: `_Attempt` awaits its handler in a task of its own
+(cancelled once the attempt is lost), renews from another task, and finishes once, shielded.
 
 Concurrency (D52): up to ``concurrency`` attempts run as tasks on the calling event loop; one
 dispatcher leases only while a slot is free, so an idle worker makes one lease call per poll
@@ -26,7 +27,6 @@ import contextlib
 import inspect
 import logging
 import signal
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, TypeVar, Unpack
@@ -37,39 +37,27 @@ from durable_graph.core.model import (
     JSON,
     AttemptBegun,
     Checkpoint,
-    Claim,
     Commit,
     Event,
     EventIn,
     Lease,
     QueueEntry,
 )
-from durable_graph.core.ops import StoreOp, drive_async
 from durable_graph.core.polling import AsyncChanges
 from durable_graph.core.workers import WorkerState
-from durable_graph.worker.context import RunContextBase, busy_pause
+from durable_graph.worker.attempt_async import AsyncAttempt, begin
+from durable_graph.worker.context import RunContextBase, WorkerStopped, new_id, next_commit
 from durable_graph.worker.flow import (
     AttemptReport,
-    WorkerOptions,
-    WorkerSettings,
-    WorkerStopped,
-    attempt_flow,
-    describe,
+    HandlerCall,
+    HandlerResult,
+    Settlement,
     log_beat_failure,
     log_failure,
     log_stop_signal,
-    new_id,
-    next_commit,
     worker_beat,
 )
-from durable_graph.worker.ops import (
-    HandlerResult,
-    RunHandler,
-    Settlement,
-    finishing,
-    perform,
-    renewal,
-)
+from durable_graph.worker.settings import WorkerOptions, WorkerSettings
 
 log = logging.getLogger("durable_graph.worker.aio")
 T = TypeVar("T")
@@ -82,51 +70,33 @@ _ABANDON_GRACE = 5.0
 """Seconds an abandoned attempt gets to unwind after its handler task was cancelled."""
 
 
-# --- keeping the lease and the claim alive -------------------------------------------------
+# --- an attempt on the event loop ----------------------------------------------------------
 
 
-class _Keeper:
-    """One attempt's lease (and claim, once taken): renewed by a task, released or closed once."""
+class _Attempt(AsyncAttempt):
+    """An attempt whose handler runs in a task of its own; another task renews its lease and
+    claim."""
 
-    def __init__(self, store: AsyncCheckpointer, lease: Lease, interval: float) -> None:
-        self.handler_task: asyncio.Task[Any] | None = None  # cancelled if the worker shuts down
-        self.lease = lease
-        self.claim: Claim | None = None
-        self._store = store
-        self._interval = interval
-        self._lost: StoreError | None = None
-        self.lost_event = threading.Event()  # what a sync wait could use; the task is cancelled
+    def __init__(self, worker: AsyncWorker, lease: Lease) -> None:
+        super().__init__(worker.store, lease, worker.settings, log, lambda: worker.stopping)
+        self._handler = worker.handler
+        self.handler_task: asyncio.Task[Any] | None = None  # cancelled if the attempt is lost
         self._renewer: asyncio.Task[None] | None = None
         self._stop_renewing = asyncio.Event()
-        self._finishing: asyncio.Future[QueueEntry | None] | None = None
+        self._finished: asyncio.Future[QueueEntry | None] | None = None
 
     def start(self) -> None:
         self._renewer = asyncio.create_task(
-            self._renew(), name=f"dg-renew-{self.lease.entry.entry_id}"
+            self._renewing(), name=f"dg-renew-{self.lease.entry.entry_id}"
         )
 
-    @property
-    def lost(self) -> StoreError | None:
-        return self._lost
-
     def lose(self, error: StoreError) -> None:
-        if self._lost is None:
-            self._lost = error
-            self.lost_event.set()
+        first = self.lost is None
+        super().lose(error)
+        if first:
             # SPEC §13, issue 26 item 7: a lost attempt (its entry cancelled, re-leased, the
             # worker stopping) stops now: its handler's task is cancelled.
             self.cancel_handler()
-
-    @property
-    def finishing(self) -> bool:
-        return self._finishing is not None
-
-    def adopt_claim(self, claim: Claim) -> bool:
-        """Keep ``claim`` renewed; False once the attempt is being finished (caller releases it)."""
-        if self._finishing is not None:
-            return False
-        self.claim = claim
-        return True
 
     def cancel_handler(self) -> None:
         if self.handler_task is not None:
@@ -145,62 +115,32 @@ class _Keeper:
             renewer.cancel()
             raise
 
-    async def _renew(self) -> None:
+    async def _renewing(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop_renewing.wait(), self._interval)
-            if self._stop_renewing.is_set():
+                await asyncio.wait_for(self._stop_renewing.wait(), self.settings.renew_every)
+            if self._stop_renewing.is_set() or not await self.renew():
                 return
-            if not await drive_async(renewal(self, log), self.call):
-                return
-
-    def call(self, op: StoreOp) -> Awaitable[Any]:
-        """``op`` on the store; made again while the store is only busy (D69, as the sync
-        keeper's)."""
-        return self._call_unless_busy(op)
-
-    async def _call_unless_busy(self, op: StoreOp) -> Any:
-        started = time.monotonic()
-        while True:
-            try:
-                return await op.on(self._store)
-            except StoreBusy as exc:
-                await asyncio.sleep(busy_pause(exc, started, self.lease, op.method))
-
-    def current_claim(self) -> Claim | None:
-        return self.claim
-
-    def claim_renewed(self, old: Claim, new: Claim) -> None:
-        if self.claim is old:  # not released meanwhile
-            self.claim = new
-
-    def take_claim(self) -> Claim | None:
-        claim, self.claim = self.claim, None
-        return claim
-
-    def abandon(self) -> None:
-        """Stop renewing without touching the store (the entry is already closed)."""
-        if self._finishing is None:
-            done: asyncio.Future[QueueEntry | None] = asyncio.get_running_loop().create_future()
-            done.set_result(None)
-            self._finishing = done
-        self._stop_renewing.set()
 
     async def finish(self, outcome: Settlement, commit: Commit | None = None) -> QueueEntry | None:
-        """Stop renewing, release the claim, then close (or release) the lease — once.
+        """Stop renewing, then `settle` — once.
 
         The first call decides; later calls (the attempt's own, or the worker's at shutdown) wait
         for it and get its answer. The work is shielded: cancelling a caller never interrupts a
-        close half-way. Returns the closed entry, or None.
+        close half-way.
         """
-        if self._finishing is None:
-            self._finishing = asyncio.ensure_future(self._finish(outcome, commit))
-            self._finishing.add_done_callback(self._log_failure)
-        return await asyncio.shield(self._finishing)
+        if self.start_finishing():
+            self._finished = asyncio.ensure_future(self._stop_then_settle(outcome, commit))
+            self._finished.add_done_callback(self._log_failure)
+        if self._finished is None:  # finished without a call: the store closed the entry
+            return None
+        return await asyncio.shield(self._finished)
 
-    async def _finish(self, outcome: Settlement, commit: Commit | None) -> QueueEntry | None:
+    async def _stop_then_settle(
+        self, outcome: Settlement, commit: Commit | None
+    ) -> QueueEntry | None:
         await self.stop_renewing()
-        return await drive_async(finishing(self, outcome, commit), self.call)
+        return await self.settle(outcome, commit)
 
     def _log_failure(self, finishing: asyncio.Future[QueueEntry | None]) -> None:
         if not finishing.cancelled() and finishing.exception() is not None:
@@ -209,6 +149,23 @@ class _Keeper:
                 self.lease.entry.entry_id,
                 finishing.exception(),
             )
+
+    async def call_handler(self, call: HandlerCall) -> HandlerResult:
+        """The handler awaited in a task of its own (cancelled if the attempt is lost)."""
+        ctx = AsyncRunContext.starting(self.store, call, self)
+        handler_task = asyncio.ensure_future(self._handler(ctx))
+        self.handler_task = handler_task
+        try:
+            return HandlerResult(output=await handler_task, head=ctx.head, last=ctx.last)
+        except BaseException as exc:  # D43: the attempt decides between retry and Failed
+            this = asyncio.current_task()
+            if isinstance(exc, asyncio.CancelledError) and this is not None and this.cancelling():
+                raise  # our own task is being cancelled: `run` releases, then re-raises
+            if not isinstance(exc, Exception | asyncio.CancelledError):
+                raise  # KeyboardInterrupt, SystemExit
+            return HandlerResult(error=exc, head=ctx.head, last=ctx.last)
+        finally:
+            self.handler_task = None
 
 
 # --- what the handler sees ---------------------------------------------------------------
@@ -303,7 +260,7 @@ class AsyncWorker:
         self._stop_event: asyncio.Event | None = None
         self._force_event: asyncio.Event | None = None
         self._running: set[asyncio.Task[None]] = set()
-        self._keepers: set[_Keeper] = set()
+        self._attempts: set[_Attempt] = set()
         self._abandoned = False
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -315,7 +272,7 @@ class AsyncWorker:
     @property
     def running_attempts(self) -> int:
         """How many attempts are running now."""
-        return len(self._keepers)
+        return len(self._attempts)
 
     def stop(self, *, force: bool = False) -> None:
         """Stop leasing; `run` lets running attempts finish within ``shutdown_deadline``.
@@ -375,7 +332,7 @@ class AsyncWorker:
     async def run_once(self) -> AttemptReport | None:
         """Lease and process at most one entry in the calling task; None if none was ready."""
         run_id = new_id()
-        begun = await self._begin(run_id)
+        begun = await begin(self.store, self.settings, run_id)
         if begun is None:
             return None
         return await self._process(begun, run_id)
@@ -387,7 +344,7 @@ class AsyncWorker:
         lives, idle or busy, so a worker holding no lease is seen too."""
         every = self.settings.heartbeat_every.total_seconds()
         while True:
-            await self._beat("busy" if self._keepers else "idle")
+            await self._beat("busy" if self._attempts else "idle")
             await asyncio.sleep(every)
 
     async def _beat(self, state: WorkerState) -> None:
@@ -429,18 +386,6 @@ class AsyncWorker:
         finally:
             waiter.cancel()
 
-    async def _begin(self, run_id: str) -> AttemptBegun | None:
-        """SPEC §11: lease, attempt, claim, read and plan in one call."""
-        s = self.settings
-        return await self.store.begin_attempt(
-            s.holder,
-            s.lease_ttl,
-            run_id=run_id,
-            claim_policy=s.claim_policy,
-            tenant=s.tenant,
-            kinds=s.kinds,
-        )
-
     async def _dispatch(self) -> None:
         """Lease while a slot is free, start each lease as a task; idle when nothing is ready
         (woken by queue notifications where the store has them, SPEC §11)."""
@@ -454,7 +399,7 @@ class AsyncWorker:
                 generation = changes.generation("queue") if changes is not None else 0
                 run_id = new_id()
                 try:
-                    begun = await self._begin(run_id)
+                    begun = await begin(self.store, self.settings, run_id)
                 except Exception as exc:
                     log_failure(log, exc, "loop")
                     await self._wait(self.settings.idle_delay())
@@ -517,13 +462,13 @@ class AsyncWorker:
     async def _abandon_running(self) -> None:
         """Cancel what still runs; release its claim and lease (D44); wait for it to unwind."""
         self._abandoned = True  # an attempt still beginning gives itself back (_process)
-        keepers = list(self._keepers)
-        for keeper in keepers:
-            log.info("entry %d: shutdown; releasing claim and lease", keeper.lease.entry.entry_id)
-            keeper.lose(WorkerStopped("the worker shut down; this attempt's claim was released"))
-            keeper.cancel_handler()
+        attempts = list(self._attempts)
+        for attempt in attempts:
+            log.info("entry %d: shutdown; releasing claim and lease", attempt.lease.entry.entry_id)
+            attempt.lose(WorkerStopped("the worker shut down; this attempt's claim was released"))
+            attempt.cancel_handler()
         results = await asyncio.gather(
-            *(keeper.finish(None) for keeper in keepers), return_exceptions=True
+            *(attempt.finish(None) for attempt in attempts), return_exceptions=True
         )
         for result in results:
             if isinstance(result, BaseException) and not isinstance(result, StoreError):
@@ -536,62 +481,21 @@ class AsyncWorker:
                 task.cancel()
 
     async def _process(self, begun: AttemptBegun, run_id: str) -> AttemptReport:
-        """Everything after the lease, with the lease renewed and given back on any failure."""
-        lease = begun.lease
-        keeper = _Keeper(self.store, lease, self.settings.renew_every)
-        keeper.start()
-        self._keepers.add(keeper)
+        """Everything after `begin_attempt`, with the lease renewed meanwhile."""
+        attempt = _Attempt(self, begun.lease)
+        attempt.start()
+        self._attempts.add(attempt)
         if self._abandoned:
-            # Begun while shutdown gave up on running attempts: give it back (D44); the flow
-            # then releases the claim and reports "lost".
-            keeper.lose(WorkerStopped("the worker shut down; this attempt's claim was released"))
+            # Begun while shutdown gave up on running attempts: give it back (D44); `run` then
+            # releases the claim and reports "lost".
+            attempt.lose(WorkerStopped("the worker shut down; this attempt's claim was released"))
             with contextlib.suppress(StoreError):
-                await keeper.finish(None)
+                await attempt.finish(None)
         try:
-            flow = attempt_flow(self.settings, keeper, run_id, lambda: self._stopping, log, begun)
-            report = await drive_async(flow, lambda op: perform(op, keeper, self))
-        except StoreError as exc:
-            # A store failure mid-protocol: give the entry back at once rather than let it wait
-            # out its lease (a later attempt resumes it); if that fails too, the lease expires.
-            with contextlib.suppress(StoreError):
-                await keeper.finish(None)
-            if keeper.lost is None:
-                raise
-            entry = lease.entry  # the attempt was lost meanwhile: that explains the failure
-            report = AttemptReport(entry.entry_id, entry.thread_id, None, None, None, None, "lost")
-            log.info("%s (%s)", describe(report), exc)
-            return report
-        except BaseException:
-            with contextlib.suppress(StoreError):
-                await keeper.finish(None)
-            raise
+            return await attempt.run(begun, run_id)  # logged there
         finally:
-            self._keepers.discard(keeper)
-            await keeper.stop_renewing()
-        return report  # attempt_flow logged it
-
-    async def _pause(self, delay: float) -> None:
-        if self._stop_event is None or self._stop_event.is_set():  # run_once: nothing to wake us
-            await asyncio.sleep(delay)
-        else:
-            await self._wait(delay)
-
-    async def _run_handler(self, keeper: _Keeper, op: RunHandler) -> HandlerResult:
-        """The handler awaited in a task of its own (the attempt flow's `RunHandler`)."""
-        ctx = AsyncRunContext.starting(self.store, op, keeper)
-        handler_task = asyncio.ensure_future(self.handler(ctx))
-        keeper.handler_task = handler_task
-        try:
-            return HandlerResult(output=await handler_task, head=ctx.head, last=ctx.last)
-        except BaseException as exc:  # D43: the flow decides between retry and Failed
-            this = asyncio.current_task()
-            if isinstance(exc, asyncio.CancelledError) and this is not None and this.cancelling():
-                raise  # our own task is being cancelled: _process releases, then re-raises
-            if not isinstance(exc, Exception | asyncio.CancelledError):
-                raise  # KeyboardInterrupt, SystemExit
-            return HandlerResult(error=exc, head=ctx.head, last=ctx.last)
-        finally:
-            keeper.handler_task = None
+            self._attempts.discard(attempt)
+            await attempt.stop_renewing()
 
 
 __all__ = ["AsyncHandler", "AsyncRunContext", "AsyncWorker", "WorkerStopped"]

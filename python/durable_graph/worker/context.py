@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Final, Generic, Protocol, Self, TypeVar
 
 from durable_graph.core.errors import (
+    ClaimLost,
     StoreBusy,
     StoreError,
     ValidationError,
@@ -26,9 +27,7 @@ from durable_graph.core.model import (
     QueueEntry,
 )
 from durable_graph.core.validation import DEFAULT_MAX_VALUE_BYTES, check_commit
-from durable_graph.worker.ops import (
-    RunHandler,
-)
+from durable_graph.worker.flow import HandlerCall
 
 BUSY_RETRY_SECONDS: Final = 0.05
 """How long an attempt's store call waits after a `StoreBusy` before it tries again."""
@@ -53,8 +52,8 @@ def busy_pause(error: StoreBusy, started: float, lease: Lease, call: str) -> flo
     return BUSY_RETRY_SECONDS
 
 
-_MAX_ERROR_BYTES: Final = 64 * 1024
-"""A traceback kept as an attempt's error is cut to its last 64 KiB (its end names the failure)."""
+class WorkerStopped(ClaimLost):
+    """The worker shut down past its deadline and released this attempt's claim and lease."""
 
 
 class LostFlag(Protocol):
@@ -129,17 +128,17 @@ class RunContextBase(Generic[StoreT]):
         self._last: Commit | None = None
 
     @classmethod
-    def starting(cls, store: StoreT, op: RunHandler, keeper: LostFlag) -> Self:
-        """The context for the handler call ``op`` asks for."""
+    def starting(cls, store: StoreT, call: HandlerCall, keeper: LostFlag) -> Self:
+        """The context for the handler ``call``."""
         return cls(
             store=store,
-            entry=op.entry,
-            plan=op.plan,
-            run_id=op.run_id,
-            attempt=op.attempt,
-            head=op.head,
+            entry=call.entry,
+            plan=call.plan,
+            run_id=call.run_id,
+            attempt=call.attempt,
+            head=call.head,
             keeper=keeper,
-            claim=op.claim,
+            claim=call.claim,
         )
 
     @property
@@ -207,7 +206,4 @@ class RunContextBase(Generic[StoreT]):
         return busy_pause(error, started, self._keeper.lease, "a context write")
 
 
-# --- the flow -------------------------------------------------------------------------------
-
-
-__all__ = ["LostFlag", "RunContextBase", "StoreT", "new_id", "next_commit"]
+__all__ = ["LostFlag", "RunContextBase", "StoreT", "WorkerStopped", "new_id", "next_commit"]

@@ -1,13 +1,12 @@
 """The worker runtime: runs a user's handler for queued entries, following SPEC §5 to the letter.
 
-The attempt itself — lease's attempt, claim or wait, plan, run, record the output, settle,
-finish — is `durable_graph.worker.flow`, shared with the async worker; it starts from
-`begin_attempt` and ends with `finish_attempt` (SPEC §11), so a job costs submit, begin, the
-handler's commits and finish; `Worker` performs its
-operations in threads: ``concurrency`` attempt loops, each leasing and driving one attempt at a
-time.
+`Worker` runs ``concurrency`` attempt loops in threads, each beginning and running one attempt at
+a time. The attempt itself — `begin_attempt` (SPEC §11), the handler, `finish_attempt` — is
+`durable_graph.worker.attempt_generated.Attempt`, generated from the async worker's
+``attempt_async.py`` (one source for both workers' decisions); this module says only how a
+thread runs it: `_Attempt`, renewed by a thread of its own, finished once.
 
-A background thread renews the lease and the claim every ``min(claim_policy.renew_every,
+The renewing thread renews the lease and the claim every ``min(claim_policy.renew_every,
 lease_ttl / 3)``. When a renewal learns the attempt lost its lease or claim (`LeaseLost`,
 `ClaimLost`, `EntryClosed` e.g. after `RunQueue.cancel`), the attempt is stopped cooperatively:
 ``ctx.cancelled`` turns true and every further ``ctx`` write raises that error.
@@ -30,25 +29,29 @@ from durable_graph.core.errors import StoreBusy, StoreError, ValidationError
 from durable_graph.core.model import (
     JSON,
     Checkpoint,
-    Claim,
     Commit,
     Event,
     EventIn,
     Lease,
     QueueEntry,
 )
-from durable_graph.core.ops import StoreOp, drive
 from durable_graph.core.polling import Changes
 from durable_graph.core.workers import WorkerState
 from durable_graph.worker.app import App
-from durable_graph.worker.context import LostFlag, RunContextBase, busy_pause
+from durable_graph.worker.attempt_generated import Attempt, begin
+from durable_graph.worker.context import (
+    LostFlag,
+    RunContextBase,
+    WorkerStopped,
+    new_id,
+    next_commit,
+)
 from durable_graph.worker.flow import (
     AttemptReport,
+    HandlerCall,
+    HandlerResult,
     Note,
-    WorkerOptions,
-    WorkerSettings,
-    WorkerStopped,
-    attempt_flow,
+    Settlement,
     closing_note,
     describe,
     exhausted_outcome,
@@ -57,20 +60,11 @@ from durable_graph.worker.flow import (
     log_beat_failure,
     log_failure,
     log_stop_signal,
-    new_id,
-    next_commit,
     output_effect_key,
     recorded_output,
     worker_beat,
 )
-from durable_graph.worker.ops import (
-    HandlerResult,
-    RunHandler,
-    Settlement,
-    finishing,
-    perform,
-    renewal,
-)
+from durable_graph.worker.settings import WorkerOptions, WorkerSettings
 
 log = logging.getLogger("durable_graph.worker")
 
@@ -80,100 +74,49 @@ Handler = Callable[["RunContext"], Any]
 """A user's run: receives a `RunContext`, returns the run's output (a JSON value)."""
 
 
-# --- keeping the lease and the claim alive -------------------------------------------------
+# --- an attempt in a thread ----------------------------------------------------------------
 
 
-class _Keeper:
-    """Renews one attempt's lease (and claim, once taken) in a background thread."""
+class _Attempt(Attempt):
+    """An attempt run in its worker's thread; a thread of its own renews its lease and claim."""
 
-    def __init__(self, store: Checkpointer, lease: Lease, interval: float) -> None:
-        self._store = store
-        self.lease = lease
-        self.claim: Claim | None = None
-        self._interval = interval
-        self._lock = threading.Lock()
-        self._lost: StoreError | None = None
-        self.lost_event = threading.Event()
-        """Set once the attempt is lost (cancelled, re-leased, shut down): `RunContext` waits on it."""
-        self._stop = threading.Event()
-        self._released = False
-        self._thread = threading.Thread(
-            target=self._run, name=f"dg-renew-{lease.entry.entry_id}", daemon=True
+    def __init__(self, worker: Worker, lease: Lease, settings: WorkerSettings) -> None:
+        super().__init__(worker.store, lease, settings, log, worker._stop.is_set)
+        self._handler = worker.handler
+        self._stop_renewing = threading.Event()
+        self._renewer = threading.Thread(
+            target=self._renewing, name=f"dg-renew-{lease.entry.entry_id}", daemon=True
         )
 
     def start(self) -> None:
-        self._thread.start()
-
-    @property
-    def lost(self) -> StoreError | None:
-        with self._lock:
-            return self._lost
-
-    def lose(self, error: StoreError) -> None:
-        with self._lock:
-            if self._lost is None:
-                self._lost = error
-        self.lost_event.set()
-
-    def adopt_claim(self, claim: Claim) -> bool:
-        """Keep ``claim`` renewed; False once the attempt is being finished (caller releases it)."""
-        with self._lock:
-            if self._released:
-                return False
-            self.claim = claim
-            return True
+        self._renewer.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join()
+        """Stop renewing (after the renewal in flight, if any)."""
+        self._stop_renewing.set()
+        if self._renewer.is_alive() and self._renewer is not threading.current_thread():
+            self._renewer.join()
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            if not drive(renewal(self, log), self.call):
+    def _renewing(self) -> None:
+        while not self._stop_renewing.wait(self.settings.renew_every):
+            if not self.renew():
                 return
 
-    def call(self, op: StoreOp) -> Any:
-        """``op`` on the store; made again while the store is only busy (D69: the attempt's own
-        calls, its renewals and its close, so a busy store costs no attempt its outcome)."""
-        started = time.monotonic()
-        while True:
-            try:
-                return op.on(self._store)
-            except StoreBusy as exc:
-                time.sleep(busy_pause(exc, started, self.lease, op.method))
-
-    def current_claim(self) -> Claim | None:
-        with self._lock:
-            return self.claim
-
-    def claim_renewed(self, old: Claim, new: Claim) -> None:
-        with self._lock:
-            if self.claim is old:
-                self.claim = new
-
-    def take_claim(self) -> Claim | None:
-        with self._lock:
-            claim, self.claim = self.claim, None
-        return claim
-
-    def abandon(self) -> None:
-        """Stop renewing without touching the store (the entry is already closed)."""
-        with self._lock:
-            self._released = True
-        self.stop()
-
     def finish(self, outcome: Settlement, commit: Commit | None = None) -> QueueEntry | None:
-        """Stop renewing, then release the claim and close (or release) the lease, once.
-
-        Returns the closed entry, or None.
-        """
-        with self._lock:
-            if self._released:
-                return None
-            self._released = True
+        """Stop renewing, then `settle` — once: a later call (shutdown's, or the attempt's own
+        after shutdown gave it back) does nothing and gets None."""
+        if not self.start_finishing():
+            return None
         self.stop()
-        return drive(finishing(self, outcome, commit), self.call)
+        return self.settle(outcome, commit)
+
+    def call_handler(self, call: HandlerCall) -> HandlerResult:
+        """The handler, called in this thread."""
+        ctx = RunContext.starting(self.store, call, self)
+        try:
+            return HandlerResult(output=self._handler(ctx), head=ctx.head, last=ctx.last)
+        except Exception as exc:  # D43: the attempt decides between retry and Failed
+            return HandlerResult(error=exc, head=ctx.head, last=ctx.last)
 
 
 # --- what the handler sees ---------------------------------------------------------------
@@ -252,7 +195,7 @@ class RunContext(RunContextBase[Checkpointer]):
 
 @dataclass
 class _Slot:
-    keeper: _Keeper | None = None
+    attempt: _Attempt | None = None
 
 
 class Worker:
@@ -282,7 +225,6 @@ class Worker:
         self.tenant = settings.tenant
         self.poll_interval = settings.poll_interval
         self.shutdown_deadline = settings.shutdown_deadline
-        self._renew_every = settings.renew_every
         self._stop = threading.Event()
         self._force = threading.Event()
         self._abandoned = threading.Event()
@@ -354,7 +296,7 @@ class Worker:
 
     def _busy(self) -> bool:
         with self._lock:
-            return any(slot.keeper is not None for slot in self._slots)
+            return any(slot.attempt is not None for slot in self._slots)
 
     def _beat(self, state: WorkerState) -> None:
         try:
@@ -385,12 +327,12 @@ class Worker:
         """Past the shutdown deadline: cancel what still runs, release its claim and lease (D44)."""
         with self._lock:
             self._abandoned.set()  # an attempt still beginning gives itself back (_attempt)
-            keepers = [slot.keeper for slot in self._slots if slot.keeper is not None]
-        for keeper in keepers:
-            entry_id = keeper.lease.entry.entry_id
+            attempts = [slot.attempt for slot in self._slots if slot.attempt is not None]
+        for attempt in attempts:
+            entry_id = attempt.lease.entry.entry_id
             log.info("entry %d: shutdown deadline passed; releasing claim and lease", entry_id)
-            keeper.lose(WorkerStopped("the worker shut down; this attempt's claim was released"))
-            keeper.finish(None)
+            attempt.lose(WorkerStopped("the worker shut down; this attempt's claim was released"))
+            attempt.finish(None)
 
     def _idle(self, scale: float = 1.0) -> None:
         self._stop.wait(self.settings.idle_delay(scale))
@@ -438,42 +380,24 @@ class Worker:
 
     def _attempt(self, slot: _Slot) -> AttemptReport | None:
         run_id = new_id()
-        # SPEC §11: lease, attempt, claim, read and plan in one call.
-        begun = self.store.begin_attempt(
-            self.holder,
-            self.lease_ttl,
-            run_id=run_id,
-            claim_policy=self.claim_policy,
-            tenant=self.tenant,
-            kinds=self.settings.kinds,
-        )
+        begun = begin(self.store, self.settings, run_id)
         if begun is None:
             return None
-        settings = self._settings_of(begun.entry.kind)
-        keeper = _Keeper(self.store, begun.lease, self._renew_every)
-        keeper.start()
+        attempt = _Attempt(self, begun.lease, self._settings_of(begun.entry.kind))
+        attempt.start()
         with self._lock:
-            slot.keeper = keeper
+            slot.attempt = attempt
         if self._abandoned.is_set():
-            # Begun while shutdown gave up on running attempts: give it back (D44); the flow
-            # then releases the claim and reports "lost".
-            keeper.lose(WorkerStopped("the worker shut down; this attempt's claim was released"))
+            # Begun while shutdown gave up on running attempts: give it back (D44); `run` then
+            # releases the claim and reports "lost".
+            attempt.lose(WorkerStopped("the worker shut down; this attempt's claim was released"))
             with contextlib.suppress(StoreError):
-                keeper.finish(None)
+                attempt.finish(None)
         try:
-            flow = attempt_flow(settings, keeper, run_id, self._stop.is_set, log, begun)
-            report = drive(flow, lambda op: perform(op, keeper, self))
-        except BaseException:
-            # A store failure mid-protocol: give the entry back at once rather than let it
-            # wait out its lease (a later attempt resumes it); if that fails too, the lease
-            # simply expires.
-            with contextlib.suppress(StoreError):
-                keeper.finish(None)
-            raise
+            return attempt.run(begun, run_id)  # logged there
         finally:
-            slot.keeper = None
-            keeper.stop()
-        return report  # attempt_flow logged it
+            slot.attempt = None
+            attempt.stop()
 
     def _settings_of(self, kind: str) -> WorkerSettings:
         """The settings of an attempt of ``kind``: an `App` kind's backoff and attempt cap."""
@@ -485,17 +409,6 @@ class Worker:
             backoff=options.backoff or self.settings.backoff,
             max_attempts=options.max_attempts,
         )
-
-    def _pause(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-    def _run_handler(self, keeper: _Keeper, op: RunHandler) -> HandlerResult:
-        """The handler called in this thread (the attempt flow's `RunHandler`)."""
-        ctx = RunContext.starting(self.store, op, keeper)
-        try:
-            return HandlerResult(output=self.handler(ctx), head=ctx.head, last=ctx.last)
-        except Exception as exc:  # D43: the flow decides between retry and Failed
-            return HandlerResult(error=exc, head=ctx.head, last=ctx.last)
 
 
 __all__ = [
