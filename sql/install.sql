@@ -191,8 +191,8 @@ SELECT :dg_version >= 12 AS dg_has_0012 \gset
 \else
 \ir ../migrations/0012.workers.sql
 \endif
-SELECT :dg_version >= 13 AS dg_has_0015 \gset
-\if :dg_has_0015
+SELECT :dg_version >= 13 AS dg_has_0013 \gset
+\if :dg_has_0013
 \else
 \ir ../migrations/0015.worker_roles.sql
 \endif
