@@ -340,7 +340,8 @@ $$;
 -- fields, checked field by field as Python checks it (_dg_cron); p_timezone: a name of
 -- pg_timezone_names; p_thread_id, p_kind: identifiers; p_tenant: NULL or an identifier;
 -- p_input: JSON text; p_priority as dg_submit_v1's; p_max_attempts >= 1; p_catch_up: run each
--- missed slot (else only the latest). Returns the schedule row. Raises DG000.
+-- missed slot (else only the latest). Returns the schedule row. Raises DG000, also when p_name
+-- is another tenant's schedule (p_tenant differs: a put never replaces it).
 CREATE OR REPLACE FUNCTION dg_put_schedule_v1(
     p_name text, p_cron text, p_timezone text, p_thread_id text, p_input text, p_kind text,
     p_tenant text, p_priority integer, p_max_attempts integer, p_catch_up boolean)
@@ -369,6 +370,12 @@ BEGIN
     PERFORM _dg_count(p_max_attempts, 'max_attempts', 2147483647);
     PERFORM _dg_not_null(p_catch_up IS NOT NULL, 'catch_up');
     PERFORM _dg_json(p_input, 'input', v_lim.max_value_bytes);
+    -- Names are schema-wide (docs/decisions.md): never replace another tenant's schedule.
+    IF EXISTS (SELECT 1 FROM schedules x WHERE x.name = p_name
+                                          AND x.tenant IS DISTINCT FROM p_tenant) THEN
+        RAISE EXCEPTION 'name % is taken by a schedule of another tenant',
+            pg_catalog.quote_literal(p_name) USING ERRCODE = 'DG000';
+    END IF;
     INSERT INTO schedules AS s (name, cron, timezone, thread_id, input, kind, tenant, priority,
                                 max_attempts, catch_up, created_at)
     VALUES (p_name, p_cron, p_timezone, p_thread_id, p_input, p_kind, p_tenant, p_priority,

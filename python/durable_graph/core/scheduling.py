@@ -258,6 +258,13 @@ def check_schedule(value: object, max_bytes: int) -> EncodedSchedule:
     )
 
 
+def other_tenants_name(name: str) -> str:
+    """The refusal of a put over another tenant's schedule (issue 37 item 8, D-decision in
+    docs/decisions.md): schedules are named schema-wide, and one tenant never replaces
+    another's."""
+    return f"name {name!r} is taken by a schedule of another tenant"
+
+
 def check_slot(name: str, value: object) -> datetime:
     """A slot: a tz-aware instant, whole seconds (a cron slot never has a fraction)."""
     slot = check_timestamp(name, value)
@@ -339,6 +346,7 @@ __all__ = [
     "due_slots",
     "encoded_schedule",
     "next_slot",
+    "other_tenants_name",
     "schedule_fields",
     "slot_key",
     "slot_problem",

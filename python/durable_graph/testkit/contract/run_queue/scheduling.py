@@ -364,3 +364,20 @@ class SchedulingTests:
             for name, h, m in [("hours", 0, 15), ("half", 0, 30), ("hours", 1, 15),
                                ("half", 1, 30), ("hours", 2, 15)]
         )  # fmt: skip
+
+    # --- tenants (issue 37 item 8) --------------------------------------------------------------
+
+    def test_a_put_never_replaces_another_tenants_schedule(self, queue: RunQueue) -> None:
+        # Schedule names are schema-wide (docs/decisions.md): tenant B reusing A's name is
+        # refused, nothing changes, and A's slots still go to A.
+        mine = queue.put_schedule(
+            Schedule("nightly", "0 3 * * *", "a-report", {"a": 1}, tenant="a")
+        )
+        for tenant in ("b", None):
+            with pytest.raises(ValidationError, match="name"):
+                queue.put_schedule(
+                    Schedule("nightly", "* * * * *", "b-thread", {"b": 1}, tenant=tenant)
+                )
+        assert queue.schedules() == [mine]
+        again = queue.put_schedule(Schedule("nightly", "0 4 * * *", "a-report", tenant="a"))
+        assert again.schedule.cron == "0 4 * * *"  # its own tenant replaces it
