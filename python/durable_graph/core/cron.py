@@ -143,8 +143,8 @@ def cron_error(expr: str) -> str | None:
 # --- slots ---------------------------------------------------------------------------------
 
 _SPAN_PROBE: Final = timedelta(hours=6)
-"""Offset changes are found by probing every 6 hours, then bisecting to the second: no zone
-changes its offset twice within 6 hours."""
+"""Offset changes are found by probing every 6 hours between a candidate slot and the search's
+start, then bisecting to the second: no zone changes its offset twice within 6 hours."""
 
 
 def _cronsim() -> ModuleType:
@@ -178,87 +178,81 @@ def _change_between(zone: ZoneInfo, low: datetime, high: datetime) -> datetime:
     return high
 
 
-_CHUNK: Final = 4 * 366
-"""Probes per span at most (a year): a zone with no change for that long yields it as a span
-and goes on from its end."""
+def _first_change(zone: ZoneInfo, low: datetime, high: datetime) -> datetime | None:
+    """The first instant in (low, high] whose offset is not ``low``'s, or None."""
+    offset = _offset(zone, low)
+    probe = low
+    while probe < high:
+        nxt = min(probe + _SPAN_PROBE, high)
+        if _offset(zone, nxt) != offset:
+            return _change_between(zone, probe, nxt)
+        probe = nxt
+    return None
 
 
-def _spans_forward(zone: ZoneInfo, start: datetime) -> Iterator[tuple[datetime, datetime]]:
-    """Half-open UTC spans [a, b) of one offset each, from ``start`` on, in order."""
-    low = start
-    while True:
-        offset = _offset(zone, low)
-        probe = low
-        for _ in range(_CHUNK):
-            nxt = probe + _SPAN_PROBE
-            if _offset(zone, nxt) != offset:
-                probe = _change_between(zone, probe, nxt)
-                break
-            probe = nxt
-        yield low, probe
-        low = probe
-
-
-def _spans_backward(zone: ZoneInfo, end: datetime) -> Iterator[tuple[datetime, datetime]]:
-    """Closed UTC spans [a, b] of one offset each, from ``end`` back, newest first."""
-    high = end
-    while True:
-        offset = _offset(zone, high)
-        probe = high
-        for _ in range(_CHUNK):
-            prev = probe - _SPAN_PROBE
-            if _offset(zone, prev) != offset:
-                probe = _change_between(zone, prev, probe)
-                break
-            probe = prev
-        yield probe, high
-        high = probe - timedelta(seconds=1)
+def _span_start(zone: ZoneInfo, low: datetime, high: datetime) -> datetime | None:
+    """The first instant of ``high``'s span of one offset when it is in (low, high], or None."""
+    offset = _offset(zone, high)
+    probe = high
+    while probe > low:
+        prev = max(probe - _SPAN_PROBE, low)
+        if _offset(zone, prev) != offset:
+            return _change_between(zone, prev, probe)
+        probe = prev
+    return None
 
 
 def _wall(at: datetime, offset: timedelta) -> datetime:
     return (at + offset).replace(tzinfo=None)
 
 
+def _instant(wall: datetime, offset: timedelta) -> datetime:
+    return (wall - offset).replace(tzinfo=UTC)
+
+
 def slots_after(cron: str, timezone: str, after: datetime) -> Iterator[datetime]:
-    """The slots after ``after`` (exclusive), in order, as UTC datetimes."""
+    """The slots after ``after`` (exclusive), in order, as UTC datetimes. Each candidate is the
+    expression's next match on the wall clock of the offset in force at the search's start; it
+    is a slot when no offset change lies between the two, else the search goes on from the
+    change with the new offset."""
     zone = ZoneInfo(timezone)
-    start = after.astimezone(UTC).replace(microsecond=0)
-    first = True
-    for low, high in _spans_forward(zone, start):
+    low = after.astimezone(UTC).replace(microsecond=0)
+    inclusive = False
+    while True:
         offset = _offset(zone, low)
-        # The expression on this span's wall clock, from just before its start (or `after`).
-        begin = _wall(low, offset) - (timedelta(0) if first else timedelta(seconds=1))
-        first = False
-        for wall in _cronsim().CronSim(cron, begin):
-            slot = (wall - offset).replace(tzinfo=UTC)
-            if slot >= high:
-                break
+        begin = _wall(low, offset) - (timedelta(seconds=1) if inclusive else timedelta(0))
+        wall = next(iter(_cronsim().CronSim(cron, begin)), None)
+        if wall is None:
+            return
+        slot = _instant(wall, offset)
+        change = _first_change(zone, low, slot)
+        if change is None:
             if slot > after:
                 yield slot
+            low, inclusive = slot, False
+        else:
+            low, inclusive = change, True
 
 
 def latest_slot(
     cron: str, timezone: str, at_or_before: datetime, after: datetime
 ) -> datetime | None:
-    """The newest slot at or before ``at_or_before`` and after ``after``, or None."""
+    """The newest slot at or before ``at_or_before`` and after ``after``, or None (the mirror of
+    `slots_after`, searching backwards)."""
     zone = ZoneInfo(timezone)
-    ceiling = at_or_before.astimezone(UTC).replace(microsecond=0)
-    for low, high in _spans_backward(zone, ceiling):
-        if high <= after:
-            return None
+    high = at_or_before.astimezone(UTC).replace(microsecond=0)
+    while high > after:
         offset = _offset(zone, high)
-        wall = next(
-            iter(
-                _cronsim().CronSim(cron, _wall(high, offset) + timedelta(seconds=1), reverse=True)
-            ),
-            None,
-        )
+        begin = _wall(high, offset) + timedelta(seconds=1)
+        wall = next(iter(_cronsim().CronSim(cron, begin, reverse=True)), None)
         if wall is None:
             return None
-        slot = (wall - offset).replace(tzinfo=UTC)
-        if slot >= low:
+        slot = _instant(wall, offset)
+        start = _span_start(zone, max(slot, after), high)
+        if start is None:
             return slot if slot > after else None
-    return None  # pragma: no cover - the spans go back for ever
+        high = start - timedelta(seconds=1)
+    return None
 
 
 __all__ = ["cron_error", "latest_slot", "slots_after"]

@@ -94,13 +94,15 @@ class Scheduler:
         return self._stop.is_set()
 
     def run(self) -> None:
-        """Pass after pass until `stop`; a store error is logged and the next pass tries again."""
+        """Pass after pass until `stop`; a failed pass is logged and the next one tries again."""
         log.info("scheduler started (every %s)", self.interval)
         while not self._stop.is_set():
             try:
                 self.tick()
             except StoreError as exc:
                 log.warning("scheduler pass failed: %s", exc)
+            except Exception:  # a bug must not end the loop (a worker's --scheduler thread)
+                log.exception("scheduler pass failed")
             self._stop.wait(self.interval.total_seconds())
         log.info("scheduler stopped")
 
