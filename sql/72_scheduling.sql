@@ -168,6 +168,160 @@ BEGIN
 END;
 $$;
 
+-- _dg_cron_value(text, field): the value a cron field's value names (field 0..5: second,
+-- minute, hour, day-of-month, month, day-of-week; months and weekdays also by ASCII name, any
+-- case), or NULL when it names none (python/durable_graph/core/cron.py `_value`).
+CREATE OR REPLACE FUNCTION _dg_cron_value(p_text text, p_field integer) RETURNS integer
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+DECLARE
+    v_pos integer;
+    v integer;
+BEGIN
+    IF p_field = 4 THEN
+        v_pos := pg_catalog.array_position(ARRAY['JAN', 'FEB', 'MAR', 'APR', 'MAY', 'JUN', 'JUL',
+                                                 'AUG', 'SEP', 'OCT', 'NOV', 'DEC'],
+                                           pg_catalog.upper(p_text));
+        IF v_pos IS NOT NULL THEN
+            RETURN v_pos;
+        END IF;
+    ELSIF p_field = 5 THEN
+        v_pos := pg_catalog.array_position(ARRAY['SUN', 'MON', 'TUE', 'WED', 'THU', 'FRI', 'SAT'],
+                                           pg_catalog.upper(p_text));
+        IF v_pos IS NOT NULL THEN
+            RETURN v_pos - 1;
+        END IF;
+    END IF;
+    IF p_text !~ '^[0-9]{1,2}$' THEN
+        RETURN NULL;
+    END IF;
+    v := p_text::integer;
+    IF v < (ARRAY[0, 0, 0, 1, 1, 0])[p_field + 1] OR v > (ARRAY[59, 59, 23, 31, 12, 7])[p_field + 1]
+    THEN
+        RETURN NULL;
+    END IF;
+    RETURN v;
+END;
+$$;
+
+-- _dg_cron_term(text, field): the values one term of a cron field names (-1 for L, LW, dL and
+-- d#n), or NULL when the term is bad (python/durable_graph/core/cron.py `_term`).
+CREATE OR REPLACE FUNCTION _dg_cron_term(p_text text, p_field integer) RETURNS integer[]
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+DECLARE
+    v_high integer := (ARRAY[59, 59, 23, 31, 12, 7])[p_field + 1];
+    v_up text := pg_catalog.upper(p_text);
+    v_base text := p_text;
+    v_step text;
+    v_start integer;
+    v_end integer;
+BEGIN
+    IF p_field = 3 AND v_up IN ('L', 'LW') THEN
+        RETURN ARRAY[-1];
+    END IF;
+    IF p_field = 5 AND v_up ~ '^[0-7]L$' THEN
+        RETURN ARRAY[-1];
+    END IF;
+    IF p_field = 5 AND pg_catalog.strpos(p_text, '#') > 0 THEN
+        IF _dg_cron_value(pg_catalog.split_part(p_text, '#', 1), 5) IS NULL
+           OR pg_catalog.substr(p_text, pg_catalog.strpos(p_text, '#') + 1) !~ '^0?[1-5]$' THEN
+            RETURN NULL;
+        END IF;
+        RETURN ARRAY[-1];
+    END IF;
+    IF pg_catalog.strpos(p_text, '/') > 0 THEN
+        v_base := pg_catalog.split_part(p_text, '/', 1);
+        v_step := pg_catalog.substr(p_text, pg_catalog.strpos(p_text, '/') + 1);
+    END IF;
+    IF v_base = '*' THEN
+        v_start := (ARRAY[0, 0, 0, 1, 1, 0])[p_field + 1];
+        v_end := v_high;
+    ELSIF pg_catalog.strpos(v_base, '-') > 0 THEN
+        v_start := _dg_cron_value(pg_catalog.split_part(v_base, '-', 1), p_field);
+        v_end := _dg_cron_value(pg_catalog.substr(v_base, pg_catalog.strpos(v_base, '-') + 1),
+                                p_field);
+        IF v_start IS NULL OR v_end IS NULL OR v_end < v_start THEN
+            RETURN NULL;
+        END IF;
+    ELSE
+        v_start := _dg_cron_value(v_base, p_field);
+        IF v_start IS NULL THEN
+            RETURN NULL;
+        END IF;
+        v_end := CASE WHEN v_step IS NULL THEN v_start ELSE v_high END;
+    END IF;
+    IF v_step IS NULL THEN
+        RETURN ARRAY(SELECT pg_catalog.generate_series(v_start, v_end));
+    END IF;
+    IF v_step !~ '^[0-9]{1,2}$' OR v_step::integer NOT BETWEEN 1 AND v_high THEN
+        RETURN NULL;
+    END IF;
+    RETURN ARRAY(SELECT pg_catalog.generate_series(v_start, v_end, v_step::integer));
+END;
+$$;
+
+-- _dg_cron(cron, name): DG000 naming `name` unless `cron` is a cron expression of the grammar of
+-- python/durable_graph/core/cron.py (sql/README.md "Schedules"): the SQL API refuses exactly
+-- what the Python API refuses (issue 37 item 6), so no stored expression stops a scheduler.
+CREATE OR REPLACE FUNCTION _dg_cron(p_cron text, p_name text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+DECLARE
+    v_fields text[] := ARRAY['second', 'minute', 'hour', 'day-of-month', 'month', 'day-of-week'];
+    v_text text := pg_catalog.translate(p_cron, E'\t', ' ');
+    v_parts text[];
+    v_term text;
+    v_values integer[];
+    v_days integer[];
+    v_months integer[];
+BEGIN
+    PERFORM _dg_not_null(p_cron IS NOT NULL, p_name);
+    PERFORM _dg_check(pg_catalog.octet_length(p_cron) <= 512,
+                      p_name || ' must be at most 512 bytes');
+    IF v_text !~ '^[0-9A-Za-z*,/# -]+$' THEN
+        RAISE EXCEPTION '% must be a cron expression: it may hold only digits, letters, spaces, '
+            'tabs and * , / # -', p_name USING ERRCODE = 'DG000';
+    END IF;
+    v_parts := pg_catalog.regexp_split_to_array(pg_catalog.btrim(v_text, ' '), ' +');
+    IF pg_catalog.cardinality(v_parts) NOT IN (5, 6) THEN
+        RAISE EXCEPTION '% must be a cron expression of five fields, or six with seconds first',
+            p_name USING ERRCODE = 'DG000';
+    END IF;
+    IF pg_catalog.cardinality(v_parts) = 5 THEN
+        v_parts := ARRAY['0'] || v_parts;
+    END IF;
+    FOR i IN 1..6 LOOP
+        v_values := ARRAY[]::integer[];
+        FOREACH v_term IN ARRAY pg_catalog.string_to_array(v_parts[i], ',') LOOP
+            IF _dg_cron_term(v_term, i - 1) IS NULL THEN
+                v_values := NULL;
+                EXIT;
+            END IF;
+            v_values := v_values || _dg_cron_term(v_term, i - 1);
+        END LOOP;
+        IF v_values IS NULL OR pg_catalog.cardinality(v_values) = 0 THEN
+            RAISE EXCEPTION '% must be a cron expression: bad % field %', p_name, v_fields[i],
+                pg_catalog.quote_literal(v_parts[i]) USING ERRCODE = 'DG000';
+        END IF;
+        IF i = 4 THEN
+            v_days := v_values;
+        ELSIF i = 5 THEN
+            v_months := v_values;
+        END IF;
+    END LOOP;
+    -- Day-of-month and day-of-week both matching (either starts with *): the smallest listed
+    -- day must exist in a listed month.
+    IF (v_parts[4] LIKE '*%' OR v_parts[6] LIKE '*%')
+       AND (SELECT pg_catalog.min(d) FROM pg_catalog.unnest(v_days) d)
+           > (SELECT pg_catalog.max((ARRAY[31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])[m])
+                FROM pg_catalog.unnest(v_months) m) THEN
+        RAISE EXCEPTION '% must be a cron expression: no listed month has day %', p_name,
+            (SELECT pg_catalog.min(d) FROM pg_catalog.unnest(v_days) d) USING ERRCODE = 'DG000';
+    END IF;
+END;
+$$;
+
 -- _dg_schedule_row(name): the schedule row of sql/README.md ("Schedules").
 CREATE OR REPLACE FUNCTION _dg_schedule_row(p_name text)
 RETURNS TABLE (name text, cron text, timezone text, thread_id text, input text, kind text,
@@ -182,11 +336,12 @@ $$;
 
 -- dg_put_schedule_v1: add the schedule p_name, or replace the one of that name (keeping paused,
 -- created_at and last_slot). p_name: an identifier of at most 200 bytes (so that
--- 'schedule:<name>:<slot>' is a submission key); p_cron: five or six fields (or an @-name),
--- the expression itself checked by the caller's cron library; p_timezone: a name of
+-- 'schedule:<name>:<slot>' is a submission key); p_cron: a cron expression of five or six
+-- fields, checked field by field as Python checks it (_dg_cron); p_timezone: a name of
 -- pg_timezone_names; p_thread_id, p_kind: identifiers; p_tenant: NULL or an identifier;
 -- p_input: JSON text; p_priority as dg_submit_v1's; p_max_attempts >= 1; p_catch_up: run each
--- missed slot (else only the latest). Returns the schedule row. Raises DG000.
+-- missed slot (else only the latest). Returns the schedule row. Raises DG000, also when p_name
+-- is another tenant's schedule (p_tenant differs: a put never replaces it).
 CREATE OR REPLACE FUNCTION dg_put_schedule_v1(
     p_name text, p_cron text, p_timezone text, p_thread_id text, p_input text, p_kind text,
     p_tenant text, p_priority integer, p_max_attempts integer, p_catch_up boolean)
@@ -202,13 +357,7 @@ DECLARE
 BEGIN
     PERFORM _dg_id(p_name, 'name');
     PERFORM _dg_check(pg_catalog.octet_length(p_name) <= 200, 'name must be at most 200 bytes');
-    PERFORM _dg_not_null(p_cron IS NOT NULL, 'cron');
-    PERFORM _dg_check(pg_catalog.octet_length(p_cron) <= 512
-                      AND (p_cron ~ '^\s*@[a-z]+\s*$'
-                           OR (p_cron ~ '^[0-9A-Za-z*,/?#LW\s-]+$'
-                               AND pg_catalog.array_length(pg_catalog.regexp_split_to_array(
-                                       pg_catalog.btrim(p_cron), '\s+'), 1) BETWEEN 5 AND 6)),
-                      'cron must be a cron expression of five or six fields');
+    PERFORM _dg_cron(p_cron, 'cron');
     PERFORM _dg_not_null(p_timezone IS NOT NULL, 'timezone');
     PERFORM _dg_check(EXISTS (SELECT 1 FROM pg_catalog.pg_timezone_names z
                                WHERE z.name = p_timezone) OR p_timezone = 'UTC',
@@ -221,6 +370,12 @@ BEGIN
     PERFORM _dg_count(p_max_attempts, 'max_attempts', 2147483647);
     PERFORM _dg_not_null(p_catch_up IS NOT NULL, 'catch_up');
     PERFORM _dg_json(p_input, 'input', v_lim.max_value_bytes);
+    -- Names are schema-wide (docs/decisions.md): never replace another tenant's schedule.
+    IF EXISTS (SELECT 1 FROM schedules x WHERE x.name = p_name
+                                          AND x.tenant IS DISTINCT FROM p_tenant) THEN
+        RAISE EXCEPTION 'name % is taken by a schedule of another tenant',
+            pg_catalog.quote_literal(p_name) USING ERRCODE = 'DG000';
+    END IF;
     INSERT INTO schedules AS s (name, cron, timezone, thread_id, input, kind, tenant, priority,
                                 max_attempts, catch_up, created_at)
     VALUES (p_name, p_cron, p_timezone, p_thread_id, p_input, p_kind, p_tenant, p_priority,

@@ -17,7 +17,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 12
+\set dg_required_version 13
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
@@ -190,6 +190,11 @@ SELECT :dg_version >= 12 AS dg_has_0012 \gset
 \if :dg_has_0012
 \else
 \ir ../migrations/0012.workers.sql
+\endif
+SELECT :dg_version >= 13 AS dg_has_0013 \gset
+\if :dg_has_0013
+\else
+\ir ../migrations/0013.worker_roles.sql
 \endif
 
 -- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).

@@ -252,3 +252,25 @@ def test_without_a_token_the_dashboard_offers_no_action(
         posted = page.request.post(url + f"/entry/{filled.running}/cancel", data="")
         assert posted.status in (404, 405)
         page.close()
+
+
+def test_the_queue_page_shows_the_workers_a_page_at_a_time(
+    browser: Browser, store: Checkpointer
+) -> None:
+    # Issue 37 item 9: 60 workers beat; the page lists 50 and links to the next ones.
+    from durable_graph.core.workers import WorkerBeat
+
+    holders = [f"w-{i:02d}" for i in range(60)]
+    for holder in holders:
+        store.run_queue.worker_heartbeat(WorkerBeat(holder, "host", 1, None, "idle"))
+    with serving(store) as url:
+        page = browser.new_page()
+        page.goto(url + "/")
+        rows = page.locator("table.workers tbody tr")
+        expect(rows).to_have_count(50)
+        expect(rows.first).to_contain_text("w-00")
+        page.locator("a.next", has_text="More workers").click()
+        expect(rows).to_have_count(10)
+        expect(rows.first).to_contain_text("w-50")
+        expect(page.locator("a.next", has_text="More workers")).to_have_count(0)
+        page.close()

@@ -19,8 +19,10 @@ from psycopg import sql
 
 from durable_graph.core.errors import ProcessingError, ValidationError
 from durable_graph.core.model import ANY, Commit, EventIn, Failed, Submission, WatchPolicy
+from durable_graph.core.scheduling import check_cron
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.postgres.migrations import migrate
+from durable_graph.testkit.cron_cases import BAD_CRONS, GOOD_CRONS
 from durable_graph.testkit.postgres.schema import reset_store
 
 DEEP_512 = "[" * 512 + "]" * 512
@@ -576,3 +578,30 @@ def test_limited_leases_take_the_proxys_live_counts(
     conn.execute("SELECT * FROM dg_submit_v1('t', '{}', NULL, NULL, 'enqueue', 3)")
     live = '{"tenant": {}, "kind": {"default": 0}}'
     assert len(conn.execute(query, (live,)).fetchall()) == 1
+
+
+# --- issue 37 item 6: dg_put_schedule_v1 refuses every cron expression Python refuses -----------
+
+_PUT_SCHEDULE = (
+    "SELECT * FROM dg_put_schedule_v1('s', %s, 'UTC', 't', 'null', 'default', NULL, 0, 3, false)"
+)
+
+
+def _schedules(conn: psycopg.Connection[Any]) -> list[str]:
+    return [str(r[0]) for r in conn.execute("SELECT x::text FROM schedules x ORDER BY 1")]
+
+
+@pytest.mark.parametrize("expr", BAD_CRONS)
+def test_put_schedule_refuses_what_python_refuses(conn: psycopg.Connection[Any], expr: str) -> None:
+    with pytest.raises(ValidationError, match="cron"):
+        check_cron("cron", expr)
+    before = _schedules(conn)
+    _refused(conn, _PUT_SCHEDULE, (expr,), "cron")
+    assert _schedules(conn) == before == []
+
+
+@pytest.mark.parametrize("expr", GOOD_CRONS)
+def test_put_schedule_accepts_what_python_accepts(conn: psycopg.Connection[Any], expr: str) -> None:
+    assert check_cron("cron", expr) == expr
+    row = conn.execute(_PUT_SCHEDULE, (expr,)).fetchone()
+    assert row is not None and row[1] == expr

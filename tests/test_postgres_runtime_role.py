@@ -426,3 +426,46 @@ def test_cli_grant_quotes_a_role_name_holding_a_line_break(
     assert main(["revoke", "--dsn", owner_dsn, "--schema", pg_schema, "--role", runtime]) == 0
     with psycopg.connect(as_role(pg_dsn, runtime), autocommit=True) as conn:
         assert _denied(conn, f"SELECT * FROM \"{pg_schema}\".dg_thread_v1('t')")
+
+
+def test_a_second_runtime_role_cannot_hide_or_rewrite_another_roles_worker(
+    pg_dsn: str, roles: Roles
+) -> None:
+    # Issue 37 item 9: two runtime roles granted on one schema; B beats as A's live worker.
+    from durable_graph.core.workers import WorkerBeat
+
+    owner, role_a, role_b = (
+        roles.create("dg_own_w"),
+        roles.create("dg_rt_a"),
+        roles.create("dg_rt_b"),
+    )
+    schema = f"wk_{uuid.uuid4().hex[:12]}"
+    roles.owned_schema(owner, schema)
+    migrate(as_role(pg_dsn, owner), schema)
+    with psycopg.connect(as_role(pg_dsn, owner), autocommit=True) as conn:
+        privileges.grant(conn, schema, role_a)
+        privileges.grant(conn, schema, role_b)
+    config = PostgresConfig(schema=schema)
+    with (
+        PostgresCheckpointer.open(as_role(pg_dsn, role_a), config) as a,
+        PostgresCheckpointer.open(as_role(pg_dsn, role_b), config) as b,
+    ):
+        seen = a.run_queue.worker_heartbeat(WorkerBeat("w-a", "host-a", 1, None, "busy"))
+        for state in ("stopped", "idle"):
+            with pytest.raises(ValidationError, match="holder"):
+                b.run_queue.worker_heartbeat(WorkerBeat("w-a", "evil", 2, None, state))
+        assert a.run_queue.workers() == [seen]  # still listed, as A said
+        assert b.run_queue.workers() == [seen]  # every role reads the whole registry
+        b.run_queue.worker_heartbeat(WorkerBeat("w-b", "host-b", 3, None, "idle"))
+        # A's own beats still work, and B's worker is B's.
+        a.run_queue.worker_heartbeat(WorkerBeat("w-a", "host-a", 1, None, "stopped"))
+        with pytest.raises(ValidationError, match="holder"):
+            a.run_queue.worker_heartbeat(WorkerBeat("w-b", "host-b", 3, None, "stopped"))
+        assert [w.holder for w in b.run_queue.workers()] == ["w-b"]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            sql.SQL("SELECT holder, role FROM {}.workers ORDER BY holder").format(
+                sql.Identifier(schema)
+            )
+        ).fetchall()
+    assert rows == [("w-a", role_a), ("w-b", role_b)]

@@ -171,6 +171,21 @@ def test_the_workers_command_lists_idle_and_busy_workers(tmp_path: Path) -> None
     ]
 
 
+def test_the_workers_command_reads_one_page_and_says_how_to_go_on(tmp_path: Path) -> None:
+    # Issue 37 item 9: the registry is read a page at a time.
+    path = tmp_path / "s.db"
+    with SqliteCheckpointer.open(path) as store:
+        for i in range(5):
+            store.run_queue.worker_heartbeat(WorkerBeat(f"w-{i}", "h", i, None, "idle"))
+    base = [sys.executable, "-m", "durable_graph.cli", "workers", "--sqlite", str(path)]
+    first = subprocess.run([*base, "--limit", "3", "--json"], capture_output=True, text=True)
+    assert [w["holder"] for w in json.loads(first.stdout)] == ["w-0", "w-1", "w-2"]
+    shown = subprocess.run([*base, "--limit", "3"], capture_output=True, text=True)
+    assert shown.returncode == 0 and "more may follow: --after w-2" in shown.stderr
+    rest = json.loads(_cli("workers", "--sqlite", str(path), "--after", "w-2", "--json"))
+    assert [w["holder"] for w in rest] == ["w-3", "w-4"]
+
+
 def test_the_workers_command_says_when_none_beat(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     SqliteCheckpointer.open(path).close()

@@ -101,6 +101,13 @@ BEGIN
     IF v_held IS NOT NULL AND v_held <> v_part THEN
         SELECT * INTO t FROM _dg_on_take_schedule_v1(v_held, p_name);
         IF FOUND THEN
+            IF t.tenant IS DISTINCT FROM p_tenant THEN  -- another tenant's: back, unchanged
+                PERFORM _dg_on_adopt_schedule_v1(
+                    v_held, t.name, t.cron, t.timezone, t.thread_id, t.input, t.kind, t.tenant,
+                    t.priority, t.max_attempts, t.catch_up, t.paused, t.created_at, t.last_slot);
+                RAISE EXCEPTION 'name % is taken by a schedule of another tenant',
+                    pg_catalog.quote_literal(p_name) USING ERRCODE = 'DG000';
+            END IF;
             BEGIN
                 SELECT * INTO r FROM _dg_on_adopt_schedule_v1(
                     v_part, p_name, p_cron, p_timezone, p_thread_id, p_input, p_kind, p_tenant,

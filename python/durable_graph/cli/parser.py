@@ -208,6 +208,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DURATION",
         help="list the workers whose last beat is this recent (default 30s)",
     )
+    _option(workers, "--after", metavar="HOLDER", help="the page after this holder")
+    _option(
+        workers,
+        "--limit",
+        type=positive_int,
+        default=100,
+        metavar="N",
+        help="workers at most, one page (default 100, at most 1000)",
+    )
 
     worker = command("worker", cmd_worker, "run a worker for a handler until SIGTERM/SIGINT")
     _option(

@@ -24,7 +24,13 @@ from durable_graph.cli.common import (
     when,
 )
 from durable_graph.core.errors import ValidationError
-from durable_graph.core.scheduling import LimitScope, Schedule, next_slot
+from durable_graph.core.scheduling import (
+    LimitScope,
+    Schedule,
+    StoredSchedule,
+    next_slot,
+    slot_problem,
+)
 
 
 def _scope(args: argparse.Namespace) -> tuple[LimitScope, str]:
@@ -88,6 +94,14 @@ def cmd_schedule_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _next_run(s: StoredSchedule, now: datetime) -> str:
+    """The NEXT RUN column: paused, the next slot, or why none can be computed."""
+    problem = slot_problem(s.schedule)
+    if problem is not None:
+        return f"invalid: {problem}"
+    return "paused" if s.paused else when(next_slot(s, now))
+
+
 def cmd_schedule_ls(args: argparse.Namespace) -> int:
     with store_of(args, read_only=True) as store:
         schedules = store.run_queue.schedules()
@@ -96,7 +110,11 @@ def cmd_schedule_ls(args: argparse.Namespace) -> int:
     if out.as_json:
         out.json(
             [
-                {"schedule": s, "next_run": None if s.paused else next_slot(s, now)}
+                {
+                    "schedule": s,
+                    "next_run": None if s.paused or slot_problem(s.schedule) else next_slot(s, now),
+                    "problem": slot_problem(s.schedule),
+                }
                 for s in schedules
             ]
         )
@@ -108,7 +126,7 @@ def cmd_schedule_ls(args: argparse.Namespace) -> int:
             s.schedule.timezone,
             s.schedule.thread_id,
             s.schedule.kind,
-            "paused" if s.paused else when(next_slot(s, now)),
+            _next_run(s, now),
             when(s.last_slot),
         )
         for s in schedules

@@ -5,8 +5,10 @@ clock."""
 from __future__ import annotations
 
 import argparse
+import sys
 
-from durable_graph.cli.common import open_store, output_of, when
+from durable_graph.cli.common import CliError, open_store, output_of, when
+from durable_graph.core.errors import ValidationError
 from durable_graph.core.workers import SEEN_WITHIN
 
 
@@ -14,7 +16,9 @@ def cmd_workers(args: argparse.Namespace) -> int:
     within = args.seen_within or SEEN_WITHIN
     store = open_store(args, read_only=True)
     try:
-        seen = store.run_queue.workers(within)
+        seen = store.run_queue.workers(within, after=args.after, limit=args.limit)
+    except ValidationError as exc:
+        raise CliError(str(exc)) from None
     finally:
         store.close()
     out = output_of(args)
@@ -36,4 +40,6 @@ def cmd_workers(args: argparse.Namespace) -> int:
     )  # fmt: skip
     busy = sum(1 for w in seen if w.state == "busy")
     out.line(f"{len(seen)} worker(s): {busy} busy, {len(seen) - busy} idle")
+    if len(seen) == args.limit:  # one page, continued with --after the last holder shown
+        print(f"more may follow: --after {seen[-1].holder}", file=sys.stderr)
     return 0

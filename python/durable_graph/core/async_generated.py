@@ -228,7 +228,9 @@ class AsyncRunQueueMethods(Protocol):
 
     async def worker_heartbeat(self, beat: WorkerBeat) -> WorkerSeen: ...
 
-    async def workers(self, seen_within: timedelta = SEEN_WITHIN) -> list[WorkerSeen]: ...
+    async def workers(
+        self, seen_within: timedelta = SEEN_WITHIN, after: str | None = None, limit: int = 1000
+    ) -> list[WorkerSeen]: ...
 
 
 class AsyncTraceContextsMethods(Protocol):

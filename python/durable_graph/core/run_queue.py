@@ -181,9 +181,12 @@ class RunQueue(Protocol):
         (its first beat sets ``started_at``); drop holders not seen for a day."""
         ...
 
-    def workers(self, seen_within: timedelta = SEEN_WITHIN) -> list[WorkerSeen]:
+    def workers(
+        self, seen_within: timedelta = SEEN_WITHIN, after: str | None = None, limit: int = 1000
+    ) -> list[WorkerSeen]:
         """The workers whose latest beat is within ``seen_within`` of the store's now and is not
-        ``stopped``, by holder (byte order)."""
+        ``stopped``, by holder (byte order): those after the holder ``after``, ``limit``
+        (1..1000) at most — the next page starts after the last one's holder."""
         ...
 
 

@@ -6,20 +6,21 @@ nothing written), and the pure slot arithmetic of schedules. The store methods a
 `remove_schedule`, `pause_schedule`, `fire_schedule`); the scheduler loop that fires due slots is
 `durable_graph.worker.scheduler`.
 
-Cron expressions are parsed by `cronsim` (the optional extra ``durable-graph[cron]``): the
-stores keep an expression as text, checked here on every backend before it is stored; the SQL
-API checks its shape and time zone only (any other language checks the expression itself).
+Cron expressions (`durable_graph.core.cron`: the grammar, and slots as UTC instants across
+daylight-saving changes) are evaluated by `cronsim` (the optional extra ``durable-graph[cron]``):
+the stores keep an expression as text, checked on every backend before it is stored, and the SQL
+API checks the same grammar itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime, timedelta
-from types import ModuleType
+from datetime import UTC, datetime
 from typing import Any, Final, Literal, Protocol, TypeAlias
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
+from durable_graph.core.cron import cron_error, latest_slot, slots_after
 from durable_graph.core.errors import ValidationError
 from durable_graph.core.model import JSON
 from durable_graph.core.scalars import (
@@ -224,16 +225,15 @@ def _zones() -> set[str]:
 
 
 def check_cron(name: str, value: object) -> str:
-    """A cron expression `cronsim` accepts (five fields, or six with seconds first)."""
+    """A cron expression of `durable_graph.core.cron`'s grammar (five fields, or six with
+    seconds first), which `cronsim` evaluates."""
     if not isinstance(value, str) or not value.strip():
         raise ValidationError(f"{name} must be a cron expression")
     if len(value.encode("utf-8")) > MAX_CRON_BYTES or "\x00" in value:
         raise ValidationError(f"{name} must be at most {MAX_CRON_BYTES} bytes, without NUL")
-    cronsim = _cronsim()
-    try:
-        cronsim.CronSim(value, datetime(2000, 1, 1, tzinfo=UTC))
-    except cronsim.CronSimError as exc:
-        raise ValidationError(f"{name} {value!r} is not a cron expression: {exc}") from None
+    why = cron_error(value)
+    if why is not None:
+        raise ValidationError(f"{name} {value!r} is not a cron expression: {why}")
     return value
 
 
@@ -258,6 +258,13 @@ def check_schedule(value: object, max_bytes: int) -> EncodedSchedule:
     )
 
 
+def other_tenants_name(name: str) -> str:
+    """The refusal of a put over another tenant's schedule (issue 37 item 8, D-decision in
+    docs/decisions.md): schedules are named schema-wide, and one tenant never replaces
+    another's."""
+    return f"name {name!r} is taken by a schedule of another tenant"
+
+
 def check_slot(name: str, value: object) -> datetime:
     """A slot: a tz-aware instant, whole seconds (a cron slot never has a fraction)."""
     slot = check_timestamp(name, value)
@@ -276,46 +283,35 @@ def slot_key(name: str, slot: datetime) -> str:
     return f"schedule:{name}:{slot.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
 
 
-def _cronsim() -> ModuleType:
+def slot_problem(schedule: Schedule) -> str | None:
+    """Why a stored schedule's slots cannot be computed (its cron expression or time zone was
+    stored by a check older than this package's, or planted in the table), or None. A scheduler
+    skips such a schedule and goes on with the others; listings show the reason (issue 37)."""
     try:
-        import cronsim
-    except ImportError:  # pragma: no cover - the extra is missing
-        raise ValidationError(
-            "cron schedules need the cronsim package: pip install 'durable-graph[cron]'"
-        ) from None
-    return cronsim
-
-
-def _iterate(
-    cron: str, timezone: str, after: datetime, reverse: bool = False
-) -> Iterator[datetime]:
-    """The slots of ``cron`` in ``timezone`` after ``after`` (before it with ``reverse``), in
-    UTC, in order (``after`` itself excluded)."""
-    zone = ZoneInfo(timezone)
-    start = after.astimezone(zone).replace(microsecond=0)
-    for slot in _cronsim().CronSim(cron, start, reverse=reverse):
-        yield slot.astimezone(UTC)
+        check_cron("cron", schedule.cron)
+        check_timezone("timezone", schedule.timezone)
+    except ValidationError as exc:
+        return str(exc)
+    return None
 
 
 def due_slots(stored: StoredSchedule, now: datetime) -> list[datetime]:
     """The slots a scheduler submits at ``now`` (SPEC §15's missed-slot policy): those after the
     newest submitted one (or the schedule's creation) and at or before ``now``; only the latest
-    of them unless the schedule catches up (then each, oldest first, `MAX_CATCH_UP` at most)."""
+    of them unless the schedule catches up (then each, oldest first, `MAX_CATCH_UP` at most).
+    Slots are UTC instants (`durable_graph.core.cron`), so a daylight-saving change moves none."""
     if stored.paused:
         return []
     s = stored.schedule
     base = stored.last_slot if stored.last_slot is not None else stored.created_at
     if not s.catch_up:
-        # The latest slot at or before now (reverse from the second after it), if after base.
-        ceiling = now.replace(microsecond=0) + timedelta(seconds=1)
-        latest = next(_iterate(s.cron, s.timezone, ceiling, reverse=True), None)
-        return [latest] if latest is not None and base < latest <= now else []
+        latest = latest_slot(s.cron, s.timezone, now, base)
+        return [] if latest is None else [latest]
     due: list[datetime] = []
-    for slot in _iterate(s.cron, s.timezone, base):
+    for slot in slots_after(s.cron, s.timezone, base):
         if slot > now or len(due) == MAX_CATCH_UP:
             break
-        if slot > base:
-            due.append(slot)
+        due.append(slot)
     return due
 
 
@@ -323,10 +319,7 @@ def next_slot(stored: StoredSchedule, now: datetime) -> datetime | None:
     """The first slot after ``now`` (and after the newest submitted one): its next run."""
     s = stored.schedule
     after = max(now, stored.last_slot or now, stored.created_at)
-    for slot in _iterate(s.cron, s.timezone, after):
-        if slot > after:
-            return slot
-    return None
+    return next(slots_after(s.cron, s.timezone, after), None)
 
 
 __all__ = [
@@ -353,8 +346,10 @@ __all__ = [
     "due_slots",
     "encoded_schedule",
     "next_slot",
+    "other_tenants_name",
     "schedule_fields",
     "slot_key",
+    "slot_problem",
     "stored_of",
     "stored_schedule",
 ]

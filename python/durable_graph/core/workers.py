@@ -14,7 +14,12 @@ from datetime import datetime, timedelta
 from typing import Final, Literal
 
 from durable_graph.core.errors import ValidationError
-from durable_graph.core.scalars import check_duration, check_identifier, check_int
+from durable_graph.core.scalars import (
+    check_duration,
+    check_identifier,
+    check_int,
+    check_optional_identifier,
+)
 from durable_graph.core.scheduling import check_kinds
 
 WorkerState = Literal["idle", "busy", "stopped"]
@@ -31,6 +36,10 @@ FORGET_AFTER: Final = timedelta(days=1)
 """A holder not seen for this long is dropped by the next beat of any worker."""
 
 INT32_MAX: Final = 2**31 - 1
+
+MAX_WORKERS_PAGE: Final = 1000
+"""The most workers one `RunQueue.workers` call returns (issue 37 item 9: the registry is read
+page by page, ``after`` the last holder of the previous page)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +90,17 @@ def check_seen_within(value: object) -> timedelta:
     return check_duration("seen_within", value)
 
 
+def check_workers_page(after: object, limit: object) -> tuple[str | None, int]:
+    """`RunQueue.workers`'s page: after a holder (None: from the first), 1..`MAX_WORKERS_PAGE`."""
+    return (
+        check_optional_identifier("after", after),
+        check_int("limit", limit, minimum=1, maximum=MAX_WORKERS_PAGE),
+    )
+
+
 __all__ = [
     "FORGET_AFTER",
+    "MAX_WORKERS_PAGE",
     "SEEN_WITHIN",
     "WORKER_STATES",
     "WorkerBeat",
@@ -91,4 +109,5 @@ __all__ = [
     "check_beat",
     "check_seen_within",
     "check_worker_state",
+    "check_workers_page",
 ]

@@ -182,6 +182,11 @@ class Dashboard:
             holders.setdefault(e.lease_holder or "?", []).append(e)
         stats = self.queue.stats()
         next_after = entries[-1].entry_id if len(entries) == PAGE else None
+        # The registry a page at a time (issue 37 item 9), continued after the last holder.
+        workers = self.queue.workers(
+            after=request.query_params.get("workers_after") or None, limit=PAGE
+        )
+        next_workers = workers[-1].holder if len(workers) == PAGE else None
         html = render.queue_page(
             stats,
             entries,
@@ -190,7 +195,8 @@ class Dashboard:
             state,
             next_after,
             actions=self.actions is not None,
-            workers=self.queue.workers(),
+            workers=workers,
+            next_workers_after=next_workers,
         )
         return HTMLResponse(html)
 

@@ -176,6 +176,7 @@ def queue_page(
     next_after: int | None,
     actions: bool = False,
     workers: Sequence[WorkerSeen] = (),
+    next_workers_after: str | None = None,
 ) -> str:
     cards = "".join(
         f'<a class="stat state-{attr(s)}" data-state="{attr(s)}" href="{href("/", state=s)}">'
@@ -191,6 +192,12 @@ def queue_page(
     more = (
         f'<p><a class=next href="{href("/", state=state, after=next_after)}">Older entries →</a></p>'
         if next_after is not None
+        else ""
+    )
+    more_workers = (
+        f'<p><a class=next href="{href("/", workers_after=next_workers_after)}">'
+        "More workers →</a></p>"
+        if next_workers_after is not None
         else ""
     )
     title = "Entries" if state is None else f"Entries: {state}"
@@ -213,6 +220,7 @@ def queue_page(
             "workers",
             "No worker beat in the last 30 s, and none holds a lease.",
         )
+        + more_workers
         + f'<h2>{text(title)}</h2><p class=filters><a href="/">all</a> {filters}</p>'
         + entries_table(entries, now)
         + more,

@@ -6,8 +6,20 @@ from __future__ import annotations
 from datetime import datetime
 
 from durable_graph.core.model import QueueEntry, QueueStats
-from durable_graph.core.scheduling import ConcurrencyLimit, StoredSchedule, next_slot
+from durable_graph.core.scheduling import (
+    ConcurrencyLimit,
+    StoredSchedule,
+    next_slot,
+    slot_problem,
+)
 from durable_graph.dashboard.render import _table, page, text, when
+
+
+def _next_run(s: StoredSchedule, now: datetime) -> str:
+    problem = slot_problem(s.schedule)
+    if problem is not None:
+        return text(f"invalid: {problem}")
+    return "paused" if s.paused else text(when(next_slot(s, now)))
 
 
 def scheduling_page(
@@ -39,7 +51,7 @@ def scheduling_page(
             text(s.schedule.timezone),
             text(s.schedule.thread_id),
             text(s.schedule.kind),
-            "paused" if s.paused else text(when(next_slot(s, now))),
+            _next_run(s, now),
             text(when(s.last_slot)),
             "each missed slot" if s.schedule.catch_up else "latest only",
         )

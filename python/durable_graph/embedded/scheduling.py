@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from durable_graph.core.errors import NotFound
+from durable_graph.core.errors import NotFound, ValidationError
 from durable_graph.core.model import TenantFilter, Ticket
 from durable_graph.core.scheduling import (
     ConcurrencyLimit,
@@ -23,6 +23,7 @@ from durable_graph.core.scheduling import (
     check_schedule_name,
     check_scope,
     check_slot,
+    other_tenants_name,
     schedule_fields,
     slot_key,
     stored_of,
@@ -90,6 +91,8 @@ class EmbeddedScheduling:
         s = check_schedule(schedule, self._max)
         with self._storage.write() as tx:
             old = tx.schedule_row(s.name)
+            if old is not None and old.tenant != s.tenant:
+                raise ValidationError(other_tenants_name(s.name))
             # A schedule put again keeps its store fields (paused, created, the newest slot).
             if old is None:
                 row = ScheduleRow.of(s, False, tx.now, None)
@@ -110,8 +113,6 @@ class EmbeddedScheduling:
     def pause_schedule(self, name: str, paused: bool = True) -> StoredSchedule:
         checked = check_schedule_name(name)
         if not isinstance(paused, bool):
-            from durable_graph.core.errors import ValidationError
-
             raise ValidationError("paused must be a bool")
         with self._storage.write() as tx:
             row = tx.schedule_row(checked)

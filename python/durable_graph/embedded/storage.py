@@ -210,9 +210,9 @@ class Tx(Protocol):
         """Drop the rows last seen before ``before``."""
         ...
 
-    def worker_rows(self, since: datetime) -> list[WorkerSeen]:
+    def worker_rows(self, since: datetime, after: str | None, limit: int) -> list[WorkerSeen]:
         """The rows last seen at or after ``since`` and not ``stopped``, by holder (UTF-8 byte
-        order)."""
+        order), after the holder ``after``, ``limit`` at most."""
         ...
 
     def waiting_by_kind(self, tenant: TenantFilter) -> dict[str, int]:

@@ -276,8 +276,10 @@ class ThreadedRunQueueCalls:
     async def worker_heartbeat(self, beat: WorkerBeat) -> WorkerSeen:
         return await in_thread(self._sync.worker_heartbeat, beat)
 
-    async def workers(self, seen_within: timedelta = SEEN_WITHIN) -> list[WorkerSeen]:
-        return await in_thread(self._sync.workers, seen_within)
+    async def workers(
+        self, seen_within: timedelta = SEEN_WITHIN, after: str | None = None, limit: int = 1000
+    ) -> list[WorkerSeen]:
+        return await in_thread(self._sync.workers, seen_within, after, limit)
 
     async def set_trace_context(
         self, entry_id: int, context: TraceContext, tenant: str | None = None

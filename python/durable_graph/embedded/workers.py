@@ -12,6 +12,7 @@ from durable_graph.core.workers import (
     WorkerSeen,
     check_beat,
     check_seen_within,
+    check_workers_page,
 )
 from durable_graph.embedded.storage import Storage
 
@@ -33,7 +34,10 @@ class EmbeddedWorkers:
             tx.put_worker_row(row)
             return row
 
-    def workers(self, seen_within: timedelta = SEEN_WITHIN) -> list[WorkerSeen]:
+    def workers(
+        self, seen_within: timedelta = SEEN_WITHIN, after: str | None = None, limit: int = 1000
+    ) -> list[WorkerSeen]:
         bound = check_seen_within(seen_within)
+        page_after, page_limit = check_workers_page(after, limit)
         with self._storage.read() as tx:
-            return tx.worker_rows(tx.now - bound)
+            return tx.worker_rows(tx.now - bound, page_after, page_limit)

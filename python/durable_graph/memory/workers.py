@@ -26,10 +26,13 @@ class WorkersTx:
         for holder in gone:
             del self._s.workers[holder]
 
-    def worker_rows(self, since: datetime) -> list[WorkerSeen]:
+    def worker_rows(self, since: datetime, after: str | None, limit: int) -> list[WorkerSeen]:
+        floor = None if after is None else after.encode()
         rows = [
             row
             for row in self._s.workers.values()
-            if row.last_seen >= since and row.state != "stopped"
+            if row.last_seen >= since
+            and row.state != "stopped"
+            and (floor is None or row.holder.encode() > floor)
         ]
-        return sorted(rows, key=lambda row: row.holder.encode())
+        return sorted(rows, key=lambda row: row.holder.encode())[:limit]

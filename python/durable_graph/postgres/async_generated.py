@@ -275,8 +275,10 @@ class AsyncRunQueueSql:
     async def worker_heartbeat(self, beat: WorkerBeat) -> WorkerSeen:
         return await self._x.run(workers.worker_heartbeat(self._config, beat))
 
-    async def workers(self, seen_within: timedelta = SEEN_WITHIN) -> list[WorkerSeen]:
-        return await self._x.run(workers.workers(self._config, seen_within))
+    async def workers(
+        self, seen_within: timedelta = SEEN_WITHIN, after: str | None = None, limit: int = 1000
+    ) -> list[WorkerSeen]:
+        return await self._x.run(workers.workers(self._config, seen_within, after, limit))
 
     async def set_trace_context(
         self, entry_id: int, context: TraceContext, tenant: str | None = None

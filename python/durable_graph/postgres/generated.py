@@ -263,8 +263,10 @@ class RunQueueSql:
     def worker_heartbeat(self, beat: WorkerBeat) -> WorkerSeen:
         return self._x.run(workers.worker_heartbeat(self._config, beat))
 
-    def workers(self, seen_within: timedelta = SEEN_WITHIN) -> list[WorkerSeen]:
-        return self._x.run(workers.workers(self._config, seen_within))
+    def workers(
+        self, seen_within: timedelta = SEEN_WITHIN, after: str | None = None, limit: int = 1000
+    ) -> list[WorkerSeen]:
+        return self._x.run(workers.workers(self._config, seen_within, after, limit))
 
     def set_trace_context(
         self, entry_id: int, context: TraceContext, tenant: str | None = None

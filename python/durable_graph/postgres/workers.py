@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from datetime import UTC
 
-from durable_graph.core.workers import WorkerSeen, check_beat, check_seen_within, check_worker_state
+from durable_graph.core.workers import (
+    WorkerSeen,
+    check_beat,
+    check_seen_within,
+    check_worker_state,
+    check_workers_page,
+)
 from durable_graph.postgres.calls import SqlCall, _call
 from durable_graph.postgres.config import PostgresConfig
 from durable_graph.postgres.rows import Row, each, exactly_one
@@ -37,9 +43,16 @@ def worker_heartbeat(config: PostgresConfig, beat: object) -> SqlCall[WorkerSeen
     return _call(config, "worker_heartbeat", "dg_worker_heartbeat_v1", args, exactly_one(_seen_of))
 
 
-def workers(config: PostgresConfig, seen_within: object) -> SqlCall[list[WorkerSeen]]:
-    args = [("interval", check_seen_within(seen_within))]
-    return _call(config, "workers", "dg_workers_v1", args, each(_seen_of))
+def workers(
+    config: PostgresConfig, seen_within: object, after: object, limit: object
+) -> SqlCall[list[WorkerSeen]]:
+    page_after, page_limit = check_workers_page(after, limit)
+    args = [
+        ("interval", check_seen_within(seen_within)),
+        ("text", page_after),
+        ("integer", page_limit),
+    ]
+    return _call(config, "workers", "dg_workers_v2", args, each(_seen_of))
 
 
 __all__ = ["worker_heartbeat", "workers"]

@@ -43,9 +43,10 @@ class WorkersTx(Queries):
     def forget_workers(self, before: datetime) -> None:
         self._run("DELETE FROM workers WHERE last_seen < ?", (to_micros(before),))
 
-    def worker_rows(self, since: datetime) -> list[WorkerSeen]:
+    def worker_rows(self, since: datetime, after: str | None, limit: int) -> list[WorkerSeen]:
         rows = self._all(
-            "SELECT * FROM workers WHERE last_seen >= ? AND state <> 'stopped' ORDER BY holder",
-            (to_micros(since),),
+            "SELECT * FROM workers WHERE last_seen >= ? AND state <> 'stopped'"
+            " AND (? IS NULL OR holder > ?) ORDER BY holder LIMIT ?",
+            (to_micros(since), after, after, limit),
         )
         return [_seen_of(r) for r in rows]

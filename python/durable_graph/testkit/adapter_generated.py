@@ -281,8 +281,10 @@ class SyncRunQueueCalls:
     def worker_heartbeat(self, beat: WorkerBeat) -> WorkerSeen:
         return self._runner.run(self.target.worker_heartbeat(beat))
 
-    def workers(self, seen_within: timedelta = SEEN_WITHIN) -> list[WorkerSeen]:
-        return self._runner.run(self.target.workers(seen_within))
+    def workers(
+        self, seen_within: timedelta = SEEN_WITHIN, after: str | None = None, limit: int = 1000
+    ) -> list[WorkerSeen]:
+        return self._runner.run(self.target.workers(seen_within, after, limit))
 
     def set_trace_context(
         self, entry_id: int, context: TraceContext, tenant: str | None = None

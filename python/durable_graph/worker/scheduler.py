@@ -7,6 +7,10 @@ missed slot, every one with ``catch_up``) and fires each with `RunQueue.fire_sch
 submits a slot at most once under the key ``schedule:<name>:<slot>`` and never a slot older than
 the newest submitted. So a slot runs once however many schedulers fire it, and a scheduler that
 dies mid-pass leaves nothing half done.
+
+A schedule whose slots cannot be computed (a cron expression or time zone this package refuses,
+stored by an older check or written into the table directly) is logged once and skipped: it
+never stops the pass, so every other schedule of every tenant still fires (issue 37 item 6).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from datetime import datetime, timedelta
 
 from durable_graph.core.errors import StoreError
 from durable_graph.core.run_queue import RunQueue
-from durable_graph.core.scheduling import due_slots
+from durable_graph.core.scheduling import StoredSchedule, due_slots, slot_problem
 from durable_graph.core.validation import check_clock, check_duration, from_posix
 
 log = logging.getLogger("durable_graph.scheduler")
@@ -52,6 +56,21 @@ class Scheduler:
         check_clock(clock)
         self._clock = clock
         self._stop = threading.Event()
+        self._reported: set[tuple[str, str, str]] = set()
+
+    def _due(self, stored: StoredSchedule, now: datetime) -> list[datetime]:
+        """The due slots of one schedule; none (logged once) when they cannot be computed."""
+        s = stored.schedule
+        problem = slot_problem(s)
+        if problem is None:
+            try:
+                return due_slots(stored, now)
+            except Exception as exc:  # one schedule never stops the others
+                problem = f"{type(exc).__name__}: {exc}"
+        if (s.name, s.cron, s.timezone) not in self._reported:
+            self._reported.add((s.name, s.cron, s.timezone))
+            log.error("schedule %s skipped: its slots cannot be computed (%s)", s.name, problem)
+        return []
 
     def tick(self) -> list[Fired]:
         """One pass: every due slot of every schedule, fired in order."""
@@ -59,7 +78,7 @@ class Scheduler:
         fired: list[Fired] = []
         for stored in self.queue.schedules():
             name = stored.schedule.name
-            for slot in due_slots(stored, now):
+            for slot in self._due(stored, now):
                 ticket = self.queue.fire_schedule(name, slot)
                 if ticket is None:
                     break  # another scheduler got there first (or it is paused): next pass
@@ -75,13 +94,15 @@ class Scheduler:
         return self._stop.is_set()
 
     def run(self) -> None:
-        """Pass after pass until `stop`; a store error is logged and the next pass tries again."""
+        """Pass after pass until `stop`; a failed pass is logged and the next one tries again."""
         log.info("scheduler started (every %s)", self.interval)
         while not self._stop.is_set():
             try:
                 self.tick()
             except StoreError as exc:
                 log.warning("scheduler pass failed: %s", exc)
+            except Exception:  # a bug must not end the loop (a worker's --scheduler thread)
+                log.exception("scheduler pass failed")
             self._stop.wait(self.interval.total_seconds())
         log.info("scheduler stopped")
 

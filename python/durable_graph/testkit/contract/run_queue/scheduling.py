@@ -326,3 +326,58 @@ class SchedulingTests:
         with pytest.raises(ValidationError, match="slot"):
             queue.fire_schedule("nightly", datetime(2026, 1, 1))  # naive
         assert queue.open_entries(tenant=ANY) == []
+
+    # --- slots across daylight-saving changes (issue 37 item 7) ------------------------------
+
+    def test_slots_across_dst(self, queue: RunQueue, clock: ClockControl) -> None:
+        # Europe/Paris sets its clocks back at 2026-10-25 01:00Z (03:00 CEST -> 02:00 CET): the
+        # wall times 02:00-02:59 occur twice. Slots are the UTC instants whose wall time
+        # matches, so "15 1-3" is 23:15Z, 00:15Z, 01:15Z and 02:15Z, "30 2" 00:30Z and 01:30Z.
+        from durable_graph.worker.scheduler import Scheduler
+
+        queue.put_schedule(Schedule("probe", "0 0 1 1 *", "probe"))
+        (probe,) = queue.schedules()
+        queue.remove_schedule("probe")
+        at = datetime(2026, 10, 24, 20, 0, tzinfo=UTC)
+        clock.advance(at - probe.created_at)
+        paris = {"timezone": "Europe/Paris"}
+        queue.put_schedule(Schedule("hours", "15 1-3 * * *", "h", **paris))  # type: ignore[arg-type]
+        queue.put_schedule(Schedule("half", "30 2 * * *", "m", **paris))  # type: ignore[arg-type]
+
+        def tick_at(hour: int, minute: int) -> list[tuple[str, str]]:
+            nonlocal at
+            target = datetime(2026, 10, 25, hour, minute, tzinfo=UTC)
+            clock.advance(target - at)
+            at = target
+            fired = Scheduler(queue, clock=target.timestamp).tick()
+            return [(f.name, f.slot.strftime("%H:%M")) for f in fired]
+
+        # Back after downtime across the first 02:xx: only the latest missed slot of each.
+        assert sorted(tick_at(1, 5)) == [("half", "00:30"), ("hours", "00:15")]
+        assert tick_at(1, 20) == [("hours", "01:15")]  # 02:15 CET, the repeated hour
+        assert tick_at(1, 35) == [("half", "01:30")]
+        assert tick_at(2, 20) == [("hours", "02:15")]  # 03:15 CET
+        assert tick_at(23, 0) == []
+        keys = sorted(e.key or "" for e in queue.open_entries(tenant=None, limit=100))
+        assert keys == sorted(
+            slot_key(name, datetime(2026, 10, 25, h, m, tzinfo=UTC))
+            for name, h, m in [("hours", 0, 15), ("half", 0, 30), ("hours", 1, 15),
+                               ("half", 1, 30), ("hours", 2, 15)]
+        )  # fmt: skip
+
+    # --- tenants (issue 37 item 8) --------------------------------------------------------------
+
+    def test_a_put_never_replaces_another_tenants_schedule(self, queue: RunQueue) -> None:
+        # Schedule names are schema-wide (docs/decisions.md): tenant B reusing A's name is
+        # refused, nothing changes, and A's slots still go to A.
+        mine = queue.put_schedule(
+            Schedule("nightly", "0 3 * * *", "a-report", {"a": 1}, tenant="a")
+        )
+        for tenant in ("b", None):
+            with pytest.raises(ValidationError, match="name"):
+                queue.put_schedule(
+                    Schedule("nightly", "* * * * *", "b-thread", {"b": 1}, tenant=tenant)
+                )
+        assert queue.schedules() == [mine]
+        again = queue.put_schedule(Schedule("nightly", "0 4 * * *", "a-report", tenant="a"))
+        assert again.schedule.cron == "0 4 * * *"  # its own tenant replaces it

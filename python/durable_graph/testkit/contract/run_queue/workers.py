@@ -95,3 +95,36 @@ class WorkerRegistryTests:
     @pytest.mark.parametrize("bad", [timedelta(0), timedelta(seconds=-1), 30, None])
     def test_workers_refuses_a_bad_bound(self, queue: RunQueue, bad: object) -> None:
         _refused(queue, lambda: queue.workers(bad), match="seen_within")  # type: ignore[arg-type]
+
+    def test_workers_are_read_page_by_page(self, queue: RunQueue) -> None:
+        # Issue 37 item 9: however many holders beat, one read returns a page at most.
+        holders = [f"w-{i:04d}" for i in range(1, 1206)]
+        for holder in holders:
+            queue.worker_heartbeat(_beat(holder))
+        assert len(queue.workers()) == 1000  # the default page
+        pages: list[list[str]] = []
+        after: str | None = None
+        while True:
+            page = [w.holder for w in queue.workers(after=after, limit=500)]
+            if not page:
+                break
+            pages.append(page)
+            after = page[-1]
+        assert [len(p) for p in pages] == [500, 500, 205]
+        assert [h for p in pages for h in p] == holders
+        assert [w.holder for w in queue.workers(after="w-0003", limit=2)] == ["w-0004", "w-0005"]
+
+    @pytest.mark.parametrize(
+        ("kwargs", "match"),
+        [
+            ({"limit": 0}, "limit"),
+            ({"limit": 1001}, "limit"),
+            ({"limit": "5"}, "limit"),
+            ({"after": ""}, "after"),
+            ({"after": 5}, "after"),
+        ],
+    )
+    def test_workers_refuses_a_bad_page(
+        self, queue: RunQueue, kwargs: dict[str, object], match: str
+    ) -> None:
+        _refused(queue, lambda: queue.workers(**kwargs), match=match)  # type: ignore[arg-type]
