@@ -48,7 +48,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.serde import _msgpack as lg_msgpack
 from langgraph.checkpoint.serde.jsonplus import _is_safe_json_type
 
-from durable_graph.core.errors import GraphError, ValidationError
+from durable_graph.core.errors import GraphError
 from durable_graph.langgraph import codec
 from durable_graph.langgraph.async_saver import AsyncDurableSaver
 from durable_graph.langgraph.saver import DurableSaver
@@ -240,8 +240,10 @@ def _scope(thread_id: str, ns: str | None = None) -> RunnableConfig:
     return {"configurable": conf}
 
 
-_FAILURES = (RefusedValue, ValidationError, GraphError, NotImplementedError)
-"""What fails one thread (the others go on); anything else (the store down) stops the import."""
+_FAILURES = (ValueError, TypeError, NotImplementedError, GraphError)
+"""What fails one thread, the others going on: a value refused (`RefusedValue`, a
+`ValidationError`; LangGraph's encoder raises TypeError for one too deep), a write the store
+refuses. Anything else (the store down) stops the import."""
 
 
 def _failure(step: _Step | None, exc: BaseException) -> str:
