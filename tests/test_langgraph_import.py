@@ -7,6 +7,7 @@ exactly as it does under LangGraph's saver.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import operator
 import os
@@ -24,16 +25,20 @@ import ormsgpack
 import psycopg
 import pytest
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, StateGraph
 from langgraph.types import Command, Send, interrupt
 
+from durable_graph.aio import AsyncInMemoryCheckpointer
 from durable_graph.core.checkpointer import Checkpointer
-from durable_graph.langgraph import DurableSaver
+from durable_graph.langgraph import AsyncDurableSaver, DurableSaver
 from durable_graph.langgraph.codec import NS_SEP
 from durable_graph.langgraph.importer import (
+    ImportResult,
+    aimport_threads,
     import_threads,
     task_paths_from_postgres,
     task_paths_from_sqlite,
@@ -369,3 +374,31 @@ def test_a_failed_import_leaves_a_thread_a_rerun_completes(tmp_path: Path) -> No
     assert again.skipped == ["t"] and (again.checkpoints, again.writes) == (0, 0)
     store.close()
     conn.close()
+
+
+def test_async_import_reads_strictly_and_skips_on_a_rerun(tmp_path: Path) -> None:
+    """`aimport_threads` (the source read with its async API) into an async store: the same
+    guarantees, here from LangGraph's `InMemorySaver` with a hostile metadata value planted."""
+    marker = tmp_path / "ran"
+    theirs = InMemorySaver()
+    _write_threads(theirs)
+    saved = theirs.storage["b"][""]
+    newest = max(saved)
+    checkpoint, _, parent = saved[newest]
+    saved[newest] = (checkpoint, _hostile_value("msgpack-ext", marker), parent)
+
+    async def scenario() -> tuple[ImportResult, ImportResult, list[str]]:
+        store = AsyncInMemoryCheckpointer()
+        ours = AsyncDurableSaver(store)
+        first = await aimport_threads(theirs, ours, ["a", "b"])
+        again = await aimport_threads(theirs, ours, ["a"])
+        roots = [t.thread_id for t in await store.threads() if NS_SEP not in t.thread_id]
+        return first, again, roots
+
+    first, again, roots = asyncio.run(scenario())
+    assert not marker.exists()
+    assert (
+        first.imported == ["a"] and list(first.failed) == ["b"] and "os.system" in str(first.failed)
+    )
+    assert again.skipped == ["a"] and again.imported == []
+    assert roots == ["a"]
