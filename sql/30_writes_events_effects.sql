@@ -107,20 +107,9 @@ BEGIN
 END;
 $$;
 
--- dg_put_writes_v1: dg_put_writes_v2 without task paths (every write's is ''). Raises what
--- dg_put_writes_v2 raises.
-CREATE OR REPLACE FUNCTION dg_put_writes_v1(
-    p_thread_id text, p_token bigint, p_checkpoint_id text,
-    p_task_ids text[], p_channels text[], p_values text[])
-RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path FROM CURRENT
-AS $$
-BEGIN
-    PERFORM dg_put_writes_v2(p_thread_id, p_token, p_checkpoint_id,
-                             p_task_ids, p_channels, p_values, NULL);
-END;
-$$;
+-- Removed (SPEC §22: no caller, the project unreleased), dropped from a store an earlier
+-- version installed: dg_put_writes_v1 (dg_put_writes_v2 without task paths).
+DROP FUNCTION IF EXISTS dg_put_writes_v1(text, bigint, text, text[], text[], text[]);
 
 -- dg_append_events_v1: append events (in array order) to the thread's log without a
 -- checkpoint, each carrying p_run_id (may be NULL). Returns the appended events. Raises DG002

@@ -171,31 +171,6 @@ BEGIN
 END;
 $$;
 
--- dg_put_writes_and_commit_v1: dg_put_writes_and_commit_v2 without task paths (every write's
--- is ''). Raises what dg_put_writes_and_commit_v2 raises.
-CREATE OR REPLACE FUNCTION dg_put_writes_and_commit_v1(
-    p_thread_id text, p_token bigint, p_writes_checkpoint_id text,
-    p_task_ids text[], p_channels text[], p_values text[],
-    p_checkpoint_id text, p_parent_id text, p_run_id text,
-    p_state text, p_metadata text, p_next text[],
-    p_event_kinds text[], p_event_payloads text[], p_event_created_at timestamptz[],
-    p_created_at timestamptz, p_parent_thread_id text,
-    p_fence_thread_id text, p_fence_token bigint)
-RETURNS TABLE (thread_id text, checkpoint_id text, parent_id text, run_id text, state text,
-               metadata text, next text[], created_at timestamptz, committed_at timestamptz,
-               seq bigint, writes json)
-LANGUAGE plpgsql VOLATILE
-SET search_path FROM CURRENT
-AS $$
-BEGIN
-    RETURN QUERY SELECT * FROM dg_put_writes_and_commit_v2(
-        p_thread_id, p_token, p_writes_checkpoint_id, p_task_ids, p_channels, p_values, NULL,
-        p_checkpoint_id, p_parent_id, p_run_id, p_state, p_metadata,
-        p_next, p_event_kinds, p_event_payloads, p_event_created_at, p_created_at,
-        p_parent_thread_id, p_fence_thread_id, p_fence_token);
-END;
-$$;
-
 -- dg_search_v1: dg_history_v1 filtered in the store: the thread's checkpoints newest first (by
 -- seq) whose metadata is a JSON object holding every key of p_filter (a JSON object) with an
 -- equal value (jsonb equality: numbers by value, booleans apart from numbers; '{}' matches every
@@ -276,19 +251,11 @@ BEGIN
 END;
 $$;
 
--- dg_put_writes_fenced_v1: dg_put_writes_fenced_v2 without task paths (every write's is '').
--- Raises what dg_put_writes_fenced_v2 raises.
-CREATE OR REPLACE FUNCTION dg_put_writes_fenced_v1(
-    p_thread_id text, p_token bigint, p_checkpoint_id text,
-    p_task_ids text[], p_channels text[], p_values text[],
-    p_fence_thread_id text, p_fence_token bigint)
-RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path FROM CURRENT
-AS $$
-BEGIN
-    PERFORM dg_put_writes_fenced_v2(p_thread_id, p_token, p_checkpoint_id,
-                                    p_task_ids, p_channels, p_values, NULL,
-                                    p_fence_thread_id, p_fence_token);
-END;
-$$;
+-- Removed (SPEC §22: no caller, the project unreleased), dropped from a store an earlier
+-- version installed: dg_put_writes_and_commit_v1 and dg_put_writes_fenced_v1 (their _v2
+-- without task paths).
+DROP FUNCTION IF EXISTS dg_put_writes_and_commit_v1(
+    text, bigint, text, text[], text[], text[], text, text, text, text, text, text[], text[],
+    text[], timestamptz[], timestamptz, text, text, bigint);
+DROP FUNCTION IF EXISTS dg_put_writes_fenced_v1(
+    text, bigint, text, text[], text[], text[], text, bigint);

@@ -299,27 +299,9 @@ BEGIN
 END;
 $$;
 
--- dg_finish_attempt_v1: dg_finish_attempt_v2 without a commit (kept for workers of the previous
--- version during a deploy). Returns dg_close_v1's row. Raises DG103, DG102, DG000.
+-- Removed (SPEC §22: no caller, the project unreleased), dropped from a store an earlier
+-- version installed: dg_finish_attempt_v1 (dg_finish_attempt_v2 without a commit).
 DROP FUNCTION IF EXISTS dg_finish_attempt_v1(bigint, bigint, text, text, bigint, text);
-CREATE OR REPLACE FUNCTION dg_finish_attempt_v1(p_entry_id bigint, p_token bigint,
-                                                p_outcome_kind text, p_outcome_detail text,
-                                                p_claim_token bigint, p_tenant text)
-RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
-               max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
-               submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
-               outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint, not_before timestamptz, retry_of bigint,
-               priority integer, kind text)
-LANGUAGE plpgsql VOLATILE
-SET search_path FROM CURRENT
-AS $$
-BEGIN
-    RETURN QUERY SELECT * FROM dg_finish_attempt_v2(
-        p_entry_id, p_token, p_outcome_kind, p_outcome_detail, NULL, p_claim_token,
-        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, p_tenant);
-END;
-$$;
 
 -- dg_submit_many_v1: submit each run (dg_submit_v1) in order, in one transaction: any error
 -- writes nothing. The arrays are the arguments of dg_submit_v1, one element per submission, of

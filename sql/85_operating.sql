@@ -106,21 +106,6 @@ BEGIN
 END;
 $$;
 
--- dg_entry_v2: the same as dg_entry_v1, kept for callers of this earlier name (dg_entry_v1's
--- row now ends with not_before and retry_of itself).
+-- Removed (SPEC §22: no caller, the project unreleased), dropped from a store an earlier
+-- version installed: dg_entry_v2 (an alias of dg_entry_v1).
 DROP FUNCTION IF EXISTS dg_entry_v2(bigint, text);
-CREATE OR REPLACE FUNCTION dg_entry_v2(p_entry_id bigint, p_tenant text)
-RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
-               max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
-               submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
-               outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint, not_before timestamptz, retry_of bigint,
-               priority integer, kind text)
-LANGUAGE plpgsql STABLE
-SET search_path FROM CURRENT
-AS $$
-#variable_conflict use_column
-BEGIN
-    RETURN QUERY SELECT * FROM dg_entry_v1(p_entry_id, p_tenant);
-END;
-$$;

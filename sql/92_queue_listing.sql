@@ -184,46 +184,8 @@ BEGIN
 END;
 $$;
 
--- dg_set_trace_context_v1: kept for its callers (sql/README.md: a changed argument list gets a
--- new name); since v2 it sees only the no-tenant namespace, as dg_set_trace_context_v2 with
--- p_tenant NULL — an entry of a tenant answers as unknown. Raises DG000 for a malformed argument,
--- DG404 when the entry is unknown, reclaimed or a tenant's.
-CREATE OR REPLACE FUNCTION dg_set_trace_context_v1(p_entry_id bigint, p_traceparent text,
-                                                   p_tracestate text)
-RETURNS TABLE (stored boolean)
-LANGUAGE plpgsql VOLATILE
-SET search_path FROM CURRENT
-AS $$
-#variable_conflict use_column
-DECLARE
-    v_rows integer;
-BEGIN
-    PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
-    PERFORM _dg_check_trace_context(p_traceparent, p_tracestate);
-    PERFORM 1 FROM queue_entries q WHERE q.entry_id = p_entry_id AND q.tenant IS NULL;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'entry % not found', p_entry_id USING ERRCODE = 'DG404';
-    END IF;
-    INSERT INTO queue_trace_context (entry_id, traceparent, tracestate)
-    VALUES (p_entry_id, p_traceparent, p_tracestate)
-    ON CONFLICT (entry_id) DO NOTHING;
-    GET DIAGNOSTICS v_rows = ROW_COUNT;
-    RETURN QUERY SELECT v_rows = 1;
-END;
-$$;
-
--- dg_trace_context_v1: kept for its callers; dg_trace_context_v2 with p_tenant NULL (no row for a
--- tenant's entry). Raises nothing.
-CREATE OR REPLACE FUNCTION dg_trace_context_v1(p_entry_id bigint)
-RETURNS TABLE (traceparent text, tracestate text)
-LANGUAGE plpgsql STABLE
-SET search_path FROM CURRENT
-AS $$
-#variable_conflict use_column
-BEGIN
-    RETURN QUERY
-    SELECT t.traceparent, t.tracestate
-      FROM queue_trace_context t JOIN queue_entries q ON q.entry_id = t.entry_id
-     WHERE t.entry_id = p_entry_id AND q.tenant IS NULL;
-END;
-$$;
+-- Removed (SPEC §22: no caller, the project unreleased), dropped from a store an earlier
+-- version installed: dg_set_trace_context_v1 and dg_trace_context_v1
+-- (their _v2 for the no-tenant namespace).
+DROP FUNCTION IF EXISTS dg_set_trace_context_v1(bigint, text, text);
+DROP FUNCTION IF EXISTS dg_trace_context_v1(bigint);

@@ -7,8 +7,11 @@ exactly as it does under LangGraph's saver.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import operator
 import os
+import pickle
 import sqlite3
 import subprocess
 import sys
@@ -18,21 +21,28 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+import ormsgpack
 import psycopg
 import pytest
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, StateGraph
 from langgraph.types import Command, Send, interrupt
 
+from durable_graph.aio import AsyncInMemoryCheckpointer
 from durable_graph.core.checkpointer import Checkpointer
-from durable_graph.langgraph import DurableSaver
+from durable_graph.langgraph import AsyncDurableSaver, DurableSaver
 from durable_graph.langgraph.codec import NS_SEP
 from durable_graph.langgraph.importer import (
+    ImportResult,
+    aimport_threads,
     import_threads,
     task_paths_from_postgres,
     task_paths_from_sqlite,
+    threads_in_sqlite,
 )
 from durable_graph.memory.store import InMemoryCheckpointer
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
@@ -194,3 +204,201 @@ def test_cli_langgraph_import(tmp_path: Path) -> None:
         assert finished["log"][-1] == "answer ok"
     refused = _cli("langgraph", "import", "--sqlite", str(store_path))
     assert refused.returncode == 2 and "--from-postgres" in refused.stderr
+
+
+# --- a hostile or broken source (issue 37 items 1-2) ------------------------------------------
+
+
+def _marker_ext(marker: Path) -> ormsgpack.Ext:
+    """A msgpack value that LangGraph's default serializer loads as ``os.system("touch M")``."""
+    return ormsgpack.Ext(0, ormsgpack.packb(["os", "system", f"touch {marker}"]))
+
+
+class _Touch:
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _hostile_value(kind: str, marker: Path) -> tuple[str, bytes]:
+    """(type, bytes) of a stored value whose load would run ``touch marker`` or build a type the
+    source names."""
+    if kind == "msgpack-ext":
+        return "msgpack", ormsgpack.packb(["before", _marker_ext(marker)])
+    if kind == "pickle":
+        return "pickle", pickle.dumps(_Touch(marker))
+    ident = ["os", "system"]
+    lc = {"lc": 1 if kind == "lc1" else 2, "type": "constructor", "id": ident}
+    return "json", json.dumps({**lc, "args": [f"touch {marker}"], "kwargs": {}}).encode()
+
+
+def test_the_hostile_payload_runs_under_langgraphs_default_serializer(tmp_path: Path) -> None:
+    """The payload the tests below plant is real: LangGraph's default serializer runs it."""
+    marker = tmp_path / "ran"
+    JsonPlusSerializer().loads_typed(_hostile_value("msgpack-ext", marker))
+    assert marker.exists()
+
+
+def _sqlite_source(path: Path) -> None:
+    conn = sqlite3.connect(str(path), check_same_thread=False)
+    _write_threads(SqliteSaver(conn))
+    conn.close()
+
+
+def _plant_in_sqlite(path: Path, thread_id: str, kind: str, marker: Path) -> None:
+    """Replace a pending write's value of ``thread_id`` (its root namespace) with a hostile one."""
+    type_, blob = _hostile_value(kind, marker)
+    with sqlite3.connect(str(path)) as conn:
+        done = conn.execute(
+            "UPDATE writes SET type = ?, value = ? WHERE rowid = (SELECT min(rowid) FROM writes"
+            " WHERE thread_id = ? AND checkpoint_ns = '')",
+            (type_, blob, thread_id),
+        )
+        assert done.rowcount == 1
+
+
+def _root_threads(store: Checkpointer) -> list[str]:
+    return [t.thread_id for t in store.threads() if NS_SEP not in t.thread_id]
+
+
+@pytest.mark.parametrize("kind", ["msgpack-ext", "pickle", "lc1", "lc2"])
+def test_import_refuses_a_value_that_would_run_code_and_writes_nothing_of_its_thread(
+    tmp_path: Path, kind: str
+) -> None:
+    source, marker = tmp_path / "lg.sqlite", tmp_path / "ran"
+    _sqlite_source(source)
+    _plant_in_sqlite(source, "b", kind, marker)
+    conn = sqlite3.connect(str(source), check_same_thread=False)
+    store = InMemoryCheckpointer()
+    # Even a source saver built with the permissive serializer is read strictly.
+    permissive = SqliteSaver(conn, serde=JsonPlusSerializer(allowed_msgpack_modules=True))
+    result = import_threads(permissive, DurableSaver(store), threads_in_sqlite(conn))
+    conn.close()
+    assert not marker.exists()
+    assert result.imported == ["a"] and list(result.failed) == ["b"]
+    assert "reading its checkpoints" in result.failed["b"]
+    assert _root_threads(store) == ["a"] and store.children("b") == []
+
+
+def test_cli_import_of_a_hostile_sqlite_file_runs_nothing(tmp_path: Path) -> None:
+    source, marker, store_path = tmp_path / "lg.sqlite", tmp_path / "ran", tmp_path / "store.db"
+    _sqlite_source(source)
+    _plant_in_sqlite(source, "b", "msgpack-ext", marker)
+    done = _cli("langgraph", "import", "--from-sqlite", str(source), "--sqlite", str(store_path))
+    assert done.returncode == 1, done.stderr
+    assert not marker.exists()
+    assert "error: thread 'b' not imported" in done.stderr and "os.system" in done.stderr
+    assert "imported 1 threads" in done.stdout
+    with SqliteCheckpointer.open(str(store_path)) as store:
+        assert _root_threads(store) == ["a"] and store.children("b") == []
+
+
+def test_cli_import_of_a_hostile_postgres_database_runs_nothing(tmp_path: Path) -> None:
+    marker, store_path = tmp_path / "ran", tmp_path / "store.db"
+    type_, blob = _hostile_value("msgpack-ext", marker)
+    with _postgres_source() as dsn:
+        with PostgresSaver.from_conn_string(dsn) as theirs:
+            theirs.setup()
+            _write_threads(theirs)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            planted = conn.execute(
+                "UPDATE checkpoint_blobs SET type = %s, blob = %s"
+                " WHERE thread_id = 'b' AND checkpoint_ns = '' AND channel = 'log'",
+                (type_, blob),
+            )
+            assert planted.rowcount >= 1
+        done = _cli("langgraph", "import", "--from-postgres", dsn, "--sqlite", str(store_path))
+    assert done.returncode == 1, done.stderr
+    assert not marker.exists()
+    assert "error: thread 'b' not imported" in done.stderr and "os.system" in done.stderr
+    with SqliteCheckpointer.open(str(store_path)) as store:
+        assert _root_threads(store) == ["a"] and store.children("b") == []
+
+
+def _steps_graph(checkpointer: Any) -> Any:
+    def one(state: State) -> State:
+        return {"log": ["one"]}
+
+    def two(state: State) -> State:
+        return {"log": ["two"]}
+
+    builder = StateGraph(State)
+    builder.add_node("one", one)
+    builder.add_node("two", two)
+    builder.add_edge(START, "one")
+    builder.add_edge("one", "two")
+    return builder.compile(checkpointer=checkpointer)
+
+
+def test_a_failed_import_leaves_a_thread_a_rerun_completes(tmp_path: Path) -> None:
+    """Design (D154): the store writes a checkpoint at a time, so a thread whose import stopped
+    part way keeps what was written; the rerun writes the rest once the source is fixed."""
+    source = tmp_path / "lg.sqlite"
+    conn = sqlite3.connect(str(source), check_same_thread=False)
+    theirs = SqliteSaver(conn)
+    _steps_graph(theirs).invoke({"log": ["start"]}, _config("t"))
+    ids = [
+        str(r[0])
+        for r in conn.execute(
+            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = 't' ORDER BY checkpoint_id"
+        )
+    ]
+    assert len(ids) >= 3
+    third = ids[2]
+    (good,) = conn.execute("SELECT metadata FROM checkpoints WHERE checkpoint_id = ?", (third,))
+    deep: Any = 1
+    for _ in range(600):
+        deep = {"d": deep}
+    with conn:
+        conn.execute(
+            "UPDATE checkpoints SET metadata = ? WHERE checkpoint_id = ?",
+            (json.dumps({"deep": deep}), third),
+        )
+    store = SqliteCheckpointer.open(str(tmp_path / "store.db"))
+    ours = DurableSaver(store)
+    failed = import_threads(theirs, ours, ["t"])
+    assert failed.imported == [] and list(failed.failed) == ["t"]
+    assert f"checkpoint {third}" in failed.failed["t"]
+    assert len(list(ours.list(_config("t")))) == 2  # the two before it
+    with conn:  # the source fixed
+        conn.execute(
+            "UPDATE checkpoints SET metadata = ? WHERE checkpoint_id = ?", (good[0], third)
+        )
+    rerun = import_threads(theirs, ours, ["t"])
+    assert rerun.imported == ["t"] and rerun.failed == {}
+    assert rerun.checkpoints == len(ids) - 2
+    assert _history(_steps_graph(ours), "t") == _history(_steps_graph(theirs), "t")
+    again = import_threads(theirs, ours, ["t"])
+    assert again.skipped == ["t"] and (again.checkpoints, again.writes) == (0, 0)
+    store.close()
+    conn.close()
+
+
+def test_async_import_reads_strictly_and_skips_on_a_rerun(tmp_path: Path) -> None:
+    """`aimport_threads` (the source read with its async API) into an async store: the same
+    guarantees, here from LangGraph's `InMemorySaver` with a hostile metadata value planted."""
+    marker = tmp_path / "ran"
+    theirs = InMemorySaver()
+    _write_threads(theirs)
+    saved = theirs.storage["b"][""]
+    newest = max(saved)
+    checkpoint, _, parent = saved[newest]
+    saved[newest] = (checkpoint, _hostile_value("msgpack-ext", marker), parent)
+
+    async def scenario() -> tuple[ImportResult, ImportResult, list[str]]:
+        store = AsyncInMemoryCheckpointer()
+        ours = AsyncDurableSaver(store)
+        first = await aimport_threads(theirs, ours, ["a", "b"])
+        again = await aimport_threads(theirs, ours, ["a"])
+        roots = [t.thread_id for t in await store.threads() if NS_SEP not in t.thread_id]
+        return first, again, roots
+
+    first, again, roots = asyncio.run(scenario())
+    assert not marker.exists()
+    assert (
+        first.imported == ["a"] and list(first.failed) == ["b"] and "os.system" in str(first.failed)
+    )
+    assert again.skipped == ["a"] and again.imported == []
+    assert roots == ["a"]

@@ -193,7 +193,7 @@ def test_commit_names_the_bad_event_payload(conn: psycopg.Connection[Any]) -> No
 @pytest.mark.parametrize(
     ("query", "params", "name"),
     [
-        ("SELECT dg_put_writes_v1('t', %s, 'c1', ARRAY['task'], ARRAY['ch'], ARRAY['{']) ", (), "values[1]"),
+        ("SELECT dg_put_writes_v2('t', %s, 'c1', ARRAY['task'], ARRAY['ch'], ARRAY['{'], NULL) ", (), "values[1]"),
         ("SELECT * FROM dg_append_events_v1('t', %s, ARRAY['k'], ARRAY['nope'], ARRAY[NULL]::timestamptz[], NULL)", (), "payloads[1]"),
         ("SELECT * FROM dg_record_effect_v1('t', %s, 'k', '[[', NULL)", (), "value"),
         ("SELECT * FROM dg_append_events_v1('t', %s, ARRAY['store.x'], ARRAY['1'], ARRAY[NULL]::timestamptz[], NULL)", (), "store."),

@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from durable_graph.core.errors import ProcessingError
 from durable_graph.postgres import migrations
 
 PSQL = "/usr/bin/psql"
@@ -247,3 +248,46 @@ def test_an_upgrade_keeps_a_runtime_roles_grant_and_extends_it_to_new_functions(
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(schema))
             conn.execute(sql.SQL("DROP OWNED BY {}").format(ident))
             conn.execute(sql.SQL("DROP ROLE {}").format(ident))
+
+
+# The functions the previous version installed and this one removed (SPEC §22, D153), by their
+# identity arguments: what a store installed before still holds until its upgrade.
+_REMOVED = [
+    "dg_entry_v2(bigint, text)",
+    "dg_finish_attempt_v1(bigint, bigint, text, text, bigint, text)",
+    "dg_put_writes_v1(text, bigint, text, text[], text[], text[])",
+    "dg_put_writes_fenced_v1(text, bigint, text, text[], text[], text[], text, bigint)",
+    "dg_put_writes_and_commit_v1(text, bigint, text, text[], text[], text[], text, text, text,"
+    " text, text, text[], text[], text[], timestamptz[], timestamptz, text, text, bigint)",
+    "dg_set_trace_context_v1(bigint, text, text)",
+    "dg_trace_context_v1(bigint)",
+]
+
+
+@pytest.mark.parametrize("upgrade", ["migrate", "install.sql"])
+def test_an_upgrade_drops_the_functions_this_version_removed(
+    pg_dsn: str, pg_schema: str, upgrade: str
+) -> None:
+    migrations.migrate(pg_dsn, pg_schema)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))
+        for signature in _REMOVED:  # as the owner, as the previous version installed them
+            conn.execute(
+                f"CREATE FUNCTION {signature} RETURNS integer LANGUAGE sql SECURITY DEFINER"
+                f" SET search_path = {pg_schema}, pg_temp AS 'SELECT 1'"
+            )
+            conn.execute(f"REVOKE ALL ON FUNCTION {signature} FROM PUBLIC")
+        with pytest.raises(ProcessingError, match="dg_entry_v2 is not ours"):
+            migrations.verify(conn, pg_schema)
+    if upgrade == "migrate":
+        assert migrations.migrate(pg_dsn, pg_schema) == migrations.required_version()
+    else:
+        install(pg_dsn, pg_schema)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        migrations.verify(conn, pg_schema)
+        left = conn.execute(
+            "SELECT proname FROM pg_proc WHERE pronamespace = %s::regnamespace"
+            " AND proname = ANY (%s)",
+            (pg_schema, [s.split("(")[0] for s in _REMOVED]),
+        ).fetchall()
+    assert left == []

@@ -4,6 +4,8 @@
 reorganised (``git show cc9b93e:python/durable_graph/__init__.py`` and the others): each name
 must still be in that module's ``__all__`` and importable from it (a module may export more: the
 move added the async stores beside their sync ones in ``memory`` and ``sqlite``).
+``durable_graph.model`` and ``durable_graph.errors``, which docs/spec.md names, moved to ``core/``
+and stay as aliases; the test below also checks they are the same objects as ``core``'s.
 """
 
 from __future__ import annotations
@@ -68,6 +70,69 @@ BEFORE: dict[str, list[str]] = {
         "WatchPolicy",
         "__version__",
         "plan_attempt",
+    ],
+    "durable_graph.model": [
+        "ANY",
+        "AnyTenant",
+        "Attempt",
+        "AttemptBegun",
+        "AttemptPlan",
+        "AttemptStart",
+        "BackoffPolicy",
+        "CancelReason",
+        "Cancelled",
+        "Checkpoint",
+        "Claim",
+        "ClaimPolicy",
+        "Commit",
+        "Completed",
+        "EffectRecord",
+        "EntryOutcome",
+        "Event",
+        "EventIn",
+        "Exhausted",
+        "Failed",
+        "Finished",
+        "Fresh",
+        "Interrupted",
+        "JSON",
+        "Lease",
+        "Mode",
+        "PendingWrite",
+        "PruneResult",
+        "QueueEntry",
+        "QueueStats",
+        "Resume",
+        "RetentionPolicy",
+        "Started",
+        "Submission",
+        "TenantFilter",
+        "ThreadDeleted",
+        "ThreadInfo",
+        "Ticket",
+        "WatchPolicy",
+        "outcome_name",
+    ],
+    "durable_graph.errors": [
+        "ClaimLost",
+        "DuplicateCheckpoint",
+        "EntryClosed",
+        "GraphError",
+        "LeaseLost",
+        "NotFound",
+        "ProcessingError",
+        "QueueError",
+        "RunIdTaken",
+        "RunOfDeletedThread",
+        "StaleParent",
+        "StoreError",
+        "SubmissionKeyReused",
+        "THREAD_BUSY_CLAIM",
+        "THREAD_BUSY_ENTRY",
+        "ThreadBusy",
+        "ValidationError",
+        "error_for_sqlstate",
+        "sqlstates",
     ],
     "durable_graph.aio": [
         "AsyncCheckpointer",
@@ -149,3 +214,12 @@ def test_every_public_name_before_the_move_is_importable_where_it_was(module: st
     for name in BEFORE[module]:
         assert getattr(found, name) is not None, f"{module}.{name}"
         exec(f"from {module} import {name}", {})  # the spelling users write
+
+
+@pytest.mark.parametrize("module", ["model", "errors"])
+def test_the_moved_modules_old_paths_are_aliases_of_core(module: str) -> None:
+    alias = importlib.import_module(f"durable_graph.{module}")
+    home = importlib.import_module(f"durable_graph.core.{module}")
+    assert alias.__all__ == home.__all__
+    for name in home.__all__:
+        assert getattr(alias, name) is getattr(home, name), name

@@ -224,7 +224,7 @@ def test_trace_context_is_checked_in_python_and_in_sql(
         assert queue.trace_context(entry_id + 1) is None
     with psycopg.connect(pg_dsn, autocommit=True) as conn, pytest.raises(psycopg.Error) as err:
         conn.execute(
-            sql.SQL("SELECT * FROM {}.dg_set_trace_context_v1(%s, %s, NULL)").format(
+            sql.SQL("SELECT * FROM {}.dg_set_trace_context_v2(%s, NULL, %s, NULL)").format(
                 sql.Identifier(pg_config.schema)
             ),
             (entry_id, "not-a-traceparent"),
@@ -275,7 +275,7 @@ def test_sql_trace_context_calls_answer_as_for_an_unknown_id_across_tenants(
     pg_dsn: str, pg_config: PostgresConfig
 ) -> None:
     """SPEC §10.6 on the SQL API itself (issue #24): dg_set_trace_context_v2 /
-    dg_trace_context_v2 take the tenant; the kept v1 calls see the no-tenant namespace only."""
+    dg_trace_context_v2 take the tenant."""
     tp = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
     with PostgresCheckpointer.open(pg_dsn, pg_config) as store:
         entry_id = store.run_queue.submit(Submission("t", "go", tenant="a")).entry_id
@@ -299,8 +299,4 @@ def test_sql_trace_context_calls_answer_as_for_an_unknown_id_across_tenants(
             assert answer(conn, get_v2, entry_id, other) == answer(conn, get_v2, unknown, other)
             assert answer(conn, get_v2, entry_id, other) == []
         assert answer(conn, get_v2, entry_id, "a") == [(tp, None)]
-        set_v1 = "SELECT * FROM {}.dg_set_trace_context_v1(%s, %s, NULL)"
-        get_v1 = "SELECT * FROM {}.dg_trace_context_v1(%s)"
-        assert answer(conn, set_v1, entry_id, tp) == answer(conn, set_v1, unknown, tp) == "DG404"
-        assert answer(conn, get_v1, entry_id) == answer(conn, get_v1, unknown) == []
         assert answer(conn, set_v2, entry_id, "", tp) == "DG000"  # the tenant is checked

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sqlite3
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,9 @@ from durable_graph.cli.common import CliError, UsageError, output_of, store_of
 
 
 @contextlib.contextmanager
-def _source(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
-    """(LangGraph's saver over the source, its task paths)."""
+def _source(args: argparse.Namespace) -> Iterator[tuple[Any, Any, list[str]]]:
+    """(LangGraph's saver over the source, its task paths, the threads to import). The saver
+    reads with `importer.StrictReader`: nothing the source stores runs as code."""
     try:
         from durable_graph.langgraph import importer
     except ImportError as exc:  # pragma: no cover - the extra is missing
@@ -26,7 +28,9 @@ def _source(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
         except ImportError:
             raise CliError("--from-postgres needs langgraph-checkpoint-postgres") from None
         with PostgresSaver.from_conn_string(args.from_postgres) as saver:
-            yield saver, importer.task_paths_from_postgres(args.from_postgres)
+            threads = args.thread or importer.threads_in_postgres(args.from_postgres)
+            reader = importer.strict_copy(saver)
+            yield reader, importer.task_paths_from_postgres(args.from_postgres), threads
         return
     try:
         from langgraph.checkpoint.sqlite import SqliteSaver
@@ -36,7 +40,9 @@ def _source(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
         raise CliError(f"no SqliteSaver file at {args.from_sqlite}")
     conn = sqlite3.connect(f"file:{args.from_sqlite}?mode=ro", uri=True, check_same_thread=False)
     try:
-        yield SqliteSaver(conn), importer.task_paths_from_sqlite(conn)
+        threads = args.thread or importer.threads_in_sqlite(conn)
+        lg_saver = SqliteSaver(conn, serde=importer.StrictReader())
+        yield lg_saver, importer.task_paths_from_sqlite(conn), threads
     finally:
         conn.close()
 
@@ -48,12 +54,13 @@ def cmd_langgraph_import(args: argparse.Namespace) -> int:
     from durable_graph.langgraph.importer import import_threads
 
     out = output_of(args)
-    with _source(args) as (source, paths), store_of(args, must_exist=False) as store:
-        result = import_threads(source, DurableSaver(store), args.thread or None, task_paths=paths)
+    with _source(args) as (source, paths, threads), store_of(args, must_exist=False) as store:
+        result = import_threads(source, DurableSaver(store), threads, task_paths=paths)
     out.result(
         {
             "imported": result.imported,
             "skipped": result.skipped,
+            "failed": result.failed,
             "checkpoints": result.checkpoints,
             "writes": result.writes,
         },
@@ -61,4 +68,6 @@ def cmd_langgraph_import(args: argparse.Namespace) -> int:
         f"{result.writes} pending writes); skipped {len(result.skipped)} already in the store"
         + (f": {', '.join(result.skipped)}" if result.skipped else ""),
     )
-    return 0
+    for thread_id, why in result.failed.items():
+        print(f"error: thread {thread_id!r} not imported: {why}", file=sys.stderr)
+    return 1 if result.failed else 0

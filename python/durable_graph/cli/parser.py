@@ -503,7 +503,8 @@ def build_parser() -> argparse.ArgumentParser:
         "import",
         cmd_langgraph_import,
         "copy threads written by LangGraph's PostgresSaver or SqliteSaver into the store "
-        "(whole histories, pending writes, subgraph namespaces); threads it has are skipped",
+        "(whole histories, pending writes, subgraph namespaces), reading no value that would run "
+        "code; threads it has whole are skipped, ones a failed run began are completed",
     )
     _option(limport, "--from-postgres", metavar="DSN", help="PostgresSaver's database")
     _option(limport, "--from-sqlite", metavar="PATH", help="SqliteSaver's file (read only)")

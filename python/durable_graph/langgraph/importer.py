@@ -1,33 +1,54 @@
 """Moving in (SPEC §14.2): copy threads written by LangGraph's own savers into a store.
 
-`import_threads(source, target)` reads every checkpoint of the source saver (LangGraph's
-``PostgresSaver`` or ``SqliteSaver``, or any `BaseCheckpointSaver`) and writes it through a
+`import_threads(source, target)` reads the checkpoints of the source saver (LangGraph's
+``PostgresSaver`` or ``SqliteSaver``, or any `BaseCheckpointSaver`) and writes them through a
 `DurableSaver` (or `AsyncDurableSaver`, with `aimport_threads`): each thread's whole history in
 order, with LangGraph's own checkpoint ids, parents, metadata, channel versions (their string
 versions continue, see `SaverCore.get_next_version`) and pending writes in their task order, and
 each subgraph namespace as a child thread under its root. An imported thread resumes under our
 saver where it stopped (an ``interrupt()`` is answered with ``Command(resume=...)``).
 
+What is guaranteed (docs/decisions.md D154):
+
+- **Nothing stored in the source runs as code.** The source is read with `StrictReader` in place
+  of its own serializer (LangGraph's default one imports and calls whatever a msgpack value
+  names): the types of `codec.safe_serializer` load, and any other type, a pickle or an ``lc``
+  constructor outside LangChain's own allow-list is refused — where LangGraph's strict mode
+  would quietly keep the raw data, the import stops that thread instead.
+- **A thread is read whole before anything of it is written**: a refused value fails that thread
+  (`ImportResult.failed` names it and why) with nothing of it written; the other threads go on.
+- **A rerun finishes what a failed run began.** The store takes one checkpoint per write, so a
+  thread whose writing stopped part way (a value the store refuses, a crash) is left with the
+  checkpoints written so far; the next run writes only the checkpoints and task writes the
+  target lacks (compared by id), so it completes the thread once the source is fixed. A thread
+  the target already holds whole, or holding a checkpoint the source lacks (it ran on under our
+  saver since), is reported skipped and nothing is written.
+
 The task path of each pending write, which LangGraph's read API does not return, comes from the
 source's tables (``task_paths_from_postgres`` / ``task_paths_from_sqlite``); without it the writes
-keep LangGraph's order only where task ids sort as their paths.
-
-A thread the target already has is skipped (reported as such), so an interrupted import can be
-run again. `durable-graph langgraph import` is the command line form.
+keep LangGraph's order only where task ids sort as their paths. ``threads_in_sqlite`` /
+``threads_in_postgres`` list the source's threads from its tables, so a refused value is reported
+under its thread (`durable-graph langgraph import` passes them; without ``thread_ids`` the threads
+are found by listing the source, and a refusal there fails the whole import).
 """
 
 from __future__ import annotations
 
+import copy
+import json
 import sqlite3
 from collections import defaultdict
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+import ormsgpack
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.serde import _msgpack as lg_msgpack
+from langgraph.checkpoint.serde.jsonplus import _is_safe_json_type
 
-from durable_graph.core.ops import StoreOp, drive, drive_async, store_op
+from durable_graph.core.errors import GraphError
 from durable_graph.langgraph import codec
 from durable_graph.langgraph.async_saver import AsyncDurableSaver
 from durable_graph.langgraph.saver import DurableSaver
@@ -35,80 +56,201 @@ from durable_graph.langgraph.saver import DurableSaver
 TaskPaths = Callable[[str, str, str], dict[str, str]]
 """``(thread_id, checkpoint_ns, checkpoint_id) -> {task_id: task_path}`` of a source."""
 
+_Saver = TypeVar("_Saver", bound=BaseCheckpointSaver[Any])
+
+
+class RefusedValue(ValueError):
+    """A source value the import does not load: loading it would run code the source names."""
+
+
+# LangGraph's msgpack extension codes (langgraph.checkpoint.serde.jsonplus): the ones that import
+# and call a (module, name), the one that calls a method, and the data-only ones.
+_CONSTRUCTORS = frozenset({0, 1, 2, 4, 5})
+_METHOD = 3
+_DATA = frozenset({6, 7})  # a numpy array's bytes, a DeltaChannel snapshot
+
+
+def _check_msgpack(data: bytes) -> None:
+    """Refuse a msgpack value naming a callable outside LangGraph's safe types."""
+    refused: list[str] = []
+
+    def hook(code: int, payload: bytes) -> None:
+        inner = ormsgpack.unpackb(payload, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+        if code in _DATA:
+            return None
+        named = (
+            tuple(str(part) for part in inner[:2])
+            if isinstance(inner, list | tuple) and len(inner) >= 3
+            else ()
+        )
+        if code in _CONSTRUCTORS and named in lg_msgpack.SAFE_MSGPACK_TYPES:
+            return None
+        method = (*named, str(inner[3])) if code == _METHOD and len(inner) >= 4 else ()
+        if method and method in lg_msgpack.SAFE_MSGPACK_METHODS:
+            return None
+        refused.append(".".join(method or named) or f"msgpack extension {code}")
+        raise RefusedValue(refused[-1])
+
+    try:
+        ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+    except (ValueError, ormsgpack.MsgpackDecodeError) as exc:
+        what = refused[0] if refused else f"undecodable msgpack ({exc})"
+        raise RefusedValue(f"a value naming {what}, which the import never loads") from None
+
+
+def _check_json(data: bytes) -> None:
+    """Refuse an ``lc: 2`` constructor outside LangGraph's safe types (``lc: 1`` ones are
+    LangChain's, whose reviver refuses anything outside langchain-core)."""
+
+    def hook(obj: dict[str, Any]) -> dict[str, Any]:
+        if obj.get("lc") == 2 and obj.get("type") == "constructor":
+            ident = obj.get("id")
+            if not isinstance(ident, list) or not _is_safe_json_type(ident):
+                raise RefusedValue(f"a JSON constructor of {ident!r}, which the import never loads")
+        return obj
+
+    json.loads(data, object_hook=hook)
+
+
+class StrictReader:
+    """`codec.safe_serializer`, made to refuse rather than degrade: the source's serializer
+    during an import. A value it does not load raises `RefusedValue`."""
+
+    def __init__(self) -> None:
+        self._inner = codec.safe_serializer()
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        return self._inner.dumps_typed(obj)
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        kind, payload = data
+        if kind == "msgpack":
+            _check_msgpack(payload)
+        elif kind == "json":
+            _check_json(payload)
+        elif kind not in ("null", "bytes", "bytearray"):
+            raise RefusedValue(f"a {kind!r} value, which the import never loads")
+        try:
+            return self._inner.loads_typed(data)
+        except ValueError as exc:  # LangChain's reviver refusing an lc: 1 constructor
+            raise RefusedValue(str(exc).split(". ")[0]) from None
+
+
+def strict_copy(source: _Saver) -> _Saver:
+    """``source`` reading with `StrictReader` (a shallow copy: connection and lock shared)."""
+    reader = copy.copy(source)
+    reader.serde = StrictReader()
+    return reader
+
 
 @dataclass
 class ImportResult:
     imported: list[str] = field(default_factory=list)
-    """Threads copied, in the order they were."""
+    """Threads written (whole, or completed), in the order they were."""
     skipped: list[str] = field(default_factory=list)
-    """Threads the target already had."""
+    """Threads the target already held whole: nothing written."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """Threads not imported (or not completed), with why."""
     checkpoints: int = 0
     writes: int = 0
 
 
-def _by_thread(
-    tuples: Iterable[CheckpointTuple], wanted: set[str] | None
-) -> dict[str, dict[str, list[CheckpointTuple]]]:
-    """thread -> namespace -> its checkpoints oldest first (LangGraph lists newest first)."""
-    out: dict[str, dict[str, list[CheckpointTuple]]] = defaultdict(lambda: defaultdict(list))
+@dataclass(frozen=True)
+class _Step:
+    """One source checkpoint to write: the put's config (its LangGraph parent), its tuple, the
+    config it is stored under, and its pending writes grouped by task (task, path, writes)."""
+
+    put_config: RunnableConfig
+    source: CheckpointTuple
+    stored: RunnableConfig
+    groups: list[tuple[str, str, list[tuple[str, Any]]]]
+
+    @property
+    def namespace(self) -> str:
+        return str(self.stored["configurable"]["checkpoint_ns"])
+
+    @property
+    def checkpoint_id(self) -> str:
+        return str(self.stored["configurable"]["checkpoint_id"])
+
+
+def _by_thread(tuples: Iterable[CheckpointTuple]) -> dict[str, list[CheckpointTuple]]:
+    out: dict[str, list[CheckpointTuple]] = defaultdict(list)
     for t in tuples:
-        conf = t.config["configurable"]
-        thread_id = str(conf["thread_id"])
-        if wanted is None or thread_id in wanted:
-            out[thread_id][str(conf.get("checkpoint_ns") or "")].append(t)
-    for namespaces in out.values():
-        for ns in namespaces:
-            namespaces[ns].sort(key=lambda t: str(t.config["configurable"]["checkpoint_id"]))
+        out[str(t.config["configurable"]["thread_id"])].append(t)
     return out
 
 
-def _plan(
-    thread_id: str, namespaces: dict[str, list[CheckpointTuple]], paths: TaskPaths | None
-) -> list[tuple[RunnableConfig, CheckpointTuple, list[tuple[str, str, list[tuple[str, Any]]]]]]:
-    """Per checkpoint, root namespace first: (put config, tuple, [(task, path, writes)])."""
+def _plan(thread_id: str, tuples: list[CheckpointTuple], paths: TaskPaths | None) -> list[_Step]:
+    """The thread's checkpoints to write, root namespace first, each namespace oldest first
+    (LangGraph lists newest first)."""
+    namespaces: dict[str, list[CheckpointTuple]] = defaultdict(list)
+    for t in tuples:
+        namespaces[str(t.config["configurable"].get("checkpoint_ns") or "")].append(t)
     steps = []
     for ns in sorted(namespaces, key=lambda n: (n != "", n)):
-        for t in namespaces[ns]:
+        for t in sorted(
+            namespaces[ns], key=lambda t: str(t.config["configurable"]["checkpoint_id"])
+        ):
             parent = (t.parent_config or {}).get("configurable", {}).get("checkpoint_id")
             config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
             if parent is not None:
                 config["configurable"]["checkpoint_id"] = parent
             checkpoint_id = str(t.config["configurable"]["checkpoint_id"])
+            stored: RunnableConfig = {
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": checkpoint_id,
+                }
+            }
             task_path = paths(thread_id, ns, checkpoint_id) if paths and t.pending_writes else {}
             groups: list[tuple[str, str, list[tuple[str, Any]]]] = []
             for task_id, channel, value in t.pending_writes or ():
                 if not groups or groups[-1][0] != task_id:
                     groups.append((task_id, task_path.get(task_id, ""), []))
                 groups[-1][2].append((channel, value))
-            steps.append((config, t, groups))
+            steps.append(_Step(config, t, stored, groups))
     return steps
 
 
-def _importing(
-    tuples: Iterable[CheckpointTuple],
-    thread_ids: Sequence[str] | None,
-    task_paths: TaskPaths | None,
-    put: str,
-    put_writes: str,
-) -> Generator[StoreOp, Any, ImportResult]:
-    """The import written once for both savers (`durable_graph.core.ops`): it yields the
-    target saver's calls, ``put`` and ``put_writes`` naming its sync or async methods."""
-    result = ImportResult()
-    wanted = None if thread_ids is None else set(thread_ids)
-    for thread_id, namespaces in _by_thread(tuples, wanted).items():
-        codec.store_thread(thread_id, "")
-        if (yield store_op("store.thread", thread_id)) is not None:
-            result.skipped.append(thread_id)
-            continue
-        for config, t, groups in _plan(thread_id, namespaces, task_paths):
-            versions = t.checkpoint["channel_versions"]
-            stored = yield store_op(put, config, t.checkpoint, t.metadata, versions)
-            for task_id, path, writes in groups:
-                yield store_op(put_writes, stored, writes, task_id, path)
-                result.writes += len(writes)
-            result.checkpoints += 1
-        result.imported.append(thread_id)
-    return result
+def _namespaces(steps: list[_Step]) -> list[str]:
+    return sorted({s.namespace for s in steps}, key=lambda n: (n != "", n))
+
+
+def _held(tuples: Iterable[CheckpointTuple]) -> dict[str, set[str]]:
+    """What the target holds of a namespace: checkpoint id -> the tasks with writes there."""
+    return {
+        str(t.config["configurable"]["checkpoint_id"]): {w[0] for w in t.pending_writes or ()}
+        for t in tuples
+    }
+
+
+def _moved_on(steps: list[_Step], held: dict[str, dict[str, set[str]]]) -> bool:
+    """Whether the target holds a checkpoint of the thread that the source lacks: the thread has
+    run on under our saver since it was imported, so it is not completed from the source."""
+    ours = {(s.namespace, s.checkpoint_id) for s in steps}
+    return any((ns, cid) not in ours for ns, ids in held.items() for cid in ids)
+
+
+def _scope(thread_id: str, ns: str | None = None) -> RunnableConfig:
+    conf: dict[str, Any] = {"thread_id": thread_id}
+    if ns is not None:
+        conf["checkpoint_ns"] = ns
+    return {"configurable": conf}
+
+
+_FAILURES = (ValueError, TypeError, NotImplementedError, GraphError)
+"""What fails one thread, the others going on: a value refused (`RefusedValue`, a
+`ValidationError`; LangGraph's encoder raises TypeError for one too deep), a write the store
+refuses. Anything else (the store down) stops the import."""
+
+
+def _failure(step: _Step | None, exc: BaseException) -> str:
+    if step is None:
+        return f"reading its checkpoints from the source: {exc}"
+    ns = f" (namespace {step.namespace})" if step.namespace else ""
+    return f"checkpoint {step.checkpoint_id}{ns}: {exc}"
 
 
 def import_threads(
@@ -119,8 +261,42 @@ def import_threads(
     task_paths: TaskPaths | None = None,
 ) -> ImportResult:
     """Copy ``source``'s threads (all, or ``thread_ids``) into ``target``'s store."""
-    flow = _importing(source.list(None), thread_ids, task_paths, "put", "put_writes")
-    return drive(flow, lambda op: op.on(target))
+    reader = strict_copy(source)
+    listed = None if thread_ids is not None else _by_thread(reader.list(None))
+    result = ImportResult()
+    for thread_id in list(listed) if listed is not None else thread_ids or ():
+        codec.store_thread(thread_id, "")  # ValidationError for an id the store cannot hold
+        step: _Step | None = None
+        before = (result.checkpoints, result.writes)
+        try:
+            # The whole thread is read (and every value checked) before anything is written.
+            tuples = (
+                listed[thread_id] if listed is not None else list(reader.list(_scope(thread_id)))
+            )
+            steps = _plan(thread_id, tuples, task_paths)
+            held = {ns: _held(target.list(_scope(thread_id, ns))) for ns in _namespaces(steps)}
+            if _moved_on(steps, held):
+                result.skipped.append(thread_id)
+                continue
+            for step in steps:
+                tasks = held[step.namespace].get(step.checkpoint_id)
+                if tasks is None:
+                    versions = step.source.checkpoint["channel_versions"]
+                    target.put(
+                        step.put_config, step.source.checkpoint, step.source.metadata, versions
+                    )
+                    result.checkpoints, tasks = result.checkpoints + 1, set()
+                for task_id, path, writes in step.groups:
+                    if task_id not in tasks:
+                        target.put_writes(step.stored, writes, task_id, path)
+                        result.writes += len(writes)
+        except _FAILURES as exc:
+            result.failed[thread_id] = _failure(step, exc)
+            continue
+        if tuples:
+            wrote = (result.checkpoints, result.writes) != before
+            (result.imported if wrote else result.skipped).append(thread_id)
+    return result
 
 
 async def aimport_threads(
@@ -131,9 +307,63 @@ async def aimport_threads(
     task_paths: TaskPaths | None = None,
 ) -> ImportResult:
     """`import_threads` into an async store (``source`` read with its async API)."""
-    tuples = [t async for t in source.alist(None)]
-    flow = _importing(tuples, thread_ids, task_paths, "aput", "aput_writes")
-    return await drive_async(flow, lambda op: op.on(target))
+    reader = strict_copy(source)
+    listed = None if thread_ids is not None else _by_thread([t async for t in reader.alist(None)])
+    result = ImportResult()
+    for thread_id in list(listed) if listed is not None else thread_ids or ():
+        codec.store_thread(thread_id, "")
+        step: _Step | None = None
+        before = (result.checkpoints, result.writes)
+        try:
+            tuples = (
+                listed[thread_id]
+                if listed is not None
+                else [t async for t in reader.alist(_scope(thread_id))]
+            )
+            steps = _plan(thread_id, tuples, task_paths)
+            held = {
+                ns: _held([t async for t in target.alist(_scope(thread_id, ns))])
+                for ns in _namespaces(steps)
+            }
+            if _moved_on(steps, held):
+                result.skipped.append(thread_id)
+                continue
+            for step in steps:
+                tasks = held[step.namespace].get(step.checkpoint_id)
+                if tasks is None:
+                    versions = step.source.checkpoint["channel_versions"]
+                    await target.aput(
+                        step.put_config, step.source.checkpoint, step.source.metadata, versions
+                    )
+                    result.checkpoints, tasks = result.checkpoints + 1, set()
+                for task_id, path, writes in step.groups:
+                    if task_id not in tasks:
+                        await target.aput_writes(step.stored, writes, task_id, path)
+                        result.writes += len(writes)
+        except _FAILURES as exc:
+            result.failed[thread_id] = _failure(step, exc)
+            continue
+        if tuples:
+            wrote = (result.checkpoints, result.writes) != before
+            (result.imported if wrote else result.skipped).append(thread_id)
+    return result
+
+
+def threads_in_sqlite(conn: sqlite3.Connection) -> list[str]:
+    """The thread ids of ``SqliteSaver``'s ``checkpoints`` table, read without decoding a value."""
+    rows = conn.execute("SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id").fetchall()
+    return [str(row[0]) for row in rows]
+
+
+def threads_in_postgres(dsn: str) -> list[str]:
+    """The thread ids of ``PostgresSaver``'s ``checkpoints`` table, read without decoding a value."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id"
+        ).fetchall()
+    return [str(row[0]) for row in rows]
 
 
 def task_paths_from_postgres(dsn: str) -> TaskPaths:
@@ -175,8 +405,13 @@ def task_paths_from_sqlite(conn: sqlite3.Connection) -> TaskPaths:
 
 __all__ = [
     "ImportResult",
+    "RefusedValue",
+    "StrictReader",
     "aimport_threads",
     "import_threads",
+    "strict_copy",
     "task_paths_from_postgres",
     "task_paths_from_sqlite",
+    "threads_in_postgres",
+    "threads_in_sqlite",
 ]
