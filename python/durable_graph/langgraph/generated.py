@@ -51,12 +51,14 @@ class DurableSaver(SaverCore[Checkpointer]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        """Commit the checkpoint on the head this saver last wrote, under the run's claim (or
+        one taken for the call); held task writes to that head land in the same transaction."""
         thread_id, st, commit = self._commit_of(config, checkpoint, metadata)
         with self._guard(thread_id), self._claims(thread_id, st) as (claim, fence):
             parent = self._head(st)
             fused, after = self._held_for_put(st, parent, commit.checkpoint_id)
             try:
-                if fused and parent is not None:  # the step's task writes land with it
+                if fused and parent is not None:  # write-behind (core): one transaction
                     made = on_parent(commit, parent, fence)
                     self.store.put_writes_and_commit(claim, parent, fused, made)
                 else:
@@ -67,7 +69,7 @@ class DurableSaver(SaverCore[Checkpointer]):
                 if fused and parent is not None:
                     with suppress(NotFound):
                         self._put_batch(claim, parent, fused, fence)
-                del self._heads[st]
+                self._heads.pop(st, None)
                 self.store.commit(claim, on_parent(commit, self._head(st), fence))
             self._heads[st] = commit.checkpoint_id
             for early in after:  # sent before this put landed
