@@ -10,7 +10,7 @@ The declaration is read from three places, and only there:
 - `HAND_WRITTEN`, `POLLING` and `SQL` below: the methods each target writes by hand (waits, ``prune_all``,
   ``submit_many``, ``close``, ...), which the generator skips.
 
-It writes six modules, each a mixin class per Protocol group (for ``core/`` a Protocol mixin)
+It writes five modules, each a mixin class per Protocol group (for ``core/`` a Protocol mixin)
 that a hand-written class inherits, each file headed "DO NOT CHANGE":
 
 - ``core/async_generated.py``: the async Protocols' methods, all but ``subscribe`` and ``close``,
@@ -22,9 +22,9 @@ that a hand-written class inherits, each file headed "DO NOT CHANGE":
 - ``embedded/threaded_generated.py``: the async wrappers of the embedded stores, each method the
   sync store's in a worker thread (`durable_graph.embedded.offload.in_thread`);
 - ``testkit/adapter_generated.py``: the testkit's sync adapter over an async store;
-- ``langgraph/generated.py``: LangGraph's ``put`` / ``aput``, ``get_tuple`` / ``aget_tuple``, ...
-  on the savers, each running the plan of its name (``SaverCore._put``, ...) from
-  ``langgraph/core.py``.
+
+and, from an async module made sync (``tools/unasync.py``): ``langgraph/generated.py``,
+`DurableSaver` written from `AsyncDurableSaver` (``langgraph/async_saver.py``).
 
 And the sync twins of the modules written async first (`TWINS`, ``tools/async_to_sync.py``):
 
@@ -53,6 +53,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "python" / "durable_graph"
 sys.path.insert(0, str(ROOT / "python"))
 
+from unasync import Conversion, convert, in_a_thread  # noqa: E402  (tools/, beside this script)
+
 BUILTINS = {"str", "int", "bool", "None", "object", "dict", "list", "tuple", "type", "float"}
 
 Written = dict[str, set[str]]
@@ -70,14 +72,12 @@ POLLING: Written = {
     "Checkpointer": {*HAND_WRITTEN["Checkpointer"], "await_events_after"},
     "RunQueue": {"await_closed"},
     "TraceContexts": set(),
-    "SaverCore": set(),
 }
 SQL: Written = {
     # prune_all runs one transaction per batch; an empty submit_many issues no call.
     "Checkpointer": {*POLLING["Checkpointer"], "prune_all"},
     "RunQueue": {*POLLING["RunQueue"], "submit_many"},
     "TraceContexts": set(),
-    "SaverCore": set(),
 }
 
 
@@ -115,7 +115,7 @@ def _names(node: ast.AST | None) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
-def read_protocol(module: str, name: str, *, private: bool = False) -> Protocol:
+def read_protocol(module: str, name: str) -> Protocol:
     """The public methods of the Protocol ``name`` in ``module`` (source order)."""
     path = PACKAGE.joinpath(*module.split(".")[1:]).with_suffix(".py")
     tree = ast.parse(path.read_text())
@@ -134,7 +134,7 @@ def read_protocol(module: str, name: str, *, private: bool = False) -> Protocol:
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
     methods = []
     for fn in cls.body:
-        if not isinstance(fn, ast.FunctionDef) or fn.name.startswith("_") != private:
+        if not isinstance(fn, ast.FunctionDef) or fn.name.startswith("_"):
             continue
         if any(ast.unparse(d) == "property" for d in fn.decorator_list):
             continue
@@ -156,30 +156,9 @@ def read_protocol(module: str, name: str, *, private: bool = False) -> Protocol:
     return Protocol(name, module, methods, imports)
 
 
-def read_plans(module: str, name: str, plans: list[str]) -> Protocol:
-    """The LangGraph saver's plans (``_put``, ...) of class ``name``: each becomes two methods."""
-    found = read_protocol(module, name, private=True)
-    by_name = {m.name: m for m in found.methods}
-    return Protocol(name, module, [by_name[p] for p in plans], found.imports)
-
-
 CHECKPOINTER = read_protocol("durable_graph.core.checkpointer", "Checkpointer")
 RUN_QUEUE = read_protocol("durable_graph.core.run_queue", "RunQueue")
 TRACE_CONTEXTS = read_protocol("durable_graph.core.run_queue", "TraceContexts")
-SAVER_PLANS = read_plans(
-    "durable_graph.langgraph.core",
-    "SaverCore",
-    [
-        "_put",
-        "_put_writes",
-        "_get_tuple",
-        "_list",
-        "_delete_thread",
-        "_delete_for_runs",
-        "_copy_thread",
-        "_prune",
-    ],
-)
 
 
 def generated(protocols: list[Protocol], hand_written: Written) -> list[tuple[Protocol, Method]]:
@@ -239,7 +218,6 @@ class Target:
     imports: list[str]
     classes: list[MixinClass]
     hand_written: Written
-    preamble: tuple[str, ...] = ()
 
 
 def _sql(protocol: Protocol, method: Method, awaited: bool) -> str:
@@ -415,56 +393,43 @@ TARGETS = [
         ],
     ),
 ]
-TARGETS.append(
-    Target(
-        path="langgraph/generated.py",
-        hand_written=HAND_WRITTEN,
-        doc="LangGraph's checkpointer API on the savers: each operation's plan as its sync and async method.\n\nEach runs the plan of its name (`SaverCore._put`, ...) with the saver's runner (``_run`` or\n``_arun``, ``_iterate`` or ``_aiterate``); `DurableSaver` and `AsyncDurableSaver` inherit them.\n",
-        asynchronous=False,
-        imports=[
-            "from collections.abc import AsyncIterator, Iterator",
-            "from typing import Generic, TypeVar",
-            "from langgraph.checkpoint.base import CheckpointTuple",
-            "from durable_graph.langgraph.core import SaverCore",
-        ],
-        preamble=('StoreT = TypeVar("StoreT")',),
-        classes=[
-            MixinClass(
-                "SaverApi",
-                "LangGraph's `BaseCheckpointSaver` methods, each running one plan.",
-                [SAVER_PLANS],
-                [],
-                lambda p, m: "",
-                bases="(SaverCore[StoreT], Generic[StoreT])",
-            )
-        ],
+# --- sync modules written from async ones (tools/unasync.py) ------------------------------
+
+LANGGRAPH_API = {
+    "aput": "put",
+    "aput_writes": "put_writes",
+    "aget_tuple": "get_tuple",
+    "alist": "list",
+    "adelete_thread": "delete_thread",
+    "adelete_for_runs": "delete_for_runs",
+    "acopy_thread": "copy_thread",
+    "aprune": "prune",
+}
+"""LangGraph's async checkpointer methods and their sync names."""
+
+CONVERSIONS = [
+    Conversion(
+        source="langgraph/async_saver.py",
+        target="langgraph/generated.py",
+        doc="""`DurableSaver`: LangGraph's checkpointer over any sync store (SPEC §12).
+
+`AsyncDurableSaver`'s code (``async_saver.py``) made sync: read that. LangGraph's async API runs
+the sync one in a worker thread, so the event loop never waits on the store.
+""",
+        renames={
+            "AsyncDurableSaver": "DurableSaver",
+            "AsyncCheckpointer": "Checkpointer",
+            "durable_graph.core.async_protocols": "durable_graph.core.checkpointer",
+            "AsyncIterator": "Iterator",
+            "asynccontextmanager": "contextmanager",
+            "asyncio.Lock": "threading.Lock",
+            **LANGGRAPH_API,
+        },
+        async_only="    # --- LangGraph's sync API:",
+        imports=("import threading", "from collections.abc import AsyncIterator"),
+        section=in_a_thread(LANGGRAPH_API),
     )
-)
-
-
-def _saver_methods(method: Method) -> list[str]:
-    """LangGraph's sync and async method for the plan ``method``: run by the saver's runner."""
-    public = method.name.removeprefix("_")
-    args = method.arguments(keywords=True)
-    params, returns = method.signature.rsplit(" -> ", 1)
-    result = returns.removeprefix("Plan[").removesuffix("]")
-    call = f"self.{method.name}({args})"
-    if public == "list":
-        return [
-            f"    def {public}{params} -> Iterator[CheckpointTuple]:",
-            f"        return self._iterate({call})",
-            "",
-            f"    async def a{public}{params} -> AsyncIterator[CheckpointTuple]:",
-            f"        async for item in self._aiterate({call}):",
-            "            yield item",
-        ]
-    return [
-        f"    def {public}{params} -> {result}:",
-        f"        return self._run({call})",
-        "",
-        f"    async def a{public}{params} -> {result}:",
-        f"        return await self._arun({call})",
-    ]
+]
 
 
 def render(target: Target) -> str:
@@ -486,18 +451,15 @@ def render(target: Target) -> str:
         lines += ["", "", f"class {cls.name}{cls.bases}:", f'    """{cls.doc}"""', ""]
         lines += [f"    {a}" for a in cls.attributes]
         for protocol, method in generated(cls.protocols, target.hand_written):
-            for n in method.names - {"Plan"}:
+            for n in method.names:
                 module, spelled = protocol.imports[n].split(":")
                 names.setdefault(module, set()).add(spelled)
-            if protocol is SAVER_PLANS:
-                lines += ["", *_saver_methods(method)]
-                continue
             prefix = "async def" if target.asynchronous else "def"
             lines += ["", f"    {prefix} {method.name}{method.signature}:"]
             lines.append(f"        {cls.body(protocol, method)}")
     imports = ["from __future__ import annotations", "", *target.imports]
     imports += [f"from {m} import {', '.join(sorted(ns))}" for m, ns in names.items()]
-    imports += ["", *target.preamble]
+    imports.append("")
     exports = ", ".join(f'"{c.name}"' for c in target.classes)
     text = "\n".join(
         [header + f'"""{target.doc}"""', "", *imports, *lines, "", "", f"__all__ = [{exports}]", ""]
@@ -563,20 +525,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     stale = []
     written = [(t.path, render(t)) for t in TARGETS] + [(t.path, render_twin(t)) for t in TWINS]
-    for target_path, text in written:
-        path = PACKAGE / target_path
+    written += [
+        (c.target, _formatted(PACKAGE / c.target, convert(c, PACKAGE))) for c in CONVERSIONS
+    ]
+    for relative, text in written:
+        path = PACKAGE / relative
         current = path.read_text() if path.exists() else ""
         if text == current:
             continue
         if args.check:
-            stale.append(target_path)
+            stale.append(relative)
             diff = difflib.unified_diff(
-                current.splitlines(True), text.splitlines(True), target_path, "generated"
+                current.splitlines(True), text.splitlines(True), relative, "generated"
             )
             sys.stdout.writelines(list(diff)[:40])
         else:
             path.write_text(text)
-            print(f"wrote python/durable_graph/{target_path}")
+            print(f"wrote python/durable_graph/{relative}")
     if stale:
         print(f"not current: {', '.join(stale)}; run `make generate`", file=sys.stderr)
         return 1

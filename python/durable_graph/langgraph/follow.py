@@ -11,15 +11,14 @@ processes), and re-reads the entry at most every `ENTRY_CHECK` while nothing arr
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
-from typing import Any, Final
+from typing import Final
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import NotFound
 from durable_graph.core.model import Event, QueueEntry, WatchPolicy
-from durable_graph.core.ops import StoreOp, hand_out, hand_out_async, store_op
 from durable_graph.langgraph.streaming import EVENT_PREFIX
 
 ENTRY_CHECK: Final = timedelta(milliseconds=500)
@@ -28,41 +27,22 @@ ENTRY_CHECK: Final = timedelta(milliseconds=500)
 PAGE: Final = 1000
 
 
-def _ended(entry: QueueEntry, seen: int) -> bool:
-    return entry.closed and (entry.closed_at_seq is None or seen >= entry.closed_at_seq)
-
-
-def _keep(event: Event, runs: set[str]) -> bool:
-    return event.kind.startswith(EVENT_PREFIX) and event.run_id in runs
-
-
-def _following(
-    entry_id: int, after_seq: int, tenant: str | None, watch: WatchPolicy
-) -> Generator[StoreOp | Event, Any, None]:
-    """The follower written once for both stores (`durable_graph.core.ops`): it yields the store
-    calls it needs, and the events to hand out."""
-    read_entry = store_op("run_queue.entry", entry_id, tenant=tenant)
-    entry: QueueEntry | None = yield read_entry
+def _known(entry: QueueEntry | None, entry_id: int) -> QueueEntry:
     if entry is None:
         raise NotFound(f"entry {entry_id} is unknown")
-    runs = {a.run_id for a in entry.attempts}
-    seen = after_seq
-    while True:
-        events: list[Event] = yield store_op("events_after", entry.thread_id, seen, PAGE)
-        for event in events:
-            if event.kind.startswith(EVENT_PREFIX) and event.run_id not in runs:
-                entry = (yield read_entry) or entry  # a new attempt's?
-                runs = {a.run_id for a in entry.attempts}
-            seen = event.seq
-            if _keep(event, runs):
-                yield event
-        if events:
-            continue
-        entry = (yield read_entry) or entry
-        runs = {a.run_id for a in entry.attempts}
-        if _ended(entry, seen):
-            return
-        yield store_op("await_events_after", entry.thread_id, seen, ENTRY_CHECK, watch)
+    return entry
+
+
+def _runs(entry: QueueEntry) -> set[str]:
+    return {a.run_id for a in entry.attempts}
+
+
+def _ours(event: Event) -> bool:
+    return event.kind.startswith(EVENT_PREFIX)
+
+
+def _ended(entry: QueueEntry, seen: int) -> bool:
+    return entry.closed and (entry.closed_at_seq is None or seen >= entry.closed_at_seq)
 
 
 def follow(
@@ -77,11 +57,28 @@ def follow(
 
     `NotFound` when the entry is unknown (or another tenant's).
     """
-    flow = _following(entry_id, after_seq, tenant, watch)
-    return hand_out(flow, lambda op: op.on(store), Event)
+    entry = _known(store.run_queue.entry(entry_id, tenant=tenant), entry_id)
+    runs = _runs(entry)
+    seen = after_seq
+    while True:
+        events = store.events_after(entry.thread_id, seen, PAGE)
+        for event in events:
+            if _ours(event) and event.run_id not in runs:  # a new attempt's?
+                entry = store.run_queue.entry(entry_id, tenant=tenant) or entry
+                runs = _runs(entry)
+            seen = event.seq
+            if _ours(event) and event.run_id in runs:
+                yield event
+        if events:
+            continue
+        entry = store.run_queue.entry(entry_id, tenant=tenant) or entry
+        runs = _runs(entry)
+        if _ended(entry, seen):
+            return
+        store.await_events_after(entry.thread_id, seen, ENTRY_CHECK, watch)
 
 
-def afollow(
+async def afollow(
     store: AsyncCheckpointer,
     entry_id: int,
     after_seq: int = 0,
@@ -89,6 +86,23 @@ def afollow(
     tenant: str | None = None,
     watch: WatchPolicy = WatchPolicy(),
 ) -> AsyncIterator[Event]:
-    """`follow` on an async store."""
-    flow = _following(entry_id, after_seq, tenant, watch)
-    return hand_out_async(flow, lambda op: op.on(store), Event)
+    """`follow` on an async store: the same code, awaited."""
+    entry = _known(await store.run_queue.entry(entry_id, tenant=tenant), entry_id)
+    runs = _runs(entry)
+    seen = after_seq
+    while True:
+        events = await store.events_after(entry.thread_id, seen, PAGE)
+        for event in events:
+            if _ours(event) and event.run_id not in runs:  # a new attempt's?
+                entry = await store.run_queue.entry(entry_id, tenant=tenant) or entry
+                runs = _runs(entry)
+            seen = event.seq
+            if _ours(event) and event.run_id in runs:
+                yield event
+        if events:
+            continue
+        entry = await store.run_queue.entry(entry_id, tenant=tenant) or entry
+        runs = _runs(entry)
+        if _ended(entry, seen):
+            return
+        await store.await_events_after(entry.thread_id, seen, ENTRY_CHECK, watch)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
@@ -52,6 +52,9 @@ from durable_graph.langgraph.streaming import Outbox
 from durable_graph.langgraph.values import to_json
 from durable_graph.worker.flow import FinalFailure
 from durable_graph.worker.sync import RunContext
+
+if TYPE_CHECKING:  # the async worker is imported by those who use it (durable_graph.aio)
+    from durable_graph.aio import AsyncRunContext
 
 CONFIG_KEY_STREAM = "__pregel_stream"
 """LangGraph's config key for a parent stream (its ``CONFIG_KEY_STREAM``): the loop sends each
@@ -107,12 +110,14 @@ def _carried_its_values(head: Any) -> bool:
 
 
 class _Attempt:
-    """One attempt's plan, written once for both handlers: the graph bound to the attempt, what
-    to run, with which config; each handler only performs the calls (sync or awaited)."""
+    """One attempt, what both handlers share: the graph bound to the attempt, what to run, with
+    which config, and its stream. The handlers are the same dozen lines each, written out (as
+    LangGraph writes ``stream`` and ``astream``): one calls the graph and the store, the other
+    awaits them."""
 
     def __init__(
         self,
-        ctx: Any,
+        ctx: RunContext | AsyncRunContext,
         base: RunnableConfig | None,
         graph: Pregel[Any, Any, Any, Any],
         saver: DurableSaver | AsyncDurableSaver,
@@ -231,14 +236,14 @@ def async_graph_handler(
     saver: AsyncDurableSaver,
     *,
     config: RunnableConfig | None = None,
-) -> Callable[[Any], Awaitable[JSON]]:
+) -> Callable[[AsyncRunContext], Awaitable[JSON]]:
     """An `AsyncWorker` handler: `graph_handler` with ``astream`` over an `AsyncDurableSaver`.
 
     ``AsyncWorker(store, async_graph_handler(graph, AsyncDurableSaver(store)))`` on an async
     store; the same inputs, run config, streaming and output as `graph_handler`.
     """
 
-    async def handler(ctx: Any) -> JSON:
+    async def handler(ctx: AsyncRunContext) -> JSON:
         at = _Attempt(ctx, config, graph, saver)
         if at.rollback:
             entries = {i: await ctx.store.run_queue.entry(i) for i in at.rollback}
