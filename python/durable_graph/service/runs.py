@@ -10,6 +10,7 @@ new run request, whose handler deletes their runs' checkpoints before it applies
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import json
 import uuid
@@ -36,6 +37,7 @@ from durable_graph.service.records import (
     service_part,
 )
 from durable_graph.service.threads import Threads
+from durable_graph.service.waits import EntryWatch, closed, started
 
 STRATEGIES: Final = ("reject", "enqueue", "interrupt", "rollback")
 SDK_MODES: Final = {
@@ -48,7 +50,6 @@ SDK_MODES: Final = {
 }
 """The SDK's stream modes served, and the store mode each reads."""
 
-JOIN_WAIT: Final = timedelta(seconds=5)
 NS_SEP: Final = "|"
 
 
@@ -56,6 +57,7 @@ class Runs:
     def __init__(self, store: AsyncCheckpointer, threads: Threads) -> None:
         self.store = store
         self.threads = threads
+        self.watch = EntryWatch(store)
 
     # --- assistants --------------------------------------------------------------------------
 
@@ -179,17 +181,15 @@ class Runs:
         await self.store.delete_runs([a.run_id for a in entry.attempts])
 
     async def join(self, entry: QueueEntry, timeout: timedelta | None = None) -> Any:
-        """The run's final values (with ``__interrupt__``), or ``{"__error__": ...}``."""
-        closed = entry
-        waited = timedelta(0)
-        while not closed.closed:
-            got = await self.store.run_queue.await_closed(entry.entry_id, JOIN_WAIT)
-            if got is not None:
-                closed = got
-            waited += JOIN_WAIT
-            if timeout is not None and waited >= timeout:
-                break
-        return await final_values(closed, self.threads)
+        """The run's final values (with ``__interrupt__``), or ``{"__error__": ...}``; after
+        ``timeout``, the thread's values then. Waits in `EntryWatch` (no thread, no store call of
+        its own while it waits)."""
+        try:
+            async with asyncio.timeout(None if timeout is None else timeout.total_seconds()):
+                entry = await self.watch.until(entry, closed)
+        except TimeoutError:
+            pass
+        return await final_values(entry, self.threads)
 
     # --- streams -----------------------------------------------------------------------------
 
@@ -209,12 +209,14 @@ class Runs:
             with suppress(ValueError):
                 after = max(after, int(last_event_id))
         mapper = _Mapper(modes)
+        # A queued run has no events yet: wait for its start with the other waiters.
+        await self.watch.until(entry, started)
         async for event in afollow(self.store, entry.entry_id, after):
             for name, data in mapper.frames(event.kind, event.payload):
                 yield _frame(name, data, event.seq)
-        closed = await self.store.run_queue.entry(entry.entry_id)
-        if closed is not None and isinstance(closed.outcome, Failed):
-            yield _frame("error", {"error": "Error", "message": closed.outcome.error}, None)
+        ended = await self.store.run_queue.entry(entry.entry_id)
+        if ended is not None and isinstance(ended.outcome, Failed):
+            yield _frame("error", {"error": "Error", "message": ended.outcome.error}, None)
         # No closing event: the reference ends the response (the SDK reads that as the end).
 
 
