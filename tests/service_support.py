@@ -70,6 +70,23 @@ def serving(
 ) -> Iterator[str]:
     """``durable-graph serve`` on ``backend`` (``config``, ``extra`` options); yields its URL
     once it answers ``/ok``."""
+    with serving_process(
+        backend, tmp, workers=workers, token=token, config=config, extra=extra
+    ) as (url, _):
+        yield url
+
+
+@contextmanager
+def serving_process(
+    backend: Backend,
+    tmp: Path,
+    *,
+    workers: int = 1,
+    token: str | None = None,
+    config: Path = CONFIG,
+    extra: Sequence[str] = (),
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`serving`, yielding the process too (URL, process)."""
     port = free_port()
     argv = [str(BIN), *backend.args, "serve", "--config", str(config), "--port", str(port)]
     argv += ["--workers", str(workers), *extra]
@@ -90,7 +107,7 @@ def serving(
                 if time.monotonic() > deadline:
                     raise AssertionError(f"serve did not come up: {log.read_text()}") from None
                 time.sleep(0.2)
-        yield url
+        yield url, proc
 
 
 @contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import dataclasses
 import enum
@@ -17,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
+from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.model import (
     Cancelled,
@@ -382,6 +384,39 @@ def _open_postgres(dsn: str, config: Any, read_only: bool) -> Checkpointer:
         config = dataclasses.replace(config, auto_migrate=False)
     store: Checkpointer = PostgresCheckpointer.open(dsn, config)
     return store
+
+
+async def open_async_store(
+    args: argparse.Namespace, *, must_exist: bool = True
+) -> AsyncCheckpointer:
+    """The async store (`durable_graph.aio`) of the options' backend, on the running loop, with
+    `open_store`'s checks: a missing SQLite file (``must_exist``) and an unreachable PostgreSQL
+    are one-line errors. PostgreSQL's is native asyncio (its waits are woken by NOTIFY)."""
+    dsn = dsn_of(args)
+    if dsn is not None:
+        config = postgres_config(args)
+        try:
+            from durable_graph.postgres.async_store import AsyncPostgresCheckpointer
+        except ImportError as exc:
+            raise CliError(f"the PostgreSQL backend is not available: {exc}") from None
+        await asyncio.to_thread(lambda: connect(dsn, config).close())  # reachable, else one line
+        postgres: AsyncCheckpointer = await AsyncPostgresCheckpointer.open(dsn, config)
+        return postgres
+    if getattr(args, "schema", None) is not None:
+        raise UsageError(
+            "--schema applies to PostgreSQL only (give --dsn or set DURABLE_GRAPH_DSN)"
+        )
+    path = sqlite_path(args)
+    if must_exist and not Path(path).exists():
+        raise Unreachable(
+            f"no store at {path} (give --sqlite PATH or --dsn, or submit a run to create it)"
+        )
+    try:
+        from durable_graph.sqlite.async_store import AsyncSqliteCheckpointer
+    except ImportError as exc:
+        raise CliError(f"the SQLite backend is not available: {exc}") from None
+    sqlite: AsyncCheckpointer = await AsyncSqliteCheckpointer.open(path)
+    return sqlite
 
 
 def store_label(args: argparse.Namespace) -> str:

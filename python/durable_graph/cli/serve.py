@@ -13,12 +13,13 @@ processes anywhere on the same store). Browser pages of other origins are refuse
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from durable_graph.cli.common import CliError, UsageError, store_of
+from durable_graph.cli.common import CliError, UsageError, open_async_store, store_of
 from durable_graph.cli.dashboard import add_serving_options, check_serving, http_server, is_loopback
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
@@ -88,7 +89,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         raise CliError(f"--config: {exc}") from None
     origins = configured.union(given)
-    with store_of(args, must_exist=False) as store:
+    # In-process workers run the sync `Worker` over the sync store in their own threads (one
+    # thread per worker, never per request); the HTTP layer serves over the async store of the
+    # same backend on uvicorn's loop (SPEC §20.1): no request, stream or join holds a thread.
+    with store_of(args, must_exist=False) as store:  # opened first: creates or migrates it
         workers = [
             Worker(store, graphs_handler(graphs, DurableSaver(store))) for _ in range(args.workers)
         ]
@@ -97,25 +101,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
             t.start()
         # On loopback only loopback Host names are answered (DNS rebinding), as the dashboard.
         hosts = LOOPBACK_HOSTS if is_loopback(args.host) else None
-        app = create_app(
-            store,
-            graphs,
-            token=args.token,
-            allowed_hosts=hosts,
-            origins=origins,
-            cors=cors,
-            max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
-        )
-        server = http_server(app, args)
-        log.info(
-            "LangGraph API at http://%s:%d/ (%d graphs, %d workers in process)",
-            args.host,
-            args.port,
-            len(graphs),
-            len(workers),
-        )
+        server = http_server(None, args)
+
+        async def serve() -> None:
+            async with await open_async_store(args) as async_store:
+                server.config.app = create_app(  # uvicorn loads its app when it starts serving
+                    async_store,
+                    graphs,
+                    token=args.token,
+                    allowed_hosts=hosts,
+                    origins=origins,
+                    cors=cors,
+                    max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
+                )
+                log.info(
+                    "LangGraph API at http://%s:%d/ (%d graphs, %d workers in process)",
+                    args.host,
+                    args.port,
+                    len(graphs),
+                    len(workers),
+                )
+                await server.serve()
+
         try:
-            server.run()
+            with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
+                runner.run(serve())
         finally:
             for w in workers:
                 w.stop()

@@ -1,7 +1,9 @@
 """The HTTP layer of ``durable-graph serve`` (SPEC §14.6): LangGraph Server's paths over the store.
 
-Thin on purpose: each route checks its request, calls `Threads` / `Runs` (sync store calls, run
-in Starlette's worker threads) and writes the answer in the reference server's shape. Before any
+Thin on purpose: each route checks its request, awaits `Threads` / `Runs` (coroutines on the async
+store: no request, stream or join holds a thread while it waits, SPEC §20.1) and writes the answer
+in the reference server's shape. A join (``/join``, ``/runs/wait``) ends when its client goes
+away; a stream is an async generator Starlette cancels on the client's disconnect. Before any
 route, `guard.Guard` refuses other origins' pages (403), bodies that are not JSON (415) and
 bodies over the limit (413). Errors: a body that is not JSON or does not fit the schema, or a
 thread id the service cannot answer for (`check_thread_id`) -> 422 ``{"detail": ...}``; unknown
@@ -12,15 +14,16 @@ existing thread id -> 409; never a 500 for a client's mistake. A token, when set
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from contextlib import suppress
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph.pregel import Pregel
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -28,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, ThreadBusy, ValidationError
 from durable_graph.service.guard import (
     DEFAULT_MAX_BODY_BYTES,
@@ -42,6 +45,7 @@ from durable_graph.service.runs import Conflict_, Runs
 from durable_graph.service.threads import Conflict, Threads
 
 Handler = Callable[[Request], Awaitable[Response]]
+T = TypeVar("T")
 
 
 class BadRequest(Exception):
@@ -92,8 +96,36 @@ def _dict(body: Mapping[str, Any], name: str) -> dict[str, Any] | None:
     return value
 
 
+class ClientGone(Exception):
+    """The client of a join went away: there is no one to answer."""
+
+
+async def until_disconnect(request: Request, wait: Coroutine[Any, Any, T]) -> T:
+    """``wait``'s result, or `ClientGone` (``wait`` cancelled) as soon as the client disconnects:
+    a join whose client left holds nothing (its body has been read, so the next message the
+    server hands over is ``http.disconnect``)."""
+    waiting = asyncio.ensure_future(wait)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({waiting, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not waiting.done():
+            waiting.cancel()
+            with suppress(asyncio.CancelledError):
+                await waiting
+    if waiting.cancelled():
+        raise ClientGone
+    return waiting.result()
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
 def create_app(
-    store: Checkpointer,
+    store: AsyncCheckpointer,
     graphs: Mapping[str, Pregel[Any, Any, Any, Any]],
     *,
     token: str | None = None,
@@ -129,11 +161,10 @@ def create_app(
                 return _error(404, str(exc))
             except (ThreadBusy, Conflict, Conflict_) as exc:
                 return _error(409, str(exc) or "the thread is busy")
+            except ClientGone:
+                return Response(status_code=499)  # never sent: the client has gone
 
         return endpoint
-
-    def call(fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
-        return run_in_threadpool(fn, *args)
 
     # --- assistants ------------------------------------------------------------------------
 
@@ -200,13 +231,13 @@ def create_app(
         if_exists = body.get("if_exists") or "raise"
         if if_exists not in ("raise", "do_nothing"):
             raise BadRequest("if_exists: 'raise' or 'do_nothing'")
-        return _Json(await call(threads.create, thread_id, metadata, if_exists))
+        return _Json(await threads.create(thread_id, metadata, if_exists))
 
     async def get_thread(request: Request, thread_id: str) -> Response:
-        return _Json(await call(threads.get, thread_id))
+        return _Json(await threads.get(thread_id))
 
     async def delete_thread(request: Request, thread_id: str) -> Response:
-        await call(threads.delete, thread_id)
+        await threads.delete(thread_id)
         return Response(status_code=204)
 
     async def search_threads(request: Request) -> Response:
@@ -219,8 +250,7 @@ def create_app(
         status = _str(body, "status")
         if status is not None and status not in ("idle", "busy", "interrupted", "error"):
             raise BadRequest("status: idle, busy, interrupted or error")
-        found = await call(
-            threads.search,
+        found = await threads.search(
             _dict(body, "metadata"),
             status,
             ids,
@@ -231,31 +261,28 @@ def create_app(
 
     async def count_threads(request: Request) -> Response:
         body = await _body(request)
-        found = await call(
-            threads.search, _dict(body, "metadata"), _str(body, "status"), None, 10**9, 0
-        )
+        found = await threads.search(_dict(body, "metadata"), _str(body, "status"), None, 10**9, 0)
         return _Json(len(found))
 
     async def copy_thread(request: Request, thread_id: str) -> Response:
-        return _Json(await call(threads.copy, thread_id))
+        return _Json(await threads.copy(thread_id))
 
     async def get_state(
         request: Request, thread_id: str, checkpoint_id: str | None = None
     ) -> Response:
         subgraphs = request.query_params.get("subgraphs", "false").lower() in ("1", "true")
-        return _Json(await call(threads.state, thread_id, checkpoint_id, subgraphs))
+        return _Json(await threads.state(thread_id, checkpoint_id, subgraphs))
 
     async def get_state_at(request: Request, thread_id: str) -> Response:
         body = await _body(request)
         checkpoint = _dict(body, "checkpoint") or {}
-        return _Json(await call(threads.state, thread_id, checkpoint.get("checkpoint_id"), False))
+        return _Json(await threads.state(thread_id, checkpoint.get("checkpoint_id"), False))
 
     async def update_state(request: Request, thread_id: str) -> Response:
         body = await _body(request)
         checkpoint = _dict(body, "checkpoint") or {}
         checkpoint_id = _str(body, "checkpoint_id") or checkpoint.get("checkpoint_id")
-        result = await call(
-            threads.update_state,
+        result = await threads.update_state(
             thread_id,
             body.get("values"),
             _str(body, "as_node"),
@@ -271,8 +298,7 @@ def create_app(
         if before is not None and not isinstance(before, str):
             raise BadRequest("before: a checkpoint id or a checkpoint")
         checkpoint: Any = body.get("checkpoint") if isinstance(body.get("checkpoint"), dict) else {}
-        found = await call(
-            threads.history,
+        found = await threads.history(
             thread_id,
             _int(body, "limit", 10, lo=1),
             before,
@@ -289,7 +315,7 @@ def create_app(
 
     async def create_run(request: Request, thread_id: str | None = None) -> Response:
         body = await _body(request)
-        entry = await call(runs.create, thread_id, body)
+        entry = await runs.create(thread_id, body)
         return located(entry, _Json(runs.json(entry)))
 
     def stream_of(entry: Any, last_event_id: str | None) -> Response:
@@ -306,46 +332,44 @@ def create_app(
 
     async def stream_run(request: Request, thread_id: str | None = None) -> Response:
         body = await _body(request)
-        entry = await call(runs.create, thread_id, body)
+        entry = await runs.create(thread_id, body)
         return stream_of(entry, None)
 
     async def wait_run(request: Request, thread_id: str | None = None) -> Response:
         body = await _body(request)
-        entry = await call(runs.create, thread_id, body)
-        values = await call(runs.join, entry)
+        entry = await runs.create(thread_id, body)
+        values = await until_disconnect(request, runs.join(entry))
         return located(entry, _Json(values))
 
     async def list_runs(request: Request, thread_id: str) -> Response:
         q = request.query_params
         status = q.get("status")
-        found = await call(
-            runs.list, thread_id, _int(q, "limit", 10, lo=1), _int(q, "offset", 0), status
-        )
+        found = await runs.list(thread_id, _int(q, "limit", 10, lo=1), _int(q, "offset", 0), status)
         return _Json(found)
 
     async def get_run(request: Request, thread_id: str, run_id: str) -> Response:
-        entry = await call(runs.entry, thread_id, run_id)
+        entry = await runs.entry(thread_id, run_id)
         return _Json(runs.json(entry))
 
     async def delete_run(request: Request, thread_id: str, run_id: str) -> Response:
-        entry = await call(runs.entry, thread_id, run_id)
-        await call(runs.delete, entry)
+        entry = await runs.entry(thread_id, run_id)
+        await runs.delete(entry)
         return Response(status_code=204)
 
     async def join_run(request: Request, thread_id: str, run_id: str) -> Response:
-        entry = await call(runs.entry, thread_id, run_id)
-        return _Json(await call(runs.join, entry))
+        entry = await runs.entry(thread_id, run_id)
+        return _Json(await until_disconnect(request, runs.join(entry)))
 
     async def join_stream(request: Request, thread_id: str, run_id: str) -> Response:
-        entry = await call(runs.entry, thread_id, run_id)
+        entry = await runs.entry(thread_id, run_id)
         return stream_of(entry, request.headers.get("last-event-id"))
 
     async def cancel_run(request: Request, thread_id: str, run_id: str) -> Response:
-        entry = await call(runs.entry, thread_id, run_id)
+        entry = await runs.entry(thread_id, run_id)
         action = request.query_params.get("action", "interrupt")
-        await call(runs.cancel, entry, action)
+        await runs.cancel(entry, action)
         if request.query_params.get("wait") in ("1", "true"):
-            await call(runs.join, entry, timedelta(seconds=30))
+            await until_disconnect(request, runs.join(entry, timedelta(seconds=30)))
             return Response(status_code=204)
         return Response(status_code=202)
 

@@ -10,20 +10,21 @@ new run request, whose handler deletes their runs' checkpoints before it applies
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import json
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import EntryClosed, NotFound, ValidationError
 from durable_graph.core.model import JSON, Completed, Failed, Mode, QueueEntry, Submission
 from durable_graph.core.validation import DEFAULT_MAX_VALUE_BYTES, check_submission
-from durable_graph.langgraph.follow import follow
+from durable_graph.langgraph.follow import afollow
 from durable_graph.langgraph.run_request import run_request
 from durable_graph.langgraph.streaming import listed_modes
 from durable_graph.langgraph.values import from_json, message_dict, to_json
@@ -36,6 +37,7 @@ from durable_graph.service.records import (
     service_part,
 )
 from durable_graph.service.threads import Threads
+from durable_graph.service.waits import EntryWatch, closed, started
 
 STRATEGIES: Final = ("reject", "enqueue", "interrupt", "rollback")
 SDK_MODES: Final = {
@@ -48,14 +50,14 @@ SDK_MODES: Final = {
 }
 """The SDK's stream modes served, and the store mode each reads."""
 
-JOIN_WAIT: Final = timedelta(seconds=5)
 NS_SEP: Final = "|"
 
 
 class Runs:
-    def __init__(self, store: Checkpointer, threads: Threads) -> None:
+    def __init__(self, store: AsyncCheckpointer, threads: Threads) -> None:
         self.store = store
         self.threads = threads
+        self.watch = EntryWatch(store)
 
     # --- assistants --------------------------------------------------------------------------
 
@@ -81,7 +83,7 @@ class Runs:
 
     # --- create ------------------------------------------------------------------------------
 
-    def create(self, thread_id: str | None, body: Mapping[str, Any]) -> QueueEntry:
+    async def create(self, thread_id: str | None, body: Mapping[str, Any]) -> QueueEntry:
         """Queue the run ``body`` asks for on ``thread_id`` (None: a thread of its own). Every
         argument is checked before anything is written, queued or cancelled (D147): a refused
         request leaves no thread, cancels no run and queues nothing."""
@@ -96,51 +98,51 @@ class Runs:
         if (
             thread_id is not None
             and checked.if_not_exists != "create"
-            and not self.threads.exists(thread_id)
+            and not await self.threads.exists(thread_id)
         ):
             raise NotFound(f"thread {thread_id} not found")
         # Checked: from here on, writes.
         if thread_id is None:  # a stateless run: a thread of its own
-            thread_id = self.threads.create(None, {})["thread_id"]
-        elif not self.threads.exists(thread_id):
-            self.threads.create(thread_id, {}, if_exists="do_nothing")
-        info = self.store.thread(thread_id)
+            thread_id = (await self.threads.create(None, {}))["thread_id"]
+        elif not await self.threads.exists(thread_id):
+            await self.threads.create(thread_id, {}, if_exists="do_nothing")
+        info = await self.store.thread(thread_id)
         after_seq = info.last_seq if info is not None else 0
         queue = self.store.run_queue
         cancelled: list[int] = []
         if strategy in ("interrupt", "rollback"):
-            for entry in queue.open_entries(thread_id=thread_id):
+            for entry in await queue.open_entries(thread_id=thread_id):
                 with suppress(EntryClosed, NotFound):
-                    queue.cancel(entry.entry_id)
+                    await queue.cancel(entry.entry_id)
                     cancelled.append(entry.entry_id)
         rollback = cancelled if strategy == "rollback" else []
         mode = Mode.REJECT if strategy == "reject" else Mode.ENQUEUE
-        ticket = queue.submit(
+        ticket = await queue.submit(
             Submission(thread_id, checked.request(after_seq, rollback), mode=mode)
         )
-        created = queue.entry(ticket.entry_id)
+        created = await queue.entry(ticket.entry_id)
         assert created is not None
         return created
 
     # --- reads -------------------------------------------------------------------------------
 
-    def entry(self, thread_id: str | None, run_id: str) -> QueueEntry:
+    async def entry(self, thread_id: str | None, run_id: str) -> QueueEntry:
         try:
             uuid.UUID(run_id)
         except ValueError:
             raise ValidationError("Invalid run ID: must be a UUID") from None
         entry_id = entry_id_of(run_id)
-        entry = None if entry_id is None else self.store.run_queue.entry(entry_id)
+        entry = None if entry_id is None else await self.store.run_queue.entry(entry_id)
         if entry is None or (thread_id is not None and entry.thread_id != thread_id):
             raise NotFound(f"run {run_id} not found")
-        if entry.entry_id in self._rolled_back(entry.thread_id):
+        if entry.entry_id in await self._rolled_back(entry.thread_id):
             raise NotFound(f"run {run_id} was rolled back")
         return entry
 
-    def _rolled_back(self, thread_id: str, entries: Any = None) -> set[int]:
+    async def _rolled_back(self, thread_id: str, entries: Any = None) -> set[int]:
         """Entries a later ``rollback`` run removed (LangGraph deletes such runs)."""
         if entries is None:
-            entries = self.store.run_queue.entries(thread_id=thread_id, limit=100)
+            entries = await self.store.run_queue.entries(thread_id=thread_id, limit=100)
         out: set[int] = set()
         for e in entries:
             ids = service_part(e).get("rollback") or []
@@ -150,52 +152,50 @@ class Runs:
     def json(self, entry: QueueEntry) -> dict[str, Any]:
         return run_json(entry, datetime.now(UTC))
 
-    def list(
+    async def list(
         self, thread_id: str, limit: int, offset: int, status: str | None
     ) -> builtins.list[dict[str, Any]]:
-        if not self.threads.exists(thread_id):
+        if not await self.threads.exists(thread_id):
             raise NotFound(f"thread {thread_id} not found")
-        entries = self.store.run_queue.entries(thread_id=thread_id, limit=1000)
-        gone = self._rolled_back(thread_id, entries)
+        entries = await self.store.run_queue.entries(thread_id=thread_id, limit=1000)
+        gone = await self._rolled_back(thread_id, entries)
         runs = [self.json(e) for e in entries if e.entry_id not in gone]
         if status is not None:
             runs = [r for r in runs if r["status"] == status]
         return runs[offset : offset + limit]
 
-    def cancel(self, entry: QueueEntry, action: str) -> None:
+    async def cancel(self, entry: QueueEntry, action: str) -> None:
         if action not in ("interrupt", "rollback"):
             raise ValidationError("action: 'interrupt' or 'rollback'")
         if entry.closed:  # as the reference: nothing to cancel is 404
             raise NotFound(f"run {run_id_of(entry.entry_id)} has ended: no matching run to cancel")
         with suppress(EntryClosed):
-            self.store.run_queue.cancel(entry.entry_id)
+            await self.store.run_queue.cancel(entry.entry_id)
         if action == "rollback":
-            fresh = self.store.run_queue.entry(entry.entry_id) or entry
-            self.store.delete_runs([a.run_id for a in fresh.attempts])
+            fresh = await self.store.run_queue.entry(entry.entry_id) or entry
+            await self.store.delete_runs([a.run_id for a in fresh.attempts])
 
-    def delete(self, entry: QueueEntry) -> None:
+    async def delete(self, entry: QueueEntry) -> None:
         if not entry.closed:
             raise Conflict_("a run that has not ended cannot be deleted; cancel it first")
-        self.store.delete_runs([a.run_id for a in entry.attempts])
+        await self.store.delete_runs([a.run_id for a in entry.attempts])
 
-    def join(self, entry: QueueEntry, timeout: timedelta | None = None) -> Any:
-        """The run's final values (with ``__interrupt__``), or ``{"__error__": ...}``."""
-        closed = entry
-        waited = timedelta(0)
-        while not closed.closed:
-            got = self.store.run_queue.await_closed(entry.entry_id, JOIN_WAIT)
-            if got is not None:
-                closed = got
-            waited += JOIN_WAIT
-            if timeout is not None and waited >= timeout:
-                break
-        return final_values(closed, self.threads)
+    async def join(self, entry: QueueEntry, timeout: timedelta | None = None) -> Any:
+        """The run's final values (with ``__interrupt__``), or ``{"__error__": ...}``; after
+        ``timeout``, the thread's values then. Waits in `EntryWatch` (no thread, no store call of
+        its own while it waits)."""
+        try:
+            async with asyncio.timeout(None if timeout is None else timeout.total_seconds()):
+                entry = await self.watch.until(entry, closed)
+        except TimeoutError:
+            pass
+        return await final_values(entry, self.threads)
 
     # --- streams -----------------------------------------------------------------------------
 
-    def sse(
+    async def sse(
         self, entry: QueueEntry, last_event_id: str | None, modes: builtins.list[str] | None = None
-    ) -> Iterator[bytes]:
+    ) -> AsyncIterator[bytes]:
         """The run's stream as LangGraph Server sends it (event names, data, ``id`` = seq)."""
         part = service_part(entry)
         modes = modes or builtins.list(part.get("sse_modes") or ["values"])
@@ -209,16 +209,18 @@ class Runs:
             with suppress(ValueError):
                 after = max(after, int(last_event_id))
         mapper = _Mapper(modes)
-        for event in follow(self.store, entry.entry_id, after):
+        # A queued run has no events yet: wait for its start with the other waiters.
+        await self.watch.until(entry, started)
+        async for event in afollow(self.store, entry.entry_id, after):
             for name, data in mapper.frames(event.kind, event.payload):
                 yield _frame(name, data, event.seq)
-        closed = self.store.run_queue.entry(entry.entry_id)
-        if closed is not None and isinstance(closed.outcome, Failed):
-            yield _frame("error", {"error": "Error", "message": closed.outcome.error}, None)
+        ended = await self.store.run_queue.entry(entry.entry_id)
+        if ended is not None and isinstance(ended.outcome, Failed):
+            yield _frame("error", {"error": "Error", "message": ended.outcome.error}, None)
         # No closing event: the reference ends the response (the SDK reads that as the end).
 
 
-def final_values(entry: QueueEntry, threads: Threads) -> Any:
+async def final_values(entry: QueueEntry, threads: Threads) -> Any:
     outcome = entry.outcome
     if isinstance(outcome, Failed):
         return {"__error__": {"error": "Error", "message": outcome.error}}
@@ -228,7 +230,7 @@ def final_values(entry: QueueEntry, threads: Threads) -> Any:
         if isinstance(values, dict) and interrupts:
             values = {**values, "__interrupt__": message_dict(interrupts)}
         return values
-    snap = threads.snapshot(entry.thread_id, None)
+    snap = await threads.snapshot(entry.thread_id, None)
     return (snap or {}).get("values") or {}
 
 

@@ -1,8 +1,9 @@
 """Threads and their state for the service (SPEC §14.6), over the store and the graphs.
 
-Each function is one endpoint's work, sync, on the store: Starlette runs it in a worker thread.
-They raise the store's errors (`NotFound` -> 404, `ThreadBusy` -> 409, `ValidationError` ->
-422, mapped in `app`).
+Each method is one endpoint's work, a coroutine on the async store (SPEC §20.1): no thread is
+held while it waits; LangGraph's state is read and written through `AsyncDurableSaver`
+(``aget_state``, ``aget_state_history``, ``aupdate_state``). They raise the store's errors
+(`NotFound` -> 404, `ThreadBusy` -> 409, `ValidationError` -> 422, mapped in `app`).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.errors import InvalidUpdateError
 from langgraph.pregel import Pregel
 
-from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, StoreError, ValidationError
 from durable_graph.core.model import Commit, Failed
-from durable_graph.langgraph import DurableSaver, codec
+from durable_graph.langgraph import AsyncDurableSaver, codec
 from durable_graph.langgraph.core import LANGGRAPH_NEXT
 from durable_graph.langgraph.values import from_json
 from durable_graph.service.records import (
@@ -44,29 +45,31 @@ SEARCH_SCAN: Final = 10_000
 class Threads:
     """The thread endpoints' work over ``store`` and ``graphs`` (name -> compiled graph)."""
 
-    def __init__(self, store: Checkpointer, graphs: Mapping[str, Pregel[Any, Any, Any, Any]]):
+    def __init__(
+        self, store: AsyncCheckpointer, graphs: Mapping[str, Pregel[Any, Any, Any, Any]]
+    ) -> None:
         self.store = store
-        self.saver = DurableSaver(store)
+        self.saver = AsyncDurableSaver(store)
         self.graphs = {n: g.copy(update={"checkpointer": self.saver}) for n, g in graphs.items()}
         self.default_graph = next(iter(graphs))
 
     # --- records ---------------------------------------------------------------------------
 
-    def exists(self, thread_id: str) -> bool:
-        return self.store.thread(thread_id) is not None
+    async def exists(self, thread_id: str) -> bool:
+        return await self.store.thread(thread_id) is not None
 
-    def create(
+    async def create(
         self, thread_id: str | None, metadata: dict[str, Any], if_exists: str = "raise"
     ) -> dict[str, Any]:
         thread_id = check_thread_id(thread_id) if thread_id is not None else str(uuid.uuid4())
-        if self.exists(thread_id):
+        if await self.exists(thread_id):
             if if_exists == "do_nothing":
-                return self.get(thread_id)
+                return await self.get(thread_id)
             raise Conflict(f"thread {thread_id} already exists")
-        claim = self.store.claim(thread_id, HOLDER)
+        claim = await self.store.claim(thread_id, HOLDER)
         try:
             checkpoint = empty_checkpoint()
-            self.store.commit(
+            await self.store.commit(
                 claim,
                 Commit(
                     checkpoint_id=checkpoint["id"],
@@ -77,34 +80,34 @@ class Threads:
                     next=LANGGRAPH_NEXT,
                 ),
             )
-            self.store.record_effect(
+            await self.store.record_effect(
                 claim, THREAD_EFFECT, {"metadata": metadata, "created_at": iso(_now())}
             )
         finally:
             with suppress(StoreError):
-                self.store.release_claim(claim)
-        return self.get(thread_id)
+                await self.store.release_claim(claim)
+        return await self.get(thread_id)
 
-    def graph_name(self, thread_id: str) -> str:
-        effect = self.store.get_effect(thread_id, GRAPH_EFFECT)
+    async def graph_name(self, thread_id: str) -> str:
+        effect = await self.store.get_effect(thread_id, GRAPH_EFFECT)
         name = effect.value if effect is not None else None
         return name if isinstance(name, str) and name in self.graphs else self.default_graph
 
-    def graph_for(self, thread_id: str) -> Pregel[Any, Any, Any, Any]:
-        return self.graphs[self.graph_name(thread_id)]
+    async def graph_for(self, thread_id: str) -> Pregel[Any, Any, Any, Any]:
+        return self.graphs[await self.graph_name(thread_id)]
 
-    def get(self, thread_id: str) -> dict[str, Any]:
-        info = self.store.thread(thread_id)
+    async def get(self, thread_id: str) -> dict[str, Any]:
+        info = await self.store.thread(thread_id)
         if info is None:
             raise NotFound(f"thread {thread_id} not found")
-        effect = self.store.get_effect(thread_id, THREAD_EFFECT)
+        effect = await self.store.get_effect(thread_id, THREAD_EFFECT)
         record = effect.value if effect is not None and isinstance(effect.value, dict) else {}
         metadata = dict(record.get("metadata") or {})
-        graph = self.store.get_effect(thread_id, GRAPH_EFFECT)
+        graph = await self.store.get_effect(thread_id, GRAPH_EFFECT)
         if graph is not None and isinstance(graph.value, str):
             metadata.setdefault("graph_id", graph.value)
         try:
-            snapshot = self.snapshot(thread_id, None)
+            snapshot = await self.snapshot(thread_id, None)
         except StoreError:
             raise
         except Exception:
@@ -113,7 +116,7 @@ class Threads:
             # listed without values (reading its state fails as LangGraph's get_state does).
             log.warning("thread %r: its state cannot be read", thread_id, exc_info=True)
             snapshot = None
-        status = self.status(thread_id, snapshot)
+        status = await self.status(thread_id, snapshot)
         interrupts: dict[str, list[Any]] = {}
         for task in (snapshot or {}).get("tasks", []):
             if task["interrupts"]:
@@ -129,17 +132,17 @@ class Threads:
             "config": {},
         }
 
-    def status(self, thread_id: str, snapshot: dict[str, Any] | None) -> str:
-        if self.store.run_queue.open_entries(thread_id=thread_id):
+    async def status(self, thread_id: str, snapshot: dict[str, Any] | None) -> str:
+        if await self.store.run_queue.open_entries(thread_id=thread_id, limit=1):
             return "busy"
         if snapshot is not None and (snapshot["next"] or snapshot["interrupts"]):
             return "interrupted"
-        last = self.store.run_queue.entries(thread_id=thread_id, limit=1)
+        last = await self.store.run_queue.entries(thread_id=thread_id, limit=1)
         if last and isinstance(last[0].outcome, Failed):
             return "error"
         return "idle"
 
-    def search(
+    async def search(
         self,
         metadata: dict[str, Any] | None,
         status: str | None,
@@ -149,18 +152,18 @@ class Threads:
     ) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         if ids is not None:
-            candidates = [i for i in ids if self.exists(check_thread_id(i, "ids[]"))]
+            candidates = [i for i in ids if await self.exists(check_thread_id(i, "ids[]"))]
         else:
             candidates = []
             after: str | None = None
             while len(candidates) < SEARCH_SCAN:
-                page = self.store.threads(after=after, limit=100)
+                page = await self.store.threads(after=after, limit=100)
                 if not page:
                     break
                 candidates.extend(t.thread_id for t in page if codec.NS_SEP not in t.thread_id)
                 after = page[-1].thread_id
         for thread_id in candidates:
-            thread = self.get(thread_id)
+            thread = await self.get(thread_id)
             if metadata and any(thread["metadata"].get(k) != v for k, v in metadata.items()):
                 continue
             if status is not None and thread["status"] != status:
@@ -169,15 +172,15 @@ class Threads:
         found.sort(key=lambda t: t["updated_at"] or "", reverse=True)
         return found[offset : offset + limit]
 
-    def delete(self, thread_id: str) -> None:
-        if not self.store.delete_thread(thread_id):
+    async def delete(self, thread_id: str) -> None:
+        if not await self.store.delete_thread(thread_id):
             raise NotFound(f"thread {thread_id} not found")
 
-    def copy(self, thread_id: str) -> dict[str, Any]:
+    async def copy(self, thread_id: str) -> dict[str, Any]:
         target = str(uuid.uuid4())
-        if not self.store.copy_thread(thread_id, target):
+        if not await self.store.copy_thread(thread_id, target):
             raise NotFound(f"thread {thread_id} not found")
-        return self.get(target)
+        return await self.get(target)
 
     # --- state -----------------------------------------------------------------------------
 
@@ -187,26 +190,26 @@ class Threads:
             conf["checkpoint_id"] = checkpoint_id
         return {"configurable": conf}
 
-    def snapshot(
+    async def snapshot(
         self, thread_id: str, checkpoint_id: str | None, subgraphs: bool = False
     ) -> dict[str, Any] | None:
         """The thread's state (at ``checkpoint_id``), None before any run."""
-        graph = self.graph_for(thread_id)
-        snap = graph.get_state(self._config(thread_id, checkpoint_id), subgraphs=subgraphs)
+        graph = await self.graph_for(thread_id)
+        snap = await graph.aget_state(self._config(thread_id, checkpoint_id), subgraphs=subgraphs)
         if snap.config is None or _is_record(snap.metadata):
             if checkpoint_id is not None and snap.config is None:
                 raise NotFound(f"checkpoint {checkpoint_id} not found")
             return None
         return state_json(snap)
 
-    def state(
+    async def state(
         self, thread_id: str, checkpoint_id: str | None, subgraphs: bool = False
     ) -> dict[str, Any]:
-        if not self.exists(thread_id):
+        if not await self.exists(thread_id):
             raise NotFound(f"thread {thread_id} not found")
-        return self.snapshot(thread_id, checkpoint_id, subgraphs) or empty_state(thread_id)
+        return await self.snapshot(thread_id, checkpoint_id, subgraphs) or empty_state(thread_id)
 
-    def history(
+    async def history(
         self,
         thread_id: str,
         limit: int,
@@ -214,11 +217,11 @@ class Threads:
         metadata: dict[str, Any] | None,
         checkpoint_id: str | None,
     ) -> list[dict[str, Any]]:
-        if not self.exists(thread_id):
+        if not await self.exists(thread_id):
             raise NotFound(f"thread {thread_id} not found")
-        graph = self.graph_for(thread_id)
+        graph = await self.graph_for(thread_id)
         out = []
-        for snap in graph.get_state_history(
+        async for snap in graph.aget_state_history(
             self._config(thread_id, checkpoint_id),
             filter=metadata or None,
             before=self._config(thread_id, before) if before else None,
@@ -229,18 +232,18 @@ class Threads:
             out.append(state_json(snap))
         return out[:limit]
 
-    def update_state(
+    async def update_state(
         self,
         thread_id: str,
         values: Any,
         as_node: str | None,
         checkpoint_id: str | None,
     ) -> dict[str, Any]:
-        if not self.exists(thread_id):
+        if not await self.exists(thread_id):
             raise NotFound(f"thread {thread_id} not found")
-        graph = self.graph_for(thread_id)
+        graph = await self.graph_for(thread_id)
         try:
-            config = graph.update_state(
+            config = await graph.aupdate_state(
                 self._config(thread_id, checkpoint_id), from_json(values), as_node=as_node
             )
         except StoreError:
