@@ -20,7 +20,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_now timestamptz := store_now();
-    v_role text := pg_catalog.session_user();
+    v_role text := pg_catalog.session_user()::text;
 BEGIN
     PERFORM _dg_id(p_holder, 'holder');
     PERFORM _dg_id(p_host, 'host');

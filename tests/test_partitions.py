@@ -3,7 +3,7 @@ partitions on 3 throwaway servers, the amended rules of §16.2 on their own, set
 
 The servers are started once per session (`partitioned` fixture: 3 fresh servers, besides the
 session's own, 8 partition databases round-robin, the proxy database on the first), the store
-set up by `durable_graph.postgres.partitions.init`; every test empties the partitions first.
+set up by `durable_graph.postgres.partitions.layout.init`; every test empties the partitions first.
 Needs Debian's ``postgresql-15-plproxy`` (`make pg-deps` installs it).
 """
 
@@ -32,9 +32,9 @@ from durable_graph.core.errors import (
     ValidationError,
 )
 from durable_graph.core.model import ANY, Commit, Completed, Mode, RetentionPolicy, Submission
-from durable_graph.postgres import PostgresCheckpointer, PostgresConfig, migrations, partitions
+from durable_graph.postgres import PostgresCheckpointer, PostgresConfig, migrations
 from durable_graph.postgres.async_store import AsyncPostgresCheckpointer
-from durable_graph.postgres.partitions import partition_of_thread
+from durable_graph.postgres.partitions import layout, partition_of_thread
 from durable_graph.testkit import Harness
 from durable_graph.testkit.contract.amended import amended_names
 from durable_graph.testkit.contract.checkpointer.suite import CheckpointerContract
@@ -569,7 +569,7 @@ def test_store_on_a_proxy_never_installs_into_it(
         store.thread("whatever")
     finally:
         store.close()
-    assert partitions.verify(ps.proxy, SCHEMA) == []
+    assert layout.verify(ps.proxy, SCHEMA) == []
 
 
 def test_a_changed_proxy_is_refused_until_regenerated(
@@ -587,10 +587,10 @@ def test_a_changed_proxy_is_refused_until_regenerated(
                 PostgresCheckpointer.open(
                     ps.proxy, PostgresConfig(schema=SCHEMA, auto_migrate=auto)
                 )
-        assert any("routing functions" in p for p in partitions.verify(ps.proxy, SCHEMA))
+        assert any("routing functions" in p for p in layout.verify(ps.proxy, SCHEMA))
     finally:
-        partitions.migrate(ps.proxy, SCHEMA)
-    assert partitions.verify(ps.proxy, SCHEMA) == []
+        layout.migrate(ps.proxy, SCHEMA)
+    assert layout.verify(ps.proxy, SCHEMA) == []
     PostgresCheckpointer.open(ps.proxy, PostgresConfig(schema=SCHEMA, auto_migrate=False)).close()
 
 
@@ -764,7 +764,7 @@ def test_partition_dsns_carry_no_credentials_and_each_role_runs_as_itself(
     assert refused.returncode == 2, refused.stderr
     assert "--partition must not carry credentials (user, password)" in refused.stderr
     with pytest.raises(ValidationError, match=r"partitions\[1\] must not carry credentials"):
-        partitions.init(proxy, ["dbname=x", f"dbname=x user={role}"], schema)
+        layout.init(proxy, ["dbname=x", f"dbname=x user={role}"], schema)
     with psycopg.connect(proxy) as conn:
         assert conn.execute("SELECT count(*) FROM pg_foreign_server").fetchone() == (0,)
     done = _cli(
@@ -820,9 +820,9 @@ def test_partition_dsns_carry_no_credentials_and_each_role_runs_as_itself(
     )
     done = _cli("partitions", "migrate", "--dsn", proxy, "--schema", schema)
     assert done.returncode == 0, done.stderr
-    kept = partitions.read_layout(proxy, schema).partitions[1]
+    kept = layout.read_layout(proxy, schema).partitions[1]
     assert psycopg.conninfo.conninfo_to_dict(kept) == psycopg.conninfo.conninfo_to_dict(given)
-    assert partitions.verify(proxy, schema) == []
+    assert layout.verify(proxy, schema) == []
 
 
 def test_verify_names_the_partitions_migrate_option_that_exists(
@@ -846,8 +846,8 @@ def test_verify_names_the_partitions_migrate_option_that_exists(
         done = _cli(*shlex.split(command.format(ps.proxy)))
         assert done.returncode == 0, done.stderr
     finally:
-        partitions.migrate(ps.proxy, SCHEMA)
-    assert partitions.verify(ps.proxy, SCHEMA) == []
+        layout.migrate(ps.proxy, SCHEMA)
+    assert layout.verify(ps.proxy, SCHEMA) == []
 
 
 def test_a_store_opened_while_a_partition_is_down_serves_the_others(
@@ -959,9 +959,9 @@ def _wait_for_partitions(ps: partitioned.PartitionedStore) -> None:
     """Until the proxy reaches every partition again (its first call after a restart may meet
     a connection the restart closed)."""
     for _ in range(5):
-        if partitions.verify(ps.proxy, SCHEMA) == []:
+        if layout.verify(ps.proxy, SCHEMA) == []:
             return
-    assert partitions.verify(ps.proxy, SCHEMA) == []
+    assert layout.verify(ps.proxy, SCHEMA) == []
 
 
 def test_a_store_on_a_proxy_whose_partitions_are_all_down_does_not_open(
@@ -977,7 +977,7 @@ def test_a_store_on_a_proxy_whose_partitions_are_all_down_does_not_open(
         for part in range(2):
             admin.execute(f"CREATE DATABASE dg_lonely{part}")
     proxy = home.dsn("dg_lonely_proxy")
-    partitions.init(
+    layout.init(
         proxy, [f"host={away.host} port={away.port} dbname=dg_lonely{p}" for p in range(2)], "dg"
     )
     away.pg_ctl("stop", "-m", "fast", "-w")

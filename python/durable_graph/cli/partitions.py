@@ -81,12 +81,12 @@ def _partitions_command(
 
 
 def cmd_partitions_init(args: argparse.Namespace) -> int:
-    from durable_graph.postgres import partitions
+    from durable_graph.postgres.partitions import layout
 
     def init(proxy: str, schema: str) -> tuple[dict[str, Any], str]:
-        layout = partitions.init(proxy, _databases(args), schema)
-        n = len(layout.partitions)
-        return {"partitions": list(layout.partitions)}, (
+        made = layout.init(proxy, _databases(args), schema)
+        n = len(made.partitions)
+        return {"partitions": list(made.partitions)}, (
             f"partitions: {n} installed, proxy generated for schema {schema}"
         )
 
@@ -94,20 +94,20 @@ def cmd_partitions_init(args: argparse.Namespace) -> int:
 
 
 def cmd_partitions_migrate(args: argparse.Namespace) -> int:
-    from durable_graph.postgres import partitions
+    from durable_graph.postgres.partitions import layout
 
     def migrate(proxy: str, schema: str) -> tuple[dict[str, Any], str]:
-        n = len(partitions.migrate(proxy, schema).partitions)
+        n = len(layout.migrate(proxy, schema).partitions)
         return {"partitions": n}, f"partitions: {n} migrated, proxy regenerated for schema {schema}"
 
     return _partitions_command(args, migrate)
 
 
 def cmd_partitions_verify(args: argparse.Namespace) -> int:
-    from durable_graph.postgres import partitions
+    from durable_graph.postgres.partitions import layout
 
     def verify(proxy: str, schema: str) -> tuple[dict[str, Any], str]:
-        problems = partitions.verify(proxy, schema)
+        problems = layout.verify(proxy, schema)
         if problems:
             raise CliError("; ".join(problems))
         return {"current": True}, "partitions: every partition and the proxy current"

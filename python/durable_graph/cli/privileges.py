@@ -31,11 +31,11 @@ def _privileges(args: argparse.Namespace, action: str) -> int:
         if not proxy:
             (privileges.grant if action == "grant" else privileges.revoke)(conn, schema, role)
     if proxy:  # a partition proxy (SPEC §16.3): every partition, then the proxy
-        from durable_graph.postgres import partitions
+        from durable_graph.postgres.partitions import layout
 
         if action != "grant":
             raise CliError("revoke on a partition proxy: revoke on each partition's DSN instead")
-        partitions.grant(dsn, schema, role)
+        layout.grant(dsn, schema, role)
     done = "granted" if action == "grant" else "revoked"
     output_of(args).result(
         {"schema": schema, "role": role, action: True}, f"{done}: role {role} on schema {schema}"

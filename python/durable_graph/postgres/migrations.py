@@ -366,7 +366,7 @@ def verify(conn: psycopg.Connection[Any], schema: str) -> None:
     check_schema(schema)
     state = _inspect(conn, schema)
     if is_proxy(state):  # as a store opens on it: partitions that are down are logged
-        problem = _proxy_check(conn, schema, state).opening_problem()
+        problem = proxy_check(conn, schema, state.meta).opening_problem()
     else:
         problem = _problem(schema, state)
     if problem is not None:
@@ -378,11 +378,13 @@ def is_proxy(state: _Installed) -> bool:
     return state.meta.get("kind") == "proxy"
 
 
-def _proxy_check(conn: psycopg.Connection[Any], schema: str, state: _Installed) -> ProxyCheck:
-    """`durable_graph.postgres.partitions.checks.check` of the proxy in ``schema``."""
-    from durable_graph.postgres.partitions import checks  # it imports this module
+def proxy_check(conn: psycopg.Connection[Any], schema: str, meta: dict[str, str]) -> ProxyCheck:
+    """`durable_graph.postgres.partitions.checks.check` of the proxy in ``schema`` (its
+    ``schema_meta`` read as ``meta``) against this package's version and functions."""
+    from durable_graph.postgres.partitions import checks
 
-    return checks.check(conn, schema, state.meta)
+    expected = checks.Expected(required_version(), functions_digest(), proxy_digest(conn, schema))
+    return checks.check(conn, schema, meta, expected)
 
 
 def proxy_digest(conn: psycopg.Connection[Any], schema: str) -> str:
@@ -495,7 +497,7 @@ def prepare(dsn: str, config: PostgresConfig) -> bool:
         state = _inspect(conn, config.schema)
         proxy = is_proxy(state)
         if proxy:  # partitions that are down are logged; their threads' calls fail
-            problem = _proxy_check(conn, config.schema, state).opening_problem()
+            problem = proxy_check(conn, config.schema, state.meta).opening_problem()
         else:
             problem = _problem(config.schema, state)
     if problem is not None:
@@ -512,7 +514,7 @@ def _migrate(dsn: str, schema: str, config: PostgresConfig | None) -> tuple[int,
         try:
             state = _inspect(conn, schema)
             if is_proxy(state):  # a partition proxy: checked, never installed into
-                check = _proxy_check(conn, schema, state)
+                check = proxy_check(conn, schema, state.meta)
                 if check.problem is not None:  # why auto_migrate did not fix it
                     raise ProcessingError(
                         f"{check.problem} (a partition proxy is never migrated in place)"

@@ -22,7 +22,6 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from durable_graph.postgres import migrations
 from durable_graph.postgres.connection import failure_message
 
 log = logging.getLogger("durable_graph.postgres.partitions")
@@ -86,23 +85,37 @@ def remedy(schema: str) -> str:
     return f"run durable-graph partitions migrate --dsn PROXY_DSN --schema {schema}"
 
 
-def check(conn: psycopg.Connection[Any], schema: str, meta: dict[str, str]) -> ProxyCheck:
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """What the proxy and its partitions must match, as `durable_graph.postgres.migrations`
+    (which calls `check`, so this module does not import it) computes it: this package's
+    schema ``version`` and ``functions_digest``, and ``routing_digest``, the digest of the
+    functions installed in the proxy's schema now."""
+
+    version: int
+    functions_digest: str
+    routing_digest: str
+
+
+def check(
+    conn: psycopg.Connection[Any], schema: str, meta: dict[str, str], expected: Expected
+) -> ProxyCheck:
     """The proxy in ``schema`` (its ``schema_meta`` read as ``meta``) and its partitions: the
     proxy generated for this package's version and partition digest and its routing functions
     unchanged since; each partition that answers current and numbered right."""
     n = int(meta.get("partitions", "0"))
     fix = remedy(schema)
     if (
-        meta.get("version") != str(migrations.required_version())
-        or meta.get("functions_digest") != migrations.functions_digest()
+        meta.get("version") != str(expected.version)
+        or meta.get("functions_digest") != expected.functions_digest
     ):
         return ProxyCheck(
             schema,
             n,
             f"proxy schema {schema} was generated for version {meta.get('version')} with other "
-            f"SQL functions than this package's (version {migrations.required_version()}): {fix}",
+            f"SQL functions than this package's (version {expected.version}): {fix}",
         )
-    if migrations.proxy_digest(conn, schema) != meta.get("proxy_digest"):
+    if expected.routing_digest != meta.get("proxy_digest"):
         return ProxyCheck(
             schema,
             n,
@@ -114,7 +127,7 @@ def check(conn: psycopg.Connection[Any], schema: str, meta: dict[str, str]) -> P
     except psycopg.Error:
         pass  # one or more cannot be asked: each in turn, below
     else:
-        return ProxyCheck(schema, n, _partitions_problem(schema, n, rows, list(range(n))))
+        return ProxyCheck(schema, n, _partitions_problem(schema, n, rows, list(range(n)), expected))
     down: dict[int, str] = {}
     for part in range(n):
         try:
@@ -130,7 +143,7 @@ def check(conn: psycopg.Connection[Any], schema: str, meta: dict[str, str]) -> P
                 )
             down[part] = _one_line(exc)
             continue
-        problem = _partitions_problem(schema, n, rows, [part])
+        problem = _partitions_problem(schema, n, rows, [part], expected)
         if problem is not None:
             return ProxyCheck(schema, n, problem, down)
     return ProxyCheck(schema, n, None, down)
@@ -164,7 +177,7 @@ def _one_line(exc: psycopg.Error) -> str:
 
 
 def _partitions_problem(
-    schema: str, n: int, rows: list[tuple[str, str]], parts: list[int]
+    schema: str, n: int, rows: list[tuple[str, str]], parts: list[int], expected: Expected
 ) -> str | None:
     """Why the ``schema_meta`` ``rows`` of partitions ``parts`` (of ``n``) are not current and
     numbered ``parts``, or None."""
@@ -173,8 +186,8 @@ def _partitions_problem(
         values.setdefault(key, []).append(value)
     k = len(parts)
     if (
-        values.get("version") != [str(migrations.required_version())] * k
-        or values.get("functions_digest") != [migrations.functions_digest()] * k
+        values.get("version") != [str(expected.version)] * k
+        or values.get("functions_digest") != [expected.functions_digest] * k
     ):
         which = "a partition" if k > 1 else f"partition {parts[0]}"
         return (
@@ -191,4 +204,4 @@ def _partitions_problem(
     return None
 
 
-__all__ = ["ProxyCheck", "check", "log", "remedy"]
+__all__ = ["Expected", "ProxyCheck", "check", "log", "remedy"]

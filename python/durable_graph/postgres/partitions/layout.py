@@ -369,7 +369,7 @@ def verify(proxy_dsn: str, schema: str) -> list[str]:
         if meta.get("kind") != PROXY_KIND:
             problems.append(f"proxy: schema {schema} there is not a generated proxy")
         else:
-            problem = checks.check(conn, schema, meta).strict_problem()
+            problem = migrations.proxy_check(conn, schema, meta).strict_problem()
             if problem:
                 problems.append(f"proxy: {problem}")
     return problems

@@ -1,6 +1,6 @@
 """A throwaway partitioned store for tests: PostgreSQL servers, N partition databases spread
 over them round-robin, a proxy database on the first, set up by
-`durable_graph.postgres.partitions.init` (SPEC §16.4)."""
+`durable_graph.postgres.partitions.layout.init` (SPEC §16.4)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from durable_graph.postgres import partitions
+from durable_graph.postgres.partitions import layout
 from durable_graph.testkit.postgres import server as pg_server
 from durable_graph.testkit.postgres.clock import PgClock
 from durable_graph.testkit.postgres.schema import store_sequences, store_tables
@@ -120,7 +120,7 @@ def create(
     proxy_db: str = "dg_proxy",
     homes: Sequence[tuple[str, str]] | None = None,
 ) -> PartitionedStore:
-    """Make the databases and run `partitions.init`. Partition ``i`` lives on server ``i %
+    """Make the databases and run `layout.init`. Partition ``i`` lives on server ``i %
     len(servers)``, or, with ``homes``, on ``homes[i % len(homes)]``: (an admin DSN of its
     server, a DSN template for the partition with ``{db}``, e.g. a replicated pair's multi-host
     DSN). The proxy is on the first server."""
@@ -137,8 +137,8 @@ def create(
     with psycopg.connect(servers[0].dsn(), autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(proxy_db)))
     proxy = servers[0].dsn(proxy_db)
-    partitions.init(proxy, dsns, schema)
-    full = [partitions.layout.with_credentials(d, proxy) for d in dsns]
+    layout.init(proxy, dsns, schema)
+    full = [layout.with_credentials(d, proxy) for d in dsns]
     return PartitionedStore(list(servers), full, proxy, schema)
 
 
