@@ -186,6 +186,15 @@ def test_messages_mode_sends_partial_messages(url: str) -> None:
     assert partial[0]["content"] == REPLY
 
 
+def test_an_async_def_node_runs(url: str) -> None:
+    """Graphs run with ``astream`` (SPEC §20.1), as LangGraph Server runs them: an ``async def``
+    node runs (the sync ``stream`` refuses one: 'No synchronous function provided')."""
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    values = client.runs.wait(thread_id, "agent", input=_say("lookup weather"))
+    assert values["messages"][-1]["content"] == "looked up weather"
+
+
 def test_interrupt_wait_state_and_resume(url: str) -> None:
     client: Any = get_sync_client(url=url)
     thread_id = client.threads.create()["thread_id"]

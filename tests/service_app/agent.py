@@ -1,9 +1,11 @@
 """The graph the service tests serve (as a LangGraph team would write it): a messages state, a
-chat model that streams tokens, a conditional edge, ``interrupt()`` asking for input, and a slow
-path for busy threads. Served by ``durable-graph serve --config langgraph.json``."""
+chat model that streams tokens, a conditional edge, an ``async def`` node, ``interrupt()`` asking
+for input, and a slow path for busy threads. Served by ``durable-graph serve --config
+langgraph.json``."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from typing import Literal
@@ -22,8 +24,10 @@ def _last(state: MessagesState) -> str:
     return content if isinstance(content, str) else ""
 
 
-def route(state: MessagesState) -> Literal["ask", "slow", "chat"]:
+def route(state: MessagesState) -> Literal["ask", "slow", "chat", "lookup"]:
     text = _last(state)
+    if text.startswith("lookup"):
+        return "lookup"
     if text.startswith("ask"):
         return "ask"
     if text.startswith("slow"):
@@ -46,6 +50,12 @@ def slow(state: MessagesState) -> dict[str, list[AIMessage]]:
     return {"messages": [AIMessage(f"slept {seconds}")]}
 
 
+async def lookup(state: MessagesState) -> dict[str, list[AIMessage]]:
+    """An ``async def`` node, as most real agents have (an awaited tool or API call)."""
+    await asyncio.sleep(0.01)
+    return {"messages": [AIMessage(f"looked up {_last(state).removeprefix('lookup').strip()}")]}
+
+
 def after_slow(state: MessagesState) -> dict[str, list[AIMessage]]:
     return {"messages": [AIMessage("done")]}
 
@@ -55,9 +65,11 @@ builder.add_node("chat", chat)
 builder.add_node("ask", ask)
 builder.add_node("slow", slow)
 builder.add_node("after_slow", after_slow)
+builder.add_node("lookup", lookup)
 builder.add_conditional_edges(START, route)
 builder.add_edge("chat", END)
 builder.add_edge("ask", END)
+builder.add_edge("lookup", END)
 builder.add_edge("slow", "after_slow")
 builder.add_edge("after_slow", END)
 graph = builder.compile()

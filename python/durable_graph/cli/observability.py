@@ -16,14 +16,15 @@ log = logging.getLogger("durable_graph.worker")
 
 
 @contextlib.contextmanager
-def worker_metrics(args: argparse.Namespace, store: Checkpointer) -> Iterator[Checkpointer]:
-    """``store`` itself without those options; else observed, metrics served, spans exported."""
+def worker_observer(args: argparse.Namespace, store: Checkpointer) -> Iterator[Observer | None]:
+    """What observes the worker's store calls (None without those options): spans exported, and
+    metrics served with the queue sampled on ``store``."""
     port = getattr(args, "metrics_port", None)
     traces = getattr(args, "traces", None)
     if port is None and traces is None:
-        yield store
+        yield None
         return
-    from durable_graph.observe.observer import Observers, observed
+    from durable_graph.observe.observer import Observers
 
     observers: list[Observer] = []
     with contextlib.ExitStack() as stack:
@@ -31,7 +32,7 @@ def worker_metrics(args: argparse.Namespace, store: Checkpointer) -> Iterator[Ch
             observers.append(_tracing(store))
         if port is not None:
             observers.append(stack.enter_context(_metrics(args, store, port)))
-        yield observed(store, Observers(*observers))
+        yield Observers(*observers)
 
 
 def _tracing(store: Checkpointer) -> Observer:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import importlib.util
 import json
@@ -21,6 +22,7 @@ from durable_graph.cli.common import (
     UsageError,
     connect,
     dsn_of,
+    open_async_store,
     outcome_text,
     output_of,
     postgres_config,
@@ -32,7 +34,7 @@ from durable_graph.cli.common import (
     store_of,
     to_jsonable,
 )
-from durable_graph.cli.observability import worker_metrics
+from durable_graph.cli.observability import worker_observer
 from durable_graph.core.errors import ValidationError
 from durable_graph.core.model import (
     ANY,
@@ -44,6 +46,7 @@ from durable_graph.core.model import (
     Submission,
     TenantFilter,
 )
+from durable_graph.observe.observer import Observer, observed
 
 # --- commands: schema ----------------------------------------------------------------------
 
@@ -163,31 +166,51 @@ def _is_graph(target: object) -> bool:
     return isinstance(target, Pregel)
 
 
-def _handler_for(args: argparse.Namespace, store: Any) -> Callable[..., Any]:
-    """The worker's handler on ``store``: ``--app`` (a graph is wrapped with `graph_handler`
-    over a saver on this very store: the module opens none) or ``--langgraph-config``."""
+GraphHandlerOf = Callable[[Any], Any]
+"""Makes the async handler of the worker's LangGraph graphs from an `AsyncDurableSaver`."""
+
+
+def _graphs_of(args: argparse.Namespace) -> GraphHandlerOf | None:
+    """The handler of the LangGraph graphs the worker runs (``--langgraph-config``: each by the
+    name a run request gives; ``--app module:graph``: that graph), or None for a plain handler."""
     if args.langgraph_config is not None:
         if args.app is not None:
             raise UsageError("give --app or --langgraph-config, not both")
         try:
-            from durable_graph.langgraph import DurableSaver
             from durable_graph.langgraph.config_file import LangGraphConfig
-            from durable_graph.langgraph.handler import graphs_handler
+            from durable_graph.langgraph.handler import async_graphs_handler
         except ImportError as exc:
             raise UsageError(f"--langgraph-config needs durable-graph[langgraph] ({exc})") from None
         try:
             graphs = LangGraphConfig.read(args.langgraph_config).load_graphs()
         except ValidationError as exc:
             raise CliError(f"--langgraph-config: {exc}") from None
-        return graphs_handler(graphs, DurableSaver(store))
+        return lambda saver: async_graphs_handler(graphs, saver)
     if args.app is None:
         raise UsageError("worker needs --app module:handler (or --langgraph-config FILE)")
     target = load_app(args.app)
-    if _is_graph(target):
-        from durable_graph.langgraph import DurableSaver, graph_handler
+    if not _is_graph(target):
+        return None
+    from durable_graph.langgraph.handler import async_graph_handler
 
-        return graph_handler(cast(Any, target), DurableSaver(store))
-    return target
+    return lambda saver: async_graph_handler(cast(Any, target), saver)
+
+
+async def _run_graphs(
+    args: argparse.Namespace,
+    handler_of: GraphHandlerOf,
+    observer: Observer | None,
+    options: dict[str, Any],
+) -> None:
+    """An `AsyncWorker` running the graphs with ``astream`` on the async store, as LangGraph
+    Server runs graphs (so ``async def`` nodes and tools run); stopped by SIGTERM or SIGINT."""
+    from durable_graph.langgraph import AsyncDurableSaver
+    from durable_graph.worker.aio import AsyncWorker
+
+    async with await open_async_store(args, must_exist=False) as opened:
+        store = opened if observer is None else observed(opened, observer)
+        handler = handler_of(AsyncDurableSaver(store))
+        await AsyncWorker(store, handler, install_signal_handlers=True, **options).run()
 
 
 def _installed(name: str, cwd: str) -> bool:
@@ -213,22 +236,18 @@ def cmd_worker(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()), handlers=[_log_handler(args)]
     )
-    if args.app is not None and args.langgraph_config is None:
-        load_app(args.app)  # a bad --app fails before the store is opened
     renew = args.claim_renew if args.claim_renew is not None else args.claim_ttl / 3
     try:
         claim_policy = ClaimPolicy(ttl=args.claim_ttl, renew_every=renew)
     except ValidationError as exc:
         raise CliError(f"--claim-ttl/--claim-renew: {exc}") from None
-    with store_of(args, must_exist=False) as opened, worker_metrics(args, opened) as store:
+    graphs = _graphs_of(args)  # a bad --app or config fails before the store is opened
+    with store_of(args, must_exist=False) as opened, worker_observer(args, opened) as observer:
+        store = opened if observer is None else observed(opened, observer)
         tenant: TenantFilter = ANY if args.tenant is None else args.tenant
-        handler = _handler_for(args, store)
         kinds = None if not args.kinds else [k.strip() for k in args.kinds.split(",")]
-        extra: dict[str, Any] = {} if kinds is None else {"kinds": kinds}
-        worker = Worker(
-            store,
-            handler,
-            **extra,
+        options: dict[str, Any] = {} if kinds is None else {"kinds": kinds}
+        options.update(
             holder=args.holder,
             concurrency=args.concurrency,
             lease_ttl=args.lease_ttl,
@@ -245,7 +264,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
             scheduler = Scheduler(store.run_queue)
             scheduler.start_thread()
         try:
-            worker.run()
+            if graphs is not None:
+                asyncio.run(_run_graphs(args, graphs, observer, options))
+            else:
+                Worker(store, load_app(args.app), **options).run()
         finally:
             if scheduler is not None:
                 scheduler.stop()

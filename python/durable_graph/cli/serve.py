@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -70,12 +69,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         import uvicorn  # noqa: F401  (checked here: the service extra)
 
         from durable_graph.core.errors import ValidationError
-        from durable_graph.langgraph import DurableSaver
+        from durable_graph.langgraph import AsyncDurableSaver
         from durable_graph.langgraph.config_file import LangGraphConfig
-        from durable_graph.langgraph.handler import graphs_handler
+        from durable_graph.langgraph.handler import async_graphs_handler
         from durable_graph.service import create_app
         from durable_graph.service.guard import DEFAULT_MAX_BODY_BYTES, Origins, cors_settings
-        from durable_graph.worker.sync import Worker
+        from durable_graph.worker.aio import AsyncWorker
     except ImportError as exc:
         raise CliError(f"serve needs durable-graph[service] ({exc})") from None
     try:
@@ -89,48 +88,47 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         raise CliError(f"--config: {exc}") from None
     origins = configured.union(given)
-    # In-process workers run the sync `Worker` over the sync store in their own threads (one
-    # thread per worker, never per request); the HTTP layer serves over the async store of the
-    # same backend on uvicorn's loop (SPEC §20.1): no request, stream or join holds a thread.
-    with store_of(args, must_exist=False) as store:  # opened first: creates or migrates it
-        workers = [
-            Worker(store, graphs_handler(graphs, DurableSaver(store))) for _ in range(args.workers)
-        ]
-        threads = [threading.Thread(target=w.run, daemon=True) for w in workers]
-        for t in threads:
-            t.start()
-        # On loopback only loopback Host names are answered (DNS rebinding), as the dashboard.
-        hosts = LOOPBACK_HOSTS if is_loopback(args.host) else None
-        server = http_server(None, args)
+    with store_of(args, must_exist=False):  # opened first: creates or migrates it
+        pass
+    # The HTTP layer and the in-process workers share one async store on uvicorn's loop (SPEC
+    # §20.1): no request, stream or join holds a thread, and graphs run with ``astream``, as
+    # LangGraph Server runs them, so ``async def`` nodes and tools work (sync nodes run in
+    # LangGraph's executor threads, off the loop).
+    hosts = LOOPBACK_HOSTS if is_loopback(args.host) else None  # DNS rebinding, as the dashboard
+    server = http_server(None, args)
 
-        async def serve() -> None:
-            async with await open_async_store(args) as async_store:
-                server.config.app = create_app(  # uvicorn loads its app when it starts serving
-                    async_store,
-                    graphs,
-                    token=args.token,
-                    allowed_hosts=hosts,
-                    origins=origins,
-                    cors=cors,
-                    max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
-                )
-                log.info(
-                    "LangGraph API at http://%s:%d/ (%d graphs, %d workers in process)",
-                    args.host,
-                    args.port,
-                    len(graphs),
-                    len(workers),
-                )
+    async def serve() -> None:
+        async with await open_async_store(args) as store:
+            saver = AsyncDurableSaver(store)
+            workers = [
+                AsyncWorker(store, async_graphs_handler(graphs, saver)) for _ in range(args.workers)
+            ]
+            running = [asyncio.create_task(w.run(), name=w.holder) for w in workers]
+            server.config.app = create_app(  # uvicorn loads its app when it starts serving
+                store,
+                graphs,
+                token=args.token,
+                allowed_hosts=hosts,
+                origins=origins,
+                cors=cors,
+                max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
+            )
+            log.info(
+                "LangGraph API at http://%s:%d/ (%d graphs, %d workers in process)",
+                args.host,
+                args.port,
+                len(graphs),
+                len(workers),
+            )
+            try:
                 await server.serve()
+            finally:  # running attempts finish within the workers' shutdown deadline
+                for w in workers:
+                    w.stop()
+                await asyncio.gather(*running, return_exceptions=True)
 
-        try:
-            with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
-                runner.run(serve())
-        finally:
-            for w in workers:
-                w.stop()
-            for t in threads:
-                t.join(timeout=10)
-        if not server.started:
-            raise CliError(f"could not serve on {args.host}:{args.port}")
+    with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
+        runner.run(serve())
+    if not server.started:
+        raise CliError(f"could not serve on {args.host}:{args.port}")
     return 0

@@ -3,8 +3,9 @@
 Read here: ``graphs`` (name -> ``"./file.py:attr"`` or ``"package.module:attr"``; the attribute
 a compiled graph, a ``StateGraph`` (compiled here) or a function returning either, called with no
 argument or with a ``RunnableConfig``), ``dependencies`` (local paths, ``"."`` above all, put on
-``sys.path``; packages are the deployer's to install), ``env`` (a ``.env`` file path or an object:
-set in the environment where not already set). Other keys (``python_version``, ``dockerfile_lines``,
+``sys.path``; packages are the deployer's to install), ``env`` (a ``.env`` file path — a missing
+one is logged and skipped, as ``langgraph dev`` does — or an object: set in the environment where
+not already set). Other keys (``python_version``, ``dockerfile_lines``,
 ``auth``...) are LangGraph Platform's build settings and are ignored. Graphs are compiled with no
 checkpointer of their own: the worker binds each run to the store's saver.
 """
@@ -15,6 +16,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import logging
 import os
 import sys
 from dataclasses import dataclass
@@ -22,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from durable_graph.core.errors import ValidationError
+
+log = logging.getLogger("durable_graph.langgraph")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +82,9 @@ def _read_dotenv(path: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:  # as `langgraph dev`: a missing .env is not an error
+        log.warning("config: env file %s does not exist; nothing set from it", path)
+        return {}
     except OSError as exc:
         raise ValidationError(f"config: cannot read env file {path} ({exc})") from None
     for line in lines:

@@ -282,6 +282,25 @@ def graphs_handler(
     return handler
 
 
+def async_graphs_handler(
+    graphs: Mapping[str, Pregel[Any, Any, Any, Any]],
+    saver: AsyncDurableSaver,
+    *,
+    config: RunnableConfig | None = None,
+) -> Callable[[AsyncRunContext], Awaitable[JSON]]:
+    """`graphs_handler` for an `AsyncWorker`: each graph run with ``astream``, so ``async def``
+    nodes and tools run, as LangGraph Server runs every graph."""
+    handlers = {name: async_graph_handler(g, saver, config=config) for name, g in graphs.items()}
+
+    async def handler(ctx: AsyncRunContext) -> JSON:
+        name = _graph_name(ctx.input, handlers)
+        with suppress(NotFound):  # a thread's first run: no commit to hang the effect on yet
+            await ctx.record_effect(GRAPH_EFFECT, lambda: name)
+        return await handlers[name](ctx)
+
+    return handler
+
+
 GRAPH_EFFECT = "langgraph.graph"
 """Effect naming the graph that first ran on a thread (what the service reads its state with)."""
 
