@@ -42,6 +42,7 @@ from durable_graph.service.guard import (
 )
 from durable_graph.service.records import assistant_id_of, check_thread_id, run_path
 from durable_graph.service.runs import Conflict_, Runs
+from durable_graph.service.schemas import graph_schemas
 from durable_graph.service.threads import Conflict, Threads
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -210,17 +211,8 @@ def create_app(
 
     async def assistant_schemas(request: Request, assistant_id: str) -> Response:
         name = runs.graph_of(assistant_id)
-        graph = threads.graphs[name]
-        return _Json(
-            {
-                "graph_id": name,
-                "input_schema": graph.get_input_jsonschema(),
-                "output_schema": graph.get_output_jsonschema(),
-                "state_schema": None,
-                "config_schema": None,
-                "context_schema": None,
-            }
-        )
+        # Off the loop: pydantic builds a schema in milliseconds to seconds.
+        return _Json(await asyncio.to_thread(graph_schemas, name, threads.graphs[name]))
 
     # --- threads ---------------------------------------------------------------------------
 
