@@ -229,6 +229,8 @@ def test_create_get_list_join_after_the_end(url: str) -> None:
     thread_id = client.threads.create()["thread_id"]
     run = client.runs.create(thread_id, "agent", input=HI)
     assert run["status"] in ("pending", "running") and run["thread_id"] == thread_id
+    # Made with the graph's name, the run names its assistant by id, as the reference.
+    assert run["assistant_id"] == client.assistants.search(graph_id="agent")[0]["assistant_id"]
     values = client.runs.join(thread_id, run["run_id"])
     assert values["messages"][-1]["content"] == REPLY
     assert client.runs.get(thread_id, run["run_id"])["status"] == "success"

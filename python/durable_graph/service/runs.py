@@ -298,7 +298,7 @@ def _checked(graph: str, body: Mapping[str, Any]) -> _Checked:
         "graph": graph,
     }
     service: dict[str, Any] = {
-        "assistant_id": body.get("assistant_id"),
+        "assistant_id": assistant_id_of(graph),  # a run made with the graph's name too
         "metadata": metadata,
         "multitask_strategy": strategy,
         "sse_modes": modes,
