@@ -244,11 +244,13 @@ def test_every_stream_mode_lands_in_the_event_log(stores: tuple[Checkpointer, An
     assert [e.payload for e in events if e.kind == "lg.custom"] == [
         {"data": {"progress": "thinking"}}
     ]
-    # The tokens of one message within one interval: one event, the whole text.
-    tokens: list[Any] = [e.payload for e in events if e.kind == "lg.messages"]
-    assert len(tokens) == 1
-    chunk, metadata = tokens[0]["data"]
-    assert chunk["kwargs"]["content"] == REPLY and metadata["langgraph_node"] == "chat"
+    # Each token an event of its own (one transaction per interval holds many): its own text;
+    # the message's metadata on its first token only.
+    tokens: list[Any] = [e.payload["data"] for e in events if e.kind == "lg.messages"]
+    assert len(tokens) > 1
+    assert "".join(chunk["kwargs"]["content"] for chunk, _ in tokens) == REPLY
+    assert tokens[0][1]["langgraph_node"] == "chat"
+    assert all(metadata is None for _, metadata in tokens[1:])
     # Step events ride with the checkpoint they precede: each such event is before a checkpoint.
     last_checkpoint = max(e.seq for e in events if e.kind == "store.checkpoint")
     assert all(e.seq < last_checkpoint for e in events if e.kind == "lg.updates")
@@ -267,7 +269,7 @@ def test_tokens_are_coalesced_to_one_transaction_per_interval() -> None:
             flushes += len(outbox.take_live()) and 1
     rest = outbox.take_rest()
     assert flushes <= 11  # 1 s of tokens, one transaction per 100 ms at most
-    assert len(rest) == 1
+    assert 1 <= len(rest) <= 10  # every token is an event of its own, none lost
 
 
 def test_a_reader_elsewhere_follows_resumes_and_sees_the_end(

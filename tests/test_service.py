@@ -185,8 +185,22 @@ def test_messages_mode_sends_partial_messages(url: str) -> None:
     parts = list(client.runs.stream(thread_id, "agent", input=HI, stream_mode="messages"))
     names = [p.event for p in parts]
     assert "messages/metadata" in names and "messages/partial" in names
-    partial = [p.data for p in parts if p.event == "messages/partial"][-1]
-    assert partial[0]["content"] == REPLY
+    partials = [p.data for p in parts if p.event == "messages/partial"]
+    # One partial a token, each the message so far, as the reference streams them.
+    assert len(partials) == len(REPLY.split(" ")) * 2 - 1
+    assert partials[0][0]["content"] == "I" and partials[-1][0]["content"] == REPLY
+    assert {p[0]["type"] for p in partials} == {"ai"}
+
+
+def test_messages_mode_sends_a_returned_message_complete(url: str) -> None:
+    """A message a node returns without streaming it arrives whole, as the reference sends it."""
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    parts = list(
+        client.runs.stream(thread_id, "agent", input=_say("lookup x"), stream_mode="messages")
+    )
+    complete = [p.data for p in parts if p.event == "messages/complete"]
+    assert [m[0]["content"] for m in complete][-1] == "looked up x"
 
 
 def test_an_async_def_node_runs(url: str) -> None:

@@ -14,8 +14,10 @@ each event once even when a worker dies mid-run:
   is doubled. Chunks emitted after the last checkpoint (an interrupt's ``__interrupt__``
   update) are appended when the graph returns.
 - **Live modes** (``messages`` tokens, ``custom``) are appended as they come, at most one
-  transaction per `STREAM_INTERVAL` (chunks of one message that arrive within an interval are
-  merged into one chunk), and the rest when the graph returns. A worker that dies mid-step may
+  transaction per `STREAM_INTERVAL`, and the rest when the graph returns. Each token is an
+  event of its own (so a client gets one ``messages/partial`` a token, as from LangGraph's
+  server), carrying only its own text; its message's metadata rides on the message's first
+  token only (a reader keeps it per message id). A worker that dies mid-step may
   have appended tokens of that step; the next attempt streams the step again under its own run
   id (every event carries it), so a reader can drop a superseded attempt's partial message.
 
@@ -97,6 +99,8 @@ class Outbox:
     _marks: dict[str, int] = field(default_factory=dict)
     _live: list[EventIn | _Token] = field(default_factory=list)
     _last_flush: float = 0.0
+    _announced: set[str] = field(default_factory=set)
+    """Message ids whose metadata went out with their first token."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -146,10 +150,11 @@ class Outbox:
             return
         if mode == "messages":
             chunk, metadata = data
-            last = self._live[-1] if self._live else None
-            if isinstance(last, _Token) and last.ns == ns and _same_message(last.chunk, chunk):
-                last.chunk = last.chunk + chunk
-                return
+            key = getattr(chunk, "id", None)
+            if key is not None and key in self._announced:
+                metadata = None  # carried by the message's first token
+            elif key is not None:
+                self._announced.add(key)
             self._live.append(_Token(ns, chunk, metadata))
         else:
             self._live.append(event_of(ns, mode, data))
@@ -177,14 +182,3 @@ class Outbox:
         with self._lock:
             rest, self._step = self._step, []
         return rest + self.take_live()
-
-
-def _same_message(a: Any, b: Any) -> bool:
-    """Two chunks of one streamed message (merged with ``+``)."""
-    try:
-        from langchain_core.messages import BaseMessageChunk
-    except ImportError:  # pragma: no cover
-        return False
-    return (
-        isinstance(a, BaseMessageChunk) and type(a) is type(b) and a.id is not None and a.id == b.id
-    )

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from langchain_core.messages import BaseMessageChunk, message_chunk_to_message
+
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import EntryClosed, NotFound, ValidationError
 from durable_graph.core.model import JSON, Completed, Failed, Mode, QueueEntry, Submission
@@ -329,6 +331,7 @@ class _Mapper:
     def __init__(self, modes: list[str]) -> None:
         self.modes = modes
         self.messages: dict[str, Any] = {}  # id -> accumulated chunk ("messages" mode)
+        self.metadata: dict[str, Any] = {}  # id -> its metadata (on a message's first token)
 
     def frames(self, kind: str, payload: Any) -> list[tuple[str, Any]]:
         mode = kind.removeprefix("lg.")
@@ -340,23 +343,29 @@ class _Mapper:
             if not isinstance(data, list) or len(data) != 2:
                 return out
             chunk, metadata = data
+            loaded = from_json(chunk)
+            key = getattr(loaded, "id", None) or ""
+            metadata = self.metadata.setdefault(key, metadata)
             if "messages-tuple" in self.modes:
                 out.append((f"messages{suffix}", [message_dict(chunk), metadata]))
             if "messages" in self.modes:
-                out.extend(self._partial(chunk, metadata))
+                out.extend(self._partial(key, loaded, metadata))
             return out
         if mode in self.modes:
             out.append((f"{mode}{suffix}", message_dict(data)))
         return out
 
-    def _partial(self, chunk: Any, metadata: Any) -> list[tuple[str, Any]]:
-        loaded = from_json(chunk)
-        key = getattr(loaded, "id", None) or ""
+    def _partial(self, key: str, loaded: Any, metadata: Any) -> list[tuple[str, Any]]:
+        """``messages`` mode, as the reference: a message's metadata first, then each token as
+        the message so far (``messages/partial``), or a whole message a node returned without
+        streaming it (``messages/complete``)."""
         out: list[tuple[str, Any]] = []
         if key not in self.messages:
             out.append(("messages/metadata", {key: {"metadata": metadata}}))
+        if not isinstance(loaded, BaseMessageChunk):
             self.messages[key] = loaded
-        else:
-            self.messages[key] = self.messages[key] + loaded
-        out.append(("messages/partial", [message_dict(to_json(self.messages[key], lenient=True))]))
-        return out
+            return [*out, ("messages/complete", [message_dict(to_json(loaded, lenient=True))])]
+        so_far = loaded if key not in self.messages else self.messages[key] + loaded
+        self.messages[key] = so_far
+        whole = message_chunk_to_message(so_far)  # "ai", as the reference sends a partial
+        return [*out, ("messages/partial", [message_dict(to_json(whole, lenient=True))])]
