@@ -141,6 +141,7 @@ class _Attempt:
                 self.outbox.from_loop,
                 self.outbox.step_modes,  # type: ignore[arg-type]
             )
+            configurable.update(self.outbox.configurable())
             self.config = {**self.config, "configurable": configurable}
 
     def rollback_runs(self, entries: Mapping[int, Any]) -> list[str]:
@@ -160,7 +161,7 @@ class _Attempt:
 
     def stream_kwargs(self) -> dict[str, Any]:
         return {
-            "stream_mode": ["custom", *(m for m in ("messages",) if m in self.request.stream_mode)],
+            **self.outbox.stream_kwargs(),
             "subgraphs": True,
             "interrupt_before": self.request.interrupt_before,
             "interrupt_after": self.request.interrupt_after,

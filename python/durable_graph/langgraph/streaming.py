@@ -13,13 +13,19 @@ each event once even when a worker dies mid-run:
   retried attempt resumes from the last checkpoint and emits the lost step again, and nothing
   is doubled. Chunks emitted after the last checkpoint (an interrupt's ``__interrupt__``
   update) are appended when the graph returns.
-- **Live modes** (``messages`` tokens, ``custom``) are appended as they come, at most one
-  transaction per `STREAM_INTERVAL`, and the rest when the graph returns. Each token is an
+- **Live modes** (``messages`` tokens, ``custom``, ``tools``) are appended as they come, at most
+  one transaction per `STREAM_INTERVAL`, and the rest when the graph returns. Each token is an
   event of its own (so a client gets one ``messages/partial`` a token, as from LangGraph's
   server), carrying only its own text; its message's metadata rides on the message's first
   token only (a reader keeps it per message id). A worker that dies mid-step may
   have appended tokens of that step; the next attempt streams the step again under its own run
   id (every event carries it), so a reader can drop a superseded attempt's partial message.
+
+``messages-v2`` asks LangGraph for its protocol-shaped messages (`StreamMessagesHandlerV2`:
+``message-start``, ``content-block-delta``... dicts, what LangGraph's streaming protocol carries,
+SPEC §20.2): the graph is streamed with ``version="v2"`` and each event is kept as it is, one
+event each (still appended at most once per interval); LangGraph's whole-message tuples of that
+stream are left out, as LangGraph Server leaves them out of the protocol.
 
 The run's end is the entry's close: `QueueEntry.closed_at_seq` is the thread's last event number
 then, so a reader that has seen that number has seen the whole stream.
@@ -33,6 +39,8 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from langgraph._internal._constants import CONFIG_KEY_STREAM_MESSAGES_V2
+
 from durable_graph.core.errors import ValidationError
 from durable_graph.core.model import JSON, EventIn
 from durable_graph.langgraph.values import to_json
@@ -44,7 +52,9 @@ EVENT_PREFIX: Final = "lg."
 """Kind prefix of a graph run's stream events: ``lg.values``, ``lg.messages``..."""
 
 STEP_MODES: Final = frozenset({"values", "updates", "debug"})
-LIVE_MODES: Final = frozenset({"messages", "custom"})
+MESSAGES_V2: Final = "messages-v2"
+"""The store mode of LangGraph's protocol-shaped message events (see the module)."""
+LIVE_MODES: Final = frozenset({"messages", "custom", "tools", MESSAGES_V2})
 STREAM_MODES: Final = STEP_MODES | LIVE_MODES
 
 
@@ -104,6 +114,23 @@ class Outbox:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
+    def v2(self) -> bool:
+        return MESSAGES_V2 in self.modes
+
+    def stream_kwargs(self) -> dict[str, Any]:
+        """What to ask of ``stream``/``astream`` for the live modes (the step modes come from
+        the loop)."""
+        asked = ["custom", *(m for m in ("messages", "tools") if m in self.modes)]
+        if self.v2:
+            return {"stream_mode": [*asked, "messages"], "version": "v2"}
+        return {"stream_mode": asked}
+
+    def configurable(self) -> dict[str, Any]:
+        """What the run's ``configurable`` needs for the live modes (LangGraph's v2 messages
+        handler is switched on there)."""
+        return {CONFIG_KEY_STREAM_MESSAGES_V2: True} if self.v2 else {}
+
+    @property
     def step_modes(self) -> set[str]:
         """What to ask of LangGraph's loop (``checkpoints`` marks the step boundaries)."""
         return {m for m in self.modes if m in STEP_MODES} | {"checkpoints"}
@@ -143,9 +170,21 @@ class Outbox:
     # --- live modes: from the caller's iteration, coalesced ----------------------------------
 
     def from_stream(self, item: Any) -> None:
-        """One item of ``graph.stream(..., stream_mode=[...], subgraphs=True)``."""
-        ns, mode, data = item
+        """One item of ``graph.stream(..., stream_mode=[...], subgraphs=True)`` (a ``(ns, mode,
+        data)`` tuple, or with ``version="v2"`` a ``{"type", "ns", "data"}`` dict)."""
+        data: Any
+        ns, mode, data = (
+            (item.get("ns") or (), item.get("type"), item.get("data"))
+            if isinstance(item, dict)
+            else item
+        )
         ns = tuple(ns)
+        if mode == "messages" and self.v2:
+            event, metadata = data if isinstance(data, tuple) and len(data) == 2 else (None, None)
+            protocol = isinstance(event, dict) and isinstance(event.get("event"), str)
+            if protocol and (not ns or self.subgraphs):
+                self._live.append(event_of(ns, MESSAGES_V2, [event, metadata]))
+            return
         if (ns and not self.subgraphs) or mode not in self.modes or mode not in LIVE_MODES:
             return
         if mode == "messages":
@@ -177,8 +216,9 @@ class Outbox:
         self._live[:0] = events
 
     def take_rest(self) -> list[EventIn]:
-        """What is left when the graph returns: step events after the last checkpoint, then
-        live ones."""
+        """What is left when the graph returns: live events, then the step events after the
+        last checkpoint (an interrupt's: the tokens and custom chunks of that step came
+        before it)."""
         with self._lock:
             rest, self._step = self._step, []
-        return rest + self.take_live()
+        return self.take_live() + rest

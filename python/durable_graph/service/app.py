@@ -40,6 +40,8 @@ from durable_graph.service.guard import (
     cors_options,
     parse_body,
 )
+from durable_graph.service.protocol_commands import Commands
+from durable_graph.service.protocol_stream import request_filter, sse
 from durable_graph.service.records import assistant_id_of, check_thread_id, run_path
 from durable_graph.service.runs import Conflict_, Runs
 from durable_graph.service.schemas import graph_schemas
@@ -141,6 +143,7 @@ def create_app(
     (LangGraph's ``http.cors`` keys but the origins); bodies are at most ``max_body_bytes``."""
     threads = Threads(store, graphs)
     runs = Runs(store, threads)
+    commands = Commands(threads, runs)
 
     def guarded(fn: Callable[..., Awaitable[Response]]) -> Handler:
         async def endpoint(request: Request) -> Response:
@@ -365,6 +368,22 @@ def create_app(
             return Response(status_code=204)
         return Response(status_code=202)
 
+    # --- the streaming protocol (protocol_commands, protocol_stream) -------------------------
+
+    async def command(request: Request, thread_id: str) -> Response:
+        status, answer = await commands.handle(thread_id, parse_body(await request.body()))
+        return _Json(answer, status_code=status)
+
+    async def stream_events(request: Request, thread_id: str) -> Response:
+        where = request_filter(await _body(request))
+        if not await threads.exists(thread_id):
+            raise NotFound(f"thread {thread_id} not found")
+        return StreamingResponse(
+            sse(store, thread_id, where),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store"},
+        )
+
     routes = [
         Route("/ok", guarded(ok), methods=["GET"]),
         Route("/info", guarded(info), methods=["GET"]),
@@ -393,6 +412,8 @@ def create_app(
         Route("/threads/{thread_id}/runs/{run_id}/join", guarded(join_run), methods=["GET"]),
         Route("/threads/{thread_id}/runs/{run_id}/stream", guarded(join_stream), methods=["GET"]),
         Route("/threads/{thread_id}/runs/{run_id}/cancel", guarded(cancel_run), methods=["POST"]),
+        Route("/threads/{thread_id}/commands", guarded(command), methods=["POST"]),
+        Route("/threads/{thread_id}/stream/events", guarded(stream_events), methods=["POST"]),
         Route("/runs", guarded(create_run), methods=["POST"]),
         Route("/runs/stream", guarded(stream_run), methods=["POST"]),
         Route("/runs/wait", guarded(wait_run), methods=["POST"]),

@@ -14,7 +14,7 @@ import asyncio
 import builtins
 import json
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -85,13 +85,16 @@ class Runs:
 
     # --- create ------------------------------------------------------------------------------
 
-    async def create(self, thread_id: str | None, body: Mapping[str, Any]) -> QueueEntry:
+    async def create(
+        self, thread_id: str | None, body: Mapping[str, Any], *, modes: Sequence[str] = ()
+    ) -> QueueEntry:
         """Queue the run ``body`` asks for on ``thread_id`` (None: a thread of its own). Every
         argument is checked before anything is written, queued or cancelled (D147): a refused
-        request leaves no thread, cancels no run and queues nothing."""
+        request leaves no thread, cancels no run and queues nothing. ``modes``: the store's
+        stream modes instead of those of the SDK's ``stream_mode`` (the protocol's runs)."""
         if thread_id is not None:
             check_thread_id(thread_id)
-        checked = _checked(self.graph_of(body.get("assistant_id")), body)
+        checked = _checked(self.graph_of(body.get("assistant_id")), body, modes)
         strategy = checked.service["multitask_strategy"]
         # The whole submission as the store will check it, before any write.
         check_submission(
@@ -256,7 +259,7 @@ class _Checked:
         return run_request(**self.fields, service=service)
 
 
-def _checked(graph: str, body: Mapping[str, Any]) -> _Checked:
+def _checked(graph: str, body: Mapping[str, Any], store_modes: Sequence[str] = ()) -> _Checked:
     """Every argument of a run request checked (`ValidationError` naming the first wrong one),
     nothing read or written."""
     modes = listed_modes(body.get("stream_mode", ["values"]), SDK_MODES) or ["values"]
@@ -295,7 +298,7 @@ def _checked(graph: str, body: Mapping[str, Any]) -> _Checked:
         "checkpoint_id": checkpoint_id,
         "interrupt_before": body.get("interrupt_before"),
         "interrupt_after": body.get("interrupt_after"),
-        "stream_mode": sorted({SDK_MODES[m] for m in modes}),
+        "stream_mode": list(store_modes) or sorted({SDK_MODES[m] for m in modes}),
         "stream_subgraphs": bool(body.get("stream_subgraphs")),
         "graph": graph,
     }

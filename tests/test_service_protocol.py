@@ -1,0 +1,207 @@
+"""LangGraph's streaming protocol on ``durable-graph serve`` (SPEC §20.2): ``POST
+/threads/{id}/commands`` and ``POST /threads/{id}/stream/events``, driven by langgraph-sdk's own
+``threads.stream`` (the SDK's "v3" streaming) and, for what the SDK does not show, by raw
+requests; on real serve processes over SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_client, get_sync_client
+
+from service_support import Backend, serving
+
+REPLY = "I am a durable agent, streaming one token at a time"
+
+
+def _say(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if request.param == "postgres":
+        dsn: str = request.getfixturevalue("pg_dsn")
+        schema = f"proto_{uuid.uuid4().hex[:12]}"
+        backend = Backend("postgres", ("--schema", schema), {"DURABLE_GRAPH_DSN": dsn})
+    else:
+        db = tmp_path_factory.mktemp("protocol") / "service.db"
+        backend = Backend("sqlite", ("--sqlite", str(db)), {})
+    with serving(backend, tmp_path_factory.mktemp("logs"), workers=2) as served:
+        yield served
+
+
+def _text(message: dict[str, Any]) -> str:
+    """A message's text (LangGraph's protocol runs keep a streamed message as content blocks)."""
+    content = message["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(b["text"] for b in content if b.get("type") == "text")
+
+
+def _same(event: dict[str, Any]) -> tuple[Any, ...]:
+    """What two connections send alike (not the time they send it)."""
+    return event["event_id"], event["seq"], event["method"], event["params"]["data"]
+
+
+def _command(url: str, thread_id: str, method: str, params: Any, cid: int = 1) -> httpx.Response:
+    body = {"id": cid, "method": method, "params": params}
+    return httpx.post(f"{url}/threads/{thread_id}/commands", json=body, timeout=30)
+
+
+def _events(url: str, thread_id: str, body: dict[str, Any], until: str) -> list[dict[str, Any]]:
+    """The stream's events up to the first root lifecycle ``until`` (the stream does not end)."""
+    out: list[dict[str, Any]] = []
+    with httpx.stream(
+        "POST", f"{url}/threads/{thread_id}/stream/events", json=body, timeout=30
+    ) as response:
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if not line.startswith("data:"):
+                continue
+            event = json.loads(line.removeprefix("data:"))
+            out.append(event)
+            data = event["params"]["data"]
+            if event["method"] == "lifecycle" and data["event"] == until:
+                return out
+    raise AssertionError(f"the stream ended before lifecycle {until}: {out}")
+
+
+# --- the SDK's threads.stream ------------------------------------------------------------------
+
+
+def test_a_run_streams_its_message_token_by_token_and_its_output(url: str) -> None:
+    async def scenario() -> None:
+        client: Any = get_client(url=url)
+        async with client.threads.stream(assistant_id="agent") as thread:
+            started = await thread.run.start(input=_say("hi"))
+            assert started["run_id"]
+            streams = [s async for s in thread.messages]
+            texts = ["".join([t async for t in s.text]) for s in streams]
+            assert texts == [REPLY]
+            final = await thread.output
+            assert _text(final["messages"][-1]) == REPLY
+        state = await client.threads.get_state(thread.thread_id)
+        assert _text(state["values"]["messages"][-1]) == REPLY
+
+    asyncio.run(scenario())
+
+
+def test_an_interrupt_is_seen_and_answered_with_respond(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    with client.threads.stream(assistant_id="agent") as thread:
+        thread.run.start(input=_say("ask"))
+        snapshots = list(thread.values)
+        assert snapshots and thread.interrupted
+        assert [i["namespace"] for i in thread.interrupts] == [[]]
+        thread.run.respond("Ada")
+        final = thread.output
+        assert final["messages"][-1]["content"] == "hello Ada"
+        assert not thread.interrupted
+
+
+# --- the wire ----------------------------------------------------------------------------------
+
+
+def test_the_stream_is_the_threads_log_numbered_alike_on_every_connection(url: str) -> None:
+    thread_id = str(uuid.uuid4())
+    answer = _command(url, thread_id, "run.start", {"assistant_id": "agent", "input": _say("hi")})
+    assert answer.status_code == 200
+    assert answer.json()["type"] == "success" and answer.json()["id"] == 1
+    every = {"channels": ["values", "updates", "messages", "lifecycle", "input", "custom"]}
+    first = _events(url, thread_id, every, "completed")
+    lifecycle = [e["params"]["data"]["event"] for e in first if e["method"] == "lifecycle"]
+    assert lifecycle == ["running", "completed"]
+    assert [e["seq"] for e in first] == list(range(1, len(first) + 1))
+    deltas = [
+        e["params"]["data"]["delta"]["text"]
+        for e in first
+        if e["method"] == "messages" and e["params"]["data"]["event"] == "content-block-delta"
+    ]
+    assert "".join(deltas) == REPLY and len(deltas) > 1
+    assert {e["method"] for e in first} >= {"values", "updates", "messages", "lifecycle"}
+    # A second connection numbers alike; ``since`` and the channels filter what it sends.
+    again = _events(url, thread_id, {**every, "since": 2}, "completed")
+    assert [_same(e) for e in again] == [_same(e) for e in first if e["seq"] > 2]
+    only = _events(url, thread_id, {"channels": ["lifecycle"]}, "completed")
+    assert [e["seq"] for e in only] == [e["seq"] for e in first if e["method"] == "lifecycle"]
+
+
+def test_an_interrupt_is_an_input_request_and_respond_resumes_the_thread(url: str) -> None:
+    thread_id = str(uuid.uuid4())
+    _command(url, thread_id, "run.start", {"assistant_id": "agent", "input": _say("ask")})
+    body = {"channels": ["lifecycle", "input"]}
+    asked = _events(url, thread_id, body, "interrupted")
+    request = next(e for e in asked if e["method"] == "input.requested")
+    interrupt_id = request["params"]["data"]["interrupt_id"]
+    assert request["params"]["data"]["payload"] == "what is your name?"
+    wrong = _command(
+        url, thread_id, "input.respond", {"interrupt_id": "nope", "response": "x"}, cid=2
+    )
+    assert wrong.json() == {
+        "type": "error",
+        "id": 2,
+        "error": "no_such_interrupt",
+        "message": "unknown or already answered interrupt: nope",
+    }
+    answered = _command(
+        url,
+        thread_id,
+        "input.respond",
+        {"interrupt_id": interrupt_id, "response": "Ada", "namespace": []},
+        cid=3,
+    )
+    assert answered.json() == {"type": "success", "id": 3, "result": {}}
+    after = _events(url, thread_id, body, "completed")
+    lifecycle = [e["params"]["data"]["event"] for e in after if e["method"] == "lifecycle"]
+    assert lifecycle == ["running", "interrupted", "running", "completed"]
+    state = httpx.get(f"{url}/threads/{thread_id}/state").json()
+    assert state["values"]["messages"][-1]["content"] == "hello Ada"
+
+
+def test_a_cancelled_run_ends_its_stream_as_failed(url: str) -> None:
+    thread_id = str(uuid.uuid4())
+    started = _command(
+        url, thread_id, "run.start", {"assistant_id": "agent", "input": _say("slow 5")}
+    )
+    run_id = started.json()["result"]["run_id"]
+    deadline = time.monotonic() + 30
+    while httpx.get(f"{url}/threads/{thread_id}/runs/{run_id}").json()["status"] != "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert httpx.post(f"{url}/threads/{thread_id}/runs/{run_id}/cancel").status_code == 202
+    events = _events(url, thread_id, {"channels": ["lifecycle"]}, "failed")
+    assert events[-1]["params"]["data"]["error"] == "cancelled (requested)"
+
+
+def test_what_is_not_served_is_refused_clearly(url: str) -> None:
+    thread_id = str(uuid.uuid4())
+    # No thread yet: its stream is 404 (run.start creates it).
+    missing = httpx.post(f"{url}/threads/{thread_id}/stream/events", json={"channels": ["values"]})
+    assert missing.status_code == 404
+    tree = _command(url, thread_id, "agent.getTree", {})
+    assert tree.status_code == 501 and tree.json()["error"] == "not_supported"
+    unknown = _command(url, thread_id, "run.fly", {})
+    assert unknown.status_code == 200 and unknown.json()["error"] == "unknown_command"
+    malformed = httpx.post(f"{url}/threads/{thread_id}/commands", json={"method": "run.start"})
+    assert malformed.status_code == 400 and malformed.json()["error"] == "invalid_argument"
+    bad = _command(url, thread_id, "run.start", {"assistant_id": "nope", "input": {}})
+    assert bad.status_code == 200 and bad.json()["error"] == "invalid_argument"
+    assert httpx.get(f"{url}/threads/{thread_id}").status_code == 404  # nothing was written
+    _command(url, thread_id, "run.start", {"assistant_id": "agent", "input": _say("hi")})
+    bodies: list[dict[str, Any]] = [
+        {},
+        {"channels": []},
+        {"channels": ["debug"]},
+        {"channels": ["values"], "since": -1},
+    ]
+    for body in bodies:
+        refused = httpx.post(f"{url}/threads/{thread_id}/stream/events", json=body)
+        assert refused.status_code == 422, body
