@@ -266,6 +266,23 @@ def test_runs_may_create_their_thread_and_stateless_runs_work(url: str) -> None:
     assert stateless["messages"][-1]["content"] == REPLY
 
 
+def test_create_batch_queues_stateless_runs_or_none(url: str) -> None:
+    """``runs.create_batch``: each run on a thread of its own; a batch with one bad run queues
+    none of them (checked before the first is queued)."""
+    client: Any = get_sync_client(url=url)
+    runs = client.runs.create_batch(
+        [{"assistant_id": "agent", "input": HI}, {"assistant_id": "agent", "input": _say("b")}]
+    )
+    assert len(runs) == 2 and runs[0]["thread_id"] != runs[1]["thread_id"]
+    assert {run["status"] for run in runs} <= {"pending", "running"}
+    before = len(client.threads.search(limit=1000))
+    with pytest.raises(UnprocessableEntityError, match=r"\[1\]"):
+        client.runs.create_batch(
+            [{"assistant_id": "agent", "input": HI}, {"assistant_id": "agent", "stream_mode": 7}]
+        )
+    assert len(client.threads.search(limit=1000)) == before
+
+
 # --- double texting and cancel ----------------------------------------------------------------
 
 

@@ -39,6 +39,7 @@ from durable_graph.service.guard import (
     Origins,
     cors_options,
     parse_body,
+    parse_list_body,
 )
 from durable_graph.service.protocol_commands import Commands
 from durable_graph.service.protocol_stream import request_filter, sse
@@ -313,6 +314,10 @@ def create_app(
         entry = await runs.create(thread_id, body)
         return located(entry, _Json(runs.json(entry)))
 
+    async def create_batch(request: Request) -> Response:
+        entries = await runs.create_batch(parse_list_body(await request.body()))
+        return _Json([runs.json(entry) for entry in entries])
+
     def stream_of(entry: Any, last_event_id: str | None) -> Response:
         where = run_path(entry.thread_id, entry.entry_id)
         return StreamingResponse(
@@ -415,6 +420,7 @@ def create_app(
         Route("/threads/{thread_id}/commands", guarded(command), methods=["POST"]),
         Route("/threads/{thread_id}/stream/events", guarded(stream_events), methods=["POST"]),
         Route("/runs", guarded(create_run), methods=["POST"]),
+        Route("/runs/batch", guarded(create_batch), methods=["POST"]),
         Route("/runs/stream", guarded(stream_run), methods=["POST"]),
         Route("/runs/wait", guarded(wait_run), methods=["POST"]),
     ]

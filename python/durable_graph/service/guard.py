@@ -349,8 +349,24 @@ _SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
 def parse_body(raw: bytes) -> dict[str, Any]:
     """A request body as the routes take it (``{}`` when empty); `ValidationError` naming what
     is wrong otherwise (see the module docstring)."""
+    body = parse_json_body(raw, {})
+    if not isinstance(body, dict):
+        raise ValidationError("body must be a JSON object")
+    return body
+
+
+def parse_list_body(raw: bytes) -> list[Any]:
+    """A body that is a JSON array (``POST /runs/batch``), checked as `parse_body` checks."""
+    body = parse_json_body(raw, [])
+    if not isinstance(body, list):
+        raise ValidationError("body must be a JSON array")
+    return body
+
+
+def parse_json_body(raw: bytes, empty: Any) -> Any:
+    """``raw`` as JSON (``empty`` when there is none), refused as the module docstring says."""
     if not raw:
-        return {}
+        return empty
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -371,8 +387,6 @@ def parse_body(raw: bytes) -> dict[str, Any]:
         raise ValidationError(f"body is refused: {exc}") from None
     except ValueError as exc:
         raise ValidationError(f"body is not JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise ValidationError("body must be a JSON object")
     try:
         _check_tree(body, strings=_SURROGATE_ESCAPE.search(text) is not None)
     except _Refused as exc:

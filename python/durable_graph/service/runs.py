@@ -92,14 +92,8 @@ class Runs:
         argument is checked before anything is written, queued or cancelled (D147): a refused
         request leaves no thread, cancels no run and queues nothing. ``modes``: the store's
         stream modes instead of those of the SDK's ``stream_mode`` (the protocol's runs)."""
-        if thread_id is not None:
-            check_thread_id(thread_id)
-        checked = _checked(self.graph_of(body.get("assistant_id")), body, modes)
+        checked = self._check(thread_id, body, modes)
         strategy = checked.service["multitask_strategy"]
-        # The whole submission as the store will check it, before any write.
-        check_submission(
-            Submission(thread_id or "new", checked.request(0, [])), DEFAULT_MAX_VALUE_BYTES
-        )
         if (
             thread_id is not None
             and checked.if_not_exists != "create"
@@ -128,6 +122,33 @@ class Runs:
         created = await queue.entry(ticket.entry_id)
         assert created is not None
         return created
+
+    def _check(
+        self, thread_id: str | None, body: Mapping[str, Any], modes: Sequence[str] = ()
+    ) -> _Checked:
+        """Every argument of the run request ``body`` on ``thread_id``, as the store will check
+        the submission (`ValidationError` naming the first wrong one); nothing read or written."""
+        if thread_id is not None:
+            check_thread_id(thread_id)
+        checked = _checked(self.graph_of(body.get("assistant_id")), body, modes)
+        check_submission(
+            Submission(thread_id or "new", checked.request(0, [])), DEFAULT_MAX_VALUE_BYTES
+        )
+        return checked
+
+    async def create_batch(self, bodies: Sequence[Any]) -> list[QueueEntry]:
+        """``POST /runs/batch``: stateless runs, each on a thread of its own. Every run is
+        checked before the first is queued, so a refused batch queues none (D186)."""
+        if not bodies:
+            raise ValidationError("body: a list of at least one run")
+        for i, body in enumerate(bodies):
+            if not isinstance(body, dict):
+                raise ValidationError(f"[{i}]: a run must be an object")
+            try:
+                self._check(None, body)
+            except ValidationError as exc:
+                raise ValidationError(f"[{i}]: {exc}") from None
+        return [await self.create(None, body) for body in bodies]
 
     # --- reads -------------------------------------------------------------------------------
 
