@@ -4,8 +4,9 @@ Binds 127.0.0.1 by default (and answers only loopback ``Host`` names there); ano
 needs ``--allow-remote``, a token (``--token`` or ``DURABLE_GRAPH_TOKEN``, 16+ characters), which
 clients send as their API key, and TLS (``--ssl-certfile``/``--ssl-keyfile``) unless
 ``--insecure``, as the dashboard. ``--workers N``
-runs N workers in this process (0: runs wait for ``durable-graph worker --langgraph-config``
-processes anywhere on the same store). Browser pages of other origins are refused unless
+runs N workers in this process, and a scheduler firing crons (0: runs wait for ``durable-graph
+worker --langgraph-config`` processes anywhere on the same store, crons for a ``durable-graph
+scheduler`` or ``worker --scheduler``). Browser pages of other origins are refused unless
 ``--allow-origin`` or ``langgraph.json``'s ``http.cors`` names them; bodies are at most
 ``--max-body-bytes`` (SPEC §20.5, D145).
 """
@@ -75,6 +76,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from durable_graph.service import create_app
         from durable_graph.service.guard import DEFAULT_MAX_BODY_BYTES, Origins, cors_settings
         from durable_graph.worker.aio import AsyncWorker
+        from durable_graph.worker.scheduler import Scheduler
     except ImportError as exc:
         raise CliError(f"serve needs durable-graph[service] ({exc})") from None
     try:
@@ -88,8 +90,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         raise CliError(f"--config: {exc}") from None
     origins = configured.union(given)
-    with store_of(args, must_exist=False):  # opened first: creates or migrates it
-        pass
     # The HTTP layer and the in-process workers share one async store on uvicorn's loop (SPEC
     # §20.1): no request, stream or join holds a thread, and graphs run with ``astream``, as
     # LangGraph Server runs them, so ``async def`` nodes and tools work (sync nodes run in
@@ -127,8 +127,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     w.stop()
                 await asyncio.gather(*running, return_exceptions=True)
 
-    with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
-        runner.run(serve())
+    # Opened first (it creates or migrates the store); with in-process workers, the scheduler
+    # fires crons' slots on it (SPEC §15: at most once a slot, whoever else fires them).
+    with store_of(args, must_exist=False) as sync_store:
+        scheduler = Scheduler(sync_store.run_queue) if args.workers > 0 else None
+        if scheduler is not None:
+            scheduler.start_thread()
+        try:
+            with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
+                runner.run(serve())
+        finally:
+            if scheduler is not None:
+                scheduler.stop()
     if not server.started:
         raise CliError(f"could not serve on {args.host}:{args.port}")
     return 0

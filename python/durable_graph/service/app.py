@@ -33,6 +33,7 @@ from starlette.routing import Route
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, ThreadBusy, ValidationError
+from durable_graph.service.crons import Crons
 from durable_graph.service.guard import (
     DEFAULT_MAX_BODY_BYTES,
     Guard,
@@ -145,6 +146,7 @@ def create_app(
     threads = Threads(store, graphs)
     runs = Runs(store, threads)
     commands = Commands(threads, runs)
+    crons = Crons(store, runs)
 
     def guarded(fn: Callable[..., Awaitable[Response]]) -> Handler:
         async def endpoint(request: Request) -> Response:
@@ -191,7 +193,7 @@ def create_app(
         return _Json({"ok": True})
 
     async def info(request: Request) -> Response:
-        return _Json({"version": "durable-graph", "flags": {"assistants": True, "crons": False}})
+        return _Json({"version": "durable-graph", "flags": {"assistants": True, "crons": True}})
 
     async def get_assistant(request: Request, assistant_id: str) -> Response:
         return _Json(assistant(runs.graph_of(assistant_id, by_name=False)))
@@ -318,6 +320,24 @@ def create_app(
         entries = await runs.create_batch(parse_list_body(await request.body()))
         return _Json([runs.json(entry) for entry in entries])
 
+    # --- crons -----------------------------------------------------------------------------
+
+    async def create_cron(request: Request, thread_id: str | None = None) -> Response:
+        return _Json(await crons.create(thread_id, await _body(request)))
+
+    async def update_cron(request: Request, cron_id: str) -> Response:
+        return _Json(await crons.update(cron_id, await _body(request)))
+
+    async def delete_cron(request: Request, cron_id: str) -> Response:
+        await crons.delete(cron_id)
+        return Response(status_code=204)
+
+    async def search_crons(request: Request) -> Response:
+        return _Json(await crons.search(await _body(request)))
+
+    async def count_crons(request: Request) -> Response:
+        return _Json(await crons.count(await _body(request)))
+
     def stream_of(entry: Any, last_event_id: str | None) -> Response:
         where = run_path(entry.thread_id, entry.entry_id)
         return StreamingResponse(
@@ -409,6 +429,12 @@ def create_app(
         Route("/threads/{thread_id}/state/{checkpoint_id}", guarded(get_state), methods=["GET"]),
         Route("/threads/{thread_id}/history", guarded(history), methods=["GET", "POST"]),
         Route("/threads/{thread_id}/runs", guarded(create_run), methods=["POST"]),
+        Route("/threads/{thread_id}/runs/crons", guarded(create_cron), methods=["POST"]),
+        Route("/runs/crons", guarded(create_cron), methods=["POST"]),
+        Route("/runs/crons/search", guarded(search_crons), methods=["POST"]),
+        Route("/runs/crons/count", guarded(count_crons), methods=["POST"]),
+        Route("/runs/crons/{cron_id}", guarded(update_cron), methods=["PATCH"]),
+        Route("/runs/crons/{cron_id}", guarded(delete_cron), methods=["DELETE"]),
         Route("/threads/{thread_id}/runs", guarded(list_runs), methods=["GET"]),
         Route("/threads/{thread_id}/runs/stream", guarded(stream_run), methods=["POST"]),
         Route("/threads/{thread_id}/runs/wait", guarded(wait_run), methods=["POST"]),

@@ -136,6 +136,11 @@ class Runs:
         )
         return checked
 
+    def submission_input(self, thread_id: str | None, body: Mapping[str, Any]) -> JSON:
+        """What a worker gets as the input of the run ``body`` asks for on ``thread_id`` (a
+        cron's runs), checked as `create` checks it; nothing read or written."""
+        return self._check(thread_id, body).request(0, [])
+
     async def create_batch(self, bodies: Sequence[Any]) -> list[QueueEntry]:
         """``POST /runs/batch``: stateless runs, each on a thread of its own. Every run is
         checked before the first is queued, so a refused batch queues none (D186)."""

@@ -1,0 +1,116 @@
+"""Crons through ``durable-graph serve`` with ``langgraph-sdk``'s own client (SPEC §15, §20.3;
+D187): create, search, count, update, delete as the reference answers them, options the store
+cannot honour refused, and a cron's slots run as ordinary runs of its thread."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
+
+from service_support import Backend, reference_serving, serving
+
+HI = {"messages": [{"role": "user", "content": "hi"}]}
+YEARLY = "0 0 1 1 *"  # never due while a test runs
+REFERENCE = os.environ.get("DURABLE_GRAPH_LANGGRAPH_DEV")
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", "postgres", *(["reference"] if REFERENCE else [])]
+)
+def url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    logs = tmp_path_factory.mktemp("logs")
+    if request.param == "reference":
+        assert REFERENCE is not None
+        with reference_serving(REFERENCE, logs) as served:
+            yield served
+        return
+    if request.param == "postgres":
+        dsn: str = request.getfixturevalue("pg_dsn")
+        backend = Backend("postgres", ("--schema", f"cron_{uuid.uuid4().hex[:12]}"), {})
+        backend.env["DURABLE_GRAPH_DSN"] = dsn
+    else:
+        backend = Backend("sqlite", ("--sqlite", str(logs / "crons.db")), {})
+    with serving(backend, logs) as served:
+        yield served
+
+
+def test_crons_are_created_searched_counted_updated_and_deleted(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    label = uuid.uuid4().hex
+    created = client.crons.create("agent", schedule=YEARLY, input=HI, metadata={"label": label})
+    assert created["schedule"] == YEARLY and created["enabled"] is True
+    assert created["thread_id"] is None and created["metadata"] == {"label": label}
+    assert created["next_run_date"] is not None
+    cron_id = created["cron_id"]
+    thread_id = client.threads.create()["thread_id"]
+    on_thread = client.crons.create_for_thread(thread_id, "agent", schedule=YEARLY, input=HI)
+    assert on_thread["thread_id"] == thread_id
+    try:
+        found = client.crons.search(metadata={"label": label})
+        assert [c["cron_id"] for c in found] == [cron_id]
+        assert client.crons.count(metadata={"label": label}) == 1
+        assert [c["cron_id"] for c in client.crons.search(thread_id=thread_id)] == [
+            on_thread["cron_id"]
+        ]
+        updated = client.crons.update(cron_id, schedule="0 0 2 1 *", enabled=False)
+        assert updated["schedule"] == "0 0 2 1 *" and updated["enabled"] is False
+        assert client.crons.search(metadata={"label": label}, enabled=False)[0]["enabled"] is False
+    finally:
+        client.crons.delete(cron_id)
+        client.crons.delete(on_thread["cron_id"])
+    assert client.crons.count(metadata={"label": label}) == 0
+    with pytest.raises(NotFoundError):
+        client.crons.delete(cron_id)
+
+
+def test_a_bad_cron_is_refused_and_nothing_is_stored(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    before = client.crons.count()
+    with pytest.raises(UnprocessableEntityError):
+        client.crons.create("agent", schedule="not a schedule", input=HI)
+    with pytest.raises(UnprocessableEntityError):
+        client.crons.create("agent", schedule=YEARLY, input=HI, stream_mode=7)
+    assert client.crons.count() == before
+
+
+def _ours_only(request: pytest.FixtureRequest) -> None:
+    if request.node.callspec.params["url"] == "reference":
+        pytest.skip("ours only")
+
+
+def test_options_the_store_cannot_honour_are_refused_by_name(
+    url: str, request: pytest.FixtureRequest
+) -> None:
+    """Fail closed: the reference honours webhooks; we say so rather than drop one."""
+    _ours_only(request)
+    client: Any = get_sync_client(url=url)
+    with pytest.raises(UnprocessableEntityError, match="webhook"):
+        client.crons.create("agent", schedule=YEARLY, input=HI, webhook="https://example.com/h")
+
+
+def test_a_cron_runs_each_slot_once_on_its_thread(url: str, request: pytest.FixtureRequest) -> None:
+    """Every second (the store's six-field cron, SPEC §15): the slots become runs of the thread
+    that finish as any run does (each slot at most once: the schedule contract suite)."""
+    _ours_only(request)
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    cron = client.crons.create_for_thread(thread_id, "agent", schedule="* * * * * *", input=HI)
+    try:
+        deadline = time.monotonic() + 60
+        while len(client.runs.list(thread_id)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        client.crons.delete(cron["cron_id"])
+    runs = client.runs.list(thread_id, limit=100)
+    assert len(runs) >= 2
+    for run in runs:
+        client.runs.join(thread_id, run["run_id"])
+    statuses = {client.runs.get(thread_id, r["run_id"])["status"] for r in runs}
+    assert statuses == {"success"}
