@@ -109,8 +109,8 @@ END;
 $$;
 
 -- _dg_commit(<dg_commit_v1's arguments>, own_entry): dg_commit_v1's work after its argument
--- checks (the caller made them): locks, the D9 checks in order (DG002, DG002, DG003, DG005,
--- DG006), then the checkpoint, its events, the thread's head and the admission marks. Returns
+-- checks (the caller made them): locks, the closed-run check (DG103, SPEC §19.1), the D9
+-- checks in order (DG002, DG002, DG003, DG005, DG006), then the checkpoint, its events, the thread's head and the admission marks. Returns
 -- the inserted checkpoint row. p_own_entry (SPEC §18.1, dg_finish_attempt_v2): an open entry of
 -- this thread that the caller closes in this same transaction under this very claim; the claim is
 -- then released in the thread's one UPDATE (one row version, not two), and that entry's
@@ -134,6 +134,8 @@ DECLARE
     v_n integer := coalesce(pg_catalog.cardinality(p_event_kinds), 0);
     v_head text;
     v_release boolean := p_own_entry IS NOT NULL;
+    v_deleted_run boolean;
+    v_closed_run boolean;
 BEGIN
     -- A first commit naming a parent thread also locks the parent's row (in id order with the
     -- others), so that delete_thread, holding the parent, sees or excludes every child, and
@@ -154,6 +156,18 @@ BEGIN
     END IF;
     v_now := store_now();
 
+    -- The run's entries, in one probe: a closed one's run is refused first (SPEC §19.1, under
+    -- the thread's lock: cancel takes it to close, so a commit lands before the close or
+    -- never; whatever became of the claim: cancel ended it); a delete-marked one's after the
+    -- parent check (D9).
+    SELECT coalesce(bool_or(e.thread_deleted), false),
+           coalesce(bool_or(e.outcome_kind IS NOT NULL AND NOT e.thread_deleted), false)
+      INTO v_deleted_run, v_closed_run
+      FROM queue_attempts a JOIN queue_entries e USING (entry_id)
+     WHERE a.thread_id = p_thread_id AND a.run_id = p_run_id;
+    IF v_closed_run THEN
+        RAISE EXCEPTION 'run % is an attempt of a closed entry', p_run_id USING ERRCODE = 'DG103';
+    END IF;
     IF NOT coalesce(t.claim_token = p_token, false) THEN
         RAISE EXCEPTION 'claim is not current on thread' USING ERRCODE = 'DG002';
     END IF;
@@ -167,9 +181,7 @@ BEGIN
     IF p_parent_id IS DISTINCT FROM v_head THEN
         RAISE EXCEPTION 'parent_id is not the head of the thread' USING ERRCODE = 'DG003';
     END IF;
-    IF EXISTS (SELECT 1 FROM queue_attempts a JOIN queue_entries e USING (entry_id)
-                WHERE a.thread_id = p_thread_id AND a.run_id = p_run_id
-                  AND e.thread_id = p_thread_id AND e.thread_deleted) THEN
+    IF v_deleted_run THEN
         RAISE EXCEPTION 'run is an attempt of a queue entry of a deleted thread'
             USING ERRCODE = 'DG005';
     END IF;
@@ -240,7 +252,8 @@ END;
 $$;
 
 -- dg_commit_v1: append a checkpoint and its events under the thread's current claim. Locks the
--- thread (and the fence's thread, in id order), then checks in order: claim current (DG002),
+-- thread (and the fence's thread, in id order), then checks in order: p_run_id not an attempt
+-- of a closed entry of this thread (DG103, SPEC §19.1), claim current (DG002),
 -- fence current on its thread (DG002), p_parent_id is the head (DG003), run is not an attempt of
 -- a delete-marked entry of this thread (DG005), checkpoint id new on the thread (DG006). Numbers
 -- the caller's events, then store.checkpoint; stamps committed_at; marks admitted the open

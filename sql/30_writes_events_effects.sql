@@ -21,6 +21,24 @@ BEGIN
 END;
 $$;
 
+-- _dg_refuse_closed_run(thread_id, run_id): SPEC §19.1: a write under the run id of an attempt
+-- of a closed entry of the thread (completed, failed, cancelled, interrupted; not delete-marked,
+-- whose runs keep DG005) raises DG103 and writes nothing. The caller holds the thread's row lock,
+-- which cancel takes before it closes (queue order), so a write lands before the close or
+-- never. One probe of queue_attempts_run_idx; NULL run_id: nothing to check.
+CREATE OR REPLACE FUNCTION _dg_refuse_closed_run(p_thread_id text, p_run_id text) RETURNS void
+LANGUAGE plpgsql STABLE
+AS $$
+BEGIN
+    IF p_run_id IS NOT NULL
+       AND EXISTS (SELECT 1 FROM queue_attempts a JOIN queue_entries e USING (entry_id)
+                    WHERE a.thread_id = p_thread_id AND a.run_id = p_run_id
+                      AND e.outcome_kind IS NOT NULL AND NOT e.thread_deleted) THEN
+        RAISE EXCEPTION 'run % is an attempt of a closed entry', p_run_id USING ERRCODE = 'DG103';
+    END IF;
+END;
+$$;
+
 -- _dg_append(thread, events..., run_id, now): number and insert events after the thread's
 -- last seq, move last_seq and updated_at. The caller holds the thread's lock. Returns the new
 -- last seq.
@@ -112,8 +130,9 @@ $$;
 DROP FUNCTION IF EXISTS dg_put_writes_v1(text, bigint, text, text[], text[], text[]);
 
 -- dg_append_events_v1: append events (in array order) to the thread's log without a
--- checkpoint, each carrying p_run_id (may be NULL). Returns the appended events. Raises DG002
--- (claim not current), DG404 (thread has no commit), DG000 (store.* kind, unequal arrays).
+-- checkpoint, each carrying p_run_id (may be NULL). Returns the appended events. Raises DG103
+-- (p_run_id is an attempt of a closed entry, SPEC §19.1, checked first), DG002 (claim not
+-- current), DG404 (thread has no commit), DG000 (store.* kind, unequal arrays).
 CREATE OR REPLACE FUNCTION dg_append_events_v1(
     p_thread_id text, p_token bigint,
     p_kinds text[], p_payloads text[], p_created_at timestamptz[], p_run_id text)
@@ -145,6 +164,8 @@ BEGIN
     PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_kinds) k(kind)
                                    WHERE k.kind IS NULL OR k.kind LIKE 'store.%'),
                       'event kinds must not be NULL or start with "store."');
+    PERFORM 1 FROM threads x WHERE x.thread_id = p_thread_id FOR UPDATE;
+    PERFORM _dg_refuse_closed_run(p_thread_id, p_run_id);
     t := _dg_lock_claimed(p_thread_id, p_token);
     v_now := store_now();
     PERFORM _dg_append(p_thread_id, p_kinds, p_payloads, p_created_at, p_run_id, v_now);
@@ -157,8 +178,9 @@ END;
 $$;
 
 -- dg_record_effect_v1: record an effect's value under a key of the thread; the first write
--- wins, and a later call returns that first record with existing = true. Raises DG002 (claim
--- not current), DG404 (thread has no commit), DG000.
+-- wins, and a later call returns that first record with existing = true. Raises DG103 (p_run_id
+-- is an attempt of a closed entry, SPEC §19.1, checked first), DG002 (claim not current), DG404
+-- (thread has no commit), DG000.
 CREATE OR REPLACE FUNCTION dg_record_effect_v1(
     p_thread_id text, p_token bigint, p_key text, p_value text, p_run_id text)
 RETURNS TABLE (thread_id text, key text, value text, run_id text, recorded_at timestamptz,
@@ -180,6 +202,8 @@ BEGIN
         PERFORM _dg_json(p_value, 'value', v_lim.max_value_bytes);
     END IF;
     PERFORM _dg_opt_id(p_run_id, 'run_id');
+    PERFORM 1 FROM threads t WHERE t.thread_id = p_thread_id FOR UPDATE;
+    PERFORM _dg_refuse_closed_run(p_thread_id, p_run_id);
     PERFORM _dg_lock_claimed(p_thread_id, p_token);
     SELECT * INTO x FROM effects WHERE effects.thread_id = p_thread_id AND effects.key = p_key;
     IF FOUND THEN

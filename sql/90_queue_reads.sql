@@ -3,8 +3,11 @@
 -- snapshot, never waiting for writers.
 
 -- dg_cancel_v1: close an open entry cancelled("requested"); its worker learns it on its next
--- call (DG103). Raises DG404 when the entry is unknown, reclaimed or not p_tenant's (checked
--- first), DG103 when it is closed.
+-- call (DG103), and the thread is free at once (SPEC §19.2): the claim held under one of the
+-- entry's attempts' run ids ends in this transaction, so the thread's next entry can start and
+-- the cancelled run's writes are refused (DG103 under its run id, DG002 under its claim). Raises
+-- DG404 when the entry is unknown, reclaimed or not p_tenant's (checked first), DG103 when it
+-- is closed.
 -- (Its row gained not_before and retry_of at the end: the return type changed.)
 DROP FUNCTION IF EXISTS dg_cancel_v1(bigint, text);
 CREATE OR REPLACE FUNCTION dg_cancel_v1(p_entry_id bigint, p_tenant text)
@@ -26,7 +29,10 @@ BEGIN
     PERFORM _dg_opt_id(p_tenant, 'tenant');
     SELECT * INTO e FROM queue_entries q WHERE q.entry_id = p_entry_id;
     IF FOUND THEN
+        -- Queue order: the queue_threads row, the thread's row (a write under the run waits
+        -- for the close, then sees it), the entry's.
         PERFORM _dg_lock_queue_thread(e.thread_id);
+        PERFORM 1 FROM threads t WHERE t.thread_id = e.thread_id FOR UPDATE;
         SELECT * INTO e FROM queue_entries q WHERE q.entry_id = p_entry_id FOR UPDATE;
     END IF;
     IF e.entry_id IS NULL OR e.tenant IS DISTINCT FROM p_tenant THEN
@@ -37,6 +43,11 @@ BEGIN
     END IF;
     v_now := store_now();
     PERFORM _dg_close_entry(p_entry_id, 'cancelled', '"requested"', v_now);
+    UPDATE threads t
+       SET claim_token = NULL, claim_holder = NULL, claim_expires_at = NULL, claim_ttl = NULL
+     WHERE t.thread_id = e.thread_id
+       AND t.claim_holder IN (SELECT a.run_id FROM queue_attempts a
+                               WHERE a.entry_id = p_entry_id);
     PERFORM _dg_refresh_queue_thread(e.thread_id);
     RETURN QUERY SELECT * FROM _dg_entry(p_entry_id);
 END;

@@ -429,3 +429,47 @@ def test_step_events_add_no_transaction_of_their_own(tmp_path: Path) -> None:
         checkpoint_txs = {e.committed_at for e in events if e.kind == "store.checkpoint"}
         step_events = [e for e in events if e.kind in ("lg.values", "lg.updates")]
         assert step_events and all(e.committed_at in checkpoint_txs for e in step_events)
+
+
+# --- SPEC §19.3: a retried graph run re-runs the failed step ---------------------------------
+
+
+def test_a_queue_retry_of_a_failed_graph_run_reruns_the_failed_step_once(
+    stores: tuple[Checkpointer, Any],
+) -> None:
+    """The issue's ReAct agent: its tool raised and the run failed; `queue retry` (and the
+    dashboard's Retry) must not submit the human message again (a second human message after a
+    tool call breaks the thread for good: INVALID_CHAT_HISTORY). The retry resumes from the last
+    checkpoint and re-runs the tool step."""
+    store, _ = stores
+    saver = DurableSaver(store)
+    broken = [True]
+
+    def agent(state: MessagesState) -> dict[str, list[BaseMessage]]:
+        return {"messages": [AIMessage("calling the weather tool")]}
+
+    def tool(state: MessagesState) -> dict[str, list[BaseMessage]]:
+        if broken[0]:
+            raise ValueError("weather backend has no station for 'Atlantis'")
+        return {"messages": [AIMessage("sunny")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tool", tool)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", "tool")
+    builder.add_edge("tool", END)
+    graph = builder.compile()
+    hi = {"messages": [{"role": "user", "content": "weather in Atlantis?"}]}
+    ticket = store.run_queue.submit(graph_submission("t", hi, max_attempts=1))
+    Worker(store, graph_handler(graph, saver)).run_once()
+    failed = store.run_queue.entry(ticket.entry_id)
+    assert failed is not None and isinstance(failed.outcome, Failed)
+    broken[0] = False
+    retry = store.run_queue.retry(ticket.entry_id)
+    report = Worker(store, graph_handler(graph, saver)).run_once()
+    assert report is not None and isinstance(report.outcome, Completed)
+    values = _o(report.outcome)["values"]
+    contents = [m["kwargs"]["content"] for m in values["messages"]]
+    assert contents == ["weather in Atlantis?", "calling the weather tool", "sunny"]
+    assert store.run_queue.entry(retry.entry_id) is not None

@@ -316,7 +316,9 @@ def test_interrupt_strategy_ends_the_first_run_keeping_its_input(url: str) -> No
     second = client.runs.create(thread_id, "agent", input=HI, multitask_strategy="interrupt")
     client.runs.join(thread_id, second["run_id"])
     assert client.runs.get(thread_id, first["run_id"])["status"] == "interrupted"
-    assert _humans(client.threads.get_state(thread_id)["values"]) == ["slow 2", "hi"]
+    time.sleep(2.5)  # past the first run's slow node: an interrupted run writes nothing more
+    contents = [m["content"] for m in client.threads.get_state(thread_id)["values"]["messages"]]
+    assert contents == ["slow 2", "hi", REPLY]  # as the reference: no "slept 2", no "done"
 
 
 def test_rollback_strategy_deletes_the_first_run_and_its_input(url: str) -> None:
@@ -339,8 +341,12 @@ def test_cancel_of_a_running_run_leaves_it_interrupted_and_the_thread_usable(url
     _wait_status(client, thread_id, run["run_id"], "running")
     client.runs.cancel(thread_id, run["run_id"])
     assert client.runs.get(thread_id, run["run_id"])["status"] == "interrupted"
+    time.sleep(2.5)  # past its slow node: a cancelled run writes nothing more (SPEC §19.1)
+    state = client.threads.get_state(thread_id)
+    assert [m["content"] for m in state["values"]["messages"]] == ["slow 2"]  # as the reference
+    assert state["next"] == ["slow"]
     values = client.runs.wait(thread_id, "agent", input=HI)
-    assert values["messages"][-1]["content"] == REPLY
+    assert [m["content"] for m in values["messages"]] == ["slow 2", "hi", REPLY]
     with pytest.raises(NotFoundError):  # it has ended: nothing to cancel (as the reference)
         client.runs.cancel(thread_id, run["run_id"])
 

@@ -681,3 +681,61 @@ def test_commit_last_refuses_a_bad_state_at_once(backend: Backend) -> None:
     report = Worker(store, bad, **FAST).run_once()
     assert report is not None and report.note == "completed" and len(seen) == 1
     assert store.get("t1") is None
+
+
+# --- SPEC §19.3: a retry continues its chain -----------------------------------------------
+
+
+def test_a_retry_of_an_admitted_entry_resumes_and_never_applies_the_input_again(
+    backend: Backend,
+) -> None:
+    """A failed entry whose input was applied, retried twice (the first retry failing before any
+    commit of its own): each retry is planned with the whole chain's runs, so it resumes from
+    the newest checkpoint they committed; the input is applied once."""
+    store = backend.store()
+    queue = store.run_queue
+    first = queue.submit(Submission("t1", {"x": 1}, max_attempts=1))
+    plans: list[object] = []
+
+    def failing_after_a_step(ctx: RunContext) -> Any:
+        plans.append(ctx.plan)
+        if isinstance(ctx.plan, Fresh):
+            ctx.commit({"step": 1}, next=["two"], metadata={"applied": ctx.entry.entry_id})
+        raise RuntimeError("a tool failed")
+
+    assert Worker(store, failing_after_a_step, **FAST).run_once() is not None
+    retry = queue.retry(first.entry_id)
+    assert Worker(store, failing_after_a_step, **FAST).run_once() is not None
+    assert isinstance(plans[1], Resume) and plans[1].checkpoint.state == {"step": 1}
+    again = queue.retry(retry.entry_id)
+
+    def finishing(ctx: RunContext) -> Any:
+        plans.append(ctx.plan)
+        ctx.commit({"step": 2})
+        return "ok"
+
+    assert Worker(store, finishing, **FAST).run_once() is not None
+    assert isinstance(plans[2], Resume) and plans[2].checkpoint.state == {"step": 1}
+    entry = queue.entry(again.entry_id)
+    assert entry is not None and entry.outcome == Completed("ok")
+    applied = [cp for cp in store.history("t1") if (cp.metadata or {}).get("applied")]  # type: ignore[union-attr]
+    assert len(applied) == 1
+
+
+def test_a_retry_of_an_entry_never_admitted_applies_the_input(backend: Backend) -> None:
+    store = backend.store()
+    queue = store.run_queue
+    first = queue.submit(Submission("t1", {"x": 1}, max_attempts=1))
+    Worker(
+        store, lambda ctx: (_ for _ in ()).throw(RuntimeError("before any step")), **FAST
+    ).run_once()
+    queue.retry(first.entry_id)
+    plans: list[object] = []
+
+    def recording(ctx: RunContext) -> Any:
+        plans.append(ctx.plan)
+        ctx.commit({"step": 1})
+        return "ok"
+
+    assert Worker(store, recording, **FAST).run_once() is not None
+    assert isinstance(plans[0], Fresh)

@@ -67,6 +67,7 @@ from durable_graph.embedded.common import (
     checkpoint_of,
     current_claim,
     current_lease,
+    refuse_closed_run,
     store_event,
     thread_info_of,
     value_of,
@@ -222,6 +223,7 @@ class EmbeddedCheckpointer(EmbeddedFastPath, ClosedOnExit):
         encoded = check_events("events", events, self._max)
         check_optional_identifier("run_id", run_id)
         with self._storage.write() as tx:
+            refuse_closed_run(tx, claim.thread_id, run_id)
             _claimed_thread(tx, claim)
             return [tx.append_event(claim.thread_id, e, run_id) for e in encoded]
 
@@ -233,6 +235,7 @@ class EmbeddedCheckpointer(EmbeddedFastPath, ClosedOnExit):
         encoded = encode_json("value", value, self._max)
         check_optional_identifier("run_id", run_id)
         with self._storage.write() as tx:
+            refuse_closed_run(tx, claim.thread_id, run_id)
             _claimed_thread(tx, claim)
             # First write wins.
             row = tx.effect(claim.thread_id, key)
@@ -616,9 +619,10 @@ def _put_writes_in(
 
 
 def _commit_checks(tx: Tx, claim: Claim, c: EncodedCommit) -> ThreadRow | None:
-    """`commit`'s checks in D9's order — claim, fence, parent, deleted run, duplicate id —
-    writing nothing; the thread's row (None for a first commit)."""
+    """`commit`'s checks — closed run (SPEC §19.1), then D9's order: claim, fence, parent,
+    deleted run, duplicate id — writing nothing; the thread's row (None for a first commit)."""
     thread_id = claim.thread_id
+    refuse_closed_run(tx, thread_id, c.run_id)
     current_claim(tx, claim)
     if c.fence is not None:
         current_claim(tx, c.fence)

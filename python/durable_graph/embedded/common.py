@@ -63,6 +63,14 @@ def current_claim(tx: Tx, claim: Claim) -> ClaimRow:
     return row
 
 
+def refuse_closed_run(tx: Tx, thread_id: str, run_id: str | None) -> None:
+    """SPEC §19.1: `EntryClosed` for a write under the run id of an attempt of a closed entry
+    of the thread (a delete-marked entry's runs get `RunOfDeletedThread` later, D9); checked
+    first, whatever became of the run's claim (cancel ended it)."""
+    if run_id is not None and tx.run_of_closed_entry(thread_id, run_id):
+        raise EntryClosed(f"run {run_id!r} is an attempt of a closed entry")
+
+
 def current_lease(tx: Tx, lease: Lease) -> EntryRow:
     """The entry of a current lease: `EntryClosed` first, then `LeaseLost` (rule 21)."""
     entry = tx.entry(lease.entry.entry_id)

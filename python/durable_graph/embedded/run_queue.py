@@ -230,6 +230,12 @@ class EmbeddedRunQueue(EmbeddedScheduling, EmbeddedWorkers):
             if entry.closed:
                 raise EntryClosed(f"entry {entry_id} is closed")
             _close_entry(tx, entry, store_outcome(Cancelled("requested")))
+            # SPEC §19.2: the thread is free at once: the claim held under one of the entry's
+            # attempts' run ids ends with the close.
+            claim = tx.claim_of(entry.thread_id)
+            runs = {a.run_id for a in tx.attempts_of(entry_id)}
+            if claim is not None and claim.holder in runs:
+                tx.drop_claim(entry.thread_id)
             return entry_of(tx, _entry(tx, entry_id))
 
     def set_trace_context(

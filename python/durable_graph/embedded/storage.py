@@ -258,6 +258,11 @@ class Tx(Protocol):
         """``run_id`` is an attempt of a delete-marked kept entry of the thread."""
         ...
 
+    def run_of_closed_entry(self, thread_id: str, run_id: str) -> bool:
+        """``run_id`` is an attempt of a closed kept entry of the thread that is not
+        delete-marked (SPEC §19.1: its writes are refused)."""
+        ...
+
     def open_attempt_runs(self, thread_id: str) -> set[str]:
         """Run ids of attempts of the thread's open entries."""
         ...

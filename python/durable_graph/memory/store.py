@@ -481,6 +481,9 @@ class MemoryTx(SchedulingTx, WorkersTx):
     def run_of_deleted_thread(self, thread_id: str, run_id: str) -> bool:
         return any(e.thread_deleted for e in self._runs(thread_id, run_id))
 
+    def run_of_closed_entry(self, thread_id: str, run_id: str) -> bool:
+        return any(e.closed and not e.thread_deleted for e in self._runs(thread_id, run_id))
+
     def open_attempt_runs(self, thread_id: str) -> set[str]:
         queue = self._s.queues.get(thread_id)
         attempted = () if queue is None else queue.ranks[0]  # open entries with an attempt

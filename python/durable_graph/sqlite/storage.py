@@ -518,6 +518,15 @@ class SqliteTx(SchedulingTx, WorkersTx):
         )
         return row is not None
 
+    def run_of_closed_entry(self, thread_id: str, run_id: str) -> bool:
+        row = self._one(
+            "SELECT 1 FROM queue_attempts a JOIN queue_entries e ON e.entry_id = a.entry_id"
+            " WHERE a.thread_id = ? AND a.run_id = ? AND e.outcome_kind IS NOT NULL"
+            " AND NOT e.thread_deleted LIMIT 1",
+            (thread_id, run_id),
+        )
+        return row is not None
+
     def open_attempt_runs(self, thread_id: str) -> set[str]:
         rows = self._all(
             "SELECT a.run_id FROM queue_attempts a JOIN queue_entries e"

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -251,6 +252,8 @@ class AsyncAttempt:
             await self._release_claim(begun.claim)
             await self.finish(None)
             return self._report("lost", None, run, number)
+        if begun.entry is not None and begun.entry.retry_of is not None:
+            begun = await self._plan_retry(begun)
         assert begun.claim is not None and begun.plan is not None  # claimed and planned
         if isinstance(start, Exhausted):  # D42: Completed if the run finished anyway
             outcome = exhausted_outcome(begun.plan, await self._recorded_output())
@@ -289,6 +292,28 @@ class AsyncAttempt:
         plan = plan_attempt(current, latest)
         return AttemptBegun(self.lease, begun.attempt, claim, current, latest, plan, head)
 
+    async def _plan_retry(self, begun: AttemptBegun) -> AttemptBegun:
+        """SPEC §19.3: a retry continues its chain. It is planned with the runs of every entry it
+        retries (read under the claim, as the entry was): it resumes from the newest checkpoint
+        they committed, or is finished, and applies the input only when no entry of the chain
+        was admitted — an input is applied at most once however many retries run. An entry of
+        the chain reclaimed since (its retention passed) ends the walk: its runs are not known."""
+        entry = begun.entry
+        assert entry is not None
+        runs = [a.run_id for a in entry.attempts]
+        admitted = entry.admitted
+        earlier = entry.retry_of
+        while earlier is not None:  # ids decrease along the chain: it ends
+            before = await self._call(self.store.run_queue.entry, earlier, entry.tenant)
+            if before is None:
+                break
+            runs += [a.run_id for a in before.attempts]
+            admitted = admitted or before.admitted
+            earlier = before.retry_of
+        latest = await self._call(self.store.latest_of_runs, entry.thread_id, runs)
+        plan = plan_attempt(dataclasses.replace(entry, admitted=admitted), latest)
+        return dataclasses.replace(begun, latest=latest, plan=plan)
+
     async def _run(
         self, begun: AttemptBegun, run_id: str, number: int, claim: Claim, plan: AttemptPlan
     ) -> AttemptReport:
@@ -309,6 +334,11 @@ class AsyncAttempt:
         call = HandlerCall(entry, plan, run_id, number, begun.head, claim)
         result = await self.call_handler(call)
         self._raised = result.error
+        if isinstance(result.error, EntryClosed):
+            # A store call of the handler met the entry's close (a cancel, SPEC §19.2): the
+            # attempt is over, not failed, and nothing of it was written after the close.
+            self.lose(result.error)
+            self._raised = None
         if self.lost is not None:
             await self.finish(None)
             why = await self._why_lost()

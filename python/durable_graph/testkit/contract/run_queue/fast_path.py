@@ -414,7 +414,8 @@ class FastPathTests:
         with pytest.raises(EntryClosed):
             _UNDER_ATTEMPT[call](store, begun)
         assert _entry(queue, entry_id).outcome == Cancelled("requested")
-        store.renew_claim(_claimed(begun))
+        with pytest.raises(ClaimLost):  # SPEC §19.2: the cancel ended the attempt's claim
+            store.renew_claim(_claimed(begun))
 
     def test_finish_attempt_leaves_a_claim_that_is_no_longer_current(
         self, store: Checkpointer, queue: RunQueue, clock: ClockControl
@@ -549,7 +550,8 @@ class FastPathTests:
             )
         assert store.get("thread-1") is None
         assert _entry(queue, entry_id).outcome == Cancelled("requested")
-        store.renew_claim(_claimed(begun))
+        with pytest.raises(ClaimLost):  # SPEC §19.2: the cancel ended the attempt's claim
+            store.renew_claim(_claimed(begun))
 
     def test_finish_attempt_with_commit_on_a_bad_parent_writes_nothing(
         self, store: Checkpointer, queue: RunQueue

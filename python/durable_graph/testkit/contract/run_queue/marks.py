@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from durable_graph.core.checkpointer import Checkpointer
-from durable_graph.core.errors import RunOfDeletedThread
+from durable_graph.core.errors import EntryClosed, RunOfDeletedThread
 from durable_graph.core.model import Failed, Started
 from durable_graph.core.run_queue import RunQueue
 from durable_graph.testkit.contract.run_queue.support import (
@@ -159,13 +159,15 @@ class MarksTests:
         _commit(store, thread_id, run_id, "cp-1", next_nodes=("step",))
         assert _entry(queue, entry_id).admitted is admitted
 
-    def test_commit_does_not_admit_closed_entries(
+    def test_commit_under_a_closed_entrys_run_is_refused_and_admits_nothing(
         self, queue: RunQueue, store: Checkpointer
     ) -> None:
         entry_id, lease = _attempted(queue, "run-1", "thread-1")
         queue.close(lease, Failed("gave up"))
-        _commit(store, "thread-1", "run-1", "cp-1")
+        with pytest.raises(EntryClosed):  # SPEC §19.1
+            _commit(store, "thread-1", "run-1", "cp-1")
         assert _entry(queue, entry_id).admitted is False
+        assert store.get("thread-1") is None
 
     def test_retract_turn_does_not_unmark_admission(
         self, queue: RunQueue, store: Checkpointer
