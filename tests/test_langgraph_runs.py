@@ -246,7 +246,8 @@ def test_every_stream_mode_lands_in_the_event_log(stores: tuple[Checkpointer, An
     ]
     # Each token an event of its own (one transaction per interval holds many): its own text;
     # the message's metadata on its first token only.
-    tokens: list[Any] = [e.payload["data"] for e in events if e.kind == "lg.messages"]
+    payloads: list[Any] = [e.payload for e in events if e.kind == "lg.messages"]
+    tokens = [p["data"] for p in payloads]
     assert len(tokens) > 1
     assert "".join(chunk["kwargs"]["content"] for chunk, _ in tokens) == REPLY
     assert tokens[0][1]["langgraph_node"] == "chat"
