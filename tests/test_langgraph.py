@@ -22,7 +22,7 @@ from langgraph.types import interrupt
 from durable_graph.aio import AsyncInMemoryCheckpointer, AsyncPostgresCheckpointer, AsyncWorker
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.checkpointer import Checkpointer
-from durable_graph.core.errors import ClaimLost, ThreadBusy, ValidationError
+from durable_graph.core.errors import ClaimLost, EntryClosed, ThreadBusy, ValidationError
 from durable_graph.core.model import ClaimPolicy, Completed, Submission
 from durable_graph.langgraph import (
     AsyncDurableSaver,
@@ -140,9 +140,9 @@ def test_stale_worker_after_lease_expiry_is_refused_and_the_input_applied_once(
     history_before = store.history("t1")
     # A wakes up: continuing finds nothing left to run; any write it tries is refused.
     stale.invoke(None, _config("t1"))
-    with pytest.raises(ClaimLost):
+    with pytest.raises(EntryClosed):  # SPEC §19.1: its run's entry has closed
         stale.invoke({"log": ["input"]}, _config("t1"))
-    with pytest.raises(ClaimLost):
+    with pytest.raises(EntryClosed):
         stale.update_state(_config("t1"), {"log": ["late"]})
     assert graph.get_state(_config("t1")).values == live_state.values
     assert store.history("t1") == history_before
@@ -397,7 +397,7 @@ def test_demo_fences_the_stalled_worker_and_answers_the_interrupt() -> None:
     with InMemoryCheckpointer() as store:
         assert demo.run(store, out)
     text = out.getvalue()
-    assert "ClaimLost" in text and "all checks held" in text
+    assert "EntryClosed" in text and "all checks held" in text
 
 
 def test_bound_saver_lands_each_steps_writes_with_the_next_checkpoint(

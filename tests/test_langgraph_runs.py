@@ -28,7 +28,7 @@ from durable_graph.aio import AsyncInMemoryCheckpointer, AsyncPostgresCheckpoint
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import ValidationError
-from durable_graph.core.model import Completed, Failed, Submission
+from durable_graph.core.model import BackoffPolicy, Completed, Failed, Submission
 from durable_graph.langgraph import (
     AsyncDurableSaver,
     DurableSaver,
@@ -474,3 +474,64 @@ def test_a_queue_retry_of_a_failed_graph_run_reruns_the_failed_step_once(
     contents = [m["kwargs"]["content"] for m in values["messages"]]
     assert contents == ["weather in Atlantis?", "calling the weather tool", "sunny"]
     assert store.run_queue.entry(retry.entry_id) is not None
+
+
+# --- SPEC §19.4: a graph's errors are retried, resuming; those no retry changes are final ------
+
+
+def test_a_graph_error_is_retried_with_backoff_and_resumes_the_failed_step(
+    stores: tuple[Checkpointer, Any],
+) -> None:
+    store, _ = stores
+    saver = DurableSaver(store)
+    calls: list[int] = []
+
+    def agent(state: MessagesState) -> dict[str, list[BaseMessage]]:
+        return {"messages": [AIMessage("calling the tool")]}
+
+    def tool(state: MessagesState) -> dict[str, list[BaseMessage]]:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ConnectionError("the tool's backend did not answer")
+        return {"messages": [AIMessage("the tool's answer")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tool", tool)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", "tool")
+    builder.add_edge("tool", END)
+    graph = builder.compile()
+    hi = {"messages": [{"role": "user", "content": "hi"}]}
+    ticket = store.run_queue.submit(graph_submission("t", hi, max_attempts=3))
+    worker = Worker(
+        store, graph_handler(graph, saver), backoff=BackoffPolicy(base=timedelta(milliseconds=1))
+    )
+    first = worker.run_once()
+    assert first is not None and first.note == "retry"
+    time.sleep(0.05)  # past the backoff
+    second = worker.run_once()
+    assert second is not None and isinstance(second.outcome, Completed)
+    contents = [m["kwargs"]["content"] for m in _o(second.outcome)["values"]["messages"]]
+    assert contents == ["hi", "calling the tool", "the tool's answer"]  # one human message
+    entry = store.run_queue.entry(ticket.entry_id)
+    assert entry is not None and len(entry.attempts) == 2
+
+
+def test_a_recursion_limit_fails_the_run_at_once(stores: tuple[Checkpointer, Any]) -> None:
+    """An error another attempt would only repeat is final on the first attempt, and says so."""
+    store, _ = stores
+    saver = DurableSaver(store)
+    builder = StateGraph(MessagesState)
+    builder.add_node("again", lambda s: {"messages": [AIMessage("again")]})
+    builder.add_edge(START, "again")
+    builder.add_conditional_edges("again", lambda s: "again")
+    graph = builder.compile()
+    hi = {"messages": [{"role": "user", "content": "hi"}]}
+    sub = graph_submission("t", hi, config={"recursion_limit": 3}, max_attempts=3)
+    ticket = store.run_queue.submit(sub)
+    report = Worker(store, graph_handler(graph, saver)).run_once()
+    assert report is not None and isinstance(report.outcome, Failed)
+    entry = store.run_queue.entry(ticket.entry_id)
+    assert entry is not None and len(entry.attempts) == 1
+    assert "GraphRecursionError" in report.outcome.error

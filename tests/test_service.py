@@ -283,6 +283,22 @@ def test_create_batch_queues_stateless_runs_or_none(url: str) -> None:
     assert len(client.threads.search(limit=1000)) == before
 
 
+def test_a_failed_run_shows_its_error_as_the_reference_does(url: str) -> None:
+    """SPEC §19.4: the client sees the exception's type and message, no traceback or path; the
+    thread's status is ``error`` (not ``interrupted``) and a search by status finds it."""
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    parts = list(client.runs.stream(thread_id, "agent", input=_say("weather Atlantis")))
+    errors = [p.data for p in parts if p.event == "error"]
+    assert errors == [
+        {"error": "ValueError", "message": "weather backend has no station for 'Atlantis'"}
+    ]
+    assert client.threads.get(thread_id)["status"] == "error"
+    found = client.threads.search(status="error", limit=1000)
+    assert thread_id in [t["thread_id"] for t in found]
+    assert thread_id not in [t["thread_id"] for t in client.threads.search(status="interrupted")]
+
+
 # --- double texting and cancel ----------------------------------------------------------------
 
 
@@ -339,6 +355,7 @@ def test_cancel_of_a_running_run_leaves_it_interrupted_and_the_thread_usable(url
     thread_id = client.threads.create()["thread_id"]
     run = client.runs.create(thread_id, "agent", input=_say("slow 2"))
     _wait_status(client, thread_id, run["run_id"], "running")
+    time.sleep(0.5)  # its input checkpoint is in
     client.runs.cancel(thread_id, run["run_id"])
     assert client.runs.get(thread_id, run["run_id"])["status"] == "interrupted"
     time.sleep(2.5)  # past its slow node: a cancelled run writes nothing more (SPEC §19.1)

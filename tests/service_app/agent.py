@@ -24,10 +24,12 @@ def _last(state: MessagesState) -> str:
     return content if isinstance(content, str) else ""
 
 
-def route(state: MessagesState) -> Literal["ask", "slow", "chat", "lookup"]:
+def route(state: MessagesState) -> Literal["ask", "slow", "chat", "lookup", "weather"]:
     text = _last(state)
     if text.startswith("lookup"):
         return "lookup"
+    if text.startswith("weather"):
+        return "weather"
     if text.startswith("ask"):
         return "ask"
     if text.startswith("slow"):
@@ -56,6 +58,12 @@ async def lookup(state: MessagesState) -> dict[str, list[AIMessage]]:
     return {"messages": [AIMessage(f"looked up {_last(state).removeprefix('lookup').strip()}")]}
 
 
+def weather(state: MessagesState) -> dict[str, list[AIMessage]]:
+    """A tool that fails: ``weather <place>`` raises, as a backend without the place would."""
+    place = _last(state).removeprefix("weather").strip()
+    raise ValueError(f"weather backend has no station for {place!r}")
+
+
 def after_slow(state: MessagesState) -> dict[str, list[AIMessage]]:
     return {"messages": [AIMessage("done")]}
 
@@ -66,10 +74,12 @@ builder.add_node("ask", ask)
 builder.add_node("slow", slow)
 builder.add_node("after_slow", after_slow)
 builder.add_node("lookup", lookup)
+builder.add_node("weather", weather)
 builder.add_conditional_edges(START, route)
 builder.add_edge("chat", END)
 builder.add_edge("ask", END)
 builder.add_edge("lookup", END)
+builder.add_edge("weather", END)
 builder.add_edge("slow", "after_slow")
 builder.add_edge("after_slow", END)
 graph = builder.compile()

@@ -6,7 +6,8 @@ also ``python -m durable_graph.langgraph.demo [--sqlite PATH]``).
    ``plan`` past its lease and claim (a GC pause, a lost network).
 2. A second worker takes the entry over: it resumes the graph from the stalled worker's
    checkpoint — the input is not applied again — and finishes it.
-3. The stalled worker wakes up and tries to write: `ClaimLost`, nothing changes.
+3. The stalled worker wakes up and tries to write: `EntryClosed` (its run's entry has closed,
+   SPEC §19.1), nothing changes.
 4. A second thread asks a question with ``interrupt()``; the answer arrives as a new submission
    and the graph finishes.
 
@@ -30,7 +31,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
 from durable_graph.core.checkpointer import Checkpointer
-from durable_graph.core.errors import ClaimLost
+from durable_graph.core.errors import EntryClosed
 from durable_graph.core.model import ClaimPolicy, Completed, Submission
 from durable_graph.langgraph.handler import graph_handler
 from durable_graph.langgraph.saver import DurableSaver
@@ -111,8 +112,10 @@ def run(store: Checkpointer, out: TextIO | None = None) -> bool:
         stalled.update_state({"configurable": {"thread_id": trip1}}, {"log": ["late"]})
         say("worker-a: its late write landed — FAILED")
         ok = False
-    except ClaimLost:
-        say("worker-a: woke up, tried to write: ClaimLost (refused, nothing changed)")
+    except EntryClosed:
+        say(
+            "worker-a: woke up, tried to write: EntryClosed (its run's entry has closed; refused, nothing changed)"
+        )
 
     # 4. An interrupt answered through the queue.
     worker = Worker(

@@ -17,9 +17,11 @@ The saver commits LangGraph's checkpoints with ``next=("langgraph",)``: whether 
 finished is LangGraph's to say (its state's ``next``), so `plan_attempt` never reports them
 `Finished` and the handler asks LangGraph.
 
-An error raised by the graph fails the entry at once (`FinalFailure`: another attempt would
-repeat it; LangGraph's per-node ``RetryPolicy`` is where retries of a flaky call belong); a
-crash, a lost lease or claim are retried as for every handler.
+An error raised by the graph is retried as every handler's is, with the entry's backoff up to
+its ``max_attempts`` (SPEC §19.4): the next attempt resumes from the last checkpoint and re-runs
+the failed step, never applying the input again. Errors no retry can change (`FINAL_ERRORS`:
+a recursion limit, an invalid update, an empty input, a refused argument) fail the entry at once
+(`FinalFailure`). A crash, a lost lease or claim are retried as for every handler.
 
 The requested stream modes go into the thread's event log (`streaming`). The entry's output is
 ``{"values": ..., "interrupts": [{"id", "value"}], "next": [...]}`` as
@@ -39,11 +41,12 @@ from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.errors import EmptyInputError, GraphRecursionError, InvalidUpdateError
 from langgraph.pregel import Pregel
 from langgraph.pregel.protocol import StreamProtocol
 from langgraph.types import StateSnapshot
 
-from durable_graph.core.errors import NotFound, StoreError
+from durable_graph.core.errors import NotFound, ValidationError
 from durable_graph.core.model import JSON, EventIn, Fresh
 from durable_graph.langgraph.async_saver import AsyncDurableSaver
 from durable_graph.langgraph.run_request import RESUME_KEY, RunRequest
@@ -182,22 +185,23 @@ class _Attempt:
             self.outbox.put_back(batch)
 
 
+FINAL_ERRORS: tuple[type[Exception], ...] = (
+    GraphRecursionError,
+    InvalidUpdateError,
+    EmptyInputError,
+    ValidationError,
+)
+"""A graph's errors another attempt would only repeat (SPEC §19.4): the run fails at once."""
+
+
 @contextmanager
 def _graph_errors() -> Iterator[None]:
-    """Around the graph's run: its own error ends the run (`_final`), the store's pass as they
-    are."""
+    """Around the graph's run: an error in `FINAL_ERRORS` ends the run (`FinalFailure`, naming
+    the error); any other, the store's included, passes as it is, for the worker's retries."""
     try:
         yield
-    except StoreError:
-        raise
-    except Exception as exc:
-        raise _final(exc) from exc
-
-
-def _final(exc: Exception) -> FinalFailure:
-    """The graph's own error ends the run (no retry, as LangGraph's server); the store's errors
-    (a lost claim or lease) are re-raised as they are, for the worker."""
-    return FinalFailure(f"{type(exc).__name__}: {exc}")
+    except FINAL_ERRORS as exc:
+        raise FinalFailure(f"{type(exc).__name__}: {exc}") from exc
 
 
 def graph_handler(
@@ -307,8 +311,6 @@ GRAPH_EFFECT = "langgraph.graph"
 
 
 def _graph_name(value: JSON, names: Mapping[str, Any]) -> str:
-    from durable_graph.core.errors import ValidationError
-
     name = RunRequest.of(value).graph
     if name is None and len(names) == 1:
         return next(iter(names))

@@ -33,6 +33,7 @@ from durable_graph.langgraph.values import from_json, message_dict, to_json
 from durable_graph.service.records import (
     assistant_id_of,
     check_thread_id,
+    client_error,
     entry_id_of,
     run_id_of,
     run_json,
@@ -247,14 +248,14 @@ class Runs:
                 yield _frame(name, data, event.seq)
         ended = await self.store.run_queue.entry(entry.entry_id)
         if ended is not None and isinstance(ended.outcome, Failed):
-            yield _frame("error", {"error": "Error", "message": ended.outcome.error}, None)
+            yield _frame("error", client_error(ended.outcome.error), None)
         # No closing event: the reference ends the response (the SDK reads that as the end).
 
 
 async def final_values(entry: QueueEntry, threads: Threads) -> Any:
     outcome = entry.outcome
     if isinstance(outcome, Failed):
-        return {"__error__": {"error": "Error", "message": outcome.error}}
+        return {"__error__": client_error(outcome.error)}
     if isinstance(outcome, Completed) and isinstance(outcome.output, dict):
         values = message_dict(outcome.output.get("values"))
         interrupts = outcome.output.get("interrupts") or []

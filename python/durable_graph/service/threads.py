@@ -135,11 +135,13 @@ class Threads:
     async def status(self, thread_id: str, snapshot: dict[str, Any] | None) -> str:
         if await self.store.run_queue.open_entries(thread_id=thread_id, limit=1):
             return "busy"
-        if snapshot is not None and (snapshot["next"] or snapshot["interrupts"]):
-            return "interrupted"
+        # A failed last run first (SPEC §19.4): the failed step is left pending in the state,
+        # and such a thread is not waiting for input.
         last = await self.store.run_queue.entries(thread_id=thread_id, limit=1)
         if last and isinstance(last[0].outcome, Failed):
             return "error"
+        if snapshot is not None and (snapshot["next"] or snapshot["interrupts"]):
+            return "interrupted"
         return "idle"
 
     async def search(
