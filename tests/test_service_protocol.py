@@ -15,6 +15,9 @@ from typing import Any
 import httpx
 import pytest
 from langgraph_sdk import get_client, get_sync_client
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect
+from websockets.typing import Origin
 
 from service_support import Backend, serving
 
@@ -127,6 +130,9 @@ def test_the_stream_is_the_threads_log_numbered_alike_on_every_connection(url: s
     ]
     assert "".join(deltas) == REPLY and len(deltas) > 1
     assert {e["method"] for e in first} >= {"values", "updates", "messages", "lifecycle"}
+    # In the order the graph emitted them: the input's values, the node's tokens, its update.
+    methods = [e["method"] for e in first]
+    assert methods.index("values") < methods.index("messages") < methods.index("updates")
     # A second connection numbers alike; ``since`` and the channels filter what it sends.
     again = _events(url, thread_id, {**every, "since": 2}, "completed")
     assert [_same(e) for e in again] == [_same(e) for e in first if e["seq"] > 2]
@@ -205,3 +211,53 @@ def test_what_is_not_served_is_refused_clearly(url: str) -> None:
     for body in bodies:
         refused = httpx.post(f"{url}/threads/{thread_id}/stream/events", json=body)
         assert refused.status_code == 422, body
+
+
+# --- the WebSocket transport -------------------------------------------------------------------
+
+
+def test_the_websocket_transport_streams_interrupts_and_resumes(url: str) -> None:
+    async def scenario() -> None:
+        client: Any = get_client(url=url)
+        async with client.threads.stream(assistant_id="agent", transport="websocket") as thread:
+            await thread.run.start(input=_say("ask"))
+            snapshots = [s async for s in thread.values]
+            assert snapshots and thread.interrupted
+            await thread.run.respond("Grace")
+            final = await thread.output
+            assert final["messages"][-1]["content"] == "hello Grace"
+
+    asyncio.run(scenario())
+
+
+def test_a_websocket_subscribes_and_is_refused_what_it_may_not_do(url: str) -> None:
+    ws_url = url.replace("http://", "ws://")
+    with connect(f"{ws_url}/threads/{uuid.uuid4()}/stream/events") as socket:
+        with pytest.raises(ConnectionClosed) as closed:
+            socket.recv(timeout=10)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 4404
+    with pytest.raises(InvalidStatus) as refused:
+        connect(f"{ws_url}/threads/x/stream/events", origin=Origin("http://evil.example"))
+    assert refused.value.response.status_code == 403
+    thread_id = str(uuid.uuid4())
+    _command(url, thread_id, "run.start", {"assistant_id": "agent", "input": _say("hi")})
+    with connect(f"{ws_url}/threads/{thread_id}/stream/events") as socket:
+        socket.send(json.dumps({"id": 7, "method": "subscription.subscribe", "params": {}}))
+        assert json.loads(socket.recv(timeout=10))["error"] == "invalid_argument"
+        subscribe = {
+            "id": 8,
+            "method": "subscription.subscribe",
+            "params": {"channels": ["lifecycle"]},
+        }
+        socket.send(json.dumps(subscribe))
+        assert json.loads(socket.recv(timeout=10)) == {
+            "type": "success",
+            "id": 8,
+            "result": {"subscription_id": "1"},
+        }
+        seen: list[str] = []
+        while not seen or seen[-1] != "completed":
+            event = json.loads(socket.recv(timeout=30))
+            assert event["method"] == "lifecycle"
+            seen.append(event["params"]["data"]["event"])
+        assert seen == ["running", "completed"]

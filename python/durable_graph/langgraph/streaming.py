@@ -17,7 +17,10 @@ each event once even when a worker dies mid-run:
   one transaction per `STREAM_INTERVAL`, and the rest when the graph returns. Each token is an
   event of its own (so a client gets one ``messages/partial`` a token, as from LangGraph's
   server), carrying only its own text; its message's metadata rides on the message's first
-  token only (a reader keeps it per message id). A worker that dies mid-step may
+  token only (a reader keeps it per message id). The log keeps the order in which the graph
+  emitted its chunks: a live event that came after a step event still waiting for its
+  checkpoint (LangGraph saves checkpoints in the background) waits for that commit, and those
+  that came before a checkpoint's step events ride with it. A worker that dies mid-step may
   have appended tokens of that step; the next attempt streams the step again under its own run
   id (every event carries it), so a reader can drop a superseded attempt's partial message.
 
@@ -33,6 +36,7 @@ then, so a reader that has seen that number has seen the whole stream.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -105,9 +109,12 @@ class Outbox:
     """A retried attempt from a checkpoint whose values the stream already carried: LangGraph
     opens a resumed run's stream with that state, and that first root ``values`` chunk is not
     written again."""
-    _step: list[EventIn] = field(default_factory=list)
+    _step: list[tuple[int, EventIn]] = field(default_factory=list)
     _marks: dict[str, int] = field(default_factory=dict)
-    _live: list[EventIn | _Token] = field(default_factory=list)
+    _live: list[tuple[int, EventIn | _Token]] = field(default_factory=list)
+    _count: int = 0
+    """Events taken so far, both paths: each keeps its number, the order the graph emitted
+    them in, which the log keeps."""
     _last_flush: float = 0.0
     _announced: set[str] = field(default_factory=set)
     """Message ids whose metadata went out with their first token."""
@@ -155,17 +162,22 @@ class Outbox:
                 if mode == "values":
                     return
             if mode in self.modes:
-                self._step.append(event_of(ns, mode, data))
+                self._step.append((self._next(), event_of(ns, mode, data)))
+
+    def _next(self) -> int:
+        self._count += 1
+        return self._count
 
     def for_checkpoint(self, checkpoint_id: str) -> list[EventIn]:
-        """The step events that ride with this root checkpoint's commit (taken once)."""
+        """The events that ride with this root checkpoint's commit (taken once): its step
+        events, and the live events held back for them, in the order they came."""
         with self._lock:
             upto = self._marks.pop(checkpoint_id, len(self._step))
             taken, self._step = self._step[:upto], self._step[upto:]
             self._marks = {k: max(0, v - upto) for k, v in self._marks.items()}
             if checkpoint_id not in self._marks:
                 self._marks[checkpoint_id] = 0  # its mark, if it comes later, marks nothing
-            return taken
+            return [e for _, e in sorted(taken + self._take_live(), key=lambda n: n[0])]
 
     # --- live modes: from the caller's iteration, coalesced ----------------------------------
 
@@ -179,11 +191,15 @@ class Outbox:
             else item
         )
         ns = tuple(ns)
+        with self._lock:  # the sync handler's checkpoints take live events in another thread
+            self._from_stream(ns, mode, data)
+
+    def _from_stream(self, ns: tuple[str, ...], mode: Any, data: Any) -> None:
         if mode == "messages" and self.v2:
             event, metadata = data if isinstance(data, tuple) and len(data) == 2 else (None, None)
             protocol = isinstance(event, dict) and isinstance(event.get("event"), str)
             if protocol and (not ns or self.subgraphs):
-                self._live.append(event_of(ns, MESSAGES_V2, [event, metadata]))
+                self._live.append((self._next(), event_of(ns, MESSAGES_V2, [event, metadata])))
             return
         if (ns and not self.subgraphs) or mode not in self.modes or mode not in LIVE_MODES:
             return
@@ -194,31 +210,48 @@ class Outbox:
                 metadata = None  # carried by the message's first token
             elif key is not None:
                 self._announced.add(key)
-            self._live.append(_Token(ns, chunk, metadata))
+            self._live.append((self._next(), _Token(ns, chunk, metadata)))
         else:
-            self._live.append(event_of(ns, mode, data))
+            self._live.append((self._next(), event_of(ns, mode, data)))
 
     def live_due(self) -> bool:
-        return bool(self._live) and self.clock() - self._last_flush >= self.interval
+        with self._lock:
+            ready = bool(self._live) and self._live[0][0] < self._held_from()
+        return ready and self.clock() - self._last_flush >= self.interval
 
     def take_live(self) -> list[EventIn]:
-        out = [
-            event_of(e.ns, "messages", [e.chunk, e.metadata]) if isinstance(e, _Token) else e
-            for e in self._live
-        ]
-        self._live = []
+        """The live events that may be appended now: those that came before every step event
+        still waiting for its checkpoint (a later one waits for that commit)."""
+        with self._lock:
+            return [e for _, e in self._take_live()]
+
+    def _held_from(self) -> float:
+        return self._step[0][0] if self._step else math.inf
+
+    def _take_live(self) -> list[tuple[int, EventIn]]:
+        bound = self._held_from()
+        due = [(n, e) for n, e in self._live if n < bound]
+        self._live = [(n, e) for n, e in self._live if n >= bound]
         self._last_flush = self.clock()
-        return out
+        return [
+            (n, event_of(e.ns, "messages", [e.chunk, e.metadata]) if isinstance(e, _Token) else e)
+            for n, e in due
+        ]
 
     def put_back(self, events: list[EventIn]) -> None:
         """Live events that could not be appended yet (a thread's log exists from its first
         commit on): they go out with the next flush, before anything newer."""
-        self._live[:0] = events
+        with self._lock:
+            self._live[:0] = [(0, e) for e in events]
 
     def take_rest(self) -> list[EventIn]:
-        """What is left when the graph returns: live events, then the step events after the
-        last checkpoint (an interrupt's: the tokens and custom chunks of that step came
-        before it)."""
+        """What is left when the graph returns, in the order it came (an interrupt's update
+        after the tokens and custom chunks of its step)."""
         with self._lock:
-            rest, self._step = self._step, []
-        return self.take_live() + rest
+            rest = self._step + self._live
+            self._step, self._live = [], []
+        out = sorted(rest, key=lambda n: n[0])
+        return [
+            event_of(e.ns, "messages", [e.chunk, e.metadata]) if isinstance(e, _Token) else e
+            for _, e in out
+        ]

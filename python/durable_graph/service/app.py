@@ -27,9 +27,10 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, ThreadBusy, ValidationError
@@ -43,6 +44,7 @@ from durable_graph.service.guard import (
     parse_list_body,
 )
 from durable_graph.service.protocol_commands import Commands
+from durable_graph.service.protocol_socket import serve_socket
 from durable_graph.service.protocol_stream import request_filter, sse
 from durable_graph.service.records import assistant_id_of, check_thread_id, run_path
 from durable_graph.service.runs import Conflict_, Runs
@@ -148,14 +150,17 @@ def create_app(
     commands = Commands(threads, runs)
     crons = Crons(store, runs)
 
+    def authorized(connection: HTTPConnection) -> bool:
+        if token is None:
+            return True
+        headers = connection.headers
+        given = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
+        return hmac.compare_digest(given.encode(), token.encode())
+
     def guarded(fn: Callable[..., Awaitable[Response]]) -> Handler:
         async def endpoint(request: Request) -> Response:
-            if token is not None:
-                given = request.headers.get("x-api-key") or request.headers.get(
-                    "authorization", ""
-                ).removeprefix("Bearer ")
-                if not hmac.compare_digest(given.encode(), token.encode()):
-                    return _error(401, "a valid token is required (x-api-key)")
+            if not authorized(request):
+                return _error(401, "a valid token is required (x-api-key)")
             try:
                 if "thread_id" in request.path_params:
                     check_thread_id(request.path_params["thread_id"])
@@ -409,7 +414,10 @@ def create_app(
             headers={"Cache-Control": "no-store"},
         )
 
-    routes = [
+    async def events_socket(websocket: WebSocket) -> None:
+        await serve_socket(websocket, store, commands, authorized)
+
+    routes: list[BaseRoute] = [
         Route("/ok", guarded(ok), methods=["GET"]),
         Route("/info", guarded(info), methods=["GET"]),
         Route("/assistants/search", guarded(search_assistants), methods=["POST"]),
@@ -445,6 +453,7 @@ def create_app(
         Route("/threads/{thread_id}/runs/{run_id}/cancel", guarded(cancel_run), methods=["POST"]),
         Route("/threads/{thread_id}/commands", guarded(command), methods=["POST"]),
         Route("/threads/{thread_id}/stream/events", guarded(stream_events), methods=["POST"]),
+        WebSocketRoute("/threads/{thread_id}/stream/events", events_socket),
         Route("/runs", guarded(create_run), methods=["POST"]),
         Route("/runs/batch", guarded(create_batch), methods=["POST"]),
         Route("/runs/stream", guarded(stream_run), methods=["POST"]),

@@ -7,6 +7,8 @@ browser page of another origin, bodies that are not JSON, bodies over the size l
   otherwise 403, whatever the method: a page elsewhere can neither write nor read. A request
   without ``Origin`` but with ``Sec-Fetch-Site: cross-site`` / ``same-site`` (a browser's
   ``<img>``, ``<script>`` or link) is refused too. Clients that are not browsers send neither.
+  A WebSocket upgrade from another origin is refused before it (403: a page may open a socket
+  anywhere, CORS does not apply to sockets).
 - **Content type.** A body (or a ``POST``/``PUT``/``PATCH`` declaring a type) must be
   ``application/json`` (UTF-8): 415 otherwise, so the types a page may send anywhere without a
   CORS preflight (``text/plain``, forms) never reach a route. A body without a ``Content-Type``
@@ -126,7 +128,8 @@ def _own_origin(scope: Scope, headers: Headers, origin: str) -> bool:
     """Whether ``origin`` is this server as the client reached it: the request's scheme and
     ``Host``, or a loopback name with the port the server listens on."""
     given = _origin_parts(origin)
-    if given is None or given[0] != scope.get("scheme", "http"):
+    scheme = {"ws": "http", "wss": "https"}.get(scope.get("scheme", "http"), scope.get("scheme"))
+    if given is None or given[0] != scheme:
         return False
     host = headers.get("host")
     if host and _origin_parts(f"{given[0]}://{host}") == given:
@@ -211,6 +214,15 @@ class Guard:
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            # A page of another origin may open a WebSocket anywhere (no CORS): refused before
+            # the upgrade (the server answers it 403).
+            origin = Headers(scope=scope).get("origin")
+            if origin is not None and not (
+                _own_origin(scope, Headers(scope=scope), origin) or self.origins.allows(origin)
+            ):
+                await send({"type": "websocket.close", "code": 1008})
+                return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
