@@ -299,6 +299,22 @@ def test_a_failed_run_shows_its_error_as_the_reference_does(url: str) -> None:
     assert thread_id not in [t["thread_id"] for t in client.threads.search(status="interrupted")]
 
 
+def test_run_options_the_service_does_not_honour_are_refused_by_name(
+    url: str, request: pytest.FixtureRequest
+) -> None:
+    """Fail closed (issue 36): an option that would be dropped is a 422 naming it, and nothing is
+    queued; the reference honours them."""
+    if request.node.callspec.params["backend"] == "reference":
+        pytest.skip("ours only")
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    for option in ({"webhook": "https://example.com/hook"}, {"after_seconds": 5}):
+        with pytest.raises(UnprocessableEntityError, match=next(iter(option))):
+            client.runs.create(thread_id, "agent", input=HI, **option)
+    assert client.runs.list(thread_id) == []
+    client.runs.wait(thread_id, "agent", input=HI, durability="sync")  # honoured: every step is
+
+
 # --- double texting and cancel ----------------------------------------------------------------
 
 

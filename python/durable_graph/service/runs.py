@@ -286,9 +286,26 @@ class _Checked:
         return run_request(**self.fields, service=service)
 
 
+UNHONOURED: Final[dict[str, tuple[object, ...]]] = {
+    "webhook": (None,),
+    "after_seconds": (None, 0),
+    "on_completion": (None, "keep"),
+    "on_disconnect": (None, "continue"),
+    "feedback_keys": (None, []),
+    "durability": (None, "sync", "async"),
+}
+"""Run options the service does not honour, each with the values it does (issue 36: fail
+closed): a webhook, a delayed start, deleting a run's thread when it ends, cancelling a run when
+its client leaves, feedback keys, and checkpointing only at exit (every step is durable here,
+which ``sync`` and ``async`` ask no less than)."""
+
+
 def _checked(graph: str, body: Mapping[str, Any], store_modes: Sequence[str] = ()) -> _Checked:
     """Every argument of a run request checked (`ValidationError` naming the first wrong one),
     nothing read or written."""
+    for name, honoured in UNHONOURED.items():
+        if body.get(name) not in honoured:
+            raise ValidationError(f"{name}: {body.get(name)!r} is not supported by this service")
     modes = listed_modes(body.get("stream_mode", ["values"]), SDK_MODES) or ["values"]
     strategy = body.get("multitask_strategy") or "enqueue"
     if strategy not in STRATEGIES:
