@@ -435,6 +435,21 @@ def test_step_events_add_no_transaction_of_their_own(tmp_path: Path) -> None:
 # --- SPEC §19.3: a retried graph run re-runs the failed step ---------------------------------
 
 
+def _agent_then_tool(tool: Any) -> Any:
+    """A ReAct-like graph: ``agent`` asks for a tool call, ``tool`` answers (or raises)."""
+
+    def agent(state: MessagesState) -> dict[str, list[BaseMessage]]:
+        return {"messages": [AIMessage("calling the tool")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tool", tool)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", "tool")
+    builder.add_edge("tool", END)
+    return builder.compile()
+
+
 def test_a_queue_retry_of_a_failed_graph_run_reruns_the_failed_step_once(
     stores: tuple[Checkpointer, Any],
 ) -> None:
@@ -446,21 +461,12 @@ def test_a_queue_retry_of_a_failed_graph_run_reruns_the_failed_step_once(
     saver = DurableSaver(store)
     broken = [True]
 
-    def agent(state: MessagesState) -> dict[str, list[BaseMessage]]:
-        return {"messages": [AIMessage("calling the weather tool")]}
-
     def tool(state: MessagesState) -> dict[str, list[BaseMessage]]:
         if broken[0]:
             raise ValueError("weather backend has no station for 'Atlantis'")
         return {"messages": [AIMessage("sunny")]}
 
-    builder = StateGraph(MessagesState)
-    builder.add_node("agent", agent)
-    builder.add_node("tool", tool)
-    builder.add_edge(START, "agent")
-    builder.add_edge("agent", "tool")
-    builder.add_edge("tool", END)
-    graph = builder.compile()
+    graph = _agent_then_tool(tool)
     hi = {"messages": [{"role": "user", "content": "weather in Atlantis?"}]}
     ticket = store.run_queue.submit(graph_submission("t", hi, max_attempts=1))
     Worker(store, graph_handler(graph, saver)).run_once()
@@ -472,7 +478,7 @@ def test_a_queue_retry_of_a_failed_graph_run_reruns_the_failed_step_once(
     assert report is not None and isinstance(report.outcome, Completed)
     values = _o(report.outcome)["values"]
     contents = [m["kwargs"]["content"] for m in values["messages"]]
-    assert contents == ["weather in Atlantis?", "calling the weather tool", "sunny"]
+    assert contents == ["weather in Atlantis?", "calling the tool", "sunny"]
     assert store.run_queue.entry(retry.entry_id) is not None
 
 
@@ -486,22 +492,13 @@ def test_a_graph_error_is_retried_with_backoff_and_resumes_the_failed_step(
     saver = DurableSaver(store)
     calls: list[int] = []
 
-    def agent(state: MessagesState) -> dict[str, list[BaseMessage]]:
-        return {"messages": [AIMessage("calling the tool")]}
-
     def tool(state: MessagesState) -> dict[str, list[BaseMessage]]:
         calls.append(1)
         if len(calls) == 1:
             raise ConnectionError("the tool's backend did not answer")
         return {"messages": [AIMessage("the tool's answer")]}
 
-    builder = StateGraph(MessagesState)
-    builder.add_node("agent", agent)
-    builder.add_node("tool", tool)
-    builder.add_edge(START, "agent")
-    builder.add_edge("agent", "tool")
-    builder.add_edge("tool", END)
-    graph = builder.compile()
+    graph = _agent_then_tool(tool)
     hi = {"messages": [{"role": "user", "content": "hi"}]}
     ticket = store.run_queue.submit(graph_submission("t", hi, max_attempts=3))
     worker = Worker(

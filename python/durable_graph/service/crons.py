@@ -25,7 +25,7 @@ from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, ValidationError
 from durable_graph.core.scheduling import Schedule, StoredSchedule, check_timezone, next_slot
 from durable_graph.service.records import assistant_id_of, iso
-from durable_graph.service.runs import Runs
+from durable_graph.service.runs import Runs, object_field
 
 PREFIX: Final = "cron:"
 """Names of the schedules that are crons (any other schedule is an operator's own)."""
@@ -73,7 +73,7 @@ class Crons:
             "cron_id": cron_id,
             "assistant_id": assistant_id_of(self.runs.graph_of(body.get("assistant_id"))),
             "thread_id": thread_id,
-            "metadata": _object(body, "metadata"),
+            "metadata": object_field(body, "metadata"),
             "payload": run,
             "created_at": now,
             "updated_at": now,
@@ -106,7 +106,7 @@ class Crons:
         enabled = _enabled(body, not stored.paused)
         record.update(payload=run, updated_at=iso(datetime.now(UTC)))
         if "metadata" in body:
-            record["metadata"] = _object(body, "metadata")
+            record["metadata"] = object_field(body, "metadata")
         stored = await self.store.run_queue.put_schedule(
             Schedule(
                 name=stored.schedule.name,
@@ -155,7 +155,7 @@ class Crons:
         enabled = body.get("enabled")
         if enabled is not None and not isinstance(enabled, bool):
             raise ValidationError("enabled: true or false")
-        metadata = _object(body, "metadata")
+        metadata = object_field(body, "metadata")
         found = []
         for stored in await self.store.run_queue.schedules():
             if not stored.schedule.name.startswith(PREFIX):
@@ -234,15 +234,6 @@ def _cron_id(value: str) -> str:
         return str(uuid.UUID(value))
     except ValueError:
         raise ValidationError("cron_id: must be a UUID") from None
-
-
-def _object(body: Mapping[str, Any], name: str) -> dict[str, Any]:
-    value = body.get(name)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ValidationError(f"{name}: must be an object")
-    return value
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -313,9 +313,9 @@ def _checked(graph: str, body: Mapping[str, Any], store_modes: Sequence[str] = (
     if_not_exists = body.get("if_not_exists") or "reject"
     if if_not_exists not in ("reject", "create"):
         raise ValidationError("if_not_exists: 'reject' or 'create'")
-    metadata = _object(body, "metadata")
-    config = _object(body, "config")
-    context = _object(body, "context")
+    metadata = object_field(body, "metadata")
+    config = object_field(body, "config")
+    context = object_field(body, "context")
     if context:
         configurable = config.get("configurable") or {}
         if not isinstance(configurable, dict):
@@ -324,7 +324,9 @@ def _checked(graph: str, body: Mapping[str, Any], store_modes: Sequence[str] = (
     command = body.get("command")
     if command is not None and not isinstance(command, dict):
         raise ValidationError("command: must be an object (resume, update, goto)")
-    checkpoint_id = body.get("checkpoint_id") or _object(body, "checkpoint").get("checkpoint_id")
+    checkpoint_id = body.get("checkpoint_id") or object_field(body, "checkpoint").get(
+        "checkpoint_id"
+    )
     if checkpoint_id is not None and not isinstance(checkpoint_id, str):
         raise ValidationError("checkpoint_id: must be a string")
     for name in ("interrupt_before", "interrupt_after"):
@@ -356,7 +358,8 @@ def _checked(graph: str, body: Mapping[str, Any], store_modes: Sequence[str] = (
     return _Checked(fields, service, if_not_exists)
 
 
-def _object(body: Mapping[str, Any], name: str) -> dict[str, Any]:
+def object_field(body: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """``body[name]``: an object (``{}`` when absent), else `ValidationError` naming it."""
     value = body.get(name)
     if value is None:
         return {}
