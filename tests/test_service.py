@@ -299,6 +299,23 @@ def test_a_failed_run_shows_its_error_as_the_reference_does(url: str) -> None:
     assert thread_id not in [t["thread_id"] for t in client.threads.search(status="interrupted")]
 
 
+def test_a_run_whose_tool_failed_once_ends_with_one_human_message(
+    url: str, request: pytest.FixtureRequest
+) -> None:
+    """SPEC §19.3-§19.4: here the failed step is retried by the worker (resuming, the input not
+    applied again); on the reference the run fails and the client resumes it with
+    ``input=None``. The thread ends the same: one human message, the tool's answer."""
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    key = f"flaky {uuid.uuid4().hex[:6]}"
+    values = client.runs.wait(thread_id, "agent", input=_say(key), raise_error=False)
+    if request.node.callspec.params["backend"] == "reference":
+        assert "__error__" in values  # LangGraph's server does not retry a graph's error
+        values = client.runs.wait(thread_id, "agent", input=None)
+    assert [m["content"] for m in values["messages"]] == [key, "recovered"]
+    assert client.threads.get(thread_id)["status"] == "idle"
+
+
 def test_run_options_the_service_does_not_honour_are_refused_by_name(
     url: str, request: pytest.FixtureRequest
 ) -> None:

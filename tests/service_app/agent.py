@@ -24,8 +24,10 @@ def _last(state: MessagesState) -> str:
     return content if isinstance(content, str) else ""
 
 
-def route(state: MessagesState) -> Literal["ask", "slow", "chat", "lookup", "weather"]:
+def route(state: MessagesState) -> Literal["ask", "slow", "chat", "lookup", "weather", "flaky"]:
     text = _last(state)
+    if text.startswith("flaky"):
+        return "flaky"
     if text.startswith("lookup"):
         return "lookup"
     if text.startswith("weather"):
@@ -64,6 +66,18 @@ def weather(state: MessagesState) -> dict[str, list[AIMessage]]:
     raise ValueError(f"weather backend has no station for {place!r}")
 
 
+FAILED_ONCE: set[str] = set()
+
+
+def flaky(state: MessagesState) -> dict[str, list[AIMessage]]:
+    """A tool that fails the first time it is asked ``flaky <key>`` in this process."""
+    key = _last(state)
+    if key not in FAILED_ONCE:
+        FAILED_ONCE.add(key)
+        raise ConnectionError("the tool's backend did not answer")
+    return {"messages": [AIMessage("recovered")]}
+
+
 def after_slow(state: MessagesState) -> dict[str, list[AIMessage]]:
     return {"messages": [AIMessage("done")]}
 
@@ -75,11 +89,13 @@ builder.add_node("slow", slow)
 builder.add_node("after_slow", after_slow)
 builder.add_node("lookup", lookup)
 builder.add_node("weather", weather)
+builder.add_node("flaky", flaky)
 builder.add_conditional_edges(START, route)
 builder.add_edge("chat", END)
 builder.add_edge("ask", END)
 builder.add_edge("lookup", END)
 builder.add_edge("weather", END)
+builder.add_edge("flaky", END)
 builder.add_edge("slow", "after_slow")
 builder.add_edge("after_slow", END)
 graph = builder.compile()
