@@ -105,6 +105,39 @@ def test_assistants_are_the_graphs_of_langgraph_json(url: str) -> None:
         client.assistants.get(str(uuid.uuid4()))
 
 
+def test_assistants_are_created_versioned_searched_and_deleted(url: str) -> None:
+    """Stored assistants (SPEC §20.3): create, get, update (a new version, metadata merged),
+    versions, set_latest, search by metadata, count, delete; a run of one reports its id."""
+    client: Any = get_sync_client(url=url)
+    label = uuid.uuid4().hex
+    made = client.assistants.create(
+        "agent", config={"tags": ["a"]}, metadata={"label": label}, name="helper"
+    )
+    aid = made["assistant_id"]
+    try:
+        assert made["graph_id"] == "agent" and made["version"] == 1 and made["name"] == "helper"
+        assert client.assistants.get(aid)["metadata"] == {"label": label}
+        updated = client.assistants.update(aid, metadata={"more": 1})
+        assert updated["version"] == 2 and updated["metadata"] == {"label": label, "more": 1}
+        versions = client.assistants.get_versions(aid)
+        assert [v["version"] for v in versions] == [2, 1]
+        latest = client.assistants.set_latest(aid, 1)
+        assert latest["version"] == 1 and client.assistants.get(aid)["version"] == 1
+        assert [a["assistant_id"] for a in client.assistants.search(metadata={"label": label})] == [
+            aid
+        ]
+        assert client.assistants.count(metadata={"label": label}) == 1
+        thread_id = client.threads.create()["thread_id"]
+        run = client.runs.create(thread_id, aid, input=HI)
+        assert run["assistant_id"] == aid
+        assert client.runs.join(thread_id, run["run_id"])["messages"][-1]["content"] == REPLY
+    finally:
+        client.assistants.delete(aid)
+    with pytest.raises(NotFoundError):
+        client.assistants.get(aid)
+    assert client.assistants.count(metadata={"label": label}) == 0
+
+
 def test_thread_create_get_search_copy_delete(url: str) -> None:
     client: Any = get_sync_client(url=url)
     mark = _mark()

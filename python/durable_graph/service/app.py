@@ -34,6 +34,8 @@ from starlette.websockets import WebSocket
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, ThreadBusy, ValidationError
+from durable_graph.service.assistants import Assistants
+from durable_graph.service.assistants import Conflict as AssistantConflict
 from durable_graph.service.crons import Crons
 from durable_graph.service.guard import (
     DEFAULT_MAX_BODY_BYTES,
@@ -46,7 +48,7 @@ from durable_graph.service.guard import (
 from durable_graph.service.protocol_commands import Commands
 from durable_graph.service.protocol_socket import serve_socket
 from durable_graph.service.protocol_stream import request_filter, sse
-from durable_graph.service.records import assistant_id_of, check_thread_id, run_path
+from durable_graph.service.records import check_thread_id, run_path
 from durable_graph.service.runs import Conflict_, Runs
 from durable_graph.service.schemas import graph_schemas
 from durable_graph.service.threads import Conflict, Threads
@@ -146,7 +148,8 @@ def create_app(
     ``origins`` (besides the server's own) may use it, with the CORS settings ``cors``
     (LangGraph's ``http.cors`` keys but the origins); bodies are at most ``max_body_bytes``."""
     threads = Threads(store, graphs)
-    runs = Runs(store, threads)
+    assistants = Assistants(store, list(graphs))
+    runs = Runs(store, threads, assistants)
     commands = Commands(threads, runs)
     crons = Crons(store, runs)
 
@@ -171,7 +174,7 @@ def create_app(
                 return _error(422, str(exc))
             except NotFound as exc:
                 return _error(404, str(exc))
-            except (ThreadBusy, Conflict, Conflict_) as exc:
+            except (ThreadBusy, Conflict, Conflict_, AssistantConflict) as exc:
                 return _error(409, str(exc) or "the thread is busy")
             except ClientGone:
                 return Response(status_code=499)  # never sent: the client has gone
@@ -180,20 +183,6 @@ def create_app(
 
     # --- assistants ------------------------------------------------------------------------
 
-    def assistant(name: str) -> dict[str, Any]:
-        return {
-            "assistant_id": assistant_id_of(name),
-            "graph_id": name,
-            "name": name,
-            "description": None,
-            "config": {},
-            "context": {},
-            "metadata": {"created_by": "system"},
-            "version": 1,
-            "created_at": "1970-01-01T00:00:00+00:00",
-            "updated_at": "1970-01-01T00:00:00+00:00",
-        }
-
     async def ok(request: Request) -> Response:
         return _Json({"ok": True})
 
@@ -201,27 +190,41 @@ def create_app(
         return _Json({"version": "durable-graph", "flags": {"assistants": True, "crons": True}})
 
     async def get_assistant(request: Request, assistant_id: str) -> Response:
-        return _Json(assistant(runs.graph_of(assistant_id, by_name=False)))
+        return _Json(await assistants.get(assistant_id))
+
+    async def create_assistant(request: Request) -> Response:
+        return _Json(await assistants.create(await _body(request)))
+
+    async def update_assistant(request: Request, assistant_id: str) -> Response:
+        return _Json(await assistants.update(assistant_id, await _body(request)))
+
+    async def delete_assistant(request: Request, assistant_id: str) -> Response:
+        await assistants.delete(assistant_id)
+        return Response(status_code=204)
+
+    async def assistant_versions(request: Request, assistant_id: str) -> Response:
+        return _Json(await assistants.versions(assistant_id, await _body(request)))
+
+    async def set_latest_assistant(request: Request, assistant_id: str) -> Response:
+        body = await _body(request)
+        return _Json(await assistants.set_latest(assistant_id, body.get("version")))
 
     async def search_assistants(request: Request) -> Response:
-        body = await _body(request)
-        graph_id = _str(body, "graph_id")
-        limit, offset = _int(body, "limit", 10, lo=1), _int(body, "offset", 0)
-        found = [assistant(n) for n in threads.graphs if graph_id in (None, n)]
-        return _Json(found[offset : offset + limit])
+        return _Json(await assistants.search(await _body(request)))
 
     async def count_assistants(request: Request) -> Response:
-        body = await _body(request)
-        graph_id = _str(body, "graph_id")
-        return _Json(len([n for n in threads.graphs if graph_id in (None, n)]))
+        return _Json(await assistants.count(await _body(request)))
+
+    async def graph_of_assistant(assistant_id: str) -> Any:
+        return threads.graphs[(await assistants.get(assistant_id))["graph_id"]]
 
     async def assistant_graph(request: Request, assistant_id: str) -> Response:
-        graph = threads.graphs[runs.graph_of(assistant_id)]
+        graph = await graph_of_assistant(assistant_id)
         xray = request.query_params.get("xray", "false").lower() in ("1", "true")
         return _Json(graph.get_graph(xray=xray).to_json())
 
     async def assistant_schemas(request: Request, assistant_id: str) -> Response:
-        name = runs.graph_of(assistant_id)
+        name = (await assistants.get(assistant_id))["graph_id"]
         # Off the loop: pydantic builds a schema in milliseconds to seconds.
         return _Json(await asyncio.to_thread(graph_schemas, name, threads.graphs[name]))
 
@@ -420,9 +423,14 @@ def create_app(
     routes: list[BaseRoute] = [
         Route("/ok", guarded(ok), methods=["GET"]),
         Route("/info", guarded(info), methods=["GET"]),
+        Route("/assistants", guarded(create_assistant), methods=["POST"]),
         Route("/assistants/search", guarded(search_assistants), methods=["POST"]),
         Route("/assistants/count", guarded(count_assistants), methods=["POST"]),
         Route("/assistants/{assistant_id}", guarded(get_assistant), methods=["GET"]),
+        Route("/assistants/{assistant_id}", guarded(update_assistant), methods=["PATCH"]),
+        Route("/assistants/{assistant_id}", guarded(delete_assistant), methods=["DELETE"]),
+        Route("/assistants/{assistant_id}/versions", guarded(assistant_versions), methods=["POST"]),
+        Route("/assistants/{assistant_id}/latest", guarded(set_latest_assistant), methods=["POST"]),
         Route("/assistants/{assistant_id}/graph", guarded(assistant_graph), methods=["GET"]),
         Route("/assistants/{assistant_id}/schemas", guarded(assistant_schemas), methods=["GET"]),
         Route("/threads", guarded(create_thread), methods=["POST"]),

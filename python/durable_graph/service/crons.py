@@ -24,8 +24,8 @@ from typing import Any, Final
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, ValidationError
 from durable_graph.core.scheduling import Schedule, StoredSchedule, check_timezone, next_slot
-from durable_graph.service.records import assistant_id_of, iso
-from durable_graph.service.runs import Runs, object_field
+from durable_graph.service.records import assistant_id_of, count_field, iso, object_field
+from durable_graph.service.runs import Runs
 
 PREFIX: Final = "cron:"
 """Names of the schedules that are crons (any other schedule is an operator's own)."""
@@ -134,7 +134,7 @@ class Crons:
         if order not in ("asc", "desc"):
             raise ValidationError("sort_order: 'asc' or 'desc'")
         found.sort(key=lambda c: str(c.get(sort_by) or ""), reverse=order == "desc")
-        limit, offset = _count(body, "limit", 10, 1), _count(body, "offset", 0, 0)
+        limit, offset = count_field(body, "limit", 10, 1), count_field(body, "offset", 0, 0)
         page = found[offset : offset + limit]
         select = body.get("select")
         if select is not None:
@@ -238,10 +238,3 @@ def _cron_id(value: str) -> str:
 
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
-
-
-def _count(body: Mapping[str, Any], name: str, default: int, low: int) -> int:
-    value = body.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValidationError(f"{name}: an integer >= {low}")
-    return value

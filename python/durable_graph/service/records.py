@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 from urllib.parse import quote
@@ -249,3 +250,21 @@ def empty_state(thread_id: str) -> dict[str, Any]:
         "parent_checkpoint": None,
         "interrupts": [],
     }
+
+
+def object_field(body: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """``body[name]``: an object (``{}`` when absent), else `ValidationError` naming it."""
+    value = body.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValidationError(f"{name}: must be an object")
+    return value
+
+
+def count_field(body: Mapping[str, Any], name: str, default: int, low: int) -> int:
+    """``body[name]``: an integer at least ``low`` (``default`` when absent)."""
+    value = body.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValidationError(f"{name}: an integer >= {low}")
+    return value

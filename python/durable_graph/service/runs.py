@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from langchain_core.messages import BaseMessageChunk, message_chunk_to_message
 
@@ -35,11 +35,15 @@ from durable_graph.service.records import (
     check_thread_id,
     client_error,
     entry_id_of,
+    object_field,
     run_id_of,
     run_json,
     service_part,
 )
 from durable_graph.service.threads import Threads
+
+if TYPE_CHECKING:
+    from durable_graph.service.assistants import Assistants
 from durable_graph.service.waits import EntryWatch, closed, started
 
 STRATEGIES: Final = ("reject", "enqueue", "interrupt", "rollback")
@@ -57,9 +61,12 @@ NS_SEP: Final = "|"
 
 
 class Runs:
-    def __init__(self, store: AsyncCheckpointer, threads: Threads) -> None:
+    def __init__(
+        self, store: AsyncCheckpointer, threads: Threads, assistants: Assistants | None = None
+    ) -> None:
         self.store = store
         self.threads = threads
+        self.assistants = assistants
         self.watch = EntryWatch(store)
 
     # --- assistants --------------------------------------------------------------------------
@@ -93,7 +100,8 @@ class Runs:
         argument is checked before anything is written, queued or cancelled (D147): a refused
         request leaves no thread, cancels no run and queues nothing. ``modes``: the store's
         stream modes instead of those of the SDK's ``stream_mode`` (the protocol's runs)."""
-        checked = self._check(thread_id, body, modes)
+        body, assistant_id = await self._of_assistant(body)
+        checked = self._check(thread_id, body, modes, assistant_id)
         strategy = checked.service["multitask_strategy"]
         if (
             thread_id is not None
@@ -124,14 +132,43 @@ class Runs:
         assert created is not None
         return created
 
+    async def _of_assistant(self, body: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None]:
+        """A run of a stored assistant (D191) as a run of its graph with the assistant's config
+        and context under the run's own, and the assistant's id; any other body as it is."""
+        given = body.get("assistant_id")
+        if self.assistants is None or not isinstance(given, str) or given in self.threads.graphs:
+            return body, None
+        if any(given == assistant_id_of(name) for name in self.threads.graphs):
+            return body, None
+        try:
+            assistant = await self.assistants.get(given)
+        except (NotFound, ValidationError):
+            return body, None  # graph_of says why
+        config = object_field(body, "config")
+        configurable = {
+            **(assistant["config"].get("configurable") or {}),
+            **(config.get("configurable") or {}),
+        }
+        merged = {
+            **body,
+            "assistant_id": assistant["graph_id"],
+            "config": {**assistant["config"], **config, "configurable": configurable},
+            "context": {**assistant["context"], **object_field(body, "context")},
+        }
+        return merged, assistant["assistant_id"]
+
     def _check(
-        self, thread_id: str | None, body: Mapping[str, Any], modes: Sequence[str] = ()
+        self,
+        thread_id: str | None,
+        body: Mapping[str, Any],
+        modes: Sequence[str] = (),
+        assistant_id: str | None = None,
     ) -> _Checked:
         """Every argument of the run request ``body`` on ``thread_id``, as the store will check
         the submission (`ValidationError` naming the first wrong one); nothing read or written."""
         if thread_id is not None:
             check_thread_id(thread_id)
-        checked = _checked(self.graph_of(body.get("assistant_id")), body, modes)
+        checked = _checked(self.graph_of(body.get("assistant_id")), body, modes, assistant_id)
         check_submission(
             Submission(thread_id or "new", checked.request(0, [])), DEFAULT_MAX_VALUE_BYTES
         )
@@ -151,7 +188,8 @@ class Runs:
             if not isinstance(body, dict):
                 raise ValidationError(f"[{i}]: a run must be an object")
             try:
-                self._check(None, body)
+                resolved, assistant_id = await self._of_assistant(body)
+                self._check(None, resolved, (), assistant_id)
             except ValidationError as exc:
                 raise ValidationError(f"[{i}]: {exc}") from None
         return [await self.create(None, body) for body in bodies]
@@ -300,7 +338,12 @@ its client leaves, feedback keys, and checkpointing only at exit (every step is 
 which ``sync`` and ``async`` ask no less than)."""
 
 
-def _checked(graph: str, body: Mapping[str, Any], store_modes: Sequence[str] = ()) -> _Checked:
+def _checked(
+    graph: str,
+    body: Mapping[str, Any],
+    store_modes: Sequence[str] = (),
+    assistant_id: str | None = None,
+) -> _Checked:
     """Every argument of a run request checked (`ValidationError` naming the first wrong one),
     nothing read or written."""
     for name, honoured in UNHONOURED.items():
@@ -349,23 +392,13 @@ def _checked(graph: str, body: Mapping[str, Any], store_modes: Sequence[str] = (
         "graph": graph,
     }
     service: dict[str, Any] = {
-        "assistant_id": assistant_id_of(graph),  # a run made with the graph's name too
+        "assistant_id": assistant_id or assistant_id_of(graph),  # by the graph's name too
         "metadata": metadata,
         "multitask_strategy": strategy,
         "sse_modes": modes,
     }
     run_request(**fields, service=service)  # its own checks (config, command, nodes...)
     return _Checked(fields, service, if_not_exists)
-
-
-def object_field(body: Mapping[str, Any], name: str) -> dict[str, Any]:
-    """``body[name]``: an object (``{}`` when absent), else `ValidationError` naming it."""
-    value = body.get(name)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ValidationError(f"{name}: must be an object")
-    return value
 
 
 def _frame(event: str, data: Any, seq: int | None) -> bytes:

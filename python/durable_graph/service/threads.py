@@ -25,6 +25,7 @@ from durable_graph.core.model import Commit, Failed
 from durable_graph.langgraph import AsyncDurableSaver, codec
 from durable_graph.langgraph.core import LANGGRAPH_NEXT
 from durable_graph.langgraph.values import from_json
+from durable_graph.service.assistants import PREFIX as ASSISTANT_PREFIX
 from durable_graph.service.records import (
     GRAPH_EFFECT,
     THREAD_EFFECT,
@@ -162,7 +163,14 @@ class Threads:
                 page = await self.store.threads(after=after, limit=100)
                 if not page:
                     break
-                candidates.extend(t.thread_id for t in page if codec.NS_SEP not in t.thread_id)
+                candidates.extend(
+                    t.thread_id
+                    for t in page
+                    # A subgraph's namespace, a stored assistant's versions: not threads a
+                    # client made (D191).
+                    if codec.NS_SEP not in t.thread_id
+                    and not t.thread_id.startswith(ASSISTANT_PREFIX)
+                )
                 after = page[-1].thread_id
         for thread_id in candidates:
             thread = await self.get(thread_id)
