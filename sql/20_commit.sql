@@ -160,8 +160,8 @@ BEGIN
     -- the thread's lock: cancel takes it to close, so a commit lands before the close or
     -- never; whatever became of the claim: cancel ended it); a delete-marked one's after the
     -- parent check (D9).
-    SELECT coalesce(bool_or(e.thread_deleted), false),
-           coalesce(bool_or(e.outcome_kind IS NOT NULL AND NOT e.thread_deleted), false)
+    SELECT coalesce(pg_catalog.bool_or(e.thread_deleted), false),
+           coalesce(pg_catalog.bool_or(e.outcome_kind IS NOT NULL AND NOT e.thread_deleted), false)
       INTO v_deleted_run, v_closed_run
       FROM queue_attempts a JOIN queue_entries e USING (entry_id)
      WHERE a.thread_id = p_thread_id AND a.run_id = p_run_id;

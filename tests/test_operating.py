@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from durable_graph import BackoffPolicy, ClaimLost, ClaimPolicy, Commit, Submission
+from durable_graph import BackoffPolicy, ClaimLost, ClaimPolicy, Commit, EntryClosed, Submission
 from durable_graph.aio import AsyncInMemoryCheckpointer
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import ValidationError
@@ -133,7 +133,8 @@ def test_cancel_reaches_a_running_handler_within_one_renewal(
         for i in range(100):  # one step per 0.2 s
             if ctx.cancelled:
                 seen["noticed"] = time.monotonic()
-                # Its claim is given back: even a write that bypasses the context raises.
+                # Its claim is given back and its entry is closed: even a write that bypasses the
+                # context raises, and says why (SPEC §19.1: EntryClosed before ClaimLost).
                 _wait(lambda: store.thread(ctx.thread_id).claim_holder is None, 2.0)  # type: ignore[union-attr]
                 assert ctx.head is not None
                 try:
@@ -141,8 +142,8 @@ def test_cancel_reaches_a_running_handler_within_one_renewal(
                         ctx.claim,
                         Commit(f"late-{i}", ctx.head.checkpoint_id, ctx.run_id, {"late": i}),
                     )
-                except ClaimLost:
-                    seen["claim_lost"] = True
+                except EntryClosed:
+                    seen["entry_closed"] = True
                 return None
             ctx.commit({"step": i}, next=("more",))
             steps.append(time.monotonic())
@@ -158,7 +159,7 @@ def test_cancel_reaches_a_running_handler_within_one_renewal(
     cancelled_at = time.monotonic()
     runner.join(10.0)
     assert not runner.is_alive()
-    assert "noticed" in seen and seen.get("claim_lost") is True
+    assert "noticed" in seen and seen.get("entry_closed") is True
     # Within one renewal interval, plus the step the handler was sleeping in, plus slack.
     assert seen["noticed"] - cancelled_at <= RENEW + 0.2 + 0.4
     assert len([t for t in steps if t > cancelled_at]) <= 3
