@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from durable_graph import BackoffPolicy, ClaimLost, ClaimPolicy, Commit, EntryClosed, Submission
+from durable_graph import BackoffPolicy, ClaimPolicy, Commit, EntryClosed, Submission
 from durable_graph.aio import AsyncInMemoryCheckpointer
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import ValidationError
