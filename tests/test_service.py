@@ -164,6 +164,65 @@ def test_thread_create_get_search_copy_delete(url: str) -> None:
         client.threads.delete(other["thread_id"])
 
 
+def test_thread_update_merges_metadata(url: str) -> None:
+    """``threads.update`` (SPEC §20.3): the metadata merged over the thread's, as the reference;
+    a time-to-live, which this service does not keep, is refused by name (the reference keeps it)."""
+    client: Any = get_sync_client(url=url)
+    mark = _mark()
+    thread = client.threads.create(metadata={"user": "ada", "test": mark})
+    updated = client.threads.update(thread["thread_id"], metadata={"user": "bob", "tier": 1})
+    assert updated["metadata"] == {"user": "bob", "tier": 1, "test": mark}
+    again = client.threads.update(thread["thread_id"], metadata={"tier": 2})
+    assert again["metadata"] == {"user": "bob", "tier": 2, "test": mark}
+    assert client.threads.get(thread["thread_id"])["metadata"] == again["metadata"]
+    found = client.threads.search(metadata={"tier": 2, "test": mark})
+    assert [t["thread_id"] for t in found] == [thread["thread_id"]]
+    with pytest.raises(NotFoundError):
+        client.threads.update(str(uuid.uuid4()), metadata={"x": 1})
+
+
+def test_thread_join_stream_follows_the_threads_runs(url: str) -> None:
+    """``threads.join_stream`` (SPEC §20.3): from the moment it joins, every run of the thread
+    as it goes: a ``metadata`` frame as a run starts, the run's events in the run's own modes,
+    ``run_done`` as it ends; it stays open for the next run."""
+
+    async def joined() -> list[tuple[str, Any]]:
+        client: Any = get_client(url=url)
+        thread_id = (await client.threads.create())["thread_id"]
+        seen: list[tuple[str, Any]] = []
+
+        async def listen() -> None:
+            async for part in await client.threads.join_stream(thread_id):
+                seen.append((part.event, part.data))
+
+        listener = asyncio.create_task(listen())
+        await asyncio.sleep(1.0)  # joined before the runs
+        first = await client.runs.create(thread_id, "agent", input=HI, stream_mode="updates")
+        await client.runs.join(thread_id, first["run_id"])
+        second = await client.runs.create(thread_id, "agent", input=HI, stream_mode="values")
+        await client.runs.join(thread_id, second["run_id"])
+        deadline = time.monotonic() + 10
+        while sum(1 for e, d in seen if e == "metadata" and d.get("status") == "run_done") < 2:
+            assert time.monotonic() < deadline, seen
+            await asyncio.sleep(0.1)
+        listener.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await listener
+        return [(e, d if e == "metadata" else None) for e, d in seen] + [
+            ("runs", [first["run_id"], second["run_id"]])
+        ]
+
+    seen = asyncio.run(joined())
+    first, second = seen.pop()[1]
+    events = [e for e, _ in seen]
+    assert seen[0] == ("metadata", {"run_id": first, "attempt": 1})
+    done_first = seen.index(("metadata", {"status": "run_done", "run_id": first}))
+    assert set(events[1:done_first]) == {"updates"}  # the first run's own mode
+    assert seen[done_first + 1] == ("metadata", {"run_id": second, "attempt": 1})
+    assert set(events[done_first + 2 : -1]) == {"values"}
+    assert seen[-1] == ("metadata", {"status": "run_done", "run_id": second})
+
+
 def test_state_history_and_update_state(url: str) -> None:
     client: Any = get_sync_client(url=url)
     thread_id = client.threads.create()["thread_id"]
@@ -520,6 +579,18 @@ def test_bad_requests_get_4xx_with_a_message_and_change_nothing(url: str, backen
             bad_limit = {"assistant_id": "agent", "config": {"recursion_limit": -1}}
             response = http.post(f"/threads/{thread_id}/runs", json=bad_limit)
             assert response.status_code == 422 and "recursion_limit" in response.json()["detail"]
+            # What this service does not keep is refused by name, never dropped (the reference
+            # keeps a thread's time-to-live, and streams ``state_update``s of a thread).
+            for method, path, body in [
+                ("POST", "/threads", {"ttl": 5}),
+                ("PATCH", f"/threads/{thread_id}", {"metadata": {"x": 1}, "ttl": 5}),
+                ("GET", f"/threads/{thread_id}/stream?stream_modes=state_update", None),
+            ]:
+                response = http.request(method, path, json=body)
+                assert response.status_code == 422, (method, path, response.text)
+                detail = response.json()["detail"]
+                assert detail.startswith(("ttl:", "stream_mode:")), detail
+            assert client.threads.get(thread_id)["metadata"] == {"test": mark}
         raw = http.post(f"/threads/{thread_id}/runs", content=b"{not json")
         assert raw.status_code == 422 and raw.json()["detail"]
     assert client.runs.list(thread_id) == []

@@ -49,12 +49,18 @@ from durable_graph.service.protocol_commands import Commands
 from durable_graph.service.protocol_socket import serve_socket
 from durable_graph.service.protocol_stream import request_filter, sse
 from durable_graph.service.records import check_thread_id, run_path
-from durable_graph.service.runs import Conflict_, Runs
+from durable_graph.service.runs import THREAD_MODES, Conflict_, Runs
 from durable_graph.service.schemas import graph_schemas
 from durable_graph.service.threads import Conflict, Threads
 
 Handler = Callable[[Request], Awaitable[Response]]
 T = TypeVar("T")
+
+
+def _no_ttl(body: dict[str, Any]) -> None:
+    """A thread's time-to-live is not kept here: refused by name, never dropped (issue 36)."""
+    if body.get("ttl") is not None:
+        raise BadRequest("ttl: a thread's time-to-live is not supported by this service")
 
 
 class BadRequest(Exception):
@@ -237,10 +243,16 @@ def create_app(
         if_exists = body.get("if_exists") or "raise"
         if if_exists not in ("raise", "do_nothing"):
             raise BadRequest("if_exists: 'raise' or 'do_nothing'")
+        _no_ttl(body)
         return _Json(await threads.create(thread_id, metadata, if_exists))
 
     async def get_thread(request: Request, thread_id: str) -> Response:
         return _Json(await threads.get(thread_id))
+
+    async def update_thread(request: Request, thread_id: str) -> Response:
+        body = await _body(request)
+        _no_ttl(body)
+        return _Json(await threads.update(thread_id, _dict(body, "metadata") or {}))
 
     async def delete_thread(request: Request, thread_id: str) -> Response:
         await threads.delete(thread_id)
@@ -392,6 +404,24 @@ def create_app(
         entry = await runs.entry(thread_id, run_id)
         return stream_of(entry, request.headers.get("last-event-id"))
 
+    async def join_thread_stream(request: Request, thread_id: str) -> Response:
+        q = request.query_params
+        # The reference reads ``stream_modes`` (comma-separated); the SDK sends ``stream_mode``
+        # (repeated): both are read here, so a client's choice is never dropped.
+        asked = [m.strip() for v in q.getlist("stream_modes") for m in v.split(",")]
+        asked += q.getlist("stream_mode")
+        modes = asked or ["run_modes"]
+        for mode in modes:
+            if mode not in THREAD_MODES:
+                raise BadRequest(f"stream_mode: {mode!r} is not one of {', '.join(THREAD_MODES)}")
+        if not await threads.exists(thread_id):
+            raise NotFound(f"thread {thread_id} not found")
+        return StreamingResponse(
+            runs.thread_sse(thread_id, request.headers.get("last-event-id"), modes),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store"},
+        )
+
     async def cancel_run(request: Request, thread_id: str, run_id: str) -> Response:
         entry = await runs.entry(thread_id, run_id)
         action = request.query_params.get("action", "interrupt")
@@ -437,8 +467,10 @@ def create_app(
         Route("/threads/search", guarded(search_threads), methods=["POST"]),
         Route("/threads/count", guarded(count_threads), methods=["POST"]),
         Route("/threads/{thread_id}", guarded(get_thread), methods=["GET"]),
+        Route("/threads/{thread_id}", guarded(update_thread), methods=["PATCH"]),
         Route("/threads/{thread_id}", guarded(delete_thread), methods=["DELETE"]),
         Route("/threads/{thread_id}/copy", guarded(copy_thread), methods=["POST"]),
+        Route("/threads/{thread_id}/stream", guarded(join_thread_stream), methods=["GET"]),
         Route("/threads/{thread_id}/state", guarded(get_state), methods=["GET"]),
         Route("/threads/{thread_id}/state", guarded(update_state), methods=["POST"]),
         Route("/threads/{thread_id}/state/checkpoint", guarded(get_state_at), methods=["POST"]),

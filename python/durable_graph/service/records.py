@@ -39,6 +39,9 @@ RUN_PREFIX: Final = "00000000-0000-4000-8000-"
 ASSISTANT_NS: Final = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 THREAD_EFFECT: Final = "langgraph.thread"
 GRAPH_EFFECT: Final = "langgraph.graph"
+METADATA_UPDATE: Final = "langgraph.thread.metadata."
+"""Effect keys of a thread's metadata updates, numbered (an effect is written once: each
+``threads.update`` is one more key, merged over the creation's metadata in order)."""
 THREAD_SOURCE: Final = "dg.thread"
 """``source`` of the service's first, empty checkpoint of a thread (hidden from clients)."""
 

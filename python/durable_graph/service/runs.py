@@ -28,7 +28,7 @@ from durable_graph.core.model import JSON, Completed, Failed, Mode, QueueEntry, 
 from durable_graph.core.validation import DEFAULT_MAX_VALUE_BYTES, check_submission
 from durable_graph.langgraph.follow import afollow
 from durable_graph.langgraph.run_request import run_request
-from durable_graph.langgraph.streaming import listed_modes
+from durable_graph.langgraph.streaming import EVENT_PREFIX, listed_modes
 from durable_graph.langgraph.values import from_json, message_dict, to_json
 from durable_graph.service.records import (
     assistant_id_of,
@@ -288,6 +288,78 @@ class Runs:
         if ended is not None and isinstance(ended.outcome, Failed):
             yield _frame("error", client_error(ended.outcome.error), None)
         # No closing event: the reference ends the response (the SDK reads that as the end).
+
+    async def thread_sse(
+        self, thread_id: str, last_event_id: str | None, modes: Sequence[str]
+    ) -> AsyncIterator[bytes]:
+        """``threads.join_stream``: the thread's runs as they go, from now (or after
+        ``last_event_id``), as the reference sends them: a ``metadata`` frame as a run starts,
+        the run's events in its own stream modes (``run_modes``), ``metadata`` ``run_done`` as
+        it ends (``lifecycle`` sends only these two). It ends when the client leaves."""
+        info = await self.store.thread(thread_id)
+        if info is None:
+            raise NotFound(f"thread {thread_id} not found")
+        seen = info.last_seq
+        if last_event_id is not None:
+            with suppress(ValueError):
+                seen = int(last_event_id)
+        by_run: dict[str, QueueEntry | None] = {}  # an attempt's run id -> its entry
+        mappers: dict[int, _Mapper] = {}  # entry id -> its frames
+        going: set[int] = set()  # started here, not yet reported done
+        while True:
+            events = await self.store.events_after(thread_id, seen, THREAD_PAGE)
+            for event in events:
+                seen = event.seq
+                if not event.kind.startswith(EVENT_PREFIX):
+                    continue
+                run_id = event.run_id or ""
+                if run_id not in by_run:  # a run this stream has not met yet
+                    for known in await self.store.run_queue.entries(thread_id=thread_id, limit=20):
+                        by_run.update({a.run_id: known for a in known.attempts})
+                entry = by_run.setdefault(run_id, None)  # None: no run of the queue's
+                if entry is None:
+                    continue
+                if entry.entry_id not in mappers:
+                    # A thread's runs go one at a time: the ones before this have ended.
+                    for frame in await self._runs_done(going, seen):
+                        yield frame
+                    mappers[entry.entry_id] = _Mapper(service_part(entry).get("sse_modes") or [])
+                    going.add(entry.entry_id)
+                    meta = {"run_id": run_id_of(entry.entry_id), "attempt": 1}
+                    yield _frame("metadata", meta, None)
+                if "run_modes" in modes:
+                    for name, data in mappers[entry.entry_id].frames(event.kind, event.payload):
+                        yield _frame(name, data, event.seq)
+            if events:
+                continue
+            for frame in await self._runs_done(going, seen):
+                yield frame
+            # Woken by the next event at once; the wait bounds how late a run's end is seen.
+            wait = THREAD_ENTRY_CHECK if going else THREAD_IDLE_WAIT
+            await self.store.await_events_after(thread_id, seen, wait)
+
+    async def _runs_done(self, going: set[int], seen: int) -> builtins.list[bytes]:
+        """``run_done`` frames of the runs in ``going`` that have ended by ``seen`` (taken out)."""
+        frames = []
+        for entry_id in sorted(going):
+            ended = await self.store.run_queue.entry(entry_id)
+            if ended is None or _ended(ended, seen):
+                going.discard(entry_id)
+                done = {"status": "run_done", "run_id": run_id_of(entry_id)}
+                frames.append(_frame("metadata", done, None))
+        return frames
+
+
+THREAD_PAGE: Final = 1000
+THREAD_ENTRY_CHECK: Final = timedelta(milliseconds=500)
+THREAD_IDLE_WAIT: Final = timedelta(seconds=5)
+THREAD_MODES: Final = ("run_modes", "lifecycle")
+"""``threads.join_stream``'s modes served; ``state_update`` (LangGraph Server's event for a
+client's ``update_state``) is not in this store's log: refused by name (D193)."""
+
+
+def _ended(entry: QueueEntry, seen: int) -> bool:
+    return entry.closed and (entry.closed_at_seq is None or seen >= entry.closed_at_seq)
 
 
 async def final_values(entry: QueueEntry, threads: Threads) -> Any:

@@ -28,6 +28,7 @@ from durable_graph.langgraph.values import from_json
 from durable_graph.service.assistants import PREFIX as ASSISTANT_PREFIX
 from durable_graph.service.records import (
     GRAPH_EFFECT,
+    METADATA_UPDATE,
     THREAD_EFFECT,
     THREAD_SOURCE,
     check_thread_id,
@@ -89,6 +90,34 @@ class Threads:
                 await self.store.release_claim(claim)
         return await self.get(thread_id)
 
+    async def update(self, thread_id: str, metadata: dict[str, Any]) -> dict[str, Any]:
+        """``threads.update``: ``metadata`` merged over the thread's, as the reference merges it.
+
+        Written under the thread's claim like every write, so a thread whose run is going is
+        409 (`ThreadBusy`) until the run ends (D192)."""
+        if not await self.exists(thread_id):
+            raise NotFound(f"thread {thread_id} not found")
+        claim = await self.store.claim(thread_id, HOLDER)
+        try:
+            number = len(await self._metadata_updates(thread_id)) + 1
+            await self.store.record_effect(claim, f"{METADATA_UPDATE}{number:010d}", metadata)
+        finally:
+            with suppress(StoreError):
+                await self.store.release_claim(claim)
+        return await self.get(thread_id)
+
+    async def _metadata_updates(self, thread_id: str) -> list[dict[str, Any]]:
+        """The thread's metadata updates in order (their keys sort as they were numbered)."""
+        updates: list[dict[str, Any]] = []
+        after = METADATA_UPDATE
+        while True:
+            page = await self.store.effects(thread_id, after=after, limit=100)
+            ours = [e for e in page if e.key.startswith(METADATA_UPDATE)]
+            updates.extend(e.value for e in ours if isinstance(e.value, dict))
+            if not page or len(ours) < len(page):
+                return updates
+            after = page[-1].key
+
     async def graph_name(self, thread_id: str) -> str:
         effect = await self.store.get_effect(thread_id, GRAPH_EFFECT)
         name = effect.value if effect is not None else None
@@ -104,6 +133,8 @@ class Threads:
         effect = await self.store.get_effect(thread_id, THREAD_EFFECT)
         record = effect.value if effect is not None and isinstance(effect.value, dict) else {}
         metadata = dict(record.get("metadata") or {})
+        for update in await self._metadata_updates(thread_id):
+            metadata.update(update)
         graph = await self.store.get_effect(thread_id, GRAPH_EFFECT)
         if graph is not None and isinstance(graph.value, str):
             metadata.setdefault("graph_id", graph.value)
