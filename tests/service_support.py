@@ -43,9 +43,11 @@ def env_of(backend: Backend) -> dict[str, str]:
 
 
 @contextmanager
-def process(argv: list[str], backend: Backend, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def process(
+    argv: list[str], backend: Backend, log: Path, cwd: Path = APP
+) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("ab") as out:
-        proc = subprocess.Popen(argv, env=env_of(backend), stdout=out, stderr=out, cwd=APP)
+        proc = subprocess.Popen(argv, env=env_of(backend), stdout=out, stderr=out, cwd=cwd)
     try:
         yield proc
     finally:
@@ -111,13 +113,13 @@ def serving_process(
 
 
 @contextmanager
-def reference_serving(langgraph: str, tmp: Path) -> Iterator[str]:
+def reference_serving(langgraph: str, tmp: Path, config: Path = CONFIG) -> Iterator[str]:
     """LangGraph's own ``langgraph dev`` (in-memory) serving the same graph."""
     port = free_port()
-    argv = [langgraph, "dev", "--config", str(CONFIG), "--port", str(port)]
+    argv = [langgraph, "dev", "--config", str(config), "--port", str(port)]
     argv += ["--no-browser", "--no-reload", "--allow-blocking", "--n-jobs-per-worker", "4"]
     log = tmp / f"reference-{port}.log"
-    with process(argv, Backend("reference", (), {}), log) as proc:
+    with process(argv, Backend("reference", (), {}), log, config.parent) as proc:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 90
         while True:

@@ -1,8 +1,8 @@
 """``langgraph.json`` in LangGraph's own format: the graphs a service serves and workers run.
 
 Read here: ``graphs`` (name -> ``"./file.py:attr"`` or ``"package.module:attr"``; the attribute
-a compiled graph, a ``StateGraph`` (compiled here) or a function returning either, called with no
-argument or with a ``RunnableConfig``), ``dependencies`` (local paths, ``"."`` above all, put on
+a compiled graph, a ``StateGraph`` (compiled here) or a function returning either: a graph
+factory, called per use as LangGraph Server calls it, see `factory`), ``dependencies`` (local paths, ``"."`` above all, put on
 ``sys.path``; packages are the deployer's to install), ``env`` (a ``.env`` file path — a missing
 one is logged and skipped, as ``langgraph dev`` does — or an object: set in the environment where
 not already set). Other keys (``python_version``, ``dockerfile_lines``,
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import inspect
 import json
 import logging
 import os
@@ -73,7 +72,7 @@ class LangGraphConfig:
             os.environ.setdefault(key, value)
 
     def load_graphs(self) -> dict[str, Any]:
-        """Each graph, compiled (see the module docstring)."""
+        """Each graph, compiled, or its `GraphFactory` (see the module docstring)."""
         self.apply_env()
         return {name: load_graph(self.path.parent, spec) for name, spec in self.graphs.items()}
 
@@ -97,9 +96,12 @@ def _read_dotenv(path: Path) -> dict[str, str]:
 
 
 def load_graph(base: Path, spec: str) -> Any:
-    """The compiled graph ``spec`` names (``./file.py:attr`` relative to ``base``)."""
+    """The compiled graph ``spec`` names (``./file.py:attr`` relative to ``base``), or its
+    `GraphFactory` when it names a function."""
     from langgraph.graph import StateGraph
     from langgraph.pregel import Pregel
+
+    from durable_graph.langgraph.factory import GraphFactory
 
     where, _, attr = spec.rpartition(":")
     if where.endswith(".py") or "/" in where:
@@ -123,8 +125,7 @@ def load_graph(base: Path, spec: str) -> Any:
         if target is None:
             raise ValidationError(f"config: {where} has no attribute {attr!r}")
     if callable(target) and not isinstance(target, (Pregel, StateGraph)):
-        params = inspect.signature(target).parameters
-        target = target({"configurable": {}}) if params else target()
+        return GraphFactory.of(spec, target)  # called per use, as LangGraph Server calls it
     if isinstance(target, StateGraph):
         target = target.compile()
     if not isinstance(target, Pregel):

@@ -36,19 +36,22 @@ store it opened, so the module never opens a store of its own. Several graphs:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import EmptyInputError, GraphRecursionError, InvalidUpdateError
 from langgraph.pregel import Pregel
 from langgraph.pregel.protocol import StreamProtocol
+from langgraph.store.base import BaseStore
 from langgraph.types import StateSnapshot
 
 from durable_graph.core.errors import NotFound, ValidationError
 from durable_graph.core.model import JSON, EventIn, Fresh
 from durable_graph.langgraph.async_saver import AsyncDurableSaver
+from durable_graph.langgraph.factory import GraphFactory, ServedGraph
 from durable_graph.langgraph.run_request import RESUME_KEY, RunRequest
 from durable_graph.langgraph.saver import DurableSaver
 from durable_graph.langgraph.streaming import Outbox
@@ -269,41 +272,72 @@ def async_graph_handler(
 
 
 def graphs_handler(
-    graphs: Mapping[str, Pregel[Any, Any, Any, Any]],
+    graphs: Mapping[str, ServedGraph],
     saver: DurableSaver,
     *,
     config: RunnableConfig | None = None,
+    store: BaseStore | None = None,
 ) -> Callable[[RunContext], JSON]:
     """`graph_handler` for several graphs: a run request's ``graph`` names which (the only one
-    when there is one); `ValidationError` (the entry fails) for an unknown name."""
-    handlers = {name: graph_handler(g, saver, config=config) for name, g in graphs.items()}
+    when there is one); `ValidationError` (the entry fails) for an unknown name. A graph
+    factory makes the run's graph for each attempt (`factory`); ``store`` is the graphs' own
+    LangGraph store (their ``store`` argument), if any."""
+    handlers = {
+        n: graph_handler(g.copy(update={"store": store}), saver, config=config)
+        for n, g in graphs.items()
+        if not isinstance(g, GraphFactory)
+    }
 
     def handler(ctx: RunContext) -> JSON:
-        name = _graph_name(ctx.input, handlers)
+        name = _graph_name(ctx.input, graphs)
         with suppress(NotFound):  # a thread's first run: no commit to hang the effect on yet
             ctx.record_effect(GRAPH_EFFECT, lambda: name)
+        made = graphs[name]
+        if isinstance(made, GraphFactory):  # in the worker's thread, with no loop running
+            graph = asyncio.run(made.make(RUN_ACCESS, _run_config(ctx, config), store))
+            return graph_handler(graph.copy(update={"store": store}), saver, config=config)(ctx)
         return handlers[name](ctx)
 
     return handler
 
 
 def async_graphs_handler(
-    graphs: Mapping[str, Pregel[Any, Any, Any, Any]],
+    graphs: Mapping[str, ServedGraph],
     saver: AsyncDurableSaver,
     *,
     config: RunnableConfig | None = None,
+    store: BaseStore | None = None,
 ) -> Callable[[AsyncRunContext], Awaitable[JSON]]:
     """`graphs_handler` for an `AsyncWorker`: each graph run with ``astream``, so ``async def``
     nodes and tools run, as LangGraph Server runs every graph."""
-    handlers = {name: async_graph_handler(g, saver, config=config) for name, g in graphs.items()}
+    handlers = {
+        n: async_graph_handler(g.copy(update={"store": store}), saver, config=config)
+        for n, g in graphs.items()
+        if not isinstance(g, GraphFactory)
+    }
 
     async def handler(ctx: AsyncRunContext) -> JSON:
-        name = _graph_name(ctx.input, handlers)
+        name = _graph_name(ctx.input, graphs)
         with suppress(NotFound):  # a thread's first run: no commit to hang the effect on yet
             await ctx.record_effect(GRAPH_EFFECT, lambda: name)
+        made = graphs[name]
+        if isinstance(made, GraphFactory):
+            graph = await made.make(RUN_ACCESS, _run_config(ctx, config), store)
+            run = async_graph_handler(graph.copy(update={"store": store}), saver, config=config)
+            return await run(ctx)
         return await handlers[name](ctx)
 
     return handler
+
+
+RUN_ACCESS: Final = "threads.create_run"
+
+
+def _run_config(ctx: RunContext | AsyncRunContext, base: RunnableConfig | None) -> RunnableConfig:
+    """The config a factory gets for a run: the run's own over ``base``, with its thread."""
+    return _merged(RunRequest.of(ctx.input), base).runnable_config(
+        ctx.thread_id, at_checkpoint=False
+    )
 
 
 GRAPH_EFFECT = "langgraph.graph"

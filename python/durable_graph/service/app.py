@@ -22,7 +22,7 @@ from contextlib import suppress
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from langgraph.pregel import Pregel
+from langgraph.store.base import BaseStore
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -34,6 +34,7 @@ from starlette.websockets import WebSocket
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, ThreadBusy, ValidationError
+from durable_graph.langgraph.factory import ServedGraph
 from durable_graph.service.assistants import Assistants
 from durable_graph.service.assistants import Conflict as AssistantConflict
 from durable_graph.service.crons import Crons
@@ -141,19 +142,21 @@ async def _disconnected(request: Request) -> None:
 
 def create_app(
     store: AsyncCheckpointer,
-    graphs: Mapping[str, Pregel[Any, Any, Any, Any]],
+    graphs: Mapping[str, ServedGraph],
     *,
+    graph_store: BaseStore | None = None,
     token: str | None = None,
     allowed_hosts: Sequence[str] | None = None,
     origins: Origins | None = None,
     cors: Mapping[str, Any] | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> Starlette:
-    """The service's ASGI app over ``store`` for ``graphs`` (name -> compiled graph); with
+    """The service's ASGI app over ``store`` for ``graphs`` (name -> compiled graph or its
+    factory), which get ``graph_store`` as their LangGraph ``store``; with
     ``allowed_hosts``, a request naming another ``Host`` is refused (400). Browser pages of
     ``origins`` (besides the server's own) may use it, with the CORS settings ``cors``
     (LangGraph's ``http.cors`` keys but the origins); bodies are at most ``max_body_bytes``."""
-    threads = Threads(store, graphs)
+    threads = Threads(store, graphs, graph_store)
     assistants = Assistants(store, list(graphs))
     runs = Runs(store, threads, assistants)
     commands = Commands(threads, runs)
@@ -222,7 +225,7 @@ def create_app(
         return _Json(await assistants.count(await _body(request)))
 
     async def graph_of_assistant(assistant_id: str) -> Any:
-        return threads.graphs[(await assistants.get(assistant_id))["graph_id"]]
+        return await threads.graph((await assistants.get(assistant_id))["graph_id"])
 
     async def assistant_graph(request: Request, assistant_id: str) -> Response:
         graph = await graph_of_assistant(assistant_id)
@@ -232,7 +235,7 @@ def create_app(
     async def assistant_schemas(request: Request, assistant_id: str) -> Response:
         name = (await assistants.get(assistant_id))["graph_id"]
         # Off the loop: pydantic builds a schema in milliseconds to seconds.
-        return _Json(await asyncio.to_thread(graph_schemas, name, threads.graphs[name]))
+        return _Json(await asyncio.to_thread(graph_schemas, name, await threads.graph(name)))
 
     # --- threads ---------------------------------------------------------------------------
 

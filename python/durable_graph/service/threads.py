@@ -18,12 +18,14 @@ from typing import Any, Final
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.errors import InvalidUpdateError
 from langgraph.pregel import Pregel
+from langgraph.store.base import BaseStore
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, StoreError, ValidationError
 from durable_graph.core.model import Commit, Failed
 from durable_graph.langgraph import AsyncDurableSaver, codec
 from durable_graph.langgraph.core import LANGGRAPH_NEXT
+from durable_graph.langgraph.factory import GraphFactory, ServedGraph
 from durable_graph.langgraph.values import from_json
 from durable_graph.service.assistants import PREFIX as ASSISTANT_PREFIX
 from durable_graph.service.records import (
@@ -48,12 +50,32 @@ class Threads:
     """The thread endpoints' work over ``store`` and ``graphs`` (name -> compiled graph)."""
 
     def __init__(
-        self, store: AsyncCheckpointer, graphs: Mapping[str, Pregel[Any, Any, Any, Any]]
+        self,
+        store: AsyncCheckpointer,
+        graphs: Mapping[str, ServedGraph],
+        graph_store: BaseStore | None = None,
     ) -> None:
         self.store = store
         self.saver = AsyncDurableSaver(store)
-        self.graphs = {n: g.copy(update={"checkpointer": self.saver}) for n, g in graphs.items()}
+        self.graphs = dict(graphs)
+        self.graph_store = graph_store
         self.default_graph = next(iter(graphs))
+        self._read_graphs: dict[str, Pregel[Any, Any, Any, Any]] = {}
+
+    async def graph(self, name: str) -> Pregel[Any, Any, Any, Any]:
+        """The graph ``name`` for reading (state, history, schemas, drawing) over the store; a
+        factory's, made once with a read runtime (`factory`, D194)."""
+        graph = self._read_graphs.get(name)
+        if graph is None:
+            served = self.graphs[name]
+            if isinstance(served, GraphFactory):
+                try:
+                    served = await served.make("assistants.read", {}, self.graph_store)
+                except Exception as exc:  # the user's factory: a clear error, never a 500
+                    raise ValidationError(f"graph {name}: its factory failed: {exc}") from exc
+            graph = served.copy(update={"checkpointer": self.saver, "store": self.graph_store})
+            self._read_graphs[name] = graph
+        return graph
 
     # --- records ---------------------------------------------------------------------------
 
@@ -124,7 +146,7 @@ class Threads:
         return name if isinstance(name, str) and name in self.graphs else self.default_graph
 
     async def graph_for(self, thread_id: str) -> Pregel[Any, Any, Any, Any]:
-        return self.graphs[await self.graph_name(thread_id)]
+        return await self.graph(await self.graph_name(thread_id))
 
     async def get(self, thread_id: str) -> dict[str, Any]:
         info = await self.store.thread(thread_id)

@@ -1,0 +1,66 @@
+"""Graph factories under ``durable-graph serve`` (issue 35), against ``langgraph dev`` too: a
+function ``langgraph.json`` names is called for each run with the run's config and a
+``ServerRuntime`` (``threads.create_run``, for execution, with the graphs' store), as LangGraph
+Server calls it; the run's ``configurable`` reaches it."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph_sdk import get_sync_client
+
+from service_support import Backend, reference_serving, serving
+
+CONFIG = Path(__file__).parent / "service_factory" / "langgraph.json"
+REFERENCE = os.environ.get("DURABLE_GRAPH_LANGGRAPH_DEV")
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", "postgres", *(["reference"] if REFERENCE else [])]
+)
+def url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    logs = tmp_path_factory.mktemp("logs")
+    if request.param == "reference":
+        assert REFERENCE is not None
+        with reference_serving(REFERENCE, logs, CONFIG) as served:
+            yield served
+        return
+    if request.param == "postgres":
+        dsn: str = request.getfixturevalue("pg_dsn")
+        schema = f"svc_{uuid.uuid4().hex[:12]}"
+        backend = Backend("postgres", ("--schema", schema), {"DURABLE_GRAPH_DSN": dsn})
+    else:
+        db = tmp_path_factory.mktemp("service") / "service.db"
+        backend = Backend("sqlite", ("--sqlite", str(db)), {})
+    with serving(backend, logs, workers=1, config=CONFIG) as served:
+        yield served
+
+
+def test_a_factory_gets_the_runs_config_and_an_execution_runtime(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    values = client.runs.wait(thread_id, "with_runtime", input={"text": "hi"})
+    assert values["text"] == "hi echoed"
+    assert values["access"] == "threads.create_run" and values["execution"] is True
+    again = client.runs.wait(
+        thread_id, "with_runtime", input={"text": "hi"}, config={"configurable": {"suffix": "!"}}
+    )
+    assert again["text"] == "hi!"
+    assert client.threads.get_state(thread_id)["values"]["text"] == "hi!"
+
+
+def test_a_factory_of_the_config_alone(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    values = client.runs.wait(
+        None, "with_config", input={"text": "x"}, config={"configurable": {"suffix": "?"}}
+    )
+    assert values == {"text": "x?"}
+    schemas = client.assistants.get_schemas(
+        client.assistants.search(graph_id="with_config")[0]["assistant_id"]
+    )
+    assert "text" in schemas["state_schema"]["properties"]
