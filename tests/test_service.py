@@ -95,6 +95,7 @@ def test_assistants_are_the_graphs_of_langgraph_json(url: str) -> None:
     assert assistant["graph_id"] == "agent" and assistant["assistant_id"] == assistant_id
     graph = client.assistants.get_graph(assistant_id)
     assert {n["id"] for n in graph["nodes"]} >= {"chat", "ask", "slow"}
+    assert client.assistants.get_graph("agent") == graph  # by the graph's name, here only
     schemas = client.assistants.get_schemas(assistant_id)
     assert schemas["graph_id"] == "agent"
     for which in ("input_schema", "output_schema", "state_schema"):  # as the reference

@@ -74,6 +74,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from durable_graph.langgraph.config_file import LangGraphConfig
         from durable_graph.langgraph.handler import async_graphs_handler
         from durable_graph.service import create_app
+        from durable_graph.service.auth import UserAuth
         from durable_graph.service.guard import DEFAULT_MAX_BODY_BYTES, Origins, cors_settings
         from durable_graph.worker.aio import AsyncWorker
         from durable_graph.worker.scheduler import Scheduler
@@ -85,7 +86,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError(f"--allow-origin: {exc}") from None
     logging.basicConfig(level=logging.INFO)
     try:
-        graphs = LangGraphConfig.read(args.config).load_graphs()
+        config = LangGraphConfig.read(args.config)
+        graphs = config.load_graphs()
+        user_auth = None if config.auth is None else UserAuth.load(config.path.parent, config.auth)
         configured, cors = cors_settings(args.config)
     except ValidationError as exc:
         raise CliError(f"--config: {exc}") from None
@@ -107,6 +110,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             server.config.app = create_app(  # uvicorn loads its app when it starts serving
                 store,
                 graphs,
+                user_auth=user_auth,
                 token=args.token,
                 allowed_hosts=hosts,
                 origins=origins,

@@ -2,12 +2,13 @@
 
 Read here: ``graphs`` (name -> ``"./file.py:attr"`` or ``"package.module:attr"``; the attribute
 a compiled graph, a ``StateGraph`` (compiled here) or a function returning either: a graph
-factory, called per use as LangGraph Server calls it, see `factory`), ``dependencies`` (local paths, ``"."`` above all, put on
-``sys.path``; packages are the deployer's to install), ``env`` (a ``.env`` file path — a missing
-one is logged and skipped, as ``langgraph dev`` does — or an object: set in the environment where
-not already set). Other keys (``python_version``, ``dockerfile_lines``,
-``auth``...) are LangGraph Platform's build settings and are ignored. Graphs are compiled with no
-checkpointer of their own: the worker binds each run to the store's saver.
+factory, called per use as LangGraph Server calls it, see `factory`), ``dependencies`` (local
+paths, ``"."`` above all, put on ``sys.path``; packages are the deployer's to install), ``env``
+(a ``.env`` file path — a missing one is logged and skipped, as ``langgraph dev`` does — or an
+object: set in the environment where not already set), ``auth.path`` (the users' ``Auth`` the
+service runs, `durable_graph.service.auth`). Other keys (``python_version``,
+``dockerfile_lines``...) are LangGraph Platform's build settings and are ignored. Graphs are
+compiled with no checkpointer of their own: the worker binds each run to the store's saver.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class LangGraphConfig:
     graphs: dict[str, str]
     """Graph name -> where it is (as written in the file)."""
     env: dict[str, str]
+    auth: str | None = None
+    """``auth.path``: the ``langgraph_sdk.Auth`` the service runs (``./auth.py:auth``)."""
 
     @classmethod
     def read(cls, path: str | Path) -> LangGraphConfig:
@@ -65,7 +68,11 @@ class LangGraphConfig:
                 local = str((p.parent / dep).resolve())
                 if local not in sys.path:
                     sys.path.append(local)
-        return cls(p, dict(graphs), {str(k): str(v) for k, v in env.items()})
+        auth = data.get("auth") or {}
+        if not isinstance(auth, dict) or not isinstance(auth.get("path"), str | None):
+            raise ValidationError("config: 'auth' must be an object with a 'path'")
+        env_vars = {str(k): str(v) for k, v in env.items()}
+        return cls(p, dict(graphs), env_vars, auth.get("path"))
 
     def apply_env(self) -> None:
         for key, value in self.env.items():

@@ -58,7 +58,9 @@ EVENT_PREFIX: Final = "lg."
 STEP_MODES: Final = frozenset({"values", "updates", "debug"})
 MESSAGES_V2: Final = "messages-v2"
 """The store mode of LangGraph's protocol-shaped message events (see the module)."""
-LIVE_MODES: Final = frozenset({"messages", "custom", "tools", MESSAGES_V2})
+TASKS: Final = "tasks"
+"""LangGraph's task events: written live, each reduced to `task_identity`."""
+LIVE_MODES: Final = frozenset({"messages", "custom", "tools", TASKS, MESSAGES_V2})
 STREAM_MODES: Final = STEP_MODES | LIVE_MODES
 
 
@@ -88,6 +90,28 @@ def event_of(ns: Sequence[str], mode: str, data: Any) -> EventIn:
     if ns:
         payload["ns"] = list(ns)
     return EventIn(f"{EVENT_PREFIX}{mode}", payload)
+
+
+def task_identity(data: Any) -> Any:
+    """What a task event keeps (what LangGraph's lifecycle inference reads, D195): the task's id,
+    name and triggers, its agent's name, the id of the tool call it runs; a result's error and
+    interrupts, and that it is one. Not its input, writes or state: those are the checkpoints'."""
+    if not isinstance(data, dict):
+        return data
+    kept = {k: data[k] for k in ("id", "name", "triggers") if k in data}
+    metadata = data.get("metadata")
+    if isinstance(metadata, dict) and "lc_agent_name" in metadata:
+        kept["metadata"] = {"lc_agent_name": metadata["lc_agent_name"]}
+    given = data.get("input")
+    if isinstance(given, dict) and isinstance(given.get("tool_call"), dict):
+        kept["input"] = {"tool_call": {"id": given["tool_call"].get("id")}}
+    elif isinstance(given, list):
+        calls = [c for c in given if isinstance(c, dict) and isinstance(c.get("id"), str)]
+        kept["input"] = [{"id": c["id"]} for c in calls[:1]]
+    if "result" in data:
+        kept["result"] = {}
+        kept.update({k: data[k] for k in ("error", "interrupts") if data.get(k)})
+    return kept
 
 
 @dataclass
@@ -127,7 +151,7 @@ class Outbox:
     def stream_kwargs(self) -> dict[str, Any]:
         """What to ask of ``stream``/``astream`` for the live modes (the step modes come from
         the loop)."""
-        asked = ["custom", *(m for m in ("messages", "tools") if m in self.modes)]
+        asked = ["custom", *(m for m in ("messages", "tools", TASKS) if m in self.modes)]
         if self.v2:
             return {"stream_mode": [*asked, "messages"], "version": "v2"}
         return {"stream_mode": asked}
@@ -202,6 +226,9 @@ class Outbox:
                 self._live.append((self._next(), event_of(ns, MESSAGES_V2, [event, metadata])))
             return
         if (ns and not self.subgraphs) or mode not in self.modes or mode not in LIVE_MODES:
+            return
+        if mode == TASKS:  # from the iteration, as a nested graph's reach only it
+            self._live.append((self._next(), event_of(ns, TASKS, task_identity(data))))
             return
         if mode == "messages":
             chunk, metadata = data

@@ -15,6 +15,7 @@ existing thread id -> 409; never a 500 for a client's mistake. A token, when set
 from __future__ import annotations
 
 import asyncio
+import copy
 import hmac
 import json
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -37,6 +38,7 @@ from durable_graph.core.errors import NotFound, ThreadBusy, ValidationError
 from durable_graph.langgraph.factory import ServedGraph
 from durable_graph.service.assistants import Assistants
 from durable_graph.service.assistants import Conflict as AssistantConflict
+from durable_graph.service.auth import FILTERS, TENANT, Denied, UserAuth
 from durable_graph.service.crons import Crons
 from durable_graph.service.guard import (
     DEFAULT_MAX_BODY_BYTES,
@@ -44,12 +46,13 @@ from durable_graph.service.guard import (
     Origins,
     cors_options,
     parse_body,
+    parse_json_body,
     parse_list_body,
 )
 from durable_graph.service.protocol_commands import Commands
 from durable_graph.service.protocol_socket import serve_socket
 from durable_graph.service.protocol_stream import request_filter, sse
-from durable_graph.service.records import check_thread_id, run_path
+from durable_graph.service.records import assistant_id_of, check_thread_id, run_path
 from durable_graph.service.runs import THREAD_MODES, Conflict_, Runs
 from durable_graph.service.schemas import graph_schemas
 from durable_graph.service.threads import Conflict, Threads
@@ -62,6 +65,27 @@ def _no_ttl(body: dict[str, Any]) -> None:
     """A thread's time-to-live is not kept here: refused by name, never dropped (issue 36)."""
     if body.get("ttl") is not None:
         raise BadRequest("ttl: a thread's time-to-live is not supported by this service")
+
+
+async def _authorize(
+    request: Request, user_auth: UserAuth, permission: tuple[str, str] | None
+) -> None:
+    """The user's ``auth`` for one request (SPEC §20.4): its user is the request's `TENANT`;
+    its ``@auth.on`` handler for ``permission`` sees the request's path ids and body (as the
+    reference's ``value``); the filter it returns is the request's `FILTERS`, the metadata it
+    leaves is the body's (`_body`). `Denied` when refused."""
+    user = await user_auth.authenticate(request)
+    TENANT.set(user.identity)
+    if permission is None:
+        return
+    parsed = parse_json_body(await request.body(), {}) if request.method != "GET" else {}
+    body: dict[str, Any] = parsed if isinstance(parsed, dict) else {}  # a batch: its runs
+    value: dict[str, Any] = copy.deepcopy({**body, **request.path_params})  # theirs to change
+    if "metadata" in value and not isinstance(value["metadata"], dict):
+        return  # the endpoint refuses it by name (422)
+    FILTERS.set(await user_auth.authorize(user, *permission, value))
+    if isinstance(value.get("metadata"), dict) and value["metadata"] != body.get("metadata"):
+        request.state.metadata = value["metadata"]
 
 
 class BadRequest(Exception):
@@ -82,7 +106,10 @@ class _Json(JSONResponse):
 
 
 async def _body(request: Request) -> dict[str, Any]:
-    return parse_body(await request.body())
+    """The request's JSON object, with ``metadata`` as the ``@auth.on`` handler left it."""
+    body = parse_body(await request.body())
+    metadata = getattr(request.state, "metadata", None)
+    return body if metadata is None else {**body, "metadata": metadata}
 
 
 def _int(params: Mapping[str, Any], name: str, default: int, *, lo: int = 0) -> int:
@@ -145,6 +172,7 @@ def create_app(
     graphs: Mapping[str, ServedGraph],
     *,
     graph_store: BaseStore | None = None,
+    user_auth: UserAuth | None = None,
     token: str | None = None,
     allowed_hosts: Sequence[str] | None = None,
     origins: Origins | None = None,
@@ -155,7 +183,9 @@ def create_app(
     factory), which get ``graph_store`` as their LangGraph ``store``; with
     ``allowed_hosts``, a request naming another ``Host`` is refused (400). Browser pages of
     ``origins`` (besides the server's own) may use it, with the CORS settings ``cors``
-    (LangGraph's ``http.cors`` keys but the origins); bodies are at most ``max_body_bytes``."""
+    (LangGraph's ``http.cors`` keys but the origins); bodies are at most ``max_body_bytes``.
+    With ``user_auth`` (``langgraph.json``'s ``auth``), its handlers authenticate and authorize
+    every request and the user is the request's tenant (`auth`); else the single ``token``."""
     threads = Threads(store, graphs, graph_store)
     assistants = Assistants(store, list(graphs))
     runs = Runs(store, threads, assistants)
@@ -163,20 +193,36 @@ def create_app(
     crons = Crons(store, runs)
 
     def authorized(connection: HTTPConnection) -> bool:
+        if user_auth is not None:  # the WebSocket transport is not offered with users (D195)
+            return False
         if token is None:
             return True
         headers = connection.headers
         given = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
         return hmac.compare_digest(given.encode(), token.encode())
 
-    def guarded(fn: Callable[..., Awaitable[Response]]) -> Handler:
+    def guarded(
+        fn: Callable[..., Awaitable[Response]],
+        permission: tuple[str, str] | None = None,
+        *,
+        liveness: bool = False,
+    ) -> Handler:
+        """``fn`` for a request that passed the token or the user's ``auth`` (its user the
+        request's tenant; its ``@auth.on`` handler asked for ``permission``: resource,
+        action), its thread id checked; the store's refusals as 4xx answers. ``liveness``
+        (``/ok``, ``/info``) is answered to anyone with users, as the reference answers it."""
+
         async def endpoint(request: Request) -> Response:
-            if not authorized(request):
+            if user_auth is None and not authorized(request):
                 return _error(401, "a valid token is required (x-api-key)")
             try:
+                if user_auth is not None and not liveness:
+                    await _authorize(request, user_auth, permission)
                 if "thread_id" in request.path_params:
                     check_thread_id(request.path_params["thread_id"])
                 return await fn(request, **request.path_params)
+            except Denied as exc:
+                return _error(exc.status, exc.detail)
             except BadRequest as exc:
                 return _error(422, str(exc))
             except ValidationError as exc:
@@ -228,6 +274,8 @@ def create_app(
         return await threads.graph((await assistants.get(assistant_id))["graph_id"])
 
     async def assistant_graph(request: Request, assistant_id: str) -> Response:
+        if assistant_id in threads.graphs:  # a graph's name too, here only, as the reference
+            assistant_id = assistant_id_of(assistant_id)
         graph = await graph_of_assistant(assistant_id)
         xray = request.query_params.get("xray", "false").lower() in ("1", "true")
         return _Json(graph.get_graph(xray=xray).to_json())
@@ -454,53 +502,169 @@ def create_app(
         await serve_socket(websocket, store, commands, authorized)
 
     routes: list[BaseRoute] = [
-        Route("/ok", guarded(ok), methods=["GET"]),
-        Route("/info", guarded(info), methods=["GET"]),
-        Route("/assistants", guarded(create_assistant), methods=["POST"]),
-        Route("/assistants/search", guarded(search_assistants), methods=["POST"]),
-        Route("/assistants/count", guarded(count_assistants), methods=["POST"]),
-        Route("/assistants/{assistant_id}", guarded(get_assistant), methods=["GET"]),
-        Route("/assistants/{assistant_id}", guarded(update_assistant), methods=["PATCH"]),
-        Route("/assistants/{assistant_id}", guarded(delete_assistant), methods=["DELETE"]),
-        Route("/assistants/{assistant_id}/versions", guarded(assistant_versions), methods=["POST"]),
-        Route("/assistants/{assistant_id}/latest", guarded(set_latest_assistant), methods=["POST"]),
-        Route("/assistants/{assistant_id}/graph", guarded(assistant_graph), methods=["GET"]),
-        Route("/assistants/{assistant_id}/schemas", guarded(assistant_schemas), methods=["GET"]),
-        Route("/threads", guarded(create_thread), methods=["POST"]),
-        Route("/threads/search", guarded(search_threads), methods=["POST"]),
-        Route("/threads/count", guarded(count_threads), methods=["POST"]),
-        Route("/threads/{thread_id}", guarded(get_thread), methods=["GET"]),
-        Route("/threads/{thread_id}", guarded(update_thread), methods=["PATCH"]),
-        Route("/threads/{thread_id}", guarded(delete_thread), methods=["DELETE"]),
-        Route("/threads/{thread_id}/copy", guarded(copy_thread), methods=["POST"]),
-        Route("/threads/{thread_id}/stream", guarded(join_thread_stream), methods=["GET"]),
-        Route("/threads/{thread_id}/state", guarded(get_state), methods=["GET"]),
-        Route("/threads/{thread_id}/state", guarded(update_state), methods=["POST"]),
-        Route("/threads/{thread_id}/state/checkpoint", guarded(get_state_at), methods=["POST"]),
-        Route("/threads/{thread_id}/state/{checkpoint_id}", guarded(get_state), methods=["GET"]),
-        Route("/threads/{thread_id}/history", guarded(history), methods=["GET", "POST"]),
-        Route("/threads/{thread_id}/runs", guarded(create_run), methods=["POST"]),
-        Route("/threads/{thread_id}/runs/crons", guarded(create_cron), methods=["POST"]),
-        Route("/runs/crons", guarded(create_cron), methods=["POST"]),
-        Route("/runs/crons/search", guarded(search_crons), methods=["POST"]),
-        Route("/runs/crons/count", guarded(count_crons), methods=["POST"]),
-        Route("/runs/crons/{cron_id}", guarded(update_cron), methods=["PATCH"]),
-        Route("/runs/crons/{cron_id}", guarded(delete_cron), methods=["DELETE"]),
-        Route("/threads/{thread_id}/runs", guarded(list_runs), methods=["GET"]),
-        Route("/threads/{thread_id}/runs/stream", guarded(stream_run), methods=["POST"]),
-        Route("/threads/{thread_id}/runs/wait", guarded(wait_run), methods=["POST"]),
-        Route("/threads/{thread_id}/runs/{run_id}", guarded(get_run), methods=["GET"]),
-        Route("/threads/{thread_id}/runs/{run_id}", guarded(delete_run), methods=["DELETE"]),
-        Route("/threads/{thread_id}/runs/{run_id}/join", guarded(join_run), methods=["GET"]),
-        Route("/threads/{thread_id}/runs/{run_id}/stream", guarded(join_stream), methods=["GET"]),
-        Route("/threads/{thread_id}/runs/{run_id}/cancel", guarded(cancel_run), methods=["POST"]),
-        Route("/threads/{thread_id}/commands", guarded(command), methods=["POST"]),
-        Route("/threads/{thread_id}/stream/events", guarded(stream_events), methods=["POST"]),
+        Route("/ok", guarded(ok, liveness=True), methods=["GET"]),
+        Route("/info", guarded(info, liveness=True), methods=["GET"]),
+        Route("/assistants", guarded(create_assistant, ("assistants", "create")), methods=["POST"]),
+        Route(
+            "/assistants/search",
+            guarded(search_assistants, ("assistants", "search")),
+            methods=["POST"],
+        ),
+        Route(
+            "/assistants/count",
+            guarded(count_assistants, ("assistants", "search")),
+            methods=["POST"],
+        ),
+        Route(
+            "/assistants/{assistant_id}",
+            guarded(get_assistant, ("assistants", "read")),
+            methods=["GET"],
+        ),
+        Route(
+            "/assistants/{assistant_id}",
+            guarded(update_assistant, ("assistants", "update")),
+            methods=["PATCH"],
+        ),
+        Route(
+            "/assistants/{assistant_id}",
+            guarded(delete_assistant, ("assistants", "delete")),
+            methods=["DELETE"],
+        ),
+        Route(
+            "/assistants/{assistant_id}/versions",
+            guarded(assistant_versions, ("assistants", "read")),
+            methods=["POST"],
+        ),
+        Route(
+            "/assistants/{assistant_id}/latest",
+            guarded(set_latest_assistant, ("assistants", "update")),
+            methods=["POST"],
+        ),
+        Route(
+            "/assistants/{assistant_id}/graph",
+            guarded(assistant_graph, ("assistants", "read")),
+            methods=["GET"],
+        ),
+        Route(
+            "/assistants/{assistant_id}/schemas",
+            guarded(assistant_schemas, ("assistants", "read")),
+            methods=["GET"],
+        ),
+        Route("/threads", guarded(create_thread, ("threads", "create")), methods=["POST"]),
+        Route("/threads/search", guarded(search_threads, ("threads", "search")), methods=["POST"]),
+        Route("/threads/count", guarded(count_threads, ("threads", "search")), methods=["POST"]),
+        Route("/threads/{thread_id}", guarded(get_thread, ("threads", "read")), methods=["GET"]),
+        Route(
+            "/threads/{thread_id}", guarded(update_thread, ("threads", "update")), methods=["PATCH"]
+        ),
+        Route(
+            "/threads/{thread_id}",
+            guarded(delete_thread, ("threads", "delete")),
+            methods=["DELETE"],
+        ),
+        Route(
+            "/threads/{thread_id}/copy", guarded(copy_thread, ("threads", "read")), methods=["POST"]
+        ),
+        Route(
+            "/threads/{thread_id}/stream",
+            guarded(join_thread_stream, ("threads", "read")),
+            methods=["GET"],
+        ),
+        Route(
+            "/threads/{thread_id}/state", guarded(get_state, ("threads", "read")), methods=["GET"]
+        ),
+        Route(
+            "/threads/{thread_id}/state",
+            guarded(update_state, ("threads", "update")),
+            methods=["POST"],
+        ),
+        Route(
+            "/threads/{thread_id}/state/checkpoint",
+            guarded(get_state_at, ("threads", "read")),
+            methods=["POST"],
+        ),
+        Route(
+            "/threads/{thread_id}/state/{checkpoint_id}",
+            guarded(get_state, ("threads", "read")),
+            methods=["GET"],
+        ),
+        Route(
+            "/threads/{thread_id}/history",
+            guarded(history, ("threads", "read")),
+            methods=["GET", "POST"],
+        ),
+        Route(
+            "/threads/{thread_id}/runs",
+            guarded(create_run, ("threads", "create_run")),
+            methods=["POST"],
+        ),
+        Route(
+            "/threads/{thread_id}/runs/crons",
+            guarded(create_cron, ("crons", "create")),
+            methods=["POST"],
+        ),
+        Route("/runs/crons", guarded(create_cron, ("crons", "create")), methods=["POST"]),
+        Route("/runs/crons/search", guarded(search_crons, ("crons", "search")), methods=["POST"]),
+        Route("/runs/crons/count", guarded(count_crons, ("crons", "search")), methods=["POST"]),
+        Route(
+            "/runs/crons/{cron_id}", guarded(update_cron, ("crons", "update")), methods=["PATCH"]
+        ),
+        Route(
+            "/runs/crons/{cron_id}", guarded(delete_cron, ("crons", "delete")), methods=["DELETE"]
+        ),
+        Route(
+            "/threads/{thread_id}/runs", guarded(list_runs, ("threads", "read")), methods=["GET"]
+        ),
+        Route(
+            "/threads/{thread_id}/runs/stream",
+            guarded(stream_run, ("threads", "create_run")),
+            methods=["POST"],
+        ),
+        Route(
+            "/threads/{thread_id}/runs/wait",
+            guarded(wait_run, ("threads", "create_run")),
+            methods=["POST"],
+        ),
+        Route(
+            "/threads/{thread_id}/runs/{run_id}",
+            guarded(get_run, ("threads", "read")),
+            methods=["GET"],
+        ),
+        Route(
+            "/threads/{thread_id}/runs/{run_id}",
+            guarded(delete_run, ("threads", "delete")),
+            methods=["DELETE"],
+        ),
+        Route(
+            "/threads/{thread_id}/runs/{run_id}/join",
+            guarded(join_run, ("threads", "read")),
+            methods=["GET"],
+        ),
+        Route(
+            "/threads/{thread_id}/runs/{run_id}/stream",
+            guarded(join_stream, ("threads", "read")),
+            methods=["GET"],
+        ),
+        Route(
+            "/threads/{thread_id}/runs/{run_id}/cancel",
+            guarded(cancel_run, ("threads", "update")),
+            methods=["POST"],
+        ),
+        Route(
+            "/threads/{thread_id}/commands",
+            guarded(command, ("threads", "create_run")),
+            methods=["POST"],
+        ),
+        Route(
+            "/threads/{thread_id}/stream/events",
+            guarded(stream_events, ("threads", "read")),
+            methods=["POST"],
+        ),
         WebSocketRoute("/threads/{thread_id}/stream/events", events_socket),
-        Route("/runs", guarded(create_run), methods=["POST"]),
-        Route("/runs/batch", guarded(create_batch), methods=["POST"]),
-        Route("/runs/stream", guarded(stream_run), methods=["POST"]),
-        Route("/runs/wait", guarded(wait_run), methods=["POST"]),
+        Route("/runs", guarded(create_run, ("threads", "create_run")), methods=["POST"]),
+        Route("/runs/batch", guarded(create_batch, ("threads", "create_run")), methods=["POST"]),
+        Route("/runs/stream", guarded(stream_run, ("threads", "create_run")), methods=["POST"]),
+        Route("/runs/wait", guarded(wait_run, ("threads", "create_run")), methods=["POST"]),
     ]
     origins = origins or Origins()
     middleware = []

@@ -16,11 +16,12 @@ import uuid
 from collections.abc import Mapping
 from contextlib import suppress
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, StoreError, ThreadBusy, ValidationError
 from durable_graph.core.model import Commit
+from durable_graph.service.auth import TENANT, visible
 from durable_graph.service.records import assistant_id_of, count_field, iso, object_field
 
 PREFIX: Final = "assistant:"
@@ -54,12 +55,9 @@ class Assistants:
     async def get(self, assistant_id: str) -> dict[str, Any]:
         """A system assistant or a stored one (`NotFound` for neither)."""
         for name in self.graphs:
-            if assistant_id == assistant_id_of(name):
+            if assistant_id == assistant_id_of(name) and visible(self.system(name)["metadata"]):
                 return self.system(name)
-        head = await self.store.get(PREFIX + _uuid(assistant_id))
-        if head is None or not isinstance(head.state, dict):
-            raise NotFound(f"assistant {assistant_id} not found")
-        return _public(head.state)
+        return _public(await self._stored(assistant_id))
 
     async def create(self, body: Mapping[str, Any]) -> dict[str, Any]:
         graph_id = self._graph(body.get("graph_id"))
@@ -78,6 +76,7 @@ class Assistants:
             "latest_version": 1,
             "created_at": now,
             "updated_at": now,
+            "owner": TENANT.get(),
         }
         thread_id = PREFIX + assistant_id
         if await self.store.thread(thread_id) is not None:
@@ -140,6 +139,7 @@ class Assistants:
     async def delete(self, assistant_id: str) -> None:
         if any(assistant_id == assistant_id_of(n) for n in self.graphs):
             raise ValidationError("assistant_id: a system assistant is a graph of langgraph.json")
+        await self._stored(assistant_id)  # this tenant's
         if not await self.store.delete_thread(PREFIX + _uuid(assistant_id)):
             raise NotFound(f"assistant {assistant_id} not found")
 
@@ -162,7 +162,7 @@ class Assistants:
             mine = [t for t in page if t.thread_id.startswith(PREFIX)]
             for info in mine:
                 head = await self.store.get(info.thread_id)
-                if head is not None and isinstance(head.state, dict):
+                if head is not None and _mine(head.state):
                     candidates.append(_public(head.state))
             if len(mine) < len(page) or not page:
                 break
@@ -170,7 +170,8 @@ class Assistants:
         return [
             a
             for a in candidates
-            if graph_id in (None, a["graph_id"])
+            if visible(a["metadata"])
+            and graph_id in (None, a["graph_id"])
             and name in (None, a["name"])
             and all(a["metadata"].get(k) == v for k, v in metadata.items())
         ]
@@ -179,7 +180,7 @@ class Assistants:
         if any(assistant_id == assistant_id_of(n) for n in self.graphs):
             raise ValidationError("assistant_id: a system assistant is a graph of langgraph.json")
         head = await self.store.get(PREFIX + _uuid(assistant_id))
-        if head is None or not isinstance(head.state, dict):
+        if head is None or not _mine(head.state):  # another tenant's is as unknown (§20.4)
             raise NotFound(f"assistant {assistant_id} not found")
         return head.state
 
@@ -229,7 +230,16 @@ class Conflict(Exception):
 
 
 def _public(record: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in record.items() if k != "latest_version"}
+    return {k: v for k, v in record.items() if k not in ("latest_version", "owner")}
+
+
+def _mine(record: object) -> TypeGuard[dict[str, Any]]:
+    """A stored assistant this request may see: its tenant's, passing its auth filter."""
+    return (
+        isinstance(record, dict)
+        and record.get("owner") == TENANT.get()
+        and visible(record.get("metadata") or {})
+    )
 
 
 def _uuid(value: object) -> str:

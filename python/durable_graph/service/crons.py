@@ -24,6 +24,7 @@ from typing import Any, Final
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, ValidationError
 from durable_graph.core.scheduling import Schedule, StoredSchedule, check_timezone, next_slot
+from durable_graph.service.auth import TENANT, visible
 from durable_graph.service.records import assistant_id_of, count_field, iso, object_field
 from durable_graph.service.runs import Runs
 
@@ -88,6 +89,7 @@ class Crons:
                 thread_id=target,
                 input={**_dict(request), "cron": record},
                 timezone=timezone,
+                tenant=TENANT.get(),  # its runs are the tenant's (SPEC §20.4)
             )
         )
         if not enabled:
@@ -114,6 +116,7 @@ class Crons:
                 thread_id=stored.schedule.thread_id,
                 input={**_dict(request), "cron": record},
                 timezone=timezone,
+                tenant=stored.schedule.tenant,
             )
         )
         if enabled == stored.paused:
@@ -121,6 +124,7 @@ class Crons:
         return cron_json(stored)
 
     async def delete(self, cron_id: str) -> None:
+        await self._stored(cron_id)  # this tenant's
         if not await self.store.run_queue.remove_schedule(PREFIX + _cron_id(cron_id)):
             raise NotFound(f"cron {cron_id} not found")
 
@@ -158,7 +162,7 @@ class Crons:
         metadata = object_field(body, "metadata")
         found = []
         for stored in await self.store.run_queue.schedules():
-            if not stored.schedule.name.startswith(PREFIX):
+            if not stored.schedule.name.startswith(PREFIX) or not _mine(stored):
                 continue
             cron = cron_json(stored)
             if (
@@ -173,9 +177,15 @@ class Crons:
     async def _stored(self, cron_id: str) -> StoredSchedule:
         name = PREFIX + _cron_id(cron_id)
         for stored in await self.store.run_queue.schedules():
-            if stored.schedule.name == name:
+            if stored.schedule.name == name and _mine(stored):
                 return stored
         raise NotFound(f"cron {cron_id} not found")
+
+
+def _mine(stored: StoredSchedule) -> bool:
+    """A cron this request may see: its tenant's, passing its auth filter (SPEC §20.4)."""
+    metadata = _record(stored).get("metadata")
+    return stored.schedule.tenant == TENANT.get() and visible(_dict(metadata))
 
 
 def cron_json(stored: StoredSchedule) -> dict[str, Any]:

@@ -12,6 +12,7 @@ chunks, updates, values); `Translator` turns each ``lg.*`` event of the log into
   ``custom:<name>`` channel's as it is, any other ``{"payload": chunk}``);
 - ``input.requested`` ``{"interrupt_id", "payload"}`` for each interrupt a run stops at, with the
   root's ``lifecycle`` ``interrupted``;
+- subgraphs' ``lifecycle`` (below);
 - the root's ``lifecycle`` from the runs themselves: ``running`` before a run's first event,
   ``completed`` / ``failed`` (with its ``error``; a cancelled run is ``failed``) right after the
   log's event the run closed at (`QueueEntry.closed_at_seq`).
@@ -20,7 +21,9 @@ Numbering: a connection reads the thread's log from its first event and numbers 
 (``seq``, and ``event_id`` its string); every event and lifecycle has a fixed place in the log,
 so every connection numbers alike and a reconnecting client's ``since`` (the last ``seq`` it saw)
 means the same thing to the next connection. Subgraphs' own lifecycles (``started`` for a
-namespace) are not derived: a plain nested graph has none in LangGraph Server either.
+namespace, then its end) are inferred from the run's ``tasks`` events by LangGraph's own
+`LifecycleTransformer`, as LangGraph Server infers them (a subagent a tool starts has one, which
+the SDK's ``thread.subgraphs`` finds); the ``tasks`` events themselves are not sent, as there.
 """
 
 from __future__ import annotations
@@ -29,9 +32,11 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from langgraph.stream.transformers import LifecycleTransformer
+
 from durable_graph.core.model import Cancelled, Completed, Event, Failed, QueueEntry
 from durable_graph.langgraph.run_request import RunRequest
-from durable_graph.langgraph.streaming import EVENT_PREFIX, MESSAGES_V2
+from durable_graph.langgraph.streaming import EVENT_PREFIX, MESSAGES_V2, TASKS
 from durable_graph.langgraph.values import message_dict
 
 CHANNELS: Final = frozenset(
@@ -40,7 +45,7 @@ CHANNELS: Final = frozenset(
 )
 """The protocol's channels (besides ``custom:<name>``)."""
 
-PROTOCOL_MODES: Final = ("values", "updates", "custom", "tools", MESSAGES_V2)
+PROTOCOL_MODES: Final = ("values", "updates", "custom", "tools", TASKS, MESSAGES_V2)
 """The store modes a protocol run writes."""
 
 INTERRUPT: Final = "__interrupt__"
@@ -69,6 +74,7 @@ class Translator:
         self.ended: set[int] = set()
         self.interrupted: set[int] = set()
         self.asked: set[str] = set()  # interrupt ids already sent
+        self.subgraphs: dict[int, _Subgraphs] = {}  # a run's subgraph lifecycles
 
     # --- runs --------------------------------------------------------------------------------
 
@@ -86,6 +92,10 @@ class Translator:
         self.ended.add(entry.entry_id)
         outcome = entry.outcome
         graph = graph_of(entry)
+        subgraphs = self.subgraphs.pop(entry.entry_id, None)
+        if subgraphs is not None:  # the ones no task result closed end with the run
+            failed = None if isinstance(outcome, Completed) else RuntimeError("the run ended")
+            out += [self._event("lifecycle", n, d) for n, d in subgraphs.end(failed)]
         if isinstance(outcome, Completed):
             output = outcome.output if isinstance(outcome.output, dict) else {}
             interrupts = output.get("interrupts") or []
@@ -139,6 +149,9 @@ class Translator:
             if "output" in tool:
                 tool["output"] = message_dict(tool["output"])
             out.append(self._event("tools", ns, tool, node=node if isinstance(node, str) else None))
+        elif mode == TASKS and isinstance(data, dict):
+            subgraphs = self.subgraphs.setdefault(entry.entry_id, _Subgraphs())
+            out += [self._event("lifecycle", n, d) for n, d in subgraphs.task(ns, data)]
         elif mode == "custom":
             chunk = message_dict(data)
             named = isinstance(chunk, dict) and isinstance(chunk.get("name"), str)
@@ -186,6 +199,48 @@ class Translator:
             "method": method,
             "params": params,
         }
+
+
+class _Subgraphs:
+    """A run's subgraphs' lifecycles (``started``, then ``completed``/``failed``/``interrupted``
+    for each namespace) from its task events, inferred by LangGraph's own `LifecycleTransformer`,
+    as LangGraph Server infers them."""
+
+    def __init__(self) -> None:
+        self.found: list[dict[str, Any]] = []
+        self.names: dict[tuple[str, ...], Any] = {}  # namespace -> its graph's name
+        self.lifecycle = LifecycleTransformer()
+        self.lifecycle.init()["lifecycle"]._wire(self.found.append)  # as LangGraph's mux wires it
+
+    def task(self, ns: list[str], data: dict[str, Any]) -> list[tuple[list[str], Any]]:
+        self.lifecycle.process(
+            {"type": "event", "method": "tasks", "params": {"namespace": ns, "data": data}}  # type: ignore[typeddict-item]
+        )
+        return self._taken()
+
+    def end(self, failed: Exception | None) -> list[tuple[list[str], Any]]:
+        if failed is None:
+            self.lifecycle.finalize()
+        else:
+            self.lifecycle.fail(failed)
+        return self._taken()
+
+    def _taken(self) -> list[tuple[list[str], Any]]:
+        """The lifecycles found, as the reference sends them: ``started`` as LangGraph makes
+        it; a terminal one with the graph's name instead of the namespace."""
+        taken = []
+        for payload in self.found:
+            ns = list(payload.get("namespace") or [])
+            data = dict(payload)
+            if data["event"] == "started":
+                self.names[tuple(ns)] = data.get("graph_name")
+            else:
+                del data["namespace"]
+                if self.names.get(tuple(ns)):
+                    data["graph_name"] = self.names[tuple(ns)]
+            taken.append((ns, data))
+        self.found.clear()
+        return taken
 
 
 class Filter:

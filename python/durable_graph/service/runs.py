@@ -24,12 +24,13 @@ from langchain_core.messages import BaseMessageChunk, message_chunk_to_message
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import EntryClosed, NotFound, ValidationError
-from durable_graph.core.model import JSON, Completed, Failed, Mode, QueueEntry, Submission
+from durable_graph.core.model import ANY, JSON, Completed, Failed, Mode, QueueEntry, Submission
 from durable_graph.core.validation import DEFAULT_MAX_VALUE_BYTES, check_submission
 from durable_graph.langgraph.follow import afollow
 from durable_graph.langgraph.run_request import run_request
 from durable_graph.langgraph.streaming import EVENT_PREFIX, listed_modes
 from durable_graph.langgraph.values import from_json, message_dict, to_json
+from durable_graph.service.auth import TENANT
 from durable_graph.service.records import (
     assistant_id_of,
     check_thread_id,
@@ -110,25 +111,30 @@ class Runs:
         ):
             raise NotFound(f"thread {thread_id} not found")
         # Checked: from here on, writes.
+        # A thread a run makes has the run's metadata, as the reference's (what an auth
+        # filter asks of the run, its thread then has).
+        metadata = checked.service["metadata"]
         if thread_id is None:  # a stateless run: a thread of its own
-            thread_id = (await self.threads.create(None, {}))["thread_id"]
+            thread_id = (await self.threads.create(None, metadata))["thread_id"]
         elif not await self.threads.exists(thread_id):
-            await self.threads.create(thread_id, {}, if_exists="do_nothing")
+            await self.threads.create(thread_id, metadata, if_exists="do_nothing")
         info = await self.store.thread(thread_id)
         after_seq = info.last_seq if info is not None else 0
         queue = self.store.run_queue
         cancelled: list[int] = []
         if strategy in ("interrupt", "rollback"):
-            for entry in await queue.open_entries(thread_id=thread_id):
+            for entry in await queue.open_entries(thread_id=thread_id, tenant=ANY):
                 with suppress(EntryClosed, NotFound):
-                    await queue.cancel(entry.entry_id)
+                    await queue.cancel(entry.entry_id, tenant=entry.tenant)
                     cancelled.append(entry.entry_id)
         rollback = cancelled if strategy == "rollback" else []
         mode = Mode.REJECT if strategy == "reject" else Mode.ENQUEUE
         ticket = await queue.submit(
-            Submission(thread_id, checked.request(after_seq, rollback), mode=mode)
+            Submission(
+                thread_id, checked.request(after_seq, rollback), tenant=TENANT.get(), mode=mode
+            )
         )
-        created = await queue.entry(ticket.entry_id)
+        created = await queue.entry(ticket.entry_id, tenant=TENANT.get())
         assert created is not None
         return created
 
@@ -202,7 +208,8 @@ class Runs:
         except ValueError:
             raise ValidationError("Invalid run ID: must be a UUID") from None
         entry_id = entry_id_of(run_id)
-        entry = None if entry_id is None else await self.store.run_queue.entry(entry_id)
+        tenant = TENANT.get()
+        entry = None if entry_id is None else await self.store.run_queue.entry(entry_id, tenant)
         if entry is None or (thread_id is not None and entry.thread_id != thread_id):
             raise NotFound(f"run {run_id} not found")
         if entry.entry_id in await self._rolled_back(entry.thread_id):
@@ -240,9 +247,9 @@ class Runs:
         if entry.closed:  # as the reference: nothing to cancel is 404
             raise NotFound(f"run {run_id_of(entry.entry_id)} has ended: no matching run to cancel")
         with suppress(EntryClosed):
-            await self.store.run_queue.cancel(entry.entry_id)
+            await self.store.run_queue.cancel(entry.entry_id, tenant=entry.tenant)
         if action == "rollback":
-            fresh = await self.store.run_queue.entry(entry.entry_id) or entry
+            fresh = await self.store.run_queue.entry(entry.entry_id, entry.tenant) or entry
             await self.store.delete_runs([a.run_id for a in fresh.attempts])
 
     async def delete(self, entry: QueueEntry) -> None:
@@ -281,10 +288,10 @@ class Runs:
         mapper = _Mapper(modes)
         # A queued run has no events yet: wait for its start with the other waiters.
         await self.watch.until(entry, started)
-        async for event in afollow(self.store, entry.entry_id, after):
+        async for event in afollow(self.store, entry.entry_id, after, tenant=entry.tenant):
             for name, data in mapper.frames(event.kind, event.payload):
                 yield _frame(name, data, event.seq)
-        ended = await self.store.run_queue.entry(entry.entry_id)
+        ended = await self.store.run_queue.entry(entry.entry_id, entry.tenant)
         if ended is not None and isinstance(ended.outcome, Failed):
             yield _frame("error", client_error(ended.outcome.error), None)
         # No closing event: the reference ends the response (the SDK reads that as the end).
@@ -342,7 +349,7 @@ class Runs:
         """``run_done`` frames of the runs in ``going`` that have ended by ``seen`` (taken out)."""
         frames = []
         for entry_id in sorted(going):
-            ended = await self.store.run_queue.entry(entry_id)
+            ended = await self.store.run_queue.entry(entry_id, TENANT.get())
             if ended is None or _ended(ended, seen):
                 going.discard(entry_id)
                 done = {"status": "run_done", "run_id": run_id_of(entry_id)}

@@ -22,12 +22,13 @@ from langgraph.store.base import BaseStore
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, StoreError, ValidationError
-from durable_graph.core.model import Commit, Failed
+from durable_graph.core.model import ANY, Commit, Failed
 from durable_graph.langgraph import AsyncDurableSaver, codec
 from durable_graph.langgraph.core import LANGGRAPH_NEXT
 from durable_graph.langgraph.factory import GraphFactory, ServedGraph
 from durable_graph.langgraph.values import from_json
 from durable_graph.service.assistants import PREFIX as ASSISTANT_PREFIX
+from durable_graph.service.auth import TENANT, visible
 from durable_graph.service.records import (
     GRAPH_EFFECT,
     METADATA_UPDATE,
@@ -80,16 +81,35 @@ class Threads:
     # --- records ---------------------------------------------------------------------------
 
     async def exists(self, thread_id: str) -> bool:
-        return await self.store.thread(thread_id) is not None
+        """The thread is there for this request: its tenant's (SPEC §20.4), passing its auth
+        filter; another tenant's is as unknown as a missing one."""
+        if await self.store.thread(thread_id) is None:
+            return False
+        record = await self._record(thread_id)
+        if record.get("owner") != TENANT.get():
+            return False
+        return visible(await self._metadata(thread_id, record))
+
+    async def _record(self, thread_id: str) -> dict[str, Any]:
+        """What `create` recorded of the thread (metadata, created_at, owner)."""
+        effect = await self.store.get_effect(thread_id, THREAD_EFFECT)
+        return effect.value if effect is not None and isinstance(effect.value, dict) else {}
+
+    async def _metadata(self, thread_id: str, record: dict[str, Any]) -> dict[str, Any]:
+        """The thread's metadata: its creation's, each update merged over it in order."""
+        metadata = dict(record.get("metadata") or {})
+        for update in await self._metadata_updates(thread_id):
+            metadata.update(update)
+        return metadata
 
     async def create(
         self, thread_id: str | None, metadata: dict[str, Any], if_exists: str = "raise"
     ) -> dict[str, Any]:
         thread_id = check_thread_id(thread_id) if thread_id is not None else str(uuid.uuid4())
-        if await self.exists(thread_id):
-            if if_exists == "do_nothing":
+        if await self.store.thread(thread_id) is not None:
+            if if_exists == "do_nothing" and await self.exists(thread_id):
                 return await self.get(thread_id)
-            raise Conflict(f"thread {thread_id} already exists")
+            raise Conflict(f"thread {thread_id} already exists")  # whoever's it is
         claim = await self.store.claim(thread_id, HOLDER)
         try:
             checkpoint = empty_checkpoint()
@@ -104,9 +124,8 @@ class Threads:
                     next=LANGGRAPH_NEXT,
                 ),
             )
-            await self.store.record_effect(
-                claim, THREAD_EFFECT, {"metadata": metadata, "created_at": iso(_now())}
-            )
+            record = {"metadata": metadata, "created_at": iso(_now()), "owner": TENANT.get()}
+            await self.store.record_effect(claim, THREAD_EFFECT, record)
         finally:
             with suppress(StoreError):
                 await self.store.release_claim(claim)
@@ -150,13 +169,10 @@ class Threads:
 
     async def get(self, thread_id: str) -> dict[str, Any]:
         info = await self.store.thread(thread_id)
-        if info is None:
+        record = await self._record(thread_id) if info is not None else {}
+        metadata = await self._metadata(thread_id, record)
+        if info is None or record.get("owner") != TENANT.get() or not visible(metadata):
             raise NotFound(f"thread {thread_id} not found")
-        effect = await self.store.get_effect(thread_id, THREAD_EFFECT)
-        record = effect.value if effect is not None and isinstance(effect.value, dict) else {}
-        metadata = dict(record.get("metadata") or {})
-        for update in await self._metadata_updates(thread_id):
-            metadata.update(update)
         graph = await self.store.get_effect(thread_id, GRAPH_EFFECT)
         if graph is not None and isinstance(graph.value, str):
             metadata.setdefault("graph_id", graph.value)
@@ -187,7 +203,7 @@ class Threads:
         }
 
     async def status(self, thread_id: str, snapshot: dict[str, Any] | None) -> str:
-        if await self.store.run_queue.open_entries(thread_id=thread_id, limit=1):
+        if await self.store.run_queue.open_entries(thread_id=thread_id, tenant=ANY, limit=1):
             return "busy"
         # A failed last run first (SPEC §19.4): the failed step is left pending in the state,
         # and such a thread is not waiting for input.
@@ -226,7 +242,10 @@ class Threads:
                 )
                 after = page[-1].thread_id
         for thread_id in candidates:
-            thread = await self.get(thread_id)
+            try:
+                thread = await self.get(thread_id)
+            except NotFound:  # another tenant's, or one its auth filter hides
+                continue
             if metadata and any(thread["metadata"].get(k) != v for k, v in metadata.items()):
                 continue
             if status is not None and thread["status"] != status:
@@ -236,12 +255,12 @@ class Threads:
         return found[offset : offset + limit]
 
     async def delete(self, thread_id: str) -> None:
-        if not await self.store.delete_thread(thread_id):
+        if not await self.exists(thread_id) or not await self.store.delete_thread(thread_id):
             raise NotFound(f"thread {thread_id} not found")
 
     async def copy(self, thread_id: str) -> dict[str, Any]:
         target = str(uuid.uuid4())
-        if not await self.store.copy_thread(thread_id, target):
+        if not await self.exists(thread_id) or not await self.store.copy_thread(thread_id, target):
             raise NotFound(f"thread {thread_id} not found")
         return await self.get(target)
 

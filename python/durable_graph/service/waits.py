@@ -38,6 +38,7 @@ class EntryWatch:
         self._every = every
         self._waiters: dict[int, list[tuple[Condition, asyncio.Future[QueueEntry]]]] = {}
         self._task: asyncio.Task[None] | None = None
+        self._tenants: dict[int, str | None] = {}  # an entry's tenant, to read it by
 
     async def until(self, entry: QueueEntry, condition: Condition) -> QueueEntry:
         """``entry`` as read once ``condition`` holds for it (at once if it already does);
@@ -47,6 +48,7 @@ class EntryWatch:
         future: asyncio.Future[QueueEntry] = asyncio.get_running_loop().create_future()
         waiter = (condition, future)
         self._waiters.setdefault(entry.entry_id, []).append(waiter)
+        self._tenants[entry.entry_id] = entry.tenant
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._watch(), name="durable_graph.service.watch")
         try:
@@ -57,6 +59,7 @@ class EntryWatch:
                 waiting.remove(waiter)
             if not waiting:
                 self._waiters.pop(entry.entry_id, None)
+                self._tenants.pop(entry.entry_id, None)
 
     async def _watch(self) -> None:
         while self._waiters:
@@ -65,7 +68,8 @@ class EntryWatch:
                 if not waiting:
                     continue
                 try:
-                    entry = await self._store.run_queue.entry(entry_id)
+                    tenant = self._tenants.get(entry_id)
+                    entry = await self._store.run_queue.entry(entry_id, tenant=tenant)
                     if entry is None:
                         raise NotFound(f"entry {entry_id} is unknown")
                 except Exception as exc:  # the waiters' to handle, as if they had read it

@@ -1,0 +1,123 @@
+"""Users and tenants (SPEC §20.4) through LangGraph's SDK, against ``durable-graph serve`` on
+SQLite and PostgreSQL and, with ``DURABLE_GRAPH_LANGGRAPH_DEV``, against ``langgraph dev`` with
+the same ``Auth`` (tests/service_auth/auth.py): two users, each with their own threads and runs;
+the other's are 404, as unknown ones; no user is 401. Here the user is the store's tenant too,
+so what the handlers do not filter (stored assistants, crons) is the user's own as well."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.errors import NotFoundError, PermissionDeniedError
+
+from service_support import Backend, reference_serving, serving
+
+CONFIG = Path(__file__).parent / "service_auth" / "langgraph.json"
+REFERENCE = os.environ.get("DURABLE_GRAPH_LANGGRAPH_DEV")
+HI = {"messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", "postgres", *(["reference"] if REFERENCE else [])]
+)
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str]]:
+    logs = tmp_path_factory.mktemp("logs")
+    if request.param == "reference":
+        assert REFERENCE is not None
+        with reference_serving(REFERENCE, logs, CONFIG) as url:
+            yield url, "reference"
+        return
+    if request.param == "postgres":
+        dsn: str = request.getfixturevalue("pg_dsn")
+        schema = f"svc_{uuid.uuid4().hex[:12]}"
+        backend = Backend("postgres", ("--schema", schema), {"DURABLE_GRAPH_DSN": dsn})
+    else:
+        db = tmp_path_factory.mktemp("service") / "service.db"
+        backend = Backend("sqlite", ("--sqlite", str(db)), {})
+    with serving(backend, logs, workers=1, config=CONFIG) as url:
+        yield url, request.param
+
+
+def _client(url: str, token: str) -> Any:
+    return get_sync_client(url=url, headers={"Authorization": f"Bearer {token}"})
+
+
+def test_each_user_sees_only_their_own_threads_and_runs(served: tuple[str, str]) -> None:
+    url, _ = served
+    ada, bob = _client(url, "token-ada"), _client(url, "token-bob")
+    mark = uuid.uuid4().hex
+    thread = ada.threads.create(metadata={"mark": mark})
+    thread_id = thread["thread_id"]
+    assert thread["metadata"]["owner"] == "ada"  # as the handler marked it
+    run = ada.runs.create(thread_id, "agent", input=HI)
+    assert ada.runs.join(thread_id, run["run_id"])["messages"][-1]["type"] == "ai"
+    assert [t["thread_id"] for t in ada.threads.search(metadata={"mark": mark})] == [thread_id]
+
+    # Bob: every way in is 404, as for a thread that does not exist.
+    assert bob.threads.search(metadata={"mark": mark}) == []
+    calls: list[Callable[[], Any]] = [
+        lambda: bob.threads.get(thread_id),
+        lambda: bob.threads.get_state(thread_id),
+        lambda: bob.threads.get_history(thread_id),
+        lambda: bob.runs.list(thread_id),
+        lambda: bob.runs.get(thread_id, run["run_id"]),
+        lambda: bob.runs.create(thread_id, "agent", input=HI),
+        lambda: bob.threads.update(thread_id, metadata={"x": 1}),
+        lambda: bob.threads.delete(thread_id),
+    ]
+    for call in calls:
+        with pytest.raises(NotFoundError):
+            call()
+    # His own work goes on beside hers.
+    own = bob.threads.create(metadata={"mark": mark})
+    assert bob.runs.wait(own["thread_id"], "agent", input=HI)["messages"][-1]["type"] == "ai"
+    assert [t["thread_id"] for t in bob.threads.search(metadata={"mark": mark})] == [
+        own["thread_id"]
+    ]
+    # Ada's thread is as she left it.
+    assert len(ada.threads.get_state(thread_id)["values"]["messages"]) == 2
+
+
+def test_no_user_is_401_and_a_refusing_handler_is_403(served: tuple[str, str]) -> None:
+    url, _ = served
+    with httpx.Client(base_url=url, timeout=30) as http:
+        assert http.post("/threads", json={}).status_code == 401
+        bad = {"Authorization": "Bearer token-eve"}
+        assert http.post("/threads/search", json={}, headers=bad).status_code == 401
+    bob = _client(url, "token-bob")
+    made = bob.assistants.create("agent", name="bob's")
+    with pytest.raises(PermissionDeniedError):
+        bob.assistants.delete(made["assistant_id"])
+    assert bob.assistants.get(made["assistant_id"])["name"] == "bob's"
+
+
+def test_stored_assistants_and_crons_are_their_users_own(served: tuple[str, str]) -> None:
+    url, target = served
+    ada, bob = _client(url, "token-ada"), _client(url, "token-bob")
+    label = uuid.uuid4().hex
+    made = bob.assistants.create("agent", metadata={"label": label})
+    assert [a["assistant_id"] for a in bob.assistants.search(metadata={"label": label})] == [
+        made["assistant_id"]
+    ]
+    if target == "reference":  # it scopes only what the handlers filter: Ada sees Bob's
+        assert ada.assistants.get(made["assistant_id"])["metadata"] == {"label": label}
+        return
+    assert ada.assistants.search(metadata={"label": label}) == []
+    with pytest.raises(NotFoundError):
+        ada.assistants.get(made["assistant_id"])
+    thread_id = bob.threads.create()["thread_id"]
+    cron = bob.crons.create_for_thread(thread_id, "agent", schedule="0 0 1 1 *", input=HI)
+    assert [c["cron_id"] for c in bob.crons.search(thread_id=thread_id)] == [cron["cron_id"]]
+    assert ada.crons.search(thread_id=thread_id) == []
+    with pytest.raises(NotFoundError):
+        ada.crons.delete(cron["cron_id"])
+    bob.crons.delete(cron["cron_id"])
