@@ -392,6 +392,23 @@ def test_a_failed_run_shows_its_error_as_the_reference_does(url: str) -> None:
     assert thread_id not in [t["thread_id"] for t in client.threads.search(status="interrupted")]
 
 
+def test_a_recursion_limit_shows_langgraphs_whole_message(url: str) -> None:
+    """A failure whose message has several lines (LangGraph's recursion limit) reaches the client
+    whole, with none of the notes LangGraph hangs on errors, as the reference sends it."""
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    parts = list(
+        client.runs.stream(
+            thread_id, "agent", input=HI, config={"recursion_limit": 1}, stream_mode="updates"
+        )
+    )
+    errors = [p.data for p in parts if p.event == "error"]
+    assert len(errors) == 1 and errors[0]["error"] == "GraphRecursionError", errors
+    message = errors[0]["message"]
+    assert message.startswith("Recursion limit of 1 reached without hitting a stop condition.")
+    assert "\nFor troubleshooting, visit: " in message and "During task" not in message
+
+
 def test_a_run_whose_tool_failed_once_ends_with_one_human_message(
     url: str, request: pytest.FixtureRequest
 ) -> None:

@@ -123,29 +123,30 @@ def client_error(error: str) -> dict[str, str]:
     """What a client sees of a failed run (SPEC §19.4): the exception's type and message, as
     LangGraph's server sends them (``{"error": "ValueError", "message": "..."}``), never the
     traceback or a file path, which operators keep in the attempt record. ``error`` is the
-    failure the worker recorded: a traceback, whose last exception line (at column 0) names the
-    failure (its message's first line) — unwrapped once when it is the worker's `FinalFailure`
-    ("Type: message")."""
+    failure the worker recorded (`worker.flow.error_text`): a traceback whose last block, after
+    its last indented line, is ``Type: message`` with every line of the message — unwrapped
+    once when it is the worker's `FinalFailure` ("Type: message") — or "Type: message" alone."""
     lines = error.rstrip().splitlines()
-    if not error.startswith(_NOT_THE_EXCEPTION[0]):  # not a traceback: "Type: message", or text
-        found = _EXCEPTION_LINE.match(lines[0]) if len(lines) == 1 else None
-        if found is None or found.group(2) is None or not found.group(1)[:1].isupper():
-            return {"error": "Error", "message": error.strip()}
-    for i in range(len(lines) - 1, -1, -1):
-        line = lines[i]
-        if line[:1].isspace() or line.startswith(_NOT_THE_EXCEPTION):
-            continue
-        found = _EXCEPTION_LINE.match(line)
-        if found is None:
-            continue
-        kind = found.group(1).rsplit(".", 1)[-1]
-        # The line's own message: what follows it may be the exception's notes (LangGraph adds
-        # "During task with name ..."), which the reference does not send.
-        message = (found.group(2) or "").strip()
-        if kind == "FinalFailure" and (inner := _EXCEPTION_LINE.match(message)) is not None:
-            kind, message = inner.group(1).rsplit(".", 1)[-1], (inner.group(2) or "").strip()
-        return {"error": kind, "message": message}
-    return {"error": "Error", "message": lines[-1].strip() if lines else ""}
+    if error.startswith((_NOT_THE_EXCEPTION[0], "…")):  # a traceback, or its end (fitted)
+        indented = [i for i, line in enumerate(lines) if line[:1].isspace()]
+        lines = lines[indented[-1] + 1 :] if indented else lines[-1:]
+    kind, message = _exception(lines)
+    if kind is None:
+        return {"error": "Error", "message": error.strip()}
+    if kind == "FinalFailure":
+        inner, unwrapped = _exception(message.split("\n"))
+        kind, message = (inner, unwrapped) if inner is not None else ("Error", message)
+    return {"error": kind, "message": message}
+
+
+def _exception(lines: list[str]) -> tuple[str | None, str]:
+    """``Type: message`` (the message's further lines included) as (type's name, message);
+    (None, "") when the first line names no exception type."""
+    found = _EXCEPTION_LINE.match(lines[0]) if lines else None
+    kind = found.group(1).rsplit(".", 1)[-1] if found is not None else ""
+    if found is None or not kind[:1].isupper():
+        return None, ""
+    return kind, "\n".join([found.group(2) or "", *lines[1:]]).strip()
 
 
 def run_status(entry: QueueEntry, now: datetime) -> str:

@@ -113,16 +113,28 @@ def failure_outcome(entry: QueueEntry, exc: BaseException, cap: int | None = Non
         return None
     # The traceback, as a retried attempt keeps it (issue 26 item 9): its last line names the
     # exception's type and message; the store records it as the closing attempt's error too.
-    text = "".join(traceback.format_exception(exc)).rstrip()
-    return Failed(fit_error_text(text, _MAX_ERROR_BYTES))
+    return Failed(fit_error_text(error_text(exc), _MAX_ERROR_BYTES))
 
 
 def retry_later(settings: WorkerSettings, number: int, exc: BaseException) -> Deferred:
     """SPEC §13: attempt ``number`` raised with attempts left: its backoff, and its traceback
     as the attempt's failure reason (the end kept when it is over the value limit)."""
-    text = "".join(traceback.format_exception(exc)).rstrip()
     delay = settings.backoff.delay(number, random.random())
-    return Deferred(delay, fit_error_text(text, _MAX_ERROR_BYTES))
+    return Deferred(delay, fit_error_text(error_text(exc), _MAX_ERROR_BYTES))
+
+
+def error_text(exc: BaseException) -> str:
+    """The traceback an attempt records. Its last block is exactly the exception's ``Type:
+    message``, every line of the message, which is what clients are shown (SPEC §19.4); the
+    notes on it (LangGraph's "During task with name ...") go under the traceback's first line,
+    indented as frames are, where operators still read them."""
+    shown = traceback.TracebackException.from_exception(exc)
+    notes = shown.__notes__ or []
+    shown.__notes__ = None
+    lines = "".join(shown.format()).rstrip().split("\n")
+    if notes and lines[0].startswith("Traceback"):
+        lines[1:1] = [f"  Note: {line}" for n in notes for line in str(n).splitlines()]
+    return "\n".join(lines)
 
 
 def invalid_output(output: object) -> Failed | None:
