@@ -435,7 +435,7 @@ def test_run_options_the_service_does_not_honour_are_refused_by_name(
         pytest.skip("ours only")
     client: Any = get_sync_client(url=url)
     thread_id = client.threads.create()["thread_id"]
-    for option in ({"webhook": "https://example.com/hook"}, {"after_seconds": 5}):
+    for option in ({"webhook": "ftp://example.com/hook"}, {"after_seconds": 5}):
         with pytest.raises(UnprocessableEntityError, match=next(iter(option))):
             client.runs.create(thread_id, "agent", input=HI, **option)
     assert client.runs.list(thread_id) == []

@@ -8,6 +8,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -88,11 +89,16 @@ def _ours_only(request: pytest.FixtureRequest) -> None:
 def test_options_the_store_cannot_honour_are_refused_by_name(
     url: str, request: pytest.FixtureRequest
 ) -> None:
-    """Fail closed: the reference honours webhooks; we say so rather than drop one."""
+    """Fail closed: what a cron cannot honour is refused by name (the reference honours an end
+    time); a webhook that is no http(s) URL is refused too."""
     _ours_only(request)
     client: Any = get_sync_client(url=url)
+    with pytest.raises(UnprocessableEntityError, match="end_time"):
+        client.crons.create(
+            "agent", schedule=YEARLY, input=HI, end_time=datetime(2030, 1, 1, tzinfo=UTC)
+        )
     with pytest.raises(UnprocessableEntityError, match="webhook"):
-        client.crons.create("agent", schedule=YEARLY, input=HI, webhook="https://example.com/h")
+        client.crons.create("agent", schedule=YEARLY, input=HI, webhook="file:///etc/passwd")
 
 
 def test_a_cron_runs_each_slot_once_on_its_thread(url: str, request: pytest.FixtureRequest) -> None:

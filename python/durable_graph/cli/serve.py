@@ -76,6 +76,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from durable_graph.service import create_app
         from durable_graph.service.auth import UserAuth
         from durable_graph.service.guard import DEFAULT_MAX_BODY_BYTES, Origins, cors_settings
+        from durable_graph.service.webhooks import with_webhooks
         from durable_graph.worker.aio import AsyncWorker
         from durable_graph.worker.scheduler import Scheduler
     except ImportError as exc:
@@ -104,7 +105,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         async with await open_async_store(args) as store:
             saver = AsyncDurableSaver(store)
             workers = [
-                AsyncWorker(store, async_graphs_handler(graphs, saver)) for _ in range(args.workers)
+                AsyncWorker(store, with_webhooks(async_graphs_handler(graphs, saver)))
+                for _ in range(args.workers)
             ]
             running = [asyncio.create_task(w.run(), name=w.holder) for w in workers]
             server.config.app = create_app(  # uvicorn loads its app when it starts serving

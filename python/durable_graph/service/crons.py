@@ -40,12 +40,12 @@ RUN_FIELDS: Final = (
     "interrupt_after",
     "stream_mode",
     "stream_subgraphs",
+    "webhook",
 )
-"""What a cron's payload may hold: the fields of the run it makes."""
+"""What a cron's payload may hold: the fields of the run it makes (a webhook for each run)."""
 
 REFUSED: Final = {
     "end_time": "a cron runs until it is deleted or disabled here",
-    "webhook": "webhooks are not delivered by this service",
     "on_run_completed": "a cron's runs keep their thread here",
 }
 SORT_KEYS: Final = ("cron_id", "assistant_id", "thread_id", "created_at", "updated_at")

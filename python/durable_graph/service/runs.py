@@ -42,6 +42,7 @@ from durable_graph.service.records import (
     service_part,
 )
 from durable_graph.service.threads import Threads
+from durable_graph.service.webhooks import check_webhook, submit_delivery
 
 if TYPE_CHECKING:
     from durable_graph.service.assistants import Assistants
@@ -125,7 +126,9 @@ class Runs:
         if strategy in ("interrupt", "rollback"):
             for entry in await queue.open_entries(thread_id=thread_id, tenant=ANY):
                 with suppress(EntryClosed, NotFound):
-                    await queue.cancel(entry.entry_id, tenant=entry.tenant)
+                    await submit_delivery(
+                        self.store, await queue.cancel(entry.entry_id, entry.tenant)
+                    )
                     cancelled.append(entry.entry_id)
         rollback = cancelled if strategy == "rollback" else []
         mode = Mode.REJECT if strategy == "reject" else Mode.ENQUEUE
@@ -247,7 +250,8 @@ class Runs:
         if entry.closed:  # as the reference: nothing to cancel is 404
             raise NotFound(f"run {run_id_of(entry.entry_id)} has ended: no matching run to cancel")
         with suppress(EntryClosed):
-            await self.store.run_queue.cancel(entry.entry_id, tenant=entry.tenant)
+            closed = await self.store.run_queue.cancel(entry.entry_id, tenant=entry.tenant)
+            await submit_delivery(self.store, closed)  # the run ended here: its webhook
         if action == "rollback":
             fresh = await self.store.run_queue.entry(entry.entry_id, entry.tenant) or entry
             await self.store.delete_runs([a.run_id for a in fresh.attempts])
@@ -404,7 +408,6 @@ class _Checked:
 
 
 UNHONOURED: Final[dict[str, tuple[object, ...]]] = {
-    "webhook": (None,),
     "after_seconds": (None, 0),
     "on_completion": (None, "keep"),
     "on_disconnect": (None, "continue"),
@@ -412,7 +415,7 @@ UNHONOURED: Final[dict[str, tuple[object, ...]]] = {
     "durability": (None, "sync", "async"),
 }
 """Run options the service does not honour, each with the values it does (issue 36: fail
-closed): a webhook, a delayed start, deleting a run's thread when it ends, cancelling a run when
+closed): a delayed start, deleting a run's thread when it ends, cancelling a run when
 its client leaves, feedback keys, and checkpointing only at exit (every step is durable here,
 which ``sync`` and ``async`` ask no less than)."""
 
@@ -436,6 +439,7 @@ def _checked(
     if if_not_exists not in ("reject", "create"):
         raise ValidationError("if_not_exists: 'reject' or 'create'")
     metadata = object_field(body, "metadata")
+    webhook = check_webhook(body.get("webhook"))
     config = object_field(body, "config")
     context = object_field(body, "context")
     if context:
@@ -476,6 +480,8 @@ def _checked(
         "multitask_strategy": strategy,
         "sse_modes": modes,
     }
+    if webhook is not None:
+        service["webhook"] = webhook
     run_request(**fields, service=service)  # its own checks (config, command, nodes...)
     return _Checked(fields, service, if_not_exists)
 

@@ -39,6 +39,7 @@ from durable_graph.service.records import (
     iso,
     state_json,
 )
+from durable_graph.service.webhooks import PREFIX as WEBHOOK_PREFIX
 
 log = logging.getLogger("durable_graph.service")
 
@@ -238,7 +239,7 @@ class Threads:
                     # A subgraph's namespace, a stored assistant's versions: not threads a
                     # client made (D191).
                     if codec.NS_SEP not in t.thread_id
-                    and not t.thread_id.startswith(ASSISTANT_PREFIX)
+                    and not t.thread_id.startswith((ASSISTANT_PREFIX, WEBHOOK_PREFIX))
                 )
                 after = page[-1].thread_id
         for thread_id in candidates:
