@@ -115,9 +115,18 @@ def serving_process(
 @contextmanager
 def reference_serving(langgraph: str, tmp: Path, config: Path = CONFIG) -> Iterator[str]:
     """LangGraph's own ``langgraph dev`` (in-memory) serving the same graph."""
+    with reference_serving_process(langgraph, tmp, config) as (url, _):
+        yield url
+
+
+@contextmanager
+def reference_serving_process(
+    langgraph: str, tmp: Path, config: Path = CONFIG, jobs: int = 4
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`reference_serving`, yielding the process too, running ``jobs`` runs at once."""
     port = free_port()
     argv = [langgraph, "dev", "--config", str(config), "--port", str(port)]
-    argv += ["--no-browser", "--no-reload", "--allow-blocking", "--n-jobs-per-worker", "4"]
+    argv += ["--no-browser", "--no-reload", "--allow-blocking", "--n-jobs-per-worker", str(jobs)]
     log = tmp / f"reference-{port}.log"
     with process(argv, Backend("reference", (), {}), log, config.parent) as proc:
         url = f"http://127.0.0.1:{port}"
@@ -130,7 +139,7 @@ def reference_serving(langgraph: str, tmp: Path, config: Path = CONFIG) -> Itera
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise AssertionError(f"langgraph dev: {log.read_text()}") from None
                 time.sleep(0.3)
-        yield url
+        yield url, proc
 
 
 def worker_argv(backend: Backend, *extra: str) -> list[str]:
