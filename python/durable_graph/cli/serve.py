@@ -73,6 +73,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from durable_graph.langgraph import AsyncDurableSaver
         from durable_graph.langgraph.config_file import LangGraphConfig
         from durable_graph.langgraph.handler import async_graphs_handler
+        from durable_graph.langgraph.store import AsyncDurableStore
         from durable_graph.service import create_app
         from durable_graph.service.guard import DEFAULT_MAX_BODY_BYTES, Origins, cors_settings
         from durable_graph.worker.aio import AsyncWorker
@@ -100,13 +101,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     async def serve() -> None:
         async with await open_async_store(args) as store:
             saver = AsyncDurableSaver(store)
+            # The graphs' LangGraph ``store`` (long-term memory) and /store/* are the store's
+            # items (SPEC §20.3), as LangGraph Server gives its graphs its own store.
+            graph_store = AsyncDurableStore(store.run_queue)
             workers = [
-                AsyncWorker(store, async_graphs_handler(graphs, saver)) for _ in range(args.workers)
+                AsyncWorker(store, async_graphs_handler(graphs, saver, store=graph_store))
+                for _ in range(args.workers)
             ]
             running = [asyncio.create_task(w.run(), name=w.holder) for w in workers]
             server.config.app = create_app(  # uvicorn loads its app when it starts serving
                 store,
                 graphs,
+                graph_store=graph_store,
                 token=args.token,
                 allowed_hosts=hosts,
                 origins=origins,

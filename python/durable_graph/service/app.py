@@ -35,6 +35,7 @@ from starlette.websockets import WebSocket
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, ThreadBusy, ValidationError
 from durable_graph.langgraph.factory import ServedGraph
+from durable_graph.langgraph.store import AsyncDurableStore
 from durable_graph.service.assistants import Assistants
 from durable_graph.service.assistants import Conflict as AssistantConflict
 from durable_graph.service.crons import Crons
@@ -52,6 +53,7 @@ from durable_graph.service.protocol_stream import request_filter, sse
 from durable_graph.service.records import check_thread_id, run_path
 from durable_graph.service.runs import THREAD_MODES, Conflict_, Runs
 from durable_graph.service.schemas import graph_schemas
+from durable_graph.service.store import StoreApi
 from durable_graph.service.threads import Conflict, Threads
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -156,11 +158,14 @@ def create_app(
     ``allowed_hosts``, a request naming another ``Host`` is refused (400). Browser pages of
     ``origins`` (besides the server's own) may use it, with the CORS settings ``cors``
     (LangGraph's ``http.cors`` keys but the origins); bodies are at most ``max_body_bytes``."""
+    if graph_store is None:  # the graphs' store and /store/* are the store's items (SPEC §20.3)
+        graph_store = AsyncDurableStore(store.run_queue)
     threads = Threads(store, graphs, graph_store)
     assistants = Assistants(store, list(graphs))
     runs = Runs(store, threads, assistants)
     commands = Commands(threads, runs)
     crons = Crons(store, runs)
+    items = StoreApi(graph_store)
 
     def authorized(connection: HTTPConnection) -> bool:
         if token is None:
@@ -440,6 +445,25 @@ def create_app(
         status, answer = await commands.handle(thread_id, parse_body(await request.body()))
         return _Json(answer, status_code=status)
 
+    # --- the store (long-term memory) --------------------------------------------------------
+
+    async def put_item(request: Request) -> Response:
+        await items.put(await _body(request))
+        return Response(status_code=204)
+
+    async def get_item(request: Request) -> Response:
+        return _Json(await items.get(request.query_params))
+
+    async def delete_item(request: Request) -> Response:
+        await items.delete(await _body(request))
+        return Response(status_code=204)
+
+    async def search_items(request: Request) -> Response:
+        return _Json(await items.search(await _body(request)))
+
+    async def list_namespaces(request: Request) -> Response:
+        return _Json(await items.namespaces(await _body(request)))
+
     async def stream_events(request: Request, thread_id: str) -> Response:
         where = request_filter(await _body(request))
         if not await threads.exists(thread_id):
@@ -501,6 +525,11 @@ def create_app(
         Route("/runs/batch", guarded(create_batch), methods=["POST"]),
         Route("/runs/stream", guarded(stream_run), methods=["POST"]),
         Route("/runs/wait", guarded(wait_run), methods=["POST"]),
+        Route("/store/items", guarded(put_item), methods=["PUT"]),
+        Route("/store/items", guarded(get_item), methods=["GET"]),
+        Route("/store/items", guarded(delete_item), methods=["DELETE"]),
+        Route("/store/items/search", guarded(search_items), methods=["POST"]),
+        Route("/store/namespaces", guarded(list_namespaces), methods=["POST"]),
     ]
     origins = origins or Origins()
     middleware = []
