@@ -139,6 +139,20 @@ class ItemStoreTests:
         assert queue.search_items(("t",)) == []
         assert queue.item_namespaces() == []
 
+    def test_expired_items_are_left_out_before_a_page_is_cut(
+        self, queue: RunQueue, clock: ClockControl
+    ) -> None:
+        """An expired item inside a page's window is not counted (as PostgresStore with
+        ``omit_expired``, D200): the pages hold the live items only."""
+        for key, ttl in [("c", 60.0), ("b", 60.0), ("x", 0.5), ("a", 60.0)]:
+            queue.put_item(("p",), key, {}, ttl=ttl)
+            clock.advance(timedelta(seconds=1))
+        clock.advance(timedelta(minutes=1))  # "x" expired, not swept
+        assert _keys(queue.search_items(("p",), limit=2)) == ["a", "b"]
+        assert _keys(queue.search_items(("p",), limit=2, offset=2)) == ["c"]
+        assert _keys(queue.search_items(("p",), limit=2, refresh_ttl=True)) == ["a", "b"]
+        assert queue.get_item(("p",), "x", refresh_ttl=True) is None  # never revived
+
     def test_sweep_deletes_expired_items_only(self, queue: RunQueue, clock: ClockControl) -> None:
         queue.put_item(("t",), "gone", {}, ttl=0.5)
         queue.put_item(("t",), "gone2", {}, ttl=0.5, tenant="a")
