@@ -3,9 +3,11 @@ PostgreSQL; the rules are `durable_graph.core.items`'s)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
+from contextlib import closing
 from dataclasses import replace
 from datetime import datetime
+from itertools import groupby
 
 from durable_graph.core.items import (
     StoredItem,
@@ -39,6 +41,19 @@ def _refreshed(tx: Tx, tenant: str | None, item: StoredItem) -> StoredItem:
     item = replace(item, expires_at=tx.now + ttl_delta(item.ttl))
     tx.put_item_row(tenant, item)
     return item
+
+
+def _page(newest_first: Generator[StoredItem], count: int) -> list[StoredItem]:
+    """The first ``count`` items in search order (`search_order`) of items given newest first:
+    each run of one ``updated_at`` is sorted by namespace and key, and reading stops after the
+    run that completes ``count``."""
+    out: list[StoredItem] = []
+    with closing(newest_first):
+        for _, run in groupby(newest_first, key=lambda i: i.updated_at):
+            out.extend(sorted(run, key=search_order))
+            if len(out) >= count:
+                break
+    return out[:count]
 
 
 class EmbeddedItems:
@@ -108,10 +123,10 @@ class EmbeddedItems:
         t = check_optional_identifier("tenant", tenant)
         wanted = None if text is None else decode_json(text)
         with self._storage.write() if refresh else self._storage.read() as tx:
-            found = [
-                i for i in tx.item_rows(t, pre) if _live(i, tx.now) and matches(i.value, wanted)
-            ]
-            page = sorted(found, key=search_order)[off : off + lim]
+            page = _page(
+                (i for i in tx.item_rows(t, pre) if _live(i, tx.now) and matches(i.value, wanted)),
+                off + lim,
+            )[off:]
             return [_refreshed(tx, t, i) for i in page] if refresh else page
 
     def item_namespaces(

@@ -13,7 +13,7 @@ write, so the in-memory storage needs no undo log.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -213,9 +213,10 @@ class Tx(Protocol):
         ...
 
     def drop_item(self, tenant: str | None, namespace: tuple[str, ...], key: str) -> bool: ...
-    def item_rows(self, tenant: str | None, prefix: tuple[str, ...]) -> list[StoredItem]:
-        """Every item of ``tenant`` whose namespace starts with ``prefix``, expired or not, in
-        no particular order."""
+    def item_rows(self, tenant: str | None, prefix: tuple[str, ...]) -> Generator[StoredItem]:
+        """Every item of ``tenant`` whose namespace starts with ``prefix``, expired or not,
+        newest ``updated_at`` first (items of one ``updated_at`` in any order), read as they
+        are taken."""
         ...
 
     def sweep_item_rows(self, batch: int) -> int:

@@ -44,6 +44,10 @@ from durable_graph.core.scalars import check_optional_identifier
 SWEEP_BATCH: Final = 1000
 """Items one sweep call deletes; `sweep_ttl` calls again until fewer come back."""
 DEFAULT_SWEEP_MINUTES: Final = 5.0
+CALLS_IN_FLIGHT: Final = 4
+"""The most store calls one `AsyncDurableStore` has in flight: more concurrent ``aget`` /
+``aput`` calls wait their turn here, not for a pool connection (whose wait is bounded: thousands
+of gathered calls would otherwise time out waiting for one)."""
 
 SEMANTIC_SEARCH_REFUSED: Final = (
     "index: semantic search is not supported by DurableStore (it needs pgvector, which "
@@ -219,15 +223,20 @@ class AsyncDurableStore(BaseStore):
         self.tenant, self.ttl_config = _checked(tenant, ttl, index)
         self._queue = run_queue
         self._sweeper: asyncio.Task[None] | None = None
+        self._slots: asyncio.Semaphore | None = None
         try:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             self._loop = None
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        listed = _validated(ops)
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
-        return [await self._one(op) for op in _validated(ops)]
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(CALLS_IN_FLIGHT)
+        async with self._slots:
+            return [await self._one(op) for op in listed]
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         listed = _validated(ops)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Generator
 from dataclasses import replace
 from datetime import datetime
 
@@ -34,13 +35,13 @@ class ItemsTx:
     def drop_item(self, tenant: str | None, namespace: tuple[str, ...], key: str) -> bool:
         return self._s.items.pop((tenant, namespace, key), None) is not None
 
-    def item_rows(self, tenant: str | None, prefix: tuple[str, ...]) -> list[StoredItem]:
+    def item_rows(self, tenant: str | None, prefix: tuple[str, ...]) -> Generator[StoredItem]:
         n = len(prefix)
-        return [
-            _copy(item)
-            for (t, ns, _), item in self._s.items.items()
-            if t == tenant and ns[:n] == prefix
+        found = [
+            item for (t, ns, _), item in self._s.items.items() if t == tenant and ns[:n] == prefix
         ]
+        found.sort(key=lambda item: item.updated_at, reverse=True)
+        return (_copy(item) for item in found)
 
     def sweep_item_rows(self, batch: int) -> int:
         gone = [

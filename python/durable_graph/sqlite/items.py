@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Generator
 
 from durable_graph.core.items import StoredItem
 from durable_graph.core.scalars import decode_json, to_micros
@@ -67,17 +68,26 @@ class ItemsTx(Queries):
             > 0
         )
 
-    def item_rows(self, tenant: str | None, prefix: tuple[str, ...]) -> list[StoredItem]:
+    def item_rows(self, tenant: str | None, prefix: tuple[str, ...]) -> Generator[StoredItem]:
+        params: list[object]
         if not prefix:
-            rows = self._all("SELECT * FROM items WHERE tenant = ?", (tenant or "",))
+            where, params = "tenant = ?", [tenant or ""]
         else:
             start = _ns(prefix)[:-1]  # without its ']'
-            rows = self._all(
-                "SELECT * FROM items WHERE tenant = ? AND namespace >= ? AND substr(namespace, 1, ?) = ?"
-                " AND substr(namespace, ? + 1, 1) IN (',', ']')",
-                (tenant or "", start, len(start), start, len(start)),
+            where = (
+                "tenant = ? AND namespace >= ? AND substr(namespace, 1, ?) = ?"
+                " AND substr(namespace, ? + 1, 1) IN (',', ']')"
             )
-        return [_item_of(r) for r in rows]
+            params = [tenant or "", start, len(start), start, len(start)]
+        # Newest first, decoded one at a time: a search reads only as far as its page.
+        rows = self._conn.execute(
+            f"SELECT * FROM items WHERE {where} ORDER BY updated_at DESC", params
+        )
+        try:
+            for row in rows:
+                yield _item_of(row)
+        finally:  # a search that stopped early ends the statement before its next write
+            rows.close()
 
     def sweep_item_rows(self, batch: int) -> int:
         return self._run(
