@@ -315,20 +315,27 @@ BEGIN
         END IF;
     END IF;
     -- The page, refreshed first when asked: a refresh changes no row's place (updated_at),
-    -- and a refreshed item stays live, so the page read after it is the same.
+    -- and a refreshed item stays live, so the page read after it is the same. Its rows are
+    -- locked in key order, so concurrent refreshing searches never deadlock.
     IF p_refresh THEN
         UPDATE items u
            SET expires_at = v_now + pg_catalog.round(u.ttl * 60000000)::bigint
                                     * interval '1 microsecond'
-         WHERE u.tenant = v_tenant AND u.ttl IS NOT NULL AND (u.namespace, u.key) IN (
-               SELECT i.namespace, i.key
-                 FROM items i
-                WHERE i.tenant = v_tenant
-                  AND (v_n = 0 OR (i.namespace >= p_prefix AND i.namespace[1:v_n] = p_prefix))
-                  AND (i.expires_at IS NULL OR i.expires_at > v_now)
-                  AND _dg_item_matches(i.value, v_filter)
-                ORDER BY i.updated_at DESC, i.namespace, i.key
-                LIMIT p_limit OFFSET p_offset);
+          FROM (SELECT l.namespace, l.key
+                  FROM items l
+                 WHERE l.tenant = v_tenant AND l.ttl IS NOT NULL AND (l.namespace, l.key) IN (
+                       SELECT i.namespace, i.key
+                         FROM items i
+                        WHERE i.tenant = v_tenant
+                          AND (v_n = 0 OR (i.namespace >= p_prefix
+                                           AND i.namespace[1:v_n] = p_prefix))
+                          AND (i.expires_at IS NULL OR i.expires_at > v_now)
+                          AND _dg_item_matches(i.value, v_filter)
+                        ORDER BY i.updated_at DESC, i.namespace, i.key
+                        LIMIT p_limit OFFSET p_offset)
+                 ORDER BY l.namespace, l.key
+                   FOR UPDATE) AS k
+         WHERE u.tenant = v_tenant AND u.namespace = k.namespace AND u.key = k.key;
     END IF;
     RETURN QUERY
     SELECT i.namespace::text[], i.key::text, i.value, i.created_at, i.updated_at, i.expires_at,
@@ -395,11 +402,13 @@ DECLARE
 BEGIN
     PERFORM _dg_not_null(p_batch IS NOT NULL, 'batch');
     PERFORM _dg_check(p_batch BETWEEN 1 AND 100000, 'batch must be between 1 and 100000');
+    -- SKIP LOCKED: a row another call holds (a refreshing read) waits for the next sweep.
     DELETE FROM items i
      WHERE (i.tenant, i.namespace, i.key) IN (
            SELECT o.tenant, o.namespace, o.key FROM items o
             WHERE o.expires_at IS NOT NULL AND o.expires_at <= v_now
-            ORDER BY o.expires_at LIMIT p_batch);
+            ORDER BY o.expires_at LIMIT p_batch
+              FOR UPDATE SKIP LOCKED);
     GET DIAGNOSTICS v_swept = ROW_COUNT;
     RETURN QUERY SELECT v_swept;
 END;
