@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all venv pg-deps node-deps lint format generate test langgraph-suite service-suite demo bench soak chaos clean service-reference
+.PHONY: all venv pg-deps node-deps lint format generate test langgraph-suite langgraph-store-suite service-suite demo bench soak chaos clean service-reference
 
 all: test
 
@@ -68,8 +68,15 @@ test: venv pg-deps node-deps lint
 # our savers and LangGraph's own on memory, SQLite and PostgreSQL, sync and async; counts per saver
 # in langgraph-suite.md (junit files kept in build/langgraph-suite/last-run: `--report-only`
 # counts them again). `make test` runs its short subset (tests/test_langgraph_suite.py).
-langgraph-suite: venv pg-deps
+langgraph-suite: venv pg-deps langgraph-store-suite
 	$(PY) -m tests.langgraph_suite.run --subset all --checkpoint-postgres --out langgraph-suite.md \
+		--keep build/langgraph-suite/last-run $(PYTEST_ARGS)
+
+# langgraph-checkpoint-postgres's store tests (test_store, test_async_store of its pinned sdist,
+# downloaded from PyPI) on DurableStore over memory, SQLite and PostgreSQL, beside PostgresStore
+# itself; counts in langgraph-store-suite.md, exit 1 for a test PostgresStore passes and ours not.
+langgraph-store-suite: venv pg-deps
+	$(PY) -m tests.langgraph_suite.store_suite --out langgraph-store-suite.md \
 		--keep build/langgraph-suite/last-run $(PYTEST_ARGS)
 
 # The main job on the embedded default: SQLite in a temporary file, no server. Installs only

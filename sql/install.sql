@@ -17,7 +17,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 13
+\set dg_required_version 14
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
@@ -196,6 +196,11 @@ SELECT :dg_version >= 13 AS dg_has_0013 \gset
 \else
 \ir ../migrations/0013.worker_roles.sql
 \endif
+SELECT :dg_version >= 14 AS dg_has_0014 \gset
+\if :dg_has_0014
+\else
+\ir ../migrations/0014.items.sql
+\endif
 
 -- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).
 \ir 00_clock.sql
@@ -211,6 +216,7 @@ SELECT :dg_version >= 13 AS dg_has_0013 \gset
 \ir 60_submit.sql
 \ir 70_lease.sql
 \ir 72_scheduling.sql
+\ir 74_items.sql
 \ir 75_fast_path.sql
 \ir 77_notify.sql
 \ir 80_attempts_close.sql

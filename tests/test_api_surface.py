@@ -36,6 +36,7 @@ from durable_graph.postgres import (
     PostgresCheckpointer,
     calls,
     fast_path,
+    items,
     operating,
     scheduling,
     workers,
@@ -107,6 +108,7 @@ def _builder(name: str) -> typing.Any:
         or getattr(fast_path, name, None)
         or getattr(operating, name, None)
         or getattr(scheduling, name, None)
+        or getattr(items, name, None)
         or getattr(workers, name)
     )
 
@@ -138,6 +140,8 @@ def test_a_postgres_method_not_written_by_hand_is_one_sql_call(
             if hasattr(operating, name)
             else "scheduling"  # SPEC §15's builders (postgres/scheduling.py)
             if hasattr(scheduling, name)
+            else "items"  # SPEC §20.3's builders (postgres/items.py)
+            if hasattr(items, name)
             else "workers"  # the worker registry's (postgres/workers.py, D130)
         )
         call = f"self._x.run({module}.{name}({', '.join(['self._config', *params])}))"

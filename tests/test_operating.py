@@ -255,6 +255,7 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
         raw.execute("DROP TABLE queue_limits")
         raw.execute("DROP TABLE schedules")
         raw.execute("DROP TABLE workers")  # version 7's (migrate_v7.sql)
+        raw.execute("DROP TABLE items")  # version 8's (migrate_v8.sql)
         for table, column in (
             ("queue_entries", "priority"),
             ("queue_entries", "kind"),
@@ -274,7 +275,7 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
     finally:
         store.close()
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
 
 
 def test_a_traceback_over_the_stores_value_limit_still_defers_the_entry(tmp_path: Path) -> None:
@@ -388,6 +389,7 @@ def test_a_version_5_sqlite_file_gains_fixed_listing_places(tmp_path: Path) -> N
         raw.execute("DROP TABLE queue_limits")
         raw.execute("DROP TABLE schedules")
         raw.execute("DROP TABLE workers")  # version 7's (migrate_v7.sql)
+        raw.execute("DROP TABLE items")  # version 8's (migrate_v8.sql)
         for table, column in (
             ("queue_entries", "priority"),
             ("queue_entries", "kind"),

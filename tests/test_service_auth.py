@@ -100,10 +100,15 @@ def test_no_user_is_401_and_a_refusing_handler_is_403(served: tuple[str, str]) -
     assert bob.assistants.get(made["assistant_id"])["name"] == "bob's"
 
 
-def test_stored_assistants_and_crons_are_their_users_own(served: tuple[str, str]) -> None:
+def test_stored_assistants_crons_and_items_are_their_users_own(served: tuple[str, str]) -> None:
     url, target = served
     ada, bob = _client(url, "token-ada"), _client(url, "token-bob")
     label = uuid.uuid4().hex
+    bob.store.put_item(["notes", label], "k", {"secret": "bob's"})
+    assert bob.store.get_item(["notes", label], "k")["value"] == {"secret": "bob's"}
+    if target != "reference":  # the reference scopes only what the handlers filter
+        assert ada.store.get_item(["notes", label], "k") is None
+        assert ada.store.search_items(["notes", label])["items"] == []
     made = bob.assistants.create("agent", metadata={"label": label})
     assert [a["assistant_id"] for a in bob.assistants.search(metadata={"label": label})] == [
         made["assistant_id"]

@@ -47,6 +47,7 @@ def test_a_factory_gets_the_runs_config_and_an_execution_runtime(url: str) -> No
     values = client.runs.wait(thread_id, "with_runtime", input={"text": "hi"})
     assert values["text"] == "hi echoed"
     assert values["access"] == "threads.create_run" and values["execution"] is True
+    assert values["has_store"] is True  # the graphs' store, as the reference gives it
     again = client.runs.wait(
         thread_id, "with_runtime", input={"text": "hi"}, config={"configurable": {"suffix": "!"}}
     )

@@ -200,10 +200,28 @@ def test_a_version_7_sqlite_file_gains_the_worker_registry(tmp_path: Path) -> No
     store.close()
     with sqlite3.connect(path) as raw:  # what version 7 had
         raw.execute("DROP TABLE workers")
+        raw.execute("DROP TABLE items")  # version 8's (migrate_v8.sql)
         raw.execute("PRAGMA user_version = 7")
     with SqliteCheckpointer.open(path) as store:
         assert [e.entry_id for e in store.run_queue.open_entries()] == [entry_id]
         store.run_queue.worker_heartbeat(WorkerBeat("w-1", "h", 1, None, "idle"))
         assert [w.holder for w in store.run_queue.workers()] == ["w-1"]
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+
+
+def test_a_version_8_sqlite_file_gains_the_item_store(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    store = SqliteCheckpointer.open(path)
+    entry_id = store.run_queue.submit(Submission("t-1", "go")).entry_id
+    store.close()
+    with sqlite3.connect(path) as raw:  # what version 8 had
+        raw.execute("DROP TABLE items")
+        raw.execute("PRAGMA user_version = 8")
+    with SqliteCheckpointer.open(path) as store:
+        assert [e.entry_id for e in store.run_queue.open_entries()] == [entry_id]
+        store.run_queue.put_item(("memories",), "k", {"v": 1})
+        got = store.run_queue.get_item(("memories",), "k")
+        assert got is not None and got.value == {"v": 1}
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9

@@ -4,7 +4,7 @@ The declaration is read from three places, and only there:
 
 - the Protocols: `Checkpointer` (``core/checkpointer.py``), `RunQueue` and `TraceContexts`
   (``core/run_queue.py``): each method's name, parameters, defaults and annotations, as written;
-- the PostgreSQL call builders (``postgres/calls.py``, ``fast_path.py``, ``operating.py``, ``scheduling.py``,
+- the PostgreSQL call builders (``postgres/calls.py``, ``fast_path.py``, ``items.py``, ``operating.py``, ``scheduling.py``,
   ``workers.py``): one function per method, ``(config, *the method's parameters)`` → the
   `SqlCall` that performs it;
 - `HAND_WRITTEN`, `POLLING` and `SQL` below: the methods each target writes by hand (waits, ``prune_all``,
@@ -172,12 +172,12 @@ def generated(protocols: list[Protocol], hand_written: Written) -> list[tuple[Pr
 
 
 def builder_module(method: Method) -> str:
-    """The module (``calls``, ``fast_path``, ``operating``, ``scheduling``, ``workers``) whose
+    """The module (``calls``, ``fast_path``, ``items``, ``operating``, ``scheduling``, ``workers``) whose
     builder performs ``method``, checked to take ``config`` and then the method's parameters in
     order, none defaulted."""
-    from durable_graph.postgres import calls, fast_path, operating, scheduling, workers
+    from durable_graph.postgres import calls, fast_path, items, operating, scheduling, workers
 
-    for module in (calls, fast_path, operating, scheduling, workers):
+    for module in (calls, fast_path, items, operating, scheduling, workers):
         build = getattr(module, method.name, None)
         if callable(build):
             params = list(inspect.signature(build).parameters.values())
@@ -289,7 +289,7 @@ TARGETS = [
         + "`PostgresCheckpointer`\nand `PostgresRunQueue` inherit them.\n",
         asynchronous=False,
         imports=[
-            "from durable_graph.postgres import calls, fast_path, operating, scheduling, workers",
+            "from durable_graph.postgres import calls, fast_path, items, operating, scheduling, workers",
             "from durable_graph.postgres.config import PostgresConfig",
             "from durable_graph.postgres.connection import Executor",
         ],
@@ -318,7 +318,7 @@ TARGETS = [
         + "\n`AsyncPostgresCheckpointer` and `AsyncPostgresRunQueue` inherit them.\n",
         asynchronous=True,
         imports=[
-            "from durable_graph.postgres import calls, fast_path, operating, scheduling, workers",
+            "from durable_graph.postgres import calls, fast_path, items, operating, scheduling, workers",
             "from durable_graph.postgres.async_connection import AsyncExecutor",
             "from durable_graph.postgres.config import PostgresConfig",
         ],

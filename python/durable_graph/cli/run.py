@@ -179,6 +179,7 @@ def _graphs_of(args: argparse.Namespace) -> GraphHandlerOf | None:
         try:
             from durable_graph.langgraph.config_file import LangGraphConfig
             from durable_graph.langgraph.handler import async_graphs_handler
+            from durable_graph.langgraph.store import AsyncDurableStore
             from durable_graph.service.webhooks import with_webhooks
         except ImportError as exc:
             raise UsageError(f"--langgraph-config needs durable-graph[langgraph] ({exc})") from None
@@ -186,8 +187,11 @@ def _graphs_of(args: argparse.Namespace) -> GraphHandlerOf | None:
             graphs = LangGraphConfig.read(args.langgraph_config).load_graphs()
         except ValidationError as exc:
             raise CliError(f"--langgraph-config: {exc}") from None
-        # A run's webhook is delivered by whichever worker takes its delivery (SPEC §20.3).
-        return lambda saver: with_webhooks(async_graphs_handler(graphs, saver))
+        # The graphs' LangGraph ``store`` is the store's items (SPEC §20.3), as under ``serve``;
+        # a run's webhook is delivered by whichever worker takes its delivery.
+        return lambda saver: with_webhooks(
+            async_graphs_handler(graphs, saver, store=AsyncDurableStore(saver.store.run_queue))
+        )
     if args.app is None:
         raise UsageError("worker needs --app module:handler (or --langgraph-config FILE)")
     target = load_app(args.app)

@@ -73,6 +73,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from durable_graph.langgraph import AsyncDurableSaver
         from durable_graph.langgraph.config_file import LangGraphConfig
         from durable_graph.langgraph.handler import async_graphs_handler
+        from durable_graph.langgraph.store import AsyncDurableStore
         from durable_graph.service import create_app
         from durable_graph.service.auth import UserAuth
         from durable_graph.service.guard import DEFAULT_MAX_BODY_BYTES, Origins, cors_settings
@@ -104,8 +105,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     async def serve() -> None:
         async with await open_async_store(args) as store:
             saver = AsyncDurableSaver(store)
+            # The graphs' LangGraph ``store`` (long-term memory) and /store/* are the store's
+            # items (SPEC §20.3), as LangGraph Server gives its graphs its own store.
+            graph_store = AsyncDurableStore(store.run_queue)
             workers = [
-                AsyncWorker(store, with_webhooks(async_graphs_handler(graphs, saver)))
+                AsyncWorker(
+                    store, with_webhooks(async_graphs_handler(graphs, saver, store=graph_store))
+                )
                 for _ in range(args.workers)
             ]
             running = [asyncio.create_task(w.run(), name=w.holder) for w in workers]
@@ -113,6 +119,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 store,
                 graphs,
                 user_auth=user_auth,
+                graph_store=graph_store,
                 token=args.token,
                 allowed_hosts=hosts,
                 origins=origins,

@@ -11,14 +11,16 @@ convention differs. `AsyncCheckpointer`, `AsyncRunQueue` and `AsyncTraceContexts
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
 from durable_graph.core.checkpointer import JSONValue
+from durable_graph.core.items import StoredItem
 from durable_graph.core.listing import EntryState
 from durable_graph.core.model import (
     ANY,
+    JSON,
     AttemptBegun,
     AttemptStart,
     Checkpoint,
@@ -225,6 +227,49 @@ class AsyncRunQueueMethods(Protocol):
     async def pause_schedule(self, name: str, paused: bool = True) -> StoredSchedule: ...
 
     async def fire_schedule(self, name: str, slot: datetime) -> Ticket | None: ...
+
+    async def put_item(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, JSON],
+        ttl: float | None = None,
+        tenant: str | None = None,
+    ) -> StoredItem: ...
+
+    async def get_item(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        refresh_ttl: bool = False,
+        tenant: str | None = None,
+    ) -> StoredItem | None: ...
+
+    async def delete_item(
+        self, namespace: Sequence[str], key: str, tenant: str | None = None
+    ) -> bool: ...
+
+    async def search_items(
+        self,
+        prefix: Sequence[str],
+        filter: Mapping[str, JSON] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = False,
+        tenant: str | None = None,
+    ) -> list[StoredItem]: ...
+
+    async def item_namespaces(
+        self,
+        prefix: Sequence[str] | None = None,
+        suffix: Sequence[str] | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        tenant: str | None = None,
+    ) -> list[tuple[str, ...]]: ...
+
+    async def sweep_items(self, batch: int = 1000) -> int: ...
 
     async def worker_heartbeat(self, beat: WorkerBeat) -> WorkerSeen: ...
 

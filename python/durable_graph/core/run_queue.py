@@ -7,13 +7,15 @@ holds a live lease.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
+from durable_graph.core.items import StoredItem
 from durable_graph.core.listing import EntryState
 from durable_graph.core.model import (
     ANY,
+    JSON,
     AttemptPlan,
     AttemptStart,
     Checkpoint,
@@ -172,6 +174,63 @@ class RunQueue(Protocol):
         ``slot`` at or before store-now and after the newest submitted slot), submit the
         schedule's run under the key ``schedule:<name>:<slot>`` and record ``slot`` as the newest;
         else None. So each slot is submitted at most once, however many schedulers fire it."""
+        ...
+
+    # --- SPEC §20.3: the item store, LangGraph's long-term memory (durable_graph.core.items) -----
+
+    def put_item(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, JSON],
+        ttl: float | None = None,
+        tenant: str | None = None,
+    ) -> StoredItem:
+        """Put the item (replacing the one at ``namespace`` / ``key`` of ``tenant``, keeping its
+        ``created_at``); ``ttl`` minutes from store-now it expires (None: never)."""
+        ...
+
+    def get_item(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        refresh_ttl: bool = False,
+        tenant: str | None = None,
+    ) -> StoredItem | None:
+        """The live item, or None (missing, expired, another tenant's); ``refresh_ttl`` moves
+        its expiry to store-now plus its ttl."""
+        ...
+
+    def delete_item(self, namespace: Sequence[str], key: str, tenant: str | None = None) -> bool:
+        """True when there was an item (expired or not)."""
+        ...
+
+    def search_items(
+        self,
+        prefix: Sequence[str],
+        filter: Mapping[str, JSON] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = False,
+        tenant: str | None = None,
+    ) -> list[StoredItem]:
+        """The live items under ``prefix`` (``()``: all) that pass ``filter``, newest first."""
+        ...
+
+    def item_namespaces(
+        self,
+        prefix: Sequence[str] | None = None,
+        suffix: Sequence[str] | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        tenant: str | None = None,
+    ) -> list[tuple[str, ...]]:
+        """The distinct namespaces of live items, cut to ``max_depth`` labels, in label order."""
+        ...
+
+    def sweep_items(self, batch: int = 1000) -> int:
+        """Delete up to ``batch`` expired items (every tenant's); how many."""
         ...
 
     # --- the worker registry (durable_graph.core.workers) -------------------------------------

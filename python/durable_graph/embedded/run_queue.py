@@ -67,6 +67,7 @@ from durable_graph.embedded.common import (
     submitted_again,
     wait_until,
 )
+from durable_graph.embedded.items import EmbeddedItems
 from durable_graph.embedded.rows import EntryQuery, EntryRow, Place
 from durable_graph.embedded.scheduling import EmbeddedScheduling, pick_head
 from durable_graph.embedded.storage import Storage, Tx
@@ -77,7 +78,7 @@ _AWAIT_CLOSED_POLL: Final = WatchPolicy().poll_interval.total_seconds()
 timeouts are wall-clock)."""
 
 
-class EmbeddedRunQueue(EmbeddedScheduling, EmbeddedWorkers):
+class EmbeddedRunQueue(EmbeddedScheduling, EmbeddedWorkers, EmbeddedItems):
     """SPEC §5 over a `Storage`, in the same storage as its checkpointer (and SPEC §15's
     limits and schedules, `EmbeddedScheduling`; the worker registry, `EmbeddedWorkers`)."""
 

@@ -13,11 +13,12 @@ write, so the in-memory storage needs no undo log.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from durable_graph.core.items import StoredItem
 from durable_graph.core.model import Attempt, Event, PendingWrite, TenantFilter
 from durable_graph.core.validation import EncodedEvent, EncodedSubmission, EncodedWrite
 from durable_graph.core.workers import WorkerSeen
@@ -197,6 +198,29 @@ class Tx(Protocol):
     def drop_schedule(self, name: str) -> bool: ...
     def schedule_rows(self) -> list[ScheduleRow]:
         """Every schedule, by name (UTF-8 byte order)."""
+        ...
+
+    # --- SPEC §20.3: the item store (durable_graph.embedded.items) -----------------------------
+
+    def item_row(
+        self, tenant: str | None, namespace: tuple[str, ...], key: str
+    ) -> StoredItem | None:
+        """The item of ``tenant`` (None: no tenant) at ``namespace`` / ``key``, expired or not."""
+        ...
+
+    def put_item_row(self, tenant: str | None, item: StoredItem) -> None:
+        """Insert or replace the item of ``tenant`` at its namespace and key."""
+        ...
+
+    def drop_item(self, tenant: str | None, namespace: tuple[str, ...], key: str) -> bool: ...
+    def item_rows(self, tenant: str | None, prefix: tuple[str, ...]) -> Generator[StoredItem]:
+        """Every item of ``tenant`` whose namespace starts with ``prefix``, expired or not,
+        newest ``updated_at`` first (items of one ``updated_at`` in any order), read as they
+        are taken."""
+        ...
+
+    def sweep_item_rows(self, batch: int) -> int:
+        """Delete up to ``batch`` items (of any tenant) expired at ``now``; how many."""
         ...
 
     # --- the worker registry (durable_graph.embedded.workers) ---------------------------------

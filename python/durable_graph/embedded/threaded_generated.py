@@ -8,13 +8,15 @@ caller's arguments; `ThreadedCheckpointer` and `ThreadedRunQueue` inherit them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from durable_graph.core.checkpointer import Checkpointer, JSONValue
+from durable_graph.core.items import StoredItem
 from durable_graph.core.listing import EntryState
 from durable_graph.core.model import (
     ANY,
+    JSON,
     AttemptBegun,
     AttemptStart,
     Checkpoint,
@@ -272,6 +274,59 @@ class ThreadedRunQueueCalls:
 
     async def fire_schedule(self, name: str, slot: datetime) -> Ticket | None:
         return await in_thread(self._sync.fire_schedule, name, slot)
+
+    async def put_item(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, JSON],
+        ttl: float | None = None,
+        tenant: str | None = None,
+    ) -> StoredItem:
+        return await in_thread(self._sync.put_item, namespace, key, value, ttl, tenant)
+
+    async def get_item(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        refresh_ttl: bool = False,
+        tenant: str | None = None,
+    ) -> StoredItem | None:
+        return await in_thread(self._sync.get_item, namespace, key, refresh_ttl, tenant)
+
+    async def delete_item(
+        self, namespace: Sequence[str], key: str, tenant: str | None = None
+    ) -> bool:
+        return await in_thread(self._sync.delete_item, namespace, key, tenant)
+
+    async def search_items(
+        self,
+        prefix: Sequence[str],
+        filter: Mapping[str, JSON] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = False,
+        tenant: str | None = None,
+    ) -> list[StoredItem]:
+        return await in_thread(
+            self._sync.search_items, prefix, filter, limit, offset, refresh_ttl, tenant
+        )
+
+    async def item_namespaces(
+        self,
+        prefix: Sequence[str] | None = None,
+        suffix: Sequence[str] | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        tenant: str | None = None,
+    ) -> list[tuple[str, ...]]:
+        return await in_thread(
+            self._sync.item_namespaces, prefix, suffix, max_depth, limit, offset, tenant
+        )
+
+    async def sweep_items(self, batch: int = 1000) -> int:
+        return await in_thread(self._sync.sweep_items, batch)
 
     async def worker_heartbeat(self, beat: WorkerBeat) -> WorkerSeen:
         return await in_thread(self._sync.worker_heartbeat, beat)

@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import EmptyInputError, GraphRecursionError, InvalidUpdateError
@@ -321,13 +321,24 @@ def async_graphs_handler(
         with suppress(NotFound):  # a thread's first run: no commit to hang the effect on yet
             await ctx.record_effect(GRAPH_EFFECT, lambda: name)
         made = graphs[name]
+        run_store = _store_for(store, ctx.entry.tenant)
         if isinstance(made, GraphFactory):
-            graph = await made.make(RUN_ACCESS, _run_config(ctx, config), store)
-            run = async_graph_handler(graph.copy(update={"store": store}), saver, config=config)
-            return await run(ctx)
-        return await handlers[name](ctx)
+            graph = await made.make(RUN_ACCESS, _run_config(ctx, config), run_store)
+        elif run_store is not store:  # a user's run: the user's items (SPEC §20.4)
+            graph = made
+        else:
+            return await handlers[name](ctx)
+        run = async_graph_handler(graph.copy(update={"store": run_store}), saver, config=config)
+        return await run(ctx)
 
     return handler
+
+
+def _store_for(store: BaseStore | None, tenant: str | None) -> BaseStore | None:
+    """The graphs' store for a run of ``tenant``: its own items when the store keeps tenants
+    apart (`AsyncDurableStore.for_tenant`), else ``store`` itself."""
+    for_tenant = getattr(store, "for_tenant", None)
+    return store if for_tenant is None or tenant is None else cast(BaseStore, for_tenant(tenant))
 
 
 RUN_ACCESS: Final = "threads.create_run"

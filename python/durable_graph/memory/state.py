@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from durable_graph.core.items import StoredItem
 from durable_graph.core.model import Attempt
 from durable_graph.core.workers import WorkerSeen
 from durable_graph.embedded.rows import (
@@ -104,6 +105,8 @@ class State:
         """``(scope, name) -> max_leases`` (SPEC §15)."""
         self.schedules: dict[str, ScheduleRow] = {}
         self.workers: dict[str, WorkerSeen] = {}
+        self.items: dict[tuple[str | None, tuple[str, ...], str], StoredItem] = {}
+        """``(tenant, namespace, key) -> item`` (SPEC §20.3)."""
         """``holder -> row`` of the worker registry (durable_graph.core.workers)."""
 
 

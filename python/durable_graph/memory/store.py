@@ -45,6 +45,7 @@ from durable_graph.embedded.rows import (
     ThreadRow,
 )
 from durable_graph.embedded.run_queue import EmbeddedRunQueue
+from durable_graph.memory.items import ItemsTx
 from durable_graph.memory.scheduling import SchedulingTx
 from durable_graph.memory.state import EventRow, QueueThread, State, ThreadData
 from durable_graph.memory.workers import WorkersTx
@@ -135,7 +136,7 @@ class MemoryStorage:
             self._notify(s)
 
 
-class MemoryTx(SchedulingTx, WorkersTx):
+class MemoryTx(SchedulingTx, WorkersTx, ItemsTx):
     """A transaction of `MemoryStorage`: the `Tx` operations over the dicts of `State` (the
     SPEC §15 ones in `durable_graph.memory.scheduling`)."""
 

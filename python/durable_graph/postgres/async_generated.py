@@ -9,13 +9,15 @@ call, the decoder) and runs it with the store's executor;
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from durable_graph.core.checkpointer import JSONValue
+from durable_graph.core.items import StoredItem
 from durable_graph.core.listing import EntryState
 from durable_graph.core.model import (
     ANY,
+    JSON,
     AttemptBegun,
     AttemptStart,
     Checkpoint,
@@ -40,7 +42,7 @@ from durable_graph.core.model import (
 )
 from durable_graph.core.scheduling import ConcurrencyLimit, LimitScope, Schedule, StoredSchedule
 from durable_graph.core.workers import SEEN_WITHIN, WorkerBeat, WorkerSeen
-from durable_graph.postgres import calls, fast_path, operating, scheduling, workers
+from durable_graph.postgres import calls, fast_path, items, operating, scheduling, workers
 from durable_graph.postgres.async_connection import AsyncExecutor
 from durable_graph.postgres.config import PostgresConfig
 
@@ -271,6 +273,59 @@ class AsyncRunQueueSql:
 
     async def fire_schedule(self, name: str, slot: datetime) -> Ticket | None:
         return await self._x.run(scheduling.fire_schedule(self._config, name, slot))
+
+    async def put_item(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, JSON],
+        ttl: float | None = None,
+        tenant: str | None = None,
+    ) -> StoredItem:
+        return await self._x.run(items.put_item(self._config, namespace, key, value, ttl, tenant))
+
+    async def get_item(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        refresh_ttl: bool = False,
+        tenant: str | None = None,
+    ) -> StoredItem | None:
+        return await self._x.run(items.get_item(self._config, namespace, key, refresh_ttl, tenant))
+
+    async def delete_item(
+        self, namespace: Sequence[str], key: str, tenant: str | None = None
+    ) -> bool:
+        return await self._x.run(items.delete_item(self._config, namespace, key, tenant))
+
+    async def search_items(
+        self,
+        prefix: Sequence[str],
+        filter: Mapping[str, JSON] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = False,
+        tenant: str | None = None,
+    ) -> list[StoredItem]:
+        return await self._x.run(
+            items.search_items(self._config, prefix, filter, limit, offset, refresh_ttl, tenant)
+        )
+
+    async def item_namespaces(
+        self,
+        prefix: Sequence[str] | None = None,
+        suffix: Sequence[str] | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        tenant: str | None = None,
+    ) -> list[tuple[str, ...]]:
+        return await self._x.run(
+            items.item_namespaces(self._config, prefix, suffix, max_depth, limit, offset, tenant)
+        )
+
+    async def sweep_items(self, batch: int = 1000) -> int:
+        return await self._x.run(items.sweep_items(self._config, batch))
 
     async def worker_heartbeat(self, beat: WorkerBeat) -> WorkerSeen:
         return await self._x.run(workers.worker_heartbeat(self._config, beat))

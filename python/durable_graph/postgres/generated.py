@@ -9,13 +9,15 @@ and `PostgresRunQueue` inherit them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from durable_graph.core.checkpointer import JSONValue
+from durable_graph.core.items import StoredItem
 from durable_graph.core.listing import EntryState
 from durable_graph.core.model import (
     ANY,
+    JSON,
     AttemptBegun,
     AttemptStart,
     Checkpoint,
@@ -40,7 +42,7 @@ from durable_graph.core.model import (
 )
 from durable_graph.core.scheduling import ConcurrencyLimit, LimitScope, Schedule, StoredSchedule
 from durable_graph.core.workers import SEEN_WITHIN, WorkerBeat, WorkerSeen
-from durable_graph.postgres import calls, fast_path, operating, scheduling, workers
+from durable_graph.postgres import calls, fast_path, items, operating, scheduling, workers
 from durable_graph.postgres.config import PostgresConfig
 from durable_graph.postgres.connection import Executor
 
@@ -259,6 +261,57 @@ class RunQueueSql:
 
     def fire_schedule(self, name: str, slot: datetime) -> Ticket | None:
         return self._x.run(scheduling.fire_schedule(self._config, name, slot))
+
+    def put_item(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, JSON],
+        ttl: float | None = None,
+        tenant: str | None = None,
+    ) -> StoredItem:
+        return self._x.run(items.put_item(self._config, namespace, key, value, ttl, tenant))
+
+    def get_item(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        refresh_ttl: bool = False,
+        tenant: str | None = None,
+    ) -> StoredItem | None:
+        return self._x.run(items.get_item(self._config, namespace, key, refresh_ttl, tenant))
+
+    def delete_item(self, namespace: Sequence[str], key: str, tenant: str | None = None) -> bool:
+        return self._x.run(items.delete_item(self._config, namespace, key, tenant))
+
+    def search_items(
+        self,
+        prefix: Sequence[str],
+        filter: Mapping[str, JSON] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = False,
+        tenant: str | None = None,
+    ) -> list[StoredItem]:
+        return self._x.run(
+            items.search_items(self._config, prefix, filter, limit, offset, refresh_ttl, tenant)
+        )
+
+    def item_namespaces(
+        self,
+        prefix: Sequence[str] | None = None,
+        suffix: Sequence[str] | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        tenant: str | None = None,
+    ) -> list[tuple[str, ...]]:
+        return self._x.run(
+            items.item_namespaces(self._config, prefix, suffix, max_depth, limit, offset, tenant)
+        )
+
+    def sweep_items(self, batch: int = 1000) -> int:
+        return self._x.run(items.sweep_items(self._config, batch))
 
     def worker_heartbeat(self, beat: WorkerBeat) -> WorkerSeen:
         return self._x.run(workers.worker_heartbeat(self._config, beat))

@@ -23,7 +23,6 @@ from contextlib import suppress
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from langgraph.store.base import BaseStore
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -36,6 +35,7 @@ from starlette.websockets import WebSocket
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, ThreadBusy, ValidationError
 from durable_graph.langgraph.factory import ServedGraph
+from durable_graph.langgraph.store import AsyncDurableStore
 from durable_graph.service.assistants import Assistants
 from durable_graph.service.assistants import Conflict as AssistantConflict
 from durable_graph.service.auth import FILTERS, TENANT, Denied, UserAuth
@@ -55,6 +55,7 @@ from durable_graph.service.protocol_stream import request_filter, sse
 from durable_graph.service.records import assistant_id_of, check_thread_id, run_path
 from durable_graph.service.runs import THREAD_MODES, Conflict_, Runs
 from durable_graph.service.schemas import graph_schemas
+from durable_graph.service.store import StoreApi
 from durable_graph.service.threads import Conflict, Threads
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -171,7 +172,7 @@ def create_app(
     store: AsyncCheckpointer,
     graphs: Mapping[str, ServedGraph],
     *,
-    graph_store: BaseStore | None = None,
+    graph_store: AsyncDurableStore | None = None,
     user_auth: UserAuth | None = None,
     token: str | None = None,
     allowed_hosts: Sequence[str] | None = None,
@@ -186,11 +187,14 @@ def create_app(
     (LangGraph's ``http.cors`` keys but the origins); bodies are at most ``max_body_bytes``.
     With ``user_auth`` (``langgraph.json``'s ``auth``), its handlers authenticate and authorize
     every request and the user is the request's tenant (`auth`); else the single ``token``."""
+    if graph_store is None:  # the graphs' store and /store/* are the store's items (SPEC §20.3)
+        graph_store = AsyncDurableStore(store.run_queue)
     threads = Threads(store, graphs, graph_store)
     assistants = Assistants(store, list(graphs))
     runs = Runs(store, threads, assistants)
     commands = Commands(threads, runs)
     crons = Crons(store, runs)
+    items = StoreApi(graph_store)
 
     def authorized(connection: HTTPConnection) -> bool:
         if user_auth is not None:  # the WebSocket transport is not offered with users (D195)
@@ -488,6 +492,25 @@ def create_app(
         status, answer = await commands.handle(thread_id, parse_body(await request.body()))
         return _Json(answer, status_code=status)
 
+    # --- the store (long-term memory) --------------------------------------------------------
+
+    async def put_item(request: Request) -> Response:
+        await items.put(await _body(request))
+        return Response(status_code=204)
+
+    async def get_item(request: Request) -> Response:
+        return _Json(await items.get(request.query_params))
+
+    async def delete_item(request: Request) -> Response:
+        await items.delete(await _body(request))
+        return Response(status_code=204)
+
+    async def search_items(request: Request) -> Response:
+        return _Json(await items.search(await _body(request)))
+
+    async def list_namespaces(request: Request) -> Response:
+        return _Json(await items.namespaces(await _body(request)))
+
     async def stream_events(request: Request, thread_id: str) -> Response:
         where = request_filter(await _body(request))
         if not await threads.exists(thread_id):
@@ -665,6 +688,15 @@ def create_app(
         Route("/runs/batch", guarded(create_batch, ("threads", "create_run")), methods=["POST"]),
         Route("/runs/stream", guarded(stream_run, ("threads", "create_run")), methods=["POST"]),
         Route("/runs/wait", guarded(wait_run, ("threads", "create_run")), methods=["POST"]),
+        Route("/store/items", guarded(put_item, ("store", "put")), methods=["PUT"]),
+        Route("/store/items", guarded(get_item, ("store", "get")), methods=["GET"]),
+        Route("/store/items", guarded(delete_item, ("store", "delete")), methods=["DELETE"]),
+        Route("/store/items/search", guarded(search_items, ("store", "search")), methods=["POST"]),
+        Route(
+            "/store/namespaces",
+            guarded(list_namespaces, ("store", "list_namespaces")),
+            methods=["POST"],
+        ),
     ]
     origins = origins or Origins()
     middleware = []

@@ -31,6 +31,7 @@ from durable_graph.embedded.rows import (
     Place,
     ThreadRow,
 )
+from durable_graph.sqlite.items import ItemsTx
 from durable_graph.sqlite.rows import at, checkpoint_of, effect_of, entry_of, event_of, thread_of
 from durable_graph.sqlite.scheduling import SchedulingTx
 from durable_graph.sqlite.workers import WorkersTx
@@ -53,7 +54,7 @@ def _us(value: timedelta) -> int:
     return value // timedelta(microseconds=1)
 
 
-class SqliteTx(SchedulingTx, WorkersTx):
+class SqliteTx(SchedulingTx, WorkersTx, ItemsTx):
     """One transaction on one connection; ``now`` is store time read once (D4)."""
 
     __slots__ = ("_conn", "_now_us", "now")

@@ -8,14 +8,16 @@ result; `SyncAdapter` and `SyncRunQueueAdapter` inherit them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from durable_graph.core.async_protocols import AsyncCheckpointer, AsyncRunQueue, AsyncTraceContexts
 from durable_graph.core.checkpointer import JSONValue
+from durable_graph.core.items import StoredItem
 from durable_graph.core.listing import EntryState
 from durable_graph.core.model import (
     ANY,
+    JSON,
     AttemptBegun,
     AttemptStart,
     Checkpoint,
@@ -277,6 +279,57 @@ class SyncRunQueueCalls:
 
     def fire_schedule(self, name: str, slot: datetime) -> Ticket | None:
         return self._runner.run(self.target.fire_schedule(name, slot))
+
+    def put_item(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, JSON],
+        ttl: float | None = None,
+        tenant: str | None = None,
+    ) -> StoredItem:
+        return self._runner.run(self.target.put_item(namespace, key, value, ttl, tenant))
+
+    def get_item(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        refresh_ttl: bool = False,
+        tenant: str | None = None,
+    ) -> StoredItem | None:
+        return self._runner.run(self.target.get_item(namespace, key, refresh_ttl, tenant))
+
+    def delete_item(self, namespace: Sequence[str], key: str, tenant: str | None = None) -> bool:
+        return self._runner.run(self.target.delete_item(namespace, key, tenant))
+
+    def search_items(
+        self,
+        prefix: Sequence[str],
+        filter: Mapping[str, JSON] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = False,
+        tenant: str | None = None,
+    ) -> list[StoredItem]:
+        return self._runner.run(
+            self.target.search_items(prefix, filter, limit, offset, refresh_ttl, tenant)
+        )
+
+    def item_namespaces(
+        self,
+        prefix: Sequence[str] | None = None,
+        suffix: Sequence[str] | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        tenant: str | None = None,
+    ) -> list[tuple[str, ...]]:
+        return self._runner.run(
+            self.target.item_namespaces(prefix, suffix, max_depth, limit, offset, tenant)
+        )
+
+    def sweep_items(self, batch: int = 1000) -> int:
+        return self._runner.run(self.target.sweep_items(batch))
 
     def worker_heartbeat(self, beat: WorkerBeat) -> WorkerSeen:
         return self._runner.run(self.target.worker_heartbeat(beat))

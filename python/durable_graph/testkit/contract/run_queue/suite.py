@@ -17,6 +17,7 @@ from __future__ import annotations
 from durable_graph.testkit.contract.run_queue.attempts_close import AttemptsCloseTests
 from durable_graph.testkit.contract.run_queue.closed_runs import ClosedRunsTests
 from durable_graph.testkit.contract.run_queue.fast_path import FastPathTests
+from durable_graph.testkit.contract.run_queue.items import ItemStoreTests
 from durable_graph.testkit.contract.run_queue.lease import LeaseTests
 from durable_graph.testkit.contract.run_queue.lifecycle import QueueLifecycleTests
 from durable_graph.testkit.contract.run_queue.listing import ListingTests
@@ -61,6 +62,7 @@ class RunQueueContract(
     ListingTests,
     SchedulingTests,
     WorkerRegistryTests,
+    ItemStoreTests,
     RunQueueFixtures,
 ):
     """SPEC §5 as tests. Subclass it and override ``harness`` (see module docstring)."""

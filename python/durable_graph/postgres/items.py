@@ -1,0 +1,141 @@
+"""The SqlCalls of the item store (``sql/74_items.sql``; `durable_graph.core.items`). Same shape
+as `durable_graph.postgres.calls`: validate, then one function call whose rows the decoder turns
+into model values."""
+
+from __future__ import annotations
+
+from datetime import UTC
+
+from durable_graph.core.items import (
+    StoredItem,
+    check_filter,
+    check_item_value,
+    check_key,
+    check_max_depth,
+    check_namespace,
+    check_optional_namespace,
+    check_page,
+    check_refresh,
+    check_sweep_batch,
+    check_ttl,
+)
+from durable_graph.core.scalars import check_optional_identifier, decode_json
+from durable_graph.postgres.calls import SqlCall, _call
+from durable_graph.postgres.config import PostgresConfig
+from durable_graph.postgres.rows import Row, each, exactly_one, first_or_none
+
+
+def _item_of(row: Row) -> StoredItem:
+    expires, ttl = row["expires_at"], row["ttl"]
+    return StoredItem(
+        tuple(row["namespace"]),
+        row["key"],
+        decode_json(row["value"]),
+        row["created_at"].astimezone(UTC),
+        row["updated_at"].astimezone(UTC),
+        None if expires is None else expires.astimezone(UTC),
+        None if ttl is None else float(ttl),
+    )
+
+
+def put_item(
+    config: PostgresConfig,
+    namespace: object,
+    key: object,
+    value: object,
+    ttl: object,
+    tenant: object,
+) -> SqlCall[StoredItem]:
+    args = [
+        ("text[]", list(check_namespace("namespace", namespace))),
+        ("text", check_key(key)),
+        ("text", check_item_value(value, config.max_value_bytes)),
+        ("double precision", check_ttl(ttl)),
+        ("text", check_optional_identifier("tenant", tenant)),
+    ]
+    return _call(config, "put_item", "dg_put_item_v1", args, exactly_one(_item_of))
+
+
+def get_item(
+    config: PostgresConfig, namespace: object, key: object, refresh_ttl: object, tenant: object
+) -> SqlCall[StoredItem | None]:
+    args = [
+        ("text[]", list(check_namespace("namespace", namespace))),
+        ("text", check_key(key)),
+        ("boolean", check_refresh(refresh_ttl)),
+        ("text", check_optional_identifier("tenant", tenant)),
+    ]
+    return _call(config, "get_item", "dg_get_item_v1", args, first_or_none(_item_of))
+
+
+def delete_item(
+    config: PostgresConfig, namespace: object, key: object, tenant: object
+) -> SqlCall[bool]:
+    args = [
+        ("text[]", list(check_namespace("namespace", namespace))),
+        ("text", check_key(key)),
+        ("text", check_optional_identifier("tenant", tenant)),
+    ]
+    decode = exactly_one(lambda row: bool(row["removed"]))
+    return _call(config, "delete_item", "dg_delete_item_v1", args, decode)
+
+
+def search_items(
+    config: PostgresConfig,
+    prefix: object,
+    filter: object,
+    limit: object,
+    offset: object,
+    refresh_ttl: object,
+    tenant: object,
+) -> SqlCall[list[StoredItem]]:
+    lim, off = check_page(limit, offset)
+    args = [
+        ("text[]", list(check_namespace("prefix", prefix, allow_empty=True))),
+        ("text", check_filter(filter, config.max_value_bytes)),
+        ("integer", lim),
+        ("integer", off),
+        ("boolean", check_refresh(refresh_ttl)),
+        ("text", check_optional_identifier("tenant", tenant)),
+    ]
+    return _call(config, "search_items", "dg_search_items_v1", args, each(_item_of))
+
+
+def item_namespaces(
+    config: PostgresConfig,
+    prefix: object,
+    suffix: object,
+    max_depth: object,
+    limit: object,
+    offset: object,
+    tenant: object,
+) -> SqlCall[list[tuple[str, ...]]]:
+    pre = check_optional_namespace("prefix", prefix)
+    suf = check_optional_namespace("suffix", suffix)
+    lim, off = check_page(limit, offset)
+    args = [
+        ("text[]", None if pre is None else list(pre)),
+        ("text[]", None if suf is None else list(suf)),
+        ("integer", check_max_depth(max_depth)),
+        ("integer", lim),
+        ("integer", off),
+        ("text", check_optional_identifier("tenant", tenant)),
+    ]
+    decode = each(lambda row: tuple(row["namespace"]))
+    return _call(config, "item_namespaces", "dg_item_namespaces_v1", args, decode)
+
+
+def sweep_items(config: PostgresConfig, batch: object) -> SqlCall[int]:
+    args = [("integer", check_sweep_batch(batch))]
+    decode = exactly_one(lambda row: int(row["swept"]))
+    return _call(config, "sweep_items", "dg_sweep_items_v1", args, decode)
+
+
+__all__ = [
+    "delete_item",
+    "get_item",
+    "item_namespaces",
+    "put_item",
+    "search_items",
+    "sweep_items",
+]

@@ -1,0 +1,149 @@
+"""LangGraph Server's store API over the store's items (SPEC §20.3 "the store"; D203).
+
+``PUT /store/items``, ``GET /store/items``, ``DELETE /store/items``, ``POST /store/items/search``
+and ``POST /store/namespaces``, as ``langgraph-sdk``'s ``client.store`` calls them and
+``langgraph dev`` answers them: a put or a delete is 204, a get the item (``null`` when there is
+none), a search ``{"items": [...]}``, a listing ``{"namespaces": [...]}``. They go through the
+same `AsyncDurableStore` the graphs get as their ``store``, so a client sees what a node wrote
+and the other way round. Every field is checked before anything is written (422 naming it); a
+per-item ``index`` (semantic search) is refused by name, never dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langgraph.store.base import InvalidNamespaceError
+
+from durable_graph.core.errors import ValidationError
+from durable_graph.langgraph.store import SEMANTIC_SEARCH_REFUSED, AsyncDurableStore
+from durable_graph.service.auth import TENANT
+from durable_graph.service.records import count_field
+
+
+def _namespace(value: object, name: str, *, optional: bool = False) -> tuple[str, ...] | None:
+    """A namespace as a list of labels (non-empty strings without ``.``), else 422 naming it."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, list | tuple):
+        raise ValidationError(f"{name}: must be a list of labels")
+    for label in value:
+        if not isinstance(label, str) or not label or "." in label:
+            raise ValidationError(
+                f"{name}: label {label!r} must be a non-empty string without periods"
+            )
+    return tuple(value)
+
+
+def _key(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValidationError("key: must be a non-empty string")
+    return value
+
+
+def _bool(value: object, name: str) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise ValidationError(f"{name}: must be a boolean")
+
+
+def _ttl(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError("ttl: must be a number of minutes or null")
+    return float(value)
+
+
+def _filter(value: object) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValidationError("filter: must be an object")
+    return value
+
+
+def _refuse_index(body: Mapping[str, Any]) -> None:
+    if body.get("index") not in (None, False):
+        raise ValidationError(SEMANTIC_SEARCH_REFUSED)
+
+
+class StoreApi:
+    """The store endpoints' work over ``store`` (the graphs' `AsyncDurableStore`), each request
+    on its tenant's items (`auth.TENANT`, SPEC §20.4)."""
+
+    def __init__(self, store: AsyncDurableStore) -> None:
+        self.store = store
+
+    @property
+    def items(self) -> AsyncDurableStore:
+        return self.store.for_tenant(TENANT.get())
+
+    async def put(self, body: Mapping[str, Any]) -> None:
+        namespace = _namespace(body.get("namespace"), "namespace")
+        key = _key(body.get("key"))
+        value = body.get("value")
+        if not isinstance(value, dict):
+            raise ValidationError("value: must be an object")
+        _refuse_index(body)
+        ttl = _ttl(body.get("ttl"))
+        assert namespace is not None
+        try:
+            await self.items.aput(namespace, key, value, ttl=ttl)
+        except InvalidNamespaceError as exc:
+            raise ValidationError(f"namespace: {exc}") from None
+
+    async def get(self, params: Mapping[str, str]) -> dict[str, Any] | None:
+        namespace = _namespace(params.get("namespace", "").split("."), "namespace")
+        key = _key(params.get("key"))
+        refresh = params.get("refresh_ttl")
+        if refresh is not None and refresh.lower() not in ("true", "false"):
+            raise ValidationError("refresh_ttl: must be true or false")
+        assert namespace is not None
+        try:
+            found = await self.items.aget(
+                namespace, key, refresh_ttl=None if refresh is None else refresh.lower() == "true"
+            )
+        except InvalidNamespaceError as exc:
+            raise ValidationError(f"namespace: {exc}") from None
+        return None if found is None else found.dict()
+
+    async def delete(self, body: Mapping[str, Any]) -> None:
+        namespace = _namespace(body.get("namespace"), "namespace")
+        key = _key(body.get("key"))
+        assert namespace is not None
+        try:
+            await self.items.adelete(namespace, key)
+        except InvalidNamespaceError as exc:
+            raise ValidationError(f"namespace: {exc}") from None
+
+    async def search(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        prefix = _namespace(body.get("namespace_prefix") or [], "namespace_prefix")
+        assert prefix is not None
+        found = await self.items.asearch(
+            prefix,
+            filter=_filter(body.get("filter")),
+            limit=count_field(body, "limit", 10, 1),
+            offset=count_field(body, "offset", 0, 0),
+            refresh_ttl=_bool(body.get("refresh_ttl"), "refresh_ttl"),
+        )
+        return {"items": [item.dict() for item in found]}
+
+    async def namespaces(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        prefix = _namespace(body.get("prefix") or None, "prefix", optional=True)
+        suffix = _namespace(body.get("suffix") or None, "suffix", optional=True)
+        depth = body.get("max_depth")
+        if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int)):
+            raise ValidationError("max_depth: must be an integer")
+        found = await self.items.alist_namespaces(
+            prefix=prefix,
+            suffix=suffix,
+            max_depth=depth,
+            limit=count_field(body, "limit", 100, 1),
+            offset=count_field(body, "offset", 0, 0),
+        )
+        return {"namespaces": [list(ns) for ns in found]}
+
+
+__all__ = ["StoreApi"]

@@ -1,0 +1,102 @@
+"""The store API through ``durable-graph serve`` with ``langgraph-sdk``'s own client (SPEC §20.3
+"the store"; D203): put, get, search, list namespaces and delete as the reference answers them,
+bad requests refused by name, and a graph node that reads and writes its ``store`` — the same
+items the client sees."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.errors import UnprocessableEntityError
+
+from service_support import Backend, reference_serving, serving
+
+CONFIG = Path(__file__).parent / "service_store" / "langgraph.json"
+REFERENCE = os.environ.get("DURABLE_GRAPH_LANGGRAPH_DEV")
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", "postgres", *(["reference"] if REFERENCE else [])]
+)
+def url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    logs = tmp_path_factory.mktemp("logs")
+    if request.param == "reference":
+        assert REFERENCE is not None
+        with reference_serving(REFERENCE, logs, CONFIG) as served:
+            yield served
+        return
+    if request.param == "postgres":
+        dsn: str = request.getfixturevalue("pg_dsn")
+        backend = Backend("postgres", ("--schema", f"items_{uuid.uuid4().hex[:12]}"), {})
+        backend.env["DURABLE_GRAPH_DSN"] = dsn
+    else:
+        backend = Backend("sqlite", ("--sqlite", str(logs / "items.db")), {})
+    with serving(backend, logs, config=CONFIG) as served:
+        yield served
+
+
+def test_items_are_put_got_searched_listed_and_deleted(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    user = uuid.uuid4().hex
+    ns = ["docs", user]
+    client.store.put_item(ns, "a", {"title": "A", "n": 1})
+    client.store.put_item(ns, "b", {"title": "B", "n": 2})
+    client.store.put_item(["docs", user, "deep"], "c", {"title": "C", "n": 3})
+    got = client.store.get_item(ns, "a")
+    assert got["namespace"] == ns and got["key"] == "a" and got["value"] == {"title": "A", "n": 1}
+    assert got["created_at"] and got["updated_at"]
+    assert client.store.get_item(ns, "missing") is None
+    found = client.store.search_items(ns, filter={"n": 2})
+    assert [i["key"] for i in found["items"]] == ["b"]
+    everything = client.store.search_items(ns, limit=10)
+    assert {i["key"] for i in everything["items"]} == {"a", "b", "c"}
+    page = client.store.search_items(ns, limit=2, offset=0)
+    assert len(page["items"]) == 2
+    listed = client.store.list_namespaces(prefix=["docs", user])
+    assert listed["namespaces"] == [["docs", user], ["docs", user, "deep"]]
+    assert client.store.list_namespaces(prefix=["docs", user], max_depth=2)["namespaces"] == [
+        ["docs", user]
+    ]
+    client.store.delete_item(ns, "a")
+    assert client.store.get_item(ns, "a") is None
+    client.store.put_item(ns, "b", {"title": "B2"})
+    got = client.store.get_item(ns, "b")
+    assert got["value"] == {"title": "B2"}
+
+
+def test_a_bad_store_request_is_refused_by_name_and_writes_nothing(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    user = uuid.uuid4().hex
+    with pytest.raises(UnprocessableEntityError):
+        client.http.put("/store/items", json={"namespace": ["a", ""], "key": "k", "value": {}})
+    with pytest.raises(UnprocessableEntityError):
+        client.http.put("/store/items", json={"namespace": [user], "key": "k", "value": [1]})
+    assert client.store.search_items([user])["items"] == []
+
+
+def test_semantic_search_is_refused_by_name(url: str, request: pytest.FixtureRequest) -> None:
+    if request.node.callspec.params["url"] == "reference":
+        pytest.skip("ours only: the reference has no index configured and ignores it")
+    client: Any = get_sync_client(url=url)
+    user = uuid.uuid4().hex
+    with pytest.raises(UnprocessableEntityError, match="semantic search"):
+        client.store.put_item([user], "k", {"text": "x"}, index=["text"])
+    assert client.store.get_item([user], "k") is None
+
+
+def test_a_graph_node_reads_and_writes_the_same_items(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    user = uuid.uuid4().hex
+    client.store.put_item(["memories", user], "seed", {"said": "from the client"})
+    first = client.runs.wait(None, "memory", input={"user": user, "said": "hello"})
+    assert first["known"] == 1 and first["found"] == ["from the client"]
+    second = client.runs.wait(None, "memory", input={"user": user, "said": "again"})
+    assert second["known"] == 2 and second["found"] == ["from the client", "hello"]
+    said = {i["value"]["said"] for i in client.store.search_items(["memories", user])["items"]}
+    assert said == {"from the client", "hello", "again"}
