@@ -102,14 +102,10 @@ def _read_dotenv(path: Path) -> dict[str, str]:
     return out
 
 
-def load_graph(base: Path, spec: str) -> Any:
-    """The compiled graph ``spec`` names (``./file.py:attr`` relative to ``base``), or its
-    `GraphFactory` when it names a function."""
-    from langgraph.graph import StateGraph
-    from langgraph.pregel import Pregel
-
-    from durable_graph.langgraph.factory import GraphFactory
-
+def load_object(base: Path, spec: str, label: str) -> Any:
+    """The object ``spec`` names: ``./file.py:attr`` (a file relative to ``base``, loaded once a
+    process, its folder put on ``sys.path``) or ``package.module:attr``; `ValidationError`
+    starting with ``label`` when there is none."""
     where, _, attr = spec.rpartition(":")
     if where.endswith(".py") or "/" in where:
         file = (base / where).resolve()
@@ -117,8 +113,8 @@ def load_graph(base: Path, spec: str) -> Any:
         module = sys.modules.get(name)
         if module is None:
             found = importlib.util.spec_from_file_location(name, file)
-            if found is None or found.loader is None:
-                raise ValidationError(f"config: cannot load {file}")
+            if found is None or found.loader is None or not file.is_file():
+                raise ValidationError(f"{label}: cannot load {file}")
             module = importlib.util.module_from_spec(found)
             sys.modules[name] = module
             if str(file.parent) not in sys.path:
@@ -130,7 +126,19 @@ def load_graph(base: Path, spec: str) -> Any:
     for part in attr.split("."):
         target = getattr(target, part, None)
         if target is None:
-            raise ValidationError(f"config: {where} has no attribute {attr!r}")
+            raise ValidationError(f"{label}: {where} has no attribute {attr!r}")
+    return target
+
+
+def load_graph(base: Path, spec: str) -> Any:
+    """The compiled graph ``spec`` names (``./file.py:attr`` relative to ``base``), or its
+    `GraphFactory` when it names a function."""
+    from langgraph.graph import StateGraph
+    from langgraph.pregel import Pregel
+
+    from durable_graph.langgraph.factory import GraphFactory
+
+    target = load_object(base, spec, "config")
     if callable(target) and not isinstance(target, (Pregel, StateGraph)):
         return GraphFactory.of(spec, target)  # called per use, as LangGraph Server calls it
     if isinstance(target, StateGraph):

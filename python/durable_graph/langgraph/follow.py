@@ -41,7 +41,9 @@ def _ours(event: Event) -> bool:
     return event.kind.startswith(EVENT_PREFIX)
 
 
-def _ended(entry: QueueEntry, seen: int) -> bool:
+def run_ended(entry: QueueEntry, seen: int) -> bool:
+    """The run is over for a reader of its thread's log up to ``seen``: its entry is closed and
+    the log has been read to the event it closed at."""
     return entry.closed and (entry.closed_at_seq is None or seen >= entry.closed_at_seq)
 
 
@@ -73,7 +75,7 @@ def follow(
             continue
         entry = store.run_queue.entry(entry_id, tenant=tenant) or entry
         runs = _runs(entry)
-        if _ended(entry, seen):
+        if run_ended(entry, seen):
             return
         store.await_events_after(entry.thread_id, seen, ENTRY_CHECK, watch)
 
@@ -103,6 +105,6 @@ async def afollow(
             continue
         entry = await store.run_queue.entry(entry_id, tenant=tenant) or entry
         runs = _runs(entry)
-        if _ended(entry, seen):
+        if run_ended(entry, seen):
             return
         await store.await_events_after(entry.thread_id, seen, ENTRY_CHECK, watch)

@@ -19,11 +19,8 @@ filter on the resource's metadata (``{"key": v}``, ``{"key": {"$eq": v}}``,
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
 import logging
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from pathlib import Path
@@ -34,6 +31,7 @@ from langgraph_sdk.auth.types import AuthContext
 from starlette.requests import HTTPConnection
 
 from durable_graph.core.errors import ValidationError
+from durable_graph.langgraph.config_file import load_object
 
 log = logging.getLogger("durable_graph.service")
 
@@ -135,18 +133,7 @@ class UserAuth:
         where, _, attr = spec.rpartition(":")
         if not where or not attr:
             raise ValidationError(f"auth.path: {spec!r} is not './file.py:name' or 'module:name'")
-        if where.endswith(".py") or "/" in where:
-            file = (base / where).resolve()
-            name = f"durable_graph_auth_{file.stem}_{abs(hash(str(file)))}"
-            found = importlib.util.spec_from_file_location(name, file)
-            if found is None or found.loader is None or not file.is_file():
-                raise ValidationError(f"auth.path: cannot load {file}")
-            module = importlib.util.module_from_spec(found)
-            sys.modules[name] = module
-            found.loader.exec_module(module)
-        else:
-            module = importlib.import_module(where)
-        auth = getattr(module, attr, None)
+        auth = load_object(base, spec, "auth.path")
         if not isinstance(auth, Auth):
             raise ValidationError(f"auth.path: {spec} is not a langgraph_sdk.Auth")
         return cls(auth)

@@ -26,7 +26,7 @@ from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import EntryClosed, NotFound, ValidationError
 from durable_graph.core.model import ANY, JSON, Completed, Failed, Mode, QueueEntry, Submission
 from durable_graph.core.validation import DEFAULT_MAX_VALUE_BYTES, check_submission
-from durable_graph.langgraph.follow import afollow
+from durable_graph.langgraph.follow import afollow, run_ended
 from durable_graph.langgraph.run_request import run_request
 from durable_graph.langgraph.streaming import EVENT_PREFIX, listed_modes
 from durable_graph.langgraph.values import from_json, message_dict, to_json
@@ -354,7 +354,7 @@ class Runs:
         frames = []
         for entry_id in sorted(going):
             ended = await self.store.run_queue.entry(entry_id, TENANT.get())
-            if ended is None or _ended(ended, seen):
+            if ended is None or run_ended(ended, seen):
                 going.discard(entry_id)
                 done = {"status": "run_done", "run_id": run_id_of(entry_id)}
                 frames.append(_frame("metadata", done, None))
@@ -367,10 +367,6 @@ THREAD_IDLE_WAIT: Final = timedelta(seconds=5)
 THREAD_MODES: Final = ("run_modes", "lifecycle")
 """``threads.join_stream``'s modes served; ``state_update`` (LangGraph Server's event for a
 client's ``update_state``) is not in this store's log: refused by name (D193)."""
-
-
-def _ended(entry: QueueEntry, seen: int) -> bool:
-    return entry.closed and (entry.closed_at_seq is None or seen >= entry.closed_at_seq)
 
 
 async def final_values(entry: QueueEntry, threads: Threads) -> Any:
