@@ -4,16 +4,10 @@
 
 Each stack of the fast-path bench's job family (`tests.bench.jobs`: submit ~100 B → take →
 one ~1 KB checkpoint → complete) runs ``jobs`` jobs in a row, after 200 to warm up, alone, on
-one durable server (fsync on, ``autovacuum`` off so that only the stack writes WAL) with
-``pg_stat_statements`` (``track = all``) and ``pg_walinspect``. Reported per job:
-
-- wall time and the client process's CPU (``process_time``);
-- server time: the execution time of the top-level statements (``toplevel``), and statements:
-  every statement executed, nested ones (inside PL/pgSQL) included;
-- the WAL written in the window: its bytes (the distance between the window's two LSNs, as
-  ``pg_wal_lsn_diff`` gives it), and from its records (``pg_get_wal_stats``) the commit records
-  (durable transactions), index entries (B-tree leaf inserts, splits included), heap row versions
-  (insert, update, HOT update) and row-lock records (``Heap/LOCK``, ``Heap2/LOCK_UPDATED``).
+one durable server (fsync on) with `tests.bench.inventory`'s settings. Reported per job: the wall
+time and the client process's CPU (``process_time``), and what `tests.bench.inventory` counts
+over the window: server time, statements executed (nested included), WAL bytes, durable
+transactions, index entries, heap row versions and row-lock records.
 
 Every stack is measured twice: on a fresh store, and on a populated one, ``open`` open entries
 (jobs) that are not due (delayed a year) on as many other threads, as a store in service holds
@@ -38,16 +32,13 @@ import psycopg
 from durable_graph.postgres.migrations import migrate
 from durable_graph.testkit.postgres import server as pg_server
 
-from . import jobs
+from . import inventory, jobs
 from .checkpoint import setup_langgraph
 from .common import JOB_INPUT, settled
 from .queue import setup_pgqueuer, setup_procrastinate
 from .run import create_databases
 
 WARMUP = 200
-
-_INDEX = ("INSERT_LEAF", "INSERT_POST", "SPLIT_L", "SPLIT_R")
-_HEAP = ("INSERT", "INSERT+INIT", "UPDATE", "UPDATE+INIT", "HOT_UPDATE", "HOT_UPDATE+INIT")
 
 
 @dataclass
@@ -85,34 +76,12 @@ HEADER = [
 ]
 
 
-def _lsn(admin: psycopg.Connection[Any]) -> str:
-    row = admin.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
-    assert row is not None
-    return str(row[0])
-
-
-def _wal_stats(admin: psycopg.Connection[Any], start: str, end: str) -> dict[str, int]:
-    """{"Rmgr/TYPE": records} between two LSNs (the WAL is flushed first)."""
-    admin.execute("SELECT pg_switch_wal()")  # the window's WAL flushed: walinspect reads it
-    rows = admin.execute(
-        'SELECT "resource_manager/record_type", count'
-        " FROM pg_get_wal_stats(%s::pg_lsn, %s::pg_lsn, true)",
-        (start, end),
-    ).fetchall()
-    return {str(r[0]): int(r[1]) for r in rows}
-
-
-def _count(stats: dict[str, int], rmgr: str, types: tuple[str, ...]) -> int:
-    return sum(stats.get(f"{rmgr}/{t}", 0) for t in types)
-
-
 async def _profile(name: str, store: str, workload: Any, admin_dsn: str, n: int) -> Profile:
     await settled(workload.setup())
     for _ in range(WARMUP):
         await settled(workload.op())
     with psycopg.connect(admin_dsn, autocommit=True) as admin:
-        admin.execute("SELECT pg_stat_statements_reset()")
-        start = _lsn(admin)
+        start = inventory.start_window(admin)
     steps: dict[str, int] = {}
     cpu, wall = time.process_time(), time.perf_counter()
     for _ in range(n):
@@ -120,51 +89,24 @@ async def _profile(name: str, store: str, workload: Any, admin_dsn: str, n: int)
             steps[step] = steps.get(step, 0) + ns
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     with psycopg.connect(admin_dsn, autocommit=True) as admin:
-        end = _lsn(admin)
-        await settled(workload.close())
-        total = admin.execute(
-            "SELECT coalesce(sum(total_exec_time) FILTER (WHERE toplevel), 0),"
-            "       coalesce(sum(calls), 0)"
-            " FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'"
-            "   AND query NOT LIKE '%pg_current_wal%'"
-        ).fetchone()
-        top = admin.execute(
-            "SELECT total_exec_time / %s, left(regexp_replace(query, '\\s+', ' ', 'g'), 60)"
-            " FROM pg_stat_statements WHERE toplevel AND query NOT LIKE '%%pg_stat_statements%%'"
-            "   AND query NOT LIKE '%%pg_current_wal%%'"
-            " ORDER BY total_exec_time DESC LIMIT 4",
-            (n,),
-        ).fetchall()
-        stats = _wal_stats(admin, start, end)
-    assert total is not None
-    wal = pg_lsn_diff(start, end)
+        counted = inventory.end_window(admin, start, n)
+    await settled(workload.close())
     return Profile(
         name=name,
         store=store,
         wall_ms=wall / n * 1e3,
         cpu_ms=cpu / n * 1e3,
-        server_ms=float(total[0]) / n,
-        statements=float(total[1]) / n,
-        wal_bytes=wal / n,
-        commits=_count(stats, "Transaction", ("COMMIT",)) / n,
-        index_entries=_count(stats, "Btree", _INDEX) / n,
-        heap_versions=_count(stats, "Heap", _HEAP) / n,
-        hot_updates=_count(stats, "Heap", ("HOT_UPDATE", "HOT_UPDATE+INIT")) / n,
-        lock_records=(_count(stats, "Heap", ("LOCK",)) + _count(stats, "Heap2", ("LOCK_UPDATED",)))
-        / n,
+        server_ms=counted.server_ms,
+        statements=counted.statement_count,
+        wal_bytes=counted.wal_bytes,
+        commits=counted.commits,
+        index_entries=counted.index_entries,
+        heap_versions=counted.heap_versions,
+        hot_updates=counted.hot_updates,
+        lock_records=counted.lock_records,
         steps={k: v / n / 1e6 for k, v in steps.items()},
-        top=[(float(t), str(q)) for t, q in top],
+        top=counted.top(4),
     )
-
-
-def pg_lsn_diff(start: str, end: str) -> int:
-    """The bytes from ``start`` to ``end`` (two LSNs), as PostgreSQL's ``pg_wal_lsn_diff``."""
-
-    def value(lsn: str) -> int:
-        hi, lo = lsn.split("/")
-        return (int(hi, 16) << 32) + int(lo, 16)
-
-    return value(end) - value(start)
 
 
 def populate_ours(dsn: str, schema: str, n: int) -> None:
@@ -241,18 +183,12 @@ def _stacks(dsns: dict[str, str], tag: str, wanted: set[str]) -> list[tuple[str,
 
 
 def run(n: int, open_entries: int, wanted: set[str]) -> list[Profile]:
-    settings = {
-        "shared_preload_libraries": "pg_stat_statements",
-        "pg_stat_statements.track": "all",
-        "autovacuum": "off",
-    }
-    server = pg_server.start(settings, durable=True)
+    server = pg_server.start(inventory.SETTINGS, durable=True)
     profiles: list[Profile] = []
     try:
         base = server.dsn()
         with psycopg.connect(base, autocommit=True) as admin:
-            admin.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-            admin.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+            inventory.prepare(admin)
         for store in ("fresh", f"{open_entries:,} open"):
             names = ["ours", "langgraph", "procrastinate", "pgqueuer"]
             dsns = create_databases(base, names)
