@@ -50,8 +50,11 @@ $$;
 
 -- _dg_ids(values, name, max_count): every element an identifier (a NULL array is empty), at
 -- most max_count elements. The message names the first bad element: name[i] (1-based).
+-- Returns true, so that a hot path calls it in an expression, which is no statement (SPEC §21),
+-- where a PERFORM is one.
+DROP FUNCTION IF EXISTS _dg_ids(text[], text, integer);
 CREATE OR REPLACE FUNCTION _dg_ids(p_values text[], p_name text, p_max_count integer)
-RETURNS void
+RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE
 AS $$
 DECLARE
@@ -59,7 +62,7 @@ DECLARE
     v_value text;
 BEGIN
     IF coalesce(pg_catalog.cardinality(p_values), 0) = 0 THEN
-        RETURN;
+        RETURN true;
     END IF;
     IF pg_catalog.array_ndims(p_values) > 1 THEN
         RAISE EXCEPTION '% must be a one-dimensional array', p_name USING ERRCODE = 'DG000';
@@ -75,6 +78,7 @@ BEGIN
             PERFORM _dg_id(v_value, p_name || '[' || v_bad || ']');
         END IF;
     END LOOP;
+    RETURN true;
 END;
 $$;
 
@@ -193,8 +197,10 @@ $$;
 
 -- _dg_jsons(values, name, max_bytes, nulls): every element JSON text as _dg_json; NULL elements
 -- allowed (they mean JSON null) when nulls. The message names the element: name[i] (1-based).
+-- Returns true, for expressions (as _dg_ids).
+DROP FUNCTION IF EXISTS _dg_jsons(text[], text, bigint, boolean);
 CREATE OR REPLACE FUNCTION _dg_jsons(p_values text[], p_name text, p_max_bytes bigint,
-                                     p_nulls boolean) RETURNS void
+                                     p_nulls boolean) RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE
 AS $$
 BEGIN
@@ -202,10 +208,13 @@ BEGIN
         RAISE EXCEPTION '% must be a one-dimensional array', p_name USING ERRCODE = 'DG000';
     END IF;
     FOR i IN 1 .. coalesce(pg_catalog.cardinality(p_values), 0) LOOP
-        IF p_values[i] IS NOT NULL OR NOT p_nulls THEN
+        IF (p_values[i] IS NOT NULL OR NOT p_nulls)
+           AND (pg_catalog.octet_length(p_values[i]) <= p_max_bytes
+                AND _dg_json_problem(p_values[i]) IS NULL) IS NOT TRUE THEN
             PERFORM _dg_json(p_values[i], p_name || '[' || i || ']', p_max_bytes);
         END IF;
     END LOOP;
+    RETURN true;
 END;
 $$;
 
@@ -223,8 +232,10 @@ BEGIN
 END;
 $$;
 
--- _dg_tss(values, name): every element NULL or as _dg_ts.
-CREATE OR REPLACE FUNCTION _dg_tss(p_values timestamptz[], p_name text) RETURNS void
+-- _dg_tss(values, name): every element NULL or as _dg_ts. Returns true, for expressions (as
+-- _dg_ids).
+DROP FUNCTION IF EXISTS _dg_tss(timestamptz[], text);
+CREATE OR REPLACE FUNCTION _dg_tss(p_values timestamptz[], p_name text) RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE
 AS $$
 DECLARE
@@ -232,7 +243,7 @@ DECLARE
     v_value timestamptz;
 BEGIN
     IF coalesce(pg_catalog.cardinality(p_values), 0) = 0 THEN
-        RETURN;
+        RETURN true;
     END IF;
     IF pg_catalog.array_ndims(p_values) > 1 THEN
         RAISE EXCEPTION '% must be a one-dimensional array', p_name USING ERRCODE = 'DG000';
@@ -245,6 +256,7 @@ BEGIN
             PERFORM _dg_ts(v_value, p_name || '[' || v_bad || ']');
         END IF;
     END LOOP;
+    RETURN true;
 END;
 $$;
 

@@ -1,6 +1,16 @@
 -- Helpers shared by the run-queue functions (SPEC §5). Lock order everywhere:
 -- queue_threads row -> threads row -> queue_entries rows.
 
+-- _dg_attempt_json(number, run_id, started_at, error): one attempt as _dg_attempts lists it.
+CREATE OR REPLACE FUNCTION _dg_attempt_json(p_number integer, p_run_id text,
+                                            p_started_at timestamptz, p_error text) RETURNS json
+LANGUAGE sql STABLE
+AS $$
+    SELECT pg_catalog.json_build_object('number', p_number, 'run_id', p_run_id,
+                                        'started_at', _dg_iso(p_started_at),
+                                        'error', p_error::json)
+$$;
+
 -- _dg_attempts(entry_id): one row, the entry's attempts as a json array
 -- [{"number", "run_id", "started_at", "error"}] by number ("error": the stored JSON string). _dg_attempts and _dg_entry are STABLE SQL
 -- set-returning functions without SET, so that the planner inlines them into the calling
@@ -10,10 +20,8 @@ DROP FUNCTION IF EXISTS _dg_attempts_json(bigint);
 CREATE OR REPLACE FUNCTION _dg_attempts(p_entry_id bigint) RETURNS TABLE (attempts json)
 LANGUAGE sql STABLE
 AS $$
-    SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_object('number', a.number, 'run_id', a.run_id,
-                                               'started_at', _dg_iso(a.started_at),
-                                               'error', a.error::json)
-                             ORDER BY a.number),
+    SELECT coalesce(pg_catalog.json_agg(_dg_attempt_json(a.number, a.run_id, a.started_at, a.error)
+                                        ORDER BY a.number),
                     '[]'::json)
       FROM queue_attempts a WHERE a.entry_id = p_entry_id
 $$;
@@ -153,30 +161,37 @@ BEGIN
 END;
 $$;
 
--- _dg_attempt_verdict(entry, run_id): rule 20's decision, after the lease checks, for an entry
--- whose queue_threads row, thread row (shared) and own row the caller holds; writes nothing:
+-- _dg_run_taken(thread_id, run_id): one row, whether the run id names a checkpoint of the thread
+-- or an attempt of one of its entries (rule 20's 'taken'); false for no run id. A STABLE SQL
+-- set-returning function without SET, so that the planner inlines it into the statement that
+-- locks the head (sql/70_lease.sql; a scalar SQL function holding a sub-select is not inlined).
+DROP FUNCTION IF EXISTS _dg_run_taken(text, text);
+CREATE OR REPLACE FUNCTION _dg_run_taken(p_thread_id text, p_run_id text)
+RETURNS TABLE (taken boolean)
+LANGUAGE sql STABLE
+AS $$
+    SELECT p_run_id IS NOT NULL
+           AND (EXISTS (SELECT 1 FROM checkpoints c
+                         WHERE c.run_id = p_run_id AND c.thread_id = p_thread_id)
+                OR EXISTS (SELECT 1 FROM queue_attempts a
+                            WHERE a.thread_id = p_thread_id AND a.run_id = p_run_id))
+$$;
+
+-- _dg_attempt_verdict(entry, taken): rule 20's decision, after the lease checks, for an entry
+-- whose queue_threads row, thread row and own row the caller holds, taken being
+-- _dg_run_taken(entry's thread, run id) read under those locks; writes nothing:
 -- 'thread_deleted' (delete-marked: the caller closes it cancelled("thread_deleted")),
 -- 'exhausted' (max_attempts recorded), 'taken' (the run id names a checkpoint of the thread or an
 -- attempt of a kept entry of the thread), else 'started' (the caller records attempt
 -- attempt_count + 1).
-CREATE OR REPLACE FUNCTION _dg_attempt_verdict(e queue_entries, p_run_id text) RETURNS text
-LANGUAGE plpgsql STABLE
+DROP FUNCTION IF EXISTS _dg_attempt_verdict(queue_entries, text);
+CREATE OR REPLACE FUNCTION _dg_attempt_verdict(e queue_entries, p_taken boolean) RETURNS text
+LANGUAGE sql IMMUTABLE
 AS $$
-BEGIN
-    IF e.thread_deleted THEN
-        RETURN 'thread_deleted';
-    END IF;
-    IF e.attempt_count >= e.max_attempts THEN
-        RETURN 'exhausted';
-    END IF;
-    IF EXISTS (SELECT 1 FROM checkpoints c
-                WHERE c.thread_id = e.thread_id AND c.run_id = p_run_id)
-       OR EXISTS (SELECT 1 FROM queue_attempts a
-                   WHERE a.thread_id = e.thread_id AND a.run_id = p_run_id) THEN
-        RETURN 'taken';
-    END IF;
-    RETURN 'started';
-END;
+    SELECT CASE WHEN e.thread_deleted THEN 'thread_deleted'
+                WHEN e.attempt_count >= e.max_attempts THEN 'exhausted'
+                WHEN p_taken THEN 'taken'
+                ELSE 'started' END
 $$;
 
 -- (_dg_record_attempt_locked of earlier versions: dg_record_attempt_v1 and dg_lease_v1 now act

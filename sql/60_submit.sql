@@ -47,13 +47,16 @@ DECLARE
     v_fresh boolean := false;
     v_inserted boolean;
 BEGIN
-    -- The scalar arguments in one inline test; when it fails, the helpers name the bad one.
+    -- Every argument in one inline test (no statement: SPEC §21); when it fails, the helpers
+    -- name the bad one, in this order.
     IF (pg_catalog.octet_length(p_thread_id) BETWEEN 1 AND 512
         AND coalesce(pg_catalog.octet_length(p_tenant) BETWEEN 1 AND 512, true)
         AND coalesce(pg_catalog.octet_length(p_key) BETWEEN 1 AND 512, true)
         AND p_mode IN ('enqueue', 'reject', 'interrupt') AND p_max_attempts >= 1
         AND p_priority > -2147483648 AND pg_catalog.octet_length(p_kind) BETWEEN 1 AND 512
-        AND coalesce(pg_catalog.pg_column_size(p_input), 0) <= v_lim.max_call_bytes) IS NOT TRUE THEN
+        AND coalesce(pg_catalog.pg_column_size(p_input), 0) <= v_lim.max_call_bytes
+        AND pg_catalog.octet_length(p_input) <= v_lim.max_value_bytes
+        AND _dg_json_problem(p_input) IS NULL) IS NOT TRUE THEN
         PERFORM _dg_id(p_thread_id, 'thread_id');
         PERFORM _dg_call_bytes(coalesce(pg_catalog.pg_column_size(p_input), 0), v_lim.max_call_bytes);
         PERFORM _dg_opt_id(p_tenant, 'tenant');
@@ -64,8 +67,39 @@ BEGIN
         PERFORM _dg_not_null(p_priority IS NOT NULL, 'priority');
         PERFORM _dg_check(p_priority > -2147483648, 'priority must be at least -2147483647');
         PERFORM _dg_id(p_kind, 'kind');
+        PERFORM _dg_json(p_input, 'input', v_lim.max_value_bytes);
     END IF;
-    PERFORM _dg_json(p_input, 'input', v_lim.max_value_bytes);
+    IF p_key IS NULL THEN
+        -- A thread with no open entry has no queue row (_dg_refresh_queue_thread deletes it),
+        -- the common case: its row, inserted with its head set (the entry this call inserts, its
+        -- id drawn now), and the entry go in one statement (SPEC §21). Inserting the row is
+        -- taking its lock (queue order: first), and with no open entry and no key there is
+        -- nothing to check: no REJECT conflict, no INTERRUPT to close, no key to match. When
+        -- the row exists, nothing is inserted and the locked path below runs.
+        v_id := pg_catalog.nextval(pg_catalog.pg_get_serial_sequence('queue_entries', 'entry_id'));
+        v_now := store_now();
+        WITH queue_row AS (
+                 INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant,
+                                            lease_expires_at, head_priority_key, head_kind)
+                 VALUES (p_thread_id, v_id, p_tenant,
+                         CASE WHEN p_not_before > v_now THEN p_not_before END, -p_priority,
+                         p_kind)
+                 ON CONFLICT DO NOTHING
+                 RETURNING 1)
+        INSERT INTO queue_entries
+               (entry_id, tenant, thread_id, key, input, mode, max_attempts, submitted_at,
+                not_before, priority, kind)
+        OVERRIDING SYSTEM VALUE
+        SELECT v_id, p_tenant, p_thread_id, NULL, p_input, p_mode, p_max_attempts, v_now,
+               p_not_before, p_priority, p_kind
+          FROM queue_row;
+        IF FOUND THEN
+            entry_id := v_id;
+            existing := false;
+            RETURN NEXT;
+            RETURN;
+        END IF;
+    END IF;
     PERFORM 1 FROM queue_threads q WHERE q.thread_id = p_thread_id FOR UPDATE;
     IF NOT FOUND THEN
         -- No row: the thread has no open entry (_dg_refresh_queue_thread deletes the row of a
@@ -108,10 +142,11 @@ BEGIN
         END IF;
     END IF;
 
-    IF p_mode = 'reject' AND EXISTS (SELECT 1 FROM queue_entries e
-                                      WHERE e.thread_id = p_thread_id
-                                        AND e.outcome_kind IS NULL) THEN
-        RAISE EXCEPTION 'thread has an open entry' USING ERRCODE = 'DG001';
+    IF p_mode = 'reject' THEN
+        IF EXISTS (SELECT 1 FROM queue_entries e
+                    WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL) THEN
+            RAISE EXCEPTION 'thread has an open entry' USING ERRCODE = 'DG001';
+        END IF;
     END IF;
 
     -- The key's uniqueness (queue_entries_key_idx, its only unique index besides the identity
@@ -157,6 +192,8 @@ BEGIN
         -- (A fresh queue row already names this entry, the thread's only open one: its head.)
         PERFORM _dg_refresh_queue_thread(p_thread_id);
     END IF;
-    RETURN QUERY SELECT v_id, false;
+    entry_id := v_id;
+    existing := false;
+    RETURN NEXT;
 END;
 $$;

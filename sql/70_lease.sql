@@ -29,73 +29,92 @@ DECLARE
 BEGIN
     LOOP
         -- The first expired lease in lease order, unlocked (a hint; + 0 keeps the planner on
-        -- the expiry index, which holds only leased threads). One statement per tenant case, as
-        -- below: an OR on the tenant parameters made every call plan it anew (custom plans fold
-        -- the OR, so the plan cache never settled on its generic plan); these stay generic and
-        -- index-bounded (issue 25). The kind and limit filters are not index conditions here.
+        -- the expiry index, which holds only leased threads; the time comes through a subquery
+        -- the planner cannot fold (OFFSET 0), so that a plan for the given time never looks
+        -- cheaper than the generic one PL/pgSQL caches: otherwise it was planned anew each
+        -- call), and with every kind, in the same
+        -- statement (SPEC §21: a statement is the unit of cost), the first unleased head before
+        -- it from the lease-order index, locked as it is walked (the scalar subquery; skipped
+        -- when kinds are given, below). One statement per tenant case: an OR on the tenant
+        -- parameters made every call plan it anew (custom plans fold the OR, so the plan cache
+        -- never settled on its generic plan); these stay generic and index-bounded (issue 25).
         IF p_any_tenant THEN
-            SELECT q.thread_id, q.head_priority_key, q.head_entry_id
-              INTO v_exp_thread, v_exp_key, v_exp_head FROM queue_threads q
-             WHERE q.lease_expires_at <= p_now AND q.head_entry_id IS NOT NULL
-               AND (p_kinds IS NULL OR q.head_kind = ANY (p_kinds))
-               AND (q.head_tenant IS NULL OR q.head_tenant <> ALL (p_full_tenants))
-               AND q.head_kind <> ALL (p_full_kinds)
-               AND q.thread_id <> ALL (p_skip)
-             ORDER BY q.head_priority_key + 0, q.head_entry_id + 0 LIMIT 1;
+            SELECT x.thread_id, x.head_priority_key, x.head_entry_id,
+                   (SELECT q.thread_id FROM queue_threads q
+                     WHERE p_kinds IS NULL
+                       AND q.head_entry_id IS NOT NULL AND q.lease_expires_at IS NULL
+                       AND (x.head_entry_id IS NULL
+                            OR (q.head_priority_key, q.head_entry_id)
+                               < (x.head_priority_key, x.head_entry_id))
+                       AND (q.head_tenant IS NULL OR q.head_tenant <> ALL (p_full_tenants))
+                       AND q.head_kind <> ALL (p_full_kinds)
+                       AND q.thread_id <> ALL (p_skip)
+                     ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1
+                     FOR UPDATE SKIP LOCKED)
+              INTO v_exp_thread, v_exp_key, v_exp_head, v_thread
+              FROM (SELECT) one
+              LEFT JOIN LATERAL (
+                   SELECT q.thread_id, q.head_priority_key, q.head_entry_id
+                     FROM (SELECT p_now AS now OFFSET 0) a
+                     JOIN queue_threads q ON q.lease_expires_at <= a.now
+                    WHERE q.head_entry_id IS NOT NULL
+                      AND (p_kinds IS NULL OR q.head_kind = ANY (p_kinds))
+                      AND (q.head_tenant IS NULL OR q.head_tenant <> ALL (p_full_tenants))
+                      AND q.head_kind <> ALL (p_full_kinds)
+                      AND q.thread_id <> ALL (p_skip)
+                    ORDER BY q.head_priority_key + 0, q.head_entry_id + 0 LIMIT 1) x ON true;
         ELSIF p_tenant IS NULL THEN
-            SELECT q.thread_id, q.head_priority_key, q.head_entry_id
-              INTO v_exp_thread, v_exp_key, v_exp_head FROM queue_threads q
-             WHERE q.lease_expires_at <= p_now AND q.head_entry_id IS NOT NULL
-               AND q.head_tenant IS NULL
-               AND (p_kinds IS NULL OR q.head_kind = ANY (p_kinds))
-               AND q.head_kind <> ALL (p_full_kinds)
-               AND q.thread_id <> ALL (p_skip)
-             ORDER BY q.head_priority_key + 0, q.head_entry_id + 0 LIMIT 1;
+            SELECT x.thread_id, x.head_priority_key, x.head_entry_id,
+                   (SELECT q.thread_id FROM queue_threads q
+                     WHERE p_kinds IS NULL
+                       AND q.head_entry_id IS NOT NULL AND q.lease_expires_at IS NULL
+                       AND q.head_tenant IS NULL
+                       AND (x.head_entry_id IS NULL
+                            OR (q.head_priority_key, q.head_entry_id)
+                               < (x.head_priority_key, x.head_entry_id))
+                       AND q.head_kind <> ALL (p_full_kinds)
+                       AND q.thread_id <> ALL (p_skip)
+                     ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1
+                     FOR UPDATE SKIP LOCKED)
+              INTO v_exp_thread, v_exp_key, v_exp_head, v_thread
+              FROM (SELECT) one
+              LEFT JOIN LATERAL (
+                   SELECT q.thread_id, q.head_priority_key, q.head_entry_id
+                     FROM (SELECT p_now AS now OFFSET 0) a
+                     JOIN queue_threads q ON q.lease_expires_at <= a.now
+                    WHERE q.head_entry_id IS NOT NULL
+                      AND q.head_tenant IS NULL
+                      AND (p_kinds IS NULL OR q.head_kind = ANY (p_kinds))
+                      AND q.head_kind <> ALL (p_full_kinds)
+                      AND q.thread_id <> ALL (p_skip)
+                    ORDER BY q.head_priority_key + 0, q.head_entry_id + 0 LIMIT 1) x ON true;
         ELSE
-            SELECT q.thread_id, q.head_priority_key, q.head_entry_id
-              INTO v_exp_thread, v_exp_key, v_exp_head FROM queue_threads q
-             WHERE q.lease_expires_at <= p_now AND q.head_entry_id IS NOT NULL
-               AND q.head_tenant = p_tenant AND q.head_tenant <> ALL (p_full_tenants)
-               AND (p_kinds IS NULL OR q.head_kind = ANY (p_kinds))
-               AND q.head_kind <> ALL (p_full_kinds)
-               AND q.thread_id <> ALL (p_skip)
-             ORDER BY q.head_priority_key + 0, q.head_entry_id + 0 LIMIT 1;
+            SELECT x.thread_id, x.head_priority_key, x.head_entry_id,
+                   (SELECT q.thread_id FROM queue_threads q
+                     WHERE p_kinds IS NULL
+                       AND q.head_entry_id IS NOT NULL AND q.lease_expires_at IS NULL
+                       AND q.head_tenant = p_tenant AND q.head_tenant <> ALL (p_full_tenants)
+                       AND (x.head_entry_id IS NULL
+                            OR (q.head_priority_key, q.head_entry_id)
+                               < (x.head_priority_key, x.head_entry_id))
+                       AND q.head_kind <> ALL (p_full_kinds)
+                       AND q.thread_id <> ALL (p_skip)
+                     ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1
+                     FOR UPDATE SKIP LOCKED)
+              INTO v_exp_thread, v_exp_key, v_exp_head, v_thread
+              FROM (SELECT) one
+              LEFT JOIN LATERAL (
+                   SELECT q.thread_id, q.head_priority_key, q.head_entry_id
+                     FROM (SELECT p_now AS now OFFSET 0) a
+                     JOIN queue_threads q ON q.lease_expires_at <= a.now
+                    WHERE q.head_entry_id IS NOT NULL
+                      AND q.head_tenant = p_tenant AND q.head_tenant <> ALL (p_full_tenants)
+                      AND (p_kinds IS NULL OR q.head_kind = ANY (p_kinds))
+                      AND q.head_kind <> ALL (p_full_kinds)
+                      AND q.thread_id <> ALL (p_skip)
+                    ORDER BY q.head_priority_key + 0, q.head_entry_id + 0 LIMIT 1) x ON true;
         END IF;
-        v_thread := NULL;
-        IF p_kinds IS NULL THEN
-            -- Every kind: the lease-order index, locked as it is walked.
-            IF p_any_tenant THEN
-                SELECT q.thread_id INTO v_thread FROM queue_threads q
-                 WHERE q.head_entry_id IS NOT NULL AND q.lease_expires_at IS NULL
-                   AND (v_exp_head IS NULL
-                        OR (q.head_priority_key, q.head_entry_id) < (v_exp_key, v_exp_head))
-                   AND (q.head_tenant IS NULL OR q.head_tenant <> ALL (p_full_tenants))
-                   AND q.head_kind <> ALL (p_full_kinds)
-                   AND q.thread_id <> ALL (p_skip)
-                 ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1
-                 FOR UPDATE SKIP LOCKED;
-            ELSIF p_tenant IS NULL THEN
-                SELECT q.thread_id INTO v_thread FROM queue_threads q
-                 WHERE q.head_entry_id IS NOT NULL AND q.lease_expires_at IS NULL
-                   AND q.head_tenant IS NULL
-                   AND (v_exp_head IS NULL
-                        OR (q.head_priority_key, q.head_entry_id) < (v_exp_key, v_exp_head))
-                   AND q.head_kind <> ALL (p_full_kinds)
-                   AND q.thread_id <> ALL (p_skip)
-                 ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1
-                 FOR UPDATE SKIP LOCKED;
-            ELSIF p_tenant <> ALL (p_full_tenants) THEN
-                SELECT q.thread_id INTO v_thread FROM queue_threads q
-                 WHERE q.head_entry_id IS NOT NULL AND q.lease_expires_at IS NULL
-                   AND q.head_tenant = p_tenant
-                   AND (v_exp_head IS NULL
-                        OR (q.head_priority_key, q.head_entry_id) < (v_exp_key, v_exp_head))
-                   AND q.head_kind <> ALL (p_full_kinds)
-                   AND q.thread_id <> ALL (p_skip)
-                 ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1
-                 FOR UPDATE SKIP LOCKED;
-            END IF;
-        ELSE
+        IF p_kinds IS NOT NULL THEN
             -- Served kinds: the first unleased head of each kind (one index probe a kind), the
             -- first of those (a hint), then locked if still unleased.
             SELECT c.thread_id, c.head_priority_key, c.head_entry_id INTO v_thread, v_key, v_head
@@ -146,51 +165,36 @@ BEGIN
 END;
 $$;
 
--- dg_lease_v1: lease the oldest available thread head. A thread is available when its head
--- (queue order over every tenant: attempted, then INTERRUPT, then the rest, by entry id) is the
--- wanted tenant's (p_any_tenant, or tenant IS NOT DISTINCT FROM p_tenant) and no entry of the
--- thread holds a live lease. Candidates are picked from queue_threads by head entry id and
--- locked FOR UPDATE SKIP LOCKED (workers never queue behind one row), then re-verified under
--- the locks with store-now read once they are held. Issues a new token,
--- expiry = store-now + p_ttl, and ends the expired lease of every other entry of the thread.
--- With p_run_id it also does what dg_record_attempt_v1 does (the lease and the attempt count in
--- one UPDATE of the entry) and reports it in attempt_kind / attempt_number ('started' n,
--- 'exhausted', 'thread_deleted'); both NULL when no run id was given or it was taken (the lease
--- is still taken). No row when nothing is available. Raises DG000.
--- (Its row gained not_before and retry_of at the end: the return type changed.)
--- SPEC §15 (issue 27; added at the end, with a default): heads are taken in lease order
--- (priority, highest first, then entry id; within a thread §5's order is unchanged); p_kinds
--- (NULL: every kind; else 1..100 distinct identifiers) takes only heads of those kinds; a head
--- whose tenant or kind is at its concurrency limit (queue_limits) waits (_dg_lease_limits,
--- sql/72_scheduling.sql). The row gained priority and kind at the end.
-DROP FUNCTION IF EXISTS dg_lease_v1(text, interval, boolean, text, text);
-DROP FUNCTION IF EXISTS dg_lease_v1(text, interval, boolean, text, text, text[]);
-CREATE OR REPLACE FUNCTION dg_lease_v1(
+-- _dg_lease(holder, ttl, any_tenant, tenant, run_id, kinds, claim_ttl): dg_lease_v1's work after
+-- its argument checks, shared with dg_begin_attempt_v1, which passes claim_ttl: an attempt that
+-- starts then also claims its thread for run_id (rule 9: only when no claim is live; a live one
+-- leaves the o_claim_* columns NULL and the lease taken), in the statement that writes the lease.
+-- o_entry is the leased entry after the call (NULL when nothing is available), o_attempts its
+-- attempts as _dg_attempts gives them, o_live the thread's live flag (claimed only).
+--
+-- Written to SPEC §21's budget (a statement is the unit of cost): the pick is one statement
+-- (_dg_lease_pick), the thread's row lock and the queue row's lease one, the head's lock with
+-- its attempt verdict and whether its tenant or kind has a limit one, and every write of the
+-- lease (attempt, entry, queue row, claim) one. The rarer cases pay for themselves: an expired
+-- lease to end, a head with a limit row, a deleted thread.
+CREATE OR REPLACE FUNCTION _dg_lease(
     p_holder text, p_ttl interval, p_any_tenant boolean, p_tenant text, p_run_id text,
-    p_kinds text[] DEFAULT NULL)
-RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
-               max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
-               submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
-               outcome_kind text, outcome_detail text, closed_at timestamptz,
-               closed_at_seq bigint,
-               token bigint, holder text, expires_at timestamptz, ttl interval,
-               attempt_kind text, attempt_number integer,
-               not_before timestamptz, retry_of bigint,
-               priority integer, kind text)
+    p_kinds text[], p_claim_ttl interval,
+    OUT o_entry queue_entries, OUT o_attempts json, OUT o_token bigint,
+    OUT o_expires_at timestamptz,
+    OUT o_attempt_kind text, OUT o_attempt_number integer,
+    OUT o_claim_token bigint, OUT o_claim_expires_at timestamptz, OUT o_claim_ttl interval,
+    OUT o_live boolean)
 LANGUAGE plpgsql VOLATILE
-SET search_path FROM CURRENT
 AS $$
-#variable_conflict use_column
 DECLARE
     v_now timestamptz;
     v_pick timestamptz;
     v_skip text[] := '{}';
     v_thread text;
     h queue_entries;
+    r record;
     v_leases timestamptz;
-    v_token bigint;
-    v_kind text;
-    v_number integer;
     -- SPEC §15 (issue 27): tenants and kinds found at their limit during this call, and
     -- whether this call holds a limit row's lock (then it waits for no other: _dg_lease_limits).
     v_full_tenants text[] := '{}';
@@ -200,20 +204,6 @@ DECLARE
     v_locked boolean;
     v_free boolean;
 BEGIN
-    -- Every argument in one inline test; when it fails, the helpers name the bad one.
-    IF (pg_catalog.octet_length(p_holder) BETWEEN 1 AND 512 AND p_any_tenant IS NOT NULL
-        AND coalesce(pg_catalog.octet_length(p_tenant) BETWEEN 1 AND 512, true)
-        AND coalesce(pg_catalog.octet_length(p_run_id) BETWEEN 1 AND 512, true)) IS NOT TRUE THEN
-        PERFORM _dg_id(p_holder, 'holder');
-        PERFORM _dg_not_null(p_any_tenant IS NOT NULL, 'any_tenant');
-        PERFORM _dg_opt_id(p_tenant, 'tenant');
-        PERFORM _dg_opt_id(p_run_id, 'run_id');
-    END IF;
-    PERFORM _dg_not_null(p_ttl IS NOT NULL, 'ttl');
-    p_ttl := _dg_duration(p_ttl, 'ttl', false);
-    IF p_kinds IS NOT NULL THEN
-        PERFORM _dg_kinds(p_kinds, 'kinds');  -- SPEC §15 (sql/72_scheduling.sql)
-    END IF;
     -- Picking reads a first clock (it never waits: SKIP LOCKED); the lease's own time is read
     -- again once the thread row and the head entry are locked (they can wait on a commit or
     -- delete), and the pick is re-verified with it, so the lease never starts before its wait.
@@ -224,20 +214,38 @@ BEGIN
         IF v_thread IS NULL THEN
             RETURN;
         END IF;
-        SELECT q.lease_expires_at INTO v_leases FROM queue_threads q WHERE q.thread_id = v_thread;
         IF p_run_id IS NOT NULL THEN
-            PERFORM _dg_share_thread(v_thread);
+            -- The thread's row, locked (inserted when missing) before the head entry, so that
+            -- no commit or delete of the thread runs while the attempt is recorded (queue order:
+            -- queue_threads row, thread row, entry). An upsert whose update never applies still
+            -- locks the row it finds (FOR NO KEY UPDATE: the claim below takes that lock
+            -- anyway), so the lock or insert is one statement, with the queue row's lease read.
+            WITH t AS (INSERT INTO threads AS t (thread_id) VALUES (v_thread)
+                       ON CONFLICT (thread_id) DO UPDATE SET claim_ttl = t.claim_ttl WHERE false)
+            SELECT q.lease_expires_at INTO v_leases FROM queue_threads q
+             WHERE q.thread_id = v_thread;
+        ELSE
+            SELECT q.lease_expires_at INTO v_leases FROM queue_threads q
+             WHERE q.thread_id = v_thread;
         END IF;
-        SELECT * INTO h FROM queue_entries e
+        -- The head, locked, with what the verdict and the limits need to know about it: read
+        -- under the thread's lock, so no commit or attempt of the thread can change them.
+        SELECT e AS head, k.taken,
+               EXISTS (SELECT 1 FROM queue_limits l
+                        WHERE (l.scope = 'kind' AND l.name = e.kind)
+                           OR (l.scope = 'tenant' AND l.name = e.tenant)) AS limited
+          INTO r
+          FROM queue_entries e CROSS JOIN LATERAL _dg_run_taken(e.thread_id, p_run_id) k
          WHERE e.thread_id = v_thread AND e.outcome_kind IS NULL
          ORDER BY e.queue_rank, e.entry_id LIMIT 1
-         FOR UPDATE;
+         FOR UPDATE OF e;
+        h := r.head;
         v_now := store_now();
         -- v_leases: the queue_threads row says no entry of the thread holds a lease token
         -- (NULL), so there is none to check or end. The live-lease probe is a statement of its
         -- own, reached only when v_leases is set (in one expression with the ORs on variables
         -- it was planned anew on every call; issue 25).
-        v_free := FOUND
+        v_free := h.entry_id IS NOT NULL
               AND (p_any_tenant OR h.tenant IS NOT DISTINCT FROM p_tenant)
               AND (p_kinds IS NULL OR h.kind = ANY (p_kinds))  -- SPEC §15
               AND (h.not_before IS NULL OR h.not_before <= v_now);  -- delayed (SPEC §13)
@@ -247,6 +255,7 @@ BEGIN
                                      AND o.lease_token IS NOT NULL
                                      AND v_now < o.lease_expires_at);
         END IF;
+        EXIT WHEN v_free AND NOT r.limited;
         IF v_free THEN
             -- >>> SPEC §15 concurrency limits (issue 27): the head's tenant and kind under
             -- their limits, counted under the limit rows' locks; a full one is passed over.
@@ -282,41 +291,154 @@ BEGIN
          WHERE o.thread_id = v_thread AND o.outcome_kind IS NULL AND o.entry_id <> h.entry_id
            AND o.lease_token IS NOT NULL;
     END IF;
-    v_token := pg_catalog.nextval('fencing_token_seq');
+    o_token := pg_catalog.nextval('fencing_token_seq');
+    o_expires_at := v_now + p_ttl;
     IF p_run_id IS NOT NULL THEN
-        v_kind := _dg_attempt_verdict(h, p_run_id);
+        o_attempt_kind := _dg_attempt_verdict(h, r.taken);
     END IF;
-    IF v_kind = 'thread_deleted' THEN
+    IF o_attempt_kind = 'thread_deleted' THEN
         -- Leased and closed at once: the entry's own lease columns end up NULL.
         PERFORM _dg_close_entry(h.entry_id, 'cancelled', '"thread_deleted"', v_now);
         PERFORM _dg_refresh_queue_thread(v_thread);
-    ELSE
-        IF v_kind = 'started' THEN
-            v_number := h.attempt_count + 1;
-            INSERT INTO queue_attempts (entry_id, number, thread_id, run_id, started_at)
-            VALUES (h.entry_id, v_number, v_thread, p_run_id, v_now);
-        ELSIF v_kind = 'taken' THEN
-            v_kind := NULL;  -- the lease is still taken; no attempt is reported
-        END IF;
-        -- The lease and the attempt count in one UPDATE of the entry (one new row version).
-        UPDATE queue_entries e
-           SET lease_token = v_token, lease_holder = p_holder, lease_expires_at = v_now + p_ttl,
-               lease_ttl = p_ttl, attempt_count = coalesce(v_number, h.attempt_count)
+        SELECT e AS entry, a.attempts INTO r
+          FROM queue_entries e CROSS JOIN LATERAL _dg_attempts(e.entry_id) a
          WHERE e.entry_id = h.entry_id;
-        -- What _dg_refresh_queue_thread would compute: h stays the head (an attempt only moves
-        -- it forward in queue order) and holds the thread's only lease token.
-        UPDATE queue_threads q
-           SET head_entry_id = h.entry_id, head_tenant = h.tenant,
-               lease_expires_at = v_now + p_ttl,
-               head_priority_key = -h.priority, head_kind = h.kind  -- SPEC §15
-         WHERE q.thread_id = v_thread;
+        o_entry := r.entry;
+        o_attempts := r.attempts;
+        RETURN;
+    END IF;
+    IF o_attempt_kind = 'started' THEN
+        o_attempt_number := h.attempt_count + 1;
+    ELSIF o_attempt_kind = 'taken' THEN
+        o_attempt_kind := NULL;  -- the lease is still taken; no attempt is reported
+    END IF;
+    -- Every write of the lease in one statement (each CTE runs once, on the rows locked above):
+    -- the attempt (when it started), the claim (when asked, it started and no claim is live),
+    -- the queue row — what _dg_refresh_queue_thread would compute: h stays the head (an attempt
+    -- only moves it forward in queue order) and holds the thread's only lease token — and the
+    -- entry's lease and attempt count (one new row version). The statement's snapshot predates
+    -- its own attempt, so the entry's attempts are read with the new one added.
+    WITH attempt AS (
+             INSERT INTO queue_attempts (entry_id, number, thread_id, run_id, started_at)
+             SELECT h.entry_id, o_attempt_number, v_thread, p_run_id, v_now
+              WHERE o_attempt_number IS NOT NULL),
+         claim AS (
+             UPDATE threads t
+                SET claim_token = pg_catalog.nextval('fencing_token_seq'),
+                    claim_holder = p_run_id, claim_expires_at = v_now + p_claim_ttl,
+                    claim_ttl = p_claim_ttl
+              WHERE p_claim_ttl IS NOT NULL AND o_attempt_number IS NOT NULL
+                AND t.thread_id = v_thread
+                AND (t.claim_token IS NULL OR v_now >= t.claim_expires_at)
+             RETURNING t.claim_token, t.claim_expires_at, t.claim_ttl, t.live),
+         queue_row AS (
+             UPDATE queue_threads q
+                SET head_entry_id = h.entry_id, head_tenant = h.tenant,
+                    lease_expires_at = v_now + p_ttl,
+                    head_priority_key = -h.priority, head_kind = h.kind  -- SPEC §15
+              WHERE q.thread_id = v_thread)
+    UPDATE queue_entries e
+       SET lease_token = o_token, lease_holder = p_holder, lease_expires_at = v_now + p_ttl,
+           lease_ttl = p_ttl, attempt_count = coalesce(o_attempt_number, h.attempt_count)
+      FROM (SELECT) one LEFT JOIN claim c ON true
+     WHERE e.entry_id = h.entry_id
+    RETURNING e AS entry, c.claim_token, c.claim_expires_at, c.claim_ttl, c.live,
+              (SELECT coalesce(pg_catalog.json_agg(_dg_attempt_json(x.number, x.run_id,
+                                                                    x.started_at, x.error)
+                                                   ORDER BY x.number), '[]'::json)
+                 FROM (SELECT a.number, a.run_id, a.started_at, a.error FROM queue_attempts a
+                        WHERE a.entry_id = h.entry_id
+                       UNION ALL
+                       SELECT o_attempt_number, p_run_id, v_now, NULL
+                        WHERE o_attempt_number IS NOT NULL) x) AS attempts
+      INTO r;
+    o_entry := r.entry;
+    o_attempts := r.attempts;
+    o_claim_token := r.claim_token;
+    o_claim_expires_at := r.claim_expires_at;
+    o_claim_ttl := r.claim_ttl;
+    o_live := r.live;
+END;
+$$;
+
+-- dg_lease_v1: lease the oldest available thread head. A thread is available when its head
+-- (queue order over every tenant: attempted, then INTERRUPT, then the rest, by entry id) is the
+-- wanted tenant's (p_any_tenant, or tenant IS NOT DISTINCT FROM p_tenant) and no entry of the
+-- thread holds a live lease. Candidates are picked from queue_threads by head entry id and
+-- locked FOR UPDATE SKIP LOCKED (workers never queue behind one row), then re-verified under
+-- the locks with store-now read once they are held. Issues a new token,
+-- expiry = store-now + p_ttl, and ends the expired lease of every other entry of the thread.
+-- With p_run_id it also does what dg_record_attempt_v1 does (the lease and the attempt count in
+-- one UPDATE of the entry) and reports it in attempt_kind / attempt_number ('started' n,
+-- 'exhausted', 'thread_deleted'); both NULL when no run id was given or it was taken (the lease
+-- is still taken). No row when nothing is available. Raises DG000.
+-- (Its row gained not_before and retry_of at the end: the return type changed.)
+-- SPEC §15 (issue 27; added at the end, with a default): heads are taken in lease order
+-- (priority, highest first, then entry id; within a thread §5's order is unchanged); p_kinds
+-- (NULL: every kind; else 1..100 distinct identifiers) takes only heads of those kinds; a head
+-- whose tenant or kind is at its concurrency limit (queue_limits) waits (_dg_lease_limits,
+-- sql/72_scheduling.sql). The row gained priority and kind at the end. The work: _dg_lease.
+DROP FUNCTION IF EXISTS dg_lease_v1(text, interval, boolean, text, text);
+DROP FUNCTION IF EXISTS dg_lease_v1(text, interval, boolean, text, text, text[]);
+CREATE OR REPLACE FUNCTION dg_lease_v1(
+    p_holder text, p_ttl interval, p_any_tenant boolean, p_tenant text, p_run_id text,
+    p_kinds text[] DEFAULT NULL)
+RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
+               max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
+               submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
+               outcome_kind text, outcome_detail text, closed_at timestamptz,
+               closed_at_seq bigint,
+               token bigint, holder text, expires_at timestamptz, ttl interval,
+               attempt_kind text, attempt_number integer,
+               not_before timestamptz, retry_of bigint,
+               priority integer, kind text)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    l record;
+BEGIN
+    p_ttl := _dg_lease_args(p_holder, p_ttl, p_any_tenant, p_tenant, p_run_id, p_kinds);
+    l := _dg_lease(p_holder, p_ttl, p_any_tenant, p_tenant, p_run_id, p_kinds, NULL);
+    IF (l.o_entry).entry_id IS NULL THEN
+        RETURN;
     END IF;
     RETURN QUERY
     -- The lease and attempt columns, then not_before and retry_of last (added at the end).
-    SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts, x.attempts,
-           x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder, x.lease_expires_at,
-           x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq,
-           v_token, p_holder, v_now + p_ttl, p_ttl, v_kind, v_number, x.not_before, x.retry_of, x.priority, x.kind
-      FROM _dg_entry(h.entry_id) x;
+    SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts,
+           l.o_attempts, x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder,
+           x.lease_expires_at, x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq,
+           l.o_token, p_holder, l.o_expires_at, p_ttl, l.o_attempt_kind,
+           l.o_attempt_number, x.not_before, x.retry_of, x.priority, x.kind
+      FROM (SELECT (l.o_entry).*) x;
+END;
+$$;
+
+-- _dg_lease_args(holder, ttl, any_tenant, tenant, run_id, kinds): dg_lease_v1's argument checks
+-- (DG000), shared with dg_begin_attempt_v1; returns the ttl as exact elapsed time. Every
+-- argument in one inline test first (no statement: SPEC §21); when it fails, the helpers name
+-- the bad one.
+CREATE OR REPLACE FUNCTION _dg_lease_args(
+    p_holder text, p_ttl interval, p_any_tenant boolean, p_tenant text, p_run_id text,
+    p_kinds text[]) RETURNS interval
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+    IF (pg_catalog.octet_length(p_holder) BETWEEN 1 AND 512 AND p_any_tenant IS NOT NULL
+        AND coalesce(pg_catalog.octet_length(p_tenant) BETWEEN 1 AND 512, true)
+        AND coalesce(pg_catalog.octet_length(p_run_id) BETWEEN 1 AND 512, true)
+        AND p_ttl IS NOT NULL) IS NOT TRUE THEN
+        PERFORM _dg_id(p_holder, 'holder');
+        PERFORM _dg_not_null(p_any_tenant IS NOT NULL, 'any_tenant');
+        PERFORM _dg_opt_id(p_tenant, 'tenant');
+        PERFORM _dg_opt_id(p_run_id, 'run_id');
+        PERFORM _dg_not_null(p_ttl IS NOT NULL, 'ttl');
+    END IF;
+    p_ttl := _dg_duration(p_ttl, 'ttl', false);
+    IF p_kinds IS NOT NULL THEN
+        PERFORM _dg_kinds(p_kinds, 'kinds');  -- SPEC §15 (sql/72_scheduling.sql)
+    END IF;
+    RETURN p_ttl;
 END;
 $$;

@@ -44,65 +44,69 @@ AS $$
 #variable_conflict use_column
 DECLARE
     l record;
-    v_token bigint;
-    v_expires timestamptz;
-    v_ttl interval;
+    x queue_entries;
     v_runs text[] := ARRAY[]::text[];
-    v_now timestamptz;
-    v_live boolean := false;
 BEGIN
-    PERFORM _dg_id(p_holder, 'holder');
-    PERFORM _dg_id(p_run_id, 'run_id');
-    PERFORM _dg_not_null(p_any_tenant IS NOT NULL, 'any_tenant');
-    PERFORM _dg_opt_id(p_tenant, 'tenant');
-    PERFORM _dg_not_null(p_ttl IS NOT NULL, 'ttl');
-    PERFORM _dg_duration(p_ttl, 'ttl', false);
-    PERFORM _dg_not_null(p_claim_ttl IS NOT NULL, 'claim_ttl');
+    -- dg_lease_v1's checks, the run id (required here) first and the claim's ttl last.
+    IF (pg_catalog.octet_length(p_run_id) BETWEEN 1 AND 512 AND p_claim_ttl IS NOT NULL)
+       IS NOT TRUE THEN
+        PERFORM _dg_id(p_holder, 'holder');
+        PERFORM _dg_id(p_run_id, 'run_id');
+    END IF;
+    p_ttl := _dg_lease_args(p_holder, p_ttl, p_any_tenant, p_tenant, p_run_id, p_kinds);
+    IF p_claim_ttl IS NULL THEN
+        PERFORM _dg_not_null(false, 'claim_ttl');
+    END IF;
     p_claim_ttl := _dg_duration(p_claim_ttl, 'claim_ttl', false);
-    SELECT * INTO l FROM dg_lease_v1(p_holder, p_ttl, p_any_tenant, p_tenant, p_run_id,
-                                     p_kinds);  -- p_kinds: SPEC §15
-    IF NOT FOUND THEN
+    -- The lease, and with an attempt that started the claim, in dg_lease_v1's statements
+    -- (_dg_lease): dg_claim_v1's rule 9 without a subtransaction (issue 25), taken under the
+    -- thread row's lock the lease holds, with store-now read after the locks.
+    l := _dg_lease(p_holder, p_ttl, p_any_tenant, p_tenant, p_run_id, p_kinds, p_claim_ttl);
+    IF (l.o_entry).entry_id IS NULL THEN
         RETURN;
     END IF;
-    IF l.attempt_kind = 'started' THEN
-        -- dg_claim_v1's rule 9, inline and without a subtransaction (issue 25: the EXCEPTION
-        -- block around dg_claim_v1 cost a subtransaction and its WAL per job). The lease holds
-        -- the thread's row FOR SHARE (it recorded the attempt), so no claim, commit or delete of
-        -- the thread can run between the lock and this UPDATE: store-now read here is after the
-        -- locks, as dg_claim_v1 reads it, and the claim is taken only when none is live (a live
-        -- one leaves the claim columns NULL and the lease taken). One statement: the row lock
-        -- and the new version come from the UPDATE itself.
-        v_now := store_now();
-        UPDATE threads t
-           SET claim_token = pg_catalog.nextval('fencing_token_seq'), claim_holder = p_run_id,
-               claim_expires_at = v_now + p_claim_ttl, claim_ttl = p_claim_ttl
-         WHERE t.thread_id = l.thread_id
-           AND (t.claim_token IS NULL OR v_now >= t.claim_expires_at)
-        RETURNING t.claim_token, t.claim_expires_at, t.claim_ttl, t.live
-             INTO v_token, v_expires, v_ttl, v_live;
-        IF v_token IS NOT NULL AND l.attempt_number > 1 THEN
-            -- The first attempt's only run id is p_run_id, which the lease's verdict proved
-            -- names no checkpoint of the thread: latest_of_runs is read only for a later one.
-            v_runs := ARRAY(SELECT a ->> 'run_id' FROM pg_catalog.json_array_elements(l.attempts) a);
-        END IF;
+    IF l.o_claim_token IS NOT NULL AND l.o_attempt_number > 1 THEN
+        -- The first attempt's only run id is p_run_id, which the lease's verdict proved
+        -- names no checkpoint of the thread: latest_of_runs is read only for a later one.
+        v_runs := ARRAY(SELECT a ->> 'run_id' FROM pg_catalog.json_array_elements(l.o_attempts) a);
+    END IF;
+    x := l.o_entry;
+    IF pg_catalog.cardinality(v_runs) = 0 AND NOT coalesce(l.o_claim_token IS NOT NULL AND l.o_live,
+                                                           false) THEN
+        -- Neither read can return a row (a first attempt, on a thread with no live commit or
+        -- unclaimed): the row is the lease's, returned without a statement (SPEC §21).
+        entry_id := x.entry_id; tenant := x.tenant; thread_id := x.thread_id; key := x.key;
+        input := x.input; mode := x.mode; max_attempts := x.max_attempts;
+        attempts := l.o_attempts; admitted := x.admitted; thread_deleted := x.thread_deleted;
+        submitted_at := x.submitted_at; lease_holder := x.lease_holder;
+        lease_expires_at := x.lease_expires_at; outcome_kind := x.outcome_kind;
+        outcome_detail := x.outcome_detail; closed_at := x.closed_at;
+        closed_at_seq := x.closed_at_seq; token := l.o_token; holder := p_holder;
+        expires_at := l.o_expires_at; ttl := p_ttl; attempt_kind := l.o_attempt_kind;
+        attempt_number := l.o_attempt_number; claim_token := l.o_claim_token;
+        claim_expires_at := l.o_claim_expires_at; claim_ttl := l.o_claim_ttl;
+        not_before := x.not_before; retry_of := x.retry_of; priority := x.priority;
+        kind := x.kind;
+        RETURN NEXT;
+        RETURN;
     END IF;
     -- Both reads are skipped (one-time filters) when they provably return nothing: latest_of_runs
     -- with no run id to look for, and the head of a thread with no live commit (or unclaimed).
     RETURN QUERY
-    SELECT l.entry_id, l.tenant, l.thread_id, l.key, l.input, l.mode, l.max_attempts,
-           l.attempts, l.admitted, l.thread_deleted, l.submitted_at, l.lease_holder,
-           l.lease_expires_at, l.outcome_kind, l.outcome_detail, l.closed_at, l.closed_at_seq,
-           l.token, l.holder, l.expires_at, l.ttl, l.attempt_kind, l.attempt_number,
-           v_token, v_expires, v_ttl,
+    SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts,
+           l.o_attempts, x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder,
+           x.lease_expires_at, x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq,
+           l.o_token, p_holder, l.o_expires_at, p_ttl, l.o_attempt_kind,
+           l.o_attempt_number, l.o_claim_token, l.o_claim_expires_at, l.o_claim_ttl,
            k.checkpoint_id, k.parent_id, k.run_id, k.state, k.metadata, k.next, k.created_at,
-           k.committed_at, k.seq, k.writes, l.not_before, l.retry_of,
+           k.committed_at, k.seq, k.writes, x.not_before, x.retry_of,
            g.checkpoint_id, g.parent_id, g.run_id, g.state, g.metadata, g.next, g.created_at,
-           g.committed_at, g.seq, g.writes, l.priority, l.kind
-      FROM (SELECT 1) one
-      LEFT JOIN LATERAL (SELECT * FROM dg_latest_of_runs_v1(l.thread_id, v_runs)
+           g.committed_at, g.seq, g.writes, x.priority, x.kind
+      FROM (SELECT (l.o_entry).*) x
+      LEFT JOIN LATERAL (SELECT * FROM dg_latest_of_runs_v1(x.thread_id, v_runs)
                           WHERE pg_catalog.cardinality(v_runs) > 0) k ON true
-      LEFT JOIN LATERAL (SELECT * FROM dg_get_v1(l.thread_id, NULL)
-                          WHERE v_token IS NOT NULL AND v_live) g ON true;
+      LEFT JOIN LATERAL (SELECT * FROM dg_get_v1(x.thread_id, NULL)
+                          WHERE l.o_claim_token IS NOT NULL AND l.o_live) g ON true;
 END;
 $$;
 
@@ -182,21 +186,34 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 DECLARE
-    e queue_entries;
+    r record;
+    x queue_entries;
+    c checkpoints;
+    v_ok boolean;
     v_thread text;
     v_commit boolean := p_checkpoint_id IS NOT NULL;
     v_now timestamptz;
-    v_detail text;
+    v_detail text := pg_catalog.btrim(p_outcome_detail, E' \t\n\r');
     v_lim limits := _dg_limits();
-    v_admit boolean := false;
 BEGIN
     -- close's argument checks (dg_close_v1's, in its order), then the commit's (dg_commit_v1's).
-    -- The scalar ones in one inline test first; when it fails, the helpers name the bad one.
+    -- Every one in one inline test first (no statement: SPEC §21); when it fails, the helpers
+    -- name the bad one.
     IF (p_entry_id IS NOT NULL AND p_token IS NOT NULL
         AND p_outcome_kind IN ('completed', 'failed', 'cancelled', 'interrupted')
         AND p_outcome_detail IS NOT NULL
         AND coalesce(pg_catalog.octet_length(p_tenant) BETWEEN 1 AND 512, true)
-        AND coalesce(pg_catalog.octet_length(p_thread_id) BETWEEN 1 AND 512, true)) IS NOT TRUE
+        AND coalesce(pg_catalog.octet_length(p_thread_id) BETWEEN 1 AND 512, true)
+        AND pg_catalog.pg_column_size(p_outcome_detail) <= v_lim.max_call_bytes
+        AND pg_catalog.octet_length(p_outcome_detail) <= v_lim.max_value_bytes
+        AND _dg_json_problem(p_outcome_detail) IS NULL
+        AND CASE p_outcome_kind
+                WHEN 'completed' THEN true
+                WHEN 'failed' THEN pg_catalog.left(v_detail, 1) = '"'
+                WHEN 'cancelled' THEN v_detail IN ('"requested"', '"thread_deleted"')
+                ELSE v_detail ~ '^[1-9][0-9]{0,18}$'
+                     AND v_detail::numeric <= 9223372036854775807
+            END) IS NOT TRUE
     THEN
         PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
         PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
@@ -205,36 +222,27 @@ BEGIN
         PERFORM _dg_not_null(p_outcome_detail IS NOT NULL, 'outcome_detail');
         PERFORM _dg_opt_id(p_tenant, 'tenant');
         PERFORM _dg_opt_id(p_thread_id, 'thread_id');
-    END IF;
-    IF pg_catalog.pg_column_size(p_outcome_detail) > v_lim.max_call_bytes THEN
         PERFORM _dg_call_bytes(pg_catalog.pg_column_size(p_outcome_detail), v_lim.max_call_bytes);
-    END IF;
-    PERFORM _dg_json(p_outcome_detail, 'outcome_detail', v_lim.max_value_bytes);
-    v_detail := pg_catalog.btrim(p_outcome_detail, E' \t\n\r');
-    IF p_outcome_kind <> 'completed' THEN
-        PERFORM _dg_check(CASE p_outcome_kind
-                              WHEN 'failed' THEN pg_catalog.left(v_detail, 1) = '"'
-                              WHEN 'cancelled' THEN v_detail IN ('"requested"', '"thread_deleted"')
-                              ELSE v_detail ~ '^[1-9][0-9]{0,18}$'
-                                   AND v_detail::numeric <= 9223372036854775807
-                          END,
+        PERFORM _dg_json(p_outcome_detail, 'outcome_detail', v_lim.max_value_bytes);
+        PERFORM _dg_check(false,
                           'outcome_detail must be, for completed: any JSON value; failed: a JSON '
                           'string; cancelled: "requested" or "thread_deleted"; interrupted: an '
                           'entry id (a JSON integer >= 1)');
     END IF;
     IF v_commit THEN
-        PERFORM _dg_not_null(p_thread_id IS NOT NULL, 'thread_id');
-        PERFORM _dg_commit_args(p_thread_id, p_claim_token, p_checkpoint_id, p_parent_id,
+        IF p_thread_id IS NULL THEN
+            PERFORM _dg_not_null(false, 'thread_id');
+        END IF;
+        v_ok := _dg_commit_args(p_thread_id, p_claim_token, p_checkpoint_id, p_parent_id,
                                 p_run_id, p_state, p_metadata, p_next, p_event_kinds,
                                 p_event_payloads, p_event_created_at, p_created_at,
-                                p_parent_thread_id, p_fence_thread_id, p_fence_token);
-    ELSE
-        PERFORM _dg_check(p_parent_id IS NULL AND p_run_id IS NULL AND p_state IS NULL
-                          AND p_metadata IS NULL AND p_next IS NULL AND p_event_kinds IS NULL
-                          AND p_event_payloads IS NULL AND p_event_created_at IS NULL
-                          AND p_created_at IS NULL AND p_parent_thread_id IS NULL
-                          AND p_fence_thread_id IS NULL AND p_fence_token IS NULL,
-                          'commit arguments need a checkpoint_id');
+                                p_parent_thread_id, p_fence_thread_id, p_fence_token, v_lim);
+    ELSIF (p_parent_id IS NULL AND p_run_id IS NULL AND p_state IS NULL
+           AND p_metadata IS NULL AND p_next IS NULL AND p_event_kinds IS NULL
+           AND p_event_payloads IS NULL AND p_event_created_at IS NULL
+           AND p_created_at IS NULL AND p_parent_thread_id IS NULL
+           AND p_fence_thread_id IS NULL AND p_fence_token IS NULL) IS NOT TRUE THEN
+        PERFORM _dg_check(false, 'commit arguments need a checkpoint_id');
     END IF;
 
     -- The entry's thread, read unlocked (an entry never changes thread); an entry that is gone
@@ -242,18 +250,23 @@ BEGIN
     SELECT q.thread_id INTO v_thread FROM queue_entries q
      WHERE q.entry_id = p_entry_id AND q.tenant IS NOT DISTINCT FROM p_tenant;
     IF v_thread IS NOT NULL THEN
-        PERFORM _dg_check(p_thread_id IS NULL OR p_thread_id = v_thread,
-                          'claim must be on the lease''s thread (claim.thread_id)');
+        IF p_thread_id IS DISTINCT FROM v_thread AND p_thread_id IS NOT NULL THEN
+            PERFORM _dg_check(false, 'claim must be on the lease''s thread (claim.thread_id)');
+        END IF;
         -- Queue order: the queue_threads row first, then the thread's row, then the entry's.
-        PERFORM _dg_lock_queue_thread(v_thread);
+        -- An open entry's thread has its row (_dg_lock_queue_thread inserts a missing one).
+        PERFORM 1 FROM queue_threads q WHERE q.thread_id = v_thread FOR UPDATE;
+        IF NOT FOUND THEN
+            PERFORM _dg_lock_queue_thread(v_thread);
+        END IF;
     END IF;
     IF v_commit THEN
         -- dg_commit_v1's locks, checks and writes; the claim is released in the same UPDATE of
         -- the thread row, and this entry's admission mark is left to the close below.
-        PERFORM _dg_commit(p_thread_id, p_claim_token, p_checkpoint_id, p_parent_id, p_run_id,
-                           p_state, p_metadata, p_next, p_event_kinds, p_event_payloads,
-                           p_event_created_at, p_created_at, p_parent_thread_id,
-                           p_fence_thread_id, p_fence_token, p_entry_id);
+        c := _dg_commit(p_thread_id, p_claim_token, p_checkpoint_id, p_parent_id, p_run_id,
+                        p_state, p_metadata, p_next, p_event_kinds, p_event_payloads,
+                        p_event_created_at, p_created_at, p_parent_thread_id,
+                        p_fence_thread_id, p_fence_token, p_entry_id);
     ELSIF p_claim_token IS NOT NULL AND v_thread IS NOT NULL THEN
         -- release_claim when still current, as one UPDATE (it locks the row itself, before the
         -- entry's: queue order); a claim no longer current is left alone. Rolled back with the
@@ -263,39 +276,65 @@ BEGIN
          WHERE t.thread_id = v_thread AND t.claim_token = p_claim_token;
     END IF;
 
-    -- close's lease checks (rule 21), on the entry locked once.
-    IF v_thread IS NOT NULL THEN
-        SELECT * INTO e FROM queue_entries q WHERE q.entry_id = p_entry_id FOR UPDATE;
-    END IF;
-    IF e.entry_id IS NULL OR e.outcome_kind IS NOT NULL
-       OR e.tenant IS DISTINCT FROM p_tenant THEN
-        RAISE EXCEPTION 'entry % is closed', p_entry_id USING ERRCODE = 'DG103';
-    END IF;
-    IF NOT coalesce(e.lease_token = p_token, false) THEN
-        RAISE EXCEPTION 'lease is not the current lease of entry %', p_entry_id
-            USING ERRCODE = 'DG102';
-    END IF;
     v_now := store_now();
     IF p_outcome_kind = 'failed' THEN
         -- The last attempt's failure reason (SPEC §13), unless dg_defer_v1 gave one.
         UPDATE queue_attempts a SET error = p_outcome_detail
-         WHERE a.entry_id = p_entry_id AND a.number = e.attempt_count AND a.error IS NULL;
+          FROM queue_entries q
+         WHERE q.entry_id = p_entry_id AND q.outcome_kind IS NULL AND q.lease_token = p_token
+           AND a.entry_id = p_entry_id AND a.number = q.attempt_count AND a.error IS NULL;
     END IF;
-    IF v_commit AND NOT e.admitted THEN
-        -- The commit's admission mark of this entry (rule 10), written with the close.
-        v_admit := EXISTS (SELECT 1 FROM queue_attempts a
-                            WHERE a.entry_id = p_entry_id AND a.run_id = p_run_id);
+    -- close's lease checks (rule 21) as the close's own condition, on the entry locked once:
+    -- _dg_close_entry's UPDATE with the commit's admission mark of this entry (rule 10), the
+    -- entry's one new row version; and the queue row deleted when no other entry of the thread
+    -- is open (_dg_refresh_queue_thread's common case; the statement's snapshot still sees this
+    -- entry open), in one statement with the entry row it returns.
+    WITH closed AS (
+             UPDATE queue_entries q
+                SET outcome_kind = p_outcome_kind, outcome_detail = p_outcome_detail,
+                    closed_at = v_now,
+                    closed_at_seq = coalesce((SELECT t.last_seq FROM threads t
+                                               WHERE t.thread_id = q.thread_id), 0),
+                    lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL,
+                    lease_ttl = NULL,
+                    admitted = q.admitted
+                               OR (v_commit AND EXISTS (SELECT 1 FROM queue_attempts a
+                                                         WHERE a.entry_id = p_entry_id
+                                                           AND a.run_id = p_run_id))
+              WHERE q.entry_id = p_entry_id AND v_thread IS NOT NULL
+                AND q.outcome_kind IS NULL AND q.tenant IS NOT DISTINCT FROM p_tenant
+                AND q.lease_token = p_token
+             RETURNING q AS entry),
+         emptied AS (
+             DELETE FROM queue_threads o
+              WHERE o.thread_id = v_thread AND EXISTS (SELECT FROM closed)
+                AND NOT EXISTS (SELECT 1 FROM queue_entries e
+                                 WHERE e.thread_id = v_thread AND e.outcome_kind IS NULL
+                                   AND e.entry_id <> p_entry_id)
+             RETURNING 1)
+    SELECT closed.entry, a.attempts, EXISTS (SELECT FROM emptied) AS emptied INTO r
+      FROM closed CROSS JOIN LATERAL _dg_attempts(p_entry_id) a;
+    IF r.entry IS NULL THEN
+        SELECT * INTO x FROM queue_entries q WHERE q.entry_id = p_entry_id;
+        IF x.entry_id IS NULL OR x.outcome_kind IS NOT NULL
+           OR x.tenant IS DISTINCT FROM p_tenant THEN
+            RAISE EXCEPTION 'entry % is closed', p_entry_id USING ERRCODE = 'DG103';
+        END IF;
+        RAISE EXCEPTION 'lease is not the current lease of entry %', p_entry_id
+            USING ERRCODE = 'DG102';
     END IF;
-    -- _dg_close_entry's UPDATE, with the admission mark: the entry's one new row version.
-    UPDATE queue_entries q
-       SET outcome_kind = p_outcome_kind, outcome_detail = p_outcome_detail, closed_at = v_now,
-           closed_at_seq = coalesce((SELECT t.last_seq FROM threads t
-                                      WHERE t.thread_id = q.thread_id), 0),
-           lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL, lease_ttl = NULL,
-           admitted = q.admitted OR v_admit
-     WHERE q.entry_id = p_entry_id;
-    PERFORM _dg_refresh_queue_thread(e.thread_id);
-    RETURN QUERY SELECT * FROM _dg_entry(p_entry_id);
+    IF NOT r.emptied THEN
+        PERFORM _dg_refresh_queue_thread(v_thread);
+    END IF;
+    x := r.entry;
+    entry_id := x.entry_id; tenant := x.tenant; thread_id := x.thread_id; key := x.key;
+    input := x.input; mode := x.mode; max_attempts := x.max_attempts; attempts := r.attempts;
+    admitted := x.admitted; thread_deleted := x.thread_deleted; submitted_at := x.submitted_at;
+    lease_holder := x.lease_holder; lease_expires_at := x.lease_expires_at;
+    outcome_kind := x.outcome_kind; outcome_detail := x.outcome_detail;
+    closed_at := x.closed_at; closed_at_seq := x.closed_at_seq; not_before := x.not_before;
+    retry_of := x.retry_of; priority := x.priority; kind := x.kind;
+    RETURN NEXT;
 END;
 $$;
 

@@ -4,14 +4,16 @@
 -- install's search_path (the schema, then pg_temp) with SET ... FROM CURRENT, so `watchers` and
 -- `queue_entries` are the schema's own whoever fires them (issue #24).
 
--- events: one row trigger; a commit appending several events notifies once (dedup).
+-- events: one statement trigger over the rows a statement appended (a commit's events and its
+-- store.checkpoint are one INSERT: one probe of watchers, SPEC §21, where a row trigger probed
+-- once a row).
 CREATE OR REPLACE FUNCTION _dg_notify_events() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
 AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM watchers w
-                WHERE w.kind = 'events' AND w.key = NEW.thread_id
+                WHERE w.kind = 'events' AND w.key IN (SELECT a.thread_id FROM appended a)
                   AND w.expires_at > pg_catalog.now()) THEN
         PERFORM pg_catalog.pg_notify(TG_TABLE_SCHEMA, 'events');
     END IF;
@@ -34,31 +36,41 @@ END;
 $$;
 
 -- An entry closed (await_closed), or closed or released with another open entry on its thread
--- (idle workers: the thread's next head may now be leased).
+-- (idle workers: the thread's next head may now be leased). Who watches is one probe of
+-- watchers (SPEC §21); the thread's other open entries are looked for only when idle workers do.
 CREATE OR REPLACE FUNCTION _dg_notify_entry() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
 AS $$
+DECLARE
+    v_closed boolean;
+    v_queue boolean;
 BEGIN
-    IF NEW.outcome_kind IS NOT NULL
-       AND EXISTS (SELECT 1 FROM watchers w
-                    WHERE w.kind = 'closed' AND w.key = NEW.entry_id::text
-                      AND w.expires_at > pg_catalog.now()) THEN
+    SELECT coalesce(pg_catalog.bool_or(w.kind = 'closed'), false),
+           coalesce(pg_catalog.bool_or(w.kind = 'queue'), false)
+      INTO v_closed, v_queue
+      FROM watchers w
+     WHERE w.expires_at > pg_catalog.now()
+       AND (w.kind = 'queue'
+            OR (w.kind = 'closed' AND w.key = NEW.entry_id::text
+                AND NEW.outcome_kind IS NOT NULL));
+    IF v_closed THEN
         PERFORM pg_catalog.pg_notify(TG_TABLE_SCHEMA, 'closed');
     END IF;
-    IF EXISTS (SELECT 1 FROM watchers w
-                WHERE w.kind = 'queue' AND w.expires_at > pg_catalog.now())
-       AND (NEW.outcome_kind IS NULL
-            OR EXISTS (SELECT 1 FROM queue_entries e
-                        WHERE e.thread_id = NEW.thread_id AND e.outcome_kind IS NULL)) THEN
-        PERFORM pg_catalog.pg_notify(TG_TABLE_SCHEMA, 'queue');
+    IF v_queue THEN
+        IF NEW.outcome_kind IS NULL
+           OR EXISTS (SELECT 1 FROM queue_entries e
+                       WHERE e.thread_id = NEW.thread_id AND e.outcome_kind IS NULL) THEN
+            PERFORM pg_catalog.pg_notify(TG_TABLE_SCHEMA, 'queue');
+        END IF;
     END IF;
     RETURN NULL;
 END;
 $$;
 
-CREATE OR REPLACE TRIGGER events_notify AFTER INSERT ON events
-    FOR EACH ROW EXECUTE FUNCTION _dg_notify_events();
+DROP TRIGGER IF EXISTS events_notify ON events;
+CREATE TRIGGER events_notify AFTER INSERT ON events REFERENCING NEW TABLE AS appended
+    FOR EACH STATEMENT EXECUTE FUNCTION _dg_notify_events();
 
 CREATE OR REPLACE TRIGGER queue_submitted_notify AFTER INSERT ON queue_entries
     FOR EACH STATEMENT EXECUTE FUNCTION _dg_notify_queue();

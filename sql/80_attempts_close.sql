@@ -93,7 +93,7 @@ BEGIN
     PERFORM _dg_opt_id(p_tenant, 'tenant');
     e := _dg_lock_lease(p_entry_id, p_token, true, p_tenant);
     v_now := store_now();
-    v_kind := _dg_attempt_verdict(e, p_run_id);
+    v_kind := _dg_attempt_verdict(e, (SELECT k.taken FROM _dg_run_taken(e.thread_id, p_run_id) k));
     IF v_kind = 'taken' THEN
         RAISE EXCEPTION 'run id already names a run of the thread' USING ERRCODE = 'DG004';
     ELSIF v_kind = 'thread_deleted' THEN

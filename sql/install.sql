@@ -17,7 +17,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 14
+\set dg_required_version 15
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
@@ -200,6 +200,11 @@ SELECT :dg_version >= 14 AS dg_has_0014 \gset
 \if :dg_has_0014
 \else
 \ir ../migrations/0014.items.sql
+\endif
+SELECT :dg_version >= 15 AS dg_has_0015 \gset
+\if :dg_has_0015
+\else
+\ir ../migrations/0015.budgets.sql
 \endif
 
 -- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).
