@@ -85,8 +85,10 @@ $$;
 -- _dg_task_paths(values, name, max_count): every element a task path, 0..4096 bytes and not
 -- NULL (a NULL array is allowed: no paths), at most max_count elements. The message names the
 -- first bad element: name[i] (1-based).
+-- Returns true, for expressions (as _dg_ids).
+DROP FUNCTION IF EXISTS _dg_task_paths(text[], text, integer);
 CREATE OR REPLACE FUNCTION _dg_task_paths(p_values text[], p_name text, p_max_count integer)
-RETURNS void
+RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE
 AS $$
 DECLARE
@@ -94,7 +96,7 @@ DECLARE
     v_value text;
 BEGIN
     IF coalesce(pg_catalog.cardinality(p_values), 0) = 0 THEN
-        RETURN;
+        RETURN true;
     END IF;
     IF pg_catalog.array_ndims(p_values) > 1 THEN
         RAISE EXCEPTION '% must be a one-dimensional array', p_name USING ERRCODE = 'DG000';
@@ -112,6 +114,7 @@ BEGIN
             RAISE EXCEPTION '%[%] must be at most 4096 bytes', p_name, v_i USING ERRCODE = 'DG000';
         END IF;
     END LOOP;
+    RETURN true;
 END;
 $$;
 

@@ -100,14 +100,14 @@ BEGIN
     END IF;
     IF NOT (v_n = coalesce(pg_catalog.cardinality(p_event_payloads), 0)
             AND v_n = coalesce(pg_catalog.cardinality(p_event_created_at), 0)) THEN
-        PERFORM _dg_check(false, 'event arrays must have equal lengths');
+        RAISE EXCEPTION 'event arrays must have equal lengths' USING ERRCODE = 'DG000';
     END IF;
     IF (p_fence_thread_id IS NULL) <> (p_fence_token IS NULL) THEN
-        PERFORM _dg_check(false, 'fence thread and fence token go together');
+        RAISE EXCEPTION 'fence thread and fence token go together' USING ERRCODE = 'DG000';
     END IF;
     FOREACH v_kind IN ARRAY coalesce(p_event_kinds, '{}') LOOP
         IF v_kind IS NULL OR v_kind LIKE 'store.%' THEN
-            PERFORM _dg_check(false, 'event kinds must not be NULL or start with "store."');
+            RAISE EXCEPTION 'event kinds must not be NULL or start with "store."' USING ERRCODE = 'DG000';
         END IF;
     END LOOP;
     RETURN true;
@@ -165,7 +165,6 @@ DECLARE
     v_seq bigint;
     v_release boolean := p_own_entry IS NOT NULL;
     v_first_child boolean := false;
-    v_deleted_run boolean;
     v_closed_run boolean;
 BEGIN
     -- A first commit naming a parent thread also locks the parent's row (in id order with the
@@ -324,8 +323,11 @@ BEGIN
     c := _dg_commit(p_thread_id, p_token, p_checkpoint_id, p_parent_id, p_run_id, p_state,
                     p_metadata, p_next, p_event_kinds, p_event_payloads, p_event_created_at,
                     p_created_at, p_parent_thread_id, p_fence_thread_id, p_fence_token, NULL);
-    RETURN QUERY
-    SELECT c.thread_id::text, c.checkpoint_id, c.parent_id, c.run_id, c.state, c.metadata,
-           c.next, c.created_at, c.committed_at, c.seq, '[]'::json;
+    -- The row without a statement (SPEC §21): a new checkpoint has no writes yet.
+    thread_id := c.thread_id; checkpoint_id := c.checkpoint_id; parent_id := c.parent_id;
+    run_id := c.run_id; state := c.state; metadata := c.metadata; next := c.next;
+    created_at := c.created_at; committed_at := c.committed_at; seq := c.seq;
+    writes := '[]'::json;
+    RETURN NEXT;
 END;
 $$;

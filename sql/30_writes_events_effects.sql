@@ -82,46 +82,66 @@ AS $$
 DECLARE
     v_n integer := coalesce(pg_catalog.cardinality(p_task_ids), 0);
     v_lim limits := _dg_limits();
+    v_size bigint := coalesce(pg_catalog.pg_column_size(p_task_ids), 0)
+                     + coalesce(pg_catalog.pg_column_size(p_channels), 0)
+                     + coalesce(pg_catalog.pg_column_size(p_values), 0)
+                     + coalesce(pg_catalog.pg_column_size(p_task_paths), 0);
+    v_ok boolean;
+    t threads;
 BEGIN
-    PERFORM _dg_id(p_thread_id, 'thread_id');
-    PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
-    PERFORM _dg_id(p_checkpoint_id, 'checkpoint_id');
-    PERFORM _dg_call_bytes(
-        coalesce(pg_catalog.pg_column_size(p_task_ids), 0) + coalesce(pg_catalog.pg_column_size(p_channels), 0)
-        + coalesce(pg_catalog.pg_column_size(p_values), 0) + coalesce(pg_catalog.pg_column_size(p_task_paths), 0),
-        v_lim.max_call_bytes);
-    PERFORM _dg_ids(p_task_ids, 'task_ids', 1000000);
-    PERFORM _dg_ids(p_channels, 'channels', 1000000);
-    PERFORM _dg_jsons(p_values, 'values', v_lim.max_value_bytes, false);
-    PERFORM _dg_task_paths(p_task_paths, 'task_paths', 1000000);
-    PERFORM _dg_check(v_n = coalesce(pg_catalog.cardinality(p_channels), 0)
-                      AND v_n = coalesce(pg_catalog.cardinality(p_values), 0)
-                      AND (p_task_paths IS NULL
-                           OR v_n = coalesce(pg_catalog.cardinality(p_task_paths), 0)),
-                      'write arrays must have equal lengths');
-    PERFORM _dg_lock_claimed(p_thread_id, p_token);
-    IF NOT EXISTS (SELECT 1 FROM checkpoints
-                    WHERE thread_id = p_thread_id AND checkpoint_id = p_checkpoint_id) THEN
-        RAISE EXCEPTION 'checkpoint not found in thread' USING ERRCODE = 'DG404';
+    -- The checks as expressions, no statement (SPEC §21); the scalars in one inline test first:
+    -- when it fails, the helpers name the bad one. A NULL task id, channel or value is refused
+    -- by the array checks.
+    IF (pg_catalog.octet_length(p_thread_id) BETWEEN 1 AND 512 AND p_token IS NOT NULL
+        AND pg_catalog.octet_length(p_checkpoint_id) BETWEEN 1 AND 512
+        AND v_size <= v_lim.max_call_bytes) IS NOT TRUE THEN
+        PERFORM _dg_id(p_thread_id, 'thread_id');
+        PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
+        PERFORM _dg_id(p_checkpoint_id, 'checkpoint_id');
+        PERFORM _dg_call_bytes(v_size, v_lim.max_call_bytes);
     END IF;
+    v_ok := _dg_ids(p_task_ids, 'task_ids', 1000000);
+    v_ok := _dg_ids(p_channels, 'channels', 1000000);
+    v_ok := _dg_jsons(p_values, 'values', v_lim.max_value_bytes, false);
+    v_ok := _dg_task_paths(p_task_paths, 'task_paths', 1000000);
+    IF NOT (v_n = coalesce(pg_catalog.cardinality(p_channels), 0)
+            AND v_n = coalesce(pg_catalog.cardinality(p_values), 0)
+            AND (p_task_paths IS NULL OR v_n = coalesce(pg_catalog.cardinality(p_task_paths), 0)))
+    THEN
+        RAISE EXCEPTION 'write arrays must have equal lengths' USING ERRCODE = 'DG000';
+    END IF;
+    t := _dg_lock_claimed(p_thread_id, p_token);
     IF v_n = 0 THEN
+        IF NOT EXISTS (SELECT 1 FROM checkpoints
+                        WHERE thread_id = p_thread_id AND checkpoint_id = p_checkpoint_id) THEN
+            RAISE EXCEPTION 'checkpoint not found in thread' USING ERRCODE = 'DG404';
+        END IF;
         RETURN;
     END IF;
-    PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest(p_task_ids),
-                                                     pg_catalog.unnest(p_channels),
-                                                     pg_catalog.unnest(p_values))
-                                            AS w(task_id, channel, value)
-                                   WHERE w.task_id IS NULL OR w.channel IS NULL
-                                      OR w.value IS NULL),
-                      'task_id, channel and value must not be NULL');
+    -- The writes, with the checkpoint's existence (DG404) as the statement's one-time filter.
     INSERT INTO pending_writes (thread_id, checkpoint_id, task_id, channel, idx, value, task_path)
     SELECT p_thread_id, p_checkpoint_id, w.task_id, w.channel, (w.ord - 1)::integer, w.value,
            coalesce(p_task_paths[w.ord], '')
       FROM ROWS FROM (pg_catalog.unnest(p_task_ids), pg_catalog.unnest(p_channels),
                      pg_catalog.unnest(p_values)) WITH ORDINALITY
            AS w(task_id, channel, value, ord)
+     WHERE _dg_checkpoint_found(EXISTS (SELECT 1 FROM checkpoints c
+                                         WHERE c.thread_id = p_thread_id
+                                           AND c.checkpoint_id = p_checkpoint_id))
      ORDER BY w.ord
     ON CONFLICT DO NOTHING;
+END;
+$$;
+
+-- _dg_checkpoint_found(found): true, or DG404 'checkpoint not found in thread'.
+CREATE OR REPLACE FUNCTION _dg_checkpoint_found(p_found boolean) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+    IF NOT p_found THEN
+        RAISE EXCEPTION 'checkpoint not found in thread' USING ERRCODE = 'DG404';
+    END IF;
+    RETURN true;
 END;
 $$;
 

@@ -15,8 +15,13 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
-    PERFORM _dg_id(p_thread_id, 'thread_id');
-    PERFORM _dg_opt_id(p_checkpoint_id, 'checkpoint_id');
+    -- One inline test (no statement: SPEC §21); the helpers name the bad argument.
+    IF (pg_catalog.octet_length(p_thread_id) BETWEEN 1 AND 512
+        AND coalesce(pg_catalog.octet_length(p_checkpoint_id) BETWEEN 1 AND 512, true))
+       IS NOT TRUE THEN
+        PERFORM _dg_id(p_thread_id, 'thread_id');
+        PERFORM _dg_opt_id(p_checkpoint_id, 'checkpoint_id');
+    END IF;
     RETURN QUERY
     SELECT c.thread_id::text, c.checkpoint_id, c.parent_id, c.run_id, c.state, c.metadata,
            c.next, c.created_at, c.committed_at, c.seq, w.writes

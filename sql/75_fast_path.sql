@@ -55,7 +55,7 @@ BEGIN
     END IF;
     p_ttl := _dg_lease_args(p_holder, p_ttl, p_any_tenant, p_tenant, p_run_id, p_kinds);
     IF p_claim_ttl IS NULL THEN
-        PERFORM _dg_not_null(false, 'claim_ttl');
+        RAISE EXCEPTION 'claim_ttl must not be NULL' USING ERRCODE = 'DG000';
     END IF;
     p_claim_ttl := _dg_duration(p_claim_ttl, 'claim_ttl', false);
     -- The lease, and with an attempt that started the claim, in dg_lease_v1's statements
@@ -224,14 +224,13 @@ BEGIN
         PERFORM _dg_opt_id(p_thread_id, 'thread_id');
         PERFORM _dg_call_bytes(pg_catalog.pg_column_size(p_outcome_detail), v_lim.max_call_bytes);
         PERFORM _dg_json(p_outcome_detail, 'outcome_detail', v_lim.max_value_bytes);
-        PERFORM _dg_check(false,
-                          'outcome_detail must be, for completed: any JSON value; failed: a JSON '
-                          'string; cancelled: "requested" or "thread_deleted"; interrupted: an '
-                          'entry id (a JSON integer >= 1)');
+        RAISE EXCEPTION 'outcome_detail must be, for completed: any JSON value; failed: a JSON '
+                        'string; cancelled: "requested" or "thread_deleted"; interrupted: an '
+                        'entry id (a JSON integer >= 1)' USING ERRCODE = 'DG000';
     END IF;
     IF v_commit THEN
         IF p_thread_id IS NULL THEN
-            PERFORM _dg_not_null(false, 'thread_id');
+            RAISE EXCEPTION 'thread_id must not be NULL' USING ERRCODE = 'DG000';
         END IF;
         v_ok := _dg_commit_args(p_thread_id, p_claim_token, p_checkpoint_id, p_parent_id,
                                 p_run_id, p_state, p_metadata, p_next, p_event_kinds,
@@ -242,7 +241,7 @@ BEGIN
            AND p_event_payloads IS NULL AND p_event_created_at IS NULL
            AND p_created_at IS NULL AND p_parent_thread_id IS NULL
            AND p_fence_thread_id IS NULL AND p_fence_token IS NULL) IS NOT TRUE THEN
-        PERFORM _dg_check(false, 'commit arguments need a checkpoint_id');
+        RAISE EXCEPTION 'commit arguments need a checkpoint_id' USING ERRCODE = 'DG000';
     END IF;
 
     -- The entry's thread, read unlocked (an entry never changes thread); an entry that is gone
@@ -251,7 +250,7 @@ BEGIN
      WHERE q.entry_id = p_entry_id AND q.tenant IS NOT DISTINCT FROM p_tenant;
     IF v_thread IS NOT NULL THEN
         IF p_thread_id IS DISTINCT FROM v_thread AND p_thread_id IS NOT NULL THEN
-            PERFORM _dg_check(false, 'claim must be on the lease''s thread (claim.thread_id)');
+            RAISE EXCEPTION 'claim must be on the lease''s thread (claim.thread_id)' USING ERRCODE = 'DG000';
         END IF;
         -- Queue order: the queue_threads row first, then the thread's row, then the entry's.
         -- An open entry's thread has its row (_dg_lock_queue_thread inserts a missing one).

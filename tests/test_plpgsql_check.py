@@ -4,7 +4,8 @@ plpgsql_check (Debian ``postgresql-15-plpgsql-check``; `make pg-deps` and .ci/ru
 plans every statement of every function against the real tables, so a misspelt column, a wrong
 type, an unused variable or a lossy assignment fails here rather than on the first call that
 reaches it. All its warning classes are on (errors, warnings, extra warnings, performance);
-the few findings left are listed in `JUSTIFIED`, each with the reason it is harmless.
+the few findings left are listed in `JUSTIFIED` (by detail, or by message when a finding has no
+detail), each with the reason it is harmless.
 (SQL-language functions are checked by PostgreSQL itself when they are created.)
 """
 
@@ -22,12 +23,27 @@ from durable_graph.postgres.migrations import migrate
 JUSTIFIED: dict[tuple[str, str], str] = {
     # An untyped '{}' literal assigned to a text[] variable: the cast is the intent.
     ("dg_delete_thread_v1", 'cast "text" value to "text[]" type'): "'{}' is an empty text[]",
-    ("dg_lease_v1", 'cast "text" value to "text[]" type'): "'{}' is an empty text[]",
+    ("_dg_lease", 'cast "text" value to "text[]" type'): "'{}' is an empty text[]",
     # Integer counters summed into bigint OUT columns: widening, never lossy.
     ("_dg_prune_thread", 'cast "integer" value to "bigint" type'): "widening",
     ("dg_prune_batch_v1", 'cast "integer" value to "bigint" type'): "widening",
     ("dg_prune_v1", 'cast "integer" value to "bigint" type'): "widening",
     ("dg_delete_runs_v1", 'cast "integer" value to "bigint" type'): "widening",
+    # Argument sizes (pg_column_size, integer) summed into a bigint.
+    ("_dg_commit_args", 'cast "integer" value to "bigint" type'): "widening",
+    ("dg_put_writes_v2", 'cast "integer" value to "bigint" type'): "widening",
+    # A call made for its checks or locks, in an assignment: an expression is no statement where
+    # a PERFORM is one (SPEC §21, D210); the value itself is not needed.
+    ("_dg_commit_args", 'never read variable "v_ok"'): "a check in an expression",
+    ("dg_commit_v1", 'never read variable "v_ok"'): "a check in an expression",
+    ("dg_finish_attempt_v2", 'never read variable "v_ok"'): "a check in an expression",
+    ("dg_finish_attempt_v2", 'never read variable "c"'): "the commit, made for its writes",
+    ("dg_put_writes_v2", 'never read variable "v_ok"'): "a check in an expression",
+    ("dg_put_writes_v2", 'never read variable "t"'): "the claim's lock, taken for itself",
+    # The leased entry is one composite OUT column among others, read by field.
+    ("_dg_lease", 'composite OUT variable "o_entry" is not single argument'): "by design",
+    # A statement trigger's transition table, which the static check does not see.
+    ("_dg_notify_events", 'relation "appended" does not exist'): "REFERENCING NEW TABLE",
 }
 """(function, detail) pairs that are accepted, with why."""
 
@@ -73,7 +89,8 @@ def test_every_plpgsql_function_passes_plpgsql_check(
         (schema[0],),
     ).fetchone()
     assert checked is not None and checked[0] >= 40  # every dg_* and _dg_* PL/pgSQL function
-    findings = [r for r in rows if (str(r[0]), str(r[3])) not in JUSTIFIED]
+    # Keyed by the detail, or by the message when a finding has none.
+    findings = [r for r in rows if (str(r[0]), str(r[3]) or str(r[2])) not in JUSTIFIED]
     assert findings == [], "\n".join(
         f"{name} line {line}: {level}: {message} {detail}"
         for name, level, message, detail, line in findings
