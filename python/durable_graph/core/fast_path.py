@@ -49,14 +49,14 @@ class BeginSteps(NamedTuple):
 
     lease: Callable[..., Lease | None]
     claim: Callable[[str, str, ClaimPolicy], Claim]
-    entry: Callable[[int, str | None], object]
     latest_of_runs: Callable[[str, list[str]], Checkpoint | None]
     get: Callable[[str], Checkpoint | None]
 
 
 def compose_begin(args: BeginArgs, steps: BeginSteps) -> AttemptBegun | None:
     """`begin_attempt` as §5's steps, for a store whose caller holds its write lock throughout
-    (so nothing interleaves: the steps are one transaction)."""
+    (so nothing interleaves: the steps are one transaction, and the entry the lease returns is
+    the entry after the claim, which writes no entry)."""
     lease = steps.lease(args.holder, args.ttl, args.tenant, args.run_id, args.kinds)
     if lease is None:
         return None
@@ -67,10 +67,13 @@ def compose_begin(args: BeginArgs, steps: BeginSteps) -> AttemptBegun | None:
         claim = steps.claim(entry.thread_id, args.run_id, args.claim_policy)
     except ThreadBusy:
         return AttemptBegun(lease, lease.attempt, None, entry, None, None, None)
-    current = steps.entry(entry.entry_id, entry.tenant)
-    if current is not None:
-        entry = current  # type: ignore[assignment]  # a QueueEntry: the store's entry()
-    latest = steps.latest_of_runs(entry.thread_id, [a.run_id for a in entry.attempts])
+    # A first attempt's only run id is its own, which the lease's verdict proved names no
+    # checkpoint of the thread: latest_of_runs is read only for a later one (as in SQL).
+    latest = (
+        None
+        if lease.attempt.number == 1
+        else steps.latest_of_runs(entry.thread_id, [a.run_id for a in entry.attempts])
+    )
     plan = plan_attempt(entry, latest)
     return AttemptBegun(
         lease, lease.attempt, claim, entry, latest, plan, steps.get(entry.thread_id)
@@ -112,13 +115,7 @@ class EmbeddedFastPath:
     ) -> AttemptBegun | None:
         args = check_begin(holder, ttl, run_id, claim_policy, tenant, kinds)
         store = self._steps
-        steps = BeginSteps(
-            store.run_queue.lease,
-            store.claim,
-            store.run_queue.entry,
-            store.latest_of_runs,
-            store.get,
-        )
+        steps = BeginSteps(store.run_queue.lease, store.claim, store.latest_of_runs, store.get)
         with self._atomic():
             return compose_begin(args, steps)
 
