@@ -3,9 +3,12 @@
     .venv/bin/python -m tests.bench.fast_path --out bench-fast-path.md   (part of `make bench`)
 
 Families, each system in its own database of one server, measured in alternating rounds
-(`tests.bench.common.measure_interleaved`): the job (submit → take → commit ~1 KB → complete)
-against procrastinate + LangGraph and pgqueuer + LangGraph, with pgbench's minimal durable
-transaction as the physical reference; the checkpoint cycle against LangGraph with a one-channel
+(`tests.bench.common.measure_interleaved`, each client its own process, the foreign CPU of every
+cell beside it): the job (submit → take → commit ~1 KB → complete) against procrastinate +
+LangGraph and pgqueuer + LangGraph, ours as a user's process runs it (its own store, a pool of
+2, a `Worker`), every stack on fresh databases CHECKPOINTed before each concurrency, with
+pgbench's minimal durable transaction as the ceiling each stack's jobs/s is a fraction of
+(issue 38: how the independent harness measured); the checkpoint cycle against LangGraph with a one-channel
 and a two-channel state; what notifications cost submit and commit; wake-up latency of an idle
 worker against procrastinate's and pgqueuer's LISTEN/NOTIFY workers; and transactions per job,
 from ``pg_stat_database.xact_commit`` (all) and the WAL's commit records (durable ones).
@@ -49,10 +52,15 @@ def log(message: str) -> None:
 
 
 def compare(
-    family: str, entries: list[tuple[str, str, str, dict[str, Any]]], args: argparse.Namespace
+    family: str,
+    entries: list[tuple[str, str, str, dict[str, Any]]],
+    args: argparse.Namespace,
+    concurrency: list[int] | None = None,
 ) -> list[Result]:
+    """Each entry (system, cycle, "module:Class", params) measured against the others at every
+    concurrency (``args.concurrency`` unless given)."""
     out: list[Result] = []
-    for c in args.concurrency:
+    for c in concurrency or args.concurrency:
         pooled = measure_interleaved(
             [(ref, {**p, "tag": f"{family}{i}-{c}"}) for i, (_, _, ref, p) in enumerate(entries)],
             c,
@@ -71,6 +79,51 @@ def compare(
                 f"foreign CPU {measured.foreign_cores:.2f}"
             )
     return out
+
+
+def job_entries(dsns: dict[str, str]) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """The job family's stacks on ``dsns`` (ours: schema "bench"). durable_graph is measured as
+    a user's process runs it (`jobs.UserJob`: its own store with a pool of 2, a Worker); the
+    same job by its three store calls alone, on a pool of one, shows what the worker adds."""
+    ours: dict[str, Any] = {"backend": "postgres", "dsn": dsns["ours"], "schema": "bench"}
+    proc = {"dsn": dsns["procrastinate"], "lg_dsn": dsns["langgraph"]}
+    pgq = {"dsn": dsns["pgqueuer"], "lg_dsn": dsns["langgraph"]}
+    return [
+        ("durable_graph", "submit + Worker.run_once (commit_last)", f"{B}.jobs:UserJob", ours),
+        (
+            "durable_graph, store calls only",
+            "submit+begin+finish(commit)",
+            f"{B}.jobs:OursJob",
+            ours,
+        ),
+        (
+            "procrastinate + LangGraph",
+            "defer+fetch+aput+finish",
+            f"{B}.jobs:ProcrastinateJob",
+            proc,
+        ),
+        ("pgqueuer + LangGraph", "enqueue+dequeue+aput+log", f"{B}.jobs:PgqueuerJob", pgq),
+        (
+            "pgqueuer (asyncpg) + LangGraph",
+            "enqueue+dequeue+aput+log",
+            f"{B}.jobs:PgqueuerJob",
+            {**pgq, "driver": "asyncpg"},
+        ),
+    ]
+
+
+def fresh_job_databases(base: str) -> dict[str, str]:
+    """New databases for every job stack, set up, then a CHECKPOINT: each concurrency of the job
+    family starts as the issue's harness started every run (fresh schema, the WAL's full-page
+    images of the first writes after a checkpoint paid in the measurement, not before it)."""
+    dsns = create_databases(base, ["ours", "langgraph", "procrastinate", "pgqueuer"])
+    migrate(dsns["ours"], "bench")
+    setup_langgraph(dsns["langgraph"])
+    asyncio.run(setup_procrastinate(dsns["procrastinate"]))
+    asyncio.run(setup_pgqueuer(dsns["pgqueuer"]))
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute("CHECKPOINT")
+    return dsns
 
 
 def _xact_commit(admin: psycopg.Connection[Any], dbnames: list[str]) -> int:
@@ -149,7 +202,7 @@ def _ratios(results: list[Result]) -> list[str]:
     ]
     for (family, c), group in _by_family(results).items():
         ours = [r for r in group if r.system == "durable_graph"]
-        anchors = [r for r in group if r.system not in ("durable_graph", "pgbench")]
+        anchors = [r for r in group if not r.system.startswith(("durable_graph", "pgbench"))]
         if not ours or not anchors:
             continue
         best = max(anchors, key=lambda r: r.ops_per_s)
@@ -172,8 +225,8 @@ def _ceiling(results: list[Result]) -> list[str]:
     """Each job stack's jobs/s as a fraction of pgbench's durable-commit ceiling, measured in the
     same rounds (DBOS reports its throughput so: what share of the database's own limit)."""
     lines = [
-        "| c | pgbench durable txn/s (foreign CPU) | system | jobs/s | of the ceiling |",
-        "|---:|---:|---|---:|---:|",
+        "| c | pgbench durable txn/s | its foreign CPU | system | jobs/s | of the ceiling |",
+        "|---:|---:|---:|---|---:|---:|",
     ]
     for (family, c), group in _by_family(results).items():
         ceiling = next((r for r in group if r.system == "pgbench"), None)
@@ -183,7 +236,7 @@ def _ceiling(results: list[Result]) -> list[str]:
             if r is ceiling:
                 continue
             lines.append(
-                f"| {c} | {ceiling.ops_per_s:,.0f} ({foreign_cell(ceiling)}) | {r.system} | "
+                f"| {c} | {ceiling.ops_per_s:,.0f} | {foreign_cell(ceiling)} | {r.system} | "
                 f"{r.ops_per_s:,.0f} | {ratio_cell(r, ceiling, 3, '')} |"
             )
     return lines
@@ -261,34 +314,27 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(setup_procrastinate(dsns["procrastinate"]))
             asyncio.run(setup_pgqueuer(dsns["pgqueuer"]))
             pgbench.setup(dsns["ref"])
-            proc = {"dsn": dsns["procrastinate"], "lg_dsn": dsns["langgraph"]}
-            pgq = {"dsn": dsns["pgqueuer"], "lg_dsn": dsns["langgraph"]}
-            job_entries = [
-                ("durable_graph", "submit+begin+finish(commit)", f"{B}.jobs:OursJob", ours),
-                (
-                    "procrastinate + LangGraph",
-                    "defer+fetch+aput+finish",
-                    f"{B}.jobs:ProcrastinateJob",
-                    proc,
-                ),
-                ("pgqueuer + LangGraph", "enqueue+dequeue+aput+log", f"{B}.jobs:PgqueuerJob", pgq),
-                (
-                    "pgqueuer (asyncpg) + LangGraph",
-                    "enqueue+dequeue+aput+log",
-                    f"{B}.jobs:PgqueuerJob",
-                    {**pgq, "driver": "asyncpg"},
-                ),
-            ]
             if "job" in only:
-                log("job")
-                results += compare(
-                    "job",
-                    [
-                        *job_entries,
-                        ("pgbench", "durable txn", "pgbench:durable_txn", {"dsn": dsns["ref"]}),
-                    ],
-                    args,
-                )
+                for c in args.concurrency:
+                    log(f"job c={c}: fresh databases, CHECKPOINT")
+                    fresh = fresh_job_databases(base)
+                    try:
+                        results += compare(
+                            "job",
+                            [
+                                *job_entries(fresh),
+                                (
+                                    "pgbench",
+                                    "durable txn",
+                                    "pgbench:durable_txn",
+                                    {"dsn": dsns["ref"]},
+                                ),
+                            ],
+                            args,
+                            [c],
+                        )
+                    finally:
+                        drop_databases(base, fresh)
             if "checkpoint" in only:
                 for two in (False, True):
                     shape = "two-channel" if two else "one-channel"
@@ -349,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
                     log(f"  {name}: p50 {statistics.median(values):.2f} ms")
             if "txns" in only:
                 log("transactions per job")
-                for system, _, ref, params in job_entries:
+                for system, _, ref, params in job_entries(dsns):
                     txns[system] = transactions_per_job(ref, params, base, args.txn_jobs)
                     log(f"  {system}: {txns[system]}")
         finally:
