@@ -45,7 +45,7 @@ class Setup:
 
     name: str
     workload: str
-    pool: int | None = None
+    pool: int = 1
     fresh: bool = False
     """A new schema and a CHECKPOINT just before the timed jobs, no warm-up."""
 
@@ -75,7 +75,8 @@ def _workload(setup: Setup, dsns: dict[str, str], schema: str, tag: str) -> Any:
     if setup.workload == "PgqueuerJob":
         params = {"dsn": dsns["pgqueuer"], "lg_dsn": dsns["langgraph"], "driver": "asyncpg"}
         return jobs.PgqueuerJob({**params, "tag": tag}, 0)
-    params = {"backend": "postgres", "dsn": dsns["ours"], "schema": schema, "pool": setup.pool}
+    params: dict[str, Any] = {"backend": "postgres", "dsn": dsns["ours"], "schema": schema}
+    params["pool"] = setup.pool
     cls = jobs.UserJob if setup.workload == "UserJob" else jobs.OursJob
     return cls({**params, "tag": tag}, 0)
 
