@@ -73,12 +73,11 @@ class Row:
 
 def _workload(setup: Setup, dsns: dict[str, str], schema: str, tag: str) -> Any:
     if setup.workload == "PgqueuerJob":
-        params = {"dsn": dsns["pgqueuer"], "lg_dsn": dsns["langgraph"], "driver": "asyncpg"}
-        return jobs.PgqueuerJob({**params, "tag": tag}, 0)
-    params: dict[str, Any] = {"backend": "postgres", "dsn": dsns["ours"], "schema": schema}
-    params["pool"] = setup.pool
+        anchor = {"dsn": dsns["pgqueuer"], "lg_dsn": dsns["langgraph"], "driver": "asyncpg"}
+        return jobs.PgqueuerJob({**anchor, "tag": tag}, 0)
+    ours = {"backend": "postgres", "dsn": dsns["ours"], "schema": schema, "tag": tag}
     cls = jobs.UserJob if setup.workload == "UserJob" else jobs.OursJob
-    return cls({**params, "tag": tag}, 0)
+    return cls({**ours, "pool": setup.pool}, 0)
 
 
 async def _client(work: Any, warmup: int, jobs_n: int, go: Any, done: Any) -> None:
