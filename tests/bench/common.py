@@ -208,8 +208,8 @@ def process_tree(pid: int) -> list[int]:
 
 
 def cpu_seconds(pids: list[int]) -> float:
-    """CPU seconds of ``pids``, with their ended and reaped children's (a pgbench run, a
-    closed backend end inside a round: their time lands in their parent's ``cutime``)."""
+    """CPU seconds of ``pids``, their ended children's included (a pgbench run or a backend
+    that ends within a round is counted in its parent's ``cutime``)."""
     ticks = os.sysconf("SC_CLK_TCK")
     total = 0
     for pid in pids:
@@ -230,18 +230,21 @@ def busy_seconds() -> float:
 
 
 def postmaster_pid(dsn: str) -> int | None:
-    """The PostgreSQL server's main process, when it runs on this machine: the parent of a
-    backend (None when that process is not visible here)."""
+    """The PostgreSQL server's main process when it runs on this machine: the parent of this
+    connection's backend, read while the backend lives (None when it is not a local postgres)."""
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute("SELECT pg_backend_pid()").fetchone()
-    assert row is not None
-    try:
-        with open(f"/proc/{row[0]}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except OSError:
-        return None
+        assert row is not None
+        try:
+            with open(f"/proc/{row[0]}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{parent}/comm") as f:
+                local = f.read().strip() in ("postgres", "postmaster")
+        except (OSError, IndexError, ValueError):
+            return None
+    return parent if local else None
 
 
 class ForeignCpu:
