@@ -32,7 +32,7 @@ from durable_graph.testkit.postgres import server as pg_server
 
 from . import jobs
 from .checkpoint import setup_langgraph
-from .common import ForeignCpu, cpu_seconds, postmaster_pid, process_tree, settled
+from .common import FOREIGN_LIMIT, ForeignCpu, cpu_seconds, postmaster_pid, process_tree, settled
 from .queue import setup_pgqueuer
 from .run import create_databases
 
@@ -155,9 +155,10 @@ def report(rows: dict[str, list[Row]], n: int, reps: int) -> str:
             return float(statistics.median(getattr(r, field) for r in runs))
 
         foreign = max(r.foreign_cores for r in runs)
+        mark = " (not comparable)" if foreign > FOREIGN_LIMIT else ""
         lines.append(
             f"| {name} | {median('wall_ms'):.2f} | {median('client_cpu_ms'):.2f} | "
-            f"{median('server_cpu_ms'):.2f} | {median('wal_kib'):.2f} | {foreign:.2f} |"
+            f"{median('server_cpu_ms'):.2f} | {median('wal_kib'):.2f} | {foreign:.2f}{mark} |"
         )
     return "\n".join(lines) + "\n"
 
