@@ -8,10 +8,11 @@ cell beside it): the job (submit → take → commit ~1 KB → complete) against
 LangGraph and pgqueuer + LangGraph, ours as a user's process runs it (its own store, a pool of
 2, a `Worker`), every stack on fresh databases CHECKPOINTed before each concurrency, with
 pgbench's minimal durable transaction as the ceiling each stack's jobs/s is a fraction of
-(issue 38: how the independent harness measured); the checkpoint cycle against LangGraph with a one-channel
-and a two-channel state; what notifications cost submit and commit; wake-up latency of an idle
-worker against procrastinate's and pgqueuer's LISTEN/NOTIFY workers; and transactions per job,
-from ``pg_stat_database.xact_commit`` (all) and the WAL's commit records (durable ones).
+(issue 38: how the independent harness measured); the checkpoint cycle against LangGraph with
+a one-channel and a two-channel state; what notifications cost submit and commit; wake-up
+latency of an idle worker against procrastinate's and pgqueuer's LISTEN/NOTIFY workers; and
+transactions per job, from ``pg_stat_database.xact_commit`` (all) and the WAL's commit records
+(durable ones).
 """
 
 from __future__ import annotations
