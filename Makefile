@@ -96,6 +96,7 @@ bench: venv pg-deps
 	$(VENV)/bin/pip install -q -e '.[test,bench,langgraph]'
 	$(VENV)/bin/python -m tests.bench.run --out bench-results.md
 	$(VENV)/bin/python -m tests.bench.fast_path --out bench-fast-path.md
+	$(VENV)/bin/python -m tests.bench.job_setups --out bench-job-setups.md
 	$(VENV)/bin/python -m tests.bench.job_profile --out bench-job-profile.md
 	$(VENV)/bin/python -m tests.bench.operating --out bench-operating.md
 	$(VENV)/bin/python -m tests.bench.sqlite_writers --out bench-sqlite-writers.md

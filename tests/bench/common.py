@@ -14,6 +14,11 @@ then each runs cycles back to back for the round's seconds. Throughput is ``conc
 cycles / busy seconds`` over all workers and rounds (busy = measured time, excluded work
 removed); latencies are pooled over
 all workers and rounds.
+
+Every round is also watched for **foreign CPU**: the cores the machine spent on anything but the
+benchmark's own process tree (its clients, pgbench) and its PostgreSQL server (`ForeignCpu`,
+read from ``/proc``). On a shared machine a ratio taken beside more than `FOREIGN_LIMIT` core of
+other work is not comparable: the other work slows whichever system it happens to overlap.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import contextlib
 import importlib
 import inspect
 import multiprocessing as mp
+import os
 import statistics
 import time
 import traceback
@@ -51,6 +57,10 @@ STATE: dict[str, Any] = {
 
 # A small job payload, the same for every queue measured.
 JOB_INPUT: dict[str, Any] = {"prompt": "Summarise the quarterly report.", "user": "u-1234"}
+
+
+FOREIGN_LIMIT = 0.2
+"""Cores of other work beside which a figure is not comparable (issue 38)."""
 
 
 def ns() -> int:
@@ -90,10 +100,37 @@ class Result:
     """call -> (p50 ms, p99 ms, mean ms)."""
     note: str = ""
     skipped: str = ""
+    foreign_cores: float | None = None
+    """CPU (cores) the machine spent on other work while this row was measured; None: not
+    measured."""
+
+    @property
+    def comparable(self) -> bool:
+        """False when the row was measured beside more than `FOREIGN_LIMIT` core of other work."""
+        return self.foreign_cores is None or self.foreign_cores <= FOREIGN_LIMIT
 
     @property
     def mean_ms(self) -> float:
         return 1000.0 * self.concurrency / self.ops_per_s if self.ops_per_s else 0.0
+
+
+def ratio_cell(ours: Result, other: Result, digits: int = 2, suffix: str = "x") -> str:
+    """``ours / other`` for a table, marked "not comparable" when either side was measured
+    beside more than `FOREIGN_LIMIT` core of foreign CPU."""
+    if not ours.ops_per_s or not other.ops_per_s:
+        return "n/a"
+    text = f"{ours.ops_per_s / other.ops_per_s:.{digits}f}{suffix}"
+    if ours.comparable and other.comparable:
+        return text
+    foreign = max(r.foreign_cores or 0.0 for r in (ours, other))
+    return f"{text} (not comparable: {foreign:.2f} core foreign)"
+
+
+def foreign_cell(result: Result) -> str:
+    """The foreign CPU of a row, in cores ("—" when not measured)."""
+    if result.foreign_cores is None:
+        return "—"
+    return f"{result.foreign_cores:.2f}" + ("" if result.comparable else " (not comparable)")
 
 
 def percentile(values: list[int] | list[float], q: float) -> float:
@@ -111,6 +148,7 @@ def summarize(
     concurrency: int,
     samples: list[Sample],
     note: str = "",
+    foreign_cores: float | None = None,
 ) -> Result:
     latencies = [v for s in samples for v in s.latencies_ns]
     busy = sum(s.busy_ns for s in samples)
@@ -142,7 +180,93 @@ def summarize(
         cycles=len(latencies),
         parts=parts,
         note=note,
+        foreign_cores=foreign_cores,
     )
+
+
+# --- foreign CPU, from /proc ---------------------------------------------------------------
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its live descendants."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    # pid (comm) state ppid ...: comm may hold spaces, so split after its ')'
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo.extend(children.get(p, []))
+    return found
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds of ``pids``, their ended children's included (a pgbench run or a backend
+    that ends within a round is counted in its parent's ``cutime``)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / ticks
+
+
+def busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy (not idle, not waiting on I/O)."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:9]]
+    return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def postmaster_pid(dsn: str) -> int | None:
+    """The PostgreSQL server's main process when it runs on this machine: the parent of this
+    connection's backend, read while the backend lives (None when it is not a local postgres)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        try:
+            with open(f"/proc/{row[0]}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{parent}/comm") as f:
+                local = f.read().strip() in ("postgres", "postmaster")
+        except (OSError, IndexError, ValueError):
+            return None
+    return parent if local else None
+
+
+class ForeignCpu:
+    """The cores the machine spends on anything but the trees of ``roots`` (the benchmark's own
+    process and its PostgreSQL server) between `start` and `stop`; the trees are read again at
+    the end, so that processes started meanwhile (clients, pgbench, backends) count as own."""
+
+    def __init__(self, roots: list[int]) -> None:
+        self.roots = roots
+        self._busy = self._own = self._started = 0.0
+
+    def _own_seconds(self) -> float:
+        return cpu_seconds([p for root in self.roots for p in process_tree(root)])
+
+    def start(self) -> None:
+        self._busy, self._own, self._started = busy_seconds(), self._own_seconds(), time.monotonic()
+
+    def stop(self) -> tuple[float, float]:
+        """(foreign CPU seconds, wall seconds) since `start`."""
+        wall = time.monotonic() - self._started
+        foreign = busy_seconds() - self._busy - (self._own_seconds() - self._own)
+        return max(0.0, foreign), wall
 
 
 def _load(ref: str) -> Callable[..., Any]:
@@ -303,6 +427,14 @@ class Group:
                 p.join(timeout=5)
 
 
+@dataclass
+class Measured:
+    """One workload's samples pooled over its rounds, and the foreign CPU beside them."""
+
+    samples: list[Sample]
+    foreign_cores: float
+
+
 def measure_interleaved(
     workloads: list[tuple[str, dict[str, Any]]],
     concurrency: int,
@@ -310,11 +442,14 @@ def measure_interleaved(
     rounds: int,
     warmup: float,
     duration: float,
-) -> list[list[Sample]]:
+    server_pid: int | None = None,
+) -> list[Measured]:
     """Measure each workload ("module:Class", params) for ``duration`` seconds in total, split in
-    ``rounds`` rounds alternating between the workloads; the pooled samples of each.
+    ``rounds`` rounds alternating between the workloads; the pooled samples of each, with the
+    foreign CPU of its rounds (own: this process's tree and ``server_pid``'s, the server's).
     ``"pgbench:<script>"`` (params ``dsn``) runs pgbench's script in the same rounds."""
     groups: list[Any] = []
+    watch = ForeignCpu([os.getpid()] + ([server_pid] if server_pid else []))
     try:
         for ref, params in workloads:
             if ref.startswith("pgbench:"):
@@ -326,15 +461,24 @@ def measure_interleaved(
         for group in groups:
             group.wait_ready()
         pooled: list[list[Sample]] = [[] for _ in workloads]
+        foreign = [0.0 for _ in workloads]
+        wall = [0.0 for _ in workloads]
         for r in range(rounds):
             order = list(range(len(groups)))
             if r % 2:
                 order.reverse()
             for i in order:
+                watch.start()
                 pooled[i].extend(
                     groups[i].round(warmup if r == 0 else warmup / 3, duration / rounds)
                 )
-        return pooled
+                spent, seconds = watch.stop()
+                foreign[i] += spent
+                wall[i] += seconds
+        return [
+            Measured(samples, spent / seconds if seconds else 0.0)
+            for samples, spent, seconds in zip(pooled, foreign, wall, strict=True)
+        ]
     finally:
         for group in groups:
             group.stop()

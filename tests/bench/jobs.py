@@ -3,10 +3,14 @@
 Job: one agent run end to end — submit ~100 B, a worker takes it, commits one ~1 KB checkpoint,
 completes it — the way a user wires each stack:
 
-- ours: ``submit`` → ``begin_attempt`` (which returns the thread's head too, D73) →
-  ``finish_attempt(commit=...)`` (SPEC §18.1: the checkpoint committed with the close, three
-  durable transactions): what `Worker.run_once` does per job for a handler that ends with
-  ``ctx.commit_last``; ``params["fused"] = False``: ``commit`` then ``finish_attempt`` (four);
+- ours as a user runs it (`UserJob`, what `make bench` compares): the store opened with
+  ``PostgresCheckpointer.open(dsn, PostgresConfig(schema=..., max_pool_size=2))``, ``submit``,
+  then ``Worker.run_once`` with a handler that ends with ``ctx.commit_last`` (three durable
+  transactions: submit, begin, finish);
+- ours by its store calls alone (`OursJob`, what the job profile counts): ``submit`` →
+  ``begin_attempt`` (which returns the thread's head too, D73) → ``finish_attempt(commit=...)``
+  (SPEC §18.1: the checkpoint committed with the close) on a pool of one connection;
+  ``params["fused"] = False``: ``commit`` then ``finish_attempt`` (four);
 - procrastinate + LangGraph: ``defer_job_async`` → ``fetch_job`` → ``AsyncPostgresSaver.aput``
   → ``finish_job``, the saver on its own connection;
 - pgqueuer + LangGraph: ``enqueue`` → ``dequeue`` → ``aput`` → ``log_jobs``, once on
@@ -25,6 +29,9 @@ from datetime import timedelta
 from typing import Any
 
 from durable_graph.core.model import ClaimPolicy, Commit, Completed, Submission
+from durable_graph.postgres import PostgresCheckpointer
+from durable_graph.postgres.config import PostgresConfig
+from durable_graph.worker import RunContext, Worker
 
 from .common import JOB_INPUT, STATE, ns
 from .stores import open_store
@@ -92,6 +99,46 @@ class OursJob:
             "commit": t3 - t2,
             "finish_attempt": t4 - t3,
         }
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def commit_state_last(ctx: RunContext) -> None:
+    """The bench job's handler: one ~1 KB checkpoint, committed with the close."""
+    ctx.commit_last(STATE)
+
+
+class UserJob:
+    """The job as a user's process runs it: its own store (a pool of ``params["pool"]``
+    connections, 2 by default, as the issue's harness opened it), a `Worker` on it, submit then
+    ``run_once``. The renewal thread, the worker's checks and the pool's bookkeeping are
+    measured with the store calls, as a user pays them."""
+
+    def __init__(self, params: dict[str, Any], index: int) -> None:
+        self.params = params
+        self.prefix = f"uj-{params['tag']}-{index}-{uuid.uuid4().hex[:8]}"
+        self.holder = f"u{index}-{uuid.uuid4().hex[:8]}"
+        self.n = 0
+
+    def setup(self) -> None:
+        config = PostgresConfig(
+            schema=self.params["schema"], max_pool_size=self.params.get("pool", 2)
+        )
+        self.store = PostgresCheckpointer.open(self.params["dsn"], config)
+        self.worker = Worker(self.store, commit_state_last, holder=self.holder)
+
+    def op(self) -> dict[str, int]:
+        self.n += 1
+        t0 = ns()
+        self.store.run_queue.submit(
+            Submission(thread_id=f"{self.prefix}-{self.n}", input=JOB_INPUT)
+        )
+        t1 = ns()
+        while self.worker.run_once() is None:  # another client's worker took this job
+            pass
+        t2 = ns()
+        return {"submit": t1 - t0, "run_once": t2 - t1}
 
     def close(self) -> None:
         self.store.close()
@@ -309,5 +356,6 @@ __all__ = [
     "OursJob",
     "PgqueuerJob",
     "ProcrastinateJob",
+    "UserJob",
     "lg_checkpoint",
 ]

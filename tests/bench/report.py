@@ -6,7 +6,7 @@ import argparse
 import os
 from collections.abc import Iterable
 
-from .common import Result
+from .common import FOREIGN_LIMIT, Result, foreign_cell
 from .diagnose import Diagnosis
 from .growth import GrowthReport
 
@@ -35,6 +35,10 @@ METHOD = """\
   comparison are measured in alternating rounds (`--rounds`, default 3) of `--duration / rounds`
   seconds each, after a warm-up, all workers released together by a barrier. ops/s =
   *c* x cycles / busy seconds; p50/p99 over every cycle of every worker.
+* **Foreign CPU.** Each row also gets the cores the machine spent, while it was measured, on
+  anything but the benchmark's own processes (clients, pgbench) and its PostgreSQL server
+  (`/proc/stat` busy time less those process trees' CPU); a ratio of rows measured beside more
+  than 0.2 core of such work is marked not comparable.
 * **Reference.** pgbench (`-c N -j N`, simple protocol) on the same server: `SELECT 1`, and the
   minimal durable transaction `BEGIN; UPDATE` one random row of 100,000; `INSERT` one ~1 KB row;
   `END`. The checkpoint cycle's physical reference is one such transaction plus one `SELECT 1`
@@ -98,38 +102,45 @@ def _first(results: Iterable[Result], family: str, system_prefix: str, c: int) -
 
 def _main_table(results: list[Result]) -> list[str]:
     lines = [
-        "| family | system | cycle | c | ops/s | p50 ms | p99 ms | cycles | note |",
-        "|---|---|---|---:|---:|---:|---:|---:|---|",
+        "| family | system | cycle | c | ops/s | p50 ms | p99 ms | cycles | foreign CPU | note |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
         if r.skipped:
             lines.append(
-                f"| {r.family} | {r.system} | {r.cycle} | {r.concurrency} | — | — | — | — | "
+                f"| {r.family} | {r.system} | {r.cycle} | {r.concurrency} | — | — | — | — | — | "
                 f"skipped: {r.skipped} |"
             )
             continue
         lines.append(
             f"| {r.family} | {r.system} | {r.cycle} | {r.concurrency} | {_fmt(r.ops_per_s, 0)} | "
-            f"{_fmt(r.p50_ms)} | {_fmt(r.p99_ms)} | {r.cycles} | {r.note} |"
+            f"{_fmt(r.p50_ms)} | {_fmt(r.p99_ms)} | {r.cycles} | {foreign_cell(r)} | {r.note} |"
         )
     return lines
 
 
+def _foreign(*rows: Result | None) -> float:
+    """The most foreign CPU (cores) beside any of ``rows`` (0 when none was measured)."""
+    return max((r.foreign_cores or 0.0 for r in rows if r is not None), default=0.0)
+
+
 def _targets(results: list[Result], cs: list[int]) -> list[str]:
     lines = [
-        "| target | c | ours | anchor | ratio | goal | met |",
-        "|---|---:|---:|---:|---:|---:|:---:|",
+        "| target | c | ours | anchor | ratio | goal | met | foreign CPU (most of the two) |",
+        "|---|---:|---:|---:|---:|---:|:---:|---:|",
     ]
 
-    def row(label: str, c: int, ours: float, anchor: float, goal: float) -> None:
+    def row(label: str, c: int, ours: float, anchor: float, goal: float, foreign: float) -> None:
         if not ours or not anchor:
-            lines.append(f"| {label} | {c} | — | — | n/a | ≥ {goal:g}x | — |")
+            lines.append(f"| {label} | {c} | — | — | n/a | ≥ {goal:g}x | — | — |")
             return
         ratio = ours / anchor
         met = "yes" if ratio >= goal else "**no**"
+        if foreign > FOREIGN_LIMIT:  # other work may have slowed one side more than the other
+            met = "not comparable"
         lines.append(
             f"| {label} | {c} | {_fmt(ours, 0)} | {_fmt(anchor, 0)} | {ratio:.2f}x | "
-            f"≥ {goal:g}x | {met} |"
+            f"≥ {goal:g}x | {met} | {foreign:.2f} |"
         )
 
     for c in cs:
@@ -139,21 +150,24 @@ def _targets(results: list[Result], cs: list[int]) -> list[str]:
         sel = _ref(results, "select1", c, "checkpoint")
         phys = 1 / (1 / txn.ops_per_s + 1 / sel.ops_per_s) if txn and sel else 0.0
         ours = ck.ops_per_s if ck else 0.0
-        row("checkpoint cycle vs LangGraph put + get_tuple", c, ours, lg.ops_per_s if lg else 0, 2)
-        row("checkpoint cycle vs physical reference (txn + SELECT 1)", c, ours, phys, 0.8)
+        row("checkpoint cycle vs LangGraph put + get_tuple", c, ours, lg.ops_per_s if lg else 0,
+            2, _foreign(ck, lg))  # fmt: skip
+        row("checkpoint cycle vs physical reference (txn + SELECT 1)", c, ours, phys, 0.8,
+            _foreign(ck, txn, sel))  # fmt: skip
         pr = _find(results, "procrastinate", "defer + fetch_job + finish_job", c)
         pq = _find(results, "pgqueuer", "enqueue + dequeue + log_jobs", c)
         for cycle in (LIFECYCLE, FUSED):
             q = _find(results, "durable_graph", cycle, c)
             qv = q.ops_per_s if q else 0.0
-            row(f"{cycle} vs procrastinate", c, qv, pr.ops_per_s if pr else 0, 1.5)
-            row(f"{cycle} vs pgqueuer", c, qv, pq.ops_per_s if pq else 0, 1)
+            row(f"{cycle} vs procrastinate", c, qv, pr.ops_per_s if pr else 0, 1.5,
+                _foreign(q, pr))  # fmt: skip
+            row(f"{cycle} vs pgqueuer", c, qv, pq.ops_per_s if pq else 0, 1, _foreign(q, pq))
         for call, r in _write_calls(results, c):
             mean = r.parts[call][2]
             rate = 1000.0 * c / mean if mean else 0.0
             ref = _ref(results, "durable_txn", c, r.family)
             row(f"write call `{call}` ({r.family}) vs pgbench durable txn", c, rate,
-                ref.ops_per_s if ref else 0, 0.7)  # fmt: skip
+                ref.ops_per_s if ref else 0, 0.7, _foreign(r, ref))  # fmt: skip
     return lines
 
 
@@ -194,7 +208,7 @@ def _parts_table(results: list[Result]) -> list[str]:
 
 def _sqlite_vs_pg(results: list[Result], cs: list[int]) -> list[str]:
     lines = ["| cycle | c | SQLite ops/s | PostgreSQL ops/s | SQLite / PostgreSQL |",
-             "|---|---:|---:|---:|---:|"]  # fmt: skip
+             "|---|---:|---:|---:|---|"]  # fmt: skip
     for r in results:
         if r.family != "sqlite" or r.skipped:
             continue
@@ -210,9 +224,12 @@ def _sqlite_vs_pg(results: list[Result], cs: list[int]) -> list[str]:
             None,
         )
         pv = pg.ops_per_s if pg else 0.0
+        ratio = _ratio(r.ops_per_s, pv)
+        if ratio != "n/a" and _foreign(r, pg) > FOREIGN_LIMIT:
+            ratio += f" (not comparable: {_foreign(r, pg):.2f} core foreign)"
         lines.append(
             f"| {r.cycle} | {r.concurrency} | {_fmt(r.ops_per_s, 0)} | "
-            f"{_fmt(pv, 0) if pv else '—'} | {_ratio(r.ops_per_s, pv)} |"
+            f"{_fmt(pv, 0) if pv else '—'} | {ratio} |"
         )
     return lines
 

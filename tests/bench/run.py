@@ -30,7 +30,7 @@ from durable_graph.testkit.postgres import server as pg_server
 
 from . import checkpoint, diagnose, growth, pgbench, report
 from . import queue as queue_bench
-from .common import Result, measure_interleaved, summarize
+from .common import ForeignCpu, Result, measure_interleaved, postmaster_pid, summarize
 from .stores import open_store
 
 B = "tests.bench"
@@ -109,6 +109,8 @@ class Runner:
         self.args = args
         self.results: list[Result] = []
         self.failures: list[str] = []
+        self.server_pid: int | None = None
+        """The PostgreSQL server's main process: its CPU is the benchmark's own."""
 
     def attempt(self, label: str, fn: Callable[[], Any]) -> Any:
         log(label)
@@ -136,13 +138,17 @@ class Runner:
                     rounds=self.args.rounds,
                     warmup=self.args.warmup,
                     duration=self.args.duration,
+                    server_pid=self.server_pid,
                 )
-                for (system, cycle, _, _, note), samples in zip(entries, pooled, strict=True):
-                    result = summarize(family, system, cycle, c, samples, note)
+                for (system, cycle, _, _, note), measured in zip(entries, pooled, strict=True):
+                    result = summarize(
+                        family, system, cycle, c, measured.samples, note, measured.foreign_cores
+                    )
                     self.results.append(result)
                     log(
                         f"  {system} | {cycle} | c={c}: {result.ops_per_s:.0f} ops/s, "
-                        f"p50 {result.p50_ms:.2f} ms, p99 {result.p99_ms:.2f} ms"
+                        f"p50 {result.p50_ms:.2f} ms, p99 {result.p99_ms:.2f} ms, "
+                        f"foreign CPU {measured.foreign_cores:.2f}"
                     )
 
             self.attempt(f"{family} c={c}: " + " vs ".join(e[0] for e in entries), go)
@@ -208,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with server_dsn({}) as (base, where):
         facts = server_facts(base)
+        runner.server_pid = postmaster_pid(base)
         log(f"server: {where}; " + ", ".join(f"{k}={v}" for k, v in facts.items()))
         dsns = create_databases(base, ["ours", "langgraph", "procrastinate", "pgqueuer", "ref"])
         tmp = tempfile.mkdtemp(prefix="dg-bench-sqlite-")
@@ -340,9 +347,13 @@ def main(argv: list[str] | None = None) -> int:
                 for c in args.concurrency:
 
                     def bench(c: int = c) -> None:
-                        for result in pgbench.run_rounds(
-                            dsns["ref"], c, args.duration, args.rounds
-                        ):
+                        server = [] if runner.server_pid is None else [runner.server_pid]
+                        watch = ForeignCpu([os.getpid(), *server])
+                        watch.start()
+                        results = pgbench.run_rounds(dsns["ref"], c, args.duration, args.rounds)
+                        spent, wall = watch.stop()
+                        for result in results:
+                            result.foreign_cores = spent / wall
                             runner.results.append(result)
                             log(
                                 f"  pgbench {result.cycle} c={c}: {result.ops_per_s:.0f} tps, p50 {result.p50_ms:.2f} ms"

@@ -40,6 +40,8 @@ from typing import Any
 
 from durable_graph.testkit.postgres import server as pg_server
 
+from .common import FOREIGN_LIMIT, ForeignCpu, postmaster_pid, process_tree
+
 sys.path.insert(0, str(Path(__file__).parent.parent))  # tests/: the service tests' helpers
 from service_support import (
     APP,
@@ -51,8 +53,6 @@ from service_support import (
 HI = {"messages": [{"role": "user", "content": "hi"}]}
 REFERENCE = Path(__file__).parent.parent.parent / ".venv-reference" / "bin" / "langgraph"
 RUNS_AT_ONCE = 8
-FOREIGN_LIMIT = 0.2
-"""Cores of other work beside which a figure is not comparable."""
 
 
 @dataclass
@@ -68,46 +68,6 @@ class Cell:
 
 
 # --- /proc ---------------------------------------------------------------------------------------
-
-
-def _tree(pid: int) -> list[int]:
-    """``pid`` and its descendants."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        todo.extend(children.get(p, []))
-    return found
-
-
-def _cpu_seconds(pids: list[int]) -> float:
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / ticks
-        except OSError:
-            pass
-    return total
-
-
-def _busy_seconds() -> float:
-    """CPU seconds the whole machine spent busy so far."""
-    with open("/proc/stat") as f:
-        values = [int(v) for v in f.readline().split()[1:]]
-    idle = values[3] + values[4]
-    return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def _rss(pids: list[int]) -> int:
@@ -198,7 +158,9 @@ async def _hold_join(port: int, path: str, held: list[asyncio.StreamWriter]) -> 
     await reader.read()  # until the measurement ends and closes it
 
 
-async def _measure(port: int, pids: list[int], streams: int, joins: int, cell: Cell) -> None:
+async def _measure(port: int, roots: list[int], streams: int, joins: int, cell: Cell) -> None:
+    """``roots``: the API process, then the PostgreSQL server's when it runs here (own CPU)."""
+    pids = process_tree(roots[0])
     probe_thread = (await _json(port, "POST", "/threads", {}))["thread_id"]
     busy = (await _json(port, "POST", "/threads", {}))["thread_id"]
     slow = {"messages": [{"role": "user", "content": "slow 600"}]}
@@ -226,13 +188,11 @@ async def _measure(port: int, pids: list[int], streams: int, joins: int, cell: C
             await asyncio.sleep(0.2)
 
     watchers = [asyncio.create_task(probe()), asyncio.create_task(memory())]
-    ours = _tree(os.getpid())
-    busy0, cpu0, t0 = _busy_seconds(), _cpu_seconds(pids + ours), time.monotonic()
+    watch = ForeignCpu([*roots, os.getpid()])
+    watch.start()
     await asyncio.gather(*(_stream(port, t, cell) for t in threads))
-    cell.wall = time.monotonic() - t0
-    ours = _tree(os.getpid())
-    spent = _cpu_seconds(pids + ours) - cpu0
-    cell.foreign = max(0.0, (_busy_seconds() - busy0 - spent) / cell.wall)
+    foreign, cell.wall = watch.stop()
+    cell.foreign = foreign / cell.wall
     done.set()
     await asyncio.gather(*watchers)
     for writer in held:
@@ -246,21 +206,24 @@ async def _measure(port: int, pids: list[int], streams: int, joins: int, cell: C
 
 
 @contextmanager
-def _target(name: str, tmp: Path, stack: ExitStack) -> Iterator[tuple[int, int]]:
-    """(port, pid) of the API process serving ``name``."""
+def _target(name: str, tmp: Path, stack: ExitStack) -> Iterator[tuple[int, list[int]]]:
+    """(port, own process roots) of the API process serving ``name``: the API process, and
+    the PostgreSQL server's main process when there is one here."""
     if name == "reference":
         with reference_serving_process(str(REFERENCE), tmp, jobs=RUNS_AT_ONCE) as (url, proc):
-            yield int(url.rsplit(":", 1)[1]), proc.pid
+            yield int(url.rsplit(":", 1)[1]), [proc.pid]
         return
+    server: list[int] = []
     if name == "postgres":
         given = os.environ.get("DURABLE_GRAPH_TEST_DSN")
         dsn = given or stack.enter_context(_pg()).dsn()
         schema = f"load_{uuid.uuid4().hex[:10]}"
         backend = Backend("postgres", ("--schema", schema), {"DURABLE_GRAPH_DSN": dsn})
+        server = [p for p in [postmaster_pid(dsn)] if p is not None]
     else:
         backend = Backend("sqlite", ("--sqlite", str(tmp / "load.db")), {})
     with serving_process(backend, tmp, workers=RUNS_AT_ONCE) as (url, proc):
-        yield int(url.rsplit(":", 1)[1]), proc.pid
+        yield int(url.rsplit(":", 1)[1]), [proc.pid, *server]
 
 
 @contextmanager
@@ -314,9 +277,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"reference: {REFERENCE} is missing (make service-reference)", file=sys.stderr)
             continue
         with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
-            port, pid = stack.enter_context(_target(name, Path(tmp), stack))
+            port, roots = stack.enter_context(_target(name, Path(tmp), stack))
             cell = Cell(name)
-            asyncio.run(_measure(port, _tree(pid), args.streams, args.joins, cell))
+            asyncio.run(_measure(port, roots, args.streams, args.joins, cell))
             cells.append(cell)
             print(f"{name}: {cell.wall:.1f} s, {cell.failed} failed", file=sys.stderr)
     text = report(cells, args.streams, args.joins)

@@ -12,8 +12,9 @@ from durable_graph.sqlite import SqliteCheckpointer
 
 def open_store(params: dict[str, Any], *, migrate: bool = False) -> Checkpointer:
     """The store named by ``params``: ``backend`` "postgres" (``dsn``, ``schema``) or "sqlite"
-    (``path``). PostgreSQL stores get a pool of exactly one connection."""
+    (``path``). PostgreSQL stores get a pool of ``pool`` connections, one unless given."""
     if params["backend"] == "postgres":
-        config = PostgresConfig(schema=params["schema"], max_pool_size=1, auto_migrate=migrate)
+        pool = params.get("pool", 1)
+        config = PostgresConfig(schema=params["schema"], max_pool_size=pool, auto_migrate=migrate)
         return PostgresCheckpointer.open(params["dsn"], config)
     return SqliteCheckpointer.open(params["path"])
