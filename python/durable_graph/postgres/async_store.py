@@ -87,6 +87,8 @@ class AsyncPostgresCheckpointer(
         )
         try:
             await pool.open()
+            # Its first connection made before the first call (as PostgresCheckpointer.open).
+            await pool.wait(config.connection_timeout.total_seconds())
         except BaseException as exc:
             await pool.close()
             if isinstance(exc, Exception):

@@ -229,6 +229,14 @@ class PostgresCheckpointer(
             )
         except Exception as exc:
             raise ProcessingError(f"could not open a connection pool: {exc}") from exc
+        try:
+            # Its first connection made before the first call: a call that waited for it would
+            # make the pool open a second one, and a pool hands its connections out in turn, so
+            # one client's calls would alternate between two server processes (issue 38).
+            pool.wait(config.connection_timeout.total_seconds())
+        except Exception as exc:
+            pool.close()
+            raise ProcessingError(f"could not open a connection pool: {exc}") from exc
         # On a proxy nothing is notified (the partitions notify): waiters and idle workers poll.
         return cls(Executor(pool, config, owns_pool=True), None if proxy else dsn)
 
