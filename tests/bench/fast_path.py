@@ -299,7 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     only = set(args.only)
-    server = pg_server.start({}, durable=True)
+    # WAL kept (not recycled by the checkpoints between families) so that the transactions
+    # family can read its window back with pg_walinspect.
+    server = pg_server.start({"wal_keep_size": "4096"}, durable=True)
     results: list[Result] = []
     wake: dict[str, list[float]] = {}
     txns: dict[str, tuple[float, float]] = {}
