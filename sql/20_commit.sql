@@ -218,8 +218,10 @@ BEGIN
 
     -- Every write in one statement. The run's entries (probed under the thread's lock) refuse
     -- a closed or delete-marked run's commit (_dg_run_open raises, and the call's transaction
-    -- rolls back); the checkpoint's primary key is the DG006 check (no row: nothing else is
-    -- written, and the caller raises). Then the caller's events and store.checkpoint, numbered
+    -- rolls back); a probe of the checkpoint's primary key is the DG006 check (no row: nothing
+    -- else is written, and the caller raises) — a probe, not ON CONFLICT, whose speculative
+    -- insertion logs a record more a commit (D221): every writer of a thread's checkpoints
+    -- holds its row's lock, as this one does. Then the caller's events and store.checkpoint, numbered
     -- after the thread's last event; the thread's head — and (p_own_entry) the claim released
     -- with it, which is what release_claim after this commit would write (the claim was just
     -- found current) —; and rule 10's admission marks, by primary key over the run's attempts
@@ -242,8 +244,12 @@ BEGIN
              SELECT p_thread_id, p_checkpoint_id, v_seq, p_parent_id, p_run_id, p_state,
                     coalesce(p_metadata, 'null'), coalesce(p_next, '{}'),
                     coalesce(p_created_at, v_now), v_now
-               FROM run WHERE _dg_run_open(run.closed, run.deleted, p_run_id)
-             ON CONFLICT (thread_id, checkpoint_id) DO NOTHING
+               FROM run
+              -- CASE: the run's check (DG005) before the id's (DG006), in D9's order.
+              WHERE CASE WHEN _dg_run_open(run.closed, run.deleted, p_run_id)
+                         THEN NOT EXISTS (SELECT 1 FROM checkpoints x
+                                           WHERE x.thread_id = p_thread_id
+                                             AND x.checkpoint_id = p_checkpoint_id) END
              RETURNING *),
          appended AS (
              INSERT INTO events (thread_id, seq, kind, payload, run_id, created_at, committed_at)

@@ -165,6 +165,19 @@ BEGIN
 END;
 $$;
 
+-- _dg_unclaim_new_thread(thread_id, claim_token): take back the claim _dg_lease inserted a
+-- thread's new row with (D221) when the call takes no attempt on that thread after all (the
+-- head was not free, at a limit, exhausted, delete-marked or its run id taken): the row stays,
+-- as a bare lock row would have, with no claim. The rare path pays this second write.
+CREATE OR REPLACE FUNCTION _dg_unclaim_new_thread(p_thread_id text, p_claim_token bigint)
+RETURNS void
+LANGUAGE sql VOLATILE
+AS $$
+    UPDATE threads t
+       SET claim_token = NULL, claim_holder = NULL, claim_expires_at = NULL, claim_ttl = NULL
+     WHERE t.thread_id = p_thread_id AND t.claim_token = p_claim_token
+$$;
+
 -- _dg_lease(holder, ttl, any_tenant, tenant, run_id, kinds, claim_ttl): dg_lease_v1's work after
 -- its argument checks, shared with dg_begin_attempt_v1, which passes claim_ttl: an attempt that
 -- starts then also claims its thread for run_id (rule 9: only when no claim is live; a live one
@@ -203,6 +216,9 @@ DECLARE
     v_full text;
     v_locked boolean;
     v_free boolean;
+    -- The claim a thread row this call inserted carries, and its expiry (D221).
+    v_new_claim bigint;
+    v_new_claim_expires timestamptz;
 BEGIN
     -- Picking reads a first clock (it never waits: SKIP LOCKED); the lease's own time is read
     -- again once the thread row and the head entry are locked (they can wait on a commit or
@@ -220,9 +236,26 @@ BEGIN
             -- queue_threads row, thread row, entry). An upsert whose update never applies still
             -- locks the row it finds (FOR NO KEY UPDATE: the claim below takes that lock
             -- anyway), so the lock or insert is one statement, with the queue row's lease read.
-            WITH t AS (INSERT INTO threads AS t (thread_id) VALUES (v_thread)
-                       ON CONFLICT (thread_id) DO UPDATE SET claim_ttl = t.claim_ttl WHERE false)
-            SELECT q.lease_expires_at INTO v_leases FROM queue_threads q
+            -- A row it inserts (a thread's first attempt) carries the claim the attempt takes,
+            -- so the row is written once (SPEC §21; D221): no claim can be live on a row that
+            -- did not exist. The lease's token is drawn first (tokens: lease, then claim), and a
+            -- call that then takes no attempt on this thread takes the claim back.
+            IF p_claim_ttl IS NOT NULL AND o_token IS NULL THEN
+                o_token := pg_catalog.nextval('fencing_token_seq');
+            END IF;
+            v_now := store_now();
+            WITH t AS (INSERT INTO threads AS t (thread_id, claim_token, claim_holder,
+                                                 claim_expires_at, claim_ttl)
+                       VALUES (v_thread,
+                               CASE WHEN p_claim_ttl IS NOT NULL
+                                    THEN pg_catalog.nextval('fencing_token_seq') END,
+                               CASE WHEN p_claim_ttl IS NOT NULL THEN p_run_id END,
+                               v_now + p_claim_ttl, p_claim_ttl)
+                       ON CONFLICT (thread_id) DO UPDATE SET claim_ttl = t.claim_ttl WHERE false
+                       RETURNING t.claim_token, t.claim_expires_at)
+            SELECT q.lease_expires_at, t.claim_token, t.claim_expires_at
+              INTO v_leases, v_new_claim, v_new_claim_expires
+              FROM queue_threads q LEFT JOIN t ON true
              WHERE q.thread_id = v_thread;
         ELSE
             SELECT q.lease_expires_at INTO v_leases FROM queue_threads q
@@ -240,7 +273,13 @@ BEGIN
          ORDER BY e.queue_rank, e.entry_id LIMIT 1
          FOR UPDATE OF e;
         h := r.head;
-        v_now := store_now();
+        IF v_new_claim IS NULL THEN
+            v_now := store_now();
+        END IF;
+        -- (A thread row this call inserted: the lease's time is the claim's, read at the
+        -- insert. Nothing between can have waited: a commit or an attempt of the thread in
+        -- flight would hold the row, which then was not new, and every other taker of the head
+        -- takes the queue row, held by this call, first.)
         -- v_leases: the queue_threads row says no entry of the thread holds a lease token
         -- (NULL), so there is none to check or end. The live-lease probe is a statement of its
         -- own, reached only when v_leases is set (in one expression with the ORs on variables
@@ -264,6 +303,12 @@ BEGIN
             IF v_locked AND NOT v_limited THEN
                 v_limited := true;
                 v_now := store_now();  -- it may have waited for another lease's commit
+                IF v_new_claim IS NOT NULL THEN
+                    -- The new row's claim then starts with the lease (the rare path's write).
+                    UPDATE threads t SET claim_expires_at = v_now + p_claim_ttl
+                     WHERE t.thread_id = v_thread AND t.claim_token = v_new_claim
+                    RETURNING t.claim_expires_at INTO v_new_claim_expires;
+                END IF;
             END IF;
             EXIT WHEN v_full IS NULL;
             IF v_full = 'tenant' THEN
@@ -272,6 +317,10 @@ BEGIN
                 v_full_kinds := v_full_kinds || h.kind;
             END IF;
             -- <<< SPEC §15
+        END IF;
+        IF v_new_claim IS NOT NULL THEN
+            PERFORM _dg_unclaim_new_thread(v_thread, v_new_claim);
+            v_new_claim := NULL;
         END IF;
         v_skip := v_skip || v_thread;
     END LOOP;
@@ -291,10 +340,14 @@ BEGIN
          WHERE o.thread_id = v_thread AND o.outcome_kind IS NULL AND o.entry_id <> h.entry_id
            AND o.lease_token IS NOT NULL;
     END IF;
-    o_token := pg_catalog.nextval('fencing_token_seq');
+    o_token := coalesce(o_token, pg_catalog.nextval('fencing_token_seq'));
     o_expires_at := v_now + p_ttl;
     IF p_run_id IS NOT NULL THEN
         o_attempt_kind := _dg_attempt_verdict(h, r.taken);
+    END IF;
+    IF v_new_claim IS NOT NULL AND o_attempt_kind IS DISTINCT FROM 'started' THEN
+        PERFORM _dg_unclaim_new_thread(v_thread, v_new_claim);
+        v_new_claim := NULL;
     END IF;
     IF o_attempt_kind = 'thread_deleted' THEN
         -- Leased and closed at once: the entry's own lease columns end up NULL.
@@ -354,10 +407,18 @@ BEGIN
       INTO r;
     o_entry := r.entry;
     o_attempts := r.attempts;
-    o_claim_token := r.claim_token;
-    o_claim_expires_at := r.claim_expires_at;
-    o_claim_ttl := r.claim_ttl;
-    o_live := r.live;
+    IF v_new_claim IS NOT NULL THEN
+        -- The claim the thread's new row was inserted with (the claim CTE found it live).
+        o_claim_token := v_new_claim;
+        o_claim_expires_at := v_new_claim_expires;
+        o_claim_ttl := p_claim_ttl;
+        o_live := false;
+    ELSE
+        o_claim_token := r.claim_token;
+        o_claim_expires_at := r.claim_expires_at;
+        o_claim_ttl := r.claim_ttl;
+        o_live := r.live;
+    END IF;
 END;
 $$;
 
