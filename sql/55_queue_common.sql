@@ -113,6 +113,9 @@ $$;
 -- current lease expiry and the head's not_before (a delayed head holds its thread back, SPEC
 -- §13); the row is left alone when neither moved. The caller holds that row's lock.
 -- SPEC §15: also the head's priority (as head_priority_key = -priority) and kind, lease's order.
+-- The thread's lease (D222, migration 0016): the entry lease_entry_id names, while it still holds
+-- a lease token (a thread holds at most one: a lease ends every other entry's), its expiry as
+-- lease_until and its kind and tenant; all NULL once it holds none.
 -- When no open entry is left the row is deleted instead (issue 25): a row with no head is read
 -- by nobody (every reader wants a head), and a delete writes no index entry where setting the
 -- head to NULL wrote a new row version; the next submit inserts the row again with its head.
@@ -127,22 +130,37 @@ BEGIN
     END IF;
     UPDATE queue_threads q
        SET head_entry_id = n.entry_id, head_tenant = n.tenant, lease_expires_at = n.expires,
-           head_priority_key = -n.priority, head_kind = n.kind
+           head_priority_key = -n.priority, head_kind = n.kind,
+           lease_entry_id = n.lease_entry_id, lease_until = n.lease_until,
+           lease_kind = n.lease_kind, lease_tenant = n.lease_tenant
       FROM (SELECT h.entry_id, h.tenant, h.priority, h.kind,
-                   greatest(l.expires, CASE WHEN h.not_before > store_now()
-                                            THEN h.not_before END) AS expires
-              FROM (SELECT pg_catalog.max(e.lease_expires_at) AS expires FROM queue_entries e
-                     WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
-                       AND e.lease_token IS NOT NULL) l
+                   l.entry_id AS lease_entry_id, l.lease_expires_at AS lease_until,
+                   l.kind AS lease_kind, l.tenant AS lease_tenant,
+                   greatest(l.lease_expires_at, CASE WHEN h.not_before > store_now()
+                                                     THEN h.not_before END) AS expires
+              FROM (SELECT) one
+              LEFT JOIN queue_entries l
+                ON l.entry_id = (SELECT o.lease_entry_id FROM queue_threads o
+                                  WHERE o.thread_id = p_thread_id)
+               AND l.outcome_kind IS NULL AND l.lease_token IS NOT NULL
               LEFT JOIN LATERAL (SELECT e.entry_id, e.tenant, e.not_before, e.priority, e.kind
                                    FROM queue_entries e
                                   WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
                                   ORDER BY e.queue_rank, e.entry_id LIMIT 1) h ON true) n
      WHERE q.thread_id = p_thread_id
-       AND (q.head_entry_id, q.head_tenant, q.lease_expires_at, q.head_priority_key, q.head_kind)
-           IS DISTINCT FROM (n.entry_id, n.tenant, n.expires, -n.priority, n.kind);
+       AND (q.head_entry_id, q.head_tenant, q.lease_expires_at, q.head_priority_key, q.head_kind,
+            q.lease_entry_id, q.lease_until)
+           IS DISTINCT FROM (n.entry_id, n.tenant, n.expires, -n.priority, n.kind,
+                             n.lease_entry_id, n.lease_until);
 END;
 $$;
+
+-- _dg_queue_rank(mode): an entry's place in queue order at submit (migration 0016): 1 for an
+-- INTERRUPT, 2 for the rest; 0 (attempted) is written by the functions that can otherwise let
+-- an entry pass an attempted one (dg_submit_v1's INTERRUPT, dg_record_attempt_v1). Inlined.
+CREATE OR REPLACE FUNCTION _dg_queue_rank(p_mode text) RETURNS smallint
+LANGUAGE sql IMMUTABLE
+AS $$ SELECT CASE WHEN p_mode = 'interrupt' THEN 1 ELSE 2 END::smallint $$;
 
 -- _dg_close_entry(entry_id, kind, detail, now): close once: outcome, closed_at, closed_at_seq
 -- (the thread's last event number, a tombstone's after a delete, 0 when none; D20), and end the

@@ -88,10 +88,10 @@ BEGIN
                  RETURNING 1)
         INSERT INTO queue_entries
                (entry_id, tenant, thread_id, key, input, mode, max_attempts, submitted_at,
-                not_before, priority, kind)
+                not_before, priority, kind, queue_rank)
         OVERRIDING SYSTEM VALUE
         SELECT v_id, p_tenant, p_thread_id, NULL, p_input, p_mode, p_max_attempts, v_now,
-               p_not_before, p_priority, p_kind
+               p_not_before, p_priority, p_kind, _dg_queue_rank(p_mode)
           FROM queue_row;
         IF FOUND THEN
             entry_id := v_id;
@@ -158,18 +158,30 @@ BEGIN
         -- its own listing stretch (open_since and list_after NULL, as _dg_list_place answers).
         INSERT INTO queue_entries
                (entry_id, tenant, thread_id, key, input, mode, max_attempts, submitted_at,
-                not_before, priority, kind)
+                not_before, priority, kind, queue_rank)
         OVERRIDING SYSTEM VALUE
         VALUES (v_id, p_tenant, p_thread_id, p_key, p_input, p_mode, p_max_attempts, v_now,
-                p_not_before, p_priority, p_kind)
+                p_not_before, p_priority, p_kind, _dg_queue_rank(p_mode))
         ON CONFLICT DO NOTHING;
         v_inserted := FOUND;
     ELSE
+        IF p_mode = 'interrupt' THEN
+            -- An attempted head keeps its place before the INTERRUPT (queue order: attempted
+            -- first): its rank, left at submit's while nothing could pass it, becomes 0
+            -- (migration 0016).
+            UPDATE queue_entries h SET queue_rank = 0
+             WHERE h.entry_id = (SELECT e.entry_id FROM queue_entries e
+                                  WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
+                                  ORDER BY e.queue_rank, e.entry_id LIMIT 1)
+               AND h.attempt_count > 0 AND h.queue_rank <> 0;
+        END IF;
         v_place := _dg_list_place(p_thread_id, p_mode);
         INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,
-                                   submitted_at, not_before, open_since, list_after, priority, kind)
+                                   submitted_at, not_before, open_since, list_after, priority, kind,
+                                   queue_rank)
         VALUES (p_tenant, p_thread_id, p_key, p_input, p_mode, p_max_attempts, v_now,
-                p_not_before, v_place.open_since, v_place.list_after, p_priority, p_kind)
+                p_not_before, v_place.open_since, v_place.list_after, p_priority, p_kind,
+                _dg_queue_rank(p_mode))
         ON CONFLICT DO NOTHING
         RETURNING queue_entries.entry_id INTO v_id;
         v_inserted := FOUND;

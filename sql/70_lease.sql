@@ -207,7 +207,8 @@ DECLARE
     v_thread text;
     h queue_entries;
     r record;
-    v_leases timestamptz;
+    v_lease_entry bigint;
+    v_lease_until timestamptz;
     -- SPEC §15 (issue 27): tenants and kinds found at their limit during this call, and
     -- whether this call holds a limit row's lock (then it waits for no other: _dg_lease_limits).
     v_full_tenants text[] := '{}';
@@ -253,12 +254,13 @@ BEGIN
                                v_now + p_claim_ttl, p_claim_ttl)
                        ON CONFLICT (thread_id) DO UPDATE SET claim_ttl = t.claim_ttl WHERE false
                        RETURNING t.claim_token, t.claim_expires_at)
-            SELECT q.lease_expires_at, t.claim_token, t.claim_expires_at
-              INTO v_leases, v_new_claim, v_new_claim_expires
+            SELECT q.lease_entry_id, q.lease_until, t.claim_token, t.claim_expires_at
+              INTO v_lease_entry, v_lease_until, v_new_claim, v_new_claim_expires
               FROM queue_threads q LEFT JOIN t ON true
              WHERE q.thread_id = v_thread;
         ELSE
-            SELECT q.lease_expires_at INTO v_leases FROM queue_threads q
+            SELECT q.lease_entry_id, q.lease_until INTO v_lease_entry, v_lease_until
+              FROM queue_threads q
              WHERE q.thread_id = v_thread;
         END IF;
         -- The head, locked, with what the verdict and the limits need to know about it: read
@@ -280,20 +282,13 @@ BEGIN
         -- insert. Nothing between can have waited: a commit or an attempt of the thread in
         -- flight would hold the row, which then was not new, and every other taker of the head
         -- takes the queue row, held by this call, first.)
-        -- v_leases: the queue_threads row says no entry of the thread holds a lease token
-        -- (NULL), so there is none to check or end. The live-lease probe is a statement of its
-        -- own, reached only when v_leases is set (in one expression with the ORs on variables
-        -- it was planned anew on every call; issue 25).
+        -- The thread's lease is its queue row's (D222): the one entry holding a lease token
+        -- (v_lease_entry; NULL when none) and its expiry, read with the row's lock held.
         v_free := h.entry_id IS NOT NULL
               AND (p_any_tenant OR h.tenant IS NOT DISTINCT FROM p_tenant)
               AND (p_kinds IS NULL OR h.kind = ANY (p_kinds))  -- SPEC §15
-              AND (h.not_before IS NULL OR h.not_before <= v_now);  -- delayed (SPEC §13)
-        IF v_free AND v_leases IS NOT NULL THEN
-            v_free := NOT EXISTS (SELECT 1 FROM queue_entries o
-                                   WHERE o.thread_id = v_thread AND o.outcome_kind IS NULL
-                                     AND o.lease_token IS NOT NULL
-                                     AND v_now < o.lease_expires_at);
-        END IF;
+              AND (h.not_before IS NULL OR h.not_before <= v_now)  -- delayed (SPEC §13)
+              AND NOT coalesce(v_now < v_lease_until, false);  -- a live lease
         EXIT WHEN v_free AND NOT r.limited;
         IF v_free THEN
             -- >>> SPEC §15 concurrency limits (issue 27): the head's tenant and kind under
@@ -325,20 +320,21 @@ BEGIN
         v_skip := v_skip || v_thread;
     END LOOP;
 
-    IF v_leases IS NOT NULL THEN
+    IF v_lease_entry IS NOT NULL THEN
         -- The attempt of an expired lease ended without a word: say why (issue 26 item 9).
         UPDATE queue_attempts a
            SET error = pg_catalog.to_json('lease expired: worker ' || o.lease_holder
                                           || ' stopped renewing')::text
           FROM queue_entries o
-         WHERE o.thread_id = v_thread AND o.outcome_kind IS NULL AND o.lease_token IS NOT NULL
+         WHERE o.entry_id = v_lease_entry AND o.outcome_kind IS NULL
+           AND o.lease_token IS NOT NULL
            AND a.entry_id = o.entry_id AND a.number = o.attempt_count AND a.error IS NULL;
-        -- End the (expired) lease of every other entry of the thread.
+        -- End the (expired) lease when another entry of the thread held it.
         UPDATE queue_entries o
            SET lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL,
                lease_ttl = NULL
-         WHERE o.thread_id = v_thread AND o.outcome_kind IS NULL AND o.entry_id <> h.entry_id
-           AND o.lease_token IS NOT NULL;
+         WHERE o.entry_id = v_lease_entry AND o.entry_id <> h.entry_id
+           AND o.outcome_kind IS NULL AND o.lease_token IS NOT NULL;
     END IF;
     o_token := coalesce(o_token, pg_catalog.nextval('fencing_token_seq'));
     o_expires_at := v_now + p_ttl;
@@ -367,10 +363,11 @@ BEGIN
     END IF;
     -- Every write of the lease in one statement (each CTE runs once, on the rows locked above):
     -- the attempt (when it started), the claim (when asked, it started and no claim is live),
-    -- the queue row — what _dg_refresh_queue_thread would compute: h stays the head (an attempt
-    -- only moves it forward in queue order) and holds the thread's only lease token — and the
-    -- entry's lease and attempt count (one new row version). The statement's snapshot predates
-    -- its own attempt, so the entry's attempts are read with the new one added.
+    -- the queue row — what _dg_refresh_queue_thread would compute: h stays the head (it is the
+    -- head, and an attempted head keeps its place: migration 0016) and holds the thread's only
+    -- lease token — and the entry's lease and attempt count, columns no index reads, so its new
+    -- row version is a HOT update (D222). The statement's snapshot predates its own attempt, so
+    -- the entry's attempts are read with the new one added.
     WITH attempt AS (
              INSERT INTO queue_attempts (entry_id, number, thread_id, run_id, started_at)
              SELECT h.entry_id, o_attempt_number, v_thread, p_run_id, v_now
@@ -388,7 +385,9 @@ BEGIN
              UPDATE queue_threads q
                 SET head_entry_id = h.entry_id, head_tenant = h.tenant,
                     lease_expires_at = v_now + p_ttl,
-                    head_priority_key = -h.priority, head_kind = h.kind  -- SPEC §15
+                    head_priority_key = -h.priority, head_kind = h.kind,  -- SPEC §15
+                    lease_entry_id = h.entry_id, lease_until = v_now + p_ttl,  -- D222
+                    lease_kind = h.kind, lease_tenant = h.tenant
               WHERE q.thread_id = v_thread)
     UPDATE queue_entries e
        SET lease_token = o_token, lease_holder = p_holder, lease_expires_at = v_now + p_ttl,

@@ -58,17 +58,16 @@ BEGIN
         END IF;
     END IF;
     locked := true;
+    -- The live leases, from the queue rows (a thread holds at most one lease: D222).
     IF p_scope = 'tenant' THEN
         SELECT pg_catalog.count(*) INTO v_live
-          FROM (SELECT 1 FROM queue_entries e
-                 WHERE e.tenant = p_name AND e.outcome_kind IS NULL
-                   AND e.lease_token IS NOT NULL AND e.lease_expires_at > p_now
+          FROM (SELECT 1 FROM queue_threads q
+                 WHERE q.lease_tenant = p_name AND q.lease_until > p_now
                  LIMIT v_max) x;
     ELSE
         SELECT pg_catalog.count(*) INTO v_live
-          FROM (SELECT 1 FROM queue_entries e
-                 WHERE e.kind = p_name AND e.outcome_kind IS NULL
-                   AND e.lease_token IS NOT NULL AND e.lease_expires_at > p_now
+          FROM (SELECT 1 FROM queue_threads q
+                 WHERE q.lease_kind = p_name AND q.lease_until > p_now
                  LIMIT v_max) x;
     END IF;
     -- A partition proxy's lease (issue 28, D142) passes the live leases it counted store-wide

@@ -102,7 +102,10 @@ BEGIN
         v_number := e.attempt_count + 1;
         INSERT INTO queue_attempts (entry_id, number, thread_id, run_id, started_at)
         VALUES (p_entry_id, v_number, e.thread_id, p_run_id, v_now);
-        UPDATE queue_entries q SET attempt_count = v_number WHERE q.entry_id = p_entry_id;
+        -- Attempted: first in queue order (rank 0), as the lease's entry may have been
+        -- passed by an INTERRUPT since it was leased (migration 0016).
+        UPDATE queue_entries q SET attempt_count = v_number, queue_rank = 0
+         WHERE q.entry_id = p_entry_id;
     END IF;
     PERFORM _dg_refresh_queue_thread(e.thread_id);
     RETURN QUERY SELECT v_kind, v_number;

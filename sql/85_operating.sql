@@ -97,9 +97,10 @@ BEGIN
     v_place := _dg_list_place(e.thread_id, 'enqueue');
     -- SPEC §15: the new entry keeps the priority and kind.
     INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts, submitted_at,
-                               retry_of, open_since, list_after, priority, kind)
+                               retry_of, open_since, list_after, priority, kind, queue_rank)
     VALUES (e.tenant, e.thread_id, NULL, e.input, 'enqueue', e.max_attempts, store_now(),
-            e.entry_id, v_place.open_since, v_place.list_after, e.priority, e.kind)
+            e.entry_id, v_place.open_since, v_place.list_after, e.priority, e.kind,
+            _dg_queue_rank('enqueue'))
     RETURNING queue_entries.entry_id INTO v_id;
     PERFORM _dg_refresh_queue_thread(e.thread_id);
     RETURN QUERY SELECT v_id, false;

@@ -348,14 +348,12 @@ BEGIN
     RETURN QUERY
     SELECT l.scope, l.name,
            CASE WHEN l.scope = 'tenant' THEN
-               (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM queue_entries e
-                 WHERE e.tenant = l.name AND e.outcome_kind IS NULL
-                   AND e.lease_token IS NOT NULL AND e.lease_expires_at > v_now
+               (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM queue_threads q
+                 WHERE q.lease_tenant = l.name AND q.lease_until > v_now
                  LIMIT l.max_leases) x)
            ELSE
-               (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM queue_entries e
-                 WHERE e.kind = l.name AND e.outcome_kind IS NULL
-                   AND e.lease_token IS NOT NULL AND e.lease_expires_at > v_now
+               (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM queue_threads q
+                 WHERE q.lease_kind = l.name AND q.lease_until > v_now
                  LIMIT l.max_leases) x)
            END
       FROM queue_limits l;

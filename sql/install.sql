@@ -17,7 +17,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 15
+\set dg_required_version 16
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
@@ -205,6 +205,11 @@ SELECT :dg_version >= 15 AS dg_has_0015 \gset
 \if :dg_has_0015
 \else
 \ir ../migrations/0015.budgets.sql
+\endif
+SELECT :dg_version >= 16 AS dg_has_0016 \gset
+\if :dg_has_0016
+\else
+\ir ../migrations/0016.hot_lease.sql
 \endif
 
 -- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).
