@@ -461,12 +461,13 @@ def _fill(conn: psycopg.Connection[Any], schema: str) -> None:
     conn.execute(
         """
         INSERT INTO queue_entries (tenant, thread_id, input, mode, max_attempts, submitted_at,
-                                   outcome_kind, outcome_detail, closed_at, closed_at_seq)
+                                   outcome_kind, outcome_detail, closed_at, closed_at_seq,
+                                   queue_rank)
         SELECT NULL, 'bulk-' || lpad(i::text, 6, '0'), '"x"', 'enqueue', 3, now(),
                CASE WHEN i %% 10 = 0 THEN NULL ELSE 'completed' END,
                CASE WHEN i %% 10 = 0 THEN NULL ELSE 'null' END,
                CASE WHEN i %% 10 = 0 THEN NULL ELSE now() END,
-               CASE WHEN i %% 10 = 0 THEN NULL ELSE 2 END
+               CASE WHEN i %% 10 = 0 THEN NULL ELSE 2 END, 2
         FROM generate_series(1, %(n)s) AS i;
         """,
         {"n": ROWS},

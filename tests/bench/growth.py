@@ -114,31 +114,36 @@ def populate(
             conn.execute(
                 """INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,
                                               submitted_at, lease_token, lease_holder,
-                                              lease_expires_at, lease_ttl)
+                                              lease_expires_at, lease_ttl, queue_rank)
                    SELECT NULL, 'busy-' || g, NULL, %(input)s, 'enqueue', 3, now(),
                           nextval('fencing_token_seq'), 'busy', now() + interval '2 days',
-                          interval '172800 seconds'
+                          interval '172800 seconds', 2
                      FROM generate_series(1, %(n)s) g ORDER BY g""",
                 {"n": hazards.busy, "input": job},
             )
             conn.execute(
                 """INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,
-                                              submitted_at)
-                   SELECT NULL, 'g-' || (g %% %(threads)s), NULL, %(input)s, 'enqueue', 3, now()
+                                              submitted_at, queue_rank)
+                   SELECT NULL, 'g-' || (g %% %(threads)s), NULL, %(input)s, 'enqueue', 3, now(),
+                          2
                      FROM generate_series(1, %(entries)s) g ORDER BY g""",
                 {"threads": threads, "entries": entries, "input": job},
             )
             conn.execute(
                 """INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,
-                                              submitted_at)
-                   SELECT NULL, 'backlog', NULL, %(input)s, 'enqueue', 3, now()
+                                              submitted_at, queue_rank)
+                   SELECT NULL, 'backlog', NULL, %(input)s, 'enqueue', 3, now(), 2
                      FROM generate_series(1, %(n)s) g ORDER BY g""",
                 {"n": hazards.backlog, "input": job},
             )
             conn.execute(
                 """INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant,
-                                              lease_expires_at)
-                   SELECT thread_id, min(entry_id), NULL, max(lease_expires_at)
+                                              lease_expires_at, lease_entry_id, lease_until,
+                                              lease_kind)
+                   SELECT thread_id, min(entry_id), NULL, max(lease_expires_at),
+                          min(entry_id) FILTER (WHERE lease_token IS NOT NULL),
+                          max(lease_expires_at),
+                          min(kind) FILTER (WHERE lease_token IS NOT NULL)
                      FROM queue_entries WHERE outcome_kind IS NULL GROUP BY thread_id"""
             )
             conn.execute(

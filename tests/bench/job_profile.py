@@ -117,9 +117,9 @@ def populate_ours(dsn: str, schema: str, n: int) -> None:
         with conn.transaction():
             conn.execute(
                 """INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,
-                                              submitted_at, not_before)
+                                              submitted_at, not_before, queue_rank)
                    SELECT NULL, 'pop-' || g, NULL, %s, 'enqueue', 3, now(),
-                          now() + interval '365 days'
+                          now() + interval '365 days', 2
                      FROM generate_series(1, %s) g ORDER BY g""",
                 (job, n),
             )
