@@ -275,13 +275,13 @@ BEGIN
          ORDER BY e.queue_rank, e.entry_id LIMIT 1
          FOR UPDATE OF e;
         h := r.head;
+        -- The lease's time, read after the locks. On a thread row this call inserted it is the
+        -- claim's, read at the insert: nothing between can have waited (a commit or an attempt
+        -- of the thread in flight would hold the row, which then was not new, and every other
+        -- taker of the head takes the queue row, held by this call, first).
         IF v_new_claim IS NULL THEN
             v_now := store_now();
         END IF;
-        -- (A thread row this call inserted: the lease's time is the claim's, read at the
-        -- insert. Nothing between can have waited: a commit or an attempt of the thread in
-        -- flight would hold the row, which then was not new, and every other taker of the head
-        -- takes the queue row, held by this call, first.)
         -- The thread's lease is its queue row's (D222): the one entry holding a lease token
         -- (v_lease_entry; NULL when none) and its expiry, read with the row's lock held.
         v_free := h.entry_id IS NOT NULL
