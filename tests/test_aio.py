@@ -266,6 +266,39 @@ def test_await_events_after_wakes_on_append_without_blocking_the_loop(
     asyncio.run(main())
 
 
+def test_a_write_in_this_process_wakes_waits_long_before_their_poll_interval(
+    open_store: AsyncFactory,
+) -> None:
+    """SPEC §11: in-process waits wake at once on every store (SQLite's and the in-memory
+    store's async waits used to sleep their whole poll interval)."""
+
+    async def main() -> None:
+        async with await open_store() as store:
+            claim = await store.claim("t", "h")
+            await store.commit(claim, _commit("c1", None))
+            slow = WatchPolicy(poll_interval=timedelta(seconds=60))
+
+            async def append_later(kind: str) -> None:
+                await asyncio.sleep(0.1)
+                await store.append_events(claim, [EventIn(kind)])
+
+            writer = asyncio.create_task(append_later("x"))
+            started = time.monotonic()
+            events = await store.await_events_after("t", 1, timedelta(seconds=30), slow)
+            assert [e.kind for e in events] == ["x"]
+            assert time.monotonic() - started < 10
+            await writer
+
+            events_of = store.subscribe("t", after_seq=2, watch=slow)
+            writer = asyncio.create_task(append_later("y"))
+            started = time.monotonic()
+            assert (await asyncio.wait_for(anext(events_of), 30)).kind == "y"
+            assert time.monotonic() - started < 10
+            await writer
+
+    asyncio.run(main())
+
+
 def test_subscribe_yields_new_events_in_order_and_fails_after_close(
     open_store: AsyncFactory,
 ) -> None:

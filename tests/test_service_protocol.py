@@ -9,7 +9,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -108,6 +108,33 @@ def test_an_interrupt_is_seen_and_answered_with_respond(url: str) -> None:
         final = thread.output
         assert final["messages"][-1]["content"] == "hello Ada"
         assert not thread.interrupted
+
+
+def test_an_open_stream_hears_each_event_as_it_is_written(url: str) -> None:
+    """The SDK reads a thread on two connections, a subscription and the lifecycle watcher, and
+    ends the subscription when the watcher hears the interrupt: so an event must reach a stream
+    already open as soon as it is written. On SQLite the async store's waits slept their 250 ms
+    poll interval after a write of the same process, and the watcher heard the interrupt, written
+    0.1 s after the step's values, before the subscription heard the values (LangGraph's SDK
+    suite's ``test_extensions`` failed on it about every other run)."""
+
+    async def collect(events: AsyncIterator[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [e async for e in events]
+
+    async def scenario() -> None:
+        client: Any = get_client(url=url)
+        for _ in range(5):
+            created = await client.threads.create()
+            async with client.threads.stream(created["thread_id"], assistant_id="agent") as thread:
+                heard = asyncio.create_task(collect(thread.subscribe(["values"])))
+                await asyncio.sleep(0.5)  # both connections open and waiting
+                await thread.run.start(input=_say("pause 0.1"))
+                values = await asyncio.wait_for(heard, 30)
+                assert thread.interrupted
+                assert values, "the subscription heard nothing before the watcher heard the ask"
+                assert [_text(m) for m in values[0]["params"]["data"]["messages"]] == ["pause 0.1"]
+
+    asyncio.run(scenario())
 
 
 # --- the wire ----------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The graph the service tests serve (as a LangGraph team would write it): a messages state, a
 chat model that streams tokens, a conditional edge, an ``async def`` node, ``interrupt()`` asking
-for input, and a slow path for busy threads. Served by ``durable-graph serve --config
+for input (at once, or after a pause), and a slow path for busy threads. Served by ``durable-graph serve --config
 langgraph.json``."""
 
 from __future__ import annotations
@@ -24,8 +24,12 @@ def _last(state: MessagesState) -> str:
     return content if isinstance(content, str) else ""
 
 
-def route(state: MessagesState) -> Literal["ask", "slow", "chat", "lookup", "weather", "flaky"]:
+def route(
+    state: MessagesState,
+) -> Literal["ask", "pause", "slow", "chat", "lookup", "weather", "flaky"]:
     text = _last(state)
+    if text.startswith("pause"):
+        return "pause"
     if text.startswith("flaky"):
         return "flaky"
     if text.startswith("lookup"):
@@ -44,6 +48,14 @@ def chat(state: MessagesState) -> dict[str, list[AIMessage]]:
 
 
 def ask(state: MessagesState) -> dict[str, list[AIMessage]]:
+    name = interrupt("what is your name?")
+    return {"messages": [AIMessage(f"hello {name}")]}
+
+
+def pause(state: MessagesState) -> dict[str, list[AIMessage]]:
+    """``pause <seconds>``: the step's checkpoint is written, then the node asks once the
+    seconds have passed (an open stream hears the one before the other)."""
+    time.sleep(float(_last(state).split()[1]))
     name = interrupt("what is your name?")
     return {"messages": [AIMessage(f"hello {name}")]}
 
@@ -85,6 +97,7 @@ def after_slow(state: MessagesState) -> dict[str, list[AIMessage]]:
 builder = StateGraph(MessagesState)
 builder.add_node("chat", chat)
 builder.add_node("ask", ask)
+builder.add_node("pause", pause)
 builder.add_node("slow", slow)
 builder.add_node("after_slow", after_slow)
 builder.add_node("lookup", lookup)
@@ -93,6 +106,7 @@ builder.add_node("flaky", flaky)
 builder.add_conditional_edges(START, route)
 builder.add_edge("chat", END)
 builder.add_edge("ask", END)
+builder.add_edge("pause", END)
 builder.add_edge("lookup", END)
 builder.add_edge("weather", END)
 builder.add_edge("flaky", END)

@@ -75,7 +75,7 @@ from durable_graph.embedded.common import (
 )
 from durable_graph.embedded.rows import CheckpointRow, ClaimRow, EffectRow, ThreadRow
 from durable_graph.embedded.run_queue import EmbeddedRunQueue
-from durable_graph.embedded.storage import Storage, Tx
+from durable_graph.embedded.storage import Signal, Storage, Tx
 
 _EVENT_BATCH = 1000
 """Events one read of `await_events_after` / `subscribe` returns at most."""
@@ -505,6 +505,11 @@ class EmbeddedCheckpointer(EmbeddedFastPath, ClosedOnExit):
         check_watch(watch)
         self._storage.check_open()
         return self._subscribe(thread_id, after_seq, watch.poll_interval.total_seconds())
+
+    def change_signal(self) -> Signal:
+        """Taken before a read, set by the next write of this store object: what the async
+        wrapper's waits relay to its event loop (SPEC §11: in-process waits wake at once)."""
+        return self._storage.change_signal()
 
     def _subscribe(self, thread_id: str, after_seq: int, poll: float) -> Iterator[Event]:
         last = after_seq

@@ -5,8 +5,8 @@ from the Protocols): each runs the sync store's method of the same name with the
 arguments in a worker thread (`durable_graph.embedded.offload.in_thread`), so lock waits (bounded,
 D23: a lock wait gives up after 5 s) never block the event loop; the sync store checks the
 arguments. Written by hand: polling (`await_closed` here; `await_events_after` and `subscribe` in
-`durable_graph.core.polling.AsyncEventWaits`) runs on the loop with `asyncio.sleep`; the
-lifecycle.
+`durable_graph.core.polling.AsyncEventWaits`) runs on the loop with `asyncio.sleep`, the event
+waits cut short by the store's writes in this process (`LocalChanges`); the lifecycle.
 
 Cancellation: see `durable_graph.embedded.offload` (a call that has started settles first).
 """
@@ -17,11 +17,12 @@ from datetime import timedelta
 from typing import Self, cast
 
 from durable_graph.core.async_protocols import AsyncClosedOnExit
-from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import ProcessingError
 from durable_graph.core.model import QueueEntry
 from durable_graph.core.polling import AsyncEventWaits, await_entry_closed
 from durable_graph.core.run_queue import RunQueue, TraceContexts
+from durable_graph.embedded.checkpointer import EmbeddedCheckpointer
+from durable_graph.embedded.local_changes import LocalChanges
 from durable_graph.embedded.offload import in_thread
 from durable_graph.embedded.threaded_generated import (
     ThreadedCheckpointerCalls,
@@ -47,13 +48,18 @@ class ThreadedRunQueue(ThreadedRunQueueCalls):
 
 
 class ThreadedCheckpointer(ThreadedCheckpointerCalls, AsyncEventWaits, AsyncClosedOnExit):
-    """An `AsyncCheckpointer` over a sync `Checkpointer` (which it owns and closes); its waits
-    poll on the loop (`AsyncEventWaits`), with no notifications to cut them short."""
+    """An `AsyncCheckpointer` over a sync embedded store (which it owns and closes); its event
+    waits poll on the loop (`AsyncEventWaits`) and wake at once on the store's writes in this
+    process (SPEC §11), as the sync store's do."""
 
-    def __init__(self, sync: Checkpointer) -> None:
+    def __init__(self, sync: EmbeddedCheckpointer) -> None:
         self._sync = sync
         self._run_queue = ThreadedRunQueue(sync.run_queue)
+        self._changes = LocalChanges(sync.change_signal)
         self._closed = False
+
+    def _notifications(self) -> LocalChanges:
+        return self._changes
 
     def _check_open(self) -> None:
         if self._closed:
@@ -68,6 +74,7 @@ class ThreadedCheckpointer(ThreadedCheckpointerCalls, AsyncEventWaits, AsyncClos
     async def close(self) -> None:
         await in_thread(self._sync.close)
         self._closed = True
+        self._changes.close()
 
     async def __aenter__(self) -> Self:
         self._check_open()
