@@ -26,9 +26,21 @@ AS $$
       FROM queue_attempts a WHERE a.entry_id = p_entry_id
 $$;
 
+-- _dg_last_attempt(entry_id): one row, the number of the entry's last attempt (0 when none):
+-- its attempt count (attempts are numbered 1, 2, ... and never removed while the entry is kept;
+-- migration 0017), one backward probe of queue_attempts' primary key. Set-returning, so that it
+-- is inlined into the calling statement (CROSS JOIN LATERAL), as _dg_run_taken is.
+CREATE OR REPLACE FUNCTION _dg_last_attempt(p_entry_id bigint) RETURNS TABLE (number integer)
+LANGUAGE sql STABLE
+AS $$
+    SELECT coalesce(pg_catalog.max(a.number), 0) FROM queue_attempts a
+     WHERE a.entry_id = p_entry_id
+$$;
+
 -- _dg_entry(entry_id): the entry row of sql/README.md (no row when unknown). not_before and
 -- retry_of (SPEC §13), then priority and kind (SPEC §15) come last: columns added at the end keep
--- positional readers working.
+-- positional readers working. lease_holder and lease_expires_at are the thread's queue row's
+-- lease when it is this open entry's (migration 0017: the lease's one home), else NULL.
 DROP FUNCTION IF EXISTS _dg_entry(bigint);
 CREATE OR REPLACE FUNCTION _dg_entry(p_entry_id bigint)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
@@ -41,9 +53,11 @@ LANGUAGE sql STABLE
 AS $$
     SELECT e.entry_id, e.tenant, e.thread_id, e.key, e.input, e.mode, e.max_attempts,
            a.attempts, e.admitted, e.thread_deleted, e.submitted_at,
-           e.lease_holder, e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
+           l.lease_holder, l.lease_until, e.outcome_kind, e.outcome_detail, e.closed_at,
            e.closed_at_seq, e.not_before, e.retry_of, e.priority, e.kind
       FROM queue_entries e
+      LEFT JOIN queue_threads l
+        ON l.thread_id = e.thread_id AND l.lease_entry_id = e.entry_id AND e.outcome_kind IS NULL
      CROSS JOIN LATERAL _dg_attempts(e.entry_id) a
      WHERE e.entry_id = p_entry_id
 $$;
@@ -98,7 +112,8 @@ LANGUAGE plpgsql STABLE
 AS $$
 BEGIN
     SELECT coalesce(h.open_since, h.entry_id),
-           CASE WHEN p_mode = 'interrupt' AND h.attempt_count > 0
+           CASE WHEN p_mode = 'interrupt'
+                     AND EXISTS (SELECT 1 FROM queue_attempts a WHERE a.entry_id = h.entry_id)
                      AND (h.list_after IS NOT NULL OR h.mode <> 'interrupt')
                 THEN coalesce(h.list_after, h.entry_id) END
       INTO open_since, list_after
@@ -108,18 +123,24 @@ BEGIN
 END;
 $$;
 
--- _dg_refresh_queue_thread(thread_id): recompute the thread's head (queue order over every
--- tenant) and when it can next be leased in queue_threads.lease_expires_at: the later of its
--- current lease expiry and the head's not_before (a delayed head holds its thread back, SPEC
--- §13); the row is left alone when neither moved. The caller holds that row's lock.
+-- _dg_refresh_queue_thread(thread_id, end_lease): recompute the thread's head (queue order over
+-- every tenant) and when it can next be leased in queue_threads.lease_expires_at: the later of
+-- its current lease expiry and the head's not_before (a delayed head holds its thread back, SPEC
+-- §13); the row is left alone when nothing moved. The caller holds that row's lock.
 -- SPEC §15: also the head's priority (as head_priority_key = -priority) and kind, lease's order.
--- The thread's lease (D222, migration 0016): the entry lease_entry_id names, while it still holds
--- a lease token (a thread holds at most one: a lease ends every other entry's), its expiry as
--- lease_until and its kind and tenant; all NULL once it holds none.
+-- The thread's lease lives on this row (D222, D223; migrations 0016, 0017): lease_entry_id (the
+-- entry holding the thread's one lease token: a lease ends every other entry's), lease_token,
+-- lease_holder, lease_ttl, lease_until (its expiry), lease_kind and lease_tenant. A lease writes
+-- them; here they are kept, expired or not, unless p_end_lease (release, defer: the lease ends
+-- without a close) or the lease's entry is closed (a close ends its lease), and then all set to
+-- NULL, in the same write.
 -- When no open entry is left the row is deleted instead (issue 25): a row with no head is read
 -- by nobody (every reader wants a head), and a delete writes no index entry where setting the
 -- head to NULL wrote a new row version; the next submit inserts the row again with its head.
-CREATE OR REPLACE FUNCTION _dg_refresh_queue_thread(p_thread_id text) RETURNS void
+DROP FUNCTION IF EXISTS _dg_refresh_queue_thread(text);
+CREATE OR REPLACE FUNCTION _dg_refresh_queue_thread(p_thread_id text,
+                                                    p_end_lease boolean DEFAULT false)
+RETURNS void
 LANGUAGE plpgsql VOLATILE
 AS $$
 BEGIN
@@ -132,17 +153,18 @@ BEGIN
        SET head_entry_id = n.entry_id, head_tenant = n.tenant, lease_expires_at = n.expires,
            head_priority_key = -n.priority, head_kind = n.kind,
            lease_entry_id = n.lease_entry_id, lease_until = n.lease_until,
-           lease_kind = n.lease_kind, lease_tenant = n.lease_tenant
+           lease_kind = n.lease_kind, lease_tenant = n.lease_tenant,
+           lease_token = n.lease_token, lease_holder = n.lease_holder, lease_ttl = n.lease_ttl
       FROM (SELECT h.entry_id, h.tenant, h.priority, h.kind,
-                   l.entry_id AS lease_entry_id, l.lease_expires_at AS lease_until,
-                   l.kind AS lease_kind, l.tenant AS lease_tenant,
-                   greatest(l.lease_expires_at, CASE WHEN h.not_before > store_now()
-                                                     THEN h.not_before END) AS expires
+                   l.lease_entry_id, l.lease_until, l.lease_kind, l.lease_tenant,
+                   l.lease_token, l.lease_holder, l.lease_ttl,
+                   greatest(l.lease_until, CASE WHEN h.not_before > store_now()
+                                                THEN h.not_before END) AS expires
               FROM (SELECT) one
-              LEFT JOIN queue_entries l
-                ON l.entry_id = (SELECT o.lease_entry_id FROM queue_threads o
-                                  WHERE o.thread_id = p_thread_id)
-               AND l.outcome_kind IS NULL AND l.lease_token IS NOT NULL
+              LEFT JOIN queue_threads l
+                ON l.thread_id = p_thread_id AND NOT p_end_lease
+               AND EXISTS (SELECT 1 FROM queue_entries le
+                            WHERE le.entry_id = l.lease_entry_id AND le.outcome_kind IS NULL)
               LEFT JOIN LATERAL (SELECT e.entry_id, e.tenant, e.not_before, e.priority, e.kind
                                    FROM queue_entries e
                                   WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
@@ -163,8 +185,9 @@ LANGUAGE sql IMMUTABLE
 AS $$ SELECT CASE WHEN p_mode = 'interrupt' THEN 1 ELSE 2 END::smallint $$;
 
 -- _dg_close_entry(entry_id, kind, detail, now): close once: outcome, closed_at, closed_at_seq
--- (the thread's last event number, a tombstone's after a delete, 0 when none; D20), and end the
--- lease (D19). The caller holds the entry's lock and refreshes queue_threads.
+-- (the thread's last event number, a tombstone's after a delete, 0 when none; D20). The lease
+-- ends with it (D19): the caller holds the entry's lock and refreshes queue_threads, which drops
+-- the lease of a closed entry (migration 0017: the lease lives on the queue row).
 CREATE OR REPLACE FUNCTION _dg_close_entry(
     p_entry_id bigint, p_kind text, p_detail text, p_now timestamptz) RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -173,8 +196,7 @@ BEGIN
     UPDATE queue_entries e
        SET outcome_kind = p_kind, outcome_detail = p_detail, closed_at = p_now,
            closed_at_seq = coalesce((SELECT t.last_seq FROM threads t
-                                      WHERE t.thread_id = e.thread_id), 0),
-           lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL, lease_ttl = NULL
+                                      WHERE t.thread_id = e.thread_id), 0)
      WHERE e.entry_id = p_entry_id;
 END;
 $$;
@@ -195,19 +217,21 @@ AS $$
                             WHERE a.thread_id = p_thread_id AND a.run_id = p_run_id))
 $$;
 
--- _dg_attempt_verdict(entry, taken): rule 20's decision, after the lease checks, for an entry
--- whose queue_threads row, thread row and own row the caller holds, taken being
--- _dg_run_taken(entry's thread, run id) read under those locks; writes nothing:
--- 'thread_deleted' (delete-marked: the caller closes it cancelled("thread_deleted")),
--- 'exhausted' (max_attempts recorded), 'taken' (the run id names a checkpoint of the thread or an
--- attempt of a kept entry of the thread), else 'started' (the caller records attempt
--- attempt_count + 1).
+-- _dg_attempt_verdict(entry, attempts, taken): rule 20's decision, after the lease checks, for
+-- an entry whose queue_threads row, thread row and own row the caller holds, attempts being its
+-- attempt count (_dg_last_attempt) and taken _dg_run_taken(entry's thread, run id), both read
+-- under those locks; writes nothing: 'thread_deleted' (delete-marked: the caller closes it
+-- cancelled("thread_deleted")), 'exhausted' (max_attempts recorded), 'taken' (the run id names a
+-- checkpoint of the thread or an attempt of a kept entry of the thread), else 'started' (the
+-- caller records attempt attempts + 1).
 DROP FUNCTION IF EXISTS _dg_attempt_verdict(queue_entries, text);
-CREATE OR REPLACE FUNCTION _dg_attempt_verdict(e queue_entries, p_taken boolean) RETURNS text
+DROP FUNCTION IF EXISTS _dg_attempt_verdict(queue_entries, boolean);
+CREATE OR REPLACE FUNCTION _dg_attempt_verdict(e queue_entries, p_attempts integer,
+                                               p_taken boolean) RETURNS text
 LANGUAGE sql IMMUTABLE
 AS $$
     SELECT CASE WHEN e.thread_deleted THEN 'thread_deleted'
-                WHEN e.attempt_count >= e.max_attempts THEN 'exhausted'
+                WHEN p_attempts >= e.max_attempts THEN 'exhausted'
                 WHEN p_taken THEN 'taken'
                 ELSE 'started' END
 $$;
@@ -220,16 +244,20 @@ DROP FUNCTION IF EXISTS _dg_record_attempt_locked(bigint, text, timestamptz);
 -- queue_threads row, optionally its thread row FOR SHARE, then the entry) and check rule 21:
 -- closed, reclaimed or another tenant's entry (the tenant of the caller's lease; SPEC §10 rule
 -- 6: answered exactly as an id that never existed) -> DG103, then token not the entry's current
--- lease -> DG102.
+-- lease -> DG102. Returns the entry (o_entry), its lease from the queue row (o_token, o_holder,
+-- o_ttl: the lease's one home, migration 0017) and its attempt count (o_attempts,
+-- _dg_last_attempt), read in the statement that locks the entry, under the queue row's lock.
 DROP FUNCTION IF EXISTS _dg_lock_lease(bigint, bigint, boolean);
+DROP FUNCTION IF EXISTS _dg_lock_lease(bigint, bigint, boolean, text);
 CREATE OR REPLACE FUNCTION _dg_lock_lease(
-    p_entry_id bigint, p_token bigint, p_share_thread boolean, p_tenant text)
-RETURNS queue_entries
+    p_entry_id bigint, p_token bigint, p_share_thread boolean, p_tenant text,
+    OUT o_entry queue_entries, OUT o_token bigint, OUT o_holder text, OUT o_ttl interval,
+    OUT o_attempts integer)
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
     v_thread text;
-    e queue_entries;
+    r record;
 BEGIN
     SELECT thread_id INTO v_thread FROM queue_entries
      WHERE entry_id = p_entry_id AND tenant IS NOT DISTINCT FROM p_tenant;
@@ -238,16 +266,26 @@ BEGIN
         IF p_share_thread THEN
             PERFORM _dg_share_thread(v_thread);
         END IF;
-        SELECT * INTO e FROM queue_entries WHERE entry_id = p_entry_id FOR UPDATE;
+        SELECT x AS entry, q.lease_token, q.lease_holder, q.lease_ttl, n.number INTO r
+          FROM queue_entries x
+          LEFT JOIN queue_threads q
+            ON q.thread_id = x.thread_id AND q.lease_entry_id = x.entry_id
+         CROSS JOIN LATERAL _dg_last_attempt(x.entry_id) n
+         WHERE x.entry_id = p_entry_id
+           FOR UPDATE OF x;
+        o_entry := r.entry;
     END IF;
-    IF e.entry_id IS NULL OR e.outcome_kind IS NOT NULL
-       OR e.tenant IS DISTINCT FROM p_tenant THEN
+    IF (o_entry).entry_id IS NULL OR (o_entry).outcome_kind IS NOT NULL
+       OR (o_entry).tenant IS DISTINCT FROM p_tenant THEN
         RAISE EXCEPTION 'entry % is closed', p_entry_id USING ERRCODE = 'DG103';
     END IF;
-    IF NOT coalesce(e.lease_token = p_token, false) THEN
+    IF NOT coalesce(r.lease_token = p_token, false) THEN
         RAISE EXCEPTION 'lease is not the current lease of entry %', p_entry_id
             USING ERRCODE = 'DG102';
     END IF;
-    RETURN e;
+    o_token := r.lease_token;
+    o_holder := r.lease_holder;
+    o_ttl := r.lease_ttl;
+    o_attempts := r.number;
 END;
 $$;

@@ -173,7 +173,8 @@ BEGIN
              WHERE h.entry_id = (SELECT e.entry_id FROM queue_entries e
                                   WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
                                   ORDER BY e.queue_rank, e.entry_id LIMIT 1)
-               AND h.attempt_count > 0 AND h.queue_rank <> 0;
+               AND h.queue_rank <> 0
+               AND EXISTS (SELECT 1 FROM queue_attempts a WHERE a.entry_id = h.entry_id);
         END IF;
         v_place := _dg_list_place(p_thread_id, p_mode);
         INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,
@@ -194,7 +195,8 @@ BEGIN
     IF p_mode = 'interrupt' THEN
         FOR o IN SELECT e.entry_id FROM queue_entries e
                   WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
-                    AND e.mode = 'interrupt' AND e.attempt_count = 0 AND e.entry_id <> v_id
+                    AND e.mode = 'interrupt' AND e.entry_id <> v_id
+                    AND NOT EXISTS (SELECT 1 FROM queue_attempts a WHERE a.entry_id = e.entry_id)
                   ORDER BY e.entry_id FOR UPDATE
         LOOP
             PERFORM _dg_close_entry(o.entry_id, 'interrupted', v_id::text, v_now);

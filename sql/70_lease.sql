@@ -182,14 +182,15 @@ $$;
 -- its argument checks, shared with dg_begin_attempt_v1, which passes claim_ttl: an attempt that
 -- starts then also claims its thread for run_id (rule 9: only when no claim is live; a live one
 -- leaves the o_claim_* columns NULL and the lease taken), in the statement that writes the lease.
--- o_entry is the leased entry after the call (NULL when nothing is available), o_attempts its
--- attempts as _dg_attempts gives them, o_live the thread's live flag (claimed only).
+-- o_entry is the leased entry after the call (NULL when nothing is available; its lease is the
+-- queue row's, D223: this call's while it is open), o_attempts its attempts as _dg_attempts
+-- gives them, o_live the thread's live flag (claimed only).
 --
 -- Written to SPEC §21's budget (a statement is the unit of cost): the pick is one statement
 -- (_dg_lease_pick), the thread's row lock and the queue row's lease one, the head's lock with
--- its attempt verdict and whether its tenant or kind has a limit one, and every write of the
--- lease (attempt, entry, queue row, claim) one. The rarer cases pay for themselves: an expired
--- lease to end, a head with a limit row, a deleted thread.
+-- its attempt count, its attempt verdict and whether its tenant or kind has a limit one, and
+-- every write of the lease (attempt, claim, queue row) one. The rarer cases pay for themselves:
+-- an expired lease to end, a head with a limit row, a deleted thread.
 CREATE OR REPLACE FUNCTION _dg_lease(
     p_holder text, p_ttl interval, p_any_tenant boolean, p_tenant text, p_run_id text,
     p_kinds text[], p_claim_ttl interval,
@@ -206,9 +207,11 @@ DECLARE
     v_skip text[] := '{}';
     v_thread text;
     h queue_entries;
+    v_attempts integer;  -- h's attempt count (_dg_last_attempt)
     r record;
     v_lease_entry bigint;
     v_lease_until timestamptz;
+    v_lease_holder text;
     -- SPEC §15 (issue 27): tenants and kinds found at their limit during this call, and
     -- whether this call holds a limit row's lock (then it waits for no other: _dg_lease_limits).
     v_full_tenants text[] := '{}';
@@ -254,27 +257,33 @@ BEGIN
                                v_now + p_claim_ttl, p_claim_ttl)
                        ON CONFLICT (thread_id) DO UPDATE SET claim_ttl = t.claim_ttl WHERE false
                        RETURNING t.claim_token, t.claim_expires_at)
-            SELECT q.lease_entry_id, q.lease_until, t.claim_token, t.claim_expires_at
-              INTO v_lease_entry, v_lease_until, v_new_claim, v_new_claim_expires
+            SELECT q.lease_entry_id, q.lease_until, q.lease_holder, t.claim_token,
+                   t.claim_expires_at
+              INTO v_lease_entry, v_lease_until, v_lease_holder, v_new_claim,
+                   v_new_claim_expires
               FROM queue_threads q LEFT JOIN t ON true
              WHERE q.thread_id = v_thread;
         ELSE
-            SELECT q.lease_entry_id, q.lease_until INTO v_lease_entry, v_lease_until
+            SELECT q.lease_entry_id, q.lease_until, q.lease_holder
+              INTO v_lease_entry, v_lease_until, v_lease_holder
               FROM queue_threads q
              WHERE q.thread_id = v_thread;
         END IF;
-        -- The head, locked, with what the verdict and the limits need to know about it: read
-        -- under the thread's lock, so no commit or attempt of the thread can change them.
-        SELECT e AS head, k.taken,
+        -- The head, locked, with what the verdict and the limits need to know about it (its
+        -- attempt count, whether the run id is taken, whether a limit applies): read under the
+        -- thread's lock, so no commit or attempt of the thread can change them.
+        SELECT e AS head, n.number AS last_attempt, k.taken,
                EXISTS (SELECT 1 FROM queue_limits l
                         WHERE (l.scope = 'kind' AND l.name = e.kind)
                            OR (l.scope = 'tenant' AND l.name = e.tenant)) AS limited
           INTO r
-          FROM queue_entries e CROSS JOIN LATERAL _dg_run_taken(e.thread_id, p_run_id) k
+          FROM queue_entries e CROSS JOIN LATERAL _dg_last_attempt(e.entry_id) n
+         CROSS JOIN LATERAL _dg_run_taken(e.thread_id, p_run_id) k
          WHERE e.thread_id = v_thread AND e.outcome_kind IS NULL
          ORDER BY e.queue_rank, e.entry_id LIMIT 1
          FOR UPDATE OF e;
         h := r.head;
+        v_attempts := r.last_attempt;
         -- The lease's time, read after the locks. On a thread row this call inserted it is the
         -- claim's, read at the insert: nothing between can have waited (a commit or an attempt
         -- of the thread in flight would hold the row, which then was not new, and every other
@@ -282,8 +291,9 @@ BEGIN
         IF v_new_claim IS NULL THEN
             v_now := store_now();
         END IF;
-        -- The thread's lease is its queue row's (D222): the one entry holding a lease token
-        -- (v_lease_entry; NULL when none) and its expiry, read with the row's lock held.
+        -- The thread's lease is its queue row's (D222, D223): the one entry holding a lease
+        -- token (v_lease_entry; NULL when none), its expiry and holder, read with the row's
+        -- lock held.
         v_free := h.entry_id IS NOT NULL
               AND (p_any_tenant OR h.tenant IS NOT DISTINCT FROM p_tenant)
               AND (p_kinds IS NULL OR h.kind = ANY (p_kinds))  -- SPEC §15
@@ -321,34 +331,35 @@ BEGIN
     END LOOP;
 
     IF v_lease_entry IS NOT NULL THEN
-        -- The attempt of an expired lease ended without a word: say why (issue 26 item 9).
+        -- An expired lease (a live one leaves no head free), of an open entry (a close drops
+        -- its entry's lease from the queue row). Its last attempt ended without a word: say
+        -- why (issue 26 item 9). The lease itself ends as this call's lease replaces it on the
+        -- queue row.
         UPDATE queue_attempts a
-           SET error = pg_catalog.to_json('lease expired: worker ' || o.lease_holder
+           SET error = pg_catalog.to_json('lease expired: worker ' || v_lease_holder
                                           || ' stopped renewing')::text
-          FROM queue_entries o
-         WHERE o.entry_id = v_lease_entry AND o.outcome_kind IS NULL
-           AND o.lease_token IS NOT NULL
-           AND a.entry_id = o.entry_id AND a.number = o.attempt_count AND a.error IS NULL;
-        -- End the (expired) lease when another entry of the thread held it.
-        UPDATE queue_entries o
-           SET lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL,
-               lease_ttl = NULL
-         WHERE o.entry_id = v_lease_entry AND o.entry_id <> h.entry_id
-           AND o.outcome_kind IS NULL AND o.lease_token IS NOT NULL;
+          FROM _dg_last_attempt(v_lease_entry) n
+         WHERE a.entry_id = v_lease_entry AND a.number = n.number AND a.error IS NULL;
+        IF v_lease_entry <> h.entry_id THEN
+            -- Another entry's lease ended without a close: wake idle workers (as a release
+            -- does; sql/77_notify.sql).
+            PERFORM _dg_wake_queue();
+        END IF;
     END IF;
     o_token := coalesce(o_token, pg_catalog.nextval('fencing_token_seq'));
     o_expires_at := v_now + p_ttl;
     IF p_run_id IS NOT NULL THEN
-        o_attempt_kind := _dg_attempt_verdict(h, r.taken);
+        o_attempt_kind := _dg_attempt_verdict(h, v_attempts, r.taken);
     END IF;
     IF v_new_claim IS NOT NULL AND o_attempt_kind IS DISTINCT FROM 'started' THEN
         PERFORM _dg_unclaim_new_thread(v_thread, v_new_claim);
         v_new_claim := NULL;
     END IF;
     IF o_attempt_kind = 'thread_deleted' THEN
-        -- Leased and closed at once: the entry's own lease columns end up NULL.
+        -- Leased and closed at once: the entry shows no lease, and the expired lease this call
+        -- ended, of another entry still open, is gone from the queue row too.
         PERFORM _dg_close_entry(h.entry_id, 'cancelled', '"thread_deleted"', v_now);
-        PERFORM _dg_refresh_queue_thread(v_thread);
+        PERFORM _dg_refresh_queue_thread(v_thread, true);
         SELECT e AS entry, a.attempts INTO r
           FROM queue_entries e CROSS JOIN LATERAL _dg_attempts(e.entry_id) a
          WHERE e.entry_id = h.entry_id;
@@ -357,16 +368,17 @@ BEGIN
         RETURN;
     END IF;
     IF o_attempt_kind = 'started' THEN
-        o_attempt_number := h.attempt_count + 1;
+        o_attempt_number := v_attempts + 1;
     ELSIF o_attempt_kind = 'taken' THEN
         o_attempt_kind := NULL;  -- the lease is still taken; no attempt is reported
     END IF;
     -- Every write of the lease in one statement (each CTE runs once, on the rows locked above):
     -- the attempt (when it started), the claim (when asked, it started and no claim is live),
-    -- the queue row — what _dg_refresh_queue_thread would compute: h stays the head (it is the
-    -- head, and an attempted head keeps its place: migration 0016) and holds the thread's only
-    -- lease token — and the entry's lease and attempt count, columns no index reads, so its new
-    -- row version is a HOT update (D222). The statement's snapshot predates its own attempt, so
+    -- and the queue row — what _dg_refresh_queue_thread would compute: h stays the head (it is
+    -- the head, and an attempted head keeps its place: migration 0016) and holds the thread's
+    -- only lease token, its token, holder and ttl on the queue row with the rest of it. The
+    -- entry is not written (D223, migration 0017): its lease is the queue row's and its attempt
+    -- count its last attempt's number. The statement's snapshot predates its own attempt, so
     -- the entry's attempts are read with the new one added.
     WITH attempt AS (
              INSERT INTO queue_attempts (entry_id, number, thread_id, run_id, started_at)
@@ -380,21 +392,17 @@ BEGIN
               WHERE p_claim_ttl IS NOT NULL AND o_attempt_number IS NOT NULL
                 AND t.thread_id = v_thread
                 AND (t.claim_token IS NULL OR v_now >= t.claim_expires_at)
-             RETURNING t.claim_token, t.claim_expires_at, t.claim_ttl, t.live),
-         queue_row AS (
-             UPDATE queue_threads q
-                SET head_entry_id = h.entry_id, head_tenant = h.tenant,
-                    lease_expires_at = v_now + p_ttl,
-                    head_priority_key = -h.priority, head_kind = h.kind,  -- SPEC §15
-                    lease_entry_id = h.entry_id, lease_until = v_now + p_ttl,  -- D222
-                    lease_kind = h.kind, lease_tenant = h.tenant
-              WHERE q.thread_id = v_thread)
-    UPDATE queue_entries e
-       SET lease_token = o_token, lease_holder = p_holder, lease_expires_at = v_now + p_ttl,
-           lease_ttl = p_ttl, attempt_count = coalesce(o_attempt_number, h.attempt_count)
+             RETURNING t.claim_token, t.claim_expires_at, t.claim_ttl, t.live)
+    UPDATE queue_threads q
+       SET head_entry_id = h.entry_id, head_tenant = h.tenant,
+           lease_expires_at = v_now + p_ttl,
+           head_priority_key = -h.priority, head_kind = h.kind,  -- SPEC §15
+           lease_entry_id = h.entry_id, lease_until = v_now + p_ttl,  -- D222
+           lease_kind = h.kind, lease_tenant = h.tenant,
+           lease_token = o_token, lease_holder = p_holder, lease_ttl = p_ttl  -- D223
       FROM (SELECT) one LEFT JOIN claim c ON true
-     WHERE e.entry_id = h.entry_id
-    RETURNING e AS entry, c.claim_token, c.claim_expires_at, c.claim_ttl, c.live,
+     WHERE q.thread_id = v_thread
+    RETURNING c.claim_token, c.claim_expires_at, c.claim_ttl, c.live,
               (SELECT coalesce(pg_catalog.json_agg(_dg_attempt_json(x.number, x.run_id,
                                                                     x.started_at, x.error)
                                                    ORDER BY x.number), '[]'::json)
@@ -404,7 +412,7 @@ BEGIN
                        SELECT o_attempt_number, p_run_id, v_now, NULL
                         WHERE o_attempt_number IS NOT NULL) x) AS attempts
       INTO r;
-    o_entry := r.entry;
+    o_entry := h;  -- as locked: the lease writes nothing to it
     o_attempts := r.attempts;
     IF v_new_claim IS NOT NULL THEN
         -- The claim the thread's new row was inserted with (the claim CTE found it live).
@@ -428,8 +436,9 @@ $$;
 -- locked FOR UPDATE SKIP LOCKED (workers never queue behind one row), then re-verified under
 -- the locks with store-now read once they are held. Issues a new token,
 -- expiry = store-now + p_ttl, and ends the expired lease of every other entry of the thread.
--- With p_run_id it also does what dg_record_attempt_v1 does (the lease and the attempt count in
--- one UPDATE of the entry) and reports it in attempt_kind / attempt_number ('started' n,
+-- With p_run_id it also does what dg_record_attempt_v1 does (the attempt and the lease in one
+-- statement, the lease on the thread's queue row) and reports it in attempt_kind /
+-- attempt_number ('started' n,
 -- 'exhausted', 'thread_deleted'); both NULL when no run id was given or it was taken (the lease
 -- is still taken). No row when nothing is available. Raises DG000.
 -- (Its row gained not_before and retry_of at the end: the return type changed.)
@@ -465,10 +474,13 @@ BEGIN
         RETURN;
     END IF;
     RETURN QUERY
-    -- The lease and attempt columns, then not_before and retry_of last (added at the end).
+    -- The lease and attempt columns, then not_before and retry_of last (added at the end). The
+    -- entry's lease is this one, unless leasing closed it (thread_deleted).
     SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts,
-           l.o_attempts, x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder,
-           x.lease_expires_at, x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq,
+           l.o_attempts, x.admitted, x.thread_deleted, x.submitted_at,
+           CASE WHEN x.outcome_kind IS NULL THEN p_holder END,
+           CASE WHEN x.outcome_kind IS NULL THEN l.o_expires_at END, x.outcome_kind,
+           x.outcome_detail, x.closed_at, x.closed_at_seq,
            l.o_token, p_holder, l.o_expires_at, p_ttl, l.o_attempt_kind,
            l.o_attempt_number, x.not_before, x.retry_of, x.priority, x.kind
       FROM (SELECT (l.o_entry).*) x;

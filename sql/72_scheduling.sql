@@ -22,8 +22,8 @@ $$;
 -- `name` is at its concurrency limit. No limit row: not full, nothing locked. Else the row is
 -- locked FOR UPDATE (waiting when p_wait, else SKIP LOCKED: a row another lease holds counts as
 -- full for this call) and the live leases of that tenant or kind are counted under the lock, at
--- most max_leases of them (queue_entries_leased_named_tenant_idx of migration 0011,
--- queue_entries_leased_kind_idx). Each statement of a PL/pgSQL function sees the commits made
+-- most max_leases of them (the queue rows' leases: queue_threads_leased_tenant_idx and
+-- queue_threads_leased_kind_idx of migration 0016). Each statement of a PL/pgSQL function sees the commits made
 -- before it started (READ COMMITTED), so the count sees every lease whose transaction held the
 -- lock before this one. On a partition leased through a proxy, the count is the store-wide one
 -- the proxy passes (dg.limit_live, below).

@@ -78,8 +78,11 @@ BEGIN
         entry_id := x.entry_id; tenant := x.tenant; thread_id := x.thread_id; key := x.key;
         input := x.input; mode := x.mode; max_attempts := x.max_attempts;
         attempts := l.o_attempts; admitted := x.admitted; thread_deleted := x.thread_deleted;
-        submitted_at := x.submitted_at; lease_holder := x.lease_holder;
-        lease_expires_at := x.lease_expires_at; outcome_kind := x.outcome_kind;
+        submitted_at := x.submitted_at;
+        -- The entry's lease is this one, unless leasing closed it (thread_deleted).
+        lease_holder := CASE WHEN x.outcome_kind IS NULL THEN p_holder END;
+        lease_expires_at := CASE WHEN x.outcome_kind IS NULL THEN l.o_expires_at END;
+        outcome_kind := x.outcome_kind;
         outcome_detail := x.outcome_detail; closed_at := x.closed_at;
         closed_at_seq := x.closed_at_seq; token := l.o_token; holder := p_holder;
         expires_at := l.o_expires_at; ttl := p_ttl; attempt_kind := l.o_attempt_kind;
@@ -92,10 +95,13 @@ BEGIN
     END IF;
     -- Both reads are skipped (one-time filters) when they provably return nothing: latest_of_runs
     -- with no run id to look for, and the head of a thread with no live commit (or unclaimed).
+    -- The entry's lease is this one, unless leasing closed it (thread_deleted).
     RETURN QUERY
     SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts,
-           l.o_attempts, x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder,
-           x.lease_expires_at, x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq,
+           l.o_attempts, x.admitted, x.thread_deleted, x.submitted_at,
+           CASE WHEN x.outcome_kind IS NULL THEN p_holder END,
+           CASE WHEN x.outcome_kind IS NULL THEN l.o_expires_at END, x.outcome_kind,
+           x.outcome_detail, x.closed_at, x.closed_at_seq,
            l.o_token, p_holder, l.o_expires_at, p_ttl, l.o_attempt_kind,
            l.o_attempt_number, l.o_claim_token, l.o_claim_expires_at, l.o_claim_ttl,
            k.checkpoint_id, k.parent_id, k.run_id, k.state, k.metadata, k.next, k.created_at,
@@ -141,7 +147,7 @@ BEGIN
     PERFORM _dg_not_null(p_claim_token IS NOT NULL, 'claim_token');
     PERFORM _dg_opt_id(p_tenant, 'tenant');
     -- The lease's checks and locks first (queue_threads, thread shared, entry), in queue order.
-    e := _dg_lock_lease(p_entry_id, p_token, true, p_tenant);
+    e := (_dg_lock_lease(p_entry_id, p_token, true, p_tenant)).o_entry;
     SELECT * INTO c FROM dg_renew_claim_v1(e.thread_id, p_claim_token);
     RETURN QUERY
     SELECT r.entry_id, r.tenant, r.thread_id, r.key, r.input, r.mode, r.max_attempts,
@@ -191,6 +197,7 @@ DECLARE
     c checkpoints;
     v_ok boolean;
     v_thread text;
+    v_leased boolean := false;
     v_commit boolean := p_checkpoint_id IS NOT NULL;
     v_now timestamptz;
     v_detail text := pg_catalog.btrim(p_outcome_detail, E' \t\n\r');
@@ -254,9 +261,13 @@ BEGIN
         END IF;
         -- Queue order: the queue_threads row first, then the thread's row, then the entry's.
         -- An open entry's thread has its row (_dg_lock_queue_thread inserts a missing one).
-        PERFORM 1 FROM queue_threads q WHERE q.thread_id = v_thread FOR UPDATE;
+        -- The lease is the row's (D223): whether it is p_token on this entry, read with the
+        -- lock that keeps it so (nothing below writes it before the close).
+        SELECT coalesce(q.lease_entry_id = p_entry_id AND q.lease_token = p_token, false)
+          INTO v_leased
+          FROM queue_threads q WHERE q.thread_id = v_thread FOR UPDATE;
         IF NOT FOUND THEN
-            PERFORM _dg_lock_queue_thread(v_thread);
+            PERFORM _dg_lock_queue_thread(v_thread);  -- a new row holds no lease
         END IF;
     END IF;
     IF v_commit THEN
@@ -276,33 +287,31 @@ BEGIN
     END IF;
 
     v_now := store_now();
-    IF p_outcome_kind = 'failed' THEN
-        -- The last attempt's failure reason (SPEC §13), unless dg_defer_v1 gave one.
+    IF p_outcome_kind = 'failed' AND v_leased THEN
+        -- The last attempt's failure reason (SPEC §13), unless dg_defer_v1 gave one. (Any
+        -- refusal below rolls it back.)
         UPDATE queue_attempts a SET error = p_outcome_detail
-          FROM queue_entries q
-         WHERE q.entry_id = p_entry_id AND q.outcome_kind IS NULL AND q.lease_token = p_token
-           AND a.entry_id = p_entry_id AND a.number = q.attempt_count AND a.error IS NULL;
+          FROM _dg_last_attempt(p_entry_id) n
+         WHERE a.entry_id = p_entry_id AND a.number = n.number AND a.error IS NULL;
     END IF;
-    -- close's lease checks (rule 21) as the close's own condition, on the entry locked once:
-    -- _dg_close_entry's UPDATE with the commit's admission mark of this entry (rule 10), the
-    -- entry's one new row version; and the queue row deleted when no other entry of the thread
-    -- is open (_dg_refresh_queue_thread's common case; the statement's snapshot still sees this
-    -- entry open), in one statement with the entry row it returns.
+    -- close's lease checks (rule 21) as the close's own condition, on the entry locked once: the
+    -- entry open and the tenant's, the lease p_token on it (v_leased); _dg_close_entry's UPDATE
+    -- with the commit's admission mark of this entry (rule 10), the entry's one new row version;
+    -- and the queue row, with the lease on it, deleted when no other entry of the thread is open
+    -- (_dg_refresh_queue_thread's common case; the statement's snapshot still sees this entry
+    -- open), in one statement with the entry row it returns.
     WITH closed AS (
              UPDATE queue_entries q
                 SET outcome_kind = p_outcome_kind, outcome_detail = p_outcome_detail,
                     closed_at = v_now,
                     closed_at_seq = coalesce((SELECT t.last_seq FROM threads t
                                                WHERE t.thread_id = q.thread_id), 0),
-                    lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL,
-                    lease_ttl = NULL,
                     admitted = q.admitted
                                OR (v_commit AND EXISTS (SELECT 1 FROM queue_attempts a
                                                          WHERE a.entry_id = p_entry_id
                                                            AND a.run_id = p_run_id))
-              WHERE q.entry_id = p_entry_id AND v_thread IS NOT NULL
+              WHERE q.entry_id = p_entry_id AND v_leased
                 AND q.outcome_kind IS NULL AND q.tenant IS NOT DISTINCT FROM p_tenant
-                AND q.lease_token = p_token
              RETURNING q AS entry),
          emptied AS (
              DELETE FROM queue_threads o
@@ -323,13 +332,13 @@ BEGIN
             USING ERRCODE = 'DG102';
     END IF;
     IF NOT r.emptied THEN
-        PERFORM _dg_refresh_queue_thread(v_thread);
+        PERFORM _dg_refresh_queue_thread(v_thread);  -- the next head; the lease ends (closed)
     END IF;
     x := r.entry;
     entry_id := x.entry_id; tenant := x.tenant; thread_id := x.thread_id; key := x.key;
     input := x.input; mode := x.mode; max_attempts := x.max_attempts; attempts := r.attempts;
     admitted := x.admitted; thread_deleted := x.thread_deleted; submitted_at := x.submitted_at;
-    lease_holder := x.lease_holder; lease_expires_at := x.lease_expires_at;
+    lease_holder := NULL; lease_expires_at := NULL;  -- closed: no lease
     outcome_kind := x.outcome_kind; outcome_detail := x.outcome_detail;
     closed_at := x.closed_at; closed_at_seq := x.closed_at_seq; not_before := x.not_before;
     retry_of := x.retry_of; priority := x.priority; kind := x.kind;

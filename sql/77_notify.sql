@@ -35,9 +35,9 @@ BEGIN
 END;
 $$;
 
--- An entry closed (await_closed), or closed or released with another open entry on its thread
--- (idle workers: the thread's next head may now be leased). Who watches is one probe of
--- watchers (SPEC §21); the thread's other open entries are looked for only when idle workers do.
+-- An entry closed (await_closed), and with another open entry on its thread idle workers too
+-- (the thread's next head may now be leased). Who watches is one probe of watchers (SPEC §21);
+-- the thread's other open entries are looked for only when idle workers do.
 CREATE OR REPLACE FUNCTION _dg_notify_entry() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
@@ -58,13 +58,29 @@ BEGIN
         PERFORM pg_catalog.pg_notify(TG_TABLE_SCHEMA, 'closed');
     END IF;
     IF v_queue THEN
-        IF NEW.outcome_kind IS NULL
-           OR EXISTS (SELECT 1 FROM queue_entries e
-                       WHERE e.thread_id = NEW.thread_id AND e.outcome_kind IS NULL) THEN
+        IF EXISTS (SELECT 1 FROM queue_entries e
+                    WHERE e.thread_id = NEW.thread_id AND e.outcome_kind IS NULL) THEN
             PERFORM pg_catalog.pg_notify(TG_TABLE_SCHEMA, 'queue');
         END IF;
     END IF;
     RETURN NULL;
+END;
+$$;
+
+-- _dg_wake_queue(): wake idle workers (a live 'queue' watcher) when a lease ends on an open
+-- entry without a close — dg_release_v1, dg_defer_v1, and a lease ending another entry's
+-- expired lease — so the thread's head may be leased again. Called by those functions: the
+-- lease lives on the thread's queue row (migration 0017), not on the entry, so no entry trigger
+-- sees it end. One probe of watchers; the channel is the schema, as the triggers' (the caller's
+-- pinned search_path names it first).
+CREATE OR REPLACE FUNCTION _dg_wake_queue() RETURNS void
+LANGUAGE plpgsql VOLATILE
+AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM watchers w
+                WHERE w.kind = 'queue' AND w.expires_at > pg_catalog.now()) THEN
+        PERFORM pg_catalog.pg_notify(pg_catalog.current_schema(), 'queue');
+    END IF;
 END;
 $$;
 
@@ -75,12 +91,11 @@ CREATE TRIGGER events_notify AFTER INSERT ON events REFERENCING NEW TABLE AS app
 CREATE OR REPLACE TRIGGER queue_submitted_notify AFTER INSERT ON queue_entries
     FOR EACH STATEMENT EXECUTE FUNCTION _dg_notify_queue();
 
--- Closed, or its lease given back while open (release; an expired lease ended by a lease).
+-- Closed. (A lease given back while its entry stays open wakes idle workers through
+-- _dg_wake_queue, called where the queue row's lease ends.)
 CREATE OR REPLACE TRIGGER queue_entry_notify AFTER UPDATE ON queue_entries
     FOR EACH ROW
-    WHEN ((OLD.outcome_kind IS NULL AND NEW.outcome_kind IS NOT NULL)
-          OR (NEW.outcome_kind IS NULL AND OLD.lease_token IS NOT NULL
-              AND NEW.lease_token IS NULL))
+    WHEN (OLD.outcome_kind IS NULL AND NEW.outcome_kind IS NOT NULL)
     EXECUTE FUNCTION _dg_notify_entry();
 
 

@@ -2,7 +2,9 @@
 -- release and close clear the lease, closed_at_seq; rules 20-21). Each takes the tenant of the
 -- lease (the entry's tenant, NULL for none) and checks first: entry closed, reclaimed or not that
 -- tenant's -> DG103 (SPEC §10 rule 6: another tenant's entry answers exactly as an id that never
--- existed), then token not the entry's current lease -> DG102. DG000 for a bad argument.
+-- existed), then token not the entry's current lease -> DG102. DG000 for a bad argument. The
+-- lease lives on the thread's queue row (D223, migration 0017): renew and release write it
+-- there, and a close ends it by closing its entry (_dg_refresh_queue_thread then drops it).
 
 -- dg_renew_v1: push the lease's expiry to store-now + (p_ttl, or when NULL the ttl the lease
 -- was taken with), keeping the token. Returns the lease row. Raises DG103, DG102, DG000.
@@ -23,31 +25,31 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 DECLARE
-    e queue_entries;
+    l record;
     v_now timestamptz;
 BEGIN
     PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
     PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     p_ttl := _dg_duration(p_ttl, 'ttl', false);
     PERFORM _dg_opt_id(p_tenant, 'tenant');
-    e := _dg_lock_lease(p_entry_id, p_token, false, p_tenant);
+    l := _dg_lock_lease(p_entry_id, p_token, false, p_tenant);
     v_now := store_now();
-    UPDATE queue_entries q SET lease_expires_at = v_now + coalesce(p_ttl, e.lease_ttl)
-     WHERE q.entry_id = p_entry_id;
-    PERFORM _dg_refresh_queue_thread(e.thread_id);
+    UPDATE queue_threads q SET lease_until = v_now + coalesce(p_ttl, l.o_ttl)
+     WHERE q.thread_id = (l.o_entry).thread_id;
+    PERFORM _dg_refresh_queue_thread((l.o_entry).thread_id);  -- when it can next be leased
     RETURN QUERY
     -- The lease columns, then not_before and retry_of last (added at the end).
     SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts, x.attempts,
            x.admitted, x.thread_deleted, x.submitted_at, x.lease_holder, x.lease_expires_at,
            x.outcome_kind, x.outcome_detail, x.closed_at, x.closed_at_seq,
-           e.lease_token, e.lease_holder, v_now + coalesce(p_ttl, e.lease_ttl), e.lease_ttl,
+           l.o_token, l.o_holder, v_now + coalesce(p_ttl, l.o_ttl), l.o_ttl,
            x.not_before, x.retry_of, x.priority, x.kind
       FROM _dg_entry(p_entry_id) x;
 END;
 $$;
 
--- dg_release_v1: end the lease; the entry can be leased again at once (D19).
--- Raises DG103, DG102.
+-- dg_release_v1: end the lease; the entry can be leased again at once (D19), and idle workers
+-- are woken (sql/77_notify.sql). Raises DG103, DG102.
 DROP FUNCTION IF EXISTS dg_release_v1(bigint, bigint);
 CREATE OR REPLACE FUNCTION dg_release_v1(p_entry_id bigint, p_token bigint,
                                          p_tenant text DEFAULT NULL)
@@ -61,11 +63,9 @@ BEGIN
     PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
     PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     PERFORM _dg_opt_id(p_tenant, 'tenant');
-    e := _dg_lock_lease(p_entry_id, p_token, false, p_tenant);
-    UPDATE queue_entries q
-       SET lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL, lease_ttl = NULL
-     WHERE q.entry_id = p_entry_id;
-    PERFORM _dg_refresh_queue_thread(e.thread_id);
+    e := (_dg_lock_lease(p_entry_id, p_token, false, p_tenant)).o_entry;
+    PERFORM _dg_refresh_queue_thread(e.thread_id, true);  -- the lease ends; leasable now
+    PERFORM _dg_wake_queue();
 END;
 $$;
 
@@ -82,6 +82,7 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 DECLARE
+    l record;
     e queue_entries;
     v_now timestamptz;
     v_kind text;
@@ -91,21 +92,25 @@ BEGIN
     PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     PERFORM _dg_id(p_run_id, 'run_id');
     PERFORM _dg_opt_id(p_tenant, 'tenant');
-    e := _dg_lock_lease(p_entry_id, p_token, true, p_tenant);
+    l := _dg_lock_lease(p_entry_id, p_token, true, p_tenant);
+    e := l.o_entry;
     v_now := store_now();
-    v_kind := _dg_attempt_verdict(e, (SELECT k.taken FROM _dg_run_taken(e.thread_id, p_run_id) k));
+    v_kind := _dg_attempt_verdict(e, l.o_attempts,
+                                  (SELECT k.taken FROM _dg_run_taken(e.thread_id, p_run_id) k));
     IF v_kind = 'taken' THEN
         RAISE EXCEPTION 'run id already names a run of the thread' USING ERRCODE = 'DG004';
     ELSIF v_kind = 'thread_deleted' THEN
         PERFORM _dg_close_entry(p_entry_id, 'cancelled', '"thread_deleted"', v_now);
     ELSIF v_kind = 'started' THEN
-        v_number := e.attempt_count + 1;
+        v_number := l.o_attempts + 1;
         INSERT INTO queue_attempts (entry_id, number, thread_id, run_id, started_at)
         VALUES (p_entry_id, v_number, e.thread_id, p_run_id, v_now);
         -- Attempted: first in queue order (rank 0), as the lease's entry may have been
-        -- passed by an INTERRUPT since it was leased (migration 0016).
-        UPDATE queue_entries q SET attempt_count = v_number, queue_rank = 0
-         WHERE q.entry_id = p_entry_id;
+        -- passed by an INTERRUPT since it was leased (migration 0016). The attempt count is
+        -- the attempt just inserted (migration 0017): an entry already at rank 0 is not
+        -- written.
+        UPDATE queue_entries q SET queue_rank = 0
+         WHERE q.entry_id = p_entry_id AND q.queue_rank <> 0;
     END IF;
     PERFORM _dg_refresh_queue_thread(e.thread_id);
     RETURN QUERY SELECT v_kind, v_number;
@@ -130,7 +135,7 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 DECLARE
-    e queue_entries;
+    l record;
     v_now timestamptz;
     v_detail text;
     v_lim limits;
@@ -155,15 +160,15 @@ BEGIN
                       'string; cancelled: "requested" or "thread_deleted"; interrupted: an '
                       'entry id (a JSON integer >= 1)');
     PERFORM _dg_opt_id(p_tenant, 'tenant');
-    e := _dg_lock_lease(p_entry_id, p_token, false, p_tenant);
+    l := _dg_lock_lease(p_entry_id, p_token, false, p_tenant);
     v_now := store_now();
     IF p_outcome_kind = 'failed' THEN
         -- The last attempt's failure reason (SPEC §13), unless dg_defer_v1 gave one.
         UPDATE queue_attempts a SET error = p_outcome_detail
-         WHERE a.entry_id = p_entry_id AND a.number = e.attempt_count AND a.error IS NULL;
+         WHERE a.entry_id = p_entry_id AND a.number = l.o_attempts AND a.error IS NULL;
     END IF;
     PERFORM _dg_close_entry(p_entry_id, p_outcome_kind, p_outcome_detail, v_now);
-    PERFORM _dg_refresh_queue_thread(e.thread_id);
+    PERFORM _dg_refresh_queue_thread((l.o_entry).thread_id);  -- the lease ends with the close
     RETURN QUERY SELECT * FROM _dg_entry(p_entry_id);
 END;
 $$;

@@ -5,8 +5,9 @@
 -- dg_defer_v1: end the lease and hold the entry (so its thread: a delayed head holds the
 -- thread's later entries back) until store-now + p_delay; with p_error (a JSON string of at
 -- most max_value_bytes, as a failed outcome's detail: JSON text carries what text cannot, such
--- as U+0000), record it as the failure reason of the entry's last attempt. Returns the entry
--- row as dg_entry_v1. Raises DG103, DG102 (as every lease call), DG000.
+-- as U+0000), record it as the failure reason of the entry's last attempt. Idle workers are
+-- woken as by a release (sql/77_notify.sql). Returns the entry row as dg_entry_v1. Raises DG103,
+-- DG102 (as every lease call), DG000.
 -- (Its row gained priority and kind at the end, SPEC §15: the return type changed.)
 DROP FUNCTION IF EXISTS dg_defer_v1(bigint, bigint, interval, text, text);
 CREATE OR REPLACE FUNCTION dg_defer_v1(p_entry_id bigint, p_token bigint, p_delay interval,
@@ -22,7 +23,7 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 DECLARE
-    e queue_entries;
+    l record;
     v_now timestamptz;
     v_lim limits;
 BEGIN
@@ -38,17 +39,17 @@ BEGIN
                           'error must be a JSON string');
     END IF;
     PERFORM _dg_opt_id(p_tenant, 'tenant');
-    e := _dg_lock_lease(p_entry_id, p_token, false, p_tenant);
+    l := _dg_lock_lease(p_entry_id, p_token, false, p_tenant);
     v_now := store_now();
-    IF p_error IS NOT NULL AND e.attempt_count > 0 THEN
+    IF p_error IS NOT NULL AND l.o_attempts > 0 THEN
         UPDATE queue_attempts a SET error = p_error
-         WHERE a.entry_id = p_entry_id AND a.number = e.attempt_count;
+         WHERE a.entry_id = p_entry_id AND a.number = l.o_attempts;
     END IF;
-    UPDATE queue_entries q
-       SET lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL, lease_ttl = NULL,
-           not_before = v_now + p_delay
-     WHERE q.entry_id = p_entry_id;
-    PERFORM _dg_refresh_queue_thread(e.thread_id);
+    UPDATE queue_entries q SET not_before = v_now + p_delay WHERE q.entry_id = p_entry_id;
+    -- The lease ends (it lives on the queue row, migration 0017); the thread is held back until
+    -- not_before when this entry is its head.
+    PERFORM _dg_refresh_queue_thread((l.o_entry).thread_id, true);
+    PERFORM _dg_wake_queue();
     RETURN QUERY SELECT * FROM dg_entry_v1(p_entry_id, p_tenant);
 END;
 $$;

@@ -135,9 +135,10 @@ BEGIN
                    - (r.size + pg_catalog.octet_length(a.attempts::text)) AS before_bytes
               FROM (SELECT e.entry_id, e.tenant, e.thread_id::text AS thread_id, e.key,
                            e.input, e.mode, e.max_attempts, e.admitted,
-                           e.thread_deleted, e.submitted_at, e.lease_holder,
-                           e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
-                           e.closed_at_seq, e.not_before, e.retry_of, e.priority, e.kind,
+                           e.thread_deleted, e.submitted_at, l.lease_holder,
+                           l.lease_until AS lease_expires_at, e.outcome_kind, e.outcome_detail,
+                           e.closed_at, e.closed_at_seq, e.not_before, e.retry_of, e.priority,
+                           e.kind,
                            pg_catalog.octet_length(e.input)
                            + coalesce(pg_catalog.octet_length(e.key), 0) AS size,
                            pg_catalog.row_number() OVER (ORDER BY e.k1, e.k2, e.k3, e.k4,
@@ -159,7 +160,10 @@ BEGIN
                                     e.list_after IS NOT NULL, e.entry_id)
                                    > (v_since, v_rank, v_anchor, v_behind, v_id)
                              ORDER BY k1, k2, k3, k4, k5
-                             LIMIT p_limit) e) r
+                             LIMIT p_limit) e
+                      -- The page's leases, from their threads' queue rows (migration 0017).
+                      LEFT JOIN queue_threads l
+                        ON l.thread_id = e.thread_id AND l.lease_entry_id = e.entry_id) r
              CROSS JOIN LATERAL _dg_attempts(r.entry_id) a) x
      WHERE x.before_bytes < v_page
      ORDER BY x.n;

@@ -1,7 +1,8 @@
 -- The queue listing (SPEC §13; the rules of durable_graph/listing.py). States are exclusive:
--- open (not closed, no live lease), running (not closed, live lease: store_now() <
--- lease_expires_at), and the closed outcomes completed, failed, cancelled, interrupted.
--- Reads are STABLE: one snapshot, never waiting for writers.
+-- open (not closed, no live lease), running (not closed, live lease: store_now() < the lease's
+-- expiry, lease_until on its thread's queue row, migration 0017), and the closed outcomes
+-- completed, failed, cancelled, interrupted. Reads are STABLE: one snapshot, never waiting for
+-- writers.
 
 -- dg_entries_v1: one page of entries, newest first (entry id descending): those in p_state
 -- (NULL = every state), of the wanted tenant (p_any_tenant, or tenant IS NOT DISTINCT FROM
@@ -46,18 +47,21 @@ BEGIN
               FROM (SELECT e.entry_id, e.tenant, e.thread_id::text AS thread_id, e.key,
                            e.input, e.mode, e.max_attempts, a.attempts, e.admitted,
                            e.thread_deleted, e.submitted_at, e.lease_holder,
-                           e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
+                           e.lease_until AS lease_expires_at, e.outcome_kind, e.outcome_detail,
+                           e.closed_at,
                            e.closed_at_seq, e.not_before, e.retry_of, e.priority, e.kind,
                            pg_catalog.octet_length(e.input) + pg_catalog.octet_length(a.attempts::text)
                            + coalesce(pg_catalog.octet_length(e.key), 0)
                            + coalesce(pg_catalog.octet_length(e.outcome_detail), 0) AS size
-                      FROM (SELECT q.* FROM queue_entries q
+                      FROM (SELECT q.*, l.lease_holder, l.lease_until FROM queue_entries q
+                              -- The entry's lease, its thread's queue row's (migration 0017).
+                              LEFT JOIN queue_threads l
+                                ON l.thread_id = q.thread_id AND l.lease_entry_id = q.entry_id
                              WHERE (p_state IS NULL
                                     OR (p_state = 'open' AND q.outcome_kind IS NULL
-                                        AND (q.lease_expires_at IS NULL
-                                             OR q.lease_expires_at <= v_now))
+                                        AND (l.lease_until IS NULL OR l.lease_until <= v_now))
                                     OR (p_state = 'running' AND q.outcome_kind IS NULL
-                                        AND q.lease_expires_at > v_now)
+                                        AND l.lease_until > v_now)
                                     OR q.outcome_kind = p_state)
                                AND (p_any_tenant OR q.tenant IS NOT DISTINCT FROM p_tenant)
                                AND (p_thread_id IS NULL OR q.thread_id = p_thread_id)
@@ -91,10 +95,13 @@ BEGIN
     RETURN QUERY
     WITH wanted AS (
         SELECT coalesce(q.outcome_kind,
-                        CASE WHEN q.lease_expires_at > v_now THEN 'running' ELSE 'open' END)
+                        CASE WHEN l.lease_until > v_now THEN 'running' ELSE 'open' END)
                    AS state,
                q.submitted_at, q.kind
           FROM queue_entries q
+          -- The entry's lease, its thread's queue row's (migration 0017).
+          LEFT JOIN queue_threads l
+            ON l.thread_id = q.thread_id AND l.lease_entry_id = q.entry_id
          WHERE p_any_tenant OR q.tenant IS NOT DISTINCT FROM p_tenant
     ), by_kind AS (
         SELECT coalesce(pg_catalog.json_object_agg(k.kind, k.n ORDER BY k.kind COLLATE "C"), '{}'::json) AS kinds

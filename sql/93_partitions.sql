@@ -140,10 +140,10 @@ BEGIN
                    - (r.size + pg_catalog.octet_length(a.attempts::text)) AS before_bytes
               FROM (SELECT e.entry_id, e.tenant, e.thread_id::text AS thread_id, e.key,
                            e.input, e.mode, e.max_attempts, e.admitted,
-                           e.thread_deleted, e.submitted_at, e.lease_holder,
-                           e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at,
-                           e.closed_at_seq, e.not_before, e.retry_of, e.priority, e.kind,
-                           e.k1, e.k2, e.k3, e.k4,
+                           e.thread_deleted, e.submitted_at, l.lease_holder,
+                           l.lease_until AS lease_expires_at, e.outcome_kind, e.outcome_detail,
+                           e.closed_at, e.closed_at_seq, e.not_before, e.retry_of, e.priority,
+                           e.kind, e.k1, e.k2, e.k3, e.k4,
                            pg_catalog.octet_length(e.input)
                            + coalesce(pg_catalog.octet_length(e.key), 0) AS size
                       FROM (SELECT e.*, coalesce(e.open_since, e.entry_id) AS k1,
@@ -162,7 +162,10 @@ BEGIN
                                     e.list_after IS NOT NULL, e.entry_id)
                                    > (p_since, p_rank, p_anchor, p_behind, p_id)
                              ORDER BY k1, k2, k3, k4, e.entry_id
-                             LIMIT p_limit) e) r
+                             LIMIT p_limit) e
+                      -- The page's leases, from their threads' queue rows (migration 0017).
+                      LEFT JOIN queue_threads l
+                        ON l.thread_id = e.thread_id AND l.lease_entry_id = e.entry_id) r
              CROSS JOIN LATERAL _dg_attempts(r.entry_id) a) x
      WHERE x.before_bytes < v_page
      ORDER BY x.k1, x.k2, x.k3, x.k4, x.entry_id;
@@ -288,10 +291,10 @@ $$;
 
 -- dg_submit_many_undo_v1: undo the entries p_entry_ids that a dg_submit_many_v1 just wrote
 -- (its tickets with existing = false), newest first, each under its thread's queue lock: an
--- entry still open and never leased is deleted (its key is free again) and the entries its
--- INTERRUPT closed (interrupted by it, no attempt recorded) are reopened, as a rollback of the
--- batch would leave them. Returns the ids it could not undo: gone, closed, or leased since (a
--- worker took it between the write and the undo), which stay as they are. The compensation of
+-- entry still open, not leased and never attempted is deleted (its key is free again) and the
+-- entries its INTERRUPT closed (interrupted by it, no attempt recorded) are reopened, as a
+-- rollback of the batch would leave them. Returns the ids it could not undo: gone, closed, or
+-- leased since (a worker took it between the write and the undo), which stay as they are. The compensation of
 -- a proxy's submit_many whose write on a later partition was refused (sql/proxy/30_sweeps.sql).
 -- Raises DG000.
 CREATE OR REPLACE FUNCTION dg_submit_many_undo_v1(p_entry_ids bigint[])
@@ -316,8 +319,12 @@ BEGIN
             CONTINUE;
         END IF;
         PERFORM _dg_lock_queue_thread(v_thread);
+        -- Its lease is its queue row's (migration 0017), its attempts queue_attempts'.
         SELECT * INTO e FROM queue_entries q WHERE q.entry_id = v_id FOR UPDATE;
-        IF e.outcome_kind IS NOT NULL OR e.lease_token IS NOT NULL OR e.attempt_count > 0 THEN
+        IF e.outcome_kind IS NOT NULL
+           OR EXISTS (SELECT 1 FROM queue_threads t
+                       WHERE t.thread_id = v_thread AND t.lease_entry_id = v_id)
+           OR EXISTS (SELECT 1 FROM queue_attempts a WHERE a.entry_id = v_id) THEN
             RETURN QUERY SELECT v_id;
             CONTINUE;
         END IF;
@@ -326,7 +333,8 @@ BEGIN
            SET outcome_kind = NULL, outcome_detail = NULL, closed_at = NULL,
                closed_at_seq = NULL
          WHERE o.thread_id = v_thread AND o.outcome_kind = 'interrupted'
-           AND o.outcome_detail = v_id::text AND o.attempt_count = 0;
+           AND o.outcome_detail = v_id::text
+           AND NOT EXISTS (SELECT 1 FROM queue_attempts a WHERE a.entry_id = o.entry_id);
         PERFORM _dg_refresh_queue_thread(v_thread);
     END LOOP;
 END;

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from durable_graph import Commit, Completed, EventIn, Submission, WatchPolicy
+from durable_graph import Commit, Completed, EventIn, Mode, Submission, WatchPolicy
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.postgres.notify import APPLICATION_NAME, KINDS
 from durable_graph.worker.sync import RunContext, Worker
@@ -206,6 +206,33 @@ def test_a_batch_of_submits_notifies_once(
 ) -> None:
     _watch(pg_dsn, pg_schema, ("queue", ""))
     store.run_queue.submit_many([Submission(f"t{i}", i) for i in range(10)])
+    assert _received(raw) == [(pg_schema, "queue")]
+
+
+def test_a_lease_ended_without_a_close_wakes_idle_workers(
+    store: PostgresCheckpointer, raw: psycopg.Connection[Any], pg_dsn: str, pg_schema: str
+) -> None:
+    """A release, a defer and a lease that ends another entry's expired lease each notify
+    'queue': the thread's head may be leased again (D223: the lease lives on the thread's queue
+    row, and the functions that end it wake the idle workers). Taking a lease notifies nothing."""
+    queue = store.run_queue
+    queue.submit(Submission("t1", 1))
+    _watch(pg_dsn, pg_schema, ("queue", ""))
+    lease = queue.lease("w", timedelta(seconds=30))
+    assert lease is not None and _received(raw) == []
+    queue.release(lease)
+    assert _received(raw) == [(pg_schema, "queue")]
+    lease = queue.lease("w", timedelta(seconds=30))
+    assert lease is not None
+    queue.defer(lease, timedelta(0))
+    assert _received(raw) == [(pg_schema, "queue")]
+    expiring = queue.lease("w", timedelta(milliseconds=50))
+    assert expiring is not None
+    queue.submit(Submission("t1", 2, mode=Mode.INTERRUPT))  # the thread's head now
+    _received(raw)  # the submit's own notification
+    time.sleep(0.1)
+    taken = queue.lease("w", timedelta(seconds=30))
+    assert taken is not None and taken.entry.entry_id != expiring.entry.entry_id
     assert _received(raw) == [(pg_schema, "queue")]
 
 

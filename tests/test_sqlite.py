@@ -141,21 +141,36 @@ def test_open_creates_the_schema_in_wal_mode_at_the_current_version(
     # Not in a SQLite file: schema_meta (the user_version pragma), limits (the size limits the
     # SQL functions enforce, SPEC §10 rule 2; the Python backends' are the package's own), and
     # workers.role (the PostgreSQL role a worker logged in as; a file has no roles); nor the
-    # thread's lease on its queue row (D222, migration 0016), kept there for PostgreSQL's
-    # indexes (the concurrency limits' counts, a lease's update of its entry kept HOT): SQLite
-    # reads the lease from the entry.
+    # thread's lease on its queue row (D222, D223; migrations 0016, 0017), PostgreSQL's one home
+    # of the lease (a lease writes that row anyway, and the concurrency limits count leases
+    # there): SQLite keeps the lease, and the attempt count, on the entry.
     postgres = _postgres_tables()
     for table in ("schema_meta", "limits"):
         del postgres[table]
     postgres["workers"] -= {"role"}
-    postgres["queue_threads"] -= {"lease_entry_id", "lease_until", "lease_kind", "lease_tenant"}
+    postgres["queue_threads"] -= {
+        "lease_entry_id",
+        "lease_until",
+        "lease_kind",
+        "lease_tenant",
+        "lease_token",
+        "lease_holder",
+        "lease_ttl",
+    }
+    postgres["queue_entries"] |= {
+        "lease_token",
+        "lease_holder",
+        "lease_expires_at",
+        "lease_ttl",
+        "attempt_count",
+    }
     assert set(postgres) <= set(tables)
     assert {t: tables[t] for t in postgres} == postgres
 
 
 def _postgres_tables() -> dict[str, set[str]]:
     """Table -> column names of the migrations' ``CREATE TABLE``s, plus their
-    ``ALTER TABLE t ADD COLUMN c``s, in order."""
+    ``ALTER TABLE t ADD COLUMN c``s, less their ``ALTER TABLE t DROP COLUMN c``s, in order."""
     migrations = Path(__file__).parents[1] / "migrations"
     tables: dict[str, set[str]] = {}
     for migration in sorted(migrations.glob("0*.sql")):
@@ -168,6 +183,10 @@ def _postgres_tables() -> dict[str, set[str]]:
             r"ALTER TABLE (\w+)((?:\s+ADD COLUMN (?:IF NOT EXISTS )?\w+[^,;]*,?)+);", text
         ):
             tables[name] |= set(re.findall(r"ADD COLUMN (?:IF NOT EXISTS )?(\w+)", adds))
+        for name, drops in re.findall(
+            r"ALTER TABLE (\w+)((?:\s+DROP COLUMN (?:IF EXISTS )?\w+,?)+);", text
+        ):
+            tables[name] -= set(re.findall(r"DROP COLUMN (?:IF EXISTS )?(\w+)", drops))
     return tables
 
 

@@ -110,14 +110,12 @@ def populate(
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'SET search_path = "{schema}"')
         with conn.transaction():
-            # Busy threads first: their heads are the oldest, each under a live lease.
+            # Busy threads first: their heads are the oldest, each under a live lease (the lease
+            # is the thread's queue row's, inserted below; migration 0017).
             conn.execute(
                 """INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,
-                                              submitted_at, lease_token, lease_holder,
-                                              lease_expires_at, lease_ttl, queue_rank)
-                   SELECT NULL, 'busy-' || g, NULL, %(input)s, 'enqueue', 3, now(),
-                          nextval('fencing_token_seq'), 'busy', now() + interval '2 days',
-                          interval '172800 seconds', 2
+                                              submitted_at, queue_rank)
+                   SELECT NULL, 'busy-' || g, NULL, %(input)s, 'enqueue', 3, now(), 2
                      FROM generate_series(1, %(n)s) g ORDER BY g""",
                 {"n": hazards.busy, "input": job},
             )
@@ -139,12 +137,17 @@ def populate(
             conn.execute(
                 """INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant,
                                               lease_expires_at, lease_entry_id, lease_until,
-                                              lease_kind)
-                   SELECT thread_id, min(entry_id), NULL, max(lease_expires_at),
-                          min(entry_id) FILTER (WHERE lease_token IS NOT NULL),
-                          max(lease_expires_at),
-                          min(kind) FILTER (WHERE lease_token IS NOT NULL)
-                     FROM queue_entries WHERE outcome_kind IS NULL GROUP BY thread_id"""
+                                              lease_kind, lease_token, lease_holder, lease_ttl)
+                   SELECT h.thread_id, h.head, NULL, l.lease_until, l.head, l.lease_until,
+                          l.kind, l.token, l.holder, l.ttl
+                     FROM (SELECT thread_id, min(entry_id) AS head, min(kind) AS kind
+                             FROM queue_entries WHERE outcome_kind IS NULL
+                            GROUP BY thread_id ORDER BY min(entry_id)) h
+                     LEFT JOIN LATERAL (
+                          SELECT h.head, h.kind, now() + interval '2 days' AS lease_until,
+                                 nextval('fencing_token_seq') AS token, 'busy' AS holder,
+                                 interval '172800 seconds' AS ttl
+                           WHERE h.thread_id LIKE 'busy-%') l ON true"""
             )
             conn.execute(
                 """INSERT INTO threads (thread_id, live, last_seq)
