@@ -34,9 +34,16 @@ BEGIN
     PERFORM _dg_opt_id(p_tenant, 'tenant');
     l := _dg_lock_lease(p_entry_id, p_token, false, p_tenant);
     v_now := store_now();
-    UPDATE queue_threads q SET lease_until = v_now + coalesce(p_ttl, l.o_ttl)
+    -- The lease's new expiry and, in the same write, when the thread can next be leased (as
+    -- _dg_refresh_queue_thread computes it: the later of the lease's expiry and the head's
+    -- future not_before; a renewal moves nothing else).
+    UPDATE queue_threads q
+       SET lease_until = v_now + coalesce(p_ttl, l.o_ttl),
+           lease_expires_at = greatest(v_now + coalesce(p_ttl, l.o_ttl),
+                                       (SELECT h.not_before FROM queue_entries h
+                                         WHERE h.entry_id = q.head_entry_id
+                                           AND h.not_before > v_now))
      WHERE q.thread_id = (l.o_entry).thread_id;
-    PERFORM _dg_refresh_queue_thread((l.o_entry).thread_id);  -- when it can next be leased
     RETURN QUERY
     -- The lease columns, then not_before and retry_of last (added at the end).
     SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts, x.attempts,
