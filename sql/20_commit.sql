@@ -138,9 +138,11 @@ $$;
 -- checks in order (DG002, DG002, DG003, DG005, DG006), then the checkpoint, its events, the
 -- thread's head and the admission marks. Returns the inserted checkpoint row. p_own_entry (SPEC
 -- §18.1, dg_finish_attempt_v2): an open entry of this thread that the caller closes in this same
--- transaction under this very claim; the claim is then released in the thread's one UPDATE (one
--- row version, not two), and that entry's admission mark is left to the caller's close (which
--- writes the entry once). NULL: neither.
+-- transaction under this very claim, holding its lease; the claim is then released in the
+-- thread's one UPDATE (one row version, not two), with what the close does to the thread row
+-- (migration 0018: the queue head moves past the entry and its lease ends, _dg_queue_head),
+-- and that entry's admission mark is left to the caller's close (which writes the entry once).
+-- NULL: none of these.
 --
 -- Written to SPEC §21's budget: the thread's lock is one statement, and every write one more —
 -- the run's entries probed, the checkpoint (its primary key the DG006 check), the events, the
@@ -278,8 +280,24 @@ BEGIN
                     claim_token = CASE WHEN v_release THEN NULL ELSE h.claim_token END,
                     claim_holder = CASE WHEN v_release THEN NULL ELSE h.claim_holder END,
                     claim_expires_at = CASE WHEN v_release THEN NULL ELSE h.claim_expires_at END,
-                    claim_ttl = CASE WHEN v_release THEN NULL ELSE h.claim_ttl END
+                    claim_ttl = CASE WHEN v_release THEN NULL ELSE h.claim_ttl END,
+                    -- (p_own_entry) the queue head past the entry, which ends its lease.
+                    head_entry_id = CASE WHEN v_release THEN n.entry_id ELSE h.head_entry_id END,
+                    head_tenant = CASE WHEN v_release THEN n.tenant ELSE h.head_tenant END,
+                    head_priority_key = CASE WHEN v_release THEN n.priority_key
+                                             ELSE h.head_priority_key END,
+                    head_kind = CASE WHEN v_release THEN n.kind ELSE h.head_kind END,
+                    lease_expires_at = CASE WHEN v_release THEN n.expires
+                                            ELSE h.lease_expires_at END,
+                    lease_entry_id = CASE WHEN v_release THEN NULL ELSE h.lease_entry_id END,
+                    lease_until = CASE WHEN v_release THEN NULL ELSE h.lease_until END,
+                    lease_token = CASE WHEN v_release THEN NULL ELSE h.lease_token END,
+                    lease_holder = CASE WHEN v_release THEN NULL ELSE h.lease_holder END,
+                    lease_ttl = CASE WHEN v_release THEN NULL ELSE h.lease_ttl END,
+                    lease_kind = CASE WHEN v_release THEN NULL ELSE h.lease_kind END,
+                    lease_tenant = CASE WHEN v_release THEN NULL ELSE h.lease_tenant END
                FROM checkpoint
+               LEFT JOIN _dg_queue_head(p_thread_id, p_own_entry, true, v_now) n ON v_release
               WHERE h.thread_id = p_thread_id),
          marks AS (
              UPDATE queue_entries e SET admitted = true

@@ -1,5 +1,6 @@
--- Helpers shared by the run-queue functions (SPEC §5). Lock order everywhere:
--- queue_threads row -> threads row -> queue_entries rows.
+-- Helpers shared by the run-queue functions (SPEC §5). Lock order everywhere: threads row ->
+-- queue_entries rows. The thread's row is its queue lock too: its queue head and its lease live
+-- on it (migration 0018, D224), beside its head checkpoint and claim.
 
 -- _dg_attempt_json(number, run_id, started_at, error): one attempt as _dg_attempts lists it.
 CREATE OR REPLACE FUNCTION _dg_attempt_json(p_number integer, p_run_id text,
@@ -39,8 +40,8 @@ $$;
 
 -- _dg_entry(entry_id): the entry row of sql/README.md (no row when unknown). not_before and
 -- retry_of (SPEC §13), then priority and kind (SPEC §15) come last: columns added at the end keep
--- positional readers working. lease_holder and lease_expires_at are the thread's queue row's
--- lease when it is this open entry's (migration 0017: the lease's one home), else NULL.
+-- positional readers working. lease_holder and lease_expires_at are the thread row's lease when
+-- it is this open entry's (migrations 0017, 0018: the lease's one home), else NULL.
 DROP FUNCTION IF EXISTS _dg_entry(bigint);
 CREATE OR REPLACE FUNCTION _dg_entry(p_entry_id bigint)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
@@ -56,50 +57,17 @@ AS $$
            l.lease_holder, l.lease_until, e.outcome_kind, e.outcome_detail, e.closed_at,
            e.closed_at_seq, e.not_before, e.retry_of, e.priority, e.kind
       FROM queue_entries e
-      LEFT JOIN queue_threads l
+      LEFT JOIN threads l
         ON l.thread_id = e.thread_id AND l.lease_entry_id = e.entry_id AND e.outcome_kind IS NULL
      CROSS JOIN LATERAL _dg_attempts(e.entry_id) a
      WHERE e.entry_id = p_entry_id
 $$;
 
--- _dg_lock_queue_thread(thread_id): lock the thread's queue_threads row FOR UPDATE, inserting
--- it first when missing. A thread with no open entry may have no row (_dg_refresh_queue_thread
--- deletes it), and a row may be deleted while this waits for its lock: then it is inserted
--- again, so the caller always returns holding the row.
-CREATE OR REPLACE FUNCTION _dg_lock_queue_thread(p_thread_id text) RETURNS void
-LANGUAGE plpgsql VOLATILE
-AS $$
-BEGIN
-    LOOP
-        PERFORM 1 FROM queue_threads WHERE thread_id = p_thread_id FOR UPDATE;
-        IF FOUND THEN
-            RETURN;
-        END IF;
-        -- A row this transaction inserted is as good as locked: others wait on it.
-        INSERT INTO queue_threads (thread_id) VALUES (p_thread_id) ON CONFLICT DO NOTHING;
-        IF FOUND THEN
-            RETURN;
-        END IF;
-    END LOOP;
-END;
-$$;
-
--- _dg_share_thread(thread_id): lock the thread's row FOR SHARE (inserting it when missing), so
--- that no commit or delete of the thread runs while an attempt is being recorded.
-CREATE OR REPLACE FUNCTION _dg_share_thread(p_thread_id text) RETURNS void
-LANGUAGE plpgsql VOLATILE
-AS $$
-BEGIN
-    PERFORM 1 FROM threads WHERE thread_id = p_thread_id FOR SHARE;
-    IF NOT FOUND THEN
-        -- A row this transaction inserted is as good as locked: others wait on it.
-        INSERT INTO threads (thread_id) VALUES (p_thread_id) ON CONFLICT DO NOTHING;
-        IF NOT FOUND THEN
-            PERFORM 1 FROM threads WHERE thread_id = p_thread_id FOR SHARE;
-        END IF;
-    END IF;
-END;
-$$;
+-- (_dg_lock_queue_thread and _dg_share_thread of earlier versions locked the thread's
+-- queue_threads row and then its threads row: one row now, locked by _dg_lock_thread,
+-- sql/00_clock.sql.)
+DROP FUNCTION IF EXISTS _dg_lock_queue_thread(text);
+DROP FUNCTION IF EXISTS _dg_share_thread(text);
 
 -- _dg_list_place(thread_id, mode): (open_since, list_after) of an entry of p_mode submitted to
 -- the thread now (D65, migrations/0009.listing_place.sql): the stretch of the thread's open
@@ -123,58 +91,87 @@ BEGIN
 END;
 $$;
 
--- _dg_refresh_queue_thread(thread_id, end_lease): recompute the thread's head (queue order over
--- every tenant) and when it can next be leased in queue_threads.lease_expires_at: the later of
--- its current lease expiry and the head's not_before (a delayed head holds its thread back, SPEC
--- §13); the row is left alone when nothing moved. The caller holds that row's lock.
--- SPEC §15: also the head's priority (as head_priority_key = -priority) and kind, lease's order.
--- The thread's lease lives on this row (D222, D223; migrations 0016, 0017): lease_entry_id (the
--- entry holding the thread's one lease token: a lease ends every other entry's), lease_token,
--- lease_holder, lease_ttl, lease_until (its expiry), lease_kind and lease_tenant. A lease writes
--- them; here they are kept, expired or not, unless p_end_lease (release, defer: the lease ends
--- without a close) or the lease's entry is closed (a close ends its lease), and then all set to
--- NULL, in the same write.
--- When no open entry is left the row is deleted instead (issue 25): a row with no head is read
--- by nobody (every reader wants a head), and a delete writes no index entry where setting the
--- head to NULL wrote a new row version; the next submit inserts the row again with its head.
+-- _dg_queue_head(thread_id, closing, end_lease, now): one row, the thread's queue head and lease as
+-- its thread row keeps them (migration 0018), computed from its open entries: the head (queue
+-- order over every tenant) other than p_closing (an entry the calling statement closes: its
+-- snapshot still sees it open), its tenant, minus its priority and its kind (lease order, SPEC
+-- §15); when the thread can next be leased (expires: the later of its lease's expiry and a
+-- delayed head's not_before still after p_now, SPEC §13); and the lease (D222, D223: the entry holding the
+-- thread's one lease token, its expiry, token, holder, ttl, kind and tenant) as the row holds
+-- it, unless p_end_lease (release, defer, a close of its entry: the lease ends without a new
+-- one) or its entry is closed or p_closing. All NULL when no entry is left open. Reads only; an
+-- SQL set-returning function, inlined into the statement that writes the row (the caller holds
+-- its lock).
+CREATE OR REPLACE FUNCTION _dg_queue_head(p_thread_id text, p_closing bigint,
+                                          p_end_lease boolean, p_now timestamptz)
+RETURNS TABLE (entry_id bigint, tenant text, priority_key integer, kind text,
+               expires timestamptz, lease_entry_id bigint, lease_until timestamptz,
+               lease_token bigint, lease_holder text, lease_ttl interval, lease_kind text,
+               lease_tenant text)
+LANGUAGE sql STABLE
+AS $$
+    SELECT h.entry_id, h.tenant, -h.priority, h.kind,
+           greatest(l.lease_until, CASE WHEN h.not_before > p_now THEN h.not_before END),
+           l.lease_entry_id, l.lease_until, l.lease_token, l.lease_holder, l.lease_ttl,
+           l.lease_kind, l.lease_tenant
+      FROM (SELECT) one
+      LEFT JOIN LATERAL (SELECT e.entry_id, e.tenant, e.not_before, e.priority, e.kind
+                           FROM queue_entries e
+                          WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
+                            AND e.entry_id IS DISTINCT FROM p_closing
+                          ORDER BY e.queue_rank, e.entry_id LIMIT 1) h ON true
+      LEFT JOIN threads l
+        ON l.thread_id = p_thread_id AND NOT p_end_lease
+       AND l.lease_entry_id IS DISTINCT FROM p_closing
+       AND EXISTS (SELECT 1 FROM queue_entries le
+                    WHERE le.entry_id = l.lease_entry_id AND le.outcome_kind IS NULL)
+$$;
+
+-- _dg_due_threads(now): the threads with an open entry that could not be leased until some time
+-- no later than p_now (their lease_expires_at): those whose lease expired (from
+-- threads_leases_idx: every lease, by expiry) and those whose delayed head came due (from
+-- threads_delayed_idx: unleased threads by not_before, SPEC §13), with what the pick orders and
+-- filters them by. Two index ranges, neither of which holds a thread leasable now or a live
+-- lease's (migration 0018: the leases' index is also what the concurrency limits count, so a
+-- lease writes one index entry where it wrote two). An SQL set-returning function, inlined into
+-- the pick's statements.
+CREATE OR REPLACE FUNCTION _dg_due_threads(p_now timestamptz)
+RETURNS TABLE (thread_id text, head_priority_key integer, head_entry_id bigint,
+               head_tenant text, head_kind text)
+LANGUAGE sql STABLE
+AS $$
+    SELECT q.thread_id, q.head_priority_key, q.head_entry_id, q.head_tenant, q.head_kind
+      FROM threads q
+     WHERE q.lease_until <= p_now AND q.lease_expires_at <= p_now
+    UNION ALL
+    SELECT q.thread_id, q.head_priority_key, q.head_entry_id, q.head_tenant, q.head_kind
+      FROM threads q
+     WHERE q.lease_until IS NULL AND q.head_entry_id IS NOT NULL
+       AND q.lease_expires_at <= p_now
+$$;
+
+-- _dg_refresh_queue_thread(thread_id, end_lease): write the thread row's queue head and lease
+-- as _dg_queue_head computes them (p_end_lease: the lease ends), in one UPDATE; the row is left
+-- alone when nothing moved. The caller holds the row's lock. (Until migration 0018 the queue
+-- row was deleted when no entry was left open; the thread row stays, its queue columns NULL.)
 DROP FUNCTION IF EXISTS _dg_refresh_queue_thread(text);
 CREATE OR REPLACE FUNCTION _dg_refresh_queue_thread(p_thread_id text,
                                                     p_end_lease boolean DEFAULT false)
 RETURNS void
-LANGUAGE plpgsql VOLATILE
+LANGUAGE sql VOLATILE
 AS $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM queue_entries e
-                    WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL) THEN
-        DELETE FROM queue_threads q WHERE q.thread_id = p_thread_id;
-        RETURN;
-    END IF;
-    UPDATE queue_threads q
+    UPDATE threads q
        SET head_entry_id = n.entry_id, head_tenant = n.tenant, lease_expires_at = n.expires,
-           head_priority_key = -n.priority, head_kind = n.kind,
+           head_priority_key = n.priority_key, head_kind = n.kind,
            lease_entry_id = n.lease_entry_id, lease_until = n.lease_until,
            lease_kind = n.lease_kind, lease_tenant = n.lease_tenant,
            lease_token = n.lease_token, lease_holder = n.lease_holder, lease_ttl = n.lease_ttl
-      FROM (SELECT h.entry_id, h.tenant, h.priority, h.kind,
-                   l.lease_entry_id, l.lease_until, l.lease_kind, l.lease_tenant,
-                   l.lease_token, l.lease_holder, l.lease_ttl,
-                   greatest(l.lease_until, CASE WHEN h.not_before > store_now()
-                                                THEN h.not_before END) AS expires
-              FROM (SELECT) one
-              LEFT JOIN queue_threads l
-                ON l.thread_id = p_thread_id AND NOT p_end_lease
-               AND EXISTS (SELECT 1 FROM queue_entries le
-                            WHERE le.entry_id = l.lease_entry_id AND le.outcome_kind IS NULL)
-              LEFT JOIN LATERAL (SELECT e.entry_id, e.tenant, e.not_before, e.priority, e.kind
-                                   FROM queue_entries e
-                                  WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
-                                  ORDER BY e.queue_rank, e.entry_id LIMIT 1) h ON true) n
+      FROM _dg_queue_head(p_thread_id, NULL, p_end_lease, store_now()) n
      WHERE q.thread_id = p_thread_id
        AND (q.head_entry_id, q.head_tenant, q.lease_expires_at, q.head_priority_key, q.head_kind,
             q.lease_entry_id, q.lease_until)
-           IS DISTINCT FROM (n.entry_id, n.tenant, n.expires, -n.priority, n.kind,
-                             n.lease_entry_id, n.lease_until);
-END;
+           IS DISTINCT FROM (n.entry_id, n.tenant, n.expires, n.priority_key, n.kind,
+                             n.lease_entry_id, n.lease_until)
 $$;
 
 -- _dg_queue_rank(mode): an entry's place in queue order at submit (migration 0016): 1 for an
@@ -186,8 +183,8 @@ AS $$ SELECT CASE WHEN p_mode = 'interrupt' THEN 1 ELSE 2 END::smallint $$;
 
 -- _dg_close_entry(entry_id, kind, detail, now): close once: outcome, closed_at, closed_at_seq
 -- (the thread's last event number, a tombstone's after a delete, 0 when none; D20). The lease
--- ends with it (D19): the caller holds the entry's lock and refreshes queue_threads, which drops
--- the lease of a closed entry (migration 0017: the lease lives on the queue row).
+-- ends with it (D19): the caller holds the thread row's lock and refreshes its queue columns,
+-- which drops the lease of a closed entry (migrations 0017, 0018: the lease lives on that row).
 CREATE OR REPLACE FUNCTION _dg_close_entry(
     p_entry_id bigint, p_kind text, p_detail text, p_now timestamptz) RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -218,7 +215,7 @@ AS $$
 $$;
 
 -- _dg_attempt_verdict(entry, attempts, taken): rule 20's decision, after the lease checks, for
--- an entry whose queue_threads row, thread row and own row the caller holds, attempts being its
+-- an entry whose thread row and own row the caller holds, attempts being its
 -- attempt count (_dg_last_attempt) and taken _dg_run_taken(entry's thread, run id), both read
 -- under those locks; writes nothing: 'thread_deleted' (delete-marked: the caller closes it
 -- cancelled("thread_deleted")), 'exhausted' (max_attempts recorded), 'taken' (the run id names a
@@ -240,17 +237,17 @@ $$;
 -- on _dg_attempt_verdict themselves.)
 DROP FUNCTION IF EXISTS _dg_record_attempt_locked(bigint, text, timestamptz);
 
--- _dg_lock_lease(entry_id, token, share_thread, tenant): lock the entry of a lease call (its
--- queue_threads row, optionally its thread row FOR SHARE, then the entry) and check rule 21:
--- closed, reclaimed or another tenant's entry (the tenant of the caller's lease; SPEC §10 rule
--- 6: answered exactly as an id that never existed) -> DG103, then token not the entry's current
--- lease -> DG102. Returns the entry (o_entry), its lease from the queue row (o_token, o_holder,
--- o_ttl: the lease's one home, migration 0017) and its attempt count (o_attempts,
--- _dg_last_attempt), read in the statement that locks the entry, under the queue row's lock.
+-- _dg_lock_lease(entry_id, token, tenant): lock the entry of a lease call (its thread's row,
+-- then the entry) and check rule 21: closed, reclaimed or another tenant's entry (the tenant of
+-- the caller's lease; SPEC §10 rule 6: answered exactly as an id that never existed) -> DG103,
+-- then token not the entry's current lease -> DG102. Returns the entry (o_entry), its lease from
+-- the thread row (o_token, o_holder, o_ttl: the lease's one home, migrations 0017, 0018) and its
+-- attempt count (o_attempts, _dg_last_attempt), read in the statement that locks the entry,
+-- under the thread row's lock.
 DROP FUNCTION IF EXISTS _dg_lock_lease(bigint, bigint, boolean);
 DROP FUNCTION IF EXISTS _dg_lock_lease(bigint, bigint, boolean, text);
 CREATE OR REPLACE FUNCTION _dg_lock_lease(
-    p_entry_id bigint, p_token bigint, p_share_thread boolean, p_tenant text,
+    p_entry_id bigint, p_token bigint, p_tenant text,
     OUT o_entry queue_entries, OUT o_token bigint, OUT o_holder text, OUT o_ttl interval,
     OUT o_attempts integer)
 LANGUAGE plpgsql VOLATILE
@@ -262,14 +259,12 @@ BEGIN
     SELECT thread_id INTO v_thread FROM queue_entries
      WHERE entry_id = p_entry_id AND tenant IS NOT DISTINCT FROM p_tenant;
     IF FOUND THEN
-        PERFORM _dg_lock_queue_thread(v_thread);
-        IF p_share_thread THEN
-            PERFORM _dg_share_thread(v_thread);
-        END IF;
-        SELECT x AS entry, q.lease_token, q.lease_holder, q.lease_ttl, n.number INTO r
+        -- The thread row, then the entry (lock order), with the thread row's lease read under
+        -- its lock. (Every open entry's thread has a row: submit writes its head there.)
+        PERFORM 1 FROM threads t WHERE t.thread_id = v_thread FOR UPDATE;
+        SELECT x AS entry, t.lease_token, t.lease_holder, t.lease_ttl, n.number INTO r
           FROM queue_entries x
-          LEFT JOIN queue_threads q
-            ON q.thread_id = x.thread_id AND q.lease_entry_id = x.entry_id
+          LEFT JOIN threads t ON t.thread_id = x.thread_id AND t.lease_entry_id = x.entry_id
          CROSS JOIN LATERAL _dg_last_attempt(x.entry_id) n
          WHERE x.entry_id = p_entry_id
            FOR UPDATE OF x;

@@ -43,8 +43,10 @@ DECLARE
     v_id bigint;
     o record;
     v_place record;
+    v_open_since bigint;  -- the listing place (_dg_list_place); NULL with no open entry
+    v_list_after bigint;
     v_lim limits := _dg_limits();
-    v_fresh boolean := false;
+    v_fresh boolean;
     v_inserted boolean;
 BEGIN
     -- Every argument in one inline test (no statement: SPEC §21); when it fails, the helpers
@@ -70,21 +72,28 @@ BEGIN
         PERFORM _dg_json(p_input, 'input', v_lim.max_value_bytes);
     END IF;
     IF p_key IS NULL THEN
-        -- A thread with no open entry has no queue row (_dg_refresh_queue_thread deletes it),
-        -- the common case: its row, inserted with its head set (the entry this call inserts, its
-        -- id drawn now), and the entry go in one statement (SPEC §21). Inserting the row is
-        -- taking its lock (queue order: first), and with no open entry and no key there is
-        -- nothing to check: no REJECT conflict, no INTERRUPT to close, no key to match. When
-        -- the row exists, nothing is inserted and the locked path below runs.
+        -- A thread with no open entry (no row yet, or a row whose queue head is NULL), the
+        -- common case: its row, written with its head set (the entry this call inserts, its id
+        -- drawn now), and the entry go in one statement (SPEC §21). Writing the row is taking
+        -- its lock (lock order: first), and with no open entry and no key there is nothing to
+        -- check: no REJECT conflict, no INTERRUPT to close, no key to match. When the thread has
+        -- an open entry, the row is locked but not written, nothing is inserted, and the locked
+        -- path below runs.
         v_id := pg_catalog.nextval(pg_catalog.pg_get_serial_sequence('queue_entries', 'entry_id'));
         v_now := store_now();
-        WITH queue_row AS (
-                 INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant,
-                                            lease_expires_at, head_priority_key, head_kind)
+        WITH thread_row AS (
+                 INSERT INTO threads AS t (thread_id, head_entry_id, head_tenant,
+                                           lease_expires_at, head_priority_key, head_kind)
                  VALUES (p_thread_id, v_id, p_tenant,
                          CASE WHEN p_not_before > v_now THEN p_not_before END, -p_priority,
                          p_kind)
-                 ON CONFLICT DO NOTHING
+                 ON CONFLICT (thread_id) DO UPDATE
+                    SET head_entry_id = EXCLUDED.head_entry_id,
+                        head_tenant = EXCLUDED.head_tenant,
+                        lease_expires_at = EXCLUDED.lease_expires_at,
+                        head_priority_key = EXCLUDED.head_priority_key,
+                        head_kind = EXCLUDED.head_kind
+                  WHERE t.head_entry_id IS NULL
                  RETURNING 1)
         INSERT INTO queue_entries
                (entry_id, tenant, thread_id, key, input, mode, max_attempts, submitted_at,
@@ -92,7 +101,7 @@ BEGIN
         OVERRIDING SYSTEM VALUE
         SELECT v_id, p_tenant, p_thread_id, NULL, p_input, p_mode, p_max_attempts, v_now,
                p_not_before, p_priority, p_kind, _dg_queue_rank(p_mode)
-          FROM queue_row;
+          FROM thread_row;
         IF FOUND THEN
             entry_id := v_id;
             existing := false;
@@ -100,26 +109,9 @@ BEGIN
             RETURN;
         END IF;
     END IF;
-    PERFORM 1 FROM queue_threads q WHERE q.thread_id = p_thread_id FOR UPDATE;
-    IF NOT FOUND THEN
-        -- No row: the thread has no open entry (_dg_refresh_queue_thread deletes the row of a
-        -- thread whose last open entry closed; every entry is submitted under its row). The
-        -- row is inserted with its head set — the entry this call inserts, its id drawn now —
-        -- so it is written once instead of inserted then refreshed (issue 25). Inserting it
-        -- is taking its lock (queue order: first); a concurrent insert makes us wait, then
-        -- lock the row as usual.
-        v_id := pg_catalog.nextval(pg_catalog.pg_get_serial_sequence('queue_entries', 'entry_id'));
-        v_now := store_now();
-        INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant, lease_expires_at,
-                                   head_priority_key, head_kind)
-        VALUES (p_thread_id, v_id, p_tenant,
-                CASE WHEN p_not_before > v_now THEN p_not_before END, -p_priority, p_kind)
-        ON CONFLICT DO NOTHING;
-        v_fresh := FOUND;
-        IF NOT v_fresh THEN
-            PERFORM _dg_lock_queue_thread(p_thread_id);
-        END IF;
-    END IF;
+    -- The thread's row, locked (inserted when missing: lock order, first); no queue head means
+    -- no open entry.
+    v_fresh := (_dg_lock_thread(p_thread_id)).head_entry_id IS NULL;
     v_now := store_now();
 
     IF p_key IS NOT NULL THEN
@@ -132,10 +124,6 @@ BEGIN
                OR NOT _dg_same_json(k.input, p_input) THEN
                 RAISE EXCEPTION 'submission key names a different submission'
                     USING ERRCODE = 'DG101';
-            END IF;
-            IF v_fresh THEN
-                -- Nothing is submitted: the thread keeps no queue row, as before the call.
-                DELETE FROM queue_threads q WHERE q.thread_id = p_thread_id;
             END IF;
             RETURN QUERY SELECT k.entry_id, true;
             RETURN;
@@ -152,41 +140,33 @@ BEGIN
     -- The key's uniqueness (queue_entries_key_idx, its only unique index besides the identity
     -- key) is still the arbiter, but as ON CONFLICT DO NOTHING rather than an EXCEPTION block:
     -- the same refusal without a subtransaction per submit (issue 25).
-    IF v_fresh THEN
-        -- The id the queue row names as its head (nextval above: identity values need not be
-        -- drawn by the insert itself). The thread has no other open entry, so the entry opens
-        -- its own listing stretch (open_since and list_after NULL, as _dg_list_place answers).
-        INSERT INTO queue_entries
-               (entry_id, tenant, thread_id, key, input, mode, max_attempts, submitted_at,
-                not_before, priority, kind, queue_rank)
-        OVERRIDING SYSTEM VALUE
-        VALUES (v_id, p_tenant, p_thread_id, p_key, p_input, p_mode, p_max_attempts, v_now,
-                p_not_before, p_priority, p_kind, _dg_queue_rank(p_mode))
-        ON CONFLICT DO NOTHING;
-        v_inserted := FOUND;
-    ELSE
-        IF p_mode = 'interrupt' THEN
-            -- An attempted head keeps its place before the INTERRUPT (queue order: attempted
-            -- first): its rank, left at submit's while nothing could pass it, becomes 0
-            -- (migration 0016).
-            UPDATE queue_entries h SET queue_rank = 0
-             WHERE h.entry_id = (SELECT e.entry_id FROM queue_entries e
-                                  WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
-                                  ORDER BY e.queue_rank, e.entry_id LIMIT 1)
-               AND h.queue_rank <> 0
-               AND EXISTS (SELECT 1 FROM queue_attempts a WHERE a.entry_id = h.entry_id);
-        END IF;
-        v_place := _dg_list_place(p_thread_id, p_mode);
-        INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,
-                                   submitted_at, not_before, open_since, list_after, priority, kind,
-                                   queue_rank)
-        VALUES (p_tenant, p_thread_id, p_key, p_input, p_mode, p_max_attempts, v_now,
-                p_not_before, v_place.open_since, v_place.list_after, p_priority, p_kind,
-                _dg_queue_rank(p_mode))
-        ON CONFLICT DO NOTHING
-        RETURNING queue_entries.entry_id INTO v_id;
-        v_inserted := FOUND;
+    IF p_mode = 'interrupt' AND NOT v_fresh THEN
+        -- An attempted head keeps its place before the INTERRUPT (queue order: attempted
+        -- first): its rank, left at submit's while nothing could pass it, becomes 0
+        -- (migration 0016).
+        UPDATE queue_entries h SET queue_rank = 0
+         WHERE h.entry_id = (SELECT e.entry_id FROM queue_entries e
+                              WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
+                              ORDER BY e.queue_rank, e.entry_id LIMIT 1)
+           AND h.queue_rank <> 0
+           AND EXISTS (SELECT 1 FROM queue_attempts a WHERE a.entry_id = h.entry_id);
     END IF;
+    IF NOT v_fresh THEN
+        -- (With no open entry the entry opens its own listing stretch: open_since and
+        -- list_after NULL, as _dg_list_place would answer.)
+        v_place := _dg_list_place(p_thread_id, p_mode);
+        v_open_since := v_place.open_since;
+        v_list_after := v_place.list_after;
+    END IF;
+    INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,
+                               submitted_at, not_before, open_since, list_after, priority, kind,
+                               queue_rank)
+    VALUES (p_tenant, p_thread_id, p_key, p_input, p_mode, p_max_attempts, v_now,
+            p_not_before, v_open_since, v_list_after, p_priority, p_kind,
+            _dg_queue_rank(p_mode))
+    ON CONFLICT DO NOTHING
+    RETURNING queue_entries.entry_id INTO v_id;
+    v_inserted := FOUND;
     IF NOT v_inserted THEN
         -- The same key was taken by a submission to another thread meanwhile.
         RAISE EXCEPTION 'submission key names a different submission' USING ERRCODE = 'DG101';
@@ -202,10 +182,7 @@ BEGIN
             PERFORM _dg_close_entry(o.entry_id, 'interrupted', v_id::text, v_now);
         END LOOP;
     END IF;
-    IF NOT v_fresh THEN
-        -- (A fresh queue row already names this entry, the thread's only open one: its head.)
-        PERFORM _dg_refresh_queue_thread(p_thread_id);
-    END IF;
+    PERFORM _dg_refresh_queue_thread(p_thread_id);
     entry_id := v_id;
     existing := false;
     RETURN NEXT;

@@ -1,15 +1,35 @@
 -- lease (SPEC §5 lease; D18: returns the entry after the call; rule 18).
 
+-- _dg_pick_try_lock(thread_id): take the thread's pick lock for this transaction, or false when
+-- another transaction's lease holds it: a transaction-scoped advisory lock, keyed by the store's
+-- schema and the thread id. Leases exclude each other with it and skip a taken thread (workers
+-- never queue behind one another); a lease then waits for the thread row's lock (migration 0018,
+-- D224: one row per thread), so a lease meets a commit or a submit in flight on the thread as it
+-- did when the queue had a row of its own — it waits for it instead of passing the thread over.
+-- (Two thread ids whose hashes collide share a pick lock: the second is skipped this time.) An
+-- advisory lock writes no WAL. PL/pgSQL with a high COST so that the planner evaluates it after
+-- every other condition of a pick's row: only a thread the pick takes is locked.
+CREATE OR REPLACE FUNCTION _dg_pick_try_lock(p_thread_id text) RETURNS boolean
+LANGUAGE plpgsql VOLATILE COST 10000
+AS $$
+BEGIN
+    RETURN pg_catalog.pg_try_advisory_xact_lock(
+        pg_catalog.hashtext('durable_graph.pick ' || pg_catalog.current_schema()),
+        pg_catalog.hashtext(p_thread_id));
+END;
+$$;
+
 -- _dg_lease_pick(now, any_tenant, tenant, skip, kinds, full_tenants, full_kinds): the available
 -- thread whose head comes first in lease order — priority, highest first, then entry id (SPEC
 -- §15: head_priority_key = -priority, so ascending) — of the wanted tenant, of a kind in kinds
 -- (NULL: any kind), of no tenant in full_tenants and no kind in full_kinds (at their concurrency
--- limits), its queue_threads row locked FOR UPDATE SKIP LOCKED; NULL when none. Threads
+-- limits), its pick lock taken (_dg_pick_try_lock: a taken one is skipped; the caller then
+-- locks the thread row); NULL when none. Threads
 -- holding a live lease are never walked (issue 12): the unleased ones come from indexes that
--- hold only them (queue_threads_{,tenant_,kind_}lease_idx), and the ones whose
+-- hold only them (threads_{,tenant_,kind_}lease_idx, migration 0018), and the ones whose
 -- lease expired from the lease-expiry index (an expired one is taken only when it comes before
 -- the first unleased one). With kinds, each kind's first unleased head is read from its index
--- (one probe per kind, unlocked), the first of them is then locked SKIP LOCKED, and a taken one
+-- (one probe per kind, unlocked), the first of them is then pick-locked, and a taken one
 -- is skipped. Heads of full tenants and kinds are walked past (they wait; the limits' cost).
 -- SPEC §15 change (issue 27): kinds, priority and the full lists; was (now, any_tenant, tenant,
 -- skip) ordered by head_entry_id.
@@ -28,9 +48,9 @@ DECLARE
     v_head bigint;
 BEGIN
     LOOP
-        -- The first expired lease in lease order, unlocked (a hint; + 0 keeps the planner on
-        -- the expiry index, which holds only leased threads; the time comes through a subquery
-        -- the planner cannot fold (OFFSET 0), so that a plan for the given time never looks
+        -- The first expired lease or due delayed head in lease order, unlocked (a hint, from
+        -- _dg_due_threads; + 0 keeps the planner on its two indexes; the time comes through a
+        -- subquery the planner cannot fold (OFFSET 0), so that a plan for the given time never looks
         -- cheaper than the generic one PL/pgSQL caches: otherwise it was planned anew each
         -- call), and with every kind, in the same
         -- statement (SPEC §21: a statement is the unit of cost), the first unleased head before
@@ -40,7 +60,7 @@ BEGIN
         -- never settled on its generic plan); these stay generic and index-bounded (issue 25).
         IF p_any_tenant THEN
             SELECT x.thread_id, x.head_priority_key, x.head_entry_id,
-                   (SELECT q.thread_id FROM queue_threads q
+                   (SELECT q.thread_id FROM threads q
                      WHERE p_kinds IS NULL
                        AND q.head_entry_id IS NOT NULL AND q.lease_expires_at IS NULL
                        AND (x.head_entry_id IS NULL
@@ -49,14 +69,14 @@ BEGIN
                        AND (q.head_tenant IS NULL OR q.head_tenant <> ALL (p_full_tenants))
                        AND q.head_kind <> ALL (p_full_kinds)
                        AND q.thread_id <> ALL (p_skip)
-                     ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1
-                     FOR UPDATE SKIP LOCKED)
+                       AND _dg_pick_try_lock(q.thread_id)
+                     ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1)
               INTO v_exp_thread, v_exp_key, v_exp_head, v_thread
               FROM (SELECT) one
               LEFT JOIN LATERAL (
                    SELECT q.thread_id, q.head_priority_key, q.head_entry_id
                      FROM (SELECT p_now AS now OFFSET 0) a
-                     JOIN queue_threads q ON q.lease_expires_at <= a.now
+                    CROSS JOIN LATERAL _dg_due_threads(a.now) q
                     WHERE q.head_entry_id IS NOT NULL
                       AND (p_kinds IS NULL OR q.head_kind = ANY (p_kinds))
                       AND (q.head_tenant IS NULL OR q.head_tenant <> ALL (p_full_tenants))
@@ -65,7 +85,7 @@ BEGIN
                     ORDER BY q.head_priority_key + 0, q.head_entry_id + 0 LIMIT 1) x ON true;
         ELSIF p_tenant IS NULL THEN
             SELECT x.thread_id, x.head_priority_key, x.head_entry_id,
-                   (SELECT q.thread_id FROM queue_threads q
+                   (SELECT q.thread_id FROM threads q
                      WHERE p_kinds IS NULL
                        AND q.head_entry_id IS NOT NULL AND q.lease_expires_at IS NULL
                        AND q.head_tenant IS NULL
@@ -74,14 +94,14 @@ BEGIN
                                < (x.head_priority_key, x.head_entry_id))
                        AND q.head_kind <> ALL (p_full_kinds)
                        AND q.thread_id <> ALL (p_skip)
-                     ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1
-                     FOR UPDATE SKIP LOCKED)
+                       AND _dg_pick_try_lock(q.thread_id)
+                     ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1)
               INTO v_exp_thread, v_exp_key, v_exp_head, v_thread
               FROM (SELECT) one
               LEFT JOIN LATERAL (
                    SELECT q.thread_id, q.head_priority_key, q.head_entry_id
                      FROM (SELECT p_now AS now OFFSET 0) a
-                     JOIN queue_threads q ON q.lease_expires_at <= a.now
+                    CROSS JOIN LATERAL _dg_due_threads(a.now) q
                     WHERE q.head_entry_id IS NOT NULL
                       AND q.head_tenant IS NULL
                       AND (p_kinds IS NULL OR q.head_kind = ANY (p_kinds))
@@ -90,7 +110,7 @@ BEGIN
                     ORDER BY q.head_priority_key + 0, q.head_entry_id + 0 LIMIT 1) x ON true;
         ELSE
             SELECT x.thread_id, x.head_priority_key, x.head_entry_id,
-                   (SELECT q.thread_id FROM queue_threads q
+                   (SELECT q.thread_id FROM threads q
                      WHERE p_kinds IS NULL
                        AND q.head_entry_id IS NOT NULL AND q.lease_expires_at IS NULL
                        AND q.head_tenant = p_tenant AND q.head_tenant <> ALL (p_full_tenants)
@@ -99,14 +119,14 @@ BEGIN
                                < (x.head_priority_key, x.head_entry_id))
                        AND q.head_kind <> ALL (p_full_kinds)
                        AND q.thread_id <> ALL (p_skip)
-                     ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1
-                     FOR UPDATE SKIP LOCKED)
+                       AND _dg_pick_try_lock(q.thread_id)
+                     ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1)
               INTO v_exp_thread, v_exp_key, v_exp_head, v_thread
               FROM (SELECT) one
               LEFT JOIN LATERAL (
                    SELECT q.thread_id, q.head_priority_key, q.head_entry_id
                      FROM (SELECT p_now AS now OFFSET 0) a
-                     JOIN queue_threads q ON q.lease_expires_at <= a.now
+                    CROSS JOIN LATERAL _dg_due_threads(a.now) q
                     WHERE q.head_entry_id IS NOT NULL
                       AND q.head_tenant = p_tenant AND q.head_tenant <> ALL (p_full_tenants)
                       AND (p_kinds IS NULL OR q.head_kind = ANY (p_kinds))
@@ -120,7 +140,7 @@ BEGIN
             SELECT c.thread_id, c.head_priority_key, c.head_entry_id INTO v_thread, v_key, v_head
               FROM pg_catalog.unnest(p_kinds) AS k(kind)
              CROSS JOIN LATERAL (
-                   SELECT q.thread_id, q.head_priority_key, q.head_entry_id FROM queue_threads q
+                   SELECT q.thread_id, q.head_priority_key, q.head_entry_id FROM threads q
                     WHERE q.head_entry_id IS NOT NULL AND q.lease_expires_at IS NULL
                       AND q.head_kind = k.kind AND k.kind <> ALL (p_full_kinds)
                       AND (p_any_tenant
@@ -135,10 +155,9 @@ BEGIN
                 v_thread := NULL;  -- the expired one comes first
             END IF;
             IF v_thread IS NOT NULL THEN
-                PERFORM 1 FROM queue_threads q
+                PERFORM 1 FROM threads q
                   WHERE q.thread_id = v_thread AND q.head_entry_id = v_head
-                    AND q.lease_expires_at IS NULL
-                  FOR UPDATE SKIP LOCKED;
+                    AND q.lease_expires_at IS NULL AND _dg_pick_try_lock(q.thread_id);
                 IF NOT FOUND THEN
                     p_skip := p_skip || v_thread;  -- taken meanwhile: look again without it
                     CONTINUE;
@@ -149,11 +168,11 @@ BEGIN
             RETURN v_thread;
         END IF;
         -- Take the expired one if it is still as read; else look again without it.
-        SELECT q.thread_id INTO v_thread FROM queue_threads q
+        SELECT q.thread_id INTO v_thread FROM threads q
          WHERE q.thread_id = v_exp_thread AND q.head_entry_id IS NOT NULL
            AND q.lease_expires_at <= p_now
            AND (p_any_tenant OR q.head_tenant IS NOT DISTINCT FROM p_tenant)
-         FOR UPDATE SKIP LOCKED;
+           AND _dg_pick_try_lock(q.thread_id);
         IF FOUND THEN
             RETURN v_thread;
         END IF;
@@ -165,32 +184,25 @@ BEGIN
 END;
 $$;
 
--- _dg_unclaim_new_thread(thread_id, claim_token): take back the claim _dg_lease inserted a
--- thread's new row with (D221) when the call takes no attempt on that thread after all (the
--- head was not free, at a limit, exhausted, delete-marked or its run id taken): the row stays,
--- as a bare lock row would have, with no claim. The rare path pays this second write.
-CREATE OR REPLACE FUNCTION _dg_unclaim_new_thread(p_thread_id text, p_claim_token bigint)
-RETURNS void
-LANGUAGE sql VOLATILE
-AS $$
-    UPDATE threads t
-       SET claim_token = NULL, claim_holder = NULL, claim_expires_at = NULL, claim_ttl = NULL
-     WHERE t.thread_id = p_thread_id AND t.claim_token = p_claim_token
-$$;
+-- (_dg_unclaim_new_thread of migration 0017's version took back the claim a thread's new row was
+-- inserted with: the thread row now exists from submit on, and begin writes claim and lease in
+-- one UPDATE.)
+DROP FUNCTION IF EXISTS _dg_unclaim_new_thread(text, bigint);
 
 -- _dg_lease(holder, ttl, any_tenant, tenant, run_id, kinds, claim_ttl): dg_lease_v1's work after
 -- its argument checks, shared with dg_begin_attempt_v1, which passes claim_ttl: an attempt that
 -- starts then also claims its thread for run_id (rule 9: only when no claim is live; a live one
 -- leaves the o_claim_* columns NULL and the lease taken), in the statement that writes the lease.
 -- o_entry is the leased entry after the call (NULL when nothing is available; its lease is the
--- queue row's, D223: this call's while it is open), o_attempts its attempts as _dg_attempts
--- gives them, o_live the thread's live flag (claimed only).
+-- thread row's, D223, D224: this call's while it is open), o_attempts its attempts as
+-- _dg_attempts gives them, o_live the thread's live flag (claimed only).
 --
 -- Written to SPEC §21's budget (a statement is the unit of cost): the pick is one statement
--- (_dg_lease_pick), the thread's row lock and the queue row's lease one, the head's lock with
--- its attempt count, its attempt verdict and whether its tenant or kind has a limit one, and
--- every write of the lease (attempt, claim, queue row) one. The rarer cases pay for themselves:
--- an expired lease to end, a head with a limit row, a deleted thread.
+-- (_dg_lease_pick), the thread row's lock one, the head with its attempt count, its attempt
+-- verdict, whether its tenant or kind has a limit and the thread row's lease and claim one,
+-- and every write of the lease (the attempt, and the claim with the lease on the thread row)
+-- one. The rarer cases pay for themselves: an expired lease to end, a head with a limit
+-- row, a deleted thread.
 CREATE OR REPLACE FUNCTION _dg_lease(
     p_holder text, p_ttl interval, p_any_tenant boolean, p_tenant text, p_run_id text,
     p_kinds text[], p_claim_ttl interval,
@@ -208,10 +220,9 @@ DECLARE
     v_thread text;
     h queue_entries;
     v_attempts integer;  -- h's attempt count (_dg_last_attempt)
+    v_read record;  -- the head and its thread row's lease and claim, as read under the row's lock
     r record;
-    v_lease_entry bigint;
-    v_lease_until timestamptz;
-    v_lease_holder text;
+    v_claim boolean;
     -- SPEC §15 (issue 27): tenants and kinds found at their limit during this call, and
     -- whether this call holds a limit row's lock (then it waits for no other: _dg_lease_limits).
     v_full_tenants text[] := '{}';
@@ -220,13 +231,11 @@ DECLARE
     v_full text;
     v_locked boolean;
     v_free boolean;
-    -- The claim a thread row this call inserted carries, and its expiry (D221).
-    v_new_claim bigint;
-    v_new_claim_expires timestamptz;
 BEGIN
-    -- Picking reads a first clock (it never waits: SKIP LOCKED); the lease's own time is read
-    -- again once the thread row and the head entry are locked (they can wait on a commit or
-    -- delete), and the pick is re-verified with it, so the lease never starts before its wait.
+    -- Picking reads a first clock (it never waits: a taken thread is skipped); the lease's own
+    -- time is read again once the thread row is locked (it can wait on a commit or a submit in
+    -- flight) and the head read under that lock, and the pick is re-verified with it, so the
+    -- lease never starts before its wait.
     v_pick := store_now();
     LOOP
         v_thread := _dg_lease_pick(v_pick, p_any_tenant, p_tenant, v_skip, p_kinds,
@@ -234,72 +243,38 @@ BEGIN
         IF v_thread IS NULL THEN
             RETURN;
         END IF;
-        IF p_run_id IS NOT NULL THEN
-            -- The thread's row, locked (inserted when missing) before the head entry, so that
-            -- no commit or delete of the thread runs while the attempt is recorded (queue order:
-            -- queue_threads row, thread row, entry). An upsert whose update never applies still
-            -- locks the row it finds (FOR NO KEY UPDATE: the claim below takes that lock
-            -- anyway), so the lock or insert is one statement, with the queue row's lease read.
-            -- A row it inserts (a thread's first attempt) carries the claim the attempt takes,
-            -- so the row is written once (SPEC §21; D221): no claim can be live on a row that
-            -- did not exist. The lease's token is drawn first (tokens: lease, then claim), and a
-            -- call that then takes no attempt on this thread takes the claim back.
-            IF p_claim_ttl IS NOT NULL AND o_token IS NULL THEN
-                o_token := pg_catalog.nextval('fencing_token_seq');
-            END IF;
-            v_now := store_now();
-            WITH t AS (INSERT INTO threads AS t (thread_id, claim_token, claim_holder,
-                                                 claim_expires_at, claim_ttl)
-                       VALUES (v_thread,
-                               CASE WHEN p_claim_ttl IS NOT NULL
-                                    THEN pg_catalog.nextval('fencing_token_seq') END,
-                               CASE WHEN p_claim_ttl IS NOT NULL THEN p_run_id END,
-                               v_now + p_claim_ttl, p_claim_ttl)
-                       ON CONFLICT (thread_id) DO UPDATE SET claim_ttl = t.claim_ttl WHERE false
-                       RETURNING t.claim_token, t.claim_expires_at)
-            SELECT q.lease_entry_id, q.lease_until, q.lease_holder, t.claim_token,
-                   t.claim_expires_at
-              INTO v_lease_entry, v_lease_until, v_lease_holder, v_new_claim,
-                   v_new_claim_expires
-              FROM queue_threads q LEFT JOIN t ON true
-             WHERE q.thread_id = v_thread;
-        ELSE
-            SELECT q.lease_entry_id, q.lease_until, q.lease_holder
-              INTO v_lease_entry, v_lease_until, v_lease_holder
-              FROM queue_threads q
-             WHERE q.thread_id = v_thread;
-        END IF;
-        -- The head, locked, with what the verdict and the limits need to know about it (its
-        -- attempt count, whether the run id is taken, whether a limit applies): read under the
-        -- thread's lock, so no commit or attempt of the thread can change them.
+        -- The thread row, locked (lock order: first): a commit, submit or delete of the thread
+        -- in flight is waited for, and none starts until this transaction ends.
+        PERFORM 1 FROM threads t WHERE t.thread_id = v_thread FOR UPDATE;
+        -- The head, with what the verdict and the limits need to know about it (its attempt
+        -- count, whether the run id is taken, whether a limit applies), and the thread row's
+        -- lease and claim: read under the thread row's lock, which every writer of
+        -- the thread's entries, attempts, checkpoints and claim holds (D224), so none of them
+        -- can change; the entry row itself is not locked (a lock record a job saved). The lease
+        -- is the row's (D222-D224): the one entry holding a lease token (NULL when none), its
+        -- expiry and holder.
         SELECT e AS head, n.number AS last_attempt, k.taken,
                EXISTS (SELECT 1 FROM queue_limits l
                         WHERE (l.scope = 'kind' AND l.name = e.kind)
-                           OR (l.scope = 'tenant' AND l.name = e.tenant)) AS limited
-          INTO r
-          FROM queue_entries e CROSS JOIN LATERAL _dg_last_attempt(e.entry_id) n
+                           OR (l.scope = 'tenant' AND l.name = e.tenant)) AS limited,
+               t.lease_entry_id, t.lease_until, t.lease_holder, t.claim_token,
+               t.claim_expires_at
+          INTO v_read
+          FROM threads t
+          JOIN queue_entries e ON e.thread_id = t.thread_id AND e.outcome_kind IS NULL
+         CROSS JOIN LATERAL _dg_last_attempt(e.entry_id) n
          CROSS JOIN LATERAL _dg_run_taken(e.thread_id, p_run_id) k
-         WHERE e.thread_id = v_thread AND e.outcome_kind IS NULL
-         ORDER BY e.queue_rank, e.entry_id LIMIT 1
-         FOR UPDATE OF e;
-        h := r.head;
-        v_attempts := r.last_attempt;
-        -- The lease's time, read after the locks. On a thread row this call inserted it is the
-        -- claim's, read at the insert: nothing between can have waited (a commit or an attempt
-        -- of the thread in flight would hold the row, which then was not new, and every other
-        -- taker of the head takes the queue row, held by this call, first).
-        IF v_new_claim IS NULL THEN
-            v_now := store_now();
-        END IF;
-        -- The thread's lease is its queue row's (D222, D223): the one entry holding a lease
-        -- token (v_lease_entry; NULL when none), its expiry and holder, read with the row's
-        -- lock held.
+         WHERE t.thread_id = v_thread
+         ORDER BY e.queue_rank, e.entry_id LIMIT 1;
+        h := v_read.head;
+        v_attempts := v_read.last_attempt;
+        v_now := store_now();  -- the lease's time, read after the locks
         v_free := h.entry_id IS NOT NULL
               AND (p_any_tenant OR h.tenant IS NOT DISTINCT FROM p_tenant)
               AND (p_kinds IS NULL OR h.kind = ANY (p_kinds))  -- SPEC §15
               AND (h.not_before IS NULL OR h.not_before <= v_now)  -- delayed (SPEC §13)
-              AND NOT coalesce(v_now < v_lease_until, false);  -- a live lease
-        EXIT WHEN v_free AND NOT r.limited;
+              AND NOT coalesce(v_now < v_read.lease_until, false);  -- a live lease
+        EXIT WHEN v_free AND NOT v_read.limited;
         IF v_free THEN
             -- >>> SPEC §15 concurrency limits (issue 27): the head's tenant and kind under
             -- their limits, counted under the limit rows' locks; a full one is passed over.
@@ -308,12 +283,6 @@ BEGIN
             IF v_locked AND NOT v_limited THEN
                 v_limited := true;
                 v_now := store_now();  -- it may have waited for another lease's commit
-                IF v_new_claim IS NOT NULL THEN
-                    -- The new row's claim then starts with the lease (the rare path's write).
-                    UPDATE threads t SET claim_expires_at = v_now + p_claim_ttl
-                     WHERE t.thread_id = v_thread AND t.claim_token = v_new_claim
-                    RETURNING t.claim_expires_at INTO v_new_claim_expires;
-                END IF;
             END IF;
             EXIT WHEN v_full IS NULL;
             IF v_full = 'tenant' THEN
@@ -323,41 +292,33 @@ BEGIN
             END IF;
             -- <<< SPEC §15
         END IF;
-        IF v_new_claim IS NOT NULL THEN
-            PERFORM _dg_unclaim_new_thread(v_thread, v_new_claim);
-            v_new_claim := NULL;
-        END IF;
         v_skip := v_skip || v_thread;
     END LOOP;
 
-    IF v_lease_entry IS NOT NULL THEN
+    IF v_read.lease_entry_id IS NOT NULL THEN
         -- An expired lease (a live one leaves no head free), of an open entry (a close drops
-        -- its entry's lease from the queue row). Its last attempt ended without a word: say
+        -- its entry's lease from the thread row). Its last attempt ended without a word: say
         -- why (issue 26 item 9). The lease itself ends as this call's lease replaces it on the
-        -- queue row.
+        -- thread row.
         UPDATE queue_attempts a
-           SET error = pg_catalog.to_json('lease expired: worker ' || v_lease_holder
+           SET error = pg_catalog.to_json('lease expired: worker ' || v_read.lease_holder
                                           || ' stopped renewing')::text
-          FROM _dg_last_attempt(v_lease_entry) n
-         WHERE a.entry_id = v_lease_entry AND a.number = n.number AND a.error IS NULL;
-        IF v_lease_entry <> h.entry_id THEN
+          FROM _dg_last_attempt(v_read.lease_entry_id) n
+         WHERE a.entry_id = v_read.lease_entry_id AND a.number = n.number AND a.error IS NULL;
+        IF v_read.lease_entry_id <> h.entry_id THEN
             -- Another entry's lease ended without a close: wake idle workers (as a release
             -- does; sql/77_notify.sql).
             PERFORM _dg_wake_queue();
         END IF;
     END IF;
-    o_token := coalesce(o_token, pg_catalog.nextval('fencing_token_seq'));
+    o_token := pg_catalog.nextval('fencing_token_seq');  -- tokens: the lease's, then the claim's
     o_expires_at := v_now + p_ttl;
     IF p_run_id IS NOT NULL THEN
-        o_attempt_kind := _dg_attempt_verdict(h, v_attempts, r.taken);
-    END IF;
-    IF v_new_claim IS NOT NULL AND o_attempt_kind IS DISTINCT FROM 'started' THEN
-        PERFORM _dg_unclaim_new_thread(v_thread, v_new_claim);
-        v_new_claim := NULL;
+        o_attempt_kind := _dg_attempt_verdict(h, v_attempts, v_read.taken);
     END IF;
     IF o_attempt_kind = 'thread_deleted' THEN
         -- Leased and closed at once: the entry shows no lease, and the expired lease this call
-        -- ended, of another entry still open, is gone from the queue row too.
+        -- ended, of another entry still open, is gone from the thread row too.
         PERFORM _dg_close_entry(h.entry_id, 'cancelled', '"thread_deleted"', v_now);
         PERFORM _dg_refresh_queue_thread(v_thread, true);
         SELECT e AS entry, a.attempts INTO r
@@ -372,37 +333,36 @@ BEGIN
     ELSIF o_attempt_kind = 'taken' THEN
         o_attempt_kind := NULL;  -- the lease is still taken; no attempt is reported
     END IF;
-    -- Every write of the lease in one statement (each CTE runs once, on the rows locked above):
-    -- the attempt (when it started), the claim (when asked, it started and no claim is live),
-    -- and the queue row — what _dg_refresh_queue_thread would compute: h stays the head (it is
-    -- the head, and an attempted head keeps its place: migration 0016) and holds the thread's
-    -- only lease token, its token, holder and ttl on the queue row with the rest of it. The
-    -- entry is not written (D223, migration 0017): its lease is the queue row's and its attempt
-    -- count its last attempt's number. The statement's snapshot predates its own attempt, so
-    -- the entry's attempts are read with the new one added.
+    -- The claim, when asked, the attempt started and no claim is live (rule 9).
+    v_claim := p_claim_ttl IS NOT NULL AND o_attempt_number IS NOT NULL
+               AND (v_read.claim_token IS NULL OR v_now >= v_read.claim_expires_at);
+    -- Every write of the lease in one statement (the CTE runs once, on the rows locked above):
+    -- the attempt (when it started), and the thread row — the claim (v_claim) and the lease,
+    -- with what _dg_refresh_queue_thread would compute: h stays the head (it is the head, and an
+    -- attempted head keeps its place: migration 0016) and holds the thread's only lease token,
+    -- its token, holder and ttl on the row with the rest of it. The entry is not written (D223,
+    -- migration 0017): its lease is the thread row's and its attempt count its last attempt's
+    -- number. The statement's snapshot predates its own attempt, so the entry's attempts are
+    -- read with the new one added.
     WITH attempt AS (
              INSERT INTO queue_attempts (entry_id, number, thread_id, run_id, started_at)
              SELECT h.entry_id, o_attempt_number, v_thread, p_run_id, v_now
-              WHERE o_attempt_number IS NOT NULL),
-         claim AS (
-             UPDATE threads t
-                SET claim_token = pg_catalog.nextval('fencing_token_seq'),
-                    claim_holder = p_run_id, claim_expires_at = v_now + p_claim_ttl,
-                    claim_ttl = p_claim_ttl
-              WHERE p_claim_ttl IS NOT NULL AND o_attempt_number IS NOT NULL
-                AND t.thread_id = v_thread
-                AND (t.claim_token IS NULL OR v_now >= t.claim_expires_at)
-             RETURNING t.claim_token, t.claim_expires_at, t.claim_ttl, t.live)
-    UPDATE queue_threads q
-       SET head_entry_id = h.entry_id, head_tenant = h.tenant,
+              WHERE o_attempt_number IS NOT NULL)
+    UPDATE threads t
+       SET claim_token = CASE WHEN v_claim THEN pg_catalog.nextval('fencing_token_seq')
+                              ELSE t.claim_token END,
+           claim_holder = CASE WHEN v_claim THEN p_run_id ELSE t.claim_holder END,
+           claim_expires_at = CASE WHEN v_claim THEN v_now + p_claim_ttl
+                                   ELSE t.claim_expires_at END,
+           claim_ttl = CASE WHEN v_claim THEN p_claim_ttl ELSE t.claim_ttl END,
+           head_entry_id = h.entry_id, head_tenant = h.tenant,
            lease_expires_at = v_now + p_ttl,
            head_priority_key = -h.priority, head_kind = h.kind,  -- SPEC §15
            lease_entry_id = h.entry_id, lease_until = v_now + p_ttl,  -- D222
            lease_kind = h.kind, lease_tenant = h.tenant,
            lease_token = o_token, lease_holder = p_holder, lease_ttl = p_ttl  -- D223
-      FROM (SELECT) one LEFT JOIN claim c ON true
-     WHERE q.thread_id = v_thread
-    RETURNING c.claim_token, c.claim_expires_at, c.claim_ttl, c.live,
+     WHERE t.thread_id = v_thread
+    RETURNING t.claim_token, t.claim_expires_at, t.claim_ttl, t.live,
               (SELECT coalesce(pg_catalog.json_agg(_dg_attempt_json(x.number, x.run_id,
                                                                     x.started_at, x.error)
                                                    ORDER BY x.number), '[]'::json)
@@ -414,13 +374,7 @@ BEGIN
       INTO r;
     o_entry := h;  -- as locked: the lease writes nothing to it
     o_attempts := r.attempts;
-    IF v_new_claim IS NOT NULL THEN
-        -- The claim the thread's new row was inserted with (the claim CTE found it live).
-        o_claim_token := v_new_claim;
-        o_claim_expires_at := v_new_claim_expires;
-        o_claim_ttl := p_claim_ttl;
-        o_live := false;
-    ELSE
+    IF v_claim THEN
         o_claim_token := r.claim_token;
         o_claim_expires_at := r.claim_expires_at;
         o_claim_ttl := r.claim_ttl;
@@ -432,12 +386,13 @@ $$;
 -- dg_lease_v1: lease the oldest available thread head. A thread is available when its head
 -- (queue order over every tenant: attempted, then INTERRUPT, then the rest, by entry id) is the
 -- wanted tenant's (p_any_tenant, or tenant IS NOT DISTINCT FROM p_tenant) and no entry of the
--- thread holds a live lease. Candidates are picked from queue_threads by head entry id and
--- locked FOR UPDATE SKIP LOCKED (workers never queue behind one row), then re-verified under
--- the locks with store-now read once they are held. Issues a new token,
+-- thread holds a live lease. Candidates are picked from the thread rows by head entry id, a
+-- thread another lease is taking skipped (workers never queue behind one another:
+-- _dg_pick_try_lock), then re-verified under the thread row's lock with store-now read once it
+-- is held. Issues a new token,
 -- expiry = store-now + p_ttl, and ends the expired lease of every other entry of the thread.
 -- With p_run_id it also does what dg_record_attempt_v1 does (the attempt and the lease in one
--- statement, the lease on the thread's queue row) and reports it in attempt_kind /
+-- statement, the lease on the thread's row) and reports it in attempt_kind /
 -- attempt_number ('started' n,
 -- 'exhausted', 'thread_deleted'); both NULL when no run id was given or it was taken (the lease
 -- is still taken). No row when nothing is available. Raises DG000.

@@ -22,8 +22,9 @@ $$;
 -- `name` is at its concurrency limit. No limit row: not full, nothing locked. Else the row is
 -- locked FOR UPDATE (waiting when p_wait, else SKIP LOCKED: a row another lease holds counts as
 -- full for this call) and the live leases of that tenant or kind are counted under the lock, at
--- most max_leases of them (the queue rows' leases: queue_threads_leased_tenant_idx and
--- queue_threads_leased_kind_idx of migration 0016). Each statement of a PL/pgSQL function sees the commits made
+-- most max_leases of them (the thread rows' leases, migration 0018: a named tenant's from
+-- threads_leased_tenant_idx; a kind's by walking threads_leases_idx's live leases, as many as
+-- the store's running attempts). Each statement of a PL/pgSQL function sees the commits made
 -- before it started (READ COMMITTED), so the count sees every lease whose transaction held the
 -- lock before this one. On a partition leased through a proxy, the count is the store-wide one
 -- the proxy passes (dg.limit_live, below).
@@ -58,15 +59,15 @@ BEGIN
         END IF;
     END IF;
     locked := true;
-    -- The live leases, from the queue rows (a thread holds at most one lease: D222).
+    -- The live leases, from the thread rows (a thread holds at most one lease: D222).
     IF p_scope = 'tenant' THEN
         SELECT pg_catalog.count(*) INTO v_live
-          FROM (SELECT 1 FROM queue_threads q
+          FROM (SELECT 1 FROM threads q
                  WHERE q.lease_tenant = p_name AND q.lease_until > p_now
                  LIMIT v_max) x;
     ELSE
         SELECT pg_catalog.count(*) INTO v_live
-          FROM (SELECT 1 FROM queue_threads q
+          FROM (SELECT 1 FROM threads q
                  WHERE q.lease_kind = p_name AND q.lease_until > p_now
                  LIMIT v_max) x;
     END IF;

@@ -2,7 +2,7 @@
 -- here composes the step functions (dg_lease_v1, dg_claim_v1, dg_latest_of_runs_v1, dg_renew_v1,
 -- dg_renew_claim_v1, dg_close_v1, dg_release_claim_v1, dg_submit_v1) rather than copying them, so
 -- the fast path answers exactly as the steps do. Locks are taken in the queue functions' order —
--- queue_threads row, thread row, entry row — so no fast-path call deadlocks with a step call.
+-- thread row, then entry rows — so no fast-path call deadlocks with a step call.
 
 -- dg_begin_attempt_v1: lease with p_run_id (dg_lease_v1); if the attempt started, claim the
 -- thread as p_run_id for p_claim_ttl (dg_claim_v1; a live claim (DG001) leaves the claim columns
@@ -146,8 +146,8 @@ BEGIN
     PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     PERFORM _dg_not_null(p_claim_token IS NOT NULL, 'claim_token');
     PERFORM _dg_opt_id(p_tenant, 'tenant');
-    -- The lease's checks and locks first (queue_threads, thread shared, entry), in queue order.
-    e := (_dg_lock_lease(p_entry_id, p_token, true, p_tenant)).o_entry;
+    -- The lease's checks and locks first (the thread row, then the entry), in queue order.
+    e := (_dg_lock_lease(p_entry_id, p_token, p_tenant)).o_entry;
     SELECT * INTO c FROM dg_renew_claim_v1(e.thread_id, p_claim_token);
     RETURN QUERY
     SELECT r.entry_id, r.tenant, r.thread_id, r.key, r.input, r.mode, r.max_attempts,
@@ -170,9 +170,10 @@ $$;
 -- DG103, DG102, DG000.
 --
 -- Written lean (issue 25), each saving kept to the guarantee it keeps: locks in queue order,
--- each row once (queue_threads row, thread row, entry row), no re-locking through nested step
--- functions; the thread row is written once (the commit's head and the release together,
--- _dg_commit's p_own_entry) and the entry row once (the close with its own admission mark).
+-- each row once (thread row, entry row), no re-locking through nested step functions; the
+-- thread row is written once (the commit's head, the claim's release, the queue head moved past
+-- the entry and its lease ended, together: _dg_commit's p_own_entry) and the entry row once
+-- (the close with its own admission mark).
 CREATE OR REPLACE FUNCTION dg_finish_attempt_v2(
     p_entry_id bigint, p_token bigint, p_outcome_kind text, p_outcome_detail text,
     p_thread_id text, p_claim_token bigint,
@@ -259,20 +260,19 @@ BEGIN
         IF p_thread_id IS DISTINCT FROM v_thread AND p_thread_id IS NOT NULL THEN
             RAISE EXCEPTION 'claim must be on the lease''s thread (claim.thread_id)' USING ERRCODE = 'DG000';
         END IF;
-        -- Queue order: the queue_threads row first, then the thread's row, then the entry's.
-        -- An open entry's thread has its row (_dg_lock_queue_thread inserts a missing one).
-        -- The lease is the row's (D223): whether it is p_token on this entry, read with the
-        -- lock that keeps it so (nothing below writes it before the close).
-        SELECT coalesce(q.lease_entry_id = p_entry_id AND q.lease_token = p_token, false)
+        -- Queue order: the thread's row first, then the entry's (an open entry's thread has
+        -- its row: submit writes the queue head there). The lease is the row's (D223, D224):
+        -- whether it is p_token on this entry, read with the lock that keeps it so (nothing
+        -- below writes it before the close; _dg_commit locks the row again, a no-op).
+        SELECT coalesce(t.lease_entry_id = p_entry_id AND t.lease_token = p_token, false)
           INTO v_leased
-          FROM queue_threads q WHERE q.thread_id = v_thread FOR UPDATE;
-        IF NOT FOUND THEN
-            PERFORM _dg_lock_queue_thread(v_thread);  -- a new row holds no lease
-        END IF;
+          FROM threads t WHERE t.thread_id = v_thread FOR UPDATE;
     END IF;
     IF v_commit THEN
-        -- dg_commit_v1's locks, checks and writes; the claim is released in the same UPDATE of
-        -- the thread row, and this entry's admission mark is left to the close below.
+        -- dg_commit_v1's locks, checks and writes; the claim is released, the queue head moved
+        -- past this entry and its lease ended in the same UPDATE of the thread row (refused
+        -- below, and rolled back, unless the lease is p_token on this open entry), and this
+        -- entry's admission mark is left to the close below.
         c := _dg_commit(p_thread_id, p_claim_token, p_checkpoint_id, p_parent_id, p_run_id,
                         p_state, p_metadata, p_next, p_event_kinds, p_event_payloads,
                         p_event_created_at, p_created_at, p_parent_thread_id,
@@ -296,10 +296,8 @@ BEGIN
     END IF;
     -- close's lease checks (rule 21) as the close's own condition, on the entry locked once: the
     -- entry open and the tenant's, the lease p_token on it (v_leased); _dg_close_entry's UPDATE
-    -- with the commit's admission mark of this entry (rule 10), the entry's one new row version;
-    -- and the queue row, with the lease on it, deleted when no other entry of the thread is open
-    -- (_dg_refresh_queue_thread's common case; the statement's snapshot still sees this entry
-    -- open), in one statement with the entry row it returns.
+    -- with the commit's admission mark of this entry (rule 10), the entry's one new row version,
+    -- in one statement with the entry row it returns.
     WITH closed AS (
              UPDATE queue_entries q
                 SET outcome_kind = p_outcome_kind, outcome_detail = p_outcome_detail,
@@ -312,15 +310,8 @@ BEGIN
                                                            AND a.run_id = p_run_id))
               WHERE q.entry_id = p_entry_id AND v_leased
                 AND q.outcome_kind IS NULL AND q.tenant IS NOT DISTINCT FROM p_tenant
-             RETURNING q AS entry),
-         emptied AS (
-             DELETE FROM queue_threads o
-              WHERE o.thread_id = v_thread AND EXISTS (SELECT FROM closed)
-                AND NOT EXISTS (SELECT 1 FROM queue_entries e
-                                 WHERE e.thread_id = v_thread AND e.outcome_kind IS NULL
-                                   AND e.entry_id <> p_entry_id)
-             RETURNING 1)
-    SELECT closed.entry, a.attempts, EXISTS (SELECT FROM emptied) AS emptied INTO r
+             RETURNING q AS entry)
+    SELECT closed.entry, a.attempts INTO r
       FROM closed CROSS JOIN LATERAL _dg_attempts(p_entry_id) a;
     IF r.entry IS NULL THEN
         SELECT * INTO x FROM queue_entries q WHERE q.entry_id = p_entry_id;
@@ -331,8 +322,9 @@ BEGIN
         RAISE EXCEPTION 'lease is not the current lease of entry %', p_entry_id
             USING ERRCODE = 'DG102';
     END IF;
-    IF NOT r.emptied THEN
-        PERFORM _dg_refresh_queue_thread(v_thread);  -- the next head; the lease ends (closed)
+    IF NOT v_commit THEN
+        -- The next head; the lease ends (closed). (A commit wrote both: _dg_commit.)
+        PERFORM _dg_refresh_queue_thread(v_thread);
     END IF;
     x := r.entry;
     entry_id := x.entry_id; tenant := x.tenant; thread_id := x.thread_id; key := x.key;
@@ -352,7 +344,7 @@ DROP FUNCTION IF EXISTS dg_finish_attempt_v1(bigint, bigint, text, text, bigint,
 
 -- dg_submit_many_v1: submit each run (dg_submit_v1) in order, in one transaction: any error
 -- writes nothing. The arrays are the arguments of dg_submit_v1, one element per submission, of
--- equal length 1..10000. The threads' queue rows are locked first in id byte order, so two
+-- equal length 1..10000. The threads' rows are locked first in id byte order, so two
 -- concurrent batches never deadlock. Returns (ordinal, entry_id, existing) in submission order.
 -- Raises what dg_submit_v1 raises, and DG000.
 -- SPEC §15 (issue 27; added at the end, default NULL: 0 and 'default' for each): p_priorities
@@ -389,7 +381,7 @@ BEGIN
                            (_dg_limits()).max_call_bytes);
     FOR v_id IN SELECT DISTINCT u.id COLLATE "C" FROM pg_catalog.unnest(p_thread_ids) AS u(id) ORDER BY 1
     LOOP
-        PERFORM _dg_lock_queue_thread(v_id);
+        PERFORM _dg_lock_thread(v_id);
     END LOOP;
     FOR i IN 1 .. n LOOP
         RETURN QUERY

@@ -70,7 +70,7 @@ $$;
 -- _dg_wake_queue(): wake idle workers (a live 'queue' watcher) when a lease ends on an open
 -- entry without a close — dg_release_v1, dg_defer_v1, and a lease ending another entry's
 -- expired lease — so the thread's head may be leased again. Called by those functions: the
--- lease lives on the thread's queue row (migration 0017), not on the entry, so no entry trigger
+-- lease lives on the thread's row (migrations 0017, 0018), not on the entry, so no entry trigger
 -- sees it end. One probe of watchers; the channel is the schema, as the triggers' (the caller's
 -- pinned search_path names it first).
 CREATE OR REPLACE FUNCTION _dg_wake_queue() RETURNS void
@@ -92,7 +92,7 @@ CREATE OR REPLACE TRIGGER queue_submitted_notify AFTER INSERT ON queue_entries
     FOR EACH STATEMENT EXECUTE FUNCTION _dg_notify_queue();
 
 -- Closed. (A lease given back while its entry stays open wakes idle workers through
--- _dg_wake_queue, called where the queue row's lease ends.)
+-- _dg_wake_queue, called where the thread row's lease ends.)
 CREATE OR REPLACE TRIGGER queue_entry_notify AFTER UPDATE ON queue_entries
     FOR EACH ROW
     WHEN (OLD.outcome_kind IS NULL AND NEW.outcome_kind IS NOT NULL)

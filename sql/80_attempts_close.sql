@@ -3,8 +3,8 @@
 -- lease (the entry's tenant, NULL for none) and checks first: entry closed, reclaimed or not that
 -- tenant's -> DG103 (SPEC §10 rule 6: another tenant's entry answers exactly as an id that never
 -- existed), then token not the entry's current lease -> DG102. DG000 for a bad argument. The
--- lease lives on the thread's queue row (D223, migration 0017): renew and release write it
--- there, and a close ends it by closing its entry (_dg_refresh_queue_thread then drops it).
+-- lease lives on the thread's row (D223, D224; migrations 0017, 0018): renew and release write
+-- it there, and a close ends it by closing its entry (_dg_refresh_queue_thread then drops it).
 
 -- dg_renew_v1: push the lease's expiry to store-now + (p_ttl, or when NULL the ttl the lease
 -- was taken with), keeping the token. Returns the lease row. Raises DG103, DG102, DG000.
@@ -32,12 +32,12 @@ BEGIN
     PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     p_ttl := _dg_duration(p_ttl, 'ttl', false);
     PERFORM _dg_opt_id(p_tenant, 'tenant');
-    l := _dg_lock_lease(p_entry_id, p_token, false, p_tenant);
+    l := _dg_lock_lease(p_entry_id, p_token, p_tenant);
     v_now := store_now();
     -- The lease's new expiry and, in the same write, when the thread can next be leased (as
     -- _dg_refresh_queue_thread computes it: the later of the lease's expiry and the head's
     -- future not_before; a renewal moves nothing else).
-    UPDATE queue_threads q
+    UPDATE threads q
        SET lease_until = v_now + coalesce(p_ttl, l.o_ttl),
            lease_expires_at = greatest(v_now + coalesce(p_ttl, l.o_ttl),
                                        (SELECT h.not_before FROM queue_entries h
@@ -70,7 +70,7 @@ BEGIN
     PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
     PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     PERFORM _dg_opt_id(p_tenant, 'tenant');
-    e := (_dg_lock_lease(p_entry_id, p_token, false, p_tenant)).o_entry;
+    e := (_dg_lock_lease(p_entry_id, p_token, p_tenant)).o_entry;
     PERFORM _dg_refresh_queue_thread(e.thread_id, true);  -- the lease ends; leasable now
     PERFORM _dg_wake_queue();
 END;
@@ -99,7 +99,7 @@ BEGIN
     PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     PERFORM _dg_id(p_run_id, 'run_id');
     PERFORM _dg_opt_id(p_tenant, 'tenant');
-    l := _dg_lock_lease(p_entry_id, p_token, true, p_tenant);
+    l := _dg_lock_lease(p_entry_id, p_token, p_tenant);
     e := l.o_entry;
     v_now := store_now();
     v_kind := _dg_attempt_verdict(e, l.o_attempts,
@@ -167,7 +167,7 @@ BEGIN
                       'string; cancelled: "requested" or "thread_deleted"; interrupted: an '
                       'entry id (a JSON integer >= 1)');
     PERFORM _dg_opt_id(p_tenant, 'tenant');
-    l := _dg_lock_lease(p_entry_id, p_token, false, p_tenant);
+    l := _dg_lock_lease(p_entry_id, p_token, p_tenant);
     v_now := store_now();
     IF p_outcome_kind = 'failed' THEN
         -- The last attempt's failure reason (SPEC §13), unless dg_defer_v1 gave one.

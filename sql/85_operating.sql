@@ -1,6 +1,6 @@
 -- Operating the queue (SPEC §13): backoff stored in the entry, retries of closed entries, and
--- the entry row with its not_before and retry_of. Lock order as everywhere: queue_threads row
--- -> queue_entries rows.
+-- the entry row with its not_before and retry_of. Lock order as everywhere: threads row ->
+-- queue_entries rows.
 
 -- dg_defer_v1: end the lease and hold the entry (so its thread: a delayed head holds the
 -- thread's later entries back) until store-now + p_delay; with p_error (a JSON string of at
@@ -39,14 +39,14 @@ BEGIN
                           'error must be a JSON string');
     END IF;
     PERFORM _dg_opt_id(p_tenant, 'tenant');
-    l := _dg_lock_lease(p_entry_id, p_token, false, p_tenant);
+    l := _dg_lock_lease(p_entry_id, p_token, p_tenant);
     v_now := store_now();
     IF p_error IS NOT NULL AND l.o_attempts > 0 THEN
         UPDATE queue_attempts a SET error = p_error
          WHERE a.entry_id = p_entry_id AND a.number = l.o_attempts;
     END IF;
     UPDATE queue_entries q SET not_before = v_now + p_delay WHERE q.entry_id = p_entry_id;
-    -- The lease ends (it lives on the queue row, migration 0017); the thread is held back until
+    -- The lease ends (it lives on the thread row, migrations 0017, 0018); the thread is held back until
     -- not_before when this entry is its head.
     PERFORM _dg_refresh_queue_thread((l.o_entry).thread_id, true);
     PERFORM _dg_wake_queue();
@@ -76,7 +76,7 @@ BEGIN
     PERFORM _dg_opt_id(p_tenant, 'tenant');
     SELECT * INTO e FROM queue_entries q WHERE q.entry_id = p_entry_id;
     IF FOUND THEN
-        PERFORM _dg_lock_queue_thread(e.thread_id);
+        PERFORM _dg_lock_thread(e.thread_id);
         SELECT * INTO e FROM queue_entries q WHERE q.entry_id = p_entry_id;
     END IF;
     IF e.entry_id IS NULL OR e.tenant IS DISTINCT FROM p_tenant THEN

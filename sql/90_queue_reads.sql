@@ -29,10 +29,9 @@ BEGIN
     PERFORM _dg_opt_id(p_tenant, 'tenant');
     SELECT * INTO e FROM queue_entries q WHERE q.entry_id = p_entry_id;
     IF FOUND THEN
-        -- Queue order: the queue_threads row, the thread's row (a write under the run waits
-        -- for the close, then sees it), the entry's.
-        PERFORM _dg_lock_queue_thread(e.thread_id);
-        PERFORM 1 FROM threads t WHERE t.thread_id = e.thread_id FOR UPDATE;
+        -- Queue order: the thread's row (a write under the run waits for the close, then
+        -- sees it), then the entry's.
+        PERFORM _dg_lock_thread(e.thread_id);
         SELECT * INTO e FROM queue_entries q WHERE q.entry_id = p_entry_id FOR UPDATE;
     END IF;
     IF e.entry_id IS NULL OR e.tenant IS DISTINCT FROM p_tenant THEN
@@ -161,8 +160,8 @@ BEGIN
                                    > (v_since, v_rank, v_anchor, v_behind, v_id)
                              ORDER BY k1, k2, k3, k4, k5
                              LIMIT p_limit) e
-                      -- The page's leases, from their threads' queue rows (migration 0017).
-                      LEFT JOIN queue_threads l
+                      -- The page's leases, from their threads' rows (migrations 0017, 0018).
+                      LEFT JOIN threads l
                         ON l.thread_id = e.thread_id AND l.lease_entry_id = e.entry_id) r
              CROSS JOIN LATERAL _dg_attempts(r.entry_id) a) x
      WHERE x.before_bytes < v_page
@@ -197,9 +196,15 @@ BEGIN
          WHERE x.outcome_kind IS NOT NULL AND x.closed_at < v_cutoff
          ORDER BY x.closed_at, x.entry_id
          LIMIT p_batch
-         FOR UPDATE SKIP LOCKED)
-    DELETE FROM queue_entries d USING c WHERE d.entry_id = c.entry_id;
-    GET DIAGNOSTICS v_removed = ROW_COUNT;
+         FOR UPDATE SKIP LOCKED),
+         gone AS (
+             DELETE FROM queue_entries d USING c WHERE d.entry_id = c.entry_id
+             RETURNING d.entry_id),
+         -- Their attempts with them (an attempt never outlives its entry; D224: no foreign
+         -- key deletes them).
+         attempts AS (
+             DELETE FROM queue_attempts a USING gone WHERE a.entry_id = gone.entry_id)
+    SELECT pg_catalog.count(*)::integer INTO v_removed FROM gone;
     RETURN QUERY SELECT v_removed;
 END;
 $$;

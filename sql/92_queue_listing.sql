@@ -1,6 +1,6 @@
 -- The queue listing (SPEC §13; the rules of durable_graph/listing.py). States are exclusive:
 -- open (not closed, no live lease), running (not closed, live lease: store_now() < the lease's
--- expiry, lease_until on its thread's queue row, migration 0017), and the closed outcomes
+-- expiry, lease_until on its thread row, migrations 0017, 0018), and the closed outcomes
 -- completed, failed, cancelled, interrupted. Reads are STABLE: one snapshot, never waiting for
 -- writers.
 
@@ -54,8 +54,8 @@ BEGIN
                            + coalesce(pg_catalog.octet_length(e.key), 0)
                            + coalesce(pg_catalog.octet_length(e.outcome_detail), 0) AS size
                       FROM (SELECT q.*, l.lease_holder, l.lease_until FROM queue_entries q
-                              -- The entry's lease, its thread's queue row's (migration 0017).
-                              LEFT JOIN queue_threads l
+                              -- The entry's lease, its thread row's (migrations 0017, 0018).
+                              LEFT JOIN threads l
                                 ON l.thread_id = q.thread_id AND l.lease_entry_id = q.entry_id
                              WHERE (p_state IS NULL
                                     OR (p_state = 'open' AND q.outcome_kind IS NULL
@@ -99,8 +99,8 @@ BEGIN
                    AS state,
                q.submitted_at, q.kind
           FROM queue_entries q
-          -- The entry's lease, its thread's queue row's (migration 0017).
-          LEFT JOIN queue_threads l
+          -- The entry's lease, its thread row's (migrations 0017, 0018).
+          LEFT JOIN threads l
             ON l.thread_id = q.thread_id AND l.lease_entry_id = q.entry_id
          WHERE p_any_tenant OR q.tenant IS NOT DISTINCT FROM p_tenant
     ), by_kind AS (

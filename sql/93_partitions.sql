@@ -37,14 +37,14 @@ BEGIN
     SELECT h.head_entry_id, e.submitted_at, h.head_priority_key,
            EXISTS (SELECT 1 FROM queue_limits l)
       FROM (SELECT x.head_entry_id, x.head_priority_key FROM (
-                (SELECT q.head_entry_id, q.head_priority_key FROM queue_threads q
+                (SELECT q.head_entry_id, q.head_priority_key FROM threads q
                   WHERE q.head_entry_id IS NOT NULL AND q.lease_expires_at IS NULL
                     AND (p_any_tenant OR q.head_tenant IS NOT DISTINCT FROM p_tenant)
                     AND (p_kinds IS NULL OR q.head_kind = ANY (p_kinds))
                   ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1)
                 UNION ALL
-                (SELECT q.head_entry_id, q.head_priority_key FROM queue_threads q
-                  WHERE q.lease_expires_at <= v_now AND q.head_entry_id IS NOT NULL
+                (SELECT q.head_entry_id, q.head_priority_key FROM _dg_due_threads(v_now) q
+                  WHERE q.head_entry_id IS NOT NULL
                     AND (p_any_tenant OR q.head_tenant IS NOT DISTINCT FROM p_tenant)
                     AND (p_kinds IS NULL OR q.head_kind = ANY (p_kinds))
                   ORDER BY q.head_priority_key + 0, q.head_entry_id + 0 LIMIT 1)) x
@@ -163,8 +163,8 @@ BEGIN
                                    > (p_since, p_rank, p_anchor, p_behind, p_id)
                              ORDER BY k1, k2, k3, k4, e.entry_id
                              LIMIT p_limit) e
-                      -- The page's leases, from their threads' queue rows (migration 0017).
-                      LEFT JOIN queue_threads l
+                      -- The page's leases, from their threads' rows (migrations 0017, 0018).
+                      LEFT JOIN threads l
                         ON l.thread_id = e.thread_id AND l.lease_entry_id = e.entry_id) r
              CROSS JOIN LATERAL _dg_attempts(r.entry_id) a) x
      WHERE x.before_bytes < v_page
@@ -318,11 +318,11 @@ BEGIN
             RETURN QUERY SELECT v_id;
             CONTINUE;
         END IF;
-        PERFORM _dg_lock_queue_thread(v_thread);
-        -- Its lease is its queue row's (migration 0017), its attempts queue_attempts'.
+        PERFORM _dg_lock_thread(v_thread);
+        -- Its lease is its thread row's (migrations 0017, 0018), its attempts queue_attempts'.
         SELECT * INTO e FROM queue_entries q WHERE q.entry_id = v_id FOR UPDATE;
         IF e.outcome_kind IS NOT NULL
-           OR EXISTS (SELECT 1 FROM queue_threads t
+           OR EXISTS (SELECT 1 FROM threads t
                        WHERE t.thread_id = v_thread AND t.lease_entry_id = v_id)
            OR EXISTS (SELECT 1 FROM queue_attempts a WHERE a.entry_id = v_id) THEN
             RETURN QUERY SELECT v_id;
@@ -356,11 +356,11 @@ BEGIN
     RETURN QUERY
     SELECT l.scope, l.name,
            CASE WHEN l.scope = 'tenant' THEN
-               (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM queue_threads q
+               (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM threads q
                  WHERE q.lease_tenant = l.name AND q.lease_until > v_now
                  LIMIT l.max_leases) x)
            ELSE
-               (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM queue_threads q
+               (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM threads q
                  WHERE q.lease_kind = l.name AND q.lease_until > v_now
                  LIMIT l.max_leases) x)
            END

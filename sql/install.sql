@@ -17,7 +17,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 17
+\set dg_required_version 18
 
 BEGIN;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
@@ -215,6 +215,11 @@ SELECT :dg_version >= 17 AS dg_has_0017 \gset
 \if :dg_has_0017
 \else
 \ir ../migrations/0017.lease_on_queue_row.sql
+\endif
+SELECT :dg_version >= 18 AS dg_has_0018 \gset
+\if :dg_has_0018
+\else
+\ir ../migrations/0018.queue_on_thread_row.sql
 \endif
 
 -- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).

@@ -47,14 +47,6 @@ class Budget:
 JOB = Budget(statements=20, index_entries=26, row_versions=8, wal_kib=5.2, transactions=3)
 """SPEC §21: a one-step job (submit → begin → finish with its checkpoint)."""
 
-JOB_NOW = Budget(statements=19, index_entries=26, row_versions=9, wal_kib=5.8, transactions=3)
-"""Where the job stands (issue 38, still open): SPEC §21's statements, index entries and
-transactions are met; its row versions and WAL are not. This ratchet holds what was reached, so
-that no change adds to them; `test_a_one_step_job_meets_spec_21` says what is missing, and fails
-(strict xfail) the day it is met, so that both are tightened to `JOB` together. What the
-remaining row versions and WAL buy, and what removing them takes: docs/bench.md, "The job's
-inventory"."""
-
 # The checkpoint cycle's calls (SPEC §21: budgeted like the job), at what issue 38's SQL work
 # brought them to (before it: commit 17 statements, get and get_tuple 4, put_writes 17). The WAL
 # varies by a few bytes a call with where B-tree pages split (about 2.2 KiB a commit, 0.55 to 0.57
@@ -151,14 +143,6 @@ def job_counted(server: Server) -> inventory.Inventory:
         job.close()
 
 
-def test_a_one_step_job_stays_within_where_it_stands(job_counted: inventory.Inventory) -> None:
-    _check("one-step job", job_counted, JOB_NOW)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 38 open: SPEC §21's row versions and WAL per job not yet met",
-)
 def test_a_one_step_job_meets_spec_21(job_counted: inventory.Inventory) -> None:
     _check("one-step job", job_counted, JOB)
 

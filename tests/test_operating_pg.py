@@ -27,16 +27,17 @@ def test_delayed_threads_stay_out_of_the_unleased_index_until_due(
             queue.submit(Submission(f"later-{i}", i, not_before=start + timedelta(hours=1)))
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))
-            # The predicate of queue_threads_unleased_idx: no delayed thread is in it ...
+            # The predicate of threads_lease_idx: no delayed thread is in it ...
             unleased = conn.execute(
-                "SELECT count(*) FROM queue_threads"
+                "SELECT count(*) FROM threads"
                 " WHERE head_entry_id IS NOT NULL AND lease_expires_at IS NULL"
             ).fetchone()
-            # ... and each sits in the expiry index at its head's not_before, where the pick's
-            # range scan (lease_expires_at <= now) stops before it.
+            # ... and each sits in threads_delayed_idx at its head's not_before, where the
+            # pick's range scan (lease_expires_at <= now) stops before it.
             due = conn.execute(
-                "SELECT count(*) FROM queue_threads q JOIN queue_entries e"
+                "SELECT count(*) FROM threads q JOIN queue_entries e"
                 " ON e.entry_id = q.head_entry_id WHERE q.lease_expires_at = e.not_before"
+                " AND q.lease_until IS NULL"
             ).fetchone()
         assert unleased == (0,) and due == (50,)
         assert queue.lease("w", TTL) is None

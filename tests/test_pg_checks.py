@@ -57,7 +57,6 @@ def _dump(conn: psycopg.Connection[Any]) -> dict[str, list[str]]:
         "effects",
         "queue_entries",
         "queue_attempts",
-        "queue_threads",
         "limits",
     ]
     return {

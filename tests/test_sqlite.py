@@ -140,15 +140,18 @@ def test_open_creates_the_schema_in_wal_mode_at_the_current_version(
     # The same tables and columns as the PostgreSQL schema (SQLite keeps counters for sequences).
     # Not in a SQLite file: schema_meta (the user_version pragma), limits (the size limits the
     # SQL functions enforce, SPEC §10 rule 2; the Python backends' are the package's own), and
-    # workers.role (the PostgreSQL role a worker logged in as; a file has no roles); nor the
-    # thread's lease on its queue row (D222, D223; migrations 0016, 0017), PostgreSQL's one home
-    # of the lease (a lease writes that row anyway, and the concurrency limits count leases
-    # there): SQLite keeps the lease, and the attempt count, on the entry.
+    # workers.role (the PostgreSQL role a worker logged in as; a file has no roles). Nor the
+    # thread's queue row on its threads row, with the thread's lease (D222-D224; migrations
+    # 0016-0018: one row, one lock, written once per step where two were): SQLite keeps the
+    # queue_threads table of migration 0001 (the head and when the thread can next be leased),
+    # and the lease, and the attempt count, on the entry.
     postgres = _postgres_tables()
     for table in ("schema_meta", "limits"):
         del postgres[table]
     postgres["workers"] -= {"role"}
-    postgres["queue_threads"] -= {
+    queue_head = {"head_entry_id", "head_tenant", "head_priority_key", "head_kind"}
+    lease = {
+        "lease_expires_at",
         "lease_entry_id",
         "lease_until",
         "lease_kind",
@@ -157,6 +160,8 @@ def test_open_creates_the_schema_in_wal_mode_at_the_current_version(
         "lease_holder",
         "lease_ttl",
     }
+    postgres["threads"] -= queue_head | lease
+    postgres["queue_threads"] = {"thread_id", "lease_expires_at"} | queue_head
     postgres["queue_entries"] |= {
         "lease_token",
         "lease_holder",

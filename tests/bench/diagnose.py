@@ -511,17 +511,17 @@ def _plans(
     )
 
 
-_REFRESH_BODY = """UPDATE {s}.queue_threads q
+_REFRESH_BODY = """UPDATE {s}.threads q
    SET (head_entry_id, head_tenant) =
            (SELECT e.entry_id, e.tenant FROM {s}.queue_entries e
              WHERE e.thread_id = p_thread_id AND e.outcome_kind IS NULL
              ORDER BY e.queue_rank, e.entry_id LIMIT 1),
        lease_expires_at =
-           (SELECT o.lease_until FROM {s}.queue_threads o
+           (SELECT o.lease_until FROM {s}.threads o
              WHERE o.thread_id = p_thread_id)
  WHERE q.thread_id = p_thread_id"""
 """The original body, two sub-selects; its second read the lease's expiry from the thread's
-entries, where migration 0017 took it off: it reads it from the queue row now."""
+entries, where migration 0017 took it off: it reads it from the thread row now (0018)."""
 
 
 def _sql_function_experiment(dsn: str, diag: Diagnosis, tag: str, rounds: int = 1000) -> None:

@@ -6,7 +6,7 @@ SELECT generate_series``) straight into the tables of ``migrations/0001.tables.s
 
 * **big**: ``entries`` open queue entries spread round-robin over ``threads`` threads (entry
   ``i`` on thread ``g-(i mod threads)``, so every thread has entries/threads open entries and a
-  head in ``queue_threads``), plus one thread ``deep`` with ``checkpoints`` checkpoints (ten per
+  head on its ``threads`` row), plus one thread ``deep`` with ``checkpoints`` checkpoints (ten per
   run id) and their ``store.checkpoint`` events;
 * **small**: the queue 1000x smaller (100 entries over 10 threads) and a ``deep`` thread of 250
   checkpoints (so that ``history(before=<middle>, limit=100)`` returns 100 rows on both sides).
@@ -111,7 +111,7 @@ def populate(
         conn.execute(f'SET search_path = "{schema}"')
         with conn.transaction():
             # Busy threads first: their heads are the oldest, each under a live lease (the lease
-            # is the thread's queue row's, inserted below; migration 0017).
+            # is the thread row's, inserted below; migrations 0017, 0018).
             conn.execute(
                 """INSERT INTO queue_entries (tenant, thread_id, key, input, mode, max_attempts,
                                               submitted_at, queue_rank)
@@ -135,9 +135,9 @@ def populate(
                 {"n": hazards.backlog, "input": job},
             )
             conn.execute(
-                """INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant,
-                                              lease_expires_at, lease_entry_id, lease_until,
-                                              lease_kind, lease_token, lease_holder, lease_ttl)
+                """INSERT INTO threads (thread_id, head_entry_id, head_tenant,
+                                        lease_expires_at, lease_entry_id, lease_until,
+                                        lease_kind, lease_token, lease_holder, lease_ttl)
                    SELECT h.thread_id, h.head, NULL, l.lease_until, l.head, l.lease_until,
                           l.kind, l.token, l.holder, l.ttl
                      FROM (SELECT thread_id, min(entry_id) AS head, min(kind) AS kind
@@ -186,7 +186,7 @@ def populate(
                      FROM generate_series(1, %(n)s) g""",
                 {"n": checkpoints},
             )
-        for table in ("queue_entries", "queue_threads", "threads", "checkpoints", "events"):
+        for table in ("queue_entries", "threads", "checkpoints", "events"):
             conn.execute(f"VACUUM ANALYZE {table}")
 
 

@@ -110,7 +110,8 @@ async def _profile(name: str, store: str, workload: Any, admin_dsn: str, n: int)
 
 
 def populate_ours(dsn: str, schema: str, n: int) -> None:
-    """``n`` open entries not due for a year, one per thread, with their queue rows."""
+    """``n`` open entries not due for a year, one per thread, with their thread rows (the queue
+    head on each, migration 0018)."""
     job = json.dumps(JOB_INPUT, sort_keys=True, separators=(",", ":"))
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'SET search_path = "{schema}"')
@@ -124,12 +125,12 @@ def populate_ours(dsn: str, schema: str, n: int) -> None:
                 (job, n),
             )
             conn.execute(
-                """INSERT INTO queue_threads (thread_id, head_entry_id, head_tenant,
-                                              lease_expires_at)
+                """INSERT INTO threads (thread_id, head_entry_id, head_tenant,
+                                        lease_expires_at)
                    SELECT thread_id, entry_id, NULL, not_before FROM queue_entries
                     WHERE thread_id LIKE 'pop-%%'"""
             )
-        for table in ("queue_entries", "queue_threads"):
+        for table in ("queue_entries", "threads"):
             conn.execute(f"VACUUM ANALYZE {table}")
 
 

@@ -25,7 +25,7 @@ async function check(name, body) {
 }
 
 const TABLES = ["threads", "checkpoints", "pending_writes", "events", "effects",
-                "queue_entries", "queue_attempts", "queue_threads", "limits"];
+                "queue_entries", "queue_attempts", "limits"];
 
 async function dump() {
   const out = {};
