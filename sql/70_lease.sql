@@ -24,11 +24,15 @@ $$;
 -- §15: head_priority_key = -priority, so ascending) — of the wanted tenant, of a kind in kinds
 -- (NULL: any kind), of no tenant in full_tenants and no kind in full_kinds (at their concurrency
 -- limits), its pick lock taken (_dg_pick_try_lock: a taken one is skipped; the caller then
--- locks the thread row); NULL when none. Threads
--- holding a live lease are never walked (issue 12): the unleased ones come from indexes that
--- hold only them (threads_{,tenant_,kind_}lease_idx, migration 0018), and the ones whose
--- lease expired from the lease-expiry index (an expired one is taken only when it comes before
--- the first unleased one). With kinds, each kind's first unleased head is read from its index
+-- locks the thread row); NULL when none. Threads holding a live lease are never walked (issue
+-- 12): the unleased ones come from indexes that hold only them (threads_{,tenant_,kind_}
+-- lease_idx, migration 0018), and the ones whose lease expired or whose delayed head came due
+-- from the leases' and the delayed heads' indexes (_dg_due_threads; such a one is taken only
+-- when it comes before the first unleased one). Its statements always run their generic plans
+-- (the SET below), which are index-bounded whatever the time: a plan made for the call's time
+-- costs the due threads' ranges as nearly empty, so PL/pgSQL preferred such custom plans and
+-- planned the pick anew on every call (D212; with 100,000 delayed heads that planning doubled
+-- a lease's server time, D224). With kinds, each kind's first unleased head is read from its index
 -- (one probe per kind, unlocked), the first of them is then pick-locked, and a taken one
 -- is skipped. Heads of full tenants and kinds are walked past (they wait; the limits' cost).
 -- SPEC §15 change (issue 27): kinds, priority and the full lists; was (now, any_tenant, tenant,
@@ -38,6 +42,7 @@ CREATE OR REPLACE FUNCTION _dg_lease_pick(
     p_now timestamptz, p_any_tenant boolean, p_tenant text, p_skip text[], p_kinds text[],
     p_full_tenants text[], p_full_kinds text[]) RETURNS text
 LANGUAGE plpgsql VOLATILE
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_thread text;
@@ -49,15 +54,12 @@ DECLARE
 BEGIN
     LOOP
         -- The first expired lease or due delayed head in lease order, unlocked (a hint, from
-        -- _dg_due_threads; + 0 keeps the planner on its two indexes; the time comes through a
-        -- subquery the planner cannot fold (OFFSET 0), so that a plan for the given time never looks
-        -- cheaper than the generic one PL/pgSQL caches: otherwise it was planned anew each
-        -- call), and with every kind, in the same
-        -- statement (SPEC §21: a statement is the unit of cost), the first unleased head before
-        -- it from the lease-order index, locked as it is walked (the scalar subquery; skipped
-        -- when kinds are given, below). One statement per tenant case: an OR on the tenant
-        -- parameters made every call plan it anew (custom plans fold the OR, so the plan cache
-        -- never settled on its generic plan); these stay generic and index-bounded (issue 25).
+        -- _dg_due_threads; + 0 keeps the planner on its two indexes), and with every kind, in
+        -- the same statement (SPEC §21: a statement is the unit of cost), the first unleased
+        -- head before it from the lease-order index, pick-locked as it is walked (the scalar
+        -- subquery; skipped when kinds are given, below). One statement per tenant case, each
+        -- with a generic plan that stays index-bounded (issue 25: an OR on the tenant
+        -- parameters is folded only by a custom plan).
         IF p_any_tenant THEN
             SELECT x.thread_id, x.head_priority_key, x.head_entry_id,
                    (SELECT q.thread_id FROM threads q
@@ -75,8 +77,7 @@ BEGIN
               FROM (SELECT) one
               LEFT JOIN LATERAL (
                    SELECT q.thread_id, q.head_priority_key, q.head_entry_id
-                     FROM (SELECT p_now AS now OFFSET 0) a
-                    CROSS JOIN LATERAL _dg_due_threads(a.now) q
+                     FROM _dg_due_threads(p_now) q
                     WHERE q.head_entry_id IS NOT NULL
                       AND (p_kinds IS NULL OR q.head_kind = ANY (p_kinds))
                       AND (q.head_tenant IS NULL OR q.head_tenant <> ALL (p_full_tenants))
@@ -100,8 +101,7 @@ BEGIN
               FROM (SELECT) one
               LEFT JOIN LATERAL (
                    SELECT q.thread_id, q.head_priority_key, q.head_entry_id
-                     FROM (SELECT p_now AS now OFFSET 0) a
-                    CROSS JOIN LATERAL _dg_due_threads(a.now) q
+                     FROM _dg_due_threads(p_now) q
                     WHERE q.head_entry_id IS NOT NULL
                       AND q.head_tenant IS NULL
                       AND (p_kinds IS NULL OR q.head_kind = ANY (p_kinds))
@@ -125,8 +125,7 @@ BEGIN
               FROM (SELECT) one
               LEFT JOIN LATERAL (
                    SELECT q.thread_id, q.head_priority_key, q.head_entry_id
-                     FROM (SELECT p_now AS now OFFSET 0) a
-                    CROSS JOIN LATERAL _dg_due_threads(a.now) q
+                     FROM _dg_due_threads(p_now) q
                     WHERE q.head_entry_id IS NOT NULL
                       AND q.head_tenant = p_tenant AND q.head_tenant <> ALL (p_full_tenants)
                       AND (p_kinds IS NULL OR q.head_kind = ANY (p_kinds))
