@@ -7,10 +7,11 @@
 -- D224: one row per thread), so a lease meets a commit or a submit in flight on the thread as it
 -- did when the queue had a row of its own — it waits for it instead of passing the thread over.
 -- (Two thread ids whose hashes collide share a pick lock: the second is skipped this time.) An
--- advisory lock writes no WAL. PL/pgSQL with a high COST so that the planner evaluates it after
--- every other condition of a pick's row: only a thread the pick takes is locked.
+-- advisory lock writes no WAL. Tried on one thread at a time, the one the pick chose (in a
+-- statement that reads a row by its key, after its other conditions: PL/pgSQL, not inlined, its
+-- default COST above theirs), so that only a thread the pick takes is locked.
 CREATE OR REPLACE FUNCTION _dg_pick_try_lock(p_thread_id text) RETURNS boolean
-LANGUAGE plpgsql VOLATILE COST 10000
+LANGUAGE plpgsql VOLATILE
 AS $$
 BEGIN
     RETURN pg_catalog.pg_try_advisory_xact_lock(
@@ -32,7 +33,9 @@ $$;
 -- (the SET below), which are index-bounded whatever the time: a plan made for the call's time
 -- costs the due threads' ranges as nearly empty, so PL/pgSQL preferred such custom plans and
 -- planned the pick anew on every call (D212; with 100,000 delayed heads that planning doubled
--- a lease's server time, D224). With kinds, each kind's first unleased head is read from its index
+-- a lease's server time, D224). And never JIT-compiled: a generic plan's estimate grows with
+-- the store (it prices the due threads' ranges at a third of their index), and past
+-- jit_above_cost compiling it took 450 ms a lease where running it takes 0.1 (D224). With kinds, each kind's first unleased head is read from its index
 -- (one probe per kind, unlocked), the first of them is then pick-locked, and a taken one
 -- is skipped. Heads of full tenants and kinds are walked past (they wait; the limits' cost).
 -- SPEC §15 change (issue 27): kinds, priority and the full lists; was (now, any_tenant, tenant,
@@ -43,6 +46,7 @@ CREATE OR REPLACE FUNCTION _dg_lease_pick(
     p_full_tenants text[], p_full_kinds text[]) RETURNS text
 LANGUAGE plpgsql VOLATILE
 SET plan_cache_mode = force_generic_plan
+SET jit = off
 AS $$
 DECLARE
     v_thread text;
@@ -56,8 +60,13 @@ BEGIN
         -- The first expired lease or due delayed head in lease order, unlocked (a hint, from
         -- _dg_due_threads; + 0 keeps the planner on its two indexes), and with every kind, in
         -- the same statement (SPEC §21: a statement is the unit of cost), the first unleased
-        -- head before it from the lease-order index, pick-locked as it is walked (the scalar
-        -- subquery; skipped when kinds are given, below). One statement per tenant case, each
+        -- head before it from the lease-order index (the scalar subquery; skipped when kinds
+        -- are given, below), whose pick lock is then tried: a thread another lease is taking is
+        -- skipped and the statement read again without it, as the kinds' path does (a lock
+        -- tried inside the statement ran on every row a plan sorted). The full kinds are tested
+        -- only when there are any: in a store of one kind, the generic plan otherwise judged that
+        -- no head passes `head_kind <> ALL (...)` and sorted every unleased head to find the
+        -- first. One statement per tenant case, each
         -- with a generic plan that stays index-bounded (issue 25: an OR on the tenant
         -- parameters is folded only by a custom plan).
         IF p_any_tenant THEN
@@ -69,9 +78,8 @@ BEGIN
                             OR (q.head_priority_key, q.head_entry_id)
                                < (x.head_priority_key, x.head_entry_id))
                        AND (q.head_tenant IS NULL OR q.head_tenant <> ALL (p_full_tenants))
-                       AND q.head_kind <> ALL (p_full_kinds)
+                       AND (pg_catalog.cardinality(p_full_kinds) = 0 OR q.head_kind <> ALL (p_full_kinds))
                        AND q.thread_id <> ALL (p_skip)
-                       AND _dg_pick_try_lock(q.thread_id)
                      ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1)
               INTO v_exp_thread, v_exp_key, v_exp_head, v_thread
               FROM (SELECT) one
@@ -93,9 +101,8 @@ BEGIN
                        AND (x.head_entry_id IS NULL
                             OR (q.head_priority_key, q.head_entry_id)
                                < (x.head_priority_key, x.head_entry_id))
-                       AND q.head_kind <> ALL (p_full_kinds)
+                       AND (pg_catalog.cardinality(p_full_kinds) = 0 OR q.head_kind <> ALL (p_full_kinds))
                        AND q.thread_id <> ALL (p_skip)
-                       AND _dg_pick_try_lock(q.thread_id)
                      ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1)
               INTO v_exp_thread, v_exp_key, v_exp_head, v_thread
               FROM (SELECT) one
@@ -117,9 +124,8 @@ BEGIN
                        AND (x.head_entry_id IS NULL
                             OR (q.head_priority_key, q.head_entry_id)
                                < (x.head_priority_key, x.head_entry_id))
-                       AND q.head_kind <> ALL (p_full_kinds)
+                       AND (pg_catalog.cardinality(p_full_kinds) = 0 OR q.head_kind <> ALL (p_full_kinds))
                        AND q.thread_id <> ALL (p_skip)
-                       AND _dg_pick_try_lock(q.thread_id)
                      ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1)
               INTO v_exp_thread, v_exp_key, v_exp_head, v_thread
               FROM (SELECT) one
@@ -132,6 +138,10 @@ BEGIN
                       AND q.head_kind <> ALL (p_full_kinds)
                       AND q.thread_id <> ALL (p_skip)
                     ORDER BY q.head_priority_key + 0, q.head_entry_id + 0 LIMIT 1) x ON true;
+        END IF;
+        IF v_thread IS NOT NULL AND NOT _dg_pick_try_lock(v_thread) THEN
+            p_skip := p_skip || v_thread;  -- another lease is taking it: look again without it
+            CONTINUE;
         END IF;
         IF p_kinds IS NOT NULL THEN
             -- Served kinds: the first unleased head of each kind (one index probe a kind), the

@@ -135,11 +135,12 @@ def populate(
                 {"n": hazards.backlog, "input": job},
             )
             conn.execute(
-                """INSERT INTO threads (thread_id, head_entry_id, head_tenant,
-                                        lease_expires_at, lease_entry_id, lease_until,
-                                        lease_kind, lease_token, lease_holder, lease_ttl)
-                   SELECT h.thread_id, h.head, NULL, l.lease_until, l.head, l.lease_until,
-                          l.kind, l.token, l.holder, l.ttl
+                """INSERT INTO threads (thread_id, head_entry_id, head_tenant, head_priority_key,
+                                        head_kind, lease_expires_at, lease_entry_id,
+                                        lease_until, lease_kind, lease_token, lease_holder,
+                                        lease_ttl)
+                   SELECT h.thread_id, h.head, NULL, 0, h.kind, l.lease_until, l.head,
+                          l.lease_until, l.kind, l.token, l.holder, l.ttl
                      FROM (SELECT thread_id, min(entry_id) AS head, min(kind) AS kind
                              FROM queue_entries WHERE outcome_kind IS NULL
                             GROUP BY thread_id ORDER BY min(entry_id)) h
