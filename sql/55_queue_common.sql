@@ -91,17 +91,17 @@ BEGIN
 END;
 $$;
 
--- _dg_queue_head(thread_id, closing, end_lease, now): one row, the thread's queue head and lease as
--- its thread row keeps them (migration 0018), computed from its open entries: the head (queue
--- order over every tenant) other than p_closing (an entry the calling statement closes: its
--- snapshot still sees it open), its tenant, minus its priority and its kind (lease order, SPEC
--- §15); when the thread can next be leased (expires: the later of its lease's expiry and a
--- delayed head's not_before still after p_now, SPEC §13); and the lease (D222, D223: the entry holding the
--- thread's one lease token, its expiry, token, holder, ttl, kind and tenant) as the row holds
--- it, unless p_end_lease (release, defer, a close of its entry: the lease ends without a new
--- one) or its entry is closed or p_closing. All NULL when no entry is left open. Reads only; an
--- SQL set-returning function, inlined into the statement that writes the row (the caller holds
--- its lock).
+-- _dg_queue_head(thread_id, closing, end_lease, now): one row, the thread's queue head and
+-- lease as its thread row keeps them (migration 0018), computed from its open entries: the head
+-- (queue order over every tenant) other than p_closing (an entry the calling statement closes:
+-- its snapshot still sees it open), its tenant, minus its priority and its kind (lease order,
+-- SPEC §15); when the thread can next be leased (expires: the later of its lease's expiry and a
+-- delayed head's not_before still after p_now, SPEC §13); and the lease (D222, D223: the entry
+-- holding the thread's one lease token, its expiry, token, holder, ttl, kind and tenant) as the
+-- row holds it, unless p_end_lease (release, defer, a close of its entry: the lease ends
+-- without a new one) or its entry is closed or p_closing. All NULL when no entry is left open.
+-- Reads only; an SQL set-returning function, inlined into the statement that writes the row
+-- (the caller holds its lock).
 CREATE OR REPLACE FUNCTION _dg_queue_head(p_thread_id text, p_closing bigint,
                                           p_end_lease boolean, p_now timestamptz)
 RETURNS TABLE (entry_id bigint, tenant text, priority_key integer, kind text,

@@ -35,9 +35,10 @@ $$;
 -- planned the pick anew on every call (D212; with 100,000 delayed heads that planning doubled
 -- a lease's server time, D224). And never JIT-compiled: a generic plan's estimate grows with
 -- the store (it prices the due threads' ranges at a third of their index), and past
--- jit_above_cost compiling it took 450 ms a lease where running it takes 0.1 (D224). With kinds, each kind's first unleased head is read from its index
--- (one probe per kind, unlocked), the first of them is then pick-locked, and a taken one
--- is skipped. Heads of full tenants and kinds are walked past (they wait; the limits' cost).
+-- jit_above_cost compiling it took 450 ms a lease where running it takes 0.1 (D224). With
+-- kinds, each kind's first unleased head is read from its index (one probe per kind,
+-- unlocked), the first of them is then pick-locked, and a taken one is skipped. Heads of full
+-- tenants and kinds are walked past (they wait; the limits' cost).
 -- SPEC §15 change (issue 27): kinds, priority and the full lists; was (now, any_tenant, tenant,
 -- skip) ordered by head_entry_id.
 DROP FUNCTION IF EXISTS _dg_lease_pick(timestamptz, boolean, text, text[]);
@@ -66,9 +67,9 @@ BEGIN
         -- tried inside the statement ran on every row a plan sorted). The full kinds are tested
         -- only when there are any: in a store of one kind, the generic plan otherwise judged that
         -- no head passes `head_kind <> ALL (...)` and sorted every unleased head to find the
-        -- first. One statement per tenant case, each
-        -- with a generic plan that stays index-bounded (issue 25: an OR on the tenant
-        -- parameters is folded only by a custom plan).
+        -- first. One statement per tenant case, each with a generic plan that stays
+        -- index-bounded (issue 25: an OR on the tenant parameters is folded only by a custom
+        -- plan).
         IF p_any_tenant THEN
             SELECT x.thread_id, x.head_priority_key, x.head_entry_id,
                    (SELECT q.thread_id FROM threads q
@@ -78,7 +79,8 @@ BEGIN
                             OR (q.head_priority_key, q.head_entry_id)
                                < (x.head_priority_key, x.head_entry_id))
                        AND (q.head_tenant IS NULL OR q.head_tenant <> ALL (p_full_tenants))
-                       AND (pg_catalog.cardinality(p_full_kinds) = 0 OR q.head_kind <> ALL (p_full_kinds))
+                       AND (pg_catalog.cardinality(p_full_kinds) = 0
+                            OR q.head_kind <> ALL (p_full_kinds))
                        AND q.thread_id <> ALL (p_skip)
                      ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1)
               INTO v_exp_thread, v_exp_key, v_exp_head, v_thread
@@ -101,7 +103,8 @@ BEGIN
                        AND (x.head_entry_id IS NULL
                             OR (q.head_priority_key, q.head_entry_id)
                                < (x.head_priority_key, x.head_entry_id))
-                       AND (pg_catalog.cardinality(p_full_kinds) = 0 OR q.head_kind <> ALL (p_full_kinds))
+                       AND (pg_catalog.cardinality(p_full_kinds) = 0
+                            OR q.head_kind <> ALL (p_full_kinds))
                        AND q.thread_id <> ALL (p_skip)
                      ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1)
               INTO v_exp_thread, v_exp_key, v_exp_head, v_thread
@@ -124,7 +127,8 @@ BEGIN
                        AND (x.head_entry_id IS NULL
                             OR (q.head_priority_key, q.head_entry_id)
                                < (x.head_priority_key, x.head_entry_id))
-                       AND (pg_catalog.cardinality(p_full_kinds) = 0 OR q.head_kind <> ALL (p_full_kinds))
+                       AND (pg_catalog.cardinality(p_full_kinds) = 0
+                            OR q.head_kind <> ALL (p_full_kinds))
                        AND q.thread_id <> ALL (p_skip)
                      ORDER BY q.head_priority_key, q.head_entry_id LIMIT 1)
               INTO v_exp_thread, v_exp_key, v_exp_head, v_thread

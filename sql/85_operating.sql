@@ -46,8 +46,8 @@ BEGIN
          WHERE a.entry_id = p_entry_id AND a.number = l.o_attempts;
     END IF;
     UPDATE queue_entries q SET not_before = v_now + p_delay WHERE q.entry_id = p_entry_id;
-    -- The lease ends (it lives on the thread row, migrations 0017, 0018); the thread is held back until
-    -- not_before when this entry is its head.
+    -- The lease ends (it lives on the thread row, migrations 0017, 0018); the thread is held
+    -- back until not_before when this entry is its head.
     PERFORM _dg_refresh_queue_thread((l.o_entry).thread_id, true);
     PERFORM _dg_wake_queue();
     RETURN QUERY SELECT * FROM dg_entry_v1(p_entry_id, p_tenant);
