@@ -267,6 +267,9 @@ def test_public_can_execute_nothing_and_only_the_owner_can_create_in_the_schema(
         elif name.startswith("_dg_notify_"):  # trigger functions: fired by the owner's DML too
             assert grantee is None and not definer, (name, grantee)
             assert config == [f"search_path={schema}, pg_temp"], name
+        elif name == "_dg_lease_pick":  # its plans pinned (D224), its search_path the caller's
+            assert grantee is None and not definer, (name, grantee)
+            assert config == ["plan_cache_mode=force_generic_plan", "jit=off"], name
         else:
             assert grantee is None, (name, grantee)
             assert not definer and not config, name  # helpers stay inlinable
