@@ -23,6 +23,14 @@ from durable_graph.core.errors import StoreError
 ROUNDS = 12
 REFUSALS = 20
 """Commits the writer still tries after its first refusal (each must be refused too)."""
+WRITING = 30.0
+"""Seconds a writer commits before giving up on the cancel: past SQLite's busy timeout (5 s),
+so a cancel that has not landed by then has failed loudly rather than let the writer run out of
+commits first (a fixed count of 5,000 did, once, on a loaded machine: `(8, '')`)."""
+STEP = 0.0005
+"""The most a writer pauses between commits, as a run's step works between checkpoints. Without
+it one process commits back to back and SQLite's polling busy handler can miss every gap for
+seconds: the cancel would wait on the file rather than race the commits."""
 
 
 def _open(where: tuple[str, ...]) -> Checkpointer:
@@ -45,8 +53,8 @@ def _writer(where: tuple[str, ...], jobs: Connection) -> None:
             claim, run_id = job
             accepted, refusal, after, parent = 0, "", False, None
             jobs.send("started")
-            tries = 0
-            while tries < REFUSALS and accepted < 5_000:
+            tries, until, pause = 0, time.monotonic() + WRITING, random.Random(run_id)
+            while tries < REFUSALS and time.monotonic() < until:
                 checkpoint_id = f"{run_id}-{accepted}-{tries}"
                 try:
                     store.commit(claim, Commit(checkpoint_id, parent, run_id, {"n": accepted}))
@@ -56,6 +64,7 @@ def _writer(where: tuple[str, ...], jobs: Connection) -> None:
                 else:
                     after = after or bool(refusal)
                     accepted, parent = accepted + 1, checkpoint_id
+                    time.sleep(pause.uniform(0, STEP))
             jobs.send((accepted, refusal, after))
     finally:
         store.close()
@@ -83,7 +92,7 @@ def _race(where: tuple[str, ...]) -> None:
             accepted, refusal, after = ours.recv()
             entry = store.run_queue.entry(ticket.entry_id)
             assert entry is not None and entry.closed_at_seq is not None
-            held = [c for c in store.history(thread_id, limit=10_000) if c.run_id == run_id]
+            held = [c for c in store.history(thread_id, limit=100_000) if c.run_id == run_id]
             assert len(held) == accepted, (round_, accepted, len(held))
             assert all(c.seq <= entry.closed_at_seq for c in held), round_
             assert refusal in ("EntryClosed", "ClaimLost") and not after, (round_, refusal)
