@@ -150,13 +150,18 @@ AS $$
        AND q.lease_expires_at <= p_now
 $$;
 
--- _dg_refresh_queue_thread(thread_id, end_lease): write the thread row's queue head and lease
--- as _dg_queue_head computes them (p_end_lease: the lease ends), in one UPDATE; the row is left
--- alone when nothing moved. The caller holds the row's lock. (Until migration 0018 the queue
--- row was deleted when no entry was left open; the thread row stays, its queue columns NULL.)
+-- _dg_refresh_queue_thread(thread_id, end_lease, release_claim): write the thread row's queue
+-- head and lease as _dg_queue_head computes them (p_end_lease: the lease ends) and, when
+-- p_release_claim, end its claim (a finish without a commit, a cancel: the caller decided under
+-- the row's lock), in one UPDATE: one row version where a release and a refresh were two. The
+-- row is left alone when nothing moved. The caller holds the row's lock. (Until migration 0018
+-- the queue row was deleted when no entry was left open; the thread row stays, its queue
+-- columns NULL.)
 DROP FUNCTION IF EXISTS _dg_refresh_queue_thread(text);
+DROP FUNCTION IF EXISTS _dg_refresh_queue_thread(text, boolean);
 CREATE OR REPLACE FUNCTION _dg_refresh_queue_thread(p_thread_id text,
-                                                    p_end_lease boolean DEFAULT false)
+                                                    p_end_lease boolean DEFAULT false,
+                                                    p_release_claim boolean DEFAULT false)
 RETURNS void
 LANGUAGE sql VOLATILE
 AS $$
@@ -165,13 +170,18 @@ AS $$
            head_priority_key = n.priority_key, head_kind = n.kind,
            lease_entry_id = n.lease_entry_id, lease_until = n.lease_until,
            lease_kind = n.lease_kind, lease_tenant = n.lease_tenant,
-           lease_token = n.lease_token, lease_holder = n.lease_holder, lease_ttl = n.lease_ttl
+           lease_token = n.lease_token, lease_holder = n.lease_holder, lease_ttl = n.lease_ttl,
+           claim_token = CASE WHEN p_release_claim THEN NULL ELSE q.claim_token END,
+           claim_holder = CASE WHEN p_release_claim THEN NULL ELSE q.claim_holder END,
+           claim_expires_at = CASE WHEN p_release_claim THEN NULL ELSE q.claim_expires_at END,
+           claim_ttl = CASE WHEN p_release_claim THEN NULL ELSE q.claim_ttl END
       FROM _dg_queue_head(p_thread_id, NULL, p_end_lease, store_now()) n
      WHERE q.thread_id = p_thread_id
-       AND (q.head_entry_id, q.head_tenant, q.lease_expires_at, q.head_priority_key, q.head_kind,
-            q.lease_entry_id, q.lease_until)
-           IS DISTINCT FROM (n.entry_id, n.tenant, n.expires, n.priority_key, n.kind,
-                             n.lease_entry_id, n.lease_until)
+       AND ((p_release_claim AND q.claim_token IS NOT NULL)
+            OR (q.head_entry_id, q.head_tenant, q.lease_expires_at, q.head_priority_key,
+                q.head_kind, q.lease_entry_id, q.lease_until)
+               IS DISTINCT FROM (n.entry_id, n.tenant, n.expires, n.priority_key, n.kind,
+                                 n.lease_entry_id, n.lease_until))
 $$;
 
 -- _dg_queue_rank(mode): an entry's place in queue order at submit (migration 0016): 1 for an

@@ -199,6 +199,7 @@ DECLARE
     v_ok boolean;
     v_thread text;
     v_leased boolean := false;
+    v_release boolean := false;
     v_commit boolean := p_checkpoint_id IS NOT NULL;
     v_now timestamptz;
     v_detail text := pg_catalog.btrim(p_outcome_detail, E' \t\n\r');
@@ -264,8 +265,9 @@ BEGIN
         -- its row: submit writes the queue head there). The lease is the row's (D223, D224):
         -- whether it is p_token on this entry, read with the lock that keeps it so (nothing
         -- below writes it before the close; _dg_commit locks the row again, a no-op).
-        SELECT coalesce(t.lease_entry_id = p_entry_id AND t.lease_token = p_token, false)
-          INTO v_leased
+        SELECT coalesce(t.lease_entry_id = p_entry_id AND t.lease_token = p_token, false),
+               coalesce(t.claim_token = p_claim_token, false)
+          INTO v_leased, v_release
           FROM threads t WHERE t.thread_id = v_thread FOR UPDATE;
     END IF;
     IF v_commit THEN
@@ -277,13 +279,6 @@ BEGIN
                         p_state, p_metadata, p_next, p_event_kinds, p_event_payloads,
                         p_event_created_at, p_created_at, p_parent_thread_id,
                         p_fence_thread_id, p_fence_token, p_entry_id);
-    ELSIF p_claim_token IS NOT NULL AND v_thread IS NOT NULL THEN
-        -- release_claim when still current, as one UPDATE (it locks the row itself, before the
-        -- entry's: queue order); a claim no longer current is left alone. Rolled back with the
-        -- rest if the lease check below refuses.
-        UPDATE threads t
-           SET claim_token = NULL, claim_holder = NULL, claim_expires_at = NULL, claim_ttl = NULL
-         WHERE t.thread_id = v_thread AND t.claim_token = p_claim_token;
     END IF;
 
     v_now := store_now();
@@ -323,8 +318,10 @@ BEGIN
             USING ERRCODE = 'DG102';
     END IF;
     IF NOT v_commit THEN
-        -- The next head; the lease ends (closed). (A commit wrote both: _dg_commit.)
-        PERFORM _dg_refresh_queue_thread(v_thread);
+        -- The next head; the lease ends (closed); p_claim_token's claim is released when still
+        -- current (v_release), a claim no longer current left alone: one write of the thread
+        -- row. (A commit wrote all three: _dg_commit.)
+        PERFORM _dg_refresh_queue_thread(v_thread, false, v_release);
     END IF;
     x := r.entry;
     entry_id := x.entry_id; tenant := x.tenant; thread_id := x.thread_id; key := x.key;

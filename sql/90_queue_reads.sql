@@ -42,12 +42,13 @@ BEGIN
     END IF;
     v_now := store_now();
     PERFORM _dg_close_entry(p_entry_id, 'cancelled', '"requested"', v_now);
-    UPDATE threads t
-       SET claim_token = NULL, claim_holder = NULL, claim_expires_at = NULL, claim_ttl = NULL
-     WHERE t.thread_id = e.thread_id
-       AND t.claim_holder IN (SELECT a.run_id FROM queue_attempts a
-                               WHERE a.entry_id = p_entry_id);
-    PERFORM _dg_refresh_queue_thread(e.thread_id);
+    -- The next head, the lease ended, and the claim of one of this entry's attempts released
+    -- (its run writes nothing more: SPEC §19.1), in one write of the thread row.
+    PERFORM _dg_refresh_queue_thread(
+        e.thread_id, false,
+        coalesce((SELECT t.claim_holder FROM threads t WHERE t.thread_id = e.thread_id)
+                 IN (SELECT a.run_id FROM queue_attempts a WHERE a.entry_id = p_entry_id),
+                 false));
     RETURN QUERY SELECT * FROM _dg_entry(p_entry_id);
 END;
 $$;

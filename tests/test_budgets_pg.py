@@ -27,7 +27,14 @@ from bench import inventory, jobs
 from bench.common import STATE
 from bench.stores import open_store
 from durable_graph.core.checkpointer import Checkpointer
-from durable_graph.core.model import Claim, Commit, PendingWrite
+from durable_graph.core.model import (
+    AttemptBegun,
+    Claim,
+    Commit,
+    Completed,
+    PendingWrite,
+    Submission,
+)
 from durable_graph.langgraph import DurableSaver
 from durable_graph.postgres.migrations import migrate
 from durable_graph.testkit.postgres import server as pg_server
@@ -55,6 +62,18 @@ COMMIT = Budget(statements=5, index_entries=5, row_versions=3, wal_kib=2.3, tran
 GET = Budget(statements=2, index_entries=0, row_versions=0, wal_kib=0.01, transactions=0)
 GET_TUPLE = Budget(statements=2, index_entries=0, row_versions=0, wal_kib=0.01, transactions=0)
 PUT_WRITES = Budget(statements=4, index_entries=1, row_versions=1, wal_kib=0.6, transactions=1)
+
+# Two ends of a run without a checkpoint, each counted with its submit and begin as a run meets
+# them: not budgeted by SPEC §21, but held where D225 brought them (before it each wrote the
+# thread row twice, the claim's release then the queue head: 19 and 24 statements, 7 row
+# versions). Their WAL moves by 0.1 KiB with what the module ran before (2.86 to 2.96 KiB). A
+# cancel is rare and not cut further: its statements are dg_cancel_v1's checks and locks.
+NO_CHECKPOINT_JOB = Budget(
+    statements=18, index_entries=17, row_versions=6, wal_kib=3.0, transactions=3
+)
+"""submit → begin → finish_attempt(Completed) with the claim and no commit."""
+CANCELLED_JOB = Budget(statements=23, index_entries=17, row_versions=6, wal_kib=3.1, transactions=3)
+"""submit → begin → cancel (SPEC §19.2: the claim ends with the entry)."""
 
 WARMUP = 50
 CALLS = 400
@@ -189,3 +208,31 @@ def test_put_writes_stays_within_its_budget(store: Checkpointer, server: Server)
         store.put_writes(claim, head.checkpoint_id, [write])
 
     _check("put_writes", _count(server, put_writes), PUT_WRITES)
+
+
+def _begun_job(store: Checkpointer) -> AttemptBegun:
+    """A submitted job's attempt, begun under a new run id."""
+    store.run_queue.submit(Submission(f"end-{uuid.uuid4().hex}", jobs.JOB_INPUT))
+    begun = store.begin_attempt("bench", jobs.TTL, run_id=uuid.uuid4().hex)
+    assert begun is not None and begun.claim is not None
+    return begun
+
+
+def test_a_job_without_a_checkpoint_writes_its_thread_row_once_a_call(
+    store: Checkpointer, server: Server
+) -> None:
+    def job() -> None:
+        begun = _begun_job(store)
+        store.finish_attempt(begun.lease, Completed(), begun.claim)
+
+    _check("job without a checkpoint", _count(server, job), NO_CHECKPOINT_JOB)
+
+
+def test_a_cancelled_job_writes_its_thread_row_once_a_call(
+    store: Checkpointer, server: Server
+) -> None:
+    def job() -> None:
+        begun = _begun_job(store)
+        store.run_queue.cancel(begun.lease.entry.entry_id)
+
+    _check("cancelled job", _count(server, job), CANCELLED_JOB)
