@@ -24,7 +24,7 @@ import psycopg
 import pytest
 
 from bench import inventory, jobs
-from bench.common import STATE
+from bench.common import JOB_INPUT, STATE
 from bench.stores import open_store
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.model import (
@@ -212,7 +212,7 @@ def test_put_writes_stays_within_its_budget(store: Checkpointer, server: Server)
 
 def _begun_job(store: Checkpointer) -> AttemptBegun:
     """A submitted job's attempt, begun under a new run id."""
-    store.run_queue.submit(Submission(f"end-{uuid.uuid4().hex}", jobs.JOB_INPUT))
+    store.run_queue.submit(Submission(f"end-{uuid.uuid4().hex}", JOB_INPUT))
     begun = store.begin_attempt("bench", jobs.TTL, run_id=uuid.uuid4().hex)
     assert begun is not None and begun.claim is not None
     return begun
@@ -223,6 +223,7 @@ def test_a_job_without_a_checkpoint_writes_its_thread_row_once_a_call(
 ) -> None:
     def job() -> None:
         begun = _begun_job(store)
+        assert begun.claim is not None
         store.finish_attempt(begun.lease, Completed(), begun.claim)
 
     _check("job without a checkpoint", _count(server, job), NO_CHECKPOINT_JOB)
