@@ -142,20 +142,25 @@ $$;
 -- thread's one UPDATE (one row version, not two), with what the close does to the thread row
 -- (migration 0018: the queue head moves past the entry and its lease ends, _dg_queue_head),
 -- and that entry's admission mark is left to the caller's close (which writes the entry once).
--- NULL: none of these.
+-- NULL: none of these. p_locked: the thread's row as the caller read it under its lock in this
+-- transaction (dg_finish_attempt_v2 locks it to check its lease; locking it again would be one
+-- statement more a job), used when no fence or parent thread is to be locked with it.
 --
 -- Written to SPEC §21's budget: the thread's lock is one statement, and every write one more —
 -- the run's entries probed, the checkpoint (its primary key the DG006 check), the events, the
 -- thread's head and the admission marks, as one statement of data-modifying CTEs. The checks on
 -- the locked thread row are plain expressions; only a refused claim, fence or parent pays for
 -- the probe that tells which error comes first.
+DROP FUNCTION IF EXISTS _dg_commit(text, bigint, text, text, text, text, text, text[], text[],
+                                   text[], timestamptz[], timestamptz, text, text, bigint, bigint);
 CREATE OR REPLACE FUNCTION _dg_commit(
     p_thread_id text, p_token bigint,
     p_checkpoint_id text, p_parent_id text, p_run_id text,
     p_state text, p_metadata text, p_next text[],
     p_event_kinds text[], p_event_payloads text[], p_event_created_at timestamptz[],
     p_created_at timestamptz, p_parent_thread_id text,
-    p_fence_thread_id text, p_fence_token bigint, p_own_entry bigint)
+    p_fence_thread_id text, p_fence_token bigint, p_own_entry bigint,
+    p_locked threads DEFAULT NULL)
 RETURNS checkpoints
 LANGUAGE plpgsql VOLATILE
 AS $$
@@ -181,6 +186,8 @@ BEGIN
     IF v_first_child THEN
         PERFORM _dg_lock_commit_parent(p_thread_id, p_fence_thread_id, p_parent_thread_id);
         SELECT * INTO t FROM threads WHERE threads.thread_id = p_thread_id;
+    ELSIF p_fence_thread_id IS NULL AND p_locked.thread_id = p_thread_id THEN
+        t := p_locked;
     ELSIF p_fence_thread_id IS NULL THEN
         -- A thread without a row has no claim: t stays NULL and the claim check raises DG002.
         SELECT * INTO t FROM threads WHERE threads.thread_id = p_thread_id FOR UPDATE;

@@ -197,6 +197,7 @@ DECLARE
     x queue_entries;
     c checkpoints;
     v_ok boolean;
+    v_row threads;
     v_thread text;
     v_leased boolean := false;
     v_release boolean := false;
@@ -253,22 +254,25 @@ BEGIN
         RAISE EXCEPTION 'commit arguments need a checkpoint_id' USING ERRCODE = 'DG000';
     END IF;
 
-    -- The entry's thread, read unlocked (an entry never changes thread); an entry that is gone
-    -- or another tenant's is refused by the lease check below, after the commit's checks.
-    SELECT q.thread_id INTO v_thread FROM queue_entries q
-     WHERE q.entry_id = p_entry_id AND q.tenant IS NOT DISTINCT FROM p_tenant;
-    IF v_thread IS NOT NULL THEN
-        IF p_thread_id IS DISTINCT FROM v_thread AND p_thread_id IS NOT NULL THEN
-            RAISE EXCEPTION 'claim must be on the lease''s thread (claim.thread_id)' USING ERRCODE = 'DG000';
-        END IF;
-        -- Queue order: the thread's row first, then the entry's (an open entry's thread has
-        -- its row: submit writes the queue head there). The lease is the row's (D223, D224):
-        -- whether it is p_token on this entry, read with the lock that keeps it so (nothing
-        -- below writes it before the close; _dg_commit locks the row again, a no-op).
-        SELECT coalesce(t.lease_entry_id = p_entry_id AND t.lease_token = p_token, false),
-               coalesce(t.claim_token = p_claim_token, false)
-          INTO v_leased, v_release
-          FROM threads t WHERE t.thread_id = v_thread FOR UPDATE;
+    -- The entry's thread row, locked (queue order: the thread's row first, then the entry's;
+    -- an open entry's thread has its row, where submit writes the queue head), read with the
+    -- entry (unlocked: an entry never changes thread) in one statement. An entry that is gone
+    -- or another tenant's reads nothing and is refused by the lease check below, after the
+    -- commit's checks. The lease is the row's (D223, D224): whether it is p_token on this entry
+    -- is read under the lock that keeps it so (nothing below writes it before the close), and
+    -- _dg_commit takes the row as read here rather than locking it again.
+    SELECT t.* INTO v_row
+      FROM queue_entries q JOIN threads t ON t.thread_id = q.thread_id
+     WHERE q.entry_id = p_entry_id AND q.tenant IS NOT DISTINCT FROM p_tenant
+       FOR UPDATE OF t;
+    v_thread := v_row.thread_id;
+    v_leased := coalesce(v_row.lease_entry_id = p_entry_id AND v_row.lease_token = p_token,
+                         false);
+    v_release := coalesce(v_row.claim_token = p_claim_token, false);
+    IF p_thread_id IS DISTINCT FROM v_thread AND p_thread_id IS NOT NULL
+       AND v_thread IS NOT NULL THEN
+        RAISE EXCEPTION 'claim must be on the lease''s thread (claim.thread_id)'
+            USING ERRCODE = 'DG000';
     END IF;
     IF v_commit THEN
         -- dg_commit_v1's locks, checks and writes; the claim is released, the queue head moved
@@ -278,7 +282,7 @@ BEGIN
         c := _dg_commit(p_thread_id, p_claim_token, p_checkpoint_id, p_parent_id, p_run_id,
                         p_state, p_metadata, p_next, p_event_kinds, p_event_payloads,
                         p_event_created_at, p_created_at, p_parent_thread_id,
-                        p_fence_thread_id, p_fence_token, p_entry_id);
+                        p_fence_thread_id, p_fence_token, p_entry_id, v_row);
     END IF;
 
     v_now := store_now();

@@ -69,7 +69,7 @@ PUT_WRITES = Budget(statements=4, index_entries=1, row_versions=1, wal_kib=0.6, 
 # versions). Their WAL moves by 0.1 KiB with what the module ran before (2.86 to 2.96 KiB). A
 # cancel is rare and not cut further: its statements are dg_cancel_v1's checks and locks.
 NO_CHECKPOINT_JOB = Budget(
-    statements=18, index_entries=17, row_versions=6, wal_kib=3.0, transactions=3
+    statements=17, index_entries=17, row_versions=6, wal_kib=3.0, transactions=3
 )
 """submit → begin → finish_attempt(Completed) with the claim and no commit."""
 CANCELLED_JOB = Budget(statements=23, index_entries=17, row_versions=6, wal_kib=3.1, transactions=3)
