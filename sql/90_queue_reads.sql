@@ -23,6 +23,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     e queue_entries;
+    t threads;
     v_now timestamptz;
 BEGIN
     PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
@@ -31,7 +32,7 @@ BEGIN
     IF FOUND THEN
         -- Queue order: the thread's row (a write under the run waits for the close, then
         -- sees it), then the entry's.
-        PERFORM _dg_lock_thread(e.thread_id);
+        t := _dg_lock_thread(e.thread_id);
         SELECT * INTO e FROM queue_entries q WHERE q.entry_id = p_entry_id FOR UPDATE;
     END IF;
     IF e.entry_id IS NULL OR e.tenant IS DISTINCT FROM p_tenant THEN
@@ -43,12 +44,12 @@ BEGIN
     v_now := store_now();
     PERFORM _dg_close_entry(p_entry_id, 'cancelled', '"requested"', v_now);
     -- The next head, the lease ended, and the claim of one of this entry's attempts released
-    -- (its run writes nothing more: SPEC §19.1), in one write of the thread row.
+    -- (its run writes nothing more: SPEC §19.1), in one write of the thread row (t: as locked
+    -- above; nothing since writes its claim).
     PERFORM _dg_refresh_queue_thread(
         e.thread_id, false,
-        coalesce((SELECT t.claim_holder FROM threads t WHERE t.thread_id = e.thread_id)
-                 IN (SELECT a.run_id FROM queue_attempts a WHERE a.entry_id = p_entry_id),
-                 false));
+        coalesce(t.claim_holder IN (SELECT a.run_id FROM queue_attempts a
+                                     WHERE a.entry_id = p_entry_id), false));
     RETURN QUERY SELECT * FROM _dg_entry(p_entry_id);
 END;
 $$;
