@@ -159,8 +159,8 @@ def test_a_scrape_during_the_demo_shows_attempts_and_queue_depth(tmp_path: Path)
     finally:
         if demo.poll() is None:
             demo.kill()
-            demo.communicate()
-    assert demo.returncode == 0, stderr
+            stdout, stderr = demo.communicate()
+    assert demo.returncode == 0, stdout + stderr
     assert f"metrics http://127.0.0.1:{port}/metrics" in stdout
     assert _value(seen, 'durable_graph_queue_entries{state="running"}') is not None
 

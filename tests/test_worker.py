@@ -7,6 +7,8 @@ nothing — as a SIGKILLed worker leaves it); the store clock is moved past thei
 from __future__ import annotations
 
 import itertools
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +39,7 @@ from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.sqlite import SqliteCheckpointer
 from durable_graph.testkit import ClockControl, ManualClock
 from durable_graph.testkit.postgres.clock import PgClock
+from durable_graph.worker.signals import STOP_SIGNALS, StopSignals
 from durable_graph.worker.sync import RunContext, Worker, output_effect_key
 from hooked_store import HookedStore
 
@@ -739,3 +742,61 @@ def test_a_retry_of_an_entry_never_admitted_applies_the_input(backend: Backend) 
 
     assert Worker(store, recording, **FAST).run_once() is not None
     assert isinstance(plans[0], Fresh)
+
+
+# --- stop signals: the handler takes no lock (worker/signals.py) ---------------------------
+
+
+@pytest.fixture
+def restore_signals() -> Iterator[None]:
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    yield
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+
+
+@pytest.mark.usefixtures("restore_signals")
+def test_a_stop_signal_while_the_main_thread_holds_a_lock_is_noted_not_waited_on() -> None:
+    """Where Event.wait holds its condition's lock, a handler calling ``event.set()`` waited for
+    itself for ever (a scheduler once hung so); the handler now only notes the signal."""
+    signals = StopSignals()
+    held = threading.Lock()  # as Event.wait holds its condition's lock between some bytecodes
+    with signals.installed(), held:
+        signal.raise_signal(signal.SIGTERM)
+        signal.raise_signal(signal.SIGINT)
+    assert signals.take() == [signal.SIGTERM, signal.SIGINT]
+    assert signals.take() == []
+
+
+@pytest.mark.usefixtures("restore_signals")
+def test_a_storm_of_sigterms_stops_a_worker_running_in_the_main_thread() -> None:
+    """Signals land anywhere in the main thread's loop (its waits, its locks, its log lines):
+    the first stops leasing, the second stops waiting, and the rest change nothing."""
+    with InMemoryCheckpointer() as store:
+        ticket = store.run_queue.submit(Submission("t1", None))
+        started = threading.Event()
+
+        def handler(ctx: RunContext) -> Any:
+            started.set()
+            time.sleep(0.5)
+            return "finished"
+
+        worker = Worker(store, handler, shutdown_deadline=timedelta(seconds=30), **FAST)
+        ignore = lambda signum, frame: None  # noqa: E731  (the storm may outlast the worker)
+        signal.signal(signal.SIGTERM, ignore)
+
+        def storm() -> None:
+            started.wait(10)
+            for _ in range(3000):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.00005)
+
+        sender = threading.Thread(target=storm, daemon=True)
+        sender.start()
+        began = time.monotonic()
+        worker.run()  # in the main thread, so its handlers are installed
+        sender.join(10)
+        assert worker.stopping and time.monotonic() - began < 10  # forced: not the 30 s deadline
+        assert signal.getsignal(signal.SIGTERM) is ignore  # the previous handler is back
+        entry = store.run_queue.entry(ticket.entry_id)
+        assert entry is not None and entry.attempts

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from types import FrameType
 from typing import Any
 
 from durable_graph.cli.common import (
@@ -154,27 +151,20 @@ def cmd_schedule_pause(args: argparse.Namespace) -> int:
 
 def cmd_scheduler(args: argparse.Namespace) -> int:
     from durable_graph.worker.scheduler import Scheduler
+    from durable_graph.worker.signals import POLL, StopSignals
 
     logging.basicConfig(level=getattr(logging, args.log_level.upper()))
-    stopped = threading.Event()  # a signal while the store opens stops it too
-    _stop_on_signals(stopped.set)
-    with store_of(args, must_exist=False) as store:
+    # The loop runs in a thread and the main thread only waits for SIGTERM / SIGINT: a handler
+    # that set the loop's Event could deadlock on the lock Event.wait holds (worker/signals.py).
+    with StopSignals().installed() as signals, store_of(args, must_exist=False) as store:
         scheduler = Scheduler(store.run_queue, interval=args.interval)
-        _stop_on_signals(scheduler.stop)
-        if not stopped.is_set():
-            scheduler.run()
+        if not signals.take():  # a signal while the store opened: stop before the first pass
+            loop = scheduler.start_thread()
+            while loop.is_alive() and not signals.take():
+                loop.join(POLL)
+            scheduler.stop()
+            loop.join()
     return 0
-
-
-def _stop_on_signals(stop: Callable[[], None]) -> None:
-    if threading.current_thread() is not threading.main_thread():
-        return
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, on_signal)
 
 
 def add_parsers(

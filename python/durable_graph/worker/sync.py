@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from types import FrameType
 from typing import Any, TypeVar, Unpack
 
 from durable_graph.core.checkpointer import Checkpointer
@@ -65,6 +63,7 @@ from durable_graph.worker.flow import (
     worker_beat,
 )
 from durable_graph.worker.settings import WorkerOptions, WorkerSettings
+from durable_graph.worker.signals import POLL, StopSignals
 
 log = logging.getLogger("durable_graph.worker")
 
@@ -309,7 +308,7 @@ class Worker:
         signal cuts the wait short); the rest are cancelled (their ``ctx`` raises `WorkerStopped`) and their claims and leases
         released, so another worker resumes them at once.
         """
-        with self._signals():
+        with StopSignals().installed() as signals:
             threads = []
             for index in range(self.concurrency):
                 slot = _Slot()
@@ -323,12 +322,12 @@ class Worker:
             log.info("worker %s started (%d slot(s))", self.holder, self.concurrency)
             every = self.settings.heartbeat_every.total_seconds()
             next_beat = time.monotonic()
-            while True:
+            while not self._stop.is_set():
                 if time.monotonic() >= next_beat:  # issue 26 item 13: idle workers are seen
                     self._beat("busy" if self._busy() else "idle")
                     next_beat = time.monotonic() + every
-                if self._stop.wait(min(0.5, max(0.0, next_beat - time.monotonic()))):
-                    break
+                self._stop.wait(min(POLL, max(0.0, next_beat - time.monotonic())))
+                self._on_signals(signals.take())
             log.info("worker %s stopping", self.holder)
             deadline = time.monotonic() + self.shutdown_deadline.total_seconds()
             while (
@@ -337,7 +336,8 @@ class Worker:
                 and not self._force.is_set()
             ):
                 for thread in threads:
-                    thread.join(0.1)
+                    thread.join(POLL)
+                self._on_signals(signals.take())
             self._abandon_running()
             self._beat("stopped")
             log.info("worker %s stopped", self.holder)
@@ -361,24 +361,14 @@ class Worker:
         except Exception as exc:  # the registry is for people; a failed beat stops nothing
             log_beat_failure(log, self.holder, exc)
 
-    @contextlib.contextmanager
-    def _signals(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-
-        def on_signal(signum: int, frame: FrameType | None) -> None:
+    def _on_signals(self, received: list[int]) -> None:
+        """SIGTERM / SIGINT, taken by the main thread: the first stops leasing, a second stops
+        waiting for running attempts."""
+        for signum in received:
             again = self._stop.is_set()
             log_stop_signal(log, self.holder, signum, again)
             (self._force if again else self._stop).set()
             self._wake_idle()
-
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
     def _abandon_running(self) -> None:
         """Past the shutdown deadline: cancel what still runs, release its claim and lease (D44)."""

@@ -1,0 +1,61 @@
+"""SIGTERM and SIGINT, noted by a handler that takes no lock and acted on by the main thread.
+
+A Python signal handler runs in the main thread between two of its bytecodes, and that thread may
+hold a lock at that moment: `threading.Event.wait` holds its condition's lock for a few bytecodes
+on each call, `with lock:` blocks and logging hold theirs. A handler that takes the same lock
+(``event.set()``, a log line, ``with lock:``) waits for itself for ever, and the process then
+ignores every later SIGTERM. That is how a ``durable-graph scheduler`` once hung in a test, rarely:
+its handler set the Event its loop was waiting on, 0.1 s at a time.
+
+So the handler only appends the signal's number to a list (one C call, no lock), and the main
+thread takes the numbers between its waits, which last at most `POLL` seconds, and acts on them
+(logs, sets events) as ordinary code. The async worker needs none of this: asyncio's
+``add_signal_handler`` already calls its handler from the event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+POLL = 0.1
+"""The longest a main thread waits before it looks for a signal: a stop starts this late at most."""
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class StopSignals:
+    """The stop signals received since the last `take`, noted while `installed`."""
+
+    def __init__(self) -> None:
+        self._received: list[int] = []
+
+    def _note(self, signum: int, frame: FrameType | None) -> None:
+        self._received.append(signum)  # no lock: see the module's docstring
+
+    def take(self) -> list[int]:
+        """The signals received since the last call, oldest first; call it from the main thread."""
+        taken: list[int] = []
+        while self._received:
+            taken.append(self._received.pop(0))  # one C call: a handler between two is kept
+        return taken
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[StopSignals]:
+        """Note SIGTERM and SIGINT while inside, then put the previous handlers back; outside
+        the main thread (where Python runs no handler) nothing is installed."""
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = {sig: signal.signal(sig, self._note) for sig in STOP_SIGNALS}
+        try:
+            yield self
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+__all__ = ["POLL", "STOP_SIGNALS", "StopSignals"]
