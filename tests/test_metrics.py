@@ -4,6 +4,7 @@ the metrics hang on (durable_graph.observe.observer) on sync and async stores.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -43,6 +44,21 @@ def _free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def _free_ports(count: int) -> int:
+    """The first of ``count`` consecutive ports free now (the demo's workers serve metrics on
+    ``port + i``): a port one above a free one may be taken, by this run's PostgreSQL say."""
+    while True:
+        first = _free_port()
+        with contextlib.ExitStack() as held:
+            try:
+                for port in range(first + 1, first + count):
+                    s = held.enter_context(socket.socket())
+                    s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return first
 
 
 def _scrape(port: int) -> str:
@@ -124,7 +140,7 @@ def test_worker_metrics_show_attempts_calls_and_queue_depth(tmp_path: Path) -> N
 
 def test_a_scrape_during_the_demo_shows_attempts_and_queue_depth(tmp_path: Path) -> None:
     """`make demo`'s run with metrics on: its workers serve Prometheus metrics while it runs."""
-    port = _free_port()
+    port = _free_ports(2)
     env = {k: v for k, v in os.environ.items() if k != "DURABLE_GRAPH_DSN"}
     demo = subprocess.Popen(
         [
@@ -163,6 +179,34 @@ def test_a_scrape_during_the_demo_shows_attempts_and_queue_depth(tmp_path: Path)
     assert demo.returncode == 0, stdout + stderr
     assert f"metrics http://127.0.0.1:{port}/metrics" in stdout
     assert _value(seen, 'durable_graph_queue_entries{state="running"}') is not None
+
+
+def test_a_demo_worker_that_cannot_serve_metrics_is_named_and_the_demo_fails(
+    tmp_path: Path,
+) -> None:
+    """A worker that exits before it starts (its metrics port taken) is named with its error,
+    and the demo crashes none of the one left (it once killed it and waited 50 s for nothing)."""
+    port = _free_ports(2)
+    env = {k: v for k, v in os.environ.items() if k != "DURABLE_GRAPH_DSN"}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port + 1))
+        taken.listen()
+        demo = subprocess.run(
+            [
+                *(str(BIN), "demo", "--sqlite", str(tmp_path / "demo.db")),
+                *("--workers", "2", "--metrics-port", str(port)),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert demo.returncode == 1, demo.stdout + demo.stderr
+    assert "demo-worker-2 exited before it started (exit 1: " in demo.stdout
+    assert "Address already in use" in demo.stdout
+    assert "fewer than two workers are up: nothing killed" in demo.stdout
+    assert "All 8 entries closed" in demo.stdout  # the one left ran them all
+    assert "FAILED: demo-worker-2 did not start" in demo.stdout
 
 
 def test_observer_counts_renewals_losses_and_claim_waits() -> None:

@@ -307,15 +307,20 @@ def run(
             p.line(f"  {' ' * len(name)}  metrics http://127.0.0.1:{port}/metrics")
 
     killed: tuple[str, int, str, str] | None = None
-    summary: dict[str, Any] = {"ok": False}
     try:
+        gone = _await_workers_up(store, procs, deadline=time.monotonic() + 30, progress=progress)
+        for name, why in gone.items():
+            p.line(f"  {name} exited before it started ({why})")
         p.section("Crashing a worker mid-run")
-        killed = _kill_one_mid_run(
-            store, procs, entry_ids, deadline=time.monotonic() + 20, progress=progress
-        )
-        if killed is None:
-            p.line("  (no run was caught between steps; nothing killed)")
+        if len(procs) - len(gone) < 2:
+            p.line("  (fewer than two workers are up: nothing killed, the runs need the one left)")
         else:
+            killed = _kill_one_mid_run(
+                store, procs, entry_ids, deadline=time.monotonic() + 20, progress=progress
+            )
+            if killed is None:
+                p.line("  (no run was caught between steps; nothing killed)")
+        if killed is not None:
             name, entry_id, thread_id, step = killed
             p.line(
                 f"  SIGKILL {name} (pid {procs[name].popen.pid}) while it ran entry {entry_id} "
@@ -326,13 +331,16 @@ def run(
             )
 
         p.section("Waiting for every run to close")
-        deadline = time.monotonic() + timeout
-        entries = _await_all(store, entry_ids, deadline, progress)
+        waiting = time.monotonic()
+        entries = _await_all(store, entry_ids, waiting + timeout, progress, procs)
         progress("")
         still_open = [e for e in entries if not e.closed]
         if still_open:
+            left = any(proc.popen.poll() is None for proc in procs.values())
             p.line(
-                f"  {len(still_open)} entries still open after {timeout:.0f}s: "
+                f"  {len(still_open)} entries still open after {time.monotonic() - waiting:.0f}s"
+                + ("" if left else " (no worker is left)")
+                + ": "
                 + ", ".join(str(e.entry_id) for e in still_open)
             )
         else:
@@ -346,7 +354,7 @@ def run(
 
     p.section("Exactly once: the input of every entry applied once")
     rows = []
-    ok = not still_open
+    ok = not still_open and not gone
     histories = {tid: _all_history(store, tid) for tid in sorted({e.thread_id for e in entries})}
     checked = []
     for entry in entries:
@@ -380,6 +388,10 @@ def run(
     p.line()
     if ok:
         p.line(f"OK: all {runs} runs completed exactly once; interrupted entries never ran.")
+    elif gone:
+        p.line(
+            f'FAILED: {", ".join(gone)} did not start (see "Starting {workers} worker processes").'
+        )
     else:
         p.line("FAILED: some entry was not applied exactly once (see CHECK above).")
 
@@ -483,16 +495,49 @@ def _kill_one_mid_run(
     return None
 
 
+def _await_workers_up(
+    store: Checkpointer,
+    procs: Mapping[str, _Proc],
+    *,
+    deadline: float,
+    progress: Callable[[str], None],
+) -> dict[str, str]:
+    """Wait until each worker has sent its first beat (it is then leasing) or exited; returns
+    the ones that exited, each with the last line of its log (a metrics port in use, say), so
+    the demo says why instead of crashing the one worker left and waiting for nothing."""
+    pending = dict(procs)
+    gone: dict[str, str] = {}
+    while pending and time.monotonic() < deadline:
+        progress("waiting for the workers to start...")
+        beating = {(seen.holder, seen.pid) for seen in store.run_queue.workers()}
+        for name, proc in list(pending.items()):
+            if (name, proc.popen.pid) in beating:
+                del pending[name]
+            elif proc.popen.poll() is not None:
+                del pending[name]
+                lines = proc.log.read_text(errors="replace").strip().splitlines() or ["no log"]
+                gone[name] = f"exit {proc.popen.returncode}: {lines[-1]}"
+        time.sleep(0.05)
+    progress("")
+    return gone
+
+
 def _await_all(
-    store: Checkpointer, entry_ids: Sequence[int], deadline: float, progress: Callable[[str], None]
+    store: Checkpointer,
+    entry_ids: Sequence[int],
+    deadline: float,
+    progress: Callable[[str], None],
+    procs: Mapping[str, _Proc],
 ) -> list[QueueEntry]:
+    """The entries, once all are closed, the deadline has passed or no worker is left."""
     queue = store.run_queue
     while True:
         entries = [queue.entry(i) for i in entry_ids]
         known = [e for e in entries if e is not None]
         closed = sum(1 for e in known if e.closed)
         progress(f"closed {closed}/{len(known)} entries")
-        if closed == len(known) or time.monotonic() >= deadline:
+        alive = any(proc.popen.poll() is None for proc in procs.values())
+        if closed == len(known) or time.monotonic() >= deadline or not alive:
             return known
         remaining = [e for e in known if not e.closed]
         queue.await_closed(remaining[0].entry_id, timedelta(milliseconds=300))
