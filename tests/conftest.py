@@ -8,6 +8,7 @@ from pytest-postgresql's `DatabaseJanitor`; each test gets its own schema inside
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Iterator
 
@@ -19,6 +20,7 @@ from pytest_postgresql.janitor import DatabaseJanitor
 from durable_graph.postgres.migrations import migrate
 from durable_graph.testkit.postgres import server as pg_server
 from durable_graph.testkit.postgres.clock import PgClock
+from durable_graph.worker.signals import STOP_SIGNALS
 
 _SERVER: pg_server.PgServer | None = None
 
@@ -84,3 +86,12 @@ def class_schema(pg_dsn: str) -> Iterator[tuple[str, PgClock]]:
     yield schema, clock
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture
+def restore_signals() -> Iterator[None]:
+    """Puts SIGTERM's and SIGINT's handlers back after a test that installs a worker's own."""
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    yield
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)

@@ -14,7 +14,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -574,14 +574,6 @@ def test_handler_must_be_an_async_function() -> None:
         AsyncWorker(store, _three_steps, concurrency=0)
     with pytest.raises(ValidationError, match="lease_ttl"):
         AsyncWorker(store, _three_steps, lease_ttl=30)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def restore_signals() -> Iterator[None]:
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-    yield
-    for sig, handler in previous.items():
-        signal.signal(sig, handler)
 
 
 @pytest.mark.usefixtures("restore_signals")

@@ -39,7 +39,7 @@ from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.sqlite import SqliteCheckpointer
 from durable_graph.testkit import ClockControl, ManualClock
 from durable_graph.testkit.postgres.clock import PgClock
-from durable_graph.worker.signals import STOP_SIGNALS, StopSignals
+from durable_graph.worker.signals import StopSignals
 from durable_graph.worker.sync import RunContext, Worker, output_effect_key
 from hooked_store import HookedStore
 
@@ -745,14 +745,6 @@ def test_a_retry_of_an_entry_never_admitted_applies_the_input(backend: Backend) 
 
 
 # --- stop signals: the handler takes no lock (worker/signals.py) ---------------------------
-
-
-@pytest.fixture
-def restore_signals() -> Iterator[None]:
-    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
-    yield
-    for sig, handler in previous.items():
-        signal.signal(sig, handler)
 
 
 @pytest.mark.usefixtures("restore_signals")

@@ -336,10 +336,9 @@ def run(
         progress("")
         still_open = [e for e in entries if not e.closed]
         if still_open:
-            left = any(proc.popen.poll() is None for proc in procs.values())
             p.line(
                 f"  {len(still_open)} entries still open after {time.monotonic() - waiting:.0f}s"
-                + ("" if left else " (no worker is left)")
+                + ("" if _any_running(procs) else " (no worker is left)")
                 + ": "
                 + ", ".join(str(e.entry_id) for e in still_open)
             )
@@ -522,6 +521,10 @@ def _await_workers_up(
     return gone
 
 
+def _any_running(procs: Mapping[str, _Proc]) -> bool:
+    return any(proc.popen.poll() is None for proc in procs.values())
+
+
 def _await_all(
     store: Checkpointer,
     entry_ids: Sequence[int],
@@ -536,8 +539,7 @@ def _await_all(
         known = [e for e in entries if e is not None]
         closed = sum(1 for e in known if e.closed)
         progress(f"closed {closed}/{len(known)} entries")
-        alive = any(proc.popen.poll() is None for proc in procs.values())
-        if closed == len(known) or time.monotonic() >= deadline or not alive:
+        if closed == len(known) or time.monotonic() >= deadline or not _any_running(procs):
             return known
         remaining = [e for e in known if not e.closed]
         queue.await_closed(remaining[0].entry_id, timedelta(milliseconds=300))
