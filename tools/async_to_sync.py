@@ -1,20 +1,24 @@
 """The sync twin of an async module, as plain source (psycopg 3's ``tools/async_to_sync.py``).
 
 `sync_twin` rewrites the code of an async module token by token, leaving its comments, strings
-and layout alone: ``async def`` → ``def``, ``await x`` → ``x``, ``Awaitable[T]`` → ``T``, and
-each name of ``names`` renamed (``AsyncCheckpointer`` → ``Checkpointer``, a module ``asyncio``
-→ ``time`` for ``asyncio.sleep``, ...). The module's docstring is replaced by ``doc``. The caller
-formats the result (``tools/generate_stores.py`` runs ruff, which also drops the imports the sync
-code no longer uses).
+and layout alone: ``async def`` / ``async with`` / ``async for`` → ``def`` / ``with`` / ``for``,
+``await x`` → ``x``, ``Awaitable[T]`` → ``T`` (``T | Awaitable[T]`` → ``T``), and each name of
+``names`` renamed (``AsyncCheckpointer`` → ``Checkpointer``, a module ``asyncio`` → ``time`` for
+``asyncio.sleep``, ...). What only one spelling has is written in the source as ``if ASYNC:``
+(its ``else:``, if any, is the sync code) or ``if not ASYNC:`` (sync only): the sync twin keeps
+the sync branch, dedented in place of the ``if``. The module's docstring is replaced by ``doc``.
+The caller formats the result (``tools/generate_stores.py`` runs ruff, which also drops the
+imports the sync code no longer uses).
 
-A construct with no sync spelling (``async with``, ``async for``, an ``asyncio`` call other than
-``sleep``) is refused: the async source keeps to what this transform knows.
+A construct with no sync spelling (an ``asyncio`` call other than ``sleep`` outside an ``if
+ASYNC:`` block) is refused: the async source keeps to what this transform knows.
 """
 
 from __future__ import annotations
 
 import ast
 import io
+import itertools
 import tokenize
 from collections.abc import Mapping
 
@@ -24,6 +28,7 @@ Edit = tuple[tuple[int, int], tuple[int, int], str]
 
 def sync_twin(source: str, names: Mapping[str, str], doc: str) -> str:
     """``source`` (an async module) as its sync twin, headed by the docstring ``doc``."""
+    source = _sync_branches(source)
     tokens = [
         t
         for t in tokenize.generate_tokens(io.StringIO(source).readline)
@@ -38,11 +43,14 @@ def sync_twin(source: str, names: Mapping[str, str], doc: str) -> str:
         if token.type != tokenize.NAME:
             continue
         if token.string == "async":
-            if after.string != "def":
+            if after.string not in ("def", "with", "for"):
                 raise SystemExit(
                     f"line {token.start[0]}: no sync spelling for async {after.string}"
                 )
             edits.append((token.start, after.start, ""))
+        elif token.string == "Awaitable" and tokens[i - 1].string == "|":
+            closing = _closing_bracket(tokens, i + 1)
+            edits.append((tokens[i - 2].end, closing[1], ""))  # T | Awaitable[T] -> T
         elif token.string == "await":
             edits.append((token.start, after.start, ""))
         elif token.string == "Awaitable" and after.string == "[":
@@ -56,6 +64,45 @@ def sync_twin(source: str, names: Mapping[str, str], doc: str) -> str:
         elif token.string in names:
             edits.append((token.start, token.end, names[token.string]))
     return _with_doc(_applied(source, edits), doc)
+
+
+def _sync_branches(source: str) -> str:
+    """``source`` with each ``if ASYNC:`` / ``if not ASYNC:`` statement replaced by its sync
+    branch (dedented to the ``if``), or dropped when it has none."""
+    lines = source.splitlines(keepends=True)
+    blocks = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.If):
+            continue
+        test = node.test
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        name = test.operand if isinstance(test, ast.UnaryOp) and negated else test
+        if not (isinstance(name, ast.Name) and name.id == "ASYNC"):
+            continue
+        branch = node.body if negated else node.orelse
+        if negated and node.orelse:
+            raise SystemExit(f"line {node.lineno}: no else after if not ASYNC")
+        assert node.end_lineno is not None
+        kept: list[str] = []
+        if branch:
+            first = min([branch[0].lineno, *(d.lineno for d in _decorators(branch[0]))])
+            last = branch[-1].end_lineno
+            assert last is not None
+            indent = branch[0].col_offset - node.col_offset
+            kept = [line[indent:] if line.strip() else line for line in lines[first - 1 : last]]
+        blocks.append((node.lineno, node.end_lineno, kept))
+    blocks.sort()
+    for (_, end, _), (start, _, _) in itertools.pairwise(blocks):
+        if start <= end:
+            raise SystemExit(f"line {start}: an if ASYNC: block inside another")
+    for start, end, kept in reversed(blocks):
+        lines[start - 1 : end] = kept
+    return "".join(lines)
+
+
+def _decorators(node: ast.stmt) -> list[ast.expr]:
+    decorated = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return node.decorator_list if isinstance(node, decorated) else []
 
 
 def _closing_bracket(tokens: list[tokenize.TokenInfo], opening: int) -> Edit:

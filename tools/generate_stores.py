@@ -28,7 +28,9 @@ and, from an async module made sync (``tools/unasync.py``): ``langgraph/generate
 
 And the sync twins of the modules written async first (`TWINS`, ``tools/async_to_sync.py``):
 
-- ``worker/attempt_generated.py``: the sync worker's attempt, from ``worker/attempt_async.py``.
+- ``worker/attempt_generated.py``: the sync worker's attempt, from ``worker/attempt_async.py``;
+- ``worker/sync.py``: the sync `Worker` (threads), from ``worker/aio.py`` (`AsyncWorker`, tasks),
+  ``_compat_async`` read as ``_compat_sync``.
 
 Adding a store method: write it in the Protocol (and the embedded stores), add its builder to
 ``postgres/calls.py`` (or the builder module of its concern), run ``make generate``. ``--check`` (``tests/test_generated.py``)
@@ -470,7 +472,7 @@ def render(target: Target) -> str:
 def _formatted(path: Path, text: str) -> str:
     """``text`` with its imports sorted and formatted as ``ruff`` would leave ``path``."""
     ruff = str(Path(sys.executable).with_name("ruff"))
-    for args in (["check", "--fix", "--select", "I,F401", "--quiet"], ["format"]):
+    for args in (["check", "--fix", "--select", "I,F401,RUF022", "--quiet"], ["format"]):
         done = subprocess.run(
             [ruff, *args, "--stdin-filename", str(path), "-"],
             input=text,
@@ -506,6 +508,31 @@ TWINS = [
             "async_protocols": "checkpointer",
         },
         doc="One attempt of the sync `Worker`: ``attempt_async.py`` without async (read that one).",
+    ),
+    Twin(
+        source="worker/aio.py",
+        path="worker/sync.py",
+        names={
+            "AsyncWorker": "Worker",
+            "AsyncRunContext": "RunContext",
+            "AsyncHandler": "Handler",
+            "AsyncAttempt": "Attempt",
+            "attempt_async": "attempt_generated",
+            "_compat_async": "_compat_sync",
+            "AsyncCheckpointer": "Checkpointer",
+            "async_protocols": "checkpointer",
+            "AsyncChanges": "Changes",
+            "AsyncExitStack": "ExitStack",
+            "enter_async_context": "enter_context",
+            "aclose": "close",
+            "durable_graph.worker.aio": "durable_graph.worker",
+        },
+        doc=(
+            "The sync worker: `Worker` runs a handler's attempts in threads (SPEC §5, §11).\n\n"
+            "Generated from ``aio.py`` (`AsyncWorker`), the one source of both workers: read that"
+            " one. A handler\nis a plain function, called in its attempt's thread; one that"
+            " waits waits on ``ctx.wait_cancelled``.\n"
+        ),
     ),
 ]
 

@@ -17,9 +17,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import hmac
-import json
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from contextlib import suppress
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -28,7 +26,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import HTTPConnection, Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
@@ -53,6 +51,17 @@ from durable_graph.service.protocol_commands import Commands
 from durable_graph.service.protocol_socket import serve_socket
 from durable_graph.service.protocol_stream import request_filter, sse
 from durable_graph.service.records import assistant_id_of, check_thread_id, run_path
+from durable_graph.service.requests import (
+    BadRequest,
+    ClientGone,
+    Json,
+    body_of,
+    dict_field,
+    error,
+    int_param,
+    str_field,
+    until_disconnect,
+)
 from durable_graph.service.runs import THREAD_MODES, Conflict_, Runs
 from durable_graph.service.schemas import graph_schemas
 from durable_graph.service.store import StoreApi
@@ -74,7 +83,7 @@ async def _authorize(
     """The user's ``auth`` for one request (SPEC §20.4): its user is the request's `TENANT`;
     its ``@auth.on`` handler for ``permission`` sees the request's path ids and body (as the
     reference's ``value``); the filter it returns is the request's `FILTERS`, the metadata it
-    leaves is the body's (`_body`). `Denied` when refused."""
+    leaves is the body's (`body_of`). `Denied` when refused."""
     user = await user_auth.authenticate(request)
     TENANT.set(user.identity)
     if permission is None:
@@ -87,85 +96,6 @@ async def _authorize(
     FILTERS.set(await user_auth.authorize(user, *permission, value))
     if isinstance(value.get("metadata"), dict) and value["metadata"] != body.get("metadata"):
         request.state.metadata = value["metadata"]
-
-
-class BadRequest(Exception):
-    """422 with this message."""
-
-
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"detail": message}, status_code=status)
-
-
-def _dumps(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), default=str).encode()
-
-
-class _Json(JSONResponse):
-    def render(self, content: Any) -> bytes:
-        return _dumps(content)
-
-
-async def _body(request: Request) -> dict[str, Any]:
-    """The request's JSON object, with ``metadata`` as the ``@auth.on`` handler left it."""
-    body = parse_body(await request.body())
-    metadata = getattr(request.state, "metadata", None)
-    return body if metadata is None else {**body, "metadata": metadata}
-
-
-def _int(params: Mapping[str, Any], name: str, default: int, *, lo: int = 0) -> int:
-    value = params.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise BadRequest(f"{name}: must be an integer")
-    try:
-        number = int(value)
-    except ValueError:
-        raise BadRequest(f"{name}: must be an integer") from None
-    if number < lo:
-        raise BadRequest(f"{name}: must be >= {lo}")
-    return number
-
-
-def _str(body: Mapping[str, Any], name: str) -> str | None:
-    value = body.get(name)
-    if value is not None and not isinstance(value, str):
-        raise BadRequest(f"{name}: must be a string")
-    return value
-
-
-def _dict(body: Mapping[str, Any], name: str) -> dict[str, Any] | None:
-    value = body.get(name)
-    if value is not None and not isinstance(value, dict):
-        raise BadRequest(f"{name}: must be an object")
-    return value
-
-
-class ClientGone(Exception):
-    """The client of a join went away: there is no one to answer."""
-
-
-async def until_disconnect(request: Request, wait: Coroutine[Any, Any, T]) -> T:
-    """``wait``'s result, or `ClientGone` (``wait`` cancelled) as soon as the client disconnects:
-    a join whose client left holds nothing (its body has been read, so the next message the
-    server hands over is ``http.disconnect``)."""
-    waiting = asyncio.ensure_future(wait)
-    gone = asyncio.ensure_future(_disconnected(request))
-    try:
-        await asyncio.wait({waiting, gone}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
-        if not waiting.done():
-            waiting.cancel()
-            with suppress(asyncio.CancelledError):
-                await waiting
-    if waiting.cancelled():
-        raise ClientGone
-    return waiting.result()
-
-
-async def _disconnected(request: Request) -> None:
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
 
 
 def create_app(
@@ -218,7 +148,7 @@ def create_app(
 
         async def endpoint(request: Request) -> Response:
             if user_auth is None and not authorized(request):
-                return _error(401, "a valid token is required (x-api-key)")
+                return error(401, "a valid token is required (x-api-key)")
             try:
                 if user_auth is not None and not liveness:
                     await _authorize(request, user_auth, permission)
@@ -226,15 +156,15 @@ def create_app(
                     check_thread_id(request.path_params["thread_id"])
                 return await fn(request, **request.path_params)
             except Denied as exc:
-                return _error(exc.status, exc.detail)
+                return error(exc.status, exc.detail)
             except BadRequest as exc:
-                return _error(422, str(exc))
+                return error(422, str(exc))
             except ValidationError as exc:
-                return _error(422, str(exc))
+                return error(422, str(exc))
             except NotFound as exc:
-                return _error(404, str(exc))
+                return error(404, str(exc))
             except (ThreadBusy, Conflict, Conflict_, AssistantConflict) as exc:
-                return _error(409, str(exc) or "the thread is busy")
+                return error(409, str(exc) or "the thread is busy")
             except ClientGone:
                 return Response(status_code=499)  # never sent: the client has gone
 
@@ -243,36 +173,36 @@ def create_app(
     # --- assistants ------------------------------------------------------------------------
 
     async def ok(request: Request) -> Response:
-        return _Json({"ok": True})
+        return Json({"ok": True})
 
     async def info(request: Request) -> Response:
-        return _Json({"version": "durable-graph", "flags": {"assistants": True, "crons": True}})
+        return Json({"version": "durable-graph", "flags": {"assistants": True, "crons": True}})
 
     async def get_assistant(request: Request, assistant_id: str) -> Response:
-        return _Json(await assistants.get(assistant_id))
+        return Json(await assistants.get(assistant_id))
 
     async def create_assistant(request: Request) -> Response:
-        return _Json(await assistants.create(await _body(request)))
+        return Json(await assistants.create(await body_of(request)))
 
     async def update_assistant(request: Request, assistant_id: str) -> Response:
-        return _Json(await assistants.update(assistant_id, await _body(request)))
+        return Json(await assistants.update(assistant_id, await body_of(request)))
 
     async def delete_assistant(request: Request, assistant_id: str) -> Response:
         await assistants.delete(assistant_id)
         return Response(status_code=204)
 
     async def assistant_versions(request: Request, assistant_id: str) -> Response:
-        return _Json(await assistants.versions(assistant_id, await _body(request)))
+        return Json(await assistants.versions(assistant_id, await body_of(request)))
 
     async def set_latest_assistant(request: Request, assistant_id: str) -> Response:
-        body = await _body(request)
-        return _Json(await assistants.set_latest(assistant_id, body.get("version")))
+        body = await body_of(request)
+        return Json(await assistants.set_latest(assistant_id, body.get("version")))
 
     async def search_assistants(request: Request) -> Response:
-        return _Json(await assistants.search(await _body(request)))
+        return Json(await assistants.search(await body_of(request)))
 
     async def count_assistants(request: Request) -> Response:
-        return _Json(await assistants.count(await _body(request)))
+        return Json(await assistants.count(await body_of(request)))
 
     async def graph_of_assistant(assistant_id: str) -> Any:
         return await threads.graph((await assistants.get(assistant_id))["graph_id"])
@@ -282,89 +212,91 @@ def create_app(
             assistant_id = assistant_id_of(assistant_id)
         graph = await graph_of_assistant(assistant_id)
         xray = request.query_params.get("xray", "false").lower() in ("1", "true")
-        return _Json(graph.get_graph(xray=xray).to_json())
+        return Json(graph.get_graph(xray=xray).to_json())
 
     async def assistant_schemas(request: Request, assistant_id: str) -> Response:
         name = (await assistants.get(assistant_id))["graph_id"]
         # Off the loop: pydantic builds a schema in milliseconds to seconds.
-        return _Json(await asyncio.to_thread(graph_schemas, name, await threads.graph(name)))
+        return Json(await asyncio.to_thread(graph_schemas, name, await threads.graph(name)))
 
     # --- threads ---------------------------------------------------------------------------
 
     async def create_thread(request: Request) -> Response:
-        body = await _body(request)
-        thread_id = _str(body, "thread_id")
-        metadata = _dict(body, "metadata") or {}
+        body = await body_of(request)
+        thread_id = str_field(body, "thread_id")
+        metadata = dict_field(body, "metadata") or {}
         if_exists = body.get("if_exists") or "raise"
         if if_exists not in ("raise", "do_nothing"):
             raise BadRequest("if_exists: 'raise' or 'do_nothing'")
         _no_ttl(body)
-        return _Json(await threads.create(thread_id, metadata, if_exists))
+        return Json(await threads.create(thread_id, metadata, if_exists))
 
     async def get_thread(request: Request, thread_id: str) -> Response:
-        return _Json(await threads.get(thread_id))
+        return Json(await threads.get(thread_id))
 
     async def update_thread(request: Request, thread_id: str) -> Response:
-        body = await _body(request)
+        body = await body_of(request)
         _no_ttl(body)
-        return _Json(await threads.update(thread_id, _dict(body, "metadata") or {}))
+        return Json(await threads.update(thread_id, dict_field(body, "metadata") or {}))
 
     async def delete_thread(request: Request, thread_id: str) -> Response:
         await threads.delete(thread_id)
         return Response(status_code=204)
 
     async def search_threads(request: Request) -> Response:
-        body = await _body(request)
+        body = await body_of(request)
         ids = body.get("ids")
         if ids is not None and (
             not isinstance(ids, list) or not all(isinstance(i, str) for i in ids)
         ):
             raise BadRequest("ids: a list of thread ids")
-        status = _str(body, "status")
+        status = str_field(body, "status")
         if status is not None and status not in ("idle", "busy", "interrupted", "error"):
             raise BadRequest("status: idle, busy, interrupted or error")
         found = await threads.search(
-            _dict(body, "metadata"),
+            dict_field(body, "metadata"),
             status,
             ids,
-            _int(body, "limit", 10, lo=1),
-            _int(body, "offset", 0),
+            int_param(body, "limit", 10, lo=1),
+            int_param(body, "offset", 0),
         )
-        return _Json(found)
+        return Json(found)
 
     async def count_threads(request: Request) -> Response:
-        body = await _body(request)
-        found = await threads.search(_dict(body, "metadata"), _str(body, "status"), None, 10**9, 0)
-        return _Json(len(found))
+        body = await body_of(request)
+        found = await threads.search(
+            dict_field(body, "metadata"), str_field(body, "status"), None, 10**9, 0
+        )
+        return Json(len(found))
 
     async def copy_thread(request: Request, thread_id: str) -> Response:
-        return _Json(await threads.copy(thread_id))
+        return Json(await threads.copy(thread_id))
 
     async def get_state(
         request: Request, thread_id: str, checkpoint_id: str | None = None
     ) -> Response:
         subgraphs = request.query_params.get("subgraphs", "false").lower() in ("1", "true")
-        return _Json(await threads.state(thread_id, checkpoint_id, subgraphs))
+        return Json(await threads.state(thread_id, checkpoint_id, subgraphs))
 
     async def get_state_at(request: Request, thread_id: str) -> Response:
-        body = await _body(request)
-        checkpoint = _dict(body, "checkpoint") or {}
-        return _Json(await threads.state(thread_id, checkpoint.get("checkpoint_id"), False))
+        body = await body_of(request)
+        checkpoint = dict_field(body, "checkpoint") or {}
+        return Json(await threads.state(thread_id, checkpoint.get("checkpoint_id"), False))
 
     async def update_state(request: Request, thread_id: str) -> Response:
-        body = await _body(request)
-        checkpoint = _dict(body, "checkpoint") or {}
-        checkpoint_id = _str(body, "checkpoint_id") or checkpoint.get("checkpoint_id")
+        body = await body_of(request)
+        checkpoint = dict_field(body, "checkpoint") or {}
+        checkpoint_id = str_field(body, "checkpoint_id") or checkpoint.get("checkpoint_id")
         result = await threads.update_state(
             thread_id,
             body.get("values"),
-            _str(body, "as_node"),
+            str_field(body, "as_node"),
             checkpoint_id,
         )
-        return _Json(result)
+        return Json(result)
 
     async def history(request: Request, thread_id: str) -> Response:
-        body = await _body(request) if request.method == "POST" else dict(request.query_params)
+        body = await body_of(request) if request.method == "POST" else dict(request.query_params)
         before = body.get("before")
         if isinstance(before, dict):
             before = before.get("checkpoint_id")
@@ -373,12 +305,12 @@ def create_app(
         checkpoint: Any = body.get("checkpoint") if isinstance(body.get("checkpoint"), dict) else {}
         found = await threads.history(
             thread_id,
-            _int(body, "limit", 10, lo=1),
+            int_param(body, "limit", 10, lo=1),
             before,
-            _dict(body, "metadata"),
+            dict_field(body, "metadata"),
             (checkpoint or {}).get("checkpoint_id"),
         )
-        return _Json(found)
+        return Json(found)
 
     # --- runs ------------------------------------------------------------------------------
 
@@ -387,31 +319,31 @@ def create_app(
         return response
 
     async def create_run(request: Request, thread_id: str | None = None) -> Response:
-        body = await _body(request)
+        body = await body_of(request)
         entry = await runs.create(thread_id, body)
-        return located(entry, _Json(runs.json(entry)))
+        return located(entry, Json(runs.json(entry)))
 
     async def create_batch(request: Request) -> Response:
         entries = await runs.create_batch(parse_list_body(await request.body()))
-        return _Json([runs.json(entry) for entry in entries])
+        return Json([runs.json(entry) for entry in entries])
 
     # --- crons -----------------------------------------------------------------------------
 
     async def create_cron(request: Request, thread_id: str | None = None) -> Response:
-        return _Json(await crons.create(thread_id, await _body(request)))
+        return Json(await crons.create(thread_id, await body_of(request)))
 
     async def update_cron(request: Request, cron_id: str) -> Response:
-        return _Json(await crons.update(cron_id, await _body(request)))
+        return Json(await crons.update(cron_id, await body_of(request)))
 
     async def delete_cron(request: Request, cron_id: str) -> Response:
         await crons.delete(cron_id)
         return Response(status_code=204)
 
     async def search_crons(request: Request) -> Response:
-        return _Json(await crons.search(await _body(request)))
+        return Json(await crons.search(await body_of(request)))
 
     async def count_crons(request: Request) -> Response:
-        return _Json(await crons.count(await _body(request)))
+        return Json(await crons.count(await body_of(request)))
 
     def stream_of(entry: Any, last_event_id: str | None) -> Response:
         where = run_path(entry.thread_id, entry.entry_id)
@@ -426,25 +358,27 @@ def create_app(
         )
 
     async def stream_run(request: Request, thread_id: str | None = None) -> Response:
-        body = await _body(request)
+        body = await body_of(request)
         entry = await runs.create(thread_id, body)
         return stream_of(entry, None)
 
     async def wait_run(request: Request, thread_id: str | None = None) -> Response:
-        body = await _body(request)
+        body = await body_of(request)
         entry = await runs.create(thread_id, body)
         values = await until_disconnect(request, runs.join(entry))
-        return located(entry, _Json(values))
+        return located(entry, Json(values))
 
     async def list_runs(request: Request, thread_id: str) -> Response:
         q = request.query_params
         status = q.get("status")
-        found = await runs.list(thread_id, _int(q, "limit", 10, lo=1), _int(q, "offset", 0), status)
-        return _Json(found)
+        found = await runs.list(
+            thread_id, int_param(q, "limit", 10, lo=1), int_param(q, "offset", 0), status
+        )
+        return Json(found)
 
     async def get_run(request: Request, thread_id: str, run_id: str) -> Response:
         entry = await runs.entry(thread_id, run_id)
-        return _Json(runs.json(entry))
+        return Json(runs.json(entry))
 
     async def delete_run(request: Request, thread_id: str, run_id: str) -> Response:
         entry = await runs.entry(thread_id, run_id)
@@ -453,7 +387,7 @@ def create_app(
 
     async def join_run(request: Request, thread_id: str, run_id: str) -> Response:
         entry = await runs.entry(thread_id, run_id)
-        return _Json(await until_disconnect(request, runs.join(entry)))
+        return Json(await until_disconnect(request, runs.join(entry)))
 
     async def join_stream(request: Request, thread_id: str, run_id: str) -> Response:
         entry = await runs.entry(thread_id, run_id)
@@ -490,29 +424,29 @@ def create_app(
 
     async def command(request: Request, thread_id: str) -> Response:
         status, answer = await commands.handle(thread_id, parse_body(await request.body()))
-        return _Json(answer, status_code=status)
+        return Json(answer, status_code=status)
 
     # --- the store (long-term memory) --------------------------------------------------------
 
     async def put_item(request: Request) -> Response:
-        await items.put(await _body(request))
+        await items.put(await body_of(request))
         return Response(status_code=204)
 
     async def get_item(request: Request) -> Response:
-        return _Json(await items.get(request.query_params))
+        return Json(await items.get(request.query_params))
 
     async def delete_item(request: Request) -> Response:
-        await items.delete(await _body(request))
+        await items.delete(await body_of(request))
         return Response(status_code=204)
 
     async def search_items(request: Request) -> Response:
-        return _Json(await items.search(await _body(request)))
+        return Json(await items.search(await body_of(request)))
 
     async def list_namespaces(request: Request) -> Response:
-        return _Json(await items.namespaces(await _body(request)))
+        return Json(await items.namespaces(await body_of(request)))
 
     async def stream_events(request: Request, thread_id: str) -> Response:
-        where = request_filter(await _body(request))
+        where = request_filter(await body_of(request))
         if not await threads.exists(thread_id):
             raise NotFound(f"thread {thread_id} not found")
         return StreamingResponse(

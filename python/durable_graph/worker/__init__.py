@@ -1,5 +1,5 @@
-"""The worker (SPEC §5, §11): `attempt_async` is one attempt (its sync twin generated), `sync`
-and `aio` run attempts in threads or tasks.
+"""The worker (SPEC §5, §11): `attempt_async` is one attempt and `aio` runs attempts as tasks,
+both written once; their sync twins, `attempt_generated` and `sync` (threads), are generated.
 
 The package's public names are the sync worker's (`durable_graph.worker.sync.__all__`, listed
 there once).

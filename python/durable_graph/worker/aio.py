@@ -1,34 +1,43 @@
-"""The async worker runtime: `AsyncWorker` runs ``async def`` handlers, many at once on one loop.
+"""The worker, written once: `AsyncWorker` runs attempts as tasks on the calling event loop.
 
-The attempt (SPEC §5, §11, D40-D44) is `durable_graph.worker.attempt_async.AsyncAttempt`, the
-one source of both workers' decisions (the sync `Worker`'s is generated from it); this module says
-only how an attempt runs on an event loop: `_Attempt` awaits its handler in a task of its own
-(cancelled once the attempt is lost), renews from another task, and finishes once, shielded.
+This is the one source of both workers (SPEC §22). ``sync.py`` — `Worker`, `RunContext` — is
+generated from it by ``tools/generate_stores.py`` (``make generate``), as psycopg_pool writes its
+threaded pool from the async one: ``async`` and ``await`` dropped, ``_compat_async`` (tasks,
+`asyncio.Event`) read as ``_compat_sync`` (threads, `threading.Event`), ``AsyncAttempt`` as the
+generated ``Attempt``, and each ``if ASYNC:`` block replaced by its ``else:`` — the few places
+where a task and a thread genuinely differ. The attempt itself is `attempt_async.AsyncAttempt`;
+this module says how attempts run side by side.
 
-Concurrency (D52): up to ``concurrency`` attempts run as tasks on the calling event loop; one
-dispatcher leases only while a slot is free, so an idle worker makes one lease call per poll
-whatever its concurrency. Each attempt's lease and claim are renewed by a background task of its
-own. No threads are started: with `AsyncPostgresCheckpointer` the worker is pure asyncio (the
-in-memory and SQLite async stores run each call in a worker thread, as they always do).
+Concurrency (D52): up to ``concurrency`` attempts run at once, each a unit of its own (a task; a
+thread for `Worker`); one dispatcher leases only while a unit is free, so an idle worker makes one
+lease call per poll whatever its concurrency, woken by queue notifications where the store has
+them (SPEC §11). Each attempt's lease and claim are renewed by a unit of its own; once a renewal
+learns the attempt was lost (`LeaseLost`, `ClaimLost`, `EntryClosed` after `RunQueue.cancel`),
+``ctx.cancelled`` turns true, every ``ctx`` write raises, and an async handler's task is
+cancelled (a sync handler stops cooperatively: ``ctx.wait_cancelled``).
 
-Shutdown (D44, D52): `stop` (or SIGTERM / SIGINT with ``install_signal_handlers=True``) wakes the
-dispatcher from its idle wait and stops leasing; running attempts get ``shutdown_deadline`` (a
-second signal cuts it short); then each one still running is lost (``ctx.cancelled``, further
-``ctx`` writes raise `WorkerStopped`), its handler task is cancelled, and its claim and lease are
-released so another worker resumes it at once. Cancelling the task running `run` or `run_once`
-does the same at once, then re-raises `CancelledError`. Releasing and closing are shielded: a
-cancellation never leaves a lease half-closed.
+Shutdown (D44): `stop` (or SIGTERM / SIGINT — noted by a `Worker` run in the main thread and acted
+on between its waits, D226; handled on the loop by an `AsyncWorker` with
+``install_signal_handlers=True``) stops leasing; running attempts get ``shutdown_deadline`` (a
+second signal cuts it short); then each one still running is lost (further ``ctx`` writes raise
+`WorkerStopped`) and its claim and lease are released so another worker resumes it at once.
+Cancelling the task running `AsyncWorker.run` (Ctrl-C for a `Worker` without signal handlers)
+does the same at once, then re-raises. An async close is shielded: a cancellation never leaves a
+lease half-closed.
 """
 
+# mypy: always-true=ASYNC
+# (so mypy reads only this file's async branches; it checks the sync ones in the generated sync.py)
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
+import functools
 import logging
-import signal
+import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar, Unpack
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
@@ -45,16 +54,44 @@ from durable_graph.core.model import (
 )
 from durable_graph.core.polling import AsyncChanges
 from durable_graph.core.workers import WorkerState
+from durable_graph.worker._compat_async import (
+    ASYNC,
+    SIGNALS_BY_DEFAULT,
+    Interrupted,
+    Signals,
+    Unit,
+    Wake,
+    check_handler,
+    resolved,
+    spawn,
+    wait_event,
+    wait_units,
+)
+from durable_graph.worker.app import App
 from durable_graph.worker.attempt_async import AsyncAttempt, begin
-from durable_graph.worker.context import RunContextBase, WorkerStopped, new_id, next_commit
+from durable_graph.worker.context import (
+    LostFlag,
+    RunContextBase,
+    WorkerStopped,
+    new_id,
+    next_commit,
+)
 from durable_graph.worker.flow import (
     AttemptReport,
     HandlerCall,
     HandlerResult,
+    Note,
     Settlement,
+    closing_note,
+    describe,
+    exhausted_outcome,
+    failure_outcome,
+    invalid_output,
     log_beat_failure,
     log_failure,
     log_stop_signal,
+    output_effect_key,
+    recorded_output,
     worker_beat,
 )
 from durable_graph.worker.settings import WorkerOptions, WorkerSettings
@@ -63,122 +100,153 @@ log = logging.getLogger("durable_graph.worker.aio")
 T = TypeVar("T")
 
 AsyncHandler = Callable[["AsyncRunContext"], Awaitable[Any]]
-"""A user's run: ``async def handler(ctx: AsyncRunContext) -> JSON``."""
+"""A user's run: ``handler(ctx)`` returns the run's output, a JSON value (awaited for an
+`AsyncWorker`: ``async def handler(ctx)``)."""
 
 Events = Sequence[EventIn]  # keeps `commit`'s signature short
-_ABANDON_GRACE = 5.0
-"""Seconds an abandoned attempt gets to unwind after its handler task was cancelled."""
+if ASYNC:
+    _ABANDON_GRACE = 5.0
+    """Seconds an abandoned attempt's task gets to unwind after it was cancelled."""
 
 
-# --- an attempt on the event loop ----------------------------------------------------------
+# --- an attempt run by the worker ----------------------------------------------------------
 
 
 class _Attempt(AsyncAttempt):
-    """An attempt whose handler runs in a task of its own; another task renews its lease and
-    claim."""
+    """An attempt whose lease and claim another unit renews; finished once."""
 
-    def __init__(self, worker: AsyncWorker, lease: Lease) -> None:
-        super().__init__(worker.store, lease, worker.settings, log, lambda: worker.stopping)
+    def __init__(self, worker: AsyncWorker, lease: Lease, settings: WorkerSettings) -> None:
+        super().__init__(worker.store, lease, settings, log, lambda: worker.stopping)
         self._handler = worker.handler
-        self.handler_task: asyncio.Task[Any] | None = None  # cancelled if the attempt is lost
-        self._renewer: asyncio.Task[None] | None = None
-        self._stop_renewing = asyncio.Event()
-        self._finished: asyncio.Future[QueueEntry | None] | None = None
+        self._renewer: Unit | None = None
+        self._stop_renewing = Wake()
+        self._in_flight = False  # a renewal is in flight
+        if ASYNC:
+            self.handler_task: asyncio.Task[Any] | None = None  # cancelled if the attempt is lost
+            self._finished: asyncio.Future[QueueEntry | None] | None = None
 
     def start(self) -> None:
-        self._renewer = asyncio.create_task(
-            self._renewing(), name=f"dg-renew-{self.lease.entry.entry_id}"
-        )
+        name = f"dg-renew-{self.lease.entry.entry_id}"
+        self._renewer = spawn(self._renewing, name)
 
-    def lose(self, error: StoreError) -> None:
-        first = self.lost is None
-        super().lose(error)
-        if first:
-            # SPEC §13, issue 26 item 7: a lost attempt (its entry cancelled, re-leased, the
-            # worker stopping) stops now: its handler's task is cancelled.
-            self.cancel_handler()
-
-    def cancel_handler(self) -> None:
-        if self.handler_task is not None:
-            self.handler_task.cancel()
+    async def _renewing(self) -> None:
+        while not await wait_event(self._stop_renewing, self.settings.renew_every):
+            self._in_flight = True  # then look again: `stop_renewing` waits, or we stop
+            try:
+                if self._stop_renewing.is_set() or not await self.renew():
+                    return
+            finally:
+                self._in_flight = False
 
     async def stop_renewing(self) -> None:
         """Stop the renewer, letting a renewal in flight finish (a cancelled PostgreSQL call
-        would cost its connection); if we are cancelled meanwhile, cancel it too."""
+        would cost its connection); if we are cancelled meanwhile, cancel it too. A renewer
+        between renewals is not waited for (issue 38: a job waits for no other thread)."""
         self._stop_renewing.set()
         renewer = self._renewer
-        if renewer is None or renewer.done():
+        if renewer is None or renewer.done() or not self._in_flight:
             return
         try:
-            await asyncio.wait({renewer})
-        except asyncio.CancelledError:
+            await wait_units({renewer})
+        except Interrupted:
             renewer.cancel()
             raise
 
-    async def _renewing(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop_renewing.wait(), self.settings.renew_every)
-            if self._stop_renewing.is_set() or not await self.renew():
-                return
+    if ASYNC:
 
-    async def finish(self, outcome: Settlement, commit: Commit | None = None) -> QueueEntry | None:
-        """Stop renewing, then `settle` — once.
+        def lose(self, error: StoreError) -> None:
+            super().lose(error)
+            if self.handler_task is not None:
+                # SPEC §13, issue 26 item 7: a lost attempt (its entry cancelled, re-leased, the
+                # worker stopping) stops now: its handler's task is cancelled (again at shutdown).
+                self.handler_task.cancel()
 
-        The first call decides; later calls (the attempt's own, or the worker's at shutdown) wait
-        for it and get its answer. The work is shielded: cancelling a caller never interrupts a
-        close half-way.
-        """
-        if self.start_finishing():
-            self._finished = asyncio.ensure_future(self._stop_then_settle(outcome, commit))
-            self._finished.add_done_callback(self._log_failure)
-        if self._finished is None:  # finished without a call: the store closed the entry
-            return None
-        return await asyncio.shield(self._finished)
+        async def finish(
+            self, outcome: Settlement, commit: Commit | None = None
+        ) -> QueueEntry | None:
+            """Stop renewing, then `settle` — once. The first call decides; later calls (the
+            attempt's own, or the worker's at shutdown) wait for it and get its answer. The work
+            is shielded: cancelling a caller never interrupts a close half-way."""
+            if self.start_finishing():
+                self._finished = asyncio.ensure_future(self._stop_then_settle(outcome, commit))
+                self._finished.add_done_callback(self._log_failure)
+            if self._finished is None:  # finished without a call: the store closed the entry
+                return None
+            return await asyncio.shield(self._finished)
 
-    async def _stop_then_settle(
-        self, outcome: Settlement, commit: Commit | None
-    ) -> QueueEntry | None:
-        await self.stop_renewing()
-        return await self.settle(outcome, commit)
+        async def _stop_then_settle(
+            self, outcome: Settlement, commit: Commit | None
+        ) -> QueueEntry | None:
+            await self.stop_renewing()
+            return await self.settle(outcome, commit)
 
-    def _log_failure(self, finishing: asyncio.Future[QueueEntry | None]) -> None:
-        if not finishing.cancelled() and finishing.exception() is not None:
-            log.warning(
-                "entry %d: releasing the lease failed (it will expire): %s",
-                self.lease.entry.entry_id,
-                finishing.exception(),
-            )
+        def _log_failure(self, finishing: asyncio.Future[QueueEntry | None]) -> None:
+            if not finishing.cancelled() and finishing.exception() is not None:
+                entry_id = self.lease.entry.entry_id
+                error = finishing.exception()
+                log.warning(
+                    "entry %d: releasing the lease failed (it will expire): %s", entry_id, error
+                )
 
-    async def call_handler(self, call: HandlerCall) -> HandlerResult:
-        """The handler awaited in a task of its own (cancelled if the attempt is lost)."""
-        ctx = AsyncRunContext.starting(self.store, call, self)
-        handler_task = asyncio.ensure_future(self._handler(ctx))
-        self.handler_task = handler_task
-        try:
-            return HandlerResult(output=await handler_task, head=ctx.head, last=ctx.last)
-        except BaseException as exc:  # D43: the attempt decides between retry and Failed
-            this = asyncio.current_task()
-            if isinstance(exc, asyncio.CancelledError) and this is not None and this.cancelling():
-                raise  # our own task is being cancelled: `run` releases, then re-raises
-            if not isinstance(exc, Exception | asyncio.CancelledError):
-                raise  # KeyboardInterrupt, SystemExit
-            return HandlerResult(error=exc, head=ctx.head, last=ctx.last)
-        finally:
-            self.handler_task = None
+        async def call_handler(self, call: HandlerCall) -> HandlerResult:
+            """The handler awaited in a task of its own (cancelled if the attempt is lost)."""
+            ctx = AsyncRunContext.starting(self.store, call, self)
+            handler_task = asyncio.ensure_future(self._handler(ctx))
+            self.handler_task = handler_task
+            try:
+                return HandlerResult(output=await handler_task, head=ctx.head, last=ctx.last)
+            except BaseException as exc:  # D43: the attempt decides between retry and Failed
+                this = asyncio.current_task()
+                if isinstance(exc, asyncio.CancelledError) and this and this.cancelling():
+                    raise  # our own task is being cancelled: `run` releases, then re-raises
+                if not isinstance(exc, Exception | asyncio.CancelledError):
+                    raise  # KeyboardInterrupt, SystemExit
+                return HandlerResult(error=exc, head=ctx.head, last=ctx.last)
+            finally:
+                self.handler_task = None
+
+    else:
+
+        def finish(self, outcome: Settlement, commit: Commit | None = None) -> QueueEntry | None:
+            """Stop renewing, then `settle` — once: a later call (shutdown's, or the attempt's
+            own after shutdown gave it back) does nothing and gets None."""
+            if not self.start_finishing():
+                return None
+            self.stop_renewing()
+            return self.settle(outcome, commit)
+
+        def call_handler(self, call: HandlerCall) -> HandlerResult:
+            """The handler, called in this thread."""
+            ctx = AsyncRunContext.starting(self.store, call, self)
+            try:
+                return HandlerResult(output=self._handler(ctx), head=ctx.head, last=ctx.last)
+            except Exception as exc:  # D43: the attempt decides between retry and Failed
+                return HandlerResult(error=exc, head=ctx.head, last=ctx.last)
 
 
 # --- what the handler sees ---------------------------------------------------------------
 
 
 class AsyncRunContext(RunContextBase[AsyncCheckpointer]):
-    """One attempt of one queue entry, as an async handler sees it.
+    """One attempt of one queue entry, as the handler sees it.
 
     ``plan`` says what to do: `Fresh` (apply ``entry.input``) or `Resume` (continue from
-    ``plan.checkpoint``). `commit` chains checkpoints under the attempt's claim; once the attempt
-    has lost its lease or claim, ``cancelled`` is true and every write raises. Await the writes
-    one at a time: each commit's parent is the head the previous one left.
+    ``plan.checkpoint``). `commit` chains checkpoints under the attempt's claim, one at a time
+    (each commit's parent is the head the previous one left); once the attempt has lost its
+    lease or claim (e.g. its entry was cancelled), ``cancelled`` is true and every write raises.
     """
+
+    if not ASYNC:
+
+        @property
+        def cancel_event(self) -> threading.Event:
+            """Set when the attempt is lost; wait on it rather than `time.sleep`."""
+            return self._keeper.lost_event
+
+        def wait_cancelled(self, timeout: float | None = None) -> bool:
+            """Wait up to ``timeout`` seconds (None: for ever) for the attempt to be lost (SPEC
+            §13): True when it was (stop and return), False when the time ran out first."""
+            return self.cancel_event.wait(timeout)
 
     async def commit(
         self, state: JSON, next: Sequence[str] = (), metadata: JSON = None, events: Events = ()
@@ -198,21 +266,21 @@ class AsyncRunContext(RunContextBase[AsyncCheckpointer]):
         )
 
     async def record_effect(self, key: str, fn: Callable[[], JSON | Awaitable[JSON]]) -> JSON:
-        """The value recorded under ``key``; ``fn`` (sync or async) runs only when none is yet.
+        """The value recorded under ``key``; ``fn`` (sync, or async for `AsyncWorker`) runs only
+        when none is recorded yet.
 
-        First write wins, as for `durable_graph.worker.sync.RunContext.record_effect`.
+        First write wins: if two attempts race, both return the first recorded value. The
+        thread needs a commit first (`NotFound` otherwise). ``fn`` may run more than once if an
+        attempt crashes between running it and recording its value.
         """
         self.check_writable()
         recorded = await self.store.get_effect(self.thread_id, key)
         if recorded is not None:
             return recorded.value
-        value = fn()
-        if inspect.isawaitable(value):
-            value = await value
+        value: JSON = await resolved(fn())
         self.check()
-        checked: JSON = value  # awaited above when awaitable
         record = await self._unless_busy(
-            lambda: self.store.record_effect(self._claim, key, checked, run_id=self.run_id)
+            lambda: self.store.record_effect(self._claim, key, value, run_id=self.run_id)
         )
         return record.value
 
@@ -229,39 +297,44 @@ class AsyncRunContext(RunContextBase[AsyncCheckpointer]):
 # --- the worker ----------------------------------------------------------------------------
 
 
-def _is_async_callable(handler: object) -> bool:
-    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-        getattr(handler, "__call__", None)  # noqa: B004 - an object with an async __call__
-    )
-
-
 class AsyncWorker:
-    """Leases entries from ``store.run_queue`` and awaits ``handler`` for each (SPEC §5)."""
+    """Leases entries from ``store.run_queue`` and runs ``handler`` for each (SPEC §5)."""
 
     def __init__(
         self,
         store: AsyncCheckpointer,
         handler: AsyncHandler,
         *,
-        install_signal_handlers: bool = False,
+        install_signal_handlers: bool = SIGNALS_BY_DEFAULT,
         **options: Unpack[WorkerOptions],
     ) -> None:
-        """``options``: `WorkerOptions`, as for `durable_graph.worker.sync.Worker`."""
-        if not _is_async_callable(handler):
-            raise ValidationError("handler must be an async function (async def handler(ctx))")
-        self.settings = WorkerSettings.check(**options)
+        """``options``: `WorkerOptions` (holder, concurrency, lease_ttl, claim_policy, tenant,
+        poll_interval, shutdown_deadline, ...), each checked (`ValidationError` naming it).
+        ``install_signal_handlers``: stop on SIGTERM / SIGINT (by default for a `Worker`, in
+        the main thread only; on request for an `AsyncWorker`)."""
+        check_handler(handler)
+        if isinstance(handler, App):  # SPEC §15: several handlers by kind; only those leased
+            if not handler.kinds:
+                raise ValidationError("handler: the App registers no handler")
+            options.setdefault("kinds", handler.kinds)
+        self.settings = settings = WorkerSettings.check(**options)
         self.store = store
         self.handler = handler
-        self.holder = self.settings.holder
         self.install_signal_handlers = bool(install_signal_handlers)
+        self.holder = settings.holder
+        self.concurrency = settings.concurrency
+        self.lease_ttl = settings.lease_ttl
+        self.claim_policy = settings.claim_policy
+        self.tenant = settings.tenant
+        self.poll_interval = settings.poll_interval
+        self.shutdown_deadline = settings.shutdown_deadline
         self._stopping = False
         self._forced = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop_event: asyncio.Event | None = None
-        self._force_event: asyncio.Event | None = None
-        self._running: set[asyncio.Task[None]] = set()
-        self._attempts: set[_Attempt] = set()
         self._abandoned = False
+        self._stopped: Wake | None = None  # set by `stop`: made by `run`, on its loop
+        self._freed: Wake | None = None  # the dispatcher's: a unit ended, a notification, stop
+        self._running: set[Unit] = set()
+        self._attempts: set[_Attempt] = set()
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -277,60 +350,49 @@ class AsyncWorker:
     def stop(self, *, force: bool = False) -> None:
         """Stop leasing; `run` lets running attempts finish within ``shutdown_deadline``.
 
-        ``force=True`` (or a second call from a signal) does not wait for them. Safe to call from
-        any thread.
+        ``force=True`` (or a second signal) does not wait for them. Safe to call from any thread.
         """
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            try:
-                current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-            except RuntimeError:
-                current = None
-            if current is not loop:
-                loop.call_soon_threadsafe(self._stop_now, force)
-                return
-        self._stop_now(force)
-
-    def _stop_now(self, force: bool) -> None:
         self._stopping = True
-        if self._stop_event is not None:
-            self._stop_event.set()
-        if force:
-            self._forced = True
-            if self._force_event is not None:
-                self._force_event.set()
+        self._forced = self._forced or force
+        for wake in (self._stopped, self._freed):
+            if wake is not None:
+                wake.set()
 
     async def run(self) -> None:
         """Run attempts, up to ``concurrency`` at once, until `stop`; then shut down (D44: late
         attempts are cancelled, their claim and lease released)."""
-        self._loop = asyncio.get_running_loop()
-        self._stop_event = asyncio.Event()
-        self._force_event = asyncio.Event()
+        self._stopped = stopped = Wake()
+        self._freed = Wake()
+        beaten = Wake()  # set once the last beat before "stopped" may go
         if self._stopping:
-            self._stop_event.set()
-        if self._forced:
-            self._force_event.set()
-        with self._signals():
-            log.info("worker %s started (%d slot(s))", self.holder, self.settings.concurrency)
-            beats = asyncio.create_task(self._beats(), name=f"dg-heartbeat-{self.holder}")
+            stopped.set()
+        with Signals(self._on_signal, self.install_signal_handlers).installed() as signals:
+            log.info("worker %s started (%d slot(s))", self.holder, self.concurrency)
+            beats = spawn(functools.partial(self._beats, beaten), f"dg-heartbeat-{self.holder}")
+            dispatcher = spawn(self._dispatch, f"dg-dispatch-{self.holder}")
             try:
-                await self._dispatch()
+                await signals.wait(stopped)
                 log.info("worker %s stopping", self.holder)
-                await self._drain()
-            except asyncio.CancelledError:
+                await wait_units({dispatcher})
+                await self._drain(signals)
+            except Interrupted:
                 log.info("worker %s cancelled: releasing running attempts", self.holder)
-                self._stopping = True
+                self.stop()
+                beaten.set()
+                dispatcher.cancel()
                 beats.cancel()
                 await self._abandon_running()
                 raise
-            beats.cancel()
-            await asyncio.wait([beats])  # so that no beat of before lands after "stopped"
             await self._abandon_running()
+            beaten.set()
+            beats.cancel()
+            await wait_units({beats})  # so that no beat of before lands after "stopped"
             await self._beat("stopped")
             log.info("worker %s stopped", self.holder)
 
     async def run_once(self) -> AttemptReport | None:
-        """Lease and process at most one entry in the calling task; None if none was ready."""
+        """Lease and process at most one entry in the calling task or thread; None if none was
+        ready."""
         run_id = new_id()
         begun = await begin(self.store, self.settings, run_id)
         if begun is None:
@@ -339,13 +401,14 @@ class AsyncWorker:
 
     # --- internals --------------------------------------------------------------------------
 
-    async def _beats(self) -> None:
+    async def _beats(self, beaten: Wake) -> None:
         """Issue 26 item 13: record in the store every ``heartbeat_every`` that this worker
         lives, idle or busy, so a worker holding no lease is seen too."""
         every = self.settings.heartbeat_every.total_seconds()
         while True:
             await self._beat("busy" if self._attempts else "idle")
-            await asyncio.sleep(every)
+            if await wait_event(beaten, every):
+                return
 
     async def _beat(self, state: WorkerState) -> None:
         try:
@@ -353,48 +416,30 @@ class AsyncWorker:
         except Exception as exc:  # the registry is for people; a failed beat stops nothing
             log_beat_failure(log, self.holder, exc)
 
-    @contextlib.contextmanager
-    def _signals(self) -> Iterator[None]:
-        if not self.install_signal_handlers:
-            yield
-            return
-        loop = asyncio.get_running_loop()
-        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-        for sig in previous:
-            loop.add_signal_handler(sig, self._on_signal, sig)
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                loop.remove_signal_handler(sig)
-                if handler is not None:
-                    signal.signal(sig, handler)
-
     def _on_signal(self, signum: int) -> None:
+        """SIGTERM / SIGINT: the first stops leasing, a second stops waiting for running
+        attempts."""
         again = self._stopping
         log_stop_signal(log, self.holder, signum, again)
-        self._stop_now(force=again)
+        self.stop(force=again)
 
-    async def _wait(self, timeout: float | None, *tasks: asyncio.Future[Any]) -> None:
-        """Sleep up to ``timeout`` seconds, waking early on `stop` or when any of ``tasks`` ends."""
-        assert self._stop_event is not None
-        waiter = asyncio.ensure_future(self._stop_event.wait())
-        try:
-            await asyncio.wait(
-                {waiter, *tasks}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            waiter.cancel()
+    async def _rest(self, seconds: float) -> None:
+        """Sleep ``seconds``, woken by `stop`."""
+        assert self._stopped is not None
+        await wait_event(self._stopped, seconds)
 
     async def _dispatch(self) -> None:
-        """Lease while a slot is free, start each lease as a task; idle when nothing is ready
-        (woken by queue notifications where the store has them, SPEC §11)."""
+        """Lease while a unit is free, run each lease in a unit of its own; idle when nothing is
+        ready (woken by queue notifications where the store has them, SPEC §11)."""
         changes: AsyncChanges | None = getattr(self.store, "changes", None)
+        freed = self._freed
+        assert freed is not None
         async with contextlib.AsyncExitStack() as idle:
             watching = False  # registered for queue notifications: only while idle
             while not self._stopping:
-                if len(self._running) >= self.settings.concurrency:
-                    await self._wait(None, *self._running)
+                freed.clear()  # then look: a unit that ends from now on sets it
+                if len(self._running) >= self.concurrency:
+                    await wait_event(freed, None)
                     continue
                 generation = changes.generation("queue") if changes is not None else 0
                 run_id = new_id()
@@ -402,35 +447,33 @@ class AsyncWorker:
                     begun = await begin(self.store, self.settings, run_id)
                 except Exception as exc:
                     log_failure(log, exc, "loop")
-                    await self._wait(self.settings.idle_delay())
+                    await self._rest(self.settings.idle_delay())
                     continue
                 if begun is None:
                     if changes is None:
-                        await self._wait(self.settings.idle_delay())
+                        await self._rest(self.settings.idle_delay())
                     elif not watching:
                         # Register, then look again at once: a submit since the empty begin
                         # was not notified, one from now on is.
                         await idle.enter_async_context(changes.watching("queue"))
                         watching = True
                     else:
-                        notified = asyncio.ensure_future(
-                            changes.wait("queue", generation, self.settings.idle_delay())
-                        )
-                        try:
-                            await self._wait(None, notified)
-                        finally:
-                            notified.cancel()
+                        await changes.wait("queue", generation, self.settings.idle_delay(), freed)
                     continue
                 if watching:
                     await idle.aclose()  # busy again (the registration lingers a few seconds)
                     watching = False
                 # A lease taken while stop() arrived still runs (within the shutdown deadline):
                 # its attempt is recorded already, and giving it back would burn that attempt.
-                task = asyncio.create_task(
-                    self._slot(begun, run_id), name=f"dg-attempt-{begun.lease.entry.entry_id}"
-                )
-                self._running.add(task)
-                task.add_done_callback(self._running.discard)
+                name = f"dg-attempt-{begun.lease.entry.entry_id}"
+                unit = spawn(functools.partial(self._slot, begun, run_id), name)
+                self._running.add(unit)
+                unit.add_done_callback(self._unit_done)
+
+    def _unit_done(self, unit: Unit) -> None:
+        self._running.discard(unit)
+        if self._freed is not None:
+            self._freed.set()
 
     async def _slot(self, begun: AttemptBegun, run_id: str) -> None:
         """One attempt as the dispatcher runs it: errors are logged, a busy thread backs off."""
@@ -438,51 +481,44 @@ class AsyncWorker:
             report = await self._process(begun, run_id)
         except Exception as exc:
             log_failure(log, exc, "attempt")
-            await self._wait(self.settings.idle_delay())
+            await self._rest(self.settings.idle_delay())
             return
         if report.note == "busy":
-            await self._wait(self.settings.idle_delay(2.0))  # this slot backs off (D41)
+            await self._rest(self.settings.idle_delay(2.0))  # this unit backs off (D41)
 
-    async def _drain(self) -> None:
+    async def _drain(self, signals: Signals) -> None:
         """Give running attempts ``shutdown_deadline`` to finish (a forced stop cuts it short)."""
-        assert self._force_event is not None
-        deadline = time.monotonic() + self.settings.shutdown_deadline.total_seconds()
-        force = asyncio.ensure_future(self._force_event.wait())
-        try:
-            while self._running and not force.done():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                await asyncio.wait(
-                    {force, *self._running}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
-                )
-        finally:
-            force.cancel()
+        freed = self._freed
+        assert freed is not None
+        deadline = time.monotonic() + self.shutdown_deadline.total_seconds()
+        while True:
+            freed.clear()  # then look: an attempt that ends from now on sets it
+            remaining = deadline - time.monotonic()
+            if not self._running or self._forced or remaining <= 0:
+                return
+            await signals.wait(freed, remaining)
 
     async def _abandon_running(self) -> None:
-        """Cancel what still runs; release its claim and lease (D44); wait for it to unwind."""
+        """Cancel what still runs; release its claim and lease (D44)."""
         self._abandoned = True  # an attempt still beginning gives itself back (_process)
         attempts = list(self._attempts)
         for attempt in attempts:
             log.info("entry %d: shutdown; releasing claim and lease", attempt.lease.entry.entry_id)
             attempt.lose(WorkerStopped("the worker shut down; this attempt's claim was released"))
-            attempt.cancel_handler()
-        results = await asyncio.gather(
-            *(attempt.finish(None) for attempt in attempts), return_exceptions=True
-        )
-        for result in results:
-            if isinstance(result, BaseException) and not isinstance(result, StoreError):
-                raise result
-        tasks = set(self._running)
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=_ABANDON_GRACE)
-            for task in pending:
-                log.warning("%s ignores cancellation; cancelling its attempt", task.get_name())
-                task.cancel()
+        for attempt in attempts:
+            with contextlib.suppress(StoreError):
+                await attempt.finish(None)
+        if ASYNC:  # wait for the cancelled tasks to unwind (a thread cannot be cancelled)
+            tasks = set(self._running)
+            if tasks:
+                _, pending = await asyncio.wait(tasks, timeout=_ABANDON_GRACE)
+                for task in pending:
+                    log.warning("%s ignores cancellation; cancelling its attempt", task.get_name())
+                    task.cancel()
 
     async def _process(self, begun: AttemptBegun, run_id: str) -> AttemptReport:
         """Everything after `begin_attempt`, with the lease renewed meanwhile."""
-        attempt = _Attempt(self, begun.lease)
+        attempt = _Attempt(self, begun.lease, self._settings_of(begun.entry.kind))
         attempt.start()
         self._attempts.add(attempt)
         if self._abandoned:
@@ -497,5 +533,32 @@ class AsyncWorker:
             self._attempts.discard(attempt)
             await attempt.stop_renewing()
 
+    def _settings_of(self, kind: str) -> WorkerSettings:
+        """The settings of an attempt of ``kind``: an `App` kind's backoff and attempt cap."""
+        if not isinstance(self.handler, App):
+            return self.settings
+        options = self.handler.options(kind)
+        backoff = options.backoff or self.settings.backoff
+        return replace(self.settings, backoff=backoff, max_attempts=options.max_attempts)
 
-__all__ = ["AsyncHandler", "AsyncRunContext", "AsyncWorker", "WorkerStopped"]
+
+__all__ = [
+    "AsyncHandler",
+    "AsyncRunContext",
+    "AsyncWorker",
+    "AttemptReport",
+    "LostFlag",
+    "Note",
+    "RunContextBase",
+    "WorkerSettings",
+    "WorkerStopped",
+    "closing_note",
+    "describe",
+    "exhausted_outcome",
+    "failure_outcome",
+    "invalid_output",
+    "new_id",
+    "next_commit",
+    "output_effect_key",
+    "recorded_output",
+]

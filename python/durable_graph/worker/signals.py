@@ -9,8 +9,9 @@ its handler set the Event its loop was waiting on, 0.1 s at a time.
 
 So the handler only appends the signal's number to a list (one C call, no lock), and the main
 thread takes the numbers between its waits, which last at most `POLL` seconds, and acts on them
-(logs, sets events) as ordinary code. The async worker needs none of this: asyncio's
-``add_signal_handler`` already calls its handler from the event loop.
+(logs, sets events) as ordinary code (`wait` does both for the sync `Worker`). The async worker
+needs none of this: asyncio's ``add_signal_handler`` already calls its handler from the event
+loop.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 POLL = 0.1
@@ -28,10 +30,15 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class StopSignals:
-    """The stop signals received since the last `take`, noted while `installed`."""
+    """The stop signals received since the last `take`, noted while `installed` (unless
+    ``install`` is false), each given to ``on_signal`` by `wait`."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, on_signal: Callable[[int], None] = lambda signum: None, install: bool = True
+    ) -> None:
         self._received: list[int] = []
+        self._on_signal = on_signal
+        self._install = install
 
     def _note(self, signum: int, frame: FrameType | None) -> None:
         self._received.append(signum)  # no lock: see the module's docstring
@@ -47,7 +54,7 @@ class StopSignals:
     def installed(self) -> Iterator[StopSignals]:
         """Note SIGTERM and SIGINT while inside, then put the previous handlers back; outside
         the main thread (where Python runs no handler) nothing is installed."""
-        if threading.current_thread() is not threading.main_thread():
+        if not self._install or threading.current_thread() is not threading.main_thread():
             yield self
             return
         previous = {sig: signal.signal(sig, self._note) for sig in STOP_SIGNALS}
@@ -56,6 +63,19 @@ class StopSignals:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+    def wait(self, event: threading.Event, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds (None: for ever) for ``event``, `POLL` seconds at a
+        time, giving each signal taken meanwhile to ``on_signal``; whether ``event`` is set."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not event.is_set():
+            left = POLL if deadline is None else min(POLL, deadline - time.monotonic())
+            if left <= 0:
+                break
+            event.wait(left)
+            for signum in self.take():
+                self._on_signal(signum)
+        return event.is_set()
 
 
 __all__ = ["POLL", "STOP_SIGNALS", "StopSignals"]
