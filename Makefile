@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all venv pg-deps node-deps lint format generate test langgraph-suite langgraph-store-suite service-suite demo bench soak chaos clean service-reference
+.PHONY: all venv pg-deps node-deps lint format generate api-manifest test langgraph-suite langgraph-store-suite service-suite demo bench soak chaos clean service-reference
 
 all: test
 
@@ -60,6 +60,12 @@ format: venv
 # (tools/generate_stores.py; tests/test_generated.py fails when a generated file is not current).
 generate: venv
 	$(PY) tools/generate_stores.py
+
+# The public SQL API's manifest, sql/api.json (SPEC §23.1): every dg_* function of a fresh install
+# recorded, a released one never rewritten (tools/sql_api_manifest.py; tests/test_sql_api.py
+# fails when the schema departs from it). On DURABLE_GRAPH_TEST_DSN's server, else a throwaway one.
+api-manifest: venv pg-deps
+	$(PY) tools/sql_api_manifest.py
 
 test: venv pg-deps node-deps lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

@@ -74,7 +74,6 @@ $$;
 -- verbatim. A STABLE SQL set-returning function without SET, so that the planner inlines it
 -- where it is used: `... CROSS JOIN LATERAL _dg_writes(c.thread_id, c.checkpoint_id) w`.
 -- (It replaces the scalar _dg_writes_json of earlier versions, which was planned per call.)
-DROP FUNCTION IF EXISTS _dg_writes_json(text, text);
 CREATE OR REPLACE FUNCTION _dg_writes(p_thread_id text, p_checkpoint_id text)
 RETURNS TABLE (writes json)
 LANGUAGE sql STABLE

@@ -52,7 +52,6 @@ $$;
 -- most max_count elements. The message names the first bad element: name[i] (1-based).
 -- Returns true, so that a hot path calls it in an expression, which is no statement (SPEC §21),
 -- where a PERFORM is one.
-DROP FUNCTION IF EXISTS _dg_ids(text[], text, integer);
 CREATE OR REPLACE FUNCTION _dg_ids(p_values text[], p_name text, p_max_count integer)
 RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE
@@ -86,7 +85,6 @@ $$;
 -- NULL (a NULL array is allowed: no paths), at most max_count elements. The message names the
 -- first bad element: name[i] (1-based).
 -- Returns true, for expressions (as _dg_ids).
-DROP FUNCTION IF EXISTS _dg_task_paths(text[], text, integer);
 CREATE OR REPLACE FUNCTION _dg_task_paths(p_values text[], p_name text, p_max_count integer)
 RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE
@@ -201,7 +199,6 @@ $$;
 -- _dg_jsons(values, name, max_bytes, nulls): every element JSON text as _dg_json; NULL elements
 -- allowed (they mean JSON null) when nulls. The message names the element: name[i] (1-based).
 -- Returns true, for expressions (as _dg_ids).
-DROP FUNCTION IF EXISTS _dg_jsons(text[], text, bigint, boolean);
 CREATE OR REPLACE FUNCTION _dg_jsons(p_values text[], p_name text, p_max_bytes bigint,
                                      p_nulls boolean) RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE
@@ -237,7 +234,6 @@ $$;
 
 -- _dg_tss(values, name): every element NULL or as _dg_ts. Returns true, for expressions (as
 -- _dg_ids).
-DROP FUNCTION IF EXISTS _dg_tss(timestamptz[], text);
 CREATE OR REPLACE FUNCTION _dg_tss(p_values timestamptz[], p_name text) RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE
 AS $$

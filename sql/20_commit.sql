@@ -37,8 +37,6 @@ $$;
 -- in its order; writes nothing, returns true. Shared with dg_finish_attempt_v2 (SPEC §18.1),
 -- which checks a commit exactly as dg_commit_v1 does. Called as an expression, and checking in
 -- expressions, it is no statement (SPEC §21) unless an argument is bad.
-DROP FUNCTION IF EXISTS _dg_commit_args(text, bigint, text, text, text, text, text, text[], text[],
-                                        text[], timestamptz[], timestamptz, text, text, bigint);
 CREATE OR REPLACE FUNCTION _dg_commit_args(
     p_thread_id text, p_token bigint,
     p_checkpoint_id text, p_parent_id text, p_run_id text,
@@ -151,8 +149,6 @@ $$;
 -- thread's head and the admission marks, as one statement of data-modifying CTEs. The checks on
 -- the locked thread row are plain expressions; only a refused claim, fence or parent pays for
 -- the probe that tells which error comes first.
-DROP FUNCTION IF EXISTS _dg_commit(text, bigint, text, text, text, text, text, text[], text[],
-                                   text[], timestamptz[], timestamptz, text, text, bigint, bigint);
 CREATE OR REPLACE FUNCTION _dg_commit(
     p_thread_id text, p_token bigint,
     p_checkpoint_id text, p_parent_id text, p_run_id text,

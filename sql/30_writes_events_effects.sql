@@ -25,7 +25,9 @@ $$;
 -- of a closed entry of the thread (completed, failed, cancelled, interrupted; not delete-marked,
 -- whose runs keep DG005) raises DG103 and writes nothing. The caller holds the thread's row lock,
 -- which cancel takes before it closes (queue order), so a write lands before the close or
--- never. One probe of queue_attempts_run_idx; NULL run_id: nothing to check.
+-- never. One probe of queue_attempts_run_idx; NULL run_id: nothing to check. A write that names
+-- no run of its own is under its claim's holder (workers claim with holder = run id, SPEC §5):
+-- callers pass _dg_write_run's answer (SPEC §23.5: refused whoever closed the entry).
 CREATE OR REPLACE FUNCTION _dg_refuse_closed_run(p_thread_id text, p_run_id text) RETURNS void
 LANGUAGE plpgsql STABLE
 AS $$
@@ -36,6 +38,34 @@ BEGIN
                       AND e.outcome_kind IS NOT NULL AND NOT e.thread_deleted) THEN
         RAISE EXCEPTION 'run % is an attempt of a closed entry', p_run_id USING ERRCODE = 'DG103';
     END IF;
+END;
+$$;
+
+-- _dg_write_run(run_id, token, claim_token, claim_holder): the run a claim-fenced write is under:
+-- its own run id, else the holder of its claim when that claim (token) is the thread's current
+-- one (claim_token, claim_holder read under the row's lock); NULL when neither (the claim check
+-- that follows refuses a claim that is not current). An expression: no statement.
+CREATE OR REPLACE FUNCTION _dg_write_run(p_run_id text, p_token bigint, p_claim_token bigint,
+                                         p_claim_holder text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT coalesce(p_run_id, CASE WHEN p_claim_token = p_token THEN p_claim_holder END) $$;
+
+-- _dg_writes_target(closed, found, holder): true, or the refusal of put_writes in its order:
+-- DG103 when its claim's holder is a run of a closed entry of the thread (SPEC §19.1, §23.5:
+-- put_writes carries no run id; the run is its claim's holder), then DG404 when the checkpoint
+-- is not the thread's. Called inside the statement that inserts the writes (no statement more).
+CREATE OR REPLACE FUNCTION _dg_writes_target(p_closed boolean, p_found boolean, p_holder text)
+RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+    IF p_closed THEN
+        RAISE EXCEPTION 'run % is an attempt of a closed entry', p_holder USING ERRCODE = 'DG103';
+    END IF;
+    IF NOT p_found THEN
+        RAISE EXCEPTION 'checkpoint not found in thread' USING ERRCODE = 'DG404';
+    END IF;
+    RETURN true;
 END;
 $$;
 
@@ -70,8 +100,10 @@ $$;
 -- 0-based array position and the first value under (task_id, channel, index) wins (its task path
 -- included). p_task_paths holds each write's task path (LangGraph's task_path, 0..4096 bytes;
 -- a NULL array: '' for every write); reads order a checkpoint's writes by (task_path, task_id,
--- index). Raises DG002 (claim not current), DG404 (thread has no commit; checkpoint not in the
--- thread), DG000 (bad argument, unequal arrays).
+-- index). Raises DG002 (claim not current), DG404 (thread has no commit), DG103 (the claim's
+-- holder is the run id of an attempt of a closed entry of the thread: SPEC §19.1, §23.5; a
+-- worker claims as its run, and put_writes names no run of its own), DG404 (checkpoint not in
+-- the thread), DG000 (bad argument, unequal arrays).
 CREATE OR REPLACE FUNCTION dg_put_writes_v2(
     p_thread_id text, p_token bigint, p_checkpoint_id text,
     p_task_ids text[], p_channels text[], p_values text[], p_task_paths text[])
@@ -112,47 +144,41 @@ BEGIN
     END IF;
     t := _dg_lock_claimed(p_thread_id, p_token);
     IF v_n = 0 THEN
-        IF NOT EXISTS (SELECT 1 FROM checkpoints
-                        WHERE thread_id = p_thread_id AND checkpoint_id = p_checkpoint_id) THEN
-            RAISE EXCEPTION 'checkpoint not found in thread' USING ERRCODE = 'DG404';
-        END IF;
+        PERFORM _dg_writes_target(
+            EXISTS (SELECT 1 FROM queue_attempts a JOIN queue_entries e USING (entry_id)
+                     WHERE a.thread_id = p_thread_id AND a.run_id = t.claim_holder
+                       AND e.outcome_kind IS NOT NULL AND NOT e.thread_deleted),
+            EXISTS (SELECT 1 FROM checkpoints
+                     WHERE thread_id = p_thread_id AND checkpoint_id = p_checkpoint_id),
+            t.claim_holder);
         RETURN;
     END IF;
-    -- The writes, with the checkpoint's existence (DG404) as the statement's one-time filter.
+    -- The writes, with the statement's one-time filter checking, in a snapshot taken after the
+    -- thread's lock (a close that held it is seen): the claim's holder is no run of a closed
+    -- entry (DG103, _dg_refuse_closed_run's probe), then the checkpoint's existence (DG404).
     INSERT INTO pending_writes (thread_id, checkpoint_id, task_id, channel, idx, value, task_path)
     SELECT p_thread_id, p_checkpoint_id, w.task_id, w.channel, (w.ord - 1)::integer, w.value,
            coalesce(p_task_paths[w.ord], '')
       FROM ROWS FROM (pg_catalog.unnest(p_task_ids), pg_catalog.unnest(p_channels),
                      pg_catalog.unnest(p_values)) WITH ORDINALITY
            AS w(task_id, channel, value, ord)
-     WHERE _dg_checkpoint_found(EXISTS (SELECT 1 FROM checkpoints c
-                                         WHERE c.thread_id = p_thread_id
-                                           AND c.checkpoint_id = p_checkpoint_id))
+     WHERE _dg_writes_target(
+               EXISTS (SELECT 1 FROM queue_attempts a JOIN queue_entries e USING (entry_id)
+                        WHERE a.thread_id = p_thread_id AND a.run_id = t.claim_holder
+                          AND e.outcome_kind IS NOT NULL AND NOT e.thread_deleted),
+               EXISTS (SELECT 1 FROM checkpoints c
+                        WHERE c.thread_id = p_thread_id AND c.checkpoint_id = p_checkpoint_id),
+               t.claim_holder)
      ORDER BY w.ord
     ON CONFLICT DO NOTHING;
 END;
 $$;
 
--- _dg_checkpoint_found(found): true, or DG404 'checkpoint not found in thread'.
-CREATE OR REPLACE FUNCTION _dg_checkpoint_found(p_found boolean) RETURNS boolean
-LANGUAGE plpgsql IMMUTABLE
-AS $$
-BEGIN
-    IF NOT p_found THEN
-        RAISE EXCEPTION 'checkpoint not found in thread' USING ERRCODE = 'DG404';
-    END IF;
-    RETURN true;
-END;
-$$;
-
--- Removed (SPEC §22: no caller, the project unreleased), dropped from a store an earlier
--- version installed: dg_put_writes_v1 (dg_put_writes_v2 without task paths).
-DROP FUNCTION IF EXISTS dg_put_writes_v1(text, bigint, text, text[], text[], text[]);
-
 -- dg_append_events_v1: append events (in array order) to the thread's log without a
 -- checkpoint, each carrying p_run_id (may be NULL). Returns the appended events. Raises DG103
--- (p_run_id is an attempt of a closed entry, SPEC §19.1, checked first), DG002 (claim not
--- current), DG404 (thread has no commit), DG000 (store.* kind, unequal arrays).
+-- (p_run_id — or, when NULL, the holder of the current claim p_token — is an attempt of a closed
+-- entry, SPEC §19.1, §23.5, checked first), DG002 (claim not current), DG404 (thread has no
+-- commit), DG000 (store.* kind, unequal arrays).
 CREATE OR REPLACE FUNCTION dg_append_events_v1(
     p_thread_id text, p_token bigint,
     p_kinds text[], p_payloads text[], p_created_at timestamptz[], p_run_id text)
@@ -184,8 +210,9 @@ BEGIN
     PERFORM _dg_check(NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_kinds) k(kind)
                                    WHERE k.kind IS NULL OR k.kind LIKE 'store.%'),
                       'event kinds must not be NULL or start with "store."');
-    PERFORM 1 FROM threads x WHERE x.thread_id = p_thread_id FOR UPDATE;
-    PERFORM _dg_refuse_closed_run(p_thread_id, p_run_id);
+    SELECT x.* INTO t FROM threads x WHERE x.thread_id = p_thread_id FOR UPDATE;
+    PERFORM _dg_refuse_closed_run(p_thread_id,
+                                  _dg_write_run(p_run_id, p_token, t.claim_token, t.claim_holder));
     t := _dg_lock_claimed(p_thread_id, p_token);
     v_now := store_now();
     PERFORM _dg_append(p_thread_id, p_kinds, p_payloads, p_created_at, p_run_id, v_now);
@@ -199,8 +226,9 @@ $$;
 
 -- dg_record_effect_v1: record an effect's value under a key of the thread; the first write
 -- wins, and a later call returns that first record with existing = true. Raises DG103 (p_run_id
--- is an attempt of a closed entry, SPEC §19.1, checked first), DG002 (claim not current), DG404
--- (thread has no commit), DG000.
+-- — or, when NULL, the holder of the current claim p_token — is an attempt of a closed entry,
+-- SPEC §19.1, §23.5, checked first), DG002 (claim not current), DG404 (thread has no commit),
+-- DG000.
 CREATE OR REPLACE FUNCTION dg_record_effect_v1(
     p_thread_id text, p_token bigint, p_key text, p_value text, p_run_id text)
 RETURNS TABLE (thread_id text, key text, value text, run_id text, recorded_at timestamptz,
@@ -211,6 +239,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     x effects;
+    v_row threads;
     v_now timestamptz;
     v_lim limits := _dg_limits();
 BEGIN
@@ -222,8 +251,9 @@ BEGIN
         PERFORM _dg_json(p_value, 'value', v_lim.max_value_bytes);
     END IF;
     PERFORM _dg_opt_id(p_run_id, 'run_id');
-    PERFORM 1 FROM threads t WHERE t.thread_id = p_thread_id FOR UPDATE;
-    PERFORM _dg_refuse_closed_run(p_thread_id, p_run_id);
+    SELECT t.* INTO v_row FROM threads t WHERE t.thread_id = p_thread_id FOR UPDATE;
+    PERFORM _dg_refuse_closed_run(p_thread_id, _dg_write_run(p_run_id, p_token, v_row.claim_token,
+                                                             v_row.claim_holder));
     PERFORM _dg_lock_claimed(p_thread_id, p_token);
     SELECT * INTO x FROM effects WHERE effects.thread_id = p_thread_id AND effects.key = p_key;
     IF FOUND THEN

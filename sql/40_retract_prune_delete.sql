@@ -6,7 +6,9 @@
 -- head's run id) with their writes; the new head is the newest remaining checkpoint (D24);
 -- append store.retracted (run_id NULL, payload {"run_id", "checkpoint_ids": newest first}).
 -- Returns the new head (no row when none; a thread without a head returns no row and appends
--- nothing, D11). Raises DG002 (claim not current), DG404 (thread has no commit).
+-- nothing, D11). Raises DG002 (claim not current), DG404 (thread has no commit), DG103 (the
+-- claim's holder is the run id of an attempt of a closed entry of the thread: SPEC §19.1,
+-- §23.5, D230; retract_turn names no run, so it is under its claim's holder).
 CREATE OR REPLACE FUNCTION dg_retract_turn_v1(p_thread_id text, p_token bigint)
 RETURNS TABLE (thread_id text, checkpoint_id text, parent_id text, run_id text, state text,
                metadata text, next text[], created_at timestamptz, committed_at timestamptz,
@@ -26,6 +28,7 @@ BEGIN
     PERFORM _dg_id(p_thread_id, 'thread_id');
     PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
     t := _dg_lock_claimed(p_thread_id, p_token);
+    PERFORM _dg_refuse_closed_run(p_thread_id, t.claim_holder);
     v_now := store_now();
     IF t.head_id IS NULL THEN
         RETURN;
@@ -66,7 +69,6 @@ $$;
 -- events; a kept checkpoint whose parent is removed is left with parent_id NULL), so that one call's transaction stays bounded however long the thread (issue 12).
 -- done = nothing removable is left. The keep_last boundary is read from the seq index (no
 -- window over the whole thread).
-DROP FUNCTION IF EXISTS _dg_prune_thread(text, integer, interval, timestamptz);
 CREATE OR REPLACE FUNCTION _dg_prune_thread(
     p_thread_id text, p_keep_last integer, p_max_age interval, p_now timestamptz,
     p_budget bigint,

@@ -251,11 +251,5 @@ BEGIN
 END;
 $$;
 
--- Removed (SPEC §22: no caller, the project unreleased), dropped from a store an earlier
--- version installed: dg_put_writes_and_commit_v1 and dg_put_writes_fenced_v1 (their _v2
--- without task paths).
-DROP FUNCTION IF EXISTS dg_put_writes_and_commit_v1(
-    text, bigint, text, text[], text[], text[], text, text, text, text, text, text[], text[],
-    text[], timestamptz[], timestamptz, text, text, bigint);
-DROP FUNCTION IF EXISTS dg_put_writes_fenced_v1(
-    text, bigint, text, text[], text[], text[], text, bigint);
+-- dg_put_writes_and_commit_v1 and dg_put_writes_fenced_v1 (their _v2 without task paths) are
+-- deprecated: sql/96_deprecated.sql (D233).

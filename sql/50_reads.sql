@@ -208,7 +208,6 @@ $$;
 -- their first commits landed, after the child p_after (NULL = from the first; a p_after that is
 -- not an existing child gives no rows), at most p_limit (1..100000) and max_page_bytes (always
 -- at least one row when one exists); no rows when p_thread_id does not exist. Raises DG000.
-DROP FUNCTION IF EXISTS dg_children_v1(text);
 CREATE OR REPLACE FUNCTION dg_children_v1(p_thread_id text, p_after text DEFAULT NULL,
                                           p_limit integer DEFAULT 1000)
 RETURNS TABLE (thread_id text)

@@ -17,7 +17,6 @@ $$;
 -- set-returning functions without SET, so that the planner inlines them into the calling
 -- statement (whose plan PL/pgSQL caches). (_dg_attempts replaces the scalar _dg_attempts_json
 -- of earlier versions, which was planned on every call.)
-DROP FUNCTION IF EXISTS _dg_attempts_json(bigint);
 CREATE OR REPLACE FUNCTION _dg_attempts(p_entry_id bigint) RETURNS TABLE (attempts json)
 LANGUAGE sql STABLE
 AS $$
@@ -42,7 +41,6 @@ $$;
 -- retry_of (SPEC §13), then priority and kind (SPEC §15) come last: columns added at the end keep
 -- positional readers working. lease_holder and lease_expires_at are the thread row's lease when
 -- it is this open entry's (migrations 0017, 0018: the lease's one home), else NULL.
-DROP FUNCTION IF EXISTS _dg_entry(bigint);
 CREATE OR REPLACE FUNCTION _dg_entry(p_entry_id bigint)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
@@ -62,12 +60,6 @@ AS $$
      CROSS JOIN LATERAL _dg_attempts(e.entry_id) a
      WHERE e.entry_id = p_entry_id
 $$;
-
--- (_dg_lock_queue_thread and _dg_share_thread of earlier versions locked the thread's
--- queue_threads row and then its threads row: one row now, locked by _dg_lock_thread,
--- sql/00_clock.sql.)
-DROP FUNCTION IF EXISTS _dg_lock_queue_thread(text);
-DROP FUNCTION IF EXISTS _dg_share_thread(text);
 
 -- _dg_list_place(thread_id, mode): (open_since, list_after) of an entry of p_mode submitted to
 -- the thread now (D65, migrations/0009.listing_place.sql): the stretch of the thread's open
@@ -157,8 +149,6 @@ $$;
 -- row is left alone when nothing moved. The caller holds the row's lock. (Until migration 0018
 -- the queue row was deleted when no entry was left open; the thread row stays, its queue
 -- columns NULL.)
-DROP FUNCTION IF EXISTS _dg_refresh_queue_thread(text);
-DROP FUNCTION IF EXISTS _dg_refresh_queue_thread(text, boolean);
 CREATE OR REPLACE FUNCTION _dg_refresh_queue_thread(p_thread_id text,
                                                     p_end_lease boolean DEFAULT false,
                                                     p_release_claim boolean DEFAULT false)
@@ -212,7 +202,6 @@ $$;
 -- or an attempt of one of its entries (rule 20's 'taken'); false for no run id. A STABLE SQL
 -- set-returning function without SET, so that the planner inlines it into the statement that
 -- locks the head (sql/70_lease.sql; a scalar SQL function holding a sub-select is not inlined).
-DROP FUNCTION IF EXISTS _dg_run_taken(text, text);
 CREATE OR REPLACE FUNCTION _dg_run_taken(p_thread_id text, p_run_id text)
 RETURNS TABLE (taken boolean)
 LANGUAGE sql STABLE
@@ -231,8 +220,6 @@ $$;
 -- cancelled("thread_deleted")), 'exhausted' (max_attempts recorded), 'taken' (the run id names a
 -- checkpoint of the thread or an attempt of a kept entry of the thread), else 'started' (the
 -- caller records attempt attempts + 1).
-DROP FUNCTION IF EXISTS _dg_attempt_verdict(queue_entries, text);
-DROP FUNCTION IF EXISTS _dg_attempt_verdict(queue_entries, boolean);
 CREATE OR REPLACE FUNCTION _dg_attempt_verdict(e queue_entries, p_attempts integer,
                                                p_taken boolean) RETURNS text
 LANGUAGE sql IMMUTABLE
@@ -243,10 +230,6 @@ AS $$
                 ELSE 'started' END
 $$;
 
--- (_dg_record_attempt_locked of earlier versions: dg_record_attempt_v1 and dg_lease_v1 now act
--- on _dg_attempt_verdict themselves.)
-DROP FUNCTION IF EXISTS _dg_record_attempt_locked(bigint, text, timestamptz);
-
 -- _dg_lock_lease(entry_id, token, tenant): lock the entry of a lease call (its thread's row,
 -- then the entry) and check rule 21: closed, reclaimed or another tenant's entry (the tenant of
 -- the caller's lease; SPEC §10 rule 6: answered exactly as an id that never existed) -> DG103,
@@ -254,8 +237,6 @@ DROP FUNCTION IF EXISTS _dg_record_attempt_locked(bigint, text, timestamptz);
 -- the thread row (o_token, o_holder, o_ttl: the lease's one home, migrations 0017, 0018) and its
 -- attempt count (o_attempts, _dg_last_attempt), read in the statement that locks the entry,
 -- under the thread row's lock.
-DROP FUNCTION IF EXISTS _dg_lock_lease(bigint, bigint, boolean);
-DROP FUNCTION IF EXISTS _dg_lock_lease(bigint, bigint, boolean, text);
 CREATE OR REPLACE FUNCTION _dg_lock_lease(
     p_entry_id bigint, p_token bigint, p_tenant text,
     OUT o_entry queue_entries, OUT o_token bigint, OUT o_holder text, OUT o_ttl interval,

@@ -26,8 +26,6 @@ $$;
 -- SPEC §15 (added at the end, with defaults: earlier callers keep working): p_priority (heads
 -- of higher priority are leased first across threads; -2147483647..2147483647) and p_kind (an
 -- identifier: only a lease serving that kind takes the entry).
-DROP FUNCTION IF EXISTS dg_submit_v1(text, text, text, text, text, integer);
-DROP FUNCTION IF EXISTS dg_submit_v1(text, text, text, text, text, integer, timestamptz);
 CREATE OR REPLACE FUNCTION dg_submit_v1(
     p_thread_id text, p_input text, p_tenant text, p_key text, p_mode text,
     p_max_attempts integer, p_not_before timestamptz DEFAULT NULL, p_priority integer DEFAULT 0,

@@ -41,7 +41,6 @@ $$;
 -- tenants and kinds are walked past (they wait; the limits' cost).
 -- SPEC §15 change (issue 27): kinds, priority and the full lists; was (now, any_tenant, tenant,
 -- skip) ordered by head_entry_id.
-DROP FUNCTION IF EXISTS _dg_lease_pick(timestamptz, boolean, text, text[]);
 CREATE OR REPLACE FUNCTION _dg_lease_pick(
     p_now timestamptz, p_any_tenant boolean, p_tenant text, p_skip text[], p_kinds text[],
     p_full_tenants text[], p_full_kinds text[]) RETURNS text
@@ -196,11 +195,6 @@ BEGIN
     RETURN NULL;  -- not reached: every pass returns or skips one more thread
 END;
 $$;
-
--- (_dg_unclaim_new_thread of migration 0017's version took back the claim a thread's new row was
--- inserted with: the thread row now exists from submit on, and begin writes claim and lease in
--- one UPDATE.)
-DROP FUNCTION IF EXISTS _dg_unclaim_new_thread(text, bigint);
 
 -- _dg_lease(holder, ttl, any_tenant, tenant, run_id, kinds, claim_ttl): dg_lease_v1's work after
 -- its argument checks, shared with dg_begin_attempt_v1, which passes claim_ttl: an attempt that
@@ -415,8 +409,6 @@ $$;
 -- (NULL: every kind; else 1..100 distinct identifiers) takes only heads of those kinds; a head
 -- whose tenant or kind is at its concurrency limit (queue_limits) waits (_dg_lease_limits,
 -- sql/72_scheduling.sql). The row gained priority and kind at the end. The work: _dg_lease.
-DROP FUNCTION IF EXISTS dg_lease_v1(text, interval, boolean, text, text);
-DROP FUNCTION IF EXISTS dg_lease_v1(text, interval, boolean, text, text, text[]);
 CREATE OR REPLACE FUNCTION dg_lease_v1(
     p_holder text, p_ttl interval, p_any_tenant boolean, p_tenant text, p_run_id text,
     p_kinds text[] DEFAULT NULL)

@@ -15,8 +15,8 @@
 -- no read of its own before its first commit. No row when nothing is available. Raises DG000.
 -- SPEC §15 (issue 27): p_kinds (added at the end, default NULL: every kind) as dg_lease_v1's;
 -- the row gained priority and kind at its very end.
-DROP FUNCTION IF EXISTS dg_begin_attempt_v1(text, interval, interval, boolean, text, text);
-DROP FUNCTION IF EXISTS dg_begin_attempt_v1(text, interval, interval, boolean, text, text, text[]);
+-- Deprecated since 0.2.0: use dg_begin_attempt_v2, which plans a retry with its retry chain's
+-- runs (SPEC §19.3, §23.5); this one's latest_* stay those of the entry's own attempts.
 CREATE OR REPLACE FUNCTION dg_begin_attempt_v1(
     p_holder text, p_ttl interval, p_claim_ttl interval, p_any_tenant boolean, p_tenant text,
     p_run_id text, p_kinds text[] DEFAULT NULL)
@@ -116,13 +116,140 @@ BEGIN
 END;
 $$;
 
+-- dg_begin_attempt_v2 (SPEC §11, §19.3, §23.5): dg_begin_attempt_v1 that also plans, so a caller
+-- of the SQL API gets the plan our worker gets. latest_* is the newest checkpoint committed by
+-- any run of any attempt of the entry and, for a retry, of every entry of its retry chain
+-- (retry_of, its retry_of, ...; an entry reclaimed since ends the walk: its runs are not known),
+-- read under the claim; plan (the last column) is 'fresh' | 'resume' | 'finished', NULL when
+-- unclaimed (as the claim columns): 'finished' when latest has no next tasks, or when there is
+-- no latest but the entry or an entry of its chain was admitted (the input applied, then
+-- retracted); 'resume' from latest otherwise; 'fresh' only when no entry of the chain was
+-- admitted and no run of it committed. Same arguments, row and errors as dg_begin_attempt_v1.
+CREATE OR REPLACE FUNCTION dg_begin_attempt_v2(
+    p_holder text, p_ttl interval, p_claim_ttl interval, p_any_tenant boolean, p_tenant text,
+    p_run_id text, p_kinds text[] DEFAULT NULL)
+RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
+               max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
+               submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
+               outcome_kind text, outcome_detail text, closed_at timestamptz,
+               closed_at_seq bigint,
+               token bigint, holder text, expires_at timestamptz, ttl interval,
+               attempt_kind text, attempt_number integer,
+               claim_token bigint, claim_expires_at timestamptz, claim_ttl interval,
+               latest_checkpoint_id text, latest_parent_id text, latest_run_id text,
+               latest_state text, latest_metadata text, latest_next text[],
+               latest_created_at timestamptz, latest_committed_at timestamptz,
+               latest_seq bigint, latest_writes json,
+               not_before timestamptz, retry_of bigint,
+               head_checkpoint_id text, head_parent_id text, head_run_id text,
+               head_state text, head_metadata text, head_next text[],
+               head_created_at timestamptz, head_committed_at timestamptz,
+               head_seq bigint, head_writes json,
+               priority integer, kind text, plan text)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    l record;
+    x queue_entries;
+    v_runs text[] := ARRAY[]::text[];
+    v_admitted boolean := false;  -- an earlier entry of the retry chain was admitted
+BEGIN
+    -- dg_begin_attempt_v1's checks, in its order.
+    IF (pg_catalog.octet_length(p_run_id) BETWEEN 1 AND 512 AND p_claim_ttl IS NOT NULL)
+       IS NOT TRUE THEN
+        PERFORM _dg_id(p_holder, 'holder');
+        PERFORM _dg_id(p_run_id, 'run_id');
+    END IF;
+    p_ttl := _dg_lease_args(p_holder, p_ttl, p_any_tenant, p_tenant, p_run_id, p_kinds);
+    IF p_claim_ttl IS NULL THEN
+        RAISE EXCEPTION 'claim_ttl must not be NULL' USING ERRCODE = 'DG000';
+    END IF;
+    p_claim_ttl := _dg_duration(p_claim_ttl, 'claim_ttl', false);
+    l := _dg_lease(p_holder, p_ttl, p_any_tenant, p_tenant, p_run_id, p_kinds, p_claim_ttl);
+    IF (l.o_entry).entry_id IS NULL THEN
+        RETURN;
+    END IF;
+    x := l.o_entry;
+    IF l.o_claim_token IS NOT NULL AND (l.o_attempt_number > 1 OR x.retry_of IS NOT NULL) THEN
+        -- A first attempt's only run id is p_run_id, which the lease's verdict proved names no
+        -- checkpoint of the thread: latest_of_runs is read for a later one, or for a retry.
+        v_runs := ARRAY(SELECT a ->> 'run_id' FROM pg_catalog.json_array_elements(l.o_attempts) a);
+    END IF;
+    IF l.o_claim_token IS NOT NULL AND x.retry_of IS NOT NULL THEN
+        -- SPEC §19.3: the retry chain, walked by primary key under the thread's lock (every
+        -- entry of it is closed: their attempts and admission marks no longer change), its
+        -- runs and whether any of it was admitted, in one statement.
+        WITH RECURSIVE chain AS (
+            SELECT e.entry_id, e.retry_of, e.admitted FROM queue_entries e
+             WHERE e.entry_id = x.retry_of AND e.thread_id = x.thread_id
+            UNION ALL
+            SELECT e.entry_id, e.retry_of, e.admitted FROM chain c
+              JOIN queue_entries e ON e.entry_id = c.retry_of
+             WHERE e.thread_id = x.thread_id AND e.entry_id < c.entry_id)
+        SELECT v_runs || ARRAY(SELECT a.run_id FROM chain c
+                                 JOIN queue_attempts a ON a.entry_id = c.entry_id
+                                ORDER BY a.entry_id, a.number),
+               EXISTS (SELECT 1 FROM chain c WHERE c.admitted)
+          INTO v_runs, v_admitted;
+    END IF;
+    IF pg_catalog.cardinality(v_runs) = 0 AND NOT coalesce(l.o_claim_token IS NOT NULL AND l.o_live,
+                                                           false) THEN
+        -- Neither read can return a row (a first attempt, on a thread with no live commit or
+        -- unclaimed): the row is the lease's, returned without a statement (SPEC §21).
+        entry_id := x.entry_id; tenant := x.tenant; thread_id := x.thread_id; key := x.key;
+        input := x.input; mode := x.mode; max_attempts := x.max_attempts;
+        attempts := l.o_attempts; admitted := x.admitted; thread_deleted := x.thread_deleted;
+        submitted_at := x.submitted_at;
+        lease_holder := CASE WHEN x.outcome_kind IS NULL THEN p_holder END;
+        lease_expires_at := CASE WHEN x.outcome_kind IS NULL THEN l.o_expires_at END;
+        outcome_kind := x.outcome_kind;
+        outcome_detail := x.outcome_detail; closed_at := x.closed_at;
+        closed_at_seq := x.closed_at_seq; token := l.o_token; holder := p_holder;
+        expires_at := l.o_expires_at; ttl := p_ttl; attempt_kind := l.o_attempt_kind;
+        attempt_number := l.o_attempt_number; claim_token := l.o_claim_token;
+        claim_expires_at := l.o_claim_expires_at; claim_ttl := l.o_claim_ttl;
+        not_before := x.not_before; retry_of := x.retry_of; priority := x.priority;
+        kind := x.kind;
+        -- No latest: fresh unless admitted (it cannot be, with no run of it known yet).
+        plan := CASE WHEN l.o_claim_token IS NULL THEN NULL
+                     WHEN x.admitted OR v_admitted THEN 'finished' ELSE 'fresh' END;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts,
+           l.o_attempts, x.admitted, x.thread_deleted, x.submitted_at,
+           CASE WHEN x.outcome_kind IS NULL THEN p_holder END,
+           CASE WHEN x.outcome_kind IS NULL THEN l.o_expires_at END, x.outcome_kind,
+           x.outcome_detail, x.closed_at, x.closed_at_seq,
+           l.o_token, p_holder, l.o_expires_at, p_ttl, l.o_attempt_kind,
+           l.o_attempt_number, l.o_claim_token, l.o_claim_expires_at, l.o_claim_ttl,
+           k.checkpoint_id, k.parent_id, k.run_id, k.state, k.metadata, k.next, k.created_at,
+           k.committed_at, k.seq, k.writes, x.not_before, x.retry_of,
+           g.checkpoint_id, g.parent_id, g.run_id, g.state, g.metadata, g.next, g.created_at,
+           g.committed_at, g.seq, g.writes, x.priority, x.kind,
+           -- plan_attempt's rules (python/durable_graph/core/run_queue.py), the chain admitted.
+           CASE WHEN l.o_claim_token IS NULL THEN NULL
+                WHEN k.checkpoint_id IS NULL THEN
+                    CASE WHEN x.admitted OR v_admitted THEN 'finished' ELSE 'fresh' END
+                WHEN coalesce(pg_catalog.cardinality(k.next), 0) = 0 THEN 'finished'
+                ELSE 'resume' END
+      FROM (SELECT (l.o_entry).*) x
+      LEFT JOIN LATERAL (SELECT * FROM dg_latest_of_runs_v1(x.thread_id, v_runs)
+                          WHERE pg_catalog.cardinality(v_runs) > 0) k ON true
+      LEFT JOIN LATERAL (SELECT * FROM dg_get_v1(x.thread_id, NULL)
+                          WHERE l.o_claim_token IS NOT NULL AND l.o_live) g ON true;
+END;
+$$;
+
 -- dg_renew_attempt_v1: renew the lease (dg_renew_v1, its ttl; p_tenant the lease's entry's
 -- tenant, as for dg_renew_v1) and the claim p_claim_token on the entry's thread
 -- (dg_renew_claim_v1) in one transaction. The lease is checked first, so its errors come first
 -- as in the step-by-step renewal: DG103, DG102, then DG002. Returns dg_renew_v1's row, then
 -- claim_holder, claim_token, claim_expires_at, claim_ttl, then not_before and retry_of last.
 -- Raises DG000.
-DROP FUNCTION IF EXISTS dg_renew_attempt_v1(bigint, bigint, bigint, text);
 CREATE OR REPLACE FUNCTION dg_renew_attempt_v1(p_entry_id bigint, p_token bigint,
                                                p_claim_token bigint, p_tenant text)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
@@ -339,10 +466,6 @@ BEGIN
 END;
 $$;
 
--- Removed (SPEC §22: no caller, the project unreleased), dropped from a store an earlier
--- version installed: dg_finish_attempt_v1 (dg_finish_attempt_v2 without a commit).
-DROP FUNCTION IF EXISTS dg_finish_attempt_v1(bigint, bigint, text, text, bigint, text);
-
 -- dg_submit_many_v1: submit each run (dg_submit_v1) in order, in one transaction: any error
 -- writes nothing. The arrays are the arguments of dg_submit_v1, one element per submission, of
 -- equal length 1..10000. The threads' rows are locked first in id byte order, so two
@@ -350,7 +473,6 @@ DROP FUNCTION IF EXISTS dg_finish_attempt_v1(bigint, bigint, text, text, bigint,
 -- Raises what dg_submit_v1 raises, and DG000.
 -- SPEC §15 (issue 27; added at the end, default NULL: 0 and 'default' for each): p_priorities
 -- and p_kinds, of the same length when given.
-DROP FUNCTION IF EXISTS dg_submit_many_v1(text[], text[], text[], text[], text[], integer[]);
 CREATE OR REPLACE FUNCTION dg_submit_many_v1(
     p_thread_ids text[], p_inputs text[], p_tenants text[], p_keys text[], p_modes text[],
     p_max_attempts integer[], p_priorities integer[] DEFAULT NULL, p_kinds text[] DEFAULT NULL)

@@ -98,7 +98,6 @@ CREATE OR REPLACE TRIGGER queue_entry_notify AFTER UPDATE ON queue_entries
     WHEN (OLD.outcome_kind IS NULL AND NEW.outcome_kind IS NOT NULL)
     EXECUTE FUNCTION _dg_notify_entry();
 
-
 -- dg_watch_v1: set what the listener p_listener waits for to exactly the (kind, key) pairs of
 -- p_kinds / p_keys (arrays of equal length; kinds 'events' (key: a thread id), 'closed' (an
 -- entry id), 'queue' (key '')), each counting for p_ttl of real time (listener liveness, not

@@ -8,8 +8,6 @@
 
 -- dg_renew_v1: push the lease's expiry to store-now + (p_ttl, or when NULL the ttl the lease
 -- was taken with), keeping the token. Returns the lease row. Raises DG103, DG102, DG000.
-DROP FUNCTION IF EXISTS dg_renew_v1(bigint, bigint, interval);
-DROP FUNCTION IF EXISTS dg_renew_v1(bigint, bigint, interval, text);
 CREATE OR REPLACE FUNCTION dg_renew_v1(p_entry_id bigint, p_token bigint, p_ttl interval,
                                        p_tenant text DEFAULT NULL)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
@@ -57,7 +55,6 @@ $$;
 
 -- dg_release_v1: end the lease; the entry can be leased again at once (D19), and idle workers
 -- are woken (sql/77_notify.sql). Raises DG103, DG102.
-DROP FUNCTION IF EXISTS dg_release_v1(bigint, bigint);
 CREATE OR REPLACE FUNCTION dg_release_v1(p_entry_id bigint, p_token bigint,
                                          p_tenant text DEFAULT NULL)
 RETURNS void
@@ -80,7 +77,6 @@ $$;
 -- -> DG102; delete-marked -> close cancelled("thread_deleted"), 'thread_deleted'; max_attempts
 -- recorded -> 'exhausted' (nothing recorded); run id names a checkpoint of the thread or an
 -- attempt of a kept entry of the thread -> DG004; else 'started' with the attempt's number.
-DROP FUNCTION IF EXISTS dg_record_attempt_v1(bigint, bigint, text);
 CREATE OR REPLACE FUNCTION dg_record_attempt_v1(p_entry_id bigint, p_token bigint,
                                                 p_run_id text, p_tenant text DEFAULT NULL)
 RETURNS TABLE (attempt_kind text, attempt_number integer)
@@ -127,8 +123,6 @@ $$;
 -- dg_close_v1: close the entry once with the outcome (p_outcome_kind 'completed' | 'failed' |
 -- 'cancelled' | 'interrupted', p_outcome_detail its JSON detail); stamps closed_at (store-now)
 -- and closed_at_seq, ends the lease. Returns the entry row. Raises DG103, DG102, DG000.
-DROP FUNCTION IF EXISTS dg_close_v1(bigint, bigint, text, text);
-DROP FUNCTION IF EXISTS dg_close_v1(bigint, bigint, text, text, text);
 CREATE OR REPLACE FUNCTION dg_close_v1(p_entry_id bigint, p_token bigint, p_outcome_kind text,
                                        p_outcome_detail text, p_tenant text DEFAULT NULL)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,

@@ -9,7 +9,6 @@
 -- woken as by a release (sql/77_notify.sql). Returns the entry row as dg_entry_v1. Raises DG103,
 -- DG102 (as every lease call), DG000.
 -- (Its row gained priority and kind at the end, SPEC §15: the return type changed.)
-DROP FUNCTION IF EXISTS dg_defer_v1(bigint, bigint, interval, text, text);
 CREATE OR REPLACE FUNCTION dg_defer_v1(p_entry_id bigint, p_token bigint, p_delay interval,
                                        p_error text, p_tenant text DEFAULT NULL)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
@@ -59,7 +58,6 @@ $$;
 -- while a retry of the entry is kept, the first one's ticket (existing = true), unless p_again.
 -- Raises DG404 when the entry is unknown, reclaimed or not p_tenant's (checked first: no
 -- oracle, SPEC §10 rule 6), DG000 naming entry_id when it is open, completed or interrupted.
-DROP FUNCTION IF EXISTS dg_retry_v1(bigint, text);
 CREATE OR REPLACE FUNCTION dg_retry_v1(p_entry_id bigint, p_tenant text,
                                        p_again boolean DEFAULT false)
 RETURNS TABLE (entry_id bigint, existing boolean)
@@ -108,6 +106,4 @@ BEGIN
 END;
 $$;
 
--- Removed (SPEC §22: no caller, the project unreleased), dropped from a store an earlier
--- version installed: dg_entry_v2 (an alias of dg_entry_v1).
-DROP FUNCTION IF EXISTS dg_entry_v2(bigint, text);
+-- dg_entry_v2 (an alias of dg_entry_v1) is deprecated: sql/96_deprecated.sql (D233).

@@ -9,7 +9,6 @@
 -- DG404 when the entry is unknown, reclaimed or not p_tenant's (checked first), DG103 when it
 -- is closed.
 -- (Its row gained not_before and retry_of at the end: the return type changed.)
-DROP FUNCTION IF EXISTS dg_cancel_v1(bigint, text);
 CREATE OR REPLACE FUNCTION dg_cancel_v1(p_entry_id bigint, p_tenant text)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
@@ -56,7 +55,6 @@ $$;
 
 -- dg_entry_v1: the entry when its tenant IS NOT DISTINCT FROM p_tenant (NULL = the no-tenant
 -- namespace); no row when unknown, reclaimed or another tenant's. Raises DG000.
-DROP FUNCTION IF EXISTS dg_entry_v1(bigint, text);
 CREATE OR REPLACE FUNCTION dg_entry_v1(p_entry_id bigint, p_tenant text)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
                max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
@@ -86,7 +84,6 @@ $$;
 -- last entry id returned: a walk never skips an entry open throughout it and never repeats
 -- one, however many entries close meanwhile. Reads the page's rows down
 -- queue_entries_listing_idx, not every open entry. Raises DG000.
-DROP FUNCTION IF EXISTS dg_open_entries_v1(boolean, text, text);
 CREATE OR REPLACE FUNCTION dg_open_entries_v1(p_any_tenant boolean, p_tenant text,
                                               p_thread_id text,
                                               p_after bigint DEFAULT NULL,

@@ -9,7 +9,6 @@
 -- p_tenant), on p_thread_id (NULL = every thread), with entry_id < p_after (NULL = from the
 -- newest), at most p_limit (1..1000) and max_page_bytes (the rows before the last are below
 -- it). Raises DG000 naming the bad argument.
-DROP FUNCTION IF EXISTS dg_entries_v1(text, boolean, text, text, bigint, integer);
 CREATE OR REPLACE FUNCTION dg_entries_v1(p_state text, p_any_tenant boolean, p_tenant text,
                                          p_thread_id text, p_after bigint, p_limit integer)
 RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
@@ -78,7 +77,6 @@ $$;
 -- dg_entries_v1), and the age of the oldest open entry at store_now() (NULL when none is
 -- open), then waiting_by_kind (SPEC §15, added at the end): a JSON object of the open entries'
 -- counts by kind, kinds with none left out. Raises DG000.
-DROP FUNCTION IF EXISTS dg_queue_stats_v1(boolean, text);
 CREATE OR REPLACE FUNCTION dg_queue_stats_v1(p_any_tenant boolean, p_tenant text)
 RETURNS TABLE (open bigint, running bigint, completed bigint, failed bigint, cancelled bigint,
                interrupted bigint, oldest_waiting_age interval, waiting_by_kind json)
@@ -191,8 +189,5 @@ BEGIN
 END;
 $$;
 
--- Removed (SPEC §22: no caller, the project unreleased), dropped from a store an earlier
--- version installed: dg_set_trace_context_v1 and dg_trace_context_v1
--- (their _v2 for the no-tenant namespace).
-DROP FUNCTION IF EXISTS dg_set_trace_context_v1(bigint, text, text);
-DROP FUNCTION IF EXISTS dg_trace_context_v1(bigint);
+-- dg_set_trace_context_v1 and dg_trace_context_v1 (their _v2 for the no-tenant namespace) are
+-- deprecated: sql/96_deprecated.sql (D233).

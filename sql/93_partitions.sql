@@ -14,8 +14,6 @@
 -- first head. `limited`: whether the partition has concurrency limits (then the proxy counts
 -- live leases store-wide before it leases, D142). Raises DG000. (SPEC §15 change: p_kinds and
 -- head_priority_key added; issue 28: limited added.)
-DROP FUNCTION IF EXISTS dg_lease_peek_v1(boolean, text);
-DROP FUNCTION IF EXISTS dg_lease_peek_v1(boolean, text, text[]);
 CREATE OR REPLACE FUNCTION dg_lease_peek_v1(p_any_tenant boolean, p_tenant text,
                                             p_kinds text[] DEFAULT NULL)
 RETURNS TABLE (head_entry_id bigint, submitted_at timestamptz, head_priority_key integer,
@@ -61,7 +59,6 @@ $$;
 -- that never moves: the proxy merges pages by it. No row when the entry is unknown, reclaimed
 -- or not the wanted tenant's (open or closed, its place stays). Raises DG000.
 -- (Issue 28: the place replaced (queue_head, queue_rank), which moved as heads closed.)
-DROP FUNCTION IF EXISTS dg_queue_position_v1(bigint, boolean, text);
 CREATE OR REPLACE FUNCTION dg_queue_position_v1(p_entry_id bigint, p_any_tenant boolean,
                                                 p_tenant text)
 RETURNS TABLE (list_since bigint, list_rank integer, list_anchor bigint, list_behind boolean,
@@ -91,7 +88,6 @@ $$;
 -- order under one bound. Reads down queue_entries_listing_idx as dg_open_entries_v1 does. At
 -- most p_limit (1..100000) rows and max_page_bytes, at least one when one exists. Raises DG000.
 -- (Issue 28: after a listing place, no longer after (queue_head, queue_rank, id).)
-DROP FUNCTION IF EXISTS dg_open_entries_at_v1(boolean, text, bigint, smallint, bigint, integer);
 CREATE OR REPLACE FUNCTION dg_open_entries_at_v1(p_any_tenant boolean, p_tenant text,
                                                  p_since bigint, p_rank integer,
                                                  p_anchor bigint, p_behind boolean,
@@ -431,7 +427,8 @@ END;
 $$;
 
 -- dg_begin_attempt_limited_v1: dg_begin_attempt_v1 with the limits counted store-wide, as
--- dg_lease_limited_v1. Raises DG000 for a p_live of another shape, else what
+-- dg_lease_limited_v1 (deprecated since 0.2.0 with dg_begin_attempt_v1: use
+-- dg_begin_attempt_limited_v2). Raises DG000 for a p_live of another shape, else what
 -- dg_begin_attempt_v1 raises.
 CREATE OR REPLACE FUNCTION dg_begin_attempt_limited_v1(
     p_holder text, p_ttl interval, p_claim_ttl interval, p_any_tenant boolean, p_tenant text,
@@ -461,6 +458,42 @@ BEGIN
     PERFORM _dg_limit_live(p_live);
     PERFORM pg_catalog.set_config('dg.limit_live', coalesce(p_live::text, ''), true);
     RETURN QUERY SELECT * FROM dg_begin_attempt_v1(p_holder, p_ttl, p_claim_ttl, p_any_tenant,
+                                                   p_tenant, p_run_id, p_kinds);
+    PERFORM pg_catalog.set_config('dg.limit_live', '', true);
+END;
+$$;
+
+-- dg_begin_attempt_limited_v2: dg_begin_attempt_v2 with the limits counted store-wide, as
+-- dg_lease_limited_v1 (the proxy's dg_begin_attempt_v2 under limits). Raises DG000 for a p_live
+-- of another shape, else what dg_begin_attempt_v2 raises.
+CREATE OR REPLACE FUNCTION dg_begin_attempt_limited_v2(
+    p_holder text, p_ttl interval, p_claim_ttl interval, p_any_tenant boolean, p_tenant text,
+    p_run_id text, p_kinds text[], p_live json)
+RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
+               max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
+               submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
+               outcome_kind text, outcome_detail text, closed_at timestamptz,
+               closed_at_seq bigint,
+               token bigint, holder text, expires_at timestamptz, ttl interval,
+               attempt_kind text, attempt_number integer,
+               claim_token bigint, claim_expires_at timestamptz, claim_ttl interval,
+               latest_checkpoint_id text, latest_parent_id text, latest_run_id text,
+               latest_state text, latest_metadata text, latest_next text[],
+               latest_created_at timestamptz, latest_committed_at timestamptz,
+               latest_seq bigint, latest_writes json,
+               not_before timestamptz, retry_of bigint,
+               head_checkpoint_id text, head_parent_id text, head_run_id text,
+               head_state text, head_metadata text, head_next text[],
+               head_created_at timestamptz, head_committed_at timestamptz,
+               head_seq bigint, head_writes json,
+               priority integer, kind text, plan text)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    PERFORM _dg_limit_live(p_live);
+    PERFORM pg_catalog.set_config('dg.limit_live', coalesce(p_live::text, ''), true);
+    RETURN QUERY SELECT * FROM dg_begin_attempt_v2(p_holder, p_ttl, p_claim_ttl, p_any_tenant,
                                                    p_tenant, p_run_id, p_kinds);
     PERFORM pg_catalog.set_config('dg.limit_live', '', true);
 END;

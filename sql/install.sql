@@ -6,10 +6,13 @@
 -- CREATE on the database), best a dedicated non-superuser role (sql/README.md "Privileges"). It
 -- refuses, before creating anything, a schema owned by another role, a schema holding an object
 -- another role owns, and a schema on which another role (or PUBLIC) holds CREATE: any of them
--- could run code as the installing role. Idempotent, in one
--- transaction: on a current schema the catalog stays as it was; on an earlier version it applies
--- the missing migrations of ../migrations, then every function file of sql/, exactly as
--- `durable-graph migrate` does, and holds the same advisory lock, so the two never race.
+-- could run code as the installing role. Idempotent, in one transaction (SPEC §23.3: a failed
+-- or killed run leaves the previous version whole; run it again): on a current schema the
+-- catalog stays as it was (the function files run inside a savepoint that is rolled back when
+-- they changed nothing); on an earlier version it applies the missing migrations of
+-- ../migrations, then every function file of sql/, exactly as `durable-graph migrate` does, and
+-- holds the same advisory lock, so the two never race. A schema newer than this script (a
+-- higher version or a later release) is refused, naming both versions (SPEC §23.4).
 -- `durable-graph sql --schema S` prints this script with every included file inlined.
 -- Every migration and function file is listed below, in order (a test checks the lists).
 \set ON_ERROR_STOP on
@@ -17,10 +20,18 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 18
+\set dg_required_version 19
+\set dg_release 0.2.0
 
 BEGIN;
+-- Warnings and errors only: one transaction, so on an error nothing was changed (rerun it).
+SET LOCAL client_min_messages = warning;
 SELECT pg_catalog.set_config('durable_graph.schema', :'schema', true) AS dg_schema_set \gset
+-- The release this install records: schema_meta's guard (sql/98_meta.sql) refuses bookkeeping
+-- written without it, or by an older release.
+SELECT pg_catalog.set_config('durable_graph.release', :'dg_release', true),
+       pg_catalog.set_config('durable_graph.required_version', :'dg_required_version', true)
+       AS dg_release_set \gset
 
 -- Check the name, wait for a concurrent migrate, refuse a foreign-owned schema or one where
 -- another role planted objects or may create them, create a missing one, and read the installed
@@ -30,6 +41,8 @@ DECLARE
     v_schema  text := pg_catalog.current_setting('durable_graph.schema');
     v_owner   oid;
     v_version text;
+    v_release text;
+    v_yoyo    integer := 0;
     v_foreign text[];
 BEGIN
     IF v_schema !~ '^[a-z_][a-z0-9_]{0,62}$' OR v_schema LIKE 'pg\_%' THEN
@@ -121,10 +134,36 @@ BEGIN
     END IF;
     IF pg_catalog.to_regclass(pg_catalog.format('%I.schema_meta', v_schema)) IS NOT NULL THEN
         EXECUTE pg_catalog.format(
-            'SELECT m.value FROM %I.schema_meta m WHERE m.key = ''version''', v_schema)
-            INTO v_version;
+            'SELECT pg_catalog.max(m.value) FILTER (WHERE m.key = ''version''),'
+            '       pg_catalog.max(m.value) FILTER (WHERE m.key = ''release'')'
+            '  FROM %I.schema_meta m', v_schema)
+            INTO v_version, v_release;
     END IF;
-    PERFORM pg_catalog.set_config('durable_graph.version', coalesce(v_version, '0'), true);
+    -- Never backwards (SPEC §23.4): a schema of a higher version or a later release is newer
+    -- than this script, which changes nothing there.
+    IF coalesce(v_version, '0')::integer
+           > pg_catalog.current_setting('durable_graph.required_version')::integer
+       OR pg_catalog.string_to_array(coalesce(v_release, '0'), '.')::integer[]
+           > pg_catalog.string_to_array(
+                 pg_catalog.current_setting('durable_graph.release'), '.')::integer[]
+    THEN
+        RAISE EXCEPTION 'schema % is at version % (durable-graph %), newer than this install '
+            'script of durable-graph % (schema version %): older code never migrates a newer '
+            'schema backwards, and nothing was changed', v_schema, v_version, v_release,
+            pg_catalog.current_setting('durable_graph.release'),
+            pg_catalog.current_setting('durable_graph.required_version')
+            USING ERRCODE = '55000',
+                  HINT = 'Run the install script of that release or a later one.';
+    END IF;
+    -- Migrations an earlier, non-atomic `durable-graph migrate` committed before failing on the
+    -- functions are in yoyo's table, not in schema_meta: they are not applied twice.
+    IF pg_catalog.to_regclass(pg_catalog.format('%I._yoyo_migration', v_schema)) IS NOT NULL THEN
+        EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM %I._yoyo_migration y'
+                                  ' WHERE y.migration_id ~ ''^[0-9]{4}\.''', v_schema)
+            INTO v_yoyo;
+    END IF;
+    PERFORM pg_catalog.set_config('durable_graph.version',
+        GREATEST(coalesce(v_version, '0')::integer, v_yoyo)::text, true);
 END;
 $$;
 SET LOCAL search_path TO :"schema", pg_temp;
@@ -221,8 +260,45 @@ SELECT :dg_version >= 18 AS dg_has_0018 \gset
 \else
 \ir ../migrations/0018.queue_on_thread_row.sql
 \endif
+SELECT :dg_version >= 19 AS dg_has_0019 \gset
+\if :dg_has_0019
+\else
+\ir ../migrations/0019.release.sql
+\endif
 
--- Functions: every file, every time (CREATE OR REPLACE; the same definitions change nothing).
+-- Functions: every file, every time, inside a savepoint that is rolled back when they left the
+-- schema's functions, triggers and privileges as they were (CREATE OR REPLACE writes a new row
+-- version even of an identical function: a run on a current schema must change nothing). The
+-- fingerprint's query is kept in a setting so that it is written once.
+SELECT pg_catalog.set_config('durable_graph.fingerprint_sql', $dg$
+SELECT pg_catalog.md5(pg_catalog.concat_ws(E'\x1e',
+    (SELECT pg_catalog.string_agg(pg_catalog.concat_ws(E'\x1f', p.proname,
+                pg_catalog.pg_get_function_identity_arguments(p.oid),
+                pg_catalog.pg_get_function_result(p.oid), p.prosrc, p.proconfig::text,
+                p.prosecdef::text, p.provolatile::text, p.proacl::text),
+            E'\x1e' ORDER BY p.proname COLLATE "C",
+                pg_catalog.pg_get_function_identity_arguments(p.oid) COLLATE "C")
+       FROM pg_catalog.pg_proc p WHERE p.pronamespace = n.oid),
+    (SELECT pg_catalog.string_agg(pg_catalog.pg_get_triggerdef(g.oid) || g.tgenabled::text, E'\x1e'
+                                  ORDER BY g.tgname COLLATE "C", g.tgrelid)
+       FROM pg_catalog.pg_trigger g JOIN pg_catalog.pg_class c ON c.oid = g.tgrelid
+      WHERE c.relnamespace = n.oid AND NOT g.tgisinternal),
+    (SELECT pg_catalog.string_agg(c.relname || coalesce(c.relacl::text, ''), E'\x1e'
+                                  ORDER BY c.relname COLLATE "C")
+       FROM pg_catalog.pg_class c WHERE c.relnamespace = n.oid),
+    n.nspacl::text))
+  FROM pg_catalog.pg_namespace n WHERE n.nspname = $1
+$dg$, true) AS dg_fingerprint_set \gset
+DO $$
+DECLARE
+    v_fingerprint text;
+BEGIN
+    EXECUTE pg_catalog.current_setting('durable_graph.fingerprint_sql') INTO v_fingerprint
+        USING pg_catalog.current_setting('durable_graph.schema');
+    PERFORM pg_catalog.set_config('durable_graph.fingerprint', v_fingerprint, true);
+END;
+$$;
+SAVEPOINT dg_functions;
 \ir 00_clock.sql
 \ir 01_checks.sql
 \ir 10_claims.sql
@@ -245,11 +321,32 @@ SELECT :dg_version >= 18 AS dg_has_0018 \gset
 \ir 90_queue_reads.sql
 \ir 92_queue_listing.sql
 \ir 93_partitions.sql
+\ir 96_deprecated.sql
 \ir 98_meta.sql
 \ir 99_privileges.sql
+DO $$
+DECLARE
+    v_fingerprint text;
+BEGIN
+    EXECUTE pg_catalog.current_setting('durable_graph.fingerprint_sql') INTO v_fingerprint
+        USING pg_catalog.current_setting('durable_graph.schema');
+    PERFORM pg_catalog.set_config('durable_graph.functions_unchanged',
+        (v_fingerprint = pg_catalog.current_setting('durable_graph.fingerprint'))::text, true);
+END;
+$$;
+SELECT pg_catalog.current_setting('durable_graph.functions_unchanged')::boolean
+       AS dg_functions_unchanged \gset
+\if :dg_functions_unchanged
+ROLLBACK TO SAVEPOINT dg_functions;
+\else
+RELEASE SAVEPOINT dg_functions;
+\endif
 
--- Bookkeeping, as migrate writes it: the version and the digest of the installed bodies.
-INSERT INTO schema_meta (key, value)
+-- Bookkeeping, as migrate writes it: the release, the version and the digest of the installed
+-- bodies (rows that hold these values already are left as they are).
+INSERT INTO schema_bookkeeping (key, value)
+SELECT 'release', :'dg_release'
+UNION ALL
 SELECT 'version', :'dg_required_version'
 UNION ALL
 SELECT 'functions_digest', pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(coalesce(
@@ -259,5 +356,5 @@ SELECT 'functions_digest', pg_catalog.encode(pg_catalog.sha256(pg_catalog.conver
   FROM pg_catalog.pg_proc p
  WHERE p.pronamespace = (SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = :'schema')
 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
- WHERE schema_meta.value IS DISTINCT FROM EXCLUDED.value;
+ WHERE schema_bookkeeping.value IS DISTINCT FROM EXCLUDED.value;
 COMMIT;

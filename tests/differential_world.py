@@ -177,7 +177,7 @@ class Normaliser:
         if isinstance(value, int):
             if field_name == "token":
                 return ("token", self.token(value))
-            if field_name in ("entry_id", "by"):
+            if field_name in ("entry_id", "by", "retry_of"):
                 return ("entry", self.entry_id(value))
             return value
         if is_dataclass(value) and not isinstance(value, type):

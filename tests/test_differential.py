@@ -101,7 +101,7 @@ from durable_graph import (
     QueueEntry,
     Submission,
 )
-from durable_graph.core.model import JSON
+from durable_graph.core.model import JSON, AttemptBegun
 
 # --- the machine -------------------------------------------------------------------------------
 
@@ -562,6 +562,120 @@ class DifferentialMachine(RuleBasedStateMachine):
     )
     def close(self, lease: Handle, outcome: Any) -> None:
         self.run("close", lambda n, s: s.run_queue.close(lease.per_store[n], outcome))
+
+    @rule(
+        target=entries,
+        entry=entries,
+        tenant=st.sampled_from(TENANTS),
+        again=st.booleans(),
+    )
+    def retry(self, entry: Handle, tenant: str | None, again: bool) -> Any:
+        raw = self.run(
+            "retry", lambda n, s: s.run_queue.retry(entry.per_store[n], tenant=tenant, again=again)
+        )
+        if all(not isinstance(v, Exception) for v in raw.values()):
+            return Handle({n: v.entry_id for n, v in raw.items()})  # type: ignore[attr-defined]
+        return multiple()
+
+    @rule(
+        target=leases,
+        holder=st.sampled_from(HOLDERS),
+        tenant=st.sampled_from([ANY, ANY, *TENANTS]),
+        run_id=st.sampled_from(RUNS),
+        checkpoint_id=st.none() | st.sampled_from(CHECKPOINTS),
+        finished=st.booleans(),
+        outcome=st.sampled_from([None, Failed("boom"), Completed("done")]),
+    )
+    def begin_attempt(
+        self,
+        holder: str,
+        tenant: Any,
+        run_id: str,
+        checkpoint_id: str | None,
+        finished: bool,
+        outcome: Any,
+    ) -> Any:
+        """SPEC §11 with §19.3: begin (a retry planned, in each store, with its retry chain's
+        runs) -> maybe a commit on the head under its claim -> maybe finish_attempt, so retry
+        chains of admitted and never-admitted entries build up."""
+        ttl = timedelta(seconds=120)
+        policy = ClaimPolicy(ttl=timedelta(seconds=120), renew_every=timedelta(seconds=30))
+        raw = self.run(
+            "begin_attempt",
+            lambda _n, s: s.begin_attempt(
+                holder, ttl, run_id=run_id, claim_policy=policy, tenant=tenant
+            ),
+        )
+        if not self.all_ok(raw, AttemptBegun):
+            return multiple()
+        begun: dict[str, AttemptBegun] = raw  # type: ignore[assignment]
+        lease = Handle({n: b.lease for n, b in begun.items()})
+        if begun["memory"].claim is None:
+            return lease
+        claim = Handle({n: b.claim for n, b in begun.items()})
+        if checkpoint_id is not None:
+            thread_id = begun["memory"].entry.thread_id
+            commit = Commit(
+                checkpoint_id,
+                self.head(thread_id),
+                run_id,
+                {"i": checkpoint_id},
+                next=() if finished else ("n",),
+            )
+            self.run("commit", partial(self._commit_as, claim, commit))
+        if outcome is not None:
+            self.run(
+                "finish_attempt",
+                lambda n, s: s.finish_attempt(lease.per_store[n], outcome, claim.per_store[n]),
+            )
+        return lease
+
+    @rule(
+        thread_id=st.sampled_from(THREADS),
+        run_ids=st.lists(st.sampled_from(RUNS), min_size=2, max_size=3, unique=True),
+        checkpoint_id=st.none() | st.sampled_from(CHECKPOINTS),
+        finished=st.booleans(),
+    )
+    def retried_run(
+        self, thread_id: str, run_ids: list[str], checkpoint_id: str | None, finished: bool
+    ) -> None:
+        """SPEC §19.3: submit -> begin (its first run maybe commits) -> finish Failed -> retry
+        -> begin ..., so each store plans retries of admitted and never-admitted chains."""
+        self.run("submit", lambda _n, s: s.run_queue.submit(Submission(thread_id, "go")))
+        for i, run_id in enumerate(run_ids):
+            first = i == 0 and checkpoint_id is not None
+            if not self._fail_and_retry(run_id, checkpoint_id if first else None, finished):
+                return
+
+    def _fail_and_retry(self, run_id: str, checkpoint_id: str | None, finished: bool) -> bool:
+        """begin as ``run_id`` -> maybe commit ``checkpoint_id`` -> finish Failed -> retry;
+        False when the begin took no claim."""
+        ttl = timedelta(seconds=120)
+        raw = self.run("begin_attempt", lambda _n, s: s.begin_attempt("h1", ttl, run_id=run_id))
+        if not self.all_ok(raw, AttemptBegun):
+            return False
+        begun: dict[str, AttemptBegun] = raw  # type: ignore[assignment]
+        if begun["memory"].claim is None:
+            return False
+        if checkpoint_id is not None:
+            commit = Commit(
+                checkpoint_id,
+                self.head(begun["memory"].entry.thread_id),
+                run_id,
+                {"i": checkpoint_id},
+                next=() if finished else ("n",),
+            )
+            claim = Handle({n: b.claim for n, b in begun.items()})
+            self.run("commit", partial(self._commit_as, claim, commit))
+        self.run(
+            "finish_attempt",
+            lambda n, s: s.finish_attempt(begun[n].lease, Failed("boom"), begun[n].claim),
+        )
+        self.run(
+            "retry",
+            lambda n, s: s.run_queue.retry(begun[n].entry.entry_id, tenant=begun[n].entry.tenant),
+        )
+        return True
 
     @rule(entry=entries, tenant=st.sampled_from(TENANTS))
     def cancel(self, entry: Handle, tenant: str | None) -> None:

@@ -40,7 +40,7 @@ def _node_env(dsn: str, schema: str) -> dict[str, str]:
     return env
 
 
-def _node(args: list[str], env: dict[str, str]) -> str:
+def _node(args: list[str], env: dict[str, str], script: str = "cycle.mjs") -> str:
     node = shutil.which("node")
     assert node is not None, "Node.js is needed: apt-get install nodejs npm (.ci/run does)"
     if not (NODE_DIR / "node_modules" / "pg").is_dir():
@@ -48,7 +48,7 @@ def _node(args: list[str], env: dict[str, str]) -> str:
         assert npm is not None, "npm is needed: apt-get install npm"
         subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR, check=True)
     result = subprocess.run(
-        [node, str(NODE_DIR / "cycle.mjs"), *args],
+        [node, str(NODE_DIR / script), *args],
         env=env,
         capture_output=True,
         text=True,
@@ -81,7 +81,8 @@ def test_node_postgres_drives_a_cycle_and_meets_every_check_in_sql(
     )
     out = _node([], env)
     assert "all checks passed" in out
-    assert out.count("ok   bad input refused") == 20
+    assert out.count("ok   bad input refused") == 22
+    assert "ok   deprecated dg_put_writes_v1 and dg_workers_v1 answer as before" in out
 
     config = PostgresConfig(schema=node_schema, auto_migrate=False)
     with PostgresCheckpointer.open(pg_dsn, config) as store:
@@ -92,3 +93,27 @@ def test_node_postgres_drives_a_cycle_and_meets_every_check_in_sql(
     assert "all checks passed" in out
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(node_schema)))
+
+
+def test_node_postgres_retries_and_resumes_never_applying_the_input_again(
+    pg_dsn: str,
+) -> None:
+    """SPEC §23.5: a worker written against the SQL API alone (tests/node/retry.mjs) begins a
+    retry of an admitted, failed entry with plan 'resume' from its checkpoint — the guarantee is
+    SQL's, not our Python's — and its put_writes after its own close is refused."""
+    schema = "node_retry"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    env = _node_env(pg_dsn, schema)
+    psql = shutil.which("psql")
+    assert psql is not None, "psql is needed: apt-get install postgresql-client (.ci/run does)"
+    subprocess.run(
+        [psql, "-X", "-q", "-v", f"schema={schema}", "-f", str(INSTALL_SQL)],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    out = _node([], env, "retry.mjs")
+    assert "all checks passed" in out and out.count("ok   ") == 3
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))

@@ -1027,3 +1027,51 @@ def test_the_documented_setup_runs_as_written(tmp_path: Path) -> None:
     finally:
         for server in servers:
             server.stop()
+
+
+def test_the_deprecated_functions_answer_through_the_proxy(
+    partitioned_store: partitioned.PartitionedStore,
+) -> None:
+    """sql/96_deprecated.sql's wrappers (D233) on a proxy: the thread- and entry-keyed ones routed
+    as generated stubs, dg_workers_v1 by its template (sql/proxy/96_deprecated.sql)."""
+    ps = partitioned_store
+    ps.reset()
+    with psycopg.connect(ps.proxy, autocommit=True) as conn:
+        conn.execute(f"SET search_path TO {SCHEMA}")
+
+        def one(query: str, *params: Any) -> Any:
+            row = conn.execute(query.encode(), params).fetchone()
+            assert row is not None
+            return row[0]
+
+        token = one("SELECT token FROM dg_claim_v1('w1', 'h', '1 minute')")
+        one(
+            "SELECT checkpoint_id FROM dg_commit_v1('w1', %s, 'c1', NULL, 'r1', '{}', '{}',"
+            " ARRAY[]::text[], NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+            token,
+        )
+        conn.execute(
+            "SELECT dg_put_writes_v1('w1', %s, 'c1', ARRAY['t'], ARRAY['ch'], ARRAY['1'])",
+            (token,),
+        )
+        assert one("SELECT writes::text FROM dg_get_v1('w1', NULL)").count('"ch"') == 1
+        entry = one("SELECT entry_id FROM dg_submit_v1('q1', '1', NULL, NULL, 'enqueue', 3)")
+        assert one("SELECT thread_id FROM dg_entry_v2(%s, NULL)", entry) == "q1"
+        assert one(
+            "SELECT stored FROM dg_set_trace_context_v1(%s,"
+            " '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', NULL)",
+            entry,
+        )
+        assert one("SELECT count(*) FROM dg_trace_context_v1(%s)", entry) == 1
+        lease = one("SELECT token FROM dg_lease_v1('w', '1 minute', true, NULL, 'run-q1')")
+        assert (
+            one(
+                "SELECT outcome_kind FROM dg_finish_attempt_v1(%s, %s, 'completed', '1', NULL,"
+                " NULL)",
+                entry,
+                lease,
+            )
+            == "completed"
+        )
+        one("SELECT holder FROM dg_worker_heartbeat_v1('wk', 'host', 1, NULL, 'idle')")
+        assert one("SELECT pg_catalog.array_agg(holder) FROM dg_workers_v1('1 minute')") == ["wk"]

@@ -78,7 +78,7 @@ _CATALOG = {
         SELECT sequencename, data_type::text, start_value, increment_by, cycle
           FROM pg_sequences WHERE schemaname = %(ns)s ORDER BY 1""",
     "schema": "SELECT nspacl::text FROM pg_namespace WHERE nspname = %(ns)s",
-    "meta": "SELECT key, value FROM {schema}.schema_meta ORDER BY key",
+    "meta": "SELECT key, value FROM {schema}.dg_schema_meta_v1() ORDER BY key",
 }
 
 
@@ -241,7 +241,7 @@ def test_an_upgrade_keeps_a_runtime_roles_grant_and_extends_it_to_new_functions(
                 meta = runtime.execute(
                     sql.SQL("SELECT key FROM {}.dg_schema_meta_v1()").format(schema)
                 ).fetchall()  # a function version 1 did not have
-                assert meta == [("functions_digest",), ("version",)]
+                assert meta == [("functions_digest",), ("release",), ("version",)]
                 with pytest.raises(psycopg.errors.InsufficientPrivilege):
                     runtime.execute(sql.SQL("SELECT * FROM {}.threads").format(schema))
         finally:
@@ -250,34 +250,37 @@ def test_an_upgrade_keeps_a_runtime_roles_grant_and_extends_it_to_new_functions(
             conn.execute(sql.SQL("DROP ROLE {}").format(ident))
 
 
-# The functions the previous version installed and this one removed (SPEC §22, D153), by their
-# identity arguments: what a store installed before still holds until its upgrade.
-_REMOVED = [
-    "dg_entry_v2(bigint, text)",
-    "dg_finish_attempt_v1(bigint, bigint, text, text, bigint, text)",
-    "dg_put_writes_v1(text, bigint, text, text[], text[], text[])",
-    "dg_put_writes_fenced_v1(text, bigint, text, text[], text[], text[], text, bigint)",
-    "dg_put_writes_and_commit_v1(text, bigint, text, text[], text[], text[], text, text, text,"
-    " text, text, text[], text[], text[], timestamptz[], timestamptz, text, text, bigint)",
-    "dg_set_trace_context_v1(bigint, text, text)",
-    "dg_trace_context_v1(bigint)",
-]
+# Functions a pre-release state held that 0.2.0 does not define (SPEC §23, D228): what a store
+# installed before 0.2.0 still holds until its upgrade, by their identity arguments.
+_STALE = ["dg_gone_v1(bigint, text)", "_dg_gone(text)"]
+
+
+def _as_before_the_release(conn: psycopg.Connection[Any], schema: str) -> None:
+    """Make a current schema read as the last pre-release state (version 18, no release row),
+    holding `_STALE` functions as the owner installed them."""
+    conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+    conn.execute("ALTER TABLE schema_bookkeeping DISABLE TRIGGER schema_meta_guard")
+    conn.execute("UPDATE schema_bookkeeping SET value = '18' WHERE key = 'version'")
+    conn.execute("DELETE FROM schema_bookkeeping WHERE key = 'release'")
+    conn.execute("ALTER TABLE schema_bookkeeping ENABLE TRIGGER schema_meta_guard")
+    if conn.execute("SELECT to_regclass('_yoyo_migration')").fetchone() != (None,):
+        conn.execute("DELETE FROM _yoyo_migration WHERE migration_id = '0019.release'")
+    for signature in _STALE:
+        conn.execute(
+            f"CREATE FUNCTION {signature} RETURNS integer LANGUAGE sql SECURITY DEFINER"
+            f" SET search_path = {schema}, pg_temp AS 'SELECT 1'"
+        )
+        conn.execute(f"REVOKE ALL ON FUNCTION {signature} FROM PUBLIC")
 
 
 @pytest.mark.parametrize("upgrade", ["migrate", "install.sql"])
-def test_an_upgrade_drops_the_functions_this_version_removed(
+def test_the_release_upgrade_drops_the_functions_earlier_states_left(
     pg_dsn: str, pg_schema: str, upgrade: str
 ) -> None:
     migrations.migrate(pg_dsn, pg_schema)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))
-        for signature in _REMOVED:  # as the owner, as the previous version installed them
-            conn.execute(
-                f"CREATE FUNCTION {signature} RETURNS integer LANGUAGE sql SECURITY DEFINER"
-                f" SET search_path = {pg_schema}, pg_temp AS 'SELECT 1'"
-            )
-            conn.execute(f"REVOKE ALL ON FUNCTION {signature} FROM PUBLIC")
-        with pytest.raises(ProcessingError, match="dg_entry_v2 is not ours"):
+        _as_before_the_release(conn, pg_schema)
+        with pytest.raises(ProcessingError, match="at version 18, needs 19"):
             migrations.verify(conn, pg_schema)
     if upgrade == "migrate":
         assert migrations.migrate(pg_dsn, pg_schema) == migrations.required_version()
@@ -288,6 +291,147 @@ def test_an_upgrade_drops_the_functions_this_version_removed(
         left = conn.execute(
             "SELECT proname FROM pg_proc WHERE pronamespace = %s::regnamespace"
             " AND proname = ANY (%s)",
-            (pg_schema, [s.split("(")[0] for s in _REMOVED]),
+            (pg_schema, [s.split("(")[0] for s in _STALE]),
         ).fetchall()
     assert left == []
+
+
+# --- SPEC §23: row versions, never backwards, the plan ------------------------------------------
+
+_ROW_VERSIONS = """
+SELECT x FROM (
+    SELECT 'proc ' || p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') '
+           || p.xmin AS x FROM pg_proc p WHERE p.pronamespace = %(s)s::text::regnamespace
+    UNION ALL SELECT 'class ' || c.relname || ' ' || c.xmin FROM pg_class c
+     WHERE c.relnamespace = %(s)s::text::regnamespace
+    UNION ALL SELECT 'attribute ' || c.relname || '.' || a.attname || ' ' || a.xmin
+      FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+     WHERE c.relnamespace = %(s)s::text::regnamespace
+    UNION ALL SELECT 'trigger ' || g.tgname || ' ' || g.xmin FROM pg_trigger g
+      JOIN pg_class c ON c.oid = g.tgrelid WHERE c.relnamespace = %(s)s::text::regnamespace
+    UNION ALL SELECT 'index ' || i.indexrelid::regclass || ' ' || i.xmin FROM pg_index i
+      JOIN pg_class c ON c.oid = i.indrelid WHERE c.relnamespace = %(s)s::text::regnamespace
+    UNION ALL SELECT 'namespace ' || n.nspname || ' ' || n.xmin FROM pg_namespace n
+     WHERE n.nspname = %(s)s::text
+) rows ORDER BY x
+"""
+
+
+def row_versions(dsn: str, schema: str) -> list[str]:
+    """Every catalog row of ``schema`` with its row version (xmin): equal lists mean nothing
+    was rewritten, not only that the definitions read the same."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return [str(r[0]) for r in conn.execute(_ROW_VERSIONS, {"s": schema}).fetchall()]
+
+
+@pytest.mark.parametrize("second", ["migrate", "install.sql"])
+def test_a_second_install_rewrites_no_catalog_row(pg_dsn: str, pg_schema: str, second: str) -> None:
+    install(pg_dsn, pg_schema)
+    migrations.migrate(pg_dsn, pg_schema)  # yoyo's bookkeeping of a script-installed schema
+    before = row_versions(pg_dsn, pg_schema)
+    if second == "migrate":
+        migrations.migrate(pg_dsn, pg_schema)
+    else:
+        install(pg_dsn, pg_schema)
+    assert row_versions(pg_dsn, pg_schema) == before
+
+
+def _as_a_later_release(dsn: str, schema: str) -> None:
+    """Make a current schema read as one a later release installed (version 20, 0.3.0)."""
+    with psycopg.connect(dsn) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        conn.execute("SET LOCAL durable_graph.release = '0.3.0'")
+        conn.execute("UPDATE schema_bookkeeping SET value = '20' WHERE key = 'version'")
+        conn.execute("UPDATE schema_bookkeeping SET value = '0.3.0' WHERE key = 'release'")
+
+
+def test_code_older_than_the_schema_refuses_to_migrate_plan_or_open_it(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
+
+    migrations.migrate(pg_dsn, pg_schema)
+    _as_a_later_release(pg_dsn, pg_schema)
+    before = row_versions(pg_dsn, pg_schema)
+    both = (
+        rf"schema {pg_schema} is at version 20 \(durable-graph 0\.3\.0\), newer than this "
+        rf"durable-graph 0\.2\.0 \(schema version 19\)"
+    )
+    with pytest.raises(ProcessingError, match=both):
+        migrations.migrate(pg_dsn, pg_schema)
+    with pytest.raises(ProcessingError, match=both):
+        migrations.plan(pg_dsn, pg_schema)
+    for auto_migrate in (True, False):
+        with pytest.raises(ProcessingError, match=both):
+            PostgresCheckpointer.open(
+                pg_dsn, PostgresConfig(schema=pg_schema, auto_migrate=auto_migrate)
+            )
+    with psycopg.connect(pg_dsn) as conn, pytest.raises(ProcessingError, match=both):
+        migrations.verify(conn, pg_schema)
+    done = psql(pg_dsn, "-v", f"schema={pg_schema}", "-f", str(INSTALL))
+    assert done.returncode != 0
+    assert (
+        f"schema {pg_schema} is at version 20 (durable-graph 0.3.0), newer than this install "
+        "script of durable-graph 0.2.0 (schema version 19)" in done.stderr
+    )
+    assert row_versions(pg_dsn, pg_schema) == before
+
+
+def test_the_guard_refuses_bookkeeping_written_by_code_released_before_it(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    # What the last pre-release code's migrate and install.sql write when they meet a newer
+    # schema (they set no installing release): refused, so their function bodies roll back too.
+    migrations.migrate(pg_dsn, pg_schema)
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))
+        with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState) as caught:
+            conn.execute(
+                "INSERT INTO schema_bookkeeping (key, value) VALUES ('version', '18')"
+                " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+            )
+    message = str(caught.value)
+    assert f"schema {pg_schema} is at version 19 (durable-graph 0.2.0)" in message
+    assert "set version to 18" in message and "code released before 0.2.0" in message
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))
+        conn.execute("SET LOCAL durable_graph.release = '0.1.9'")
+        with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match=r"0\.1\.9"):
+            conn.execute("UPDATE schema_bookkeeping SET value = 'x' WHERE key = 'functions_digest'")
+    with psycopg.connect(pg_dsn) as conn:
+        migrations.verify(conn, pg_schema)  # unchanged
+
+
+def test_migrate_plan_says_what_it_would_apply_and_changes_nothing(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    missing = migrations.plan(pg_dsn, pg_schema)
+    assert not missing.exists and not missing.current
+    assert missing.migrations == [f.name for f in migrations.migration_files()]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        found = conn.execute("SELECT to_regnamespace(%s)", (pg_schema,)).fetchone()
+    assert found == (None,)  # the plan created nothing
+    migrations.migrate(pg_dsn, pg_schema)
+    current = migrations.plan(pg_dsn, pg_schema)
+    assert current.current and current.lines() == [
+        f"schema {pg_schema} is current at version {migrations.required_version()} "
+        f"(durable-graph {migrations.release()}): nothing to apply"
+    ]
+
+
+def test_a_failing_upgrade_changes_nothing_and_says_what_to_do(pg_dsn: str, pg_schema: str) -> None:
+    # A schema of the last pre-release state whose upgrade fails half-way (a view of the DBA's
+    # depends on a function the release's migration drops): everything is rolled back.
+    migrations.migrate(pg_dsn, pg_schema)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        _as_before_the_release(conn, pg_schema)
+        conn.execute("CREATE VIEW blocker AS SELECT * FROM dg_schema_meta_v1()")
+    before = row_versions(pg_dsn, pg_schema)
+    with pytest.raises(ProcessingError, match=r"Nothing was changed.*run durable-graph migrate"):
+        migrations.migrate(pg_dsn, pg_schema)
+    assert row_versions(pg_dsn, pg_schema) == before
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP VIEW {}.blocker").format(sql.Identifier(pg_schema)))
+    assert migrations.migrate(pg_dsn, pg_schema) == migrations.required_version()  # a rerun
+    with psycopg.connect(pg_dsn) as conn:
+        migrations.verify(conn, pg_schema)

@@ -725,6 +725,33 @@ def test_a_retry_of_an_admitted_entry_resumes_and_never_applies_the_input_again(
     assert len(applied) == 1
 
 
+def test_a_retry_begun_while_the_claim_is_busy_is_planned_with_its_chain(backend: Backend) -> None:
+    """The thread's claim is live at `begin_attempt` (D41), so the worker claims later and plans
+    step by step: it walks the retry chain too (D229), and resumes."""
+    store = backend.store()
+    queue = store.run_queue
+    first = queue.submit(Submission("t1", {"x": 1}, max_attempts=1))
+
+    def failing_after_a_step(ctx: RunContext) -> Any:
+        ctx.commit({"step": 1}, next=["two"])
+        raise RuntimeError("a tool failed")
+
+    assert Worker(store, failing_after_a_step, **FAST).run_once() is not None
+    queue.retry(first.entry_id)
+    store.claim(
+        "t1", "an-operator", ClaimPolicy(timedelta(milliseconds=300), timedelta(milliseconds=100))
+    )
+    plans: list[object] = []
+
+    def recording(ctx: RunContext) -> Any:
+        plans.append(ctx.plan)
+        return "ok"
+
+    report = Worker(store, recording, **FAST).run_once()
+    assert report is not None and report.note == "completed"
+    assert isinstance(plans[0], Resume) and plans[0].checkpoint.state == {"step": 1}
+
+
 def test_a_retry_of_an_entry_never_admitted_applies_the_input(backend: Backend) -> None:
     store = backend.store()
     queue = store.run_queue

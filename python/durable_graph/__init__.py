@@ -1,5 +1,6 @@
 """durable_graph: the durable store for agent-graph runs (see SPEC.md and README.md)."""
 
+from durable_graph._version import __version__
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import (
     ClaimLost,
@@ -57,8 +58,6 @@ from durable_graph.core.model import (
 )
 from durable_graph.core.run_queue import RunQueue, plan_attempt
 from durable_graph.core.scheduling import ConcurrencyLimit, Schedule, StoredSchedule
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ANY",

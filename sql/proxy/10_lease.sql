@@ -184,7 +184,7 @@ END;
 $$;
 
 -- dg_begin_attempt_v1 on a proxy: as dg_lease_v1 above, with dg_begin_attempt_v1 (and
--- dg_begin_attempt_limited_v1 under limits).
+-- dg_begin_attempt_limited_v1 under limits). Deprecated since 0.2.0: use dg_begin_attempt_v2.
 CREATE OR REPLACE FUNCTION dg_begin_attempt_v1(
     p_holder text, p_ttl interval, p_claim_ttl interval, p_any_tenant boolean, p_tenant text,
     p_run_id text, p_kinds text[] DEFAULT NULL)
@@ -220,6 +220,54 @@ BEGIN
                                                                p_tenant, p_run_id, p_kinds);
         ELSE
             RETURN QUERY SELECT * FROM _dg_on_begin_attempt_limited_v1(
+                o.part, p_holder, p_ttl, p_claim_ttl, p_any_tenant, p_tenant, p_run_id,
+                p_kinds, v_live);
+        END IF;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+    END LOOP;
+END;
+$$;
+
+
+-- dg_begin_attempt_v2 on a proxy: as dg_lease_v1 above, with dg_begin_attempt_v2 (and
+-- dg_begin_attempt_limited_v2 under limits).
+CREATE OR REPLACE FUNCTION dg_begin_attempt_v2(
+    p_holder text, p_ttl interval, p_claim_ttl interval, p_any_tenant boolean, p_tenant text,
+    p_run_id text, p_kinds text[] DEFAULT NULL)
+RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
+               max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
+               submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
+               outcome_kind text, outcome_detail text, closed_at timestamptz,
+               closed_at_seq bigint, token bigint, holder text, expires_at timestamptz,
+               ttl interval, attempt_kind text, attempt_number integer, claim_token bigint,
+               claim_expires_at timestamptz, claim_ttl interval, latest_checkpoint_id text,
+               latest_parent_id text, latest_run_id text, latest_state text,
+               latest_metadata text, latest_next text[], latest_created_at timestamptz,
+               latest_committed_at timestamptz, latest_seq bigint, latest_writes json,
+               not_before timestamptz, retry_of bigint, head_checkpoint_id text,
+               head_parent_id text, head_run_id text, head_state text, head_metadata text,
+               head_next text[], head_created_at timestamptz, head_committed_at timestamptz,
+               head_seq bigint, head_writes json, priority integer, kind text, plan text)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    o record;
+    v_live json;
+BEGIN
+    FOR o IN SELECT * FROM _dg_lease_order(p_any_tenant, p_tenant, p_kinds) LOOP
+        IF o.limited AND v_live IS NULL THEN
+            PERFORM _dg_limit_lock();
+            v_live := _dg_limit_live();
+        END IF;
+        IF v_live IS NULL THEN
+            RETURN QUERY SELECT * FROM _dg_on_begin_attempt_v2(o.part, p_holder, p_ttl,
+                                                               p_claim_ttl, p_any_tenant,
+                                                               p_tenant, p_run_id, p_kinds);
+        ELSE
+            RETURN QUERY SELECT * FROM _dg_on_begin_attempt_limited_v2(
                 o.part, p_holder, p_ttl, p_claim_ttl, p_any_tenant, p_tenant, p_run_id,
                 p_kinds, v_live);
         END IF;

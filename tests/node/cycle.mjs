@@ -142,6 +142,18 @@ async function main() {
        ARRAY[]::text[], ARRAY[]::text[], ARRAY[]::text[], ARRAY[]::timestamptz[], NULL, NULL, NULL, NULL)`;
   const SUBMIT = "SELECT * FROM dg_submit_v1($1, $2, NULL, NULL, 'enqueue', 3)";
 
+  // Names a client of an earlier commit calls, deprecated in 0.2.0 (sql/README.md "Deprecated
+  // functions"): they answer as they did.
+  await check("deprecated dg_put_writes_v1 and dg_workers_v1 answer as before", async () => {
+    await client.query(
+      "SELECT dg_put_writes_v1('bad-thread', $1, 'b1', ARRAY['t'], ARRAY['old'], ARRAY['1'])", [tok]);
+    const got = await client.query("SELECT writes FROM dg_get_v1('bad-thread', 'b1')");
+    assert.deepEqual(got.rows[0].writes.map((w) => [w.channel, w.task_path]), [["old", ""]]);
+    await client.query("SELECT * FROM dg_worker_heartbeat_v1('node-w', 'host', 1, NULL, 'idle')");
+    const ws = await client.query("SELECT holder FROM dg_workers_v1(interval '1 minute')");
+    assert.deepEqual(ws.rows.map((r) => r.holder), ["node-w"]);
+  });
+
   const cases = [
     ["non-JSON submit input {\"a\":", "input", SUBMIT, ["t", '{"a":']],
     ["non-JSON submit input nope", "input", SUBMIT, ["t", "nope"]],
@@ -149,6 +161,11 @@ async function main() {
     ["non-JSON pending write", "values[1]",
      "SELECT dg_put_writes_v2('bad-thread', $1, 'b1', ARRAY['task'], ARRAY['ch'], ARRAY[$2], NULL)",
      [tok, "{"]],
+    ["non-JSON pending write, deprecated dg_put_writes_v1", "values[1]",
+     "SELECT dg_put_writes_v1('bad-thread', $1, 'b1', ARRAY['task'], ARRAY['ch'], ARRAY[$2])",
+     [tok, "{"]],
+    ["negative seen_within, deprecated dg_workers_v1", "seen_within",
+     "SELECT * FROM dg_workers_v1($1::interval)", ["-1 minute"]],
     ["non-JSON event payload", "payloads[1]",
      "SELECT * FROM dg_append_events_v1('bad-thread', $1, ARRAY['k'], ARRAY[$2], ARRAY[NULL]::timestamptz[], NULL)",
      [tok, "nope"]],

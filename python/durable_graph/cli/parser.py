@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from durable_graph import __version__
+from durable_graph._version import __version__
 from durable_graph.cli import dashboard as _dashboard
 from durable_graph.cli import partitions as _partitions
 from durable_graph.cli import scheduling as _scheduling
@@ -170,7 +170,15 @@ def build_parser() -> argparse.ArgumentParser:
         return sub
 
     postgres_only = _common(sqlite=False)
-    command("migrate", cmd_migrate, "apply the PostgreSQL migrations to --schema", [postgres_only])
+    migrate = command(
+        "migrate", cmd_migrate, "apply the PostgreSQL migrations to --schema", [postgres_only]
+    )
+    _option(
+        migrate,
+        "--plan",
+        action="store_true",
+        help="print what migrate would apply to --schema, and change nothing",
+    )
     command(
         "sql",
         cmd_sql,

@@ -58,6 +58,22 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     config = postgres_config(args)
     schema = config.schema
     connect(dsn, config).close()  # a refused login reads as such, not as a schema problem
+    if args.plan:
+        plan = migrations.plan(dsn, schema, config)
+        output_of(args).result(
+            {
+                "schema": schema,
+                "current": plan.current,
+                "version": plan.version,
+                "release": plan.release,
+                "target_version": migrations.required_version(),
+                "target_release": migrations.release(),
+                "migrations": plan.migrations,
+                "functions": plan.functions,
+            },
+            "\n".join(plan.lines()),
+        )
+        return 0
     version = migrations.migrate(dsn, schema, config)
     output_of(args).result(
         {"schema": schema, "version": version}, f"schema {schema} is at version {version}"

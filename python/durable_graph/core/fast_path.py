@@ -10,6 +10,7 @@ step methods under their store lock (`compose_begin`); PostgreSQL composes the s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import timedelta
@@ -51,6 +52,26 @@ class BeginSteps(NamedTuple):
     claim: Callable[[str, str, ClaimPolicy], Claim]
     latest_of_runs: Callable[[str, list[str]], Checkpoint | None]
     get: Callable[[str], Checkpoint | None]
+    entry: Callable[[int, str | None], QueueEntry | None]
+
+
+def retry_chain(
+    entry: QueueEntry, read: Callable[[int, str | None], QueueEntry | None]
+) -> tuple[list[str], bool]:
+    """SPEC §19.3: the run ids of every attempt of the entries ``entry`` retries (its
+    ``retry_of``, that one's, ...) and whether any of them was admitted; an entry reclaimed since
+    ends the walk (its runs are not known). The same walk as ``dg_begin_attempt_v2``'s."""
+    runs: list[str] = []
+    admitted = False
+    earlier = entry.retry_of
+    while earlier is not None:  # ids decrease along the chain: it ends
+        before = read(earlier, entry.tenant)
+        if before is None or before.thread_id != entry.thread_id:
+            break
+        runs += [a.run_id for a in before.attempts]
+        admitted = admitted or before.admitted
+        earlier = before.retry_of
+    return runs, admitted
 
 
 def compose_begin(args: BeginArgs, steps: BeginSteps) -> AttemptBegun | None:
@@ -68,13 +89,20 @@ def compose_begin(args: BeginArgs, steps: BeginSteps) -> AttemptBegun | None:
     except ThreadBusy:
         return AttemptBegun(lease, lease.attempt, None, entry, None, None, None)
     # A first attempt's only run id is its own, which the lease's verdict proved names no
-    # checkpoint of the thread: latest_of_runs is read only for a later one (as in SQL).
+    # checkpoint of the thread: latest_of_runs is read only for a later one, or for a retry,
+    # which is planned with the runs of its whole retry chain (SPEC §19.3, §23.5; as in SQL).
+    runs = [a.run_id for a in entry.attempts]
+    admitted = entry.admitted
+    if entry.retry_of is not None:
+        earlier, chain_admitted = retry_chain(entry, steps.entry)
+        runs += earlier
+        admitted = admitted or chain_admitted
     latest = (
         None
-        if lease.attempt.number == 1
-        else steps.latest_of_runs(entry.thread_id, [a.run_id for a in entry.attempts])
+        if lease.attempt.number == 1 and entry.retry_of is None
+        else steps.latest_of_runs(entry.thread_id, runs)
     )
-    plan = plan_attempt(entry, latest)
+    plan = plan_attempt(dataclasses.replace(entry, admitted=admitted), latest)
     return AttemptBegun(
         lease, lease.attempt, claim, entry, latest, plan, steps.get(entry.thread_id)
     )
@@ -115,7 +143,13 @@ class EmbeddedFastPath:
     ) -> AttemptBegun | None:
         args = check_begin(holder, ttl, run_id, claim_policy, tenant, kinds)
         store = self._steps
-        steps = BeginSteps(store.run_queue.lease, store.claim, store.latest_of_runs, store.get)
+        steps = BeginSteps(
+            store.run_queue.lease,
+            store.claim,
+            store.latest_of_runs,
+            store.get,
+            store.run_queue.entry,
+        )
         with self._atomic():
             return compose_begin(args, steps)
 
@@ -175,5 +209,6 @@ __all__ = [
     "check_pair",
     "check_submissions",
     "compose_begin",
+    "retry_chain",
     "submit_each",
 ]

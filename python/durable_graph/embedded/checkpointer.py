@@ -72,6 +72,7 @@ from durable_graph.embedded.common import (
     thread_info_of,
     value_of,
     wait_until,
+    write_run,
 )
 from durable_graph.embedded.rows import CheckpointRow, ClaimRow, EffectRow, ThreadRow
 from durable_graph.embedded.run_queue import EmbeddedRunQueue
@@ -223,7 +224,7 @@ class EmbeddedCheckpointer(EmbeddedFastPath, ClosedOnExit):
         encoded = check_events("events", events, self._max)
         check_optional_identifier("run_id", run_id)
         with self._storage.write() as tx:
-            refuse_closed_run(tx, claim.thread_id, run_id)
+            refuse_closed_run(tx, claim.thread_id, write_run(tx, claim, run_id))
             _claimed_thread(tx, claim)
             return [tx.append_event(claim.thread_id, e, run_id) for e in encoded]
 
@@ -235,7 +236,7 @@ class EmbeddedCheckpointer(EmbeddedFastPath, ClosedOnExit):
         encoded = encode_json("value", value, self._max)
         check_optional_identifier("run_id", run_id)
         with self._storage.write() as tx:
-            refuse_closed_run(tx, claim.thread_id, run_id)
+            refuse_closed_run(tx, claim.thread_id, write_run(tx, claim, run_id))
             _claimed_thread(tx, claim)
             # First write wins.
             row = tx.effect(claim.thread_id, key)
@@ -249,6 +250,8 @@ class EmbeddedCheckpointer(EmbeddedFastPath, ClosedOnExit):
         check_claim("claim", claim)
         with self._storage.write() as tx:
             thread = _claimed_thread(tx, claim)
+            # D230: it names no run; it is under its claim's holder (SPEC §19.1, §23.5).
+            refuse_closed_run(tx, claim.thread_id, write_run(tx, claim, None))
             thread_id = claim.thread_id
             if thread.head_id is None:
                 return None  # D11: no head, nothing retracted or appended
@@ -643,8 +646,11 @@ def _commit_checks(tx: Tx, claim: Claim, c: EncodedCommit) -> ThreadRow | None:
 
 
 def _check_writes_target(tx: Tx, claim: Claim, checkpoint_id: str) -> None:
-    """put_writes' checks (D10): claim, thread has a commit, then the checkpoint is the thread's."""
+    """put_writes' checks (D10): claim, thread has a commit, the claim's holder is no run of a
+    closed entry (SPEC §19.1, §23.5: put_writes names no run; a worker claims as its run), then
+    the checkpoint is the thread's."""
     _claimed_thread(tx, claim)
+    refuse_closed_run(tx, claim.thread_id, write_run(tx, claim, None))
     if tx.checkpoint(claim.thread_id, checkpoint_id) is None:
         raise NotFound(f"checkpoint {checkpoint_id!r} is not a checkpoint of the thread")
 

@@ -71,6 +71,16 @@ def refuse_closed_run(tx: Tx, thread_id: str, run_id: str | None) -> None:
         raise EntryClosed(f"run {run_id!r} is an attempt of a closed entry")
 
 
+def write_run(tx: Tx, claim: Claim, run_id: str | None) -> str | None:
+    """The run a claim-fenced write is under (SPEC §19.1, §23.5): its own ``run_id``, else the
+    holder of ``claim`` when it is the thread's current claim (a worker claims as its run, SPEC
+    §5); None when neither (the claim check that follows refuses a claim that is not current)."""
+    if run_id is not None:
+        return run_id
+    row = tx.claim_of(claim.thread_id)
+    return row.holder if row is not None and row.token == claim.token else None
+
+
 def current_lease(tx: Tx, lease: Lease) -> EntryRow:
     """The entry of a current lease: `EntryClosed` first, then `LeaseLost` (rule 21)."""
     entry = tx.entry(lease.entry.entry_id)
@@ -164,4 +174,5 @@ __all__ = [
     "thread_info_of",
     "value_of",
     "wait_until",
+    "write_run",
 ]

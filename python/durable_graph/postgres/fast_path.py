@@ -37,7 +37,8 @@ def begin_attempt(
         ("text", a.run_id),
         ("text[]", None if a.kinds is None else list(a.kinds)),
     ]
-    return _call(config, "begin_attempt", "dg_begin_attempt_v1", args, first_or_none(begun_of))
+    # v2: the plan decided in SQL with the retry chain's runs (SPEC §23.5, D229).
+    return _call(config, "begin_attempt", "dg_begin_attempt_v2", args, first_or_none(begun_of))
 
 
 def renew_attempt(

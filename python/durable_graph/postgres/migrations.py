@@ -1,4 +1,4 @@
-"""Schema migrations of a PostgreSQL store (SPEC §6, §8 rules 27-28, §10.5, §10.7).
+"""Schema migrations of a PostgreSQL store (SPEC §6, §8 rules 27-28, §10.5, §10.7, §23).
 
 A store's schema holds the tables of ``migrations/`` (yoyo SQL migrations: DDL only, versioned,
 forward-only, written with unqualified names) and the functions of ``sql/NN_*.sql`` (each
@@ -10,10 +10,19 @@ Both are found at runtime through the package's ``_migrations`` and ``_sql`` lin
   anything, so a runtime role holding only the `grant`ed privileges can open it. Otherwise it
   must run as the schema's owner and refuses, before creating anything, a schema another role
   owns, holds an object of, or may CREATE in (`foreign_objects`: that role could have planted a
-  table with a trigger or a function that shadows a builtin, run as the installer), takes the schema's advisory lock (bounded: a
-  `ProcessingError` after ``lock_wait``), creates the schema if missing, applies yoyo's pending
-  migrations, then every ``sql/NN_*.sql`` in one transaction, and records the version (the
-  number of migrations) and the digest of the installed function bodies in ``schema_meta``.
+  table with a trigger or a function that shadows a builtin, run as the installer), takes the
+  schema's advisory lock (bounded: a `ProcessingError` after ``lock_wait``), and in ONE
+  transaction creates the schema if missing, applies the pending migrations, every
+  ``sql/NN_*.sql``, and records the release, the version (the number of migrations) and the
+  digest of the installed function bodies in ``schema_meta`` (SPEC §23.3): a failed or killed
+  upgrade leaves the previous version whole, and a rerun completes it. yoyo's own tables are
+  bookkeeping, marked after the commit; a migration counts as applied when ``schema_meta``'s
+  version or yoyo's table says so (a schema left by an earlier, non-atomic migrate recovers).
+- Never backwards (SPEC §23.4): a schema at a higher version or a later release than this
+  package is refused by `migrate`, `verify` and `prepare`, naming both versions; the
+  ``schema_meta_guard`` trigger (``sql/98_meta.sql``) refuses the bookkeeping write of older code
+  (which cannot be changed now), so its whole transaction rolls back.
+- `plan` says what `migrate` would do (``durable-graph migrate --plan``).
 - `verify` raises the rule-28 `ProcessingError` unless the schema is current: version, stored
   digest, the installed bodies (``pg_proc.prosrc``) equal to this package's, and the ``dg_*``
   functions ``SECURITY DEFINER`` with the pinned ``search_path``.
@@ -28,12 +37,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import logging
 import re
 import time
 from dataclasses import dataclass
 from datetime import timedelta
 from importlib import resources
-from importlib.resources.abc import Traversable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -42,16 +51,28 @@ from psycopg import sql
 
 from durable_graph.core.errors import ProcessingError, StoreError
 from durable_graph.postgres.config import PostgresConfig, check_schema
+from durable_graph.postgres.sql_files import (
+    INSTALL_FILE,
+    SqlFile,
+    expected_functions,
+    function_files,
+    functions_digest,
+    install_file,
+    install_script,
+    migration_files,
+    release,
+    release_order,
+    required_version,
+)
 
 if TYPE_CHECKING:
     from durable_graph.postgres.partitions.checks import ProxyCheck
 
 _LOCK_NAMESPACE = "durable_graph.migrate:"
-_FUNCTION_FILE = re.compile(r"\d\d_[a-z0-9_]+\.sql")
-INSTALL_FILE = "install.sql"
 TEST_CLOCK_TABLE = "dg_test_clock"
 """A schema holding this table runs the testkit's `PgClock`, which replaces ``store_now()``."""
 _SECOND = timedelta(seconds=1)
+_log = logging.getLogger("durable_graph.migrate")
 LOCK_POLL = 0.05
 """Seconds between two tries of the migration lock."""
 
@@ -64,43 +85,6 @@ SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(coalesce(
   FROM pg_catalog.pg_proc p
  WHERE p.pronamespace = (SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = %s)
 """
-
-
-@dataclass(frozen=True, slots=True)
-class SqlFile:
-    """A migration or function file: its name and text."""
-
-    name: str
-    text: str
-
-
-def _files(folder: str, pattern: re.Pattern[str] | None = None) -> list[SqlFile]:
-    root: Traversable = resources.files("durable_graph") / folder
-    found = [
-        SqlFile(entry.name, entry.read_text(encoding="utf-8"))
-        for entry in root.iterdir()
-        if entry.is_file()
-        and entry.name.endswith(".sql")
-        and not entry.name.endswith(".rollback.sql")
-        and (pattern is None or pattern.fullmatch(entry.name) is not None)
-    ]
-    return sorted(found, key=lambda f: f.name)
-
-
-def migration_files() -> list[SqlFile]:
-    """The yoyo migrations, in order (``migrations/NNNN.name.sql``)."""
-    return _files("_migrations")
-
-
-def function_files() -> list[SqlFile]:
-    """The function definitions, in install order (``sql/NN_name.sql``; not install.sql)."""
-    return _files("_sql", _FUNCTION_FILE)
-
-
-def install_file() -> str:
-    """The text of ``sql/install.sql``."""
-    root: Traversable = resources.files("durable_graph") / "_sql" / INSTALL_FILE
-    return root.read_text(encoding="utf-8")
 
 
 _FOREIGN_MARK = re.compile(r"-- dg:foreign-objects\n(.*?)\n\s*-- end dg:foreign-objects", re.DOTALL)
@@ -125,93 +109,6 @@ def foreign_objects(conn: psycopg.Connection[Any], schema: str) -> list[str]:
     CREATE on it (PUBLIC too): each would let that role run code as whoever installs there."""
     row = conn.execute(_foreign_sql(), {"schema": schema}).fetchone()
     return [str(v) for v in (row[0] if row and row[0] else [])]
-
-
-def required_version() -> int:
-    """The schema version this package needs: the number of its migrations."""
-    return len(migration_files())
-
-
-# --- the expected function bodies ------------------------------------------------------------
-
-_CREATE_FUNCTION = re.compile(
-    r"CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(", re.IGNORECASE
-)
-_DOLLAR_TAG = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
-
-
-def _function_bodies(text: str) -> list[tuple[str, str]]:
-    """(name, body) of every ``CREATE FUNCTION`` of an SQL file, body as ``pg_proc.prosrc``.
-
-    A small lexer: skips ``--`` and ``/* */`` comments and quoted strings, so a name in a comment
-    counts for nothing; the first dollar-quoted string after a ``CREATE FUNCTION`` is its body
-    (other dollar-quoted strings, as in ``DO`` blocks, are skipped).
-    """
-    found: list[tuple[str, str]] = []
-    pending: str | None = None
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if text.startswith("--", i):
-            end = text.find("\n", i)
-            i = n if end < 0 else end + 1
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            i = n if end < 0 else end + 2
-        elif c in "'\"":
-            end = i + 1
-            while end < n:
-                if text[end] == c and text.startswith(c * 2, end):
-                    end += 2
-                elif text[end] == c:
-                    break
-                else:
-                    end += 1
-            i = end + 1
-        elif (
-            c == "$"
-            and (tag := _DOLLAR_TAG.match(text, i)) is not None
-            and not (i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_"))
-        ):
-            start = tag.end()
-            end = text.find(tag.group(0), start)
-            if end < 0:
-                raise ValueError(f"unterminated {tag.group(0)} string")
-            if pending is not None:
-                found.append((pending, text[start:end]))
-                pending = None
-            i = end + len(tag.group(0))
-        elif c in "cC" and (create := _CREATE_FUNCTION.match(text, i)) is not None:
-            pending = create.group(1)
-            i = create.end()
-        else:
-            i += 1
-    return found
-
-
-@functools.cache
-def _expected() -> tuple[tuple[str, str], ...]:
-    bodies: dict[str, str] = {}
-    for f in function_files():
-        for name, body in _function_bodies(f.text):
-            bodies[name] = body  # a later CREATE OR REPLACE wins, as in the database
-    return tuple(sorted(bodies.items()))
-
-
-def expected_functions() -> list[tuple[str, str]]:
-    """Every function this package installs: (name, body), sorted (the digest's order)."""
-    return list(_expected())
-
-
-def _digest(functions: list[tuple[str, str]]) -> str:
-    joined = "\x1e".join(f"{name}\x1f{body}" for name, body in sorted(functions))
-    return hashlib.sha256(joined.encode("utf-8")).hexdigest()
-
-
-@functools.cache
-def functions_digest() -> str:
-    """sha256 of this package's function bodies, as ``_DIGEST_SQL`` computes it when installed."""
-    return _digest(expected_functions())
 
 
 def lock_key(schema: str) -> int:
@@ -286,9 +183,18 @@ def _inspect(conn: psycopg.Connection[Any], schema: str) -> _Installed:
     )
 
 
+def name_release(conn: psycopg.Connection[Any]) -> None:
+    """Name this package's release in ``durable_graph.release`` for the transaction ``conn`` is
+    in: the ``schema_meta`` view answers only such a reader (migration 0019: code released
+    before 0.2.0 is told the schema is newer than it), and the ``schema_meta_guard`` trigger
+    lets it write the bookkeeping when it is at least the schema's release."""
+    conn.execute("SELECT pg_catalog.set_config('durable_graph.release', %s, true)", (release(),))
+
+
 def _read_meta(conn: psycopg.Connection[Any], schema: str) -> tuple[dict[str, str], bool]:
     """schema_meta's rows, and whether they could be read (a runtime role reads them through
-    ``dg_schema_meta_v1()``; a schema older than that function hides them from it)."""
+    ``dg_schema_meta_v1()``; a schema older than that function hides them from it). Runs inside
+    `_inspect`'s transaction."""
     usage = conn.execute("SELECT pg_catalog.has_schema_privilege(%s, 'USAGE')", (schema,))
     if not (usage.fetchone() or (False,))[0]:
         return {}, False
@@ -306,6 +212,7 @@ def _read_meta(conn: psycopg.Connection[Any], schema: str) -> tuple[dict[str, st
         return {}, True
     ident = sql.Identifier(schema)
     if can_select:
+        name_release(conn)  # for this transaction, which `_inspect` opened
         query = sql.SQL("SELECT key, value FROM {}.schema_meta").format(ident)
     elif has_function:
         query = sql.SQL("SELECT key, value FROM {}.dg_schema_meta_v1()").format(ident)
@@ -319,8 +226,29 @@ def _read_meta(conn: psycopg.Connection[Any], schema: str) -> tuple[dict[str, st
     return {str(k): str(v) for k, v in rows}, True
 
 
+def _stored_version(meta: dict[str, str]) -> int:
+    try:
+        return int(meta.get("version", "0"))
+    except ValueError:
+        return 0
+
+
+def _newer(schema: str, state: _Installed) -> str | None:
+    """Why ``state`` is newer than this package (SPEC §23.4: never backwards), or None."""
+    version, stored = _stored_version(state.meta), state.meta.get("release")
+    ours, theirs = release_order(release()), release_order(stored)
+    if version <= required_version() and (theirs is None or ours is None or theirs <= ours):
+        return None
+    return (
+        f"schema {schema} is at version {version} (durable-graph {stored or 'unknown'}), newer "
+        f"than this durable-graph {release()} (schema version {required_version()}): older code "
+        f"never opens or migrates a newer schema; run durable-graph {stored or 'of that schema'} "
+        "or later (nothing was changed)"
+    )
+
+
 def _problem(schema: str, state: _Installed) -> str | None:
-    """Why ``state`` is not current (the rule-28 message), or None."""
+    """Why ``state`` is not current (the rule-28 message, or `_newer`'s), or None."""
     needed = required_version()
     if not state.meta_readable:
         return (
@@ -329,12 +257,16 @@ def _problem(schema: str, state: _Installed) -> str | None:
             f"run durable-graph migrate --dsn ... --schema {schema} as its owner, "
             f"then durable-graph grant --schema {schema} --role {state.user}"
         )
-    try:
-        version = int(state.meta.get("version", "0"))
-    except ValueError:
-        version = 0
+    newer = _newer(schema, state)
+    if newer is not None:
+        return newer
+    version = _stored_version(state.meta)
     if version != needed:
         return not_current_message(schema, version, needed, False)
+    if state.meta.get("release") != release():
+        return not_current_message(
+            schema, version, needed, True, f": recorded by release {state.meta.get('release')}"
+        )
     expected = dict(expected_functions())
     installed: dict[str, list[str]] = {}
     differ: list[str] = []
@@ -350,7 +282,10 @@ def _problem(schema: str, state: _Installed) -> str | None:
         if name == "store_now" and state.test_clock:
             continue  # the testkit's clock replaced it on purpose
         if installed.get(name) != ([expected[name]] if name in expected else None):
-            differ.append(f"{name} differs" if name in expected else f"{name} is not ours")
+            if name not in expected:
+                differ.append(f"{name} is not ours")
+            else:
+                differ.append(f"{name} differs" if name in installed else f"{name} is missing")
     if state.meta.get("functions_digest") != functions_digest() and not differ:
         differ.append("the recorded digest differs")
     if differ:
@@ -409,20 +344,105 @@ def _yoyo_uri(dsn: str, schema: str, connect_timeout: int) -> str:
     return "postgresql+psycopg:///?" + urlencode(params)
 
 
-def _install_functions(conn: psycopg.Connection[Any], schema: str) -> None:
-    """Every ``sql/NN_*.sql`` and the schema_meta rows, in one transaction."""
-    with conn.transaction():
-        conn.execute(sql.SQL("SET LOCAL search_path TO {}, pg_temp").format(sql.Identifier(schema)))
-        for f in function_files():
-            conn.execute(f.text.encode("utf-8"))
-        row = conn.execute(_DIGEST_SQL, (schema,)).fetchone()
-        assert row is not None
-        conn.execute(
-            "INSERT INTO schema_meta (key, value) VALUES ('version', %s), ('functions_digest', %s)"
-            " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
-            " WHERE schema_meta.value IS DISTINCT FROM EXCLUDED.value",
-            (str(required_version()), str(row[0])),
+def _applied(conn: psycopg.Connection[Any], schema: str, state: _Installed) -> int:
+    """How many of this package's migrations the schema holds: ``schema_meta``'s version, or
+    the run of them yoyo's table records if longer (an earlier, non-atomic `migrate` committed
+    its migrations before failing on the functions: they are not applied twice)."""
+    version = _stored_version(state.meta) if state.exists else 0
+    found = conn.execute(
+        "SELECT pg_catalog.to_regclass(pg_catalog.format('%%I._yoyo_migration', %s::text))",
+        (schema,),
+    ).fetchone()
+    if not state.exists or found is None or found[0] is None:
+        return version
+    ids = {
+        str(r[0])
+        for r in conn.execute(
+            sql.SQL("SELECT migration_id FROM {}._yoyo_migration").format(sql.Identifier(schema))
+        ).fetchall()
+    }
+    recorded = 0
+    for f in migration_files():
+        if f.name.removesuffix(".sql") not in ids:
+            break
+        recorded += 1
+    return max(version, recorded)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What `migrate` would do to a schema (``durable-graph migrate --plan``)."""
+
+    schema: str
+    exists: bool
+    version: int
+    release: str | None
+    migrations: list[str]
+    """The migration files to apply, in order."""
+    functions: str | None
+    """Why every function file is installed again (None: they are current)."""
+
+    @property
+    def current(self) -> bool:
+        return self.exists and not self.migrations and self.functions is None
+
+    def lines(self) -> list[str]:
+        """The plan as a DBA reads it."""
+        target = f"version {required_version()} (durable-graph {release()})"
+        if self.current:
+            return [f"schema {self.schema} is current at {target}: nothing to apply"]
+        was = (
+            f"at version {self.version} (durable-graph {self.release or 'before 0.2.0'})"
+            if self.exists
+            else "missing: create it"
         )
+        lines = [
+            f"schema {self.schema} is {was}; migrate brings it to {target}, in one transaction:"
+        ]
+        lines += [f"  apply migrations/{name}" for name in self.migrations]
+        lines.append(
+            f"  install the {len(function_files())} function files of sql/ ({self.functions})"
+        )
+        lines.append("  record release, version and functions digest in schema_meta")
+        return lines
+
+
+def _plan(conn: psycopg.Connection[Any], schema: str, state: _Installed) -> Plan:
+    problem = _problem(schema, state)
+    pending = [f.name for f in migration_files()[_applied(conn, schema, state) :]]
+    if problem is None:
+        reason = None
+    elif pending:
+        reason = "every upgrade installs them with its migrations"
+    else:  # the same version: the bodies, their privileges or the recorded release differ
+        reason = problem.partition(" (its SQL functions differ from this package's")[2]
+        reason = "they differ" + (reason.rstrip(")") or " from this package's")
+    return Plan(
+        schema,
+        state.exists,
+        _stored_version(state.meta),
+        state.meta.get("release"),
+        pending,
+        reason,
+    )
+
+
+def plan(dsn: str, schema: str, config: PostgresConfig | None = None) -> Plan:
+    """What `migrate` would apply to ``schema``, changing nothing; `ProcessingError` for a schema
+    newer than this package (never backwards) or a partition proxy (never migrated in place)."""
+    check_schema(schema)
+    config = PostgresConfig(schema=schema) if config is None else config
+    with _connect(dsn, config) as conn:
+        state = _inspect(conn, schema)
+        if is_proxy(state):
+            raise ProcessingError(
+                f"schema {schema} is a partition proxy: it is never migrated in place "
+                "(durable-graph partitions migrate)"
+            )
+        newer = _newer(schema, state)
+        if newer is not None:
+            raise ProcessingError(newer)
+        return _plan(conn, schema, state)
 
 
 def _refuse_foreign(schema: str, state: _Installed, problem: str) -> None:
@@ -474,19 +494,20 @@ def _connect(dsn: str, config: PostgresConfig) -> psycopg.Connection[Any]:
 def migrate(dsn: str, schema: str, config: PostgresConfig | None = None) -> int:
     """Bring ``schema`` to this package's version; return that version.
 
-    A no-op that creates nothing and takes no lock when the schema is current. Otherwise safe to
-    run from many processes at once: an advisory lock of the schema serialises them, waited for
-    at most ``connection_timeout + call_timeout`` of ``config`` (then `ProcessingError`), and the
-    connection is bounded by ``connection_timeout`` (at least 2 s: libpq's minimum). Any failure
-    is a `ProcessingError`.
+    A no-op that creates nothing and takes no lock when the schema is current. Otherwise one
+    transaction (SPEC §23.3), safe to run from many processes at once: an advisory lock of the
+    schema serialises them, waited for at most ``connection_timeout + call_timeout`` of
+    ``config`` (then `ProcessingError`), and the connection is bounded by
+    ``connection_timeout`` (at least 2 s: libpq's minimum). A schema newer than this package is
+    refused, naming both versions. Any failure is a `ProcessingError`, and changes nothing.
     """
     return _migrate(dsn, schema, config)[0]
 
 
 def prepare(dsn: str, config: PostgresConfig) -> bool:
-    """What a store does before it opens (SPEC §8 rule 28, §16.3): migrate (``auto_migrate``)
-    or verify ``config.schema``; True when it is a partition proxy (checked, never installed
-    into)."""
+    """What a store does before it opens (SPEC §8 rule 28, §16.3, §23.4): migrate
+    (``auto_migrate``, forward only) or verify ``config.schema``; True when it is a partition
+    proxy (checked, never installed into)."""
     if config.auto_migrate:
         return _migrate(dsn, config.schema, config)[1]
     try:
@@ -523,89 +544,86 @@ def _migrate(dsn: str, schema: str, config: PostgresConfig | None) -> tuple[int,
                 if problem is not None:
                     raise ProcessingError(problem)
                 return needed, True
+            newer = _newer(schema, state)
+            if newer is not None:
+                raise ProcessingError(newer)
             problem = _problem(schema, state)
             if problem is None:
                 return needed, False
             _refuse_foreign(schema, state, problem)
             _lock(conn, schema, (config.connection_timeout + config.call_timeout) / _SECOND)
             try:
-                _migrate_locked(conn, dsn, schema, config)
+                applied = _migrate_locked(conn, schema)
             finally:
                 with contextlib.suppress(psycopg.Error):
                     conn.execute("SELECT pg_catalog.pg_advisory_unlock(%s)", (lock_key(schema),))
         except StoreError:
             raise
         except Exception as exc:
-            raise ProcessingError(f"could not migrate schema {schema}: {exc}") from exc
+            raise ProcessingError(
+                f"could not migrate schema {schema}: {exc}. Nothing was changed: the schema is "
+                f"as it was before; fix the cause and run durable-graph migrate again"
+            ) from exc
+    if applied:
+        _mark_yoyo(dsn, schema, config, applied)
     return needed, False
 
 
-def _migrate_locked(
-    conn: psycopg.Connection[Any], dsn: str, schema: str, config: PostgresConfig
-) -> None:
-    """`migrate`'s work, under the migration lock."""
-    from yoyo import get_backend, read_migrations
-
+def _migrate_locked(conn: psycopg.Connection[Any], schema: str) -> list[str]:
+    """`migrate`'s work, under the migration lock, in one transaction: the migrations applied
+    (their names), for yoyo's bookkeeping after the commit."""
     state = _inspect(conn, schema)  # another migrator may have finished meanwhile
+    newer = _newer(schema, state)
+    if newer is not None:
+        raise ProcessingError(newer)
     problem = _problem(schema, state)
     if problem is None:
-        return
+        return []
     _refuse_foreign(schema, state, problem)
-    if not state.exists:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-    backend = get_backend(_yoyo_uri(dsn, schema, config.connect_timeout_s))
+    pending = migration_files()[_applied(conn, schema, state) :]
+    with conn.transaction():
+        if not state.exists:
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        conn.execute(sql.SQL("SET LOCAL search_path TO {}, pg_temp").format(sql.Identifier(schema)))
+        name_release(conn)  # the release this install records (the guard checks it)
+        for f in pending:
+            conn.execute(f.text.encode("utf-8"))
+        for f in function_files():
+            conn.execute(f.text.encode("utf-8"))
+        row = conn.execute(_DIGEST_SQL, (schema,)).fetchone()
+        assert row is not None
+        conn.execute(
+            "INSERT INTO schema_bookkeeping (key, value)"
+            " VALUES ('release', %s), ('version', %s), ('functions_digest', %s)"
+            " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+            " WHERE schema_bookkeeping.value IS DISTINCT FROM EXCLUDED.value",
+            (release(), str(required_version()), str(row[0])),
+        )
+    return [f.name.removesuffix(".sql") for f in migration_files()]
+
+
+def _mark_yoyo(dsn: str, schema: str, config: PostgresConfig, names: list[str]) -> None:
+    """Record in yoyo's tables the migrations the schema now holds, so `yoyo list` agrees.
+    Bookkeeping only: `_applied` trusts ``schema_meta`` first, so a failure here (or a kill
+    between the commit and this) loses nothing; it is logged and the next upgrade marks them."""
+    from yoyo import get_backend, read_migrations
+
     try:
-        # Our advisory lock already serialises migrate; a yoyo lock row left by a crashed
-        # process must not block us.
-        backend.break_lock()
-        with backend.lock():
-            migrations = read_migrations(str(resources.files("durable_graph") / "_migrations"))
-            pending = backend.to_apply(migrations)
-            installed = int(state.meta.get("version", "0") or 0)
-            # Applied by install.sql: record yoyo's view of them.
-            marked = [m for m in migrations[:installed] if m in pending]
-            if marked:
-                backend.mark_migrations(marked)
-                pending = backend.to_apply(migrations)
-            backend.apply_migrations(pending)
-    finally:
-        backend.connection.close()
-    if _problem(schema, _inspect(conn, schema)) is not None:
-        _install_functions(conn, schema)
-
-
-# --- the install script --------------------------------------------------------------------
-
-_INCLUDE = re.compile(r"^\\ir\s+(\S+)\s*$", re.MULTILINE)
-
-
-def install_script(schema: str) -> str:
-    """The complete install script of ``schema`` for a DBA to review and run with psql.
-
-    ``sql/install.sql`` with the schema set and every file it includes inlined: idempotent,
-    it installs or upgrades exactly as `migrate` does, in one transaction.
-    """
-    check_schema(schema)
-    sources = {f"../migrations/{f.name}": f for f in migration_files()}
-    sources.update({f.name: f for f in function_files()})
-
-    def inline(match: re.Match[str]) -> str:
-        f = sources.get(match.group(1))
-        if f is None:
-            raise ProcessingError(f"install.sql includes {match.group(1)}, which is not packaged")
-        return f"-- {match.group(1)}\n{f.text.rstrip()}\n-- end of {match.group(1)}"
-
-    header = (
-        f"-- durable_graph install script for schema {schema}: version {required_version()}, "
-        f"functions {functions_digest()}\n"
-        "-- Generated by `durable-graph sql` from sql/install.sql; apply with: psql -f FILE\n"
-        f"\\set schema {schema}\n"
-    )
-    return header + _INCLUDE.sub(lambda m: inline(m), install_file())
+        backend = get_backend(_yoyo_uri(dsn, schema, config.connect_timeout_s))
+        try:
+            backend.break_lock()  # ours serialised migrate; a crashed process's row must not block
+            with backend.lock():
+                known = read_migrations(str(resources.files("durable_graph") / "_migrations"))
+                backend.mark_migrations([m for m in backend.to_apply(known) if m.id in set(names)])
+        finally:
+            backend.connection.close()
+    except Exception as exc:  # bookkeeping: the upgrade itself committed
+        _log.warning("schema %s migrated; yoyo's bookkeeping not updated: %s", schema, exc)
 
 
 __all__ = [
     "INSTALL_FILE",
+    "Plan",
     "SqlFile",
     "expected_functions",
     "foreign_objects",
@@ -618,9 +636,13 @@ __all__ = [
     "lock_key",
     "migrate",
     "migration_files",
+    "name_release",
     "not_current_message",
+    "plan",
     "prepare",
     "proxy_digest",
+    "release",
+    "release_order",
     "required_version",
     "verify",
 ]

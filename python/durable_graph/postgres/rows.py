@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 
 from durable_graph.core import model as m
 from durable_graph.core.model import TraceContext
-from durable_graph.core.run_queue import plan_attempt
 from durable_graph.core.validation import decode_json, decode_outcome
 
 T = TypeVar("T")
@@ -170,7 +169,20 @@ def _prefixed_checkpoint(
     return None if row[prefix + "checkpoint_id"] is None else decode(row)
 
 
+def _plan_of(word: str, latest: m.Checkpoint | None) -> m.AttemptPlan:
+    """``dg_begin_attempt_v2``'s plan column, decided in SQL with the retry chain's runs (SPEC
+    §19.3, §23.5): 'fresh', 'resume' (from ``latest``) or 'finished'."""
+    if word == "resume" and latest is not None:
+        return m.Resume(latest)
+    if word == "finished":
+        return m.Finished(latest)
+    if word == "fresh":
+        return m.Fresh()
+    raise RuntimeError(f"unexpected plan {word!r} (latest {latest!r})")
+
+
 def begun_of(row: Row) -> m.AttemptBegun:
+    """A ``dg_begin_attempt_v2`` row."""
     lease = lease_with_attempt_of(row)
     if row["claim_token"] is None:
         return m.AttemptBegun(lease, lease.attempt, None, lease.entry, None, None, None)
@@ -181,9 +193,10 @@ def begun_of(row: Row) -> m.AttemptBegun:
         expires_at=_utc(row["claim_expires_at"]),
         ttl=row["claim_ttl"],
     )
-    # The entry columns were read after the claim, in the same transaction; so was the head.
+    # The entry columns were read after the claim, in the same transaction; so was the head,
+    # and latest (over the runs of the entry's retry chain), from which SQL planned.
     latest = _prefixed_checkpoint(row, "latest_", _latest_checkpoint_of)
-    plan = plan_attempt(lease.entry, latest)
+    plan = _plan_of(row["plan"], latest)
     head = _prefixed_checkpoint(row, "head_", _head_checkpoint_of)
     return m.AttemptBegun(lease, lease.attempt, claim, lease.entry, latest, plan, head)
 

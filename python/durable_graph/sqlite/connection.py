@@ -30,6 +30,7 @@ from datetime import timedelta
 from importlib import resources
 from typing import Final, Literal
 
+from durable_graph._version import __version__
 from durable_graph.core.errors import ProcessingError, StoreBusy, ValidationError
 from durable_graph.core.validation import (
     DEFAULT_MAX_VALUE_BYTES,
@@ -376,7 +377,8 @@ def _check_not_newer(path: str, version: int) -> None:
     if version > SCHEMA_VERSION:
         raise ProcessingError(
             f"{path} is at schema version {version}, newer than this durable_graph "
-            f"understands ({SCHEMA_VERSION}): upgrade durable_graph to open it"
+            f"understands ({SCHEMA_VERSION}, durable-graph {__version__}): older code never "
+            "opens or migrates a newer file; upgrade durable_graph to open it"
         )
 
 

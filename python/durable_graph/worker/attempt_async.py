@@ -17,14 +17,16 @@ finished exactly once (`finish`) and how its handler is called (`call_handler`).
 One attempt, in order (SPEC §5's steps, in §11's few calls):
 
 1. `begin_attempt` leased the entry and recorded the attempt and, the thread's claim being free,
-   claimed it, read the entry under the claim and planned. ``ThreadDeleted`` → the store closed
+   claimed it, read the entry under the claim and planned — a retry with the runs of its whole
+   retry chain (SPEC §19.3, §23.5: the store plans, D229). ``ThreadDeleted`` → the store closed
    the entry. No attempt (the run id was taken — a fresh uuid4 never is) → the lease goes back.
 2. The claim was busy (``claim`` None): the lease is kept (renewed) and the claim tried again for
    up to one claim ttl (D41), then the lease goes back ("busy"). ``Exhausted`` takes the claim
    the same way, as the worker's holder (D42). Once claimed, the entry is read under the claim,
-   then ``latest_of_runs`` over its attempts, the plan and the head — what `begin_attempt` does
-   when the claim is free (D148: the one place the worker leaves the fast path; no call gives a
-   held lease its claim, and giving the lease back would burn the recorded attempt).
+   then ``latest_of_runs`` over its attempts (a retry's: its chain's too, each earlier entry
+   read under the claim), the plan and the head — what `begin_attempt` does when the claim is
+   free (D148: the one place the worker leaves the fast path; no call gives a held lease its
+   claim, and giving the lease back would burn the recorded attempt).
 3. ``Exhausted`` closes ``Completed`` if the run finished anyway, else ``Failed("exhausted")``;
    ``Finished`` closes ``Completed`` with the recorded output, the handler not called (D40);
    ``Fresh`` / ``Resume`` → the handler runs, unless the attempt was lost meanwhile.
@@ -252,8 +254,6 @@ class AsyncAttempt:
             await self._release_claim(begun.claim)
             await self.finish(None)
             return self._report("lost", None, run, number)
-        if begun.entry is not None and begun.entry.retry_of is not None:
-            begun = await self._plan_retry(begun)
         assert begun.claim is not None and begun.plan is not None  # claimed and planned
         if isinstance(start, Exhausted):  # D42: Completed if the run finished anyway
             outcome = exhausted_outcome(begun.plan, await self._recorded_output())
@@ -266,8 +266,11 @@ class AsyncAttempt:
         """The rest of `begin_attempt` once the thread's claim is free: the claim (as
         ``holder``), waited for with the lease held for up to one claim ttl (D41), then the entry
         read under it (its attempts include every attempt recorded before ours, SPEC §5),
-        ``latest_of_runs`` over its attempts, the plan and the head. Else why not: "busy" (still
-        taken), "lost" (the attempt was lost meanwhile), "closed" (the entry was closed)."""
+        ``latest_of_runs`` over its attempts, the plan and the head. A retry is planned with its
+        retry chain's runs (SPEC §19.3), as `begin_attempt` plans it in the store (D229): §5's
+        steps read each earlier entry of the chain under the claim; one reclaimed since ends the
+        walk. Else why not: "busy" (still taken), "lost" (the attempt was lost meanwhile),
+        "closed" (the entry was closed)."""
         entry = self.lease.entry
         deadline = time.monotonic() + self.settings.claim_wait
         while True:
@@ -287,32 +290,19 @@ class AsyncAttempt:
         if current is None or current.closed:
             return "closed"
         runs = [a.run_id for a in current.attempts]
-        latest = await self._call(self.store.latest_of_runs, entry.thread_id, runs)
-        head = await self._call(self.store.get, entry.thread_id)
-        plan = plan_attempt(current, latest)
-        return AttemptBegun(self.lease, begun.attempt, claim, current, latest, plan, head)
-
-    async def _plan_retry(self, begun: AttemptBegun) -> AttemptBegun:
-        """SPEC §19.3: a retry continues its chain. It is planned with the runs of every entry it
-        retries (read under the claim, as the entry was): it resumes from the newest checkpoint
-        they committed, or is finished, and applies the input only when no entry of the chain
-        was admitted — an input is applied at most once however many retries run. An entry of
-        the chain reclaimed since (its retention passed) ends the walk: its runs are not known."""
-        entry = begun.entry
-        assert entry is not None
-        runs = [a.run_id for a in entry.attempts]
-        admitted = entry.admitted
-        earlier = entry.retry_of
-        while earlier is not None:  # ids decrease along the chain: it ends
+        admitted = current.admitted
+        earlier = current.retry_of
+        while earlier is not None:  # a retry: §5's steps walk its retry chain (SPEC §19.3)
             before = await self._call(self.store.run_queue.entry, earlier, entry.tenant)
-            if before is None:
+            if before is None:  # reclaimed since: its runs are not known
                 break
             runs += [a.run_id for a in before.attempts]
             admitted = admitted or before.admitted
             earlier = before.retry_of
         latest = await self._call(self.store.latest_of_runs, entry.thread_id, runs)
-        plan = plan_attempt(dataclasses.replace(entry, admitted=admitted), latest)
-        return dataclasses.replace(begun, latest=latest, plan=plan)
+        head = await self._call(self.store.get, entry.thread_id)
+        plan = plan_attempt(dataclasses.replace(current, admitted=admitted), latest)
+        return AttemptBegun(self.lease, begun.attempt, claim, current, latest, plan, head)
 
     async def _run(
         self, begun: AttemptBegun, run_id: str, number: int, claim: Claim, plan: AttemptPlan

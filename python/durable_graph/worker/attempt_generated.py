@@ -216,8 +216,6 @@ class Attempt:
             self._release_claim(begun.claim)
             self.finish(None)
             return self._report("lost", None, run, number)
-        if begun.entry is not None and begun.entry.retry_of is not None:
-            begun = self._plan_retry(begun)
         assert begun.claim is not None and begun.plan is not None  # claimed and planned
         if isinstance(start, Exhausted):  # D42: Completed if the run finished anyway
             outcome = exhausted_outcome(begun.plan, self._recorded_output())
@@ -230,8 +228,11 @@ class Attempt:
         """The rest of `begin_attempt` once the thread's claim is free: the claim (as
         ``holder``), waited for with the lease held for up to one claim ttl (D41), then the entry
         read under it (its attempts include every attempt recorded before ours, SPEC §5),
-        ``latest_of_runs`` over its attempts, the plan and the head. Else why not: "busy" (still
-        taken), "lost" (the attempt was lost meanwhile), "closed" (the entry was closed)."""
+        ``latest_of_runs`` over its attempts, the plan and the head. A retry is planned with its
+        retry chain's runs (SPEC §19.3), as `begin_attempt` plans it in the store (D229): §5's
+        steps read each earlier entry of the chain under the claim; one reclaimed since ends the
+        walk. Else why not: "busy" (still taken), "lost" (the attempt was lost meanwhile),
+        "closed" (the entry was closed)."""
         entry = self.lease.entry
         deadline = time.monotonic() + self.settings.claim_wait
         while True:
@@ -251,32 +252,19 @@ class Attempt:
         if current is None or current.closed:
             return "closed"
         runs = [a.run_id for a in current.attempts]
-        latest = self._call(self.store.latest_of_runs, entry.thread_id, runs)
-        head = self._call(self.store.get, entry.thread_id)
-        plan = plan_attempt(current, latest)
-        return AttemptBegun(self.lease, begun.attempt, claim, current, latest, plan, head)
-
-    def _plan_retry(self, begun: AttemptBegun) -> AttemptBegun:
-        """SPEC §19.3: a retry continues its chain. It is planned with the runs of every entry it
-        retries (read under the claim, as the entry was): it resumes from the newest checkpoint
-        they committed, or is finished, and applies the input only when no entry of the chain
-        was admitted — an input is applied at most once however many retries run. An entry of
-        the chain reclaimed since (its retention passed) ends the walk: its runs are not known."""
-        entry = begun.entry
-        assert entry is not None
-        runs = [a.run_id for a in entry.attempts]
-        admitted = entry.admitted
-        earlier = entry.retry_of
-        while earlier is not None:  # ids decrease along the chain: it ends
+        admitted = current.admitted
+        earlier = current.retry_of
+        while earlier is not None:  # a retry: §5's steps walk its retry chain (SPEC §19.3)
             before = self._call(self.store.run_queue.entry, earlier, entry.tenant)
-            if before is None:
+            if before is None:  # reclaimed since: its runs are not known
                 break
             runs += [a.run_id for a in before.attempts]
             admitted = admitted or before.admitted
             earlier = before.retry_of
         latest = self._call(self.store.latest_of_runs, entry.thread_id, runs)
-        plan = plan_attempt(dataclasses.replace(entry, admitted=admitted), latest)
-        return dataclasses.replace(begun, latest=latest, plan=plan)
+        head = self._call(self.store.get, entry.thread_id)
+        plan = plan_attempt(dataclasses.replace(current, admitted=admitted), latest)
+        return AttemptBegun(self.lease, begun.attempt, claim, current, latest, plan, head)
 
     def _run(
         self, begun: AttemptBegun, run_id: str, number: int, claim: Claim, plan: AttemptPlan

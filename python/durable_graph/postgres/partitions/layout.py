@@ -122,6 +122,7 @@ def set_steps(conn: psycopg.Connection[Any], schema: str, part: int, n: int) -> 
     on, each continuing above what was issued; the number recorded in ``schema_meta``."""
     ident = sql.Identifier(schema)
     with conn.transaction():
+        migrations.name_release(conn)  # the schema_meta view answers a reader naming it
         meta = dict(
             conn.execute(sql.SQL("SELECT key, value FROM {}.schema_meta").format(ident)).fetchall()
         )
@@ -164,11 +165,13 @@ def set_steps(conn: psycopg.Connection[Any], schema: str, part: int, n: int) -> 
 
 def check_steps(conn: psycopg.Connection[Any], schema: str, part: int, n: int) -> str | None:
     """Why partition ``part`` of ``n`` does not count as it should, or None."""
-    meta = dict(
-        conn.execute(
-            sql.SQL("SELECT key, value FROM {}.schema_meta").format(sql.Identifier(schema))
-        ).fetchall()
-    )
+    with conn.transaction():
+        migrations.name_release(conn)  # the schema_meta view answers a reader naming it
+        meta = dict(
+            conn.execute(
+                sql.SQL("SELECT key, value FROM {}.schema_meta").format(sql.Identifier(schema))
+            ).fetchall()
+        )
     if (meta.get("partition"), meta.get("partitions")) != (str(part), str(n)):
         return (
             f"schema {schema} there is partition {meta.get('partition')} of "

@@ -26,7 +26,7 @@ from typing import Any
 import psycopg
 
 from durable_graph.core.errors import ProcessingError
-from durable_graph.postgres.migrations import _function_bodies
+from durable_graph.postgres.sql_files import function_bodies
 
 THREAD_ALSO = ("p_parent_thread_id", "p_fence_thread_id")
 """Arguments naming another thread that must share the call's partition."""
@@ -96,7 +96,7 @@ def proxy_files() -> list[tuple[str, str]]:
 
 def templated() -> set[str]:
     """The names of the functions ``sql/proxy/`` defines."""
-    return {name for _, text in proxy_files() for name, _ in _function_bodies(text)}
+    return {name for _, text in proxy_files() for name, _ in function_bodies(text)}
 
 
 def _q(name: str) -> str:
@@ -260,6 +260,7 @@ PARTITION_ONLY = frozenset(
         "dg_limit_usage_v1",
         "dg_lease_limited_v1",
         "dg_begin_attempt_limited_v1",
+        "dg_begin_attempt_limited_v2",
     }
 )
 """Functions a partition serves to the proxy only (``sql/93_partitions.sql``)."""

@@ -15,7 +15,7 @@ from psycopg import sql
 
 from durable_graph.postgres.config import check_schema
 
-BOOKKEEPING = ("schema_meta", "dg_test_clock", "limits")
+BOOKKEEPING = ("schema_meta", "schema_bookkeeping", "dg_test_clock", "limits")
 """Tables that describe the schema rather than hold store data (``limits`` is put back to its
 defaults by `reset_store`)."""
 

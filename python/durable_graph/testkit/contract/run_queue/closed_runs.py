@@ -3,8 +3,12 @@
 Once an entry is closed — cancelled, completed, failed — every write under the run id of one of
 its attempts (`commit`, fused or not, `append_events`, `record_effect`) is refused with
 `EntryClosed` and changes nothing, whatever claim it is made under; a delete-marked entry's runs
-keep `RunOfDeletedThread` (``marks``). `cancel` ends, with the close, the thread claim held under
-one of the entry's attempts' run ids, so the thread's next run can start at once.
+keep `RunOfDeletedThread` (``marks``). A write that names no run of its own (`put_writes`;
+`append_events` and `record_effect` without ``run_id``; `retract_turn`) is under its claim's
+holder — a worker claims as its run — so after the worker's own close (which keeps the claim
+until it is released) it is refused the same way (SPEC §23.5: whoever closed the entry).
+`cancel` ends, with the close, the thread claim held under one of the entry's attempts' run ids,
+so the thread's next run can start at once.
 """
 
 from __future__ import annotations
@@ -77,6 +81,58 @@ class ClosedRunsTests:
         # Another run writes as before: the refusal is the closed entry's runs'.
         store.commit(fresh, Commit("cp-2", "cp-1", "run-2", {"step": 2}))
         store.append_events(fresh, [EventIn("note")], run_id="run-2")
+
+    @pytest.mark.parametrize("how", ("completed", "failed"))
+    def test_writes_under_the_claim_of_a_run_its_worker_closed_are_refused(
+        self, queue: RunQueue, store: Checkpointer, how: str
+    ) -> None:
+        """`close` keeps the claim (only `finish_attempt` releases it): put_writes, events and
+        effects without a run id, and retract_turn, made under it after the close change
+        nothing."""
+        entry_id, lease, claim = _running(queue, store)
+        _closers(queue)[how](entry_id, lease)
+        events_before = store.events_after(THREAD, 0)
+        with pytest.raises(EntryClosed):
+            store.put_writes(claim, "cp-1", [PendingWrite("task", "channel", 1)])
+        with pytest.raises(EntryClosed):
+            store.put_writes(claim, "cp-1", [])
+        with pytest.raises(EntryClosed):
+            store.append_events(claim, [EventIn("token", {"t": "late"})])
+        with pytest.raises(EntryClosed):
+            store.record_effect(claim, "late-effect", 1)
+        with pytest.raises(EntryClosed):
+            store.retract_turn(claim)
+        head = store.get(THREAD)
+        assert head is not None and head.checkpoint_id == "cp-1" and head.writes == ()
+        assert store.events_after(THREAD, 0) == events_before
+        assert store.get_effect(THREAD, "late-effect") is None
+        # The claim itself is still the thread's until released: the refusal is the run's.
+        store.release_claim(claim)
+
+    def test_put_writes_checks_its_claim_before_the_closed_run(
+        self, queue: RunQueue, store: Checkpointer
+    ) -> None:
+        """A write naming no run is under its claim's holder only while that claim is current:
+        a claim that is not is `ClaimLost`, as before."""
+        _, lease, claim = _running(queue, store)
+        queue.close(lease, Failed("boom"))
+        store.release_claim(claim)
+        with pytest.raises(ClaimLost):
+            store.put_writes(claim, "cp-1", [PendingWrite("task", "channel", 1)])
+
+    def test_writes_under_a_claim_not_held_by_a_closed_run_go_on(
+        self, queue: RunQueue, store: Checkpointer
+    ) -> None:
+        """An operator's claim (its holder no attempt's run) writes after the entry closed."""
+        _, lease, claim = _running(queue, store)
+        queue.close(lease, Completed(None))
+        store.release_claim(claim)
+        other = store.claim(THREAD, "an-operator")
+        store.put_writes(other, "cp-1", [PendingWrite("task", "channel", 1)])
+        store.append_events(other, [EventIn("note")])
+        assert store.record_effect(other, "k", 1).value == 1
+        head = store.get(THREAD)
+        assert head is not None and len(head.writes) == 1
 
     def test_cancel_ends_the_claim_held_under_the_entrys_run(
         self, queue: RunQueue, store: Checkpointer

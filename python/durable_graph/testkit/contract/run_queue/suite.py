@@ -25,6 +25,7 @@ from durable_graph.testkit.contract.run_queue.marks import MarksTests
 from durable_graph.testkit.contract.run_queue.operating import OperatingTests
 from durable_graph.testkit.contract.run_queue.pagination import RunQueuePaginationContract
 from durable_graph.testkit.contract.run_queue.queue_reads import QueueReadsTests
+from durable_graph.testkit.contract.run_queue.retry_chain import RetryChainTests
 from durable_graph.testkit.contract.run_queue.scheduling import SchedulingTests
 from durable_graph.testkit.contract.run_queue.submit import SubmitTests
 from durable_graph.testkit.contract.run_queue.support import (
@@ -53,6 +54,7 @@ class RunQueueContract(
     ClosedRunsTests,
     WorkerProtocolTests,
     FastPathTests,
+    RetryChainTests,
     QueueValidationTests,
     QueueLifecycleTests,
     OperatingTests,
