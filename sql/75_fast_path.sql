@@ -116,6 +116,30 @@ BEGIN
 END;
 $$;
 
+-- _dg_retry_chain(thread_id, retry_of): SPEC §19.3's walk, for dg_begin_attempt_v2 and
+-- dg_claim_attempt_v1: the run ids of every attempt of the entry p_retry_of, of the entry that
+-- one retries, and so on (runs, in entry then attempt order), and whether any of them was
+-- admitted (admitted), in one statement. Walked by primary key, on p_thread_id only, under the
+-- thread's lock the caller holds; every entry of a chain is closed, so its attempts and
+-- admission marks no longer change. An entry reclaimed since ends the walk: its runs are not
+-- known. A STABLE SQL function without SET, so the planner inlines it into its caller's query.
+CREATE OR REPLACE FUNCTION _dg_retry_chain(p_thread_id text, p_retry_of bigint)
+RETURNS TABLE (runs text[], admitted boolean)
+LANGUAGE sql STABLE
+AS $$
+    WITH RECURSIVE chain AS (
+        SELECT e.entry_id, e.retry_of, e.admitted FROM queue_entries e
+         WHERE e.entry_id = p_retry_of AND e.thread_id = p_thread_id
+        UNION ALL
+        SELECT e.entry_id, e.retry_of, e.admitted FROM chain c
+          JOIN queue_entries e ON e.entry_id = c.retry_of
+         WHERE e.thread_id = p_thread_id AND e.entry_id < c.entry_id)
+    SELECT ARRAY(SELECT a.run_id FROM chain c
+                   JOIN queue_attempts a ON a.entry_id = c.entry_id
+                  ORDER BY a.entry_id, a.number),
+           EXISTS (SELECT 1 FROM chain c WHERE c.admitted)
+$$;
+
 -- dg_begin_attempt_v2 (SPEC §11, §19.3, §23.5): dg_begin_attempt_v1 that also plans, so a caller
 -- of the SQL API gets the plan our worker gets. latest_* is the newest checkpoint committed by
 -- any run of any attempt of the entry and, for a retry, of every entry of its retry chain
@@ -178,21 +202,9 @@ BEGIN
         v_runs := ARRAY(SELECT a ->> 'run_id' FROM pg_catalog.json_array_elements(l.o_attempts) a);
     END IF;
     IF l.o_claim_token IS NOT NULL AND x.retry_of IS NOT NULL THEN
-        -- SPEC §19.3: the retry chain, walked by primary key under the thread's lock (every
-        -- entry of it is closed: their attempts and admission marks no longer change), its
-        -- runs and whether any of it was admitted, in one statement.
-        WITH RECURSIVE chain AS (
-            SELECT e.entry_id, e.retry_of, e.admitted FROM queue_entries e
-             WHERE e.entry_id = x.retry_of AND e.thread_id = x.thread_id
-            UNION ALL
-            SELECT e.entry_id, e.retry_of, e.admitted FROM chain c
-              JOIN queue_entries e ON e.entry_id = c.retry_of
-             WHERE e.thread_id = x.thread_id AND e.entry_id < c.entry_id)
-        SELECT v_runs || ARRAY(SELECT a.run_id FROM chain c
-                                 JOIN queue_attempts a ON a.entry_id = c.entry_id
-                                ORDER BY a.entry_id, a.number),
-               EXISTS (SELECT 1 FROM chain c WHERE c.admitted)
-          INTO v_runs, v_admitted;
+        -- SPEC §19.3: the retry chain's runs and whether any of it was admitted (one statement).
+        SELECT v_runs || r.runs, r.admitted INTO v_runs, v_admitted
+          FROM _dg_retry_chain(x.thread_id, x.retry_of) r;
     END IF;
     IF pg_catalog.cardinality(v_runs) = 0 AND NOT coalesce(l.o_claim_token IS NOT NULL AND l.o_live,
                                                            false) THEN
@@ -241,6 +253,92 @@ BEGIN
                           WHERE pg_catalog.cardinality(v_runs) > 0) k ON true
       LEFT JOIN LATERAL (SELECT * FROM dg_get_v1(x.thread_id, NULL)
                           WHERE l.o_claim_token IS NOT NULL AND l.o_live) g ON true;
+END;
+$$;
+
+-- dg_claim_attempt_v1 (SPEC §11, §19.3, §23.5): the rest of dg_begin_attempt_v2 once the
+-- thread's claim is free, for an attempt begun while it was busy (claim_token NULL) or an
+-- exhausted entry. In one transaction: the lease p_token of entry p_entry_id checked as
+-- dg_renew_v1 checks it (p_tenant the entry's tenant; DG103, then DG102), the thread claimed as
+-- p_holder for p_claim_ttl (dg_claim_v1: DG001 while a claim is live), then, under the claim,
+-- the entry, latest over the runs of its attempts and of its retry chain (_dg_retry_chain),
+-- plan and the head, as dg_begin_attempt_v2 returns them for a claimed attempt; nothing written
+-- on any error. Returns dg_begin_attempt_v2's row (one row): the lease columns are the lease as
+-- it stands (not renewed); attempt_kind and attempt_number say which attempt p_holder claims
+-- for: 'started' and the number of the entry's attempt whose run id is p_holder (a worker
+-- claims as its run), else 'exhausted' once max_attempts are recorded, else NULL. Raises DG000.
+CREATE OR REPLACE FUNCTION dg_claim_attempt_v1(
+    p_entry_id bigint, p_token bigint, p_holder text, p_claim_ttl interval, p_tenant text)
+RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input text, mode text,
+               max_attempts integer, attempts json, admitted boolean, thread_deleted boolean,
+               submitted_at timestamptz, lease_holder text, lease_expires_at timestamptz,
+               outcome_kind text, outcome_detail text, closed_at timestamptz,
+               closed_at_seq bigint,
+               token bigint, holder text, expires_at timestamptz, ttl interval,
+               attempt_kind text, attempt_number integer,
+               claim_token bigint, claim_expires_at timestamptz, claim_ttl interval,
+               latest_checkpoint_id text, latest_parent_id text, latest_run_id text,
+               latest_state text, latest_metadata text, latest_next text[],
+               latest_created_at timestamptz, latest_committed_at timestamptz,
+               latest_seq bigint, latest_writes json,
+               not_before timestamptz, retry_of bigint,
+               head_checkpoint_id text, head_parent_id text, head_run_id text,
+               head_state text, head_metadata text, head_next text[],
+               head_created_at timestamptz, head_committed_at timestamptz,
+               head_seq bigint, head_writes json,
+               priority integer, kind text, plan text)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    l record;
+    x queue_entries;
+    c record;
+    v_runs text[];
+    v_admitted boolean := false;  -- an entry of the retry chain was admitted
+    v_number integer;             -- the number of p_holder's attempt, if any
+BEGIN
+    PERFORM _dg_not_null(p_entry_id IS NOT NULL, 'entry_id');
+    PERFORM _dg_not_null(p_token IS NOT NULL, 'token');
+    PERFORM _dg_id(p_holder, 'holder');
+    PERFORM _dg_not_null(p_claim_ttl IS NOT NULL, 'claim_ttl');
+    p_claim_ttl := _dg_duration(p_claim_ttl, 'claim_ttl', false);
+    PERFORM _dg_opt_id(p_tenant, 'tenant');
+    -- The lease's checks and locks first (the thread row, then the entry), in queue order.
+    l := _dg_lock_lease(p_entry_id, p_token, p_tenant);
+    x := l.o_entry;
+    SELECT * INTO c FROM dg_claim_v1(x.thread_id, p_holder, p_claim_ttl);
+    -- Under the claim: the entry's runs (its attempts, in order) and its retry chain's.
+    v_runs := ARRAY(SELECT a.run_id FROM queue_attempts a
+                     WHERE a.entry_id = p_entry_id ORDER BY a.number);
+    SELECT a.number INTO v_number FROM queue_attempts a
+     WHERE a.entry_id = p_entry_id AND a.run_id = p_holder;
+    IF x.retry_of IS NOT NULL THEN
+        SELECT v_runs || r.runs, r.admitted INTO v_runs, v_admitted
+          FROM _dg_retry_chain(x.thread_id, x.retry_of) r;
+    END IF;
+    RETURN QUERY
+    SELECT e.entry_id, e.tenant, e.thread_id, e.key, e.input, e.mode, e.max_attempts,
+           e.attempts, e.admitted, e.thread_deleted, e.submitted_at, e.lease_holder,
+           e.lease_expires_at, e.outcome_kind, e.outcome_detail, e.closed_at, e.closed_at_seq,
+           p_token, l.o_holder, e.lease_expires_at, l.o_ttl,
+           CASE WHEN v_number IS NOT NULL THEN 'started'
+                WHEN l.o_attempts >= e.max_attempts THEN 'exhausted' END,
+           v_number, c.token, c.expires_at, c.ttl,
+           k.checkpoint_id, k.parent_id, k.run_id, k.state, k.metadata, k.next, k.created_at,
+           k.committed_at, k.seq, k.writes, e.not_before, e.retry_of,
+           g.checkpoint_id, g.parent_id, g.run_id, g.state, g.metadata, g.next, g.created_at,
+           g.committed_at, g.seq, g.writes, e.priority, e.kind,
+           -- plan_attempt's rules (python/durable_graph/core/run_queue.py), the chain admitted.
+           CASE WHEN k.checkpoint_id IS NULL THEN
+                    CASE WHEN e.admitted OR v_admitted THEN 'finished' ELSE 'fresh' END
+                WHEN coalesce(pg_catalog.cardinality(k.next), 0) = 0 THEN 'finished'
+                ELSE 'resume' END
+      FROM _dg_entry(p_entry_id) e
+      LEFT JOIN LATERAL (SELECT * FROM dg_latest_of_runs_v1(e.thread_id, v_runs)
+                          WHERE pg_catalog.cardinality(v_runs) > 0) k ON true
+      LEFT JOIN LATERAL dg_get_v1(e.thread_id, NULL) g ON true;
 END;
 $$;
 

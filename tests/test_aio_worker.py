@@ -618,8 +618,8 @@ def test_handler_is_not_called_once_the_lease_was_lost_before_it_starts() -> Non
         inner = HookedStore()
         store = ThreadedCheckpointer(inner)
         ticket = await store.run_queue.submit(Submission("t1", None))
-        # Busy at begin_attempt (until it expires), so the worker claims and reads the head step
-        # by step: the `get` hook runs right before the handler would start.
+        # Busy at begin_attempt (until it expires), so the worker claims with `claim_attempt`:
+        # the hook runs after that call, right before the handler would start.
         inner.claim(
             "t1",
             "someone-else",
@@ -630,7 +630,7 @@ def test_handler_is_not_called_once_the_lease_was_lost_before_it_starts() -> Non
             inner.run_queue.cancel(ticket.entry_id)
             time.sleep(1.0)  # several renewals (every 150 ms): the keeper has seen EntryClosed
 
-        inner.before_plan = cancel_and_let_the_renewal_notice
+        inner.before_handler = cancel_and_let_the_renewal_notice
         calls: list[str] = []
         report = await AsyncWorker(store, _counting(calls), **FAST).run_once()
         assert report is not None and report.note == "lost"

@@ -20,6 +20,7 @@ from psycopg import sql
 
 from durable_graph.core.model import Submission
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
+from upgrade.old_version import extract, states
 
 NODE_DIR = Path(__file__).parent / "node"
 INSTALL_SQL = Path(__file__).parent.parent / "sql" / "install.sql"
@@ -40,15 +41,23 @@ def _node_env(dsn: str, schema: str) -> dict[str, str]:
     return env
 
 
-def _node(args: list[str], env: dict[str, str], script: str = "cycle.mjs") -> str:
-    node = shutil.which("node")
-    assert node is not None, "Node.js is needed: apt-get install nodejs npm (.ci/run does)"
+def _node_modules() -> Path:
+    """tests/node/node_modules, with node-postgres installed when missing."""
     if not (NODE_DIR / "node_modules" / "pg").is_dir():
         npm = shutil.which("npm")
         assert npm is not None, "npm is needed: apt-get install npm"
         subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR, check=True)
+    return NODE_DIR / "node_modules"
+
+
+def _node(
+    args: list[str], env: dict[str, str], script: str = "cycle.mjs", folder: Path = NODE_DIR
+) -> str:
+    node = shutil.which("node")
+    assert node is not None, "Node.js is needed: apt-get install nodejs npm (.ci/run does)"
+    _node_modules()
     result = subprocess.run(
-        [node, str(NODE_DIR / script), *args],
+        [node, str(folder / script), *args],
         env=env,
         capture_output=True,
         text=True,
@@ -115,5 +124,48 @@ def test_node_postgres_retries_and_resumes_never_applying_the_input_again(
     )
     out = _node([], env, "retry.mjs")
     assert "all checks passed" in out and out.count("ok   ") == 3
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+def test_the_previous_commits_node_client_passes_on_a_store_it_installed_and_we_upgraded(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """SPEC §23.1, §23.2: a caller of the SQL API written against the last commit before this
+    release keeps working after the upgrade. The archived commit's own node-postgres client
+    (tests/node/cycle.mjs of 2026-12-04-9f124fb: a full cycle through the dg_* functions and
+    every bad-input check) runs against a store that commit's psql install made, then this
+    release's install.sql upgraded."""
+    (state,) = [s for s in states() if s.label == "2026-12-04-9f124fb"]
+    old = extract(state, tmp_path)
+    schema = "node_previous"
+    env = _node_env(pg_dsn, schema)
+    psql = shutil.which("psql")
+    assert psql is not None, "psql is needed: apt-get install postgresql-client (.ci/run does)"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    for install in (old.root / "sql" / "install.sql", INSTALL_SQL):  # theirs, then ours
+        subprocess.run(
+            [psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-v", f"schema={schema}", "-f", install],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        meta: dict[str, str] = dict(
+            conn.execute(
+                sql.SQL("SELECT key, value FROM {}.dg_schema_meta_v1()").format(
+                    sql.Identifier(schema)
+                )
+            ).fetchall()
+        )
+    assert meta["version"] == "19" and meta["release"] == "0.2.0"
+    client = tmp_path / "client"
+    client.mkdir()
+    shutil.copy(old.root / "tests" / "node" / "cycle.mjs", client / "cycle.mjs")
+    (client / "node_modules").symlink_to(_node_modules())
+    out = _node([], env, folder=client)
+    assert "all checks passed" in out
+    assert out.count("ok   bad input refused") == 20  # that commit's 20 checks
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))

@@ -515,8 +515,8 @@ def test_handler_is_not_called_once_the_lease_was_lost_before_it_starts() -> Non
     store = HookedStore()
     ticket = store.run_queue.submit(Submission("t1", None))
     calls: list[str] = []
-    # Busy at begin_attempt (until it expires), so the worker claims and reads the head step by
-    # step: the `get` hook runs right before the handler would start.
+    # Busy at begin_attempt (until it expires), so the worker claims with `claim_attempt`: the
+    # hook runs after that call, right before the handler would start.
     store.claim(
         "t1", "someone-else", ClaimPolicy(timedelta(milliseconds=300), timedelta(milliseconds=100))
     )
@@ -525,7 +525,7 @@ def test_handler_is_not_called_once_the_lease_was_lost_before_it_starts() -> Non
         store.run_queue.cancel(ticket.entry_id)
         time.sleep(1.0)  # several renewals (every 150 ms): the keeper has seen EntryClosed
 
-    store.before_plan = cancel_and_let_the_renewal_notice
+    store.before_handler = cancel_and_let_the_renewal_notice
     report = Worker(store, _never_called(calls), **FAST).run_once()
     assert report is not None and report.note == "lost"
     assert calls == []
@@ -726,8 +726,8 @@ def test_a_retry_of_an_admitted_entry_resumes_and_never_applies_the_input_again(
 
 
 def test_a_retry_begun_while_the_claim_is_busy_is_planned_with_its_chain(backend: Backend) -> None:
-    """The thread's claim is live at `begin_attempt` (D41), so the worker claims later and plans
-    step by step: it walks the retry chain too (D229), and resumes."""
+    """The thread's claim is live at `begin_attempt` (D41), so the worker claims later with
+    `claim_attempt`, which plans with the retry chain too (D229, D231): it resumes."""
     store = backend.store()
     queue = store.run_queue
     first = queue.submit(Submission("t1", {"x": 1}, max_attempts=1))

@@ -70,6 +70,10 @@ class AsyncCheckpointerMethods(Protocol):
         kinds: Sequence[str] | None = None,
     ) -> AttemptBegun | None: ...
 
+    async def claim_attempt(
+        self, lease: Lease, holder: str, claim_policy: ClaimPolicy = ClaimPolicy()
+    ) -> AttemptBegun: ...
+
     async def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]: ...
 
     async def finish_attempt(

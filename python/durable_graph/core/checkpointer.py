@@ -78,6 +78,18 @@ class Checkpointer(Protocol):
         nothing is available."""
         ...
 
+    def claim_attempt(
+        self, lease: Lease, holder: str, claim_policy: ClaimPolicy = ClaimPolicy()
+    ) -> AttemptBegun:
+        """The rest of `begin_attempt` once the thread's claim is free, in one transaction:
+        the lease checked (`EntryClosed`, then `LeaseLost`; nothing written), the thread claimed
+        as ``holder`` (`ThreadBusy` while a claim is live), the entry read under the claim,
+        ``latest_of_runs`` over the runs of its attempts and of its retry chain, the plan and
+        the head — `begin_attempt`'s answer for a claimed attempt (``attempt``: ``Started`` of
+        the attempt whose run is ``holder``, else ``Exhausted`` once ``max_attempts`` are
+        recorded, else None)."""
+        ...
+
     def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
         """Renew the lease and the claim in one transaction (their errors; nothing on error)."""
         ...

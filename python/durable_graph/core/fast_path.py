@@ -1,10 +1,10 @@
 """The worker fast path's argument checks, shared by every backend (SPEC §11).
 
-`begin_attempt`, `renew_attempt`, `finish_attempt` and `submit_many` do §5's steps in one
-transaction each; their arguments are checked here first (`ValidationError` naming the argument,
-nothing written), so all six stores refuse alike. The embedded stores compose their existing
-step methods under their store lock (`compose_begin`); PostgreSQL composes the step functions in
-``sql/75_fast_path.sql``.
+`begin_attempt`, `claim_attempt`, `renew_attempt`, `finish_attempt` and `submit_many` do §5's
+steps in one transaction each; their arguments are checked here first (`ValidationError` naming
+the argument, nothing written), so all six stores refuse alike. The embedded stores compose their
+existing step methods under their store lock (`compose_begin`, `compose_claim`); PostgreSQL
+composes the step functions in ``sql/75_fast_path.sql``.
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ from durable_graph.core.errors import ClaimLost, ThreadBusy
 from durable_graph.core.model import (
     ANY,
     AttemptBegun,
+    AttemptStart,
     Checkpoint,
     Claim,
     ClaimPolicy,
     Commit,
     EntryOutcome,
+    Exhausted,
     Lease,
     QueueEntry,
     Started,
@@ -39,6 +41,7 @@ from durable_graph.core.validation import (
     BeginArgs,
     EncodedCommit,
     check_begin,
+    check_claim_attempt,
     check_finish,
     check_pair,
     check_submissions,
@@ -74,6 +77,60 @@ def retry_chain(
     return runs, admitted
 
 
+class ClaimSteps(NamedTuple):
+    """A sync store's step methods, as `compose_claim` calls them (under the store's lock)."""
+
+    current_lease: Callable[[Lease], Lease]
+    """The lease as stored now (`EntryClosed`, then `LeaseLost`, as `renew` checks it)."""
+    claim: Callable[[str, str, ClaimPolicy], Claim]
+    latest_of_runs: Callable[[str, list[str]], Checkpoint | None]
+    get: Callable[[str], Checkpoint | None]
+    entry: Callable[[int, str | None], QueueEntry | None]
+
+
+def chain_runs(
+    entry: QueueEntry, read: Callable[[int, str | None], QueueEntry | None]
+) -> tuple[list[str], bool]:
+    """The runs a plan of ``entry`` is made with: its attempts' and, for a retry, those of its
+    retry chain (`retry_chain`), and whether the entry or its chain was admitted."""
+    runs = [a.run_id for a in entry.attempts]
+    admitted = entry.admitted
+    if entry.retry_of is not None:
+        earlier, chain_admitted = retry_chain(entry, read)
+        runs += earlier
+        admitted = admitted or chain_admitted
+    return runs, admitted
+
+
+def holders_attempt(entry: QueueEntry, holder: str) -> AttemptStart | None:
+    """`claim_attempt`'s ``attempt``: ``Started`` of the entry's attempt whose run is ``holder``
+    (the worker claims as its run, SPEC §5), else ``Exhausted`` once ``max_attempts`` are
+    recorded (the worker claims as itself, D42), else None."""
+    for attempt in entry.attempts:
+        if attempt.run_id == holder:
+            return Started(attempt.number)
+    return Exhausted() if len(entry.attempts) >= entry.max_attempts else None
+
+
+def compose_claim(
+    lease: Lease, holder: str, policy: ClaimPolicy, steps: ClaimSteps
+) -> AttemptBegun:
+    """`claim_attempt` as §5's steps (the lease's check, `claim`, `entry`, `latest_of_runs`
+    over the retry chain's runs, the plan, `get`), for a store whose caller holds its write lock
+    throughout, as `compose_begin`."""
+    current = steps.current_lease(lease)
+    thread_id = current.entry.thread_id
+    claim = steps.claim(thread_id, holder, policy)
+    entry = steps.entry(current.entry.entry_id, current.entry.tenant)
+    assert entry is not None  # open and the tenant's: the lease's check, under the same lock
+    runs, admitted = chain_runs(entry, steps.entry)
+    latest = steps.latest_of_runs(thread_id, runs) if runs else None
+    plan = plan_attempt(dataclasses.replace(entry, admitted=admitted), latest)
+    attempt = holders_attempt(entry, holder)
+    current = dataclasses.replace(current, entry=entry, attempt=attempt)
+    return AttemptBegun(current, attempt, claim, entry, latest, plan, steps.get(thread_id))
+
+
 def compose_begin(args: BeginArgs, steps: BeginSteps) -> AttemptBegun | None:
     """`begin_attempt` as §5's steps, for a store whose caller holds its write lock throughout
     (so nothing interleaves: the steps are one transaction, and the entry the lease returns is
@@ -91,12 +148,7 @@ def compose_begin(args: BeginArgs, steps: BeginSteps) -> AttemptBegun | None:
     # A first attempt's only run id is its own, which the lease's verdict proved names no
     # checkpoint of the thread: latest_of_runs is read only for a later one, or for a retry,
     # which is planned with the runs of its whole retry chain (SPEC §19.3, §23.5; as in SQL).
-    runs = [a.run_id for a in entry.attempts]
-    admitted = entry.admitted
-    if entry.retry_of is not None:
-        earlier, chain_admitted = retry_chain(entry, steps.entry)
-        runs += earlier
-        admitted = admitted or chain_admitted
+    runs, admitted = chain_runs(entry, steps.entry)
     latest = (
         None
         if lease.attempt.number == 1 and entry.retry_of is None
@@ -153,6 +205,25 @@ class EmbeddedFastPath:
         with self._atomic():
             return compose_begin(args, steps)
 
+    def _current_lease(self, lease: Lease) -> Lease:
+        """The lease as stored now, with its entry (`EntryClosed`, then `LeaseLost`)."""
+        raise NotImplementedError
+
+    def claim_attempt(
+        self, lease: Lease, holder: str, claim_policy: ClaimPolicy = ClaimPolicy()
+    ) -> AttemptBegun:
+        ls, h, policy = check_claim_attempt(lease, holder, claim_policy)
+        store = self._steps
+        steps = ClaimSteps(
+            self._current_lease,
+            store.claim,
+            store.latest_of_runs,
+            store.get,
+            store.run_queue.entry,
+        )
+        with self._atomic():
+            return compose_claim(ls, h, policy, steps)
+
     def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
         ls, c = check_pair(lease, claim)
         store = self._steps
@@ -203,12 +274,17 @@ __all__ = [
     "MAX_SUBMISSIONS",
     "BeginArgs",
     "BeginSteps",
+    "ClaimSteps",
     "EmbeddedFastPath",
+    "chain_runs",
     "check_begin",
+    "check_claim_attempt",
     "check_finish",
     "check_pair",
     "check_submissions",
     "compose_begin",
+    "compose_claim",
+    "holders_attempt",
     "retry_chain",
     "submit_each",
 ]

@@ -423,7 +423,8 @@ class AttemptBegun:
     """What `begin_attempt` did in one transaction (SPEC §11): the lease, the attempt it
     recorded (None when the run id was taken), and, when the attempt started and the thread's
     claim was free, the claim, the entry read under it, ``latest_of_runs`` over its attempts and
-    the plan. ``claim`` and ``plan`` are None otherwise: the worker continues step by step.
+    the plan. ``claim`` and ``plan`` are None otherwise: the worker continues with
+    `claim_attempt`, which answers the same, claimed (D231).
 
     ``head`` is the thread's head (``get(thread_id)``) read under the claim, in the same
     transaction — the checkpoint the handler's first commit chains onto — so the worker needs no

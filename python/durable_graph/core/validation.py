@@ -405,6 +405,19 @@ def check_begin(
     )
 
 
+def check_claim_attempt(
+    lease: object, holder: object, claim_policy: object
+) -> tuple[Lease, str, ClaimPolicy]:
+    """`claim_attempt`'s arguments, checked in signature order."""
+    ls = check_lease("lease", lease)
+    h = check_identifier("holder", holder)
+    if not isinstance(claim_policy, ClaimPolicy):
+        raise ValidationError(
+            f"claim_policy must be a ClaimPolicy, got {type(claim_policy).__name__}"
+        )
+    return ls, h, check_claim_policy(claim_policy)
+
+
 def check_pair(lease: object, claim: object) -> tuple[Lease, Claim]:
     """A lease and the claim of the same attempt: the claim must be on the entry's thread."""
     ls = check_lease("lease", lease)
@@ -561,6 +574,7 @@ __all__ = [
     "check_begin",
     "check_bool",
     "check_claim",
+    "check_claim_attempt",
     "check_claim_policy",
     "check_clock",
     "check_commit",

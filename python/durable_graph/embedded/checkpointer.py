@@ -67,6 +67,7 @@ from durable_graph.embedded.common import (
     checkpoint_of,
     current_claim,
     current_lease,
+    entry_of,
     refuse_closed_run,
     store_event,
     thread_info_of,
@@ -118,6 +119,19 @@ class EmbeddedCheckpointer(EmbeddedFastPath, ClosedOnExit):
             current_lease(tx, lease)
             if claim is not None and commit is None:
                 current_claim(tx, claim)
+
+    def _current_lease(self, lease: Lease) -> Lease:
+        with self._storage.read() as tx:
+            row = current_lease(tx, lease)
+            assert row.lease_holder is not None and row.lease_expires_at is not None
+            assert row.lease_ttl is not None  # a current lease has all three
+            return Lease(
+                entry_of(tx, row),
+                lease.token,
+                row.lease_holder,
+                row.lease_expires_at,
+                row.lease_ttl,
+            )
 
     def _commit_checked(self, claim: Claim, commit: EncodedCommit) -> None:
         self._commit_encoded(claim, commit)

@@ -81,6 +81,11 @@ class ThreadedCheckpointerCalls:
             kinds=kinds,
         )
 
+    async def claim_attempt(
+        self, lease: Lease, holder: str, claim_policy: ClaimPolicy = ClaimPolicy()
+    ) -> AttemptBegun:
+        return await in_thread(self._sync.claim_attempt, lease, holder, claim_policy)
+
     async def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
         return await in_thread(self._sync.renew_attempt, lease, claim)
 

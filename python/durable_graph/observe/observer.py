@@ -162,7 +162,7 @@ def call_info(method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Cal
     return CallInfo(method, entry_id, thread_id, run_id)
 
 
-_TRACKED = frozenset({"claim", "begin_attempt", "renew_attempt", "finish_attempt"})
+_TRACKED = frozenset({"claim", "begin_attempt", "claim_attempt", "renew_attempt", "finish_attempt"})
 """The checkpointer's calls that start, renew or end attempts (SPEC §11's fast path)."""
 
 _BY_ENTRY_ID = frozenset({"run_queue.entry", "run_queue.cancel", "run_queue.await_closed"})
@@ -219,8 +219,11 @@ class _Attempts:
     def failed(
         self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], exc: Exception
     ) -> None:
-        if method == "claim" and isinstance(exc, ThreadBusy):
-            thread_id = args[0] if args else kwargs.get("thread_id")
+        if method in ("claim", "claim_attempt") and isinstance(exc, ThreadBusy):
+            if method == "claim_attempt":  # the lease's thread
+                thread_id = (args[0] if args else kwargs["lease"]).entry.thread_id
+            else:
+                thread_id = args[0] if args else kwargs.get("thread_id")
             if isinstance(thread_id, str):
                 self.observer.claim_busy(thread_id)
         elif method in (

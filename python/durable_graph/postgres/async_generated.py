@@ -78,6 +78,11 @@ class AsyncCheckpointerSql:
             fast_path.begin_attempt(self._config, holder, ttl, run_id, claim_policy, tenant, kinds)
         )
 
+    async def claim_attempt(
+        self, lease: Lease, holder: str, claim_policy: ClaimPolicy = ClaimPolicy()
+    ) -> AttemptBegun:
+        return await self._x.run(fast_path.claim_attempt(self._config, lease, holder, claim_policy))
+
     async def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
         return await self._x.run(fast_path.renew_attempt(self._config, lease, claim))
 

@@ -4,7 +4,12 @@ function (begin, renew, finish with its commit), as `calls` does for the single 
 
 from __future__ import annotations
 
-from durable_graph.core.fast_path import check_begin, check_finish, check_pair
+from durable_graph.core.fast_path import (
+    check_begin,
+    check_claim_attempt,
+    check_finish,
+    check_pair,
+)
 from durable_graph.core.model import AttemptBegun, Claim, Lease, QueueEntry
 from durable_graph.postgres.calls import (
     Arg,
@@ -16,7 +21,14 @@ from durable_graph.postgres.calls import (
     lease_args,
 )
 from durable_graph.postgres.config import PostgresConfig
-from durable_graph.postgres.rows import begun_of, entry_of, exactly_one, first_or_none, renewed_of
+from durable_graph.postgres.rows import (
+    begun_of,
+    claimed_of,
+    entry_of,
+    exactly_one,
+    first_or_none,
+    renewed_of,
+)
 
 
 def begin_attempt(
@@ -39,6 +51,17 @@ def begin_attempt(
     ]
     # v2: the plan decided in SQL with the retry chain's runs (SPEC §23.5, D229).
     return _call(config, "begin_attempt", "dg_begin_attempt_v2", args, first_or_none(begun_of))
+
+
+def claim_attempt(
+    config: PostgresConfig, lease: object, holder: object, claim_policy: object
+) -> SqlCall[AttemptBegun]:
+    """The rest of `begin_attempt` once the thread's claim is free: the lease checked, the
+    claim taken as ``holder``, the entry, latest over its retry chain's runs, the plan and the
+    head, in one ``dg_claim_attempt_v1`` call (SPEC §11, §19.3, §23.5)."""
+    ls, h, policy = check_claim_attempt(lease, holder, claim_policy)
+    args = lease_args(ls, ("text", h), ("interval", policy.ttl))
+    return _call(config, "claim_attempt", "dg_claim_attempt_v1", args, exactly_one(claimed_of(h)))
 
 
 def renew_attempt(
@@ -78,4 +101,4 @@ def finish_attempt(
     return _call(config, "finish_attempt", "dg_finish_attempt_v2", args, exactly_one(entry_of))
 
 
-__all__ = ["begin_attempt", "finish_attempt", "renew_attempt"]
+__all__ = ["begin_attempt", "claim_attempt", "finish_attempt", "renew_attempt"]

@@ -76,6 +76,11 @@ class CheckpointerSql:
             fast_path.begin_attempt(self._config, holder, ttl, run_id, claim_policy, tenant, kinds)
         )
 
+    def claim_attempt(
+        self, lease: Lease, holder: str, claim_policy: ClaimPolicy = ClaimPolicy()
+    ) -> AttemptBegun:
+        return self._x.run(fast_path.claim_attempt(self._config, lease, holder, claim_policy))
+
     def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
         return self._x.run(fast_path.renew_attempt(self._config, lease, claim))
 

@@ -186,9 +186,20 @@ def begun_of(row: Row) -> m.AttemptBegun:
     lease = lease_with_attempt_of(row)
     if row["claim_token"] is None:
         return m.AttemptBegun(lease, lease.attempt, None, lease.entry, None, None, None)
+    # The claim's holder is the attempt just recorded: its run id.
+    return _claimed(row, lease, lease.entry.attempts[-1].run_id)
+
+
+def claimed_of(holder: str) -> Callable[[Row], m.AttemptBegun]:
+    """The decoder of a ``dg_claim_attempt_v1`` row, the thread claimed as ``holder``."""
+    return lambda row: _claimed(row, lease_with_attempt_of(row), holder)
+
+
+def _claimed(row: Row, lease: m.Lease, holder: str) -> m.AttemptBegun:
+    """A claimed ``dg_begin_attempt_v2`` / ``dg_claim_attempt_v1`` row."""
     claim = m.Claim(
         thread_id=row["thread_id"],
-        holder=lease.entry.attempts[-1].run_id,  # the attempt just recorded: its run id
+        holder=holder,
         token=row["claim_token"],
         expires_at=_utc(row["claim_expires_at"]),
         ttl=row["claim_ttl"],

@@ -77,6 +77,11 @@ class SyncCheckpointerCalls:
             )
         )
 
+    def claim_attempt(
+        self, lease: Lease, holder: str, claim_policy: ClaimPolicy = ClaimPolicy()
+    ) -> AttemptBegun:
+        return self._runner.run(self.target.claim_attempt(lease, holder, claim_policy))
+
     def renew_attempt(self, lease: Lease, claim: Claim) -> tuple[Lease, Claim]:
         return self._runner.run(self.target.renew_attempt(lease, claim))
 

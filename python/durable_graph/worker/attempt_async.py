@@ -20,13 +20,12 @@ One attempt, in order (SPEC §5's steps, in §11's few calls):
    claimed it, read the entry under the claim and planned — a retry with the runs of its whole
    retry chain (SPEC §19.3, §23.5: the store plans, D229). ``ThreadDeleted`` → the store closed
    the entry. No attempt (the run id was taken — a fresh uuid4 never is) → the lease goes back.
-2. The claim was busy (``claim`` None): the lease is kept (renewed) and the claim tried again for
-   up to one claim ttl (D41), then the lease goes back ("busy"). ``Exhausted`` takes the claim
-   the same way, as the worker's holder (D42). Once claimed, the entry is read under the claim,
-   then ``latest_of_runs`` over its attempts (a retry's: its chain's too, each earlier entry
-   read under the claim), the plan and the head — what `begin_attempt` does when the claim is
-   free (D148: the one place the worker leaves the fast path; no call gives a held lease its
-   claim, and giving the lease back would burn the recorded attempt).
+2. The claim was busy (``claim`` None): the lease is kept (renewed) and `claim_attempt` tried
+   again for up to one claim ttl (D41), then the lease goes back ("busy"). ``Exhausted`` takes
+   the claim the same way, as the worker's holder (D42). `claim_attempt` is the rest of
+   `begin_attempt` in one call — the claim, the entry read under it, ``latest_of_runs`` over
+   its retry chain's runs, the plan and the head — so the store plans here too (D231; giving
+   the lease back would burn the recorded attempt).
 3. ``Exhausted`` closes ``Completed`` if the run finished anyway, else ``Failed("exhausted")``;
    ``Finished`` closes ``Completed`` with the recorded output, the handler not called (D40);
    ``Fresh`` / ``Resume`` → the handler runs, unless the attempt was lost meanwhile.
@@ -41,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import threading
 import time
@@ -76,7 +74,6 @@ from durable_graph.core.model import (
     Started,
     ThreadDeleted,
 )
-from durable_graph.core.run_queue import plan_attempt
 from durable_graph.worker.context import busy_pause
 from durable_graph.worker.flow import (
     AttemptReport,
@@ -244,7 +241,7 @@ class AsyncAttempt:
         run = run_id if isinstance(start, Started) else None
         number = start.number if isinstance(start, Started) else None
         if begun.claim is None:  # the claim was busy (D41), or the entry is exhausted (D42)
-            claimed = await self._claim_late(begun, run or self.settings.holder)
+            claimed = await self._claim_late(run or self.settings.holder)
             if isinstance(claimed, str):
                 await self.finish(None)
                 return self._report(claimed, None, run, number)
@@ -262,47 +259,32 @@ class AsyncAttempt:
         assert isinstance(start, Started)
         return await self._run(begun, run_id, start.number, begun.claim, begun.plan)
 
-    async def _claim_late(self, begun: AttemptBegun, holder: str) -> AttemptBegun | Note:
-        """The rest of `begin_attempt` once the thread's claim is free: the claim (as
-        ``holder``), waited for with the lease held for up to one claim ttl (D41), then the entry
-        read under it (its attempts include every attempt recorded before ours, SPEC §5),
-        ``latest_of_runs`` over its attempts, the plan and the head. A retry is planned with its
-        retry chain's runs (SPEC §19.3), as `begin_attempt` plans it in the store (D229): §5's
-        steps read each earlier entry of the chain under the claim; one reclaimed since ends the
-        walk. Else why not: "busy" (still taken), "lost" (the attempt was lost meanwhile),
-        "closed" (the entry was closed)."""
-        entry = self.lease.entry
+    async def _claim_late(self, holder: str) -> AttemptBegun | Note:
+        """The rest of `begin_attempt` once the thread's claim is free: `claim_attempt` (the
+        claim as ``holder``, the entry read under it, ``latest_of_runs`` over the runs of its
+        attempts and of its retry chain, the plan and the head, in one call: the store plans,
+        D229, D231), tried again while the claim is busy with the lease held, for up to one claim
+        ttl (D41). Else why not: "busy" (still taken), "lost" (the attempt was lost meanwhile:
+        its lease lost or its entry closed, which `claim_attempt` checks first)."""
         deadline = time.monotonic() + self.settings.claim_wait
         while True:
             try:
-                claim = await self._call(
-                    self.store.claim, entry.thread_id, holder, self.settings.claim_policy
+                claimed = await self._call(
+                    self.store.claim_attempt, self.lease, holder, self.settings.claim_policy
                 )
                 break
             except ThreadBusy:
                 if time.monotonic() >= deadline or self.lost is not None or self.stopping():
                     return "lost" if self.lost is not None else "busy"
                 await asyncio.sleep(self.settings.claim_retry_delay)
-        if not self.adopt_claim(claim):  # given up meanwhile (shutdown): give the claim back
-            await self._release_claim(claim)
+            except (LeaseLost, EntryClosed) as exc:  # as a renewal meeting them: lost
+                self.lose(exc)
+                return "lost"
+        assert claimed.claim is not None  # claim_attempt claims, or raises
+        if not self.adopt_claim(claimed.claim):  # given up meanwhile (shutdown): give it back
+            await self._release_claim(claimed.claim)
             return "lost" if self.lost is not None else "busy"
-        current = await self._call(self.store.run_queue.entry, entry.entry_id, entry.tenant)
-        if current is None or current.closed:
-            return "closed"
-        runs = [a.run_id for a in current.attempts]
-        admitted = current.admitted
-        earlier = current.retry_of
-        while earlier is not None:  # a retry: §5's steps walk its retry chain (SPEC §19.3)
-            before = await self._call(self.store.run_queue.entry, earlier, entry.tenant)
-            if before is None:  # reclaimed since: its runs are not known
-                break
-            runs += [a.run_id for a in before.attempts]
-            admitted = admitted or before.admitted
-            earlier = before.retry_of
-        latest = await self._call(self.store.latest_of_runs, entry.thread_id, runs)
-        head = await self._call(self.store.get, entry.thread_id)
-        plan = plan_attempt(dataclasses.replace(current, admitted=admitted), latest)
-        return AttemptBegun(self.lease, begun.attempt, claim, current, latest, plan, head)
+        return claimed
 
     async def _run(
         self, begun: AttemptBegun, run_id: str, number: int, claim: Claim, plan: AttemptPlan

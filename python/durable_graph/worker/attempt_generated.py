@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import threading
 import time
@@ -40,7 +39,6 @@ from durable_graph.core.model import (
     Started,
     ThreadDeleted,
 )
-from durable_graph.core.run_queue import plan_attempt
 from durable_graph.worker.context import busy_pause
 from durable_graph.worker.flow import (
     AttemptReport,
@@ -206,7 +204,7 @@ class Attempt:
         run = run_id if isinstance(start, Started) else None
         number = start.number if isinstance(start, Started) else None
         if begun.claim is None:  # the claim was busy (D41), or the entry is exhausted (D42)
-            claimed = self._claim_late(begun, run or self.settings.holder)
+            claimed = self._claim_late(run or self.settings.holder)
             if isinstance(claimed, str):
                 self.finish(None)
                 return self._report(claimed, None, run, number)
@@ -224,47 +222,32 @@ class Attempt:
         assert isinstance(start, Started)
         return self._run(begun, run_id, start.number, begun.claim, begun.plan)
 
-    def _claim_late(self, begun: AttemptBegun, holder: str) -> AttemptBegun | Note:
-        """The rest of `begin_attempt` once the thread's claim is free: the claim (as
-        ``holder``), waited for with the lease held for up to one claim ttl (D41), then the entry
-        read under it (its attempts include every attempt recorded before ours, SPEC §5),
-        ``latest_of_runs`` over its attempts, the plan and the head. A retry is planned with its
-        retry chain's runs (SPEC §19.3), as `begin_attempt` plans it in the store (D229): §5's
-        steps read each earlier entry of the chain under the claim; one reclaimed since ends the
-        walk. Else why not: "busy" (still taken), "lost" (the attempt was lost meanwhile),
-        "closed" (the entry was closed)."""
-        entry = self.lease.entry
+    def _claim_late(self, holder: str) -> AttemptBegun | Note:
+        """The rest of `begin_attempt` once the thread's claim is free: `claim_attempt` (the
+        claim as ``holder``, the entry read under it, ``latest_of_runs`` over the runs of its
+        attempts and of its retry chain, the plan and the head, in one call: the store plans,
+        D229, D231), tried again while the claim is busy with the lease held, for up to one claim
+        ttl (D41). Else why not: "busy" (still taken), "lost" (the attempt was lost meanwhile:
+        its lease lost or its entry closed, which `claim_attempt` checks first)."""
         deadline = time.monotonic() + self.settings.claim_wait
         while True:
             try:
-                claim = self._call(
-                    self.store.claim, entry.thread_id, holder, self.settings.claim_policy
+                claimed = self._call(
+                    self.store.claim_attempt, self.lease, holder, self.settings.claim_policy
                 )
                 break
             except ThreadBusy:
                 if time.monotonic() >= deadline or self.lost is not None or self.stopping():
                     return "lost" if self.lost is not None else "busy"
                 time.sleep(self.settings.claim_retry_delay)
-        if not self.adopt_claim(claim):  # given up meanwhile (shutdown): give the claim back
-            self._release_claim(claim)
+            except (LeaseLost, EntryClosed) as exc:  # as a renewal meeting them: lost
+                self.lose(exc)
+                return "lost"
+        assert claimed.claim is not None  # claim_attempt claims, or raises
+        if not self.adopt_claim(claimed.claim):  # given up meanwhile (shutdown): give it back
+            self._release_claim(claimed.claim)
             return "lost" if self.lost is not None else "busy"
-        current = self._call(self.store.run_queue.entry, entry.entry_id, entry.tenant)
-        if current is None or current.closed:
-            return "closed"
-        runs = [a.run_id for a in current.attempts]
-        admitted = current.admitted
-        earlier = current.retry_of
-        while earlier is not None:  # a retry: §5's steps walk its retry chain (SPEC §19.3)
-            before = self._call(self.store.run_queue.entry, earlier, entry.tenant)
-            if before is None:  # reclaimed since: its runs are not known
-                break
-            runs += [a.run_id for a in before.attempts]
-            admitted = admitted or before.admitted
-            earlier = before.retry_of
-        latest = self._call(self.store.latest_of_runs, entry.thread_id, runs)
-        head = self._call(self.store.get, entry.thread_id)
-        plan = plan_attempt(dataclasses.replace(current, admitted=admitted), latest)
-        return AttemptBegun(self.lease, begun.attempt, claim, current, latest, plan, head)
+        return claimed
 
     def _run(
         self, begun: AttemptBegun, run_id: str, number: int, claim: Claim, plan: AttemptPlan

@@ -15,6 +15,7 @@ where SPEC is silent are cited as ``Dn`` (docs/decisions.md).
 from __future__ import annotations
 
 from durable_graph.testkit.contract.run_queue.attempts_close import AttemptsCloseTests
+from durable_graph.testkit.contract.run_queue.claim_attempt import ClaimAttemptTests
 from durable_graph.testkit.contract.run_queue.closed_runs import ClosedRunsTests
 from durable_graph.testkit.contract.run_queue.fast_path import FastPathTests
 from durable_graph.testkit.contract.run_queue.items import ItemStoreTests
@@ -55,6 +56,7 @@ class RunQueueContract(
     WorkerProtocolTests,
     FastPathTests,
     RetryChainTests,
+    ClaimAttemptTests,
     QueueValidationTests,
     QueueLifecycleTests,
     OperatingTests,
