@@ -192,7 +192,7 @@ _CATALOG: dict[str, str] = {
     "sequences": """
         SELECT sequencename, data_type::text, start_value, increment_by, cycle
           FROM pg_sequences WHERE schemaname = %(ns)s ORDER BY 1""",
-    "meta": "SELECT key, value FROM {schema}.schema_meta ORDER BY key",
+    "meta": "SELECT key, value FROM {schema}.dg_schema_meta_v1() ORDER BY key",
 }
 
 
