@@ -16,7 +16,8 @@
 -- SPEC §15 (issue 27): p_kinds (added at the end, default NULL: every kind) as dg_lease_v1's;
 -- the row gained priority and kind at its very end.
 -- Deprecated since 0.2.0: use dg_begin_attempt_v2, which plans a retry with its retry chain's
--- runs (SPEC §19.3, §23.5); this one's latest_* stay those of the entry's own attempts.
+-- runs (SPEC §19.3, §23.5); this one's latest_* stay those of the entry's own attempts. Since
+-- 0.2.0 it is v2 with those columns read again for a claimed retry (the same answers).
 CREATE OR REPLACE FUNCTION dg_begin_attempt_v1(
     p_holder text, p_ttl interval, p_claim_ttl interval, p_any_tenant boolean, p_tenant text,
     p_run_id text, p_kinds text[] DEFAULT NULL)
@@ -41,78 +42,37 @@ RETURNS TABLE (entry_id bigint, tenant text, thread_id text, key text, input tex
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
-#variable_conflict use_column
 DECLARE
-    l record;
-    x queue_entries;
-    v_runs text[] := ARRAY[]::text[];
+    b record;
+    k record;
 BEGIN
-    -- dg_lease_v1's checks, the run id (required here) first and the claim's ttl last.
-    IF (pg_catalog.octet_length(p_run_id) BETWEEN 1 AND 512 AND p_claim_ttl IS NOT NULL)
-       IS NOT TRUE THEN
-        PERFORM _dg_id(p_holder, 'holder');
-        PERFORM _dg_id(p_run_id, 'run_id');
-    END IF;
-    p_ttl := _dg_lease_args(p_holder, p_ttl, p_any_tenant, p_tenant, p_run_id, p_kinds);
-    IF p_claim_ttl IS NULL THEN
-        RAISE EXCEPTION 'claim_ttl must not be NULL' USING ERRCODE = 'DG000';
-    END IF;
-    p_claim_ttl := _dg_duration(p_claim_ttl, 'claim_ttl', false);
-    -- The lease, and with an attempt that started the claim, in dg_lease_v1's statements
-    -- (_dg_lease): dg_claim_v1's rule 9 without a subtransaction (issue 25), taken under the
-    -- thread row's lock the lease holds, with store-now read after the locks.
-    l := _dg_lease(p_holder, p_ttl, p_any_tenant, p_tenant, p_run_id, p_kinds, p_claim_ttl);
-    IF (l.o_entry).entry_id IS NULL THEN
+    -- dg_begin_attempt_v2 does the work (its checks, errors and row are v1's, plus plan); only
+    -- a claimed retry's latest_* differ: v1's are those of the entry's own attempts.
+    SELECT * INTO b FROM dg_begin_attempt_v2(p_holder, p_ttl, p_claim_ttl, p_any_tenant,
+                                             p_tenant, p_run_id, p_kinds);
+    IF NOT FOUND THEN
         RETURN;
     END IF;
-    IF l.o_claim_token IS NOT NULL AND l.o_attempt_number > 1 THEN
-        -- The first attempt's only run id is p_run_id, which the lease's verdict proved
-        -- names no checkpoint of the thread: latest_of_runs is read only for a later one.
-        v_runs := ARRAY(SELECT a ->> 'run_id' FROM pg_catalog.json_array_elements(l.o_attempts) a);
+    IF b.retry_of IS NOT NULL AND b.claim_token IS NOT NULL THEN
+        SELECT * INTO k FROM dg_latest_of_runs_v1(b.thread_id, ARRAY(
+            SELECT a ->> 'run_id' FROM pg_catalog.json_array_elements(b.attempts) a));
+    ELSE
+        SELECT b.latest_checkpoint_id AS checkpoint_id, b.latest_parent_id AS parent_id,
+               b.latest_run_id AS run_id, b.latest_state AS state,
+               b.latest_metadata AS metadata, b.latest_next AS next,
+               b.latest_created_at AS created_at, b.latest_committed_at AS committed_at,
+               b.latest_seq AS seq, b.latest_writes AS writes INTO k;
     END IF;
-    x := l.o_entry;
-    IF pg_catalog.cardinality(v_runs) = 0 AND NOT coalesce(l.o_claim_token IS NOT NULL AND l.o_live,
-                                                           false) THEN
-        -- Neither read can return a row (a first attempt, on a thread with no live commit or
-        -- unclaimed): the row is the lease's, returned without a statement (SPEC §21).
-        entry_id := x.entry_id; tenant := x.tenant; thread_id := x.thread_id; key := x.key;
-        input := x.input; mode := x.mode; max_attempts := x.max_attempts;
-        attempts := l.o_attempts; admitted := x.admitted; thread_deleted := x.thread_deleted;
-        submitted_at := x.submitted_at;
-        -- The entry's lease is this one, unless leasing closed it (thread_deleted).
-        lease_holder := CASE WHEN x.outcome_kind IS NULL THEN p_holder END;
-        lease_expires_at := CASE WHEN x.outcome_kind IS NULL THEN l.o_expires_at END;
-        outcome_kind := x.outcome_kind;
-        outcome_detail := x.outcome_detail; closed_at := x.closed_at;
-        closed_at_seq := x.closed_at_seq; token := l.o_token; holder := p_holder;
-        expires_at := l.o_expires_at; ttl := p_ttl; attempt_kind := l.o_attempt_kind;
-        attempt_number := l.o_attempt_number; claim_token := l.o_claim_token;
-        claim_expires_at := l.o_claim_expires_at; claim_ttl := l.o_claim_ttl;
-        not_before := x.not_before; retry_of := x.retry_of; priority := x.priority;
-        kind := x.kind;
-        RETURN NEXT;
-        RETURN;
-    END IF;
-    -- Both reads are skipped (one-time filters) when they provably return nothing: latest_of_runs
-    -- with no run id to look for, and the head of a thread with no live commit (or unclaimed).
-    -- The entry's lease is this one, unless leasing closed it (thread_deleted).
-    RETURN QUERY
-    SELECT x.entry_id, x.tenant, x.thread_id, x.key, x.input, x.mode, x.max_attempts,
-           l.o_attempts, x.admitted, x.thread_deleted, x.submitted_at,
-           CASE WHEN x.outcome_kind IS NULL THEN p_holder END,
-           CASE WHEN x.outcome_kind IS NULL THEN l.o_expires_at END, x.outcome_kind,
-           x.outcome_detail, x.closed_at, x.closed_at_seq,
-           l.o_token, p_holder, l.o_expires_at, p_ttl, l.o_attempt_kind,
-           l.o_attempt_number, l.o_claim_token, l.o_claim_expires_at, l.o_claim_ttl,
-           k.checkpoint_id, k.parent_id, k.run_id, k.state, k.metadata, k.next, k.created_at,
-           k.committed_at, k.seq, k.writes, x.not_before, x.retry_of,
-           g.checkpoint_id, g.parent_id, g.run_id, g.state, g.metadata, g.next, g.created_at,
-           g.committed_at, g.seq, g.writes, x.priority, x.kind
-      FROM (SELECT (l.o_entry).*) x
-      LEFT JOIN LATERAL (SELECT * FROM dg_latest_of_runs_v1(x.thread_id, v_runs)
-                          WHERE pg_catalog.cardinality(v_runs) > 0) k ON true
-      LEFT JOIN LATERAL (SELECT * FROM dg_get_v1(x.thread_id, NULL)
-                          WHERE l.o_claim_token IS NOT NULL AND l.o_live) g ON true;
+    RETURN QUERY SELECT
+        b.entry_id, b.tenant, b.thread_id, b.key, b.input, b.mode, b.max_attempts, b.attempts,
+        b.admitted, b.thread_deleted, b.submitted_at, b.lease_holder, b.lease_expires_at,
+        b.outcome_kind, b.outcome_detail, b.closed_at, b.closed_at_seq, b.token, b.holder,
+        b.expires_at, b.ttl, b.attempt_kind, b.attempt_number, b.claim_token,
+        b.claim_expires_at, b.claim_ttl, k.checkpoint_id, k.parent_id, k.run_id, k.state,
+        k.metadata, k.next, k.created_at, k.committed_at, k.seq, k.writes, b.not_before,
+        b.retry_of, b.head_checkpoint_id, b.head_parent_id, b.head_run_id, b.head_state,
+        b.head_metadata, b.head_next, b.head_created_at, b.head_committed_at, b.head_seq,
+        b.head_writes, b.priority, b.kind;
 END;
 $$;
 

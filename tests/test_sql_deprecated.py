@@ -343,3 +343,51 @@ def test_every_deprecated_function_is_security_definer_and_private(conn: Conn) -
     for r in rows:
         assert r["prosecdef"] and not r["public"], r
         assert json.dumps(r["proconfig"]).startswith('["search_path=deprecated_d233, pg_temp"')
+
+
+# dg_begin_attempt_v1 -> dg_begin_attempt_v2
+
+_BEGIN = "SELECT * FROM {}('w', interval '30 seconds', interval '30 seconds', true, NULL, %s)"
+_FINISH_FAILED = (
+    "SELECT outcome_kind FROM dg_finish_attempt_v2(%s, %s, 'failed', '\"boom\"', %s, %s,"
+    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+)
+
+
+def _failed_after_a_commit(conn: Conn, thread: str, version: str, run: str) -> int:
+    """Submit to ``thread``, begin it with dg_begin_attempt_``version``, commit a checkpoint
+    with a next task under the run, fail the entry; its id."""
+    _rows(conn, "SELECT * FROM dg_submit_v1(%s, '1', NULL, NULL, 'enqueue', 3)", (thread,))
+    begun = _rows(conn, _BEGIN.format(f"dg_begin_attempt_{version}"), (run,))[0]
+    _rows(
+        conn,
+        "SELECT * FROM dg_commit_v1(%s, %s, %s, NULL, %s, '{}', NULL, ARRAY['tool'],"
+        " ARRAY[]::text[], ARRAY[]::text[], ARRAY[]::timestamptz[], NULL, NULL, NULL, NULL)",
+        (thread, begun["claim_token"], f"cp-{run}", run),
+    )
+    closed = _rows(
+        conn, _FINISH_FAILED, (begun["entry_id"], begun["token"], thread, begun["claim_token"])
+    )
+    assert closed[0]["outcome_kind"] == "failed"
+    return int(begun["entry_id"])
+
+
+def test_begin_attempt_v1_answers_as_before_v2_planned_retries(conn: Conn) -> None:
+    # The same row as v2 but plan; for a retry, latest_* over the entry's own attempts only
+    # (v1's meaning since it shipped), where v2 reads the retry chain's.
+    answers = {}
+    for version in ("v1", "v2"):
+        thread = f"retried-{version}"
+        first = _failed_after_a_commit(conn, thread, version, f"{version}-run-1")
+        _rows(conn, "SELECT * FROM dg_retry_v1(%s, NULL)", (first,))
+        answers[version] = _rows(
+            conn, _BEGIN.format(f"dg_begin_attempt_{version}"), (f"{version}-run-2",)
+        )[0]
+    v1, v2 = answers["v1"], answers["v2"]
+    assert "plan" not in v1 and v2["plan"] == "resume"
+    assert v2["latest_checkpoint_id"] == "cp-v2-run-1" and v2["latest_next"] == ["tool"]
+    assert all(v1[c] is None for c in v1 if c.startswith("latest_"))
+    assert v1["head_checkpoint_id"] == "cp-v1-run-1" and v1["retry_of"] is not None
+    varying = ("entry_id", "retry_of", "thread_id", "token", "claim_token", "attempts")
+    same = [c for c in v1 if not c.startswith(("latest_", "head_")) and c not in varying]
+    assert {c: v1[c] for c in same if "_at" not in c} == {c: v2[c] for c in same if "_at" not in c}
