@@ -1,8 +1,5 @@
-"""What the worker (``worker/aio.py``) waits with, on an event loop.
-
-``_compat_sync.py`` has the same names for threads: the sync `Worker` is generated from
-``aio.py`` with this module's name replaced by that one's (as psycopg_pool's ``_acompat``).
-"""
+"""What the worker (``worker/aio.py``) waits with, on an event loop; ``_compat_sync.py`` has the
+same names for the generated sync `Worker`'s threads (as psycopg_pool's ``_acompat``)."""
 
 from __future__ import annotations
 
@@ -18,14 +15,10 @@ from durable_graph.worker.signals import STOP_SIGNALS
 
 T = TypeVar("T")
 
-ASYNC = True
-"""``if ASYNC:`` blocks are the async worker's own; the sync one keeps their ``else:``."""
-SIGNALS_BY_DEFAULT = False
-"""An `AsyncWorker` leaves the loop's signals alone unless asked (``install_signal_handlers``)."""
-Interrupted = asyncio.CancelledError
-"""Stopping `run` from outside: the task running it is cancelled."""
-Unit = asyncio.Task[None]
-"""A concurrent unit of the worker: a task."""
+ASYNC = True  # ``if ASYNC:`` blocks are the async worker's own; the sync one keeps their else
+SIGNALS_BY_DEFAULT = False  # the loop's signals are left alone unless asked
+Interrupted = asyncio.CancelledError  # stopping `run` from outside: its task is cancelled
+Unit = asyncio.Task[None]  # a concurrent unit of the worker
 
 
 class Wake(asyncio.Event):
@@ -79,8 +72,7 @@ def check_handler(handler: object) -> None:
 
 
 class Signals:
-    """SIGTERM and SIGINT handled on the loop while inside, if ``install`` (asyncio's
-    ``add_signal_handler`` calls ``on_signal`` from the loop, where it may take locks)."""
+    """SIGTERM and SIGINT given to ``on_signal`` on the loop (where it may take locks) while inside."""
 
     def __init__(self, on_signal: Callable[[int], None], install: bool) -> None:
         self._on_signal = on_signal

@@ -1,7 +1,5 @@
-"""What the sync `Worker` (generated from ``worker/aio.py``) waits with, in threads.
-
-The same names as ``_compat_async.py``. A unit runs in a daemon thread kept for the next unit for
-`IDLE` seconds: a thread started and joined for every attempt cost ~0.3 ms of a job (issue 38).
+"""What the sync `Worker` waits with, in threads: the names of ``_compat_async.py``. A unit runs in
+a daemon thread kept `IDLE` seconds for the next: one started per attempt cost ~0.3 ms (issue 38).
 """
 
 from __future__ import annotations
@@ -19,15 +17,11 @@ from durable_graph.worker.signals import StopSignals
 T = TypeVar("T")
 
 ASYNC = False
-SIGNALS_BY_DEFAULT = True
-"""A `Worker` run in the main thread notes SIGTERM and SIGINT (D226) unless told not to."""
-Interrupted = KeyboardInterrupt
-"""Stopping `run` from outside: Ctrl-C where the worker installed no signal handler."""
-Unit = futures.Future[None]
-"""A concurrent unit of the worker: a function run in a thread of its own."""
+SIGNALS_BY_DEFAULT = True  # a `Worker` run in the main thread notes SIGTERM and SIGINT (D226)
+Interrupted = KeyboardInterrupt  # Ctrl-C where the worker installed no signal handler
+Unit = futures.Future[None]  # a function run in a thread of its own
 Wake = threading.Event
 Signals = StopSignals
-"""SIGTERM and SIGINT noted in the main thread and acted on between its waits (D226)."""
 IDLE = 5.0
 
 log = logging.getLogger("durable_graph.worker")

@@ -1,29 +1,12 @@
 """The worker, written once: `AsyncWorker` runs attempts as tasks on the calling event loop.
 
-This is the one source of both workers (SPEC §22). ``sync.py`` — `Worker`, `RunContext` — is
-generated from it by ``tools/generate_stores.py`` (``make generate``), as psycopg_pool writes its
-threaded pool from the async one: ``async`` and ``await`` dropped, ``_compat_async`` (tasks,
-`asyncio.Event`) read as ``_compat_sync`` (threads, `threading.Event`), ``AsyncAttempt`` as the
-generated ``Attempt``, and each ``if ASYNC:`` block replaced by its ``else:`` — the few places
-where a task and a thread genuinely differ. The attempt itself is `attempt_async.AsyncAttempt`;
-this module says how attempts run side by side.
-
-Concurrency (D52): up to ``concurrency`` attempts run at once, each a unit of its own (a task; a
-thread for `Worker`); one dispatcher leases only while a unit is free, so an idle worker makes one
-lease call per poll whatever its concurrency, woken by queue notifications where the store has
-them (SPEC §11). Each attempt's lease and claim are renewed by a unit of its own; once a renewal
-learns the attempt was lost (`LeaseLost`, `ClaimLost`, `EntryClosed` after `RunQueue.cancel`),
-``ctx.cancelled`` turns true, every ``ctx`` write raises, and an async handler's task is
-cancelled (a sync handler stops cooperatively: ``ctx.wait_cancelled``).
-
-Shutdown (D44): `stop` (or SIGTERM / SIGINT — noted by a `Worker` run in the main thread and acted
-on between its waits, D226; handled on the loop by an `AsyncWorker` with
-``install_signal_handlers=True``) stops leasing; running attempts get ``shutdown_deadline`` (a
-second signal cuts it short); then each one still running is lost (further ``ctx`` writes raise
-`WorkerStopped`) and its claim and lease are released so another worker resumes it at once.
-Cancelling the task running `AsyncWorker.run` (Ctrl-C for a `Worker` without signal handlers)
-does the same at once, then re-raises. An async close is shielded: a cancellation never leaves a
-lease half-closed.
+The one source of both workers (SPEC §22, D240): ``sync.py`` (`Worker`, threads) is generated
+from it; each ``if ASYNC:`` block is where a task and a thread genuinely differ, its ``else:`` the
+sync code. The attempt itself is `attempt_async.AsyncAttempt`; this module runs attempts side by
+side (D52): one dispatcher leases while one of ``concurrency`` units is free, each attempt renewed
+by a unit of its own until it finishes or is lost (``ctx.cancelled``; an async handler's task is
+cancelled). Shutdown (D44): `stop` or a signal stops leasing, running attempts get
+``shutdown_deadline``, then each still running is lost and its claim and lease released.
 """
 
 # mypy: always-true=ASYNC
@@ -34,6 +17,9 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
+import signal
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -53,7 +39,7 @@ from durable_graph.core.model import (
     QueueEntry,
 )
 from durable_graph.core.polling import AsyncChanges
-from durable_graph.core.workers import WorkerState
+from durable_graph.core.workers import WorkerBeat, WorkerState
 from durable_graph.worker._compat_async import (
     ASYNC,
     SIGNALS_BY_DEFAULT,
@@ -73,6 +59,7 @@ from durable_graph.worker.context import (
     LostFlag,
     RunContextBase,
     WorkerStopped,
+    busy_pause,
     new_id,
     next_commit,
 )
@@ -87,12 +74,8 @@ from durable_graph.worker.flow import (
     exhausted_outcome,
     failure_outcome,
     invalid_output,
-    log_beat_failure,
-    log_failure,
-    log_stop_signal,
     output_effect_key,
     recorded_output,
-    worker_beat,
 )
 from durable_graph.worker.settings import WorkerOptions, WorkerSettings
 
@@ -100,16 +83,11 @@ log = logging.getLogger("durable_graph.worker.aio")
 T = TypeVar("T")
 
 AsyncHandler = Callable[["AsyncRunContext"], Awaitable[Any]]
-"""A user's run: ``handler(ctx)`` returns the run's output, a JSON value (awaited for an
-`AsyncWorker`: ``async def handler(ctx)``)."""
+"""A user's run: ``handler(ctx)`` returns the run's output, a JSON value."""
 
 Events = Sequence[EventIn]  # keeps `commit`'s signature short
 if ASYNC:
-    _ABANDON_GRACE = 5.0
-    """Seconds an abandoned attempt's task gets to unwind after it was cancelled."""
-
-
-# --- an attempt run by the worker ----------------------------------------------------------
+    _ABANDON_GRACE = 5.0  # seconds a cancelled attempt's task gets to unwind at shutdown
 
 
 class _Attempt(AsyncAttempt):
@@ -118,16 +96,12 @@ class _Attempt(AsyncAttempt):
     def __init__(self, worker: AsyncWorker, lease: Lease, settings: WorkerSettings) -> None:
         super().__init__(worker.store, lease, settings, log, lambda: worker.stopping)
         self._handler = worker.handler
-        self._renewer: Unit | None = None
         self._stop_renewing = Wake()
         self._in_flight = False  # a renewal is in flight
         if ASYNC:
             self.handler_task: asyncio.Task[Any] | None = None  # cancelled if the attempt is lost
             self._finished: asyncio.Future[QueueEntry | None] | None = None
-
-    def start(self) -> None:
-        name = f"dg-renew-{self.lease.entry.entry_id}"
-        self._renewer = spawn(self._renewing, name)
+        self._renewer = spawn(self._renewing, f"dg-renew-{lease.entry.entry_id}")
 
     async def _renewing(self) -> None:
         while not await wait_event(self._stop_renewing, self.settings.renew_every):
@@ -139,12 +113,11 @@ class _Attempt(AsyncAttempt):
                 self._in_flight = False
 
     async def stop_renewing(self) -> None:
-        """Stop the renewer, letting a renewal in flight finish (a cancelled PostgreSQL call
-        would cost its connection); if we are cancelled meanwhile, cancel it too. A renewer
-        between renewals is not waited for (issue 38: a job waits for no other thread)."""
+        """Stop the renewer, letting a renewal in flight finish (cancelling a PostgreSQL call costs
+        its connection); one between renewals is not waited for (issue 38)."""
         self._stop_renewing.set()
         renewer = self._renewer
-        if renewer is None or renewer.done() or not self._in_flight:
+        if renewer.done() or not self._in_flight:
             return
         try:
             await wait_units({renewer})
@@ -164,12 +137,10 @@ class _Attempt(AsyncAttempt):
         async def finish(
             self, outcome: Settlement, commit: Commit | None = None
         ) -> QueueEntry | None:
-            """Stop renewing, then `settle` — once. The first call decides; later calls (the
-            attempt's own, or the worker's at shutdown) wait for it and get its answer. The work
-            is shielded: cancelling a caller never interrupts a close half-way."""
+            """Stop renewing, then `settle` — once: later calls wait for the first and get its
+            answer. Shielded: cancelling a caller never interrupts a close half-way."""
             if self.start_finishing():
                 self._finished = asyncio.ensure_future(self._stop_then_settle(outcome, commit))
-                self._finished.add_done_callback(self._log_failure)
             if self._finished is None:  # finished without a call: the store closed the entry
                 return None
             return await asyncio.shield(self._finished)
@@ -177,20 +148,19 @@ class _Attempt(AsyncAttempt):
         async def _stop_then_settle(
             self, outcome: Settlement, commit: Commit | None
         ) -> QueueEntry | None:
-            await self.stop_renewing()
-            return await self.settle(outcome, commit)
-
-        def _log_failure(self, finishing: asyncio.Future[QueueEntry | None]) -> None:
-            if not finishing.cancelled() and finishing.exception() is not None:
+            try:
+                await self.stop_renewing()
+                return await self.settle(outcome, commit)
+            except Exception as exc:
                 entry_id = self.lease.entry.entry_id
-                error = finishing.exception()
                 log.warning(
-                    "entry %d: releasing the lease failed (it will expire): %s", entry_id, error
+                    "entry %d: releasing the lease failed (it will expire): %s", entry_id, exc
                 )
+                raise
 
         async def call_handler(self, call: HandlerCall) -> HandlerResult:
             """The handler awaited in a task of its own (cancelled if the attempt is lost)."""
-            ctx = AsyncRunContext.starting(self.store, call, self)
+            ctx = AsyncRunContext(self.store, call, self)
             handler_task = asyncio.ensure_future(self._handler(ctx))
             self.handler_task = handler_task
             try:
@@ -208,8 +178,7 @@ class _Attempt(AsyncAttempt):
     else:
 
         def finish(self, outcome: Settlement, commit: Commit | None = None) -> QueueEntry | None:
-            """Stop renewing, then `settle` — once: a later call (shutdown's, or the attempt's
-            own after shutdown gave it back) does nothing and gets None."""
+            """Stop renewing, then `settle` — once: a later call does nothing and gets None."""
             if not self.start_finishing():
                 return None
             self.stop_renewing()
@@ -217,24 +186,17 @@ class _Attempt(AsyncAttempt):
 
         def call_handler(self, call: HandlerCall) -> HandlerResult:
             """The handler, called in this thread."""
-            ctx = AsyncRunContext.starting(self.store, call, self)
+            ctx = AsyncRunContext(self.store, call, self)
             try:
                 return HandlerResult(output=self._handler(ctx), head=ctx.head, last=ctx.last)
             except Exception as exc:  # D43: the attempt decides between retry and Failed
                 return HandlerResult(error=exc, head=ctx.head, last=ctx.last)
 
 
-# --- what the handler sees ---------------------------------------------------------------
-
-
 class AsyncRunContext(RunContextBase[AsyncCheckpointer]):
-    """One attempt of one queue entry, as the handler sees it.
-
-    ``plan`` says what to do: `Fresh` (apply ``entry.input``) or `Resume` (continue from
-    ``plan.checkpoint``). `commit` chains checkpoints under the attempt's claim, one at a time
-    (each commit's parent is the head the previous one left); once the attempt has lost its
-    lease or claim (e.g. its entry was cancelled), ``cancelled`` is true and every write raises.
-    """
+    """One attempt of one queue entry, as the handler sees it: ``plan`` is `Fresh` (apply
+    ``entry.input``) or `Resume` (from ``plan.checkpoint``); `commit` chains checkpoints under the
+    attempt's claim; once the attempt is lost, ``cancelled`` is true and every write raises."""
 
     if not ASYNC:
 
@@ -244,8 +206,7 @@ class AsyncRunContext(RunContextBase[AsyncCheckpointer]):
             return self._keeper.lost_event
 
         def wait_cancelled(self, timeout: float | None = None) -> bool:
-            """Wait up to ``timeout`` seconds (None: for ever) for the attempt to be lost (SPEC
-            §13): True when it was (stop and return), False when the time ran out first."""
+            """Wait up to ``timeout`` seconds (None: for ever): whether the attempt was lost."""
             return self.cancel_event.wait(timeout)
 
     async def commit(
@@ -267,12 +228,8 @@ class AsyncRunContext(RunContextBase[AsyncCheckpointer]):
 
     async def record_effect(self, key: str, fn: Callable[[], JSON | Awaitable[JSON]]) -> JSON:
         """The value recorded under ``key``; ``fn`` (sync, or async for `AsyncWorker`) runs only
-        when none is recorded yet.
-
-        First write wins: if two attempts race, both return the first recorded value. The
-        thread needs a commit first (`NotFound` otherwise). ``fn`` may run more than once if an
-        attempt crashes between running it and recording its value.
-        """
+        when none is recorded yet. First write wins; the thread needs a commit first (`NotFound`
+        otherwise); ``fn`` runs again if an attempt crashes before its value is recorded."""
         self.check_writable()
         recorded = await self.store.get_effect(self.thread_id, key)
         if recorded is not None:
@@ -285,16 +242,22 @@ class AsyncRunContext(RunContextBase[AsyncCheckpointer]):
         return record.value
 
     async def _unless_busy(self, call: Callable[[], Awaitable[T]]) -> T:
-        """``call``, made again while the store is only busy (`busy_wait`)."""
+        """``call``, made again while the store is only busy (D69) and the attempt lives."""
         started = time.monotonic()
         while True:
             try:
                 return await call()
             except StoreBusy as exc:
-                await asyncio.sleep(self.busy_wait(exc, started))
+                self.check()
+                await asyncio.sleep(busy_pause(exc, started, self._keeper.lease, "a context write"))
 
 
-# --- the worker ----------------------------------------------------------------------------
+def log_failure(exc: Exception, where: str) -> None:
+    """A failure the worker survives: a `StoreError` as a warning, else with its traceback."""
+    if isinstance(exc, StoreError):
+        log.warning("store error: %s", exc)
+    else:
+        log.error("unexpected error in worker %s", where, exc_info=exc)
 
 
 class AsyncWorker:
@@ -308,10 +271,8 @@ class AsyncWorker:
         install_signal_handlers: bool = SIGNALS_BY_DEFAULT,
         **options: Unpack[WorkerOptions],
     ) -> None:
-        """``options``: `WorkerOptions` (holder, concurrency, lease_ttl, claim_policy, tenant,
-        poll_interval, shutdown_deadline, ...), each checked (`ValidationError` naming it).
-        ``install_signal_handlers``: stop on SIGTERM / SIGINT (by default for a `Worker`, in
-        the main thread only; on request for an `AsyncWorker`)."""
+        """``options``: `WorkerOptions`, each checked; ``install_signal_handlers``: stop on
+        SIGTERM / SIGINT (by default for a `Worker`, in the main thread only)."""
         check_handler(handler)
         if isinstance(handler, App):  # SPEC §15: several handlers by kind; only those leased
             if not handler.kinds:
@@ -336,8 +297,6 @@ class AsyncWorker:
         self._running: set[Unit] = set()
         self._attempts: set[_Attempt] = set()
 
-    # --- lifecycle --------------------------------------------------------------------------
-
     @property
     def stopping(self) -> bool:
         return self._stopping
@@ -348,10 +307,7 @@ class AsyncWorker:
         return len(self._attempts)
 
     def stop(self, *, force: bool = False) -> None:
-        """Stop leasing; `run` lets running attempts finish within ``shutdown_deadline``.
-
-        ``force=True`` (or a second signal) does not wait for them. Safe to call from any thread.
-        """
+        """Stop leasing; running attempts get ``shutdown_deadline`` unless ``force``. Thread-safe."""
         self._stopping = True
         self._forced = self._forced or force
         for wake in (self._stopped, self._freed):
@@ -359,22 +315,23 @@ class AsyncWorker:
                 wake.set()
 
     async def run(self) -> None:
-        """Run attempts, up to ``concurrency`` at once, until `stop`; then shut down (D44: late
-        attempts are cancelled, their claim and lease released)."""
+        """Run attempts, up to ``concurrency`` at once, until `stop`; then shut down (D44)."""
         self._stopped = stopped = Wake()
-        self._freed = Wake()
+        self._freed = freed = Wake()
         beaten = Wake()  # set once the last beat before "stopped" may go
         if self._stopping:
             stopped.set()
         with Signals(self._on_signal, self.install_signal_handlers).installed() as signals:
             log.info("worker %s started (%d slot(s))", self.holder, self.concurrency)
             beats = spawn(functools.partial(self._beats, beaten), f"dg-heartbeat-{self.holder}")
-            dispatcher = spawn(self._dispatch, f"dg-dispatch-{self.holder}")
+            dispatcher = spawn(
+                functools.partial(self._dispatch, freed), f"dg-dispatch-{self.holder}"
+            )
             try:
                 await signals.wait(stopped)
                 log.info("worker %s stopping", self.holder)
                 await wait_units({dispatcher})
-                await self._drain(signals)
+                await self._drain(signals, freed)
             except Interrupted:
                 log.info("worker %s cancelled: releasing running attempts", self.holder)
                 self.stop()
@@ -391,19 +348,15 @@ class AsyncWorker:
             log.info("worker %s stopped", self.holder)
 
     async def run_once(self) -> AttemptReport | None:
-        """Lease and process at most one entry in the calling task or thread; None if none was
-        ready."""
+        """Lease and process at most one entry here; None if none was ready."""
         run_id = new_id()
         begun = await begin(self.store, self.settings, run_id)
         if begun is None:
             return None
         return await self._process(begun, run_id)
 
-    # --- internals --------------------------------------------------------------------------
-
     async def _beats(self, beaten: Wake) -> None:
-        """Issue 26 item 13: record in the store every ``heartbeat_every`` that this worker
-        lives, idle or busy, so a worker holding no lease is seen too."""
+        """Record every ``heartbeat_every`` that this worker lives, idle or busy (issue 26)."""
         every = self.settings.heartbeat_every.total_seconds()
         while True:
             await self._beat("busy" if self._attempts else "idle")
@@ -412,15 +365,20 @@ class AsyncWorker:
 
     async def _beat(self, state: WorkerState) -> None:
         try:
-            await self.store.run_queue.worker_heartbeat(worker_beat(self.settings, state))
+            beat = WorkerBeat(
+                self.holder, socket.gethostname(), os.getpid(), self.settings.kinds, state
+            )
+            await self.store.run_queue.worker_heartbeat(beat)
         except Exception as exc:  # the registry is for people; a failed beat stops nothing
-            log_beat_failure(log, self.holder, exc)
+            log.warning("worker %s: heartbeat not recorded: %s", self.holder, exc)
 
     def _on_signal(self, signum: int) -> None:
-        """SIGTERM / SIGINT: the first stops leasing, a second stops waiting for running
-        attempts."""
-        again = self._stopping
-        log_stop_signal(log, self.holder, signum, again)
+        """SIGTERM / SIGINT: the first stops leasing, a second stops waiting for attempts."""
+        again, name = self._stopping, signal.Signals(signum).name
+        if again:
+            log.info("worker %s: %s again: not waiting for running attempts", self.holder, name)
+        else:
+            log.info("worker %s: %s received: finishing running attempts", self.holder, name)
         self.stop(force=again)
 
     async def _rest(self, seconds: float) -> None:
@@ -428,12 +386,10 @@ class AsyncWorker:
         assert self._stopped is not None
         await wait_event(self._stopped, seconds)
 
-    async def _dispatch(self) -> None:
-        """Lease while a unit is free, run each lease in a unit of its own; idle when nothing is
-        ready (woken by queue notifications where the store has them, SPEC §11)."""
+    async def _dispatch(self, freed: Wake) -> None:
+        """Lease while a unit is free, each lease run in a unit of its own; when nothing is
+        ready, wait (woken by queue notifications where the store has them, SPEC §11)."""
         changes: AsyncChanges | None = getattr(self.store, "changes", None)
-        freed = self._freed
-        assert freed is not None
         async with contextlib.AsyncExitStack() as idle:
             watching = False  # registered for queue notifications: only while idle
             while not self._stopping:
@@ -446,7 +402,7 @@ class AsyncWorker:
                 try:
                     begun = await begin(self.store, self.settings, run_id)
                 except Exception as exc:
-                    log_failure(log, exc, "loop")
+                    log_failure(exc, "loop")
                     await self._rest(self.settings.idle_delay())
                     continue
                 if begun is None:
@@ -480,16 +436,14 @@ class AsyncWorker:
         try:
             report = await self._process(begun, run_id)
         except Exception as exc:
-            log_failure(log, exc, "attempt")
+            log_failure(exc, "attempt")
             await self._rest(self.settings.idle_delay())
             return
         if report.note == "busy":
             await self._rest(self.settings.idle_delay(2.0))  # this unit backs off (D41)
 
-    async def _drain(self, signals: Signals) -> None:
+    async def _drain(self, signals: Signals, freed: Wake) -> None:
         """Give running attempts ``shutdown_deadline`` to finish (a forced stop cuts it short)."""
-        freed = self._freed
-        assert freed is not None
         deadline = time.monotonic() + self.shutdown_deadline.total_seconds()
         while True:
             freed.clear()  # then look: an attempt that ends from now on sets it
@@ -518,8 +472,12 @@ class AsyncWorker:
 
     async def _process(self, begun: AttemptBegun, run_id: str) -> AttemptReport:
         """Everything after `begin_attempt`, with the lease renewed meanwhile."""
-        attempt = _Attempt(self, begun.lease, self._settings_of(begun.entry.kind))
-        attempt.start()
+        settings = self.settings
+        if isinstance(self.handler, App):  # an App kind's own backoff and attempt cap
+            options = self.handler.options(begun.entry.kind)
+            backoff = options.backoff or settings.backoff
+            settings = replace(settings, backoff=backoff, max_attempts=options.max_attempts)
+        attempt = _Attempt(self, begun.lease, settings)
         self._attempts.add(attempt)
         if self._abandoned:
             # Begun while shutdown gave up on running attempts: give it back (D44); `run` then
@@ -532,14 +490,6 @@ class AsyncWorker:
         finally:
             self._attempts.discard(attempt)
             await attempt.stop_renewing()
-
-    def _settings_of(self, kind: str) -> WorkerSettings:
-        """The settings of an attempt of ``kind``: an `App` kind's backoff and attempt cap."""
-        if not isinstance(self.handler, App):
-            return self.settings
-        options = self.handler.options(kind)
-        backoff = options.backoff or self.settings.backoff
-        return replace(self.settings, backoff=backoff, max_attempts=options.max_attempts)
 
 
 __all__ = [

@@ -12,14 +12,11 @@
     def chat(ctx):
         ...
 
-A worker given an `App` leases only entries of the app's kinds (`RunQueue.lease(kinds=...)`), so
-an entry of a kind no running worker serves waits, and runs each with its kind's handler and
-options: ``max_attempts`` caps the attempts of that kind (below the entry's own
-``max_attempts``), ``backoff`` replaces the worker's retry backoff, ``timeout`` bounds one
-attempt's handler: a handler that returns after its timeout counts as a raise of
-`HandlerTimeout` (retried after the backoff while attempts remain, else the entry closes
-``Failed``). The timeout is cooperative — the handler is not interrupted; it can read
-``App.over_time(ctx)`` to stop early.
+A worker given an `App` leases only entries of the app's kinds and runs each with its kind's
+handler and options: ``max_attempts`` caps the attempts of that kind (below the entry's own),
+``backoff`` replaces the worker's, and a handler that returns after its ``timeout`` counts as a
+raise of `HandlerTimeout`. The timeout is cooperative (the handler is not interrupted; it can
+read ``App.over_time(ctx)`` to stop early).
 """
 
 from __future__ import annotations
@@ -44,25 +41,19 @@ class HandlerTimeout(Exception):
 
 @dataclass(frozen=True, slots=True)
 class HandlerOptions:
-    """One kind's options; None: the worker's (``backoff``) or none (``max_attempts``,
-    ``timeout``)."""
+    """One kind's options; None: the worker's (``backoff``) or none (the others)."""
 
     max_attempts: int | None = None
     backoff: BackoffPolicy | None = None
     timeout: timedelta | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _Registered:
-    handler: Callable[..., Any]
-    options: HandlerOptions
-
-
 class App:
     """Handlers by kind, with their options; callable as a worker's handler (it dispatches)."""
 
     def __init__(self) -> None:
-        self._handlers: dict[str, _Registered] = {}
+        self._handlers: dict[str, Callable[..., Any]] = {}
+        self._options: dict[str, HandlerOptions] = {}
         self._started: dict[int, float] = {}
 
     def handler(
@@ -88,7 +79,8 @@ class App:
         def register(fn: F) -> F:
             if not callable(fn):
                 raise ValidationError("handler must be callable")
-            self._handlers[kind] = _Registered(fn, options)
+            self._handlers[kind] = fn
+            self._options[kind] = options
             return fn
 
         return register
@@ -99,8 +91,7 @@ class App:
         return tuple(sorted(self._handlers))
 
     def options(self, kind: str) -> HandlerOptions:
-        registered = self._handlers.get(kind)
-        return HandlerOptions() if registered is None else registered.options
+        return self._options.get(kind, HandlerOptions())
 
     def over_time(self, ctx: Any) -> bool:
         """Whether the attempt running in ``ctx`` is past its kind's timeout."""
@@ -115,14 +106,14 @@ class App:
     def __call__(self, ctx: Any) -> Any:
         """Run the handler of ``ctx.entry.kind`` (the worker only leases the app's kinds)."""
         kind = ctx.entry.kind
-        registered = self._handlers.get(kind)
-        if registered is None:  # not leased by an app worker; another caller's mistake
+        handler = self._handlers.get(kind)
+        if handler is None:  # not leased by an app worker; another caller's mistake
             raise LookupError(f"no handler for kind {kind!r}")
         self._started[id(ctx)] = time.monotonic()
         try:
-            output = registered.handler(ctx)
-            timeout = registered.options.timeout
-            if timeout is not None and self.over_time(ctx):
+            output = handler(ctx)
+            if self.over_time(ctx):
+                timeout = self._options[kind].timeout
                 raise HandlerTimeout(f"the {kind!r} handler ran over its timeout of {timeout}")
             return output
         finally:

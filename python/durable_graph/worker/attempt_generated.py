@@ -9,7 +9,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import (
@@ -52,8 +52,6 @@ from durable_graph.worker.flow import (
     exhausted_outcome,
     failure_outcome,
     invalid_output,
-    log_attempt_end,
-    log_attempt_start,
     output_effect_key,
     recorded_output,
     retry_later,
@@ -62,6 +60,13 @@ from durable_graph.worker.settings import WorkerSettings
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+
+def log_fields(
+    entry_id: int, thread_id: str, attempt: int | None, run_id: str | None
+) -> dict[str, Any]:
+    """An attempt's fields on its log records (for ``--log-format json``, D46)."""
+    return {"entry_id": entry_id, "thread_id": thread_id, "attempt": attempt, "run_id": run_id}
 
 
 def begin(store: Checkpointer, settings: WorkerSettings, run_id: str) -> AttemptBegun | None:
@@ -77,12 +82,8 @@ def begin(store: Checkpointer, settings: WorkerSettings, run_id: str) -> Attempt
 
 
 class Attempt:
-    """One attempt: its lease and claim, and every decision from `begin_attempt` to the close.
-
-    The worker renews it (`renew`) and may give it up at shutdown (`lose`, then `finish`) from
-    another thread or task: a lock guards the claim and the lost and finishing flags, never held
-    across a store call.
-    """
+    """One attempt, from `begin_attempt` to the close. The worker renews it and may give it up from
+    another unit: a lock, never held across a store call, guards the claim and the flags."""
 
     def __init__(
         self,
@@ -97,40 +98,27 @@ class Attempt:
         self.claim: Claim | None = None
         self.settings = settings
         self.log = log
-        self.stopping = stopping
-        """Whether the worker is stopping: an attempt whose handler has not started yet gives
-        itself back."""
-        self.lost_event = threading.Event()
-        """Set once the attempt is lost (cancelled, re-leased, shut down): `RunContext` waits
-        on it."""
-        self._lost: StoreError | None = None
+        self.stopping = stopping  # the worker's: an attempt not started yet gives itself back
+        self.lost_event = threading.Event()  # set once lost: `RunContext.wait_cancelled` waits
+        self.lost: StoreError | None = None
+        """What ended the attempt (its renewal refused, its entry closed, shutdown), if any."""
         self._finishing = False
         self._raised: BaseException | None = None
         self._lock = threading.Lock()
-
-    # --- what each worker writes: finishing once, calling the handler ---------------------
 
     def finish(self, outcome: Settlement, commit: Commit | None = None) -> QueueEntry | None:
         """Stop renewing, then `settle` — once; the closed entry, or None."""
         raise NotImplementedError
 
     def call_handler(self, call: HandlerCall) -> HandlerResult:
-        """The user's handler, called with the context ``call`` makes: its output or its
-        exception."""
+        """The user's handler, called with the context ``call`` makes."""
         raise NotImplementedError
-
-    # --- the attempt's state ---------------------------------------------------------------
-
-    @property
-    def lost(self) -> StoreError | None:
-        """What ended the attempt (its renewal refused, its entry closed, shutdown), if any."""
-        return self._lost
 
     def lose(self, error: StoreError) -> None:
         """The attempt is lost (the first error stays): the handler's context refuses writes."""
         with self._lock:
-            if self._lost is None:
-                self._lost = error
+            if self.lost is None:
+                self.lost = error
         self.lost_event.set()
 
     def adopt_claim(self, claim: Claim) -> bool:
@@ -152,35 +140,44 @@ class Attempt:
             claim, self.claim = self.claim, None
         return claim
 
-    # --- the attempt -----------------------------------------------------------------------
-
     def run(self, begun: AttemptBegun, run_id: str) -> AttemptReport:
-        """The attempt from `begin_attempt`'s answer (leased with ``run_id``) to its close.
-
-        Logged here once for both workers (D46): the handler's start, and the attempt's end
-        with its duration (from the lease) and, when the handler raised, its traceback —
-        WARNING for a retry, ERROR for the final failure. A store error gives the lease back
-        at once rather than let it wait out its ttl (a later attempt resumes the run; if that
-        fails too, the lease expires): it reports "lost" when the attempt was lost meanwhile
-        (which explains it), else it propagates.
-        """
+        """The attempt from `begin_attempt`'s answer to its close, logged (D46). A store error
+        gives the lease back at once: "lost" when the attempt was lost meanwhile, else raised."""
         started = time.monotonic()
         try:
             report = self._decide(begun, run_id)
-        except StoreError as exc:
+        except BaseException as exc:
             with contextlib.suppress(StoreError):
                 self.finish(None)
-            if self.lost is None:
+            if not isinstance(exc, StoreError) or self.lost is None:
                 raise
             report = self._report("lost")
             self.log.info("%s (%s)", describe(report), exc)
             return report
-        except BaseException:
-            with contextlib.suppress(StoreError):
-                self.finish(None)
-            raise
-        log_attempt_end(self.log, report, time.monotonic() - started, self._raised)
+        self._log_end(report, time.monotonic() - started)
         return report
+
+    def _log_end(self, report: AttemptReport, seconds: float) -> None:
+        """The attempt's last line; a handler's exception rides along with its traceback."""
+        error = self._raised
+        level = {"failed": logging.ERROR, "retry": logging.WARNING}.get(report.note, logging.INFO)
+        raised = error is not None and report.note in ("failed", "retry")
+        reason = f": {type(error).__name__}: {error}" if raised else ""
+        if isinstance(report.outcome, Cancelled) and report.note == "cancelled":
+            reason = f" ({report.outcome.reason})"
+        self.log.log(
+            level,
+            "%s in %.3fs%s",
+            describe(report),
+            seconds,
+            reason,
+            exc_info=(type(error), error, error.__traceback__) if raised and error else None,
+            extra={
+                **log_fields(report.entry_id, report.thread_id, report.attempt, report.run_id),
+                "outcome": report.note,
+                "duration_s": round(seconds, 6),
+            },
+        )
 
     def _report(
         self,
@@ -223,12 +220,8 @@ class Attempt:
         return self._run(begun, run_id, start.number, begun.claim, begun.plan)
 
     def _claim_late(self, holder: str) -> AttemptBegun | Note:
-        """The rest of `begin_attempt` once the thread's claim is free: `claim_attempt` (the
-        claim as ``holder``, the entry read under it, ``latest_of_runs`` over the runs of its
-        attempts and of its retry chain, the plan and the head, in one call: the store plans,
-        D229, D231), tried again while the claim is busy with the lease held, for up to one claim
-        ttl (D41). Else why not: "busy" (still taken), "lost" (the attempt was lost meanwhile:
-        its lease lost or its entry closed, which `claim_attempt` checks first)."""
+        """`claim_attempt` as ``holder`` (D231), tried again while the claim is busy, the lease
+        held, for up to one claim ttl (D41). Else why not: "busy" (still taken) or "lost"."""
         deadline = time.monotonic() + self.settings.claim_wait
         while True:
             try:
@@ -252,8 +245,7 @@ class Attempt:
     def _run(
         self, begun: AttemptBegun, run_id: str, number: int, claim: Claim, plan: AttemptPlan
     ) -> AttemptReport:
-        """A started attempt, claimed and planned: the handler (unless the run finished), then
-        the close."""
+        """A started attempt, claimed and planned: the handler (unless finished), then the close."""
         entry = begun.entry  # read under the claim: its attempts include this one
 
         def report(note: Note, outcome: EntryOutcome | None = None) -> AttemptReport:
@@ -265,7 +257,14 @@ class Attempt:
         if self.lost is not None:  # lost while beginning: the handler must not start
             self.finish(None)
             return report("lost")
-        log_attempt_start(self.log, entry, number, run_id, plan)
+        self.log.info(
+            "entry %d thread %s attempt %d: started (plan %s)",
+            entry.entry_id,
+            entry.thread_id,
+            number,
+            type(plan).__name__.lower(),
+            extra=log_fields(entry.entry_id, entry.thread_id, number, run_id),
+        )
         call = HandlerCall(entry, plan, run_id, number, begun.head, claim)
         result = self.call_handler(call)
         self._raised = result.error
@@ -321,14 +320,13 @@ class Attempt:
         return report(closing_note(outcome, closed), outcome)
 
     def _recorded_output(self) -> JSON:
-        """The output an earlier attempt recorded for this entry (D40); None when none was."""
+        """The output an earlier attempt recorded for this entry (D40), or None."""
         entry = self.lease.entry
         key = output_effect_key(entry.entry_id)
         return recorded_output(self._call(self.store.get_effect, entry.thread_id, key))
 
     def _why_lost(self) -> Cancelled | None:
-        """The entry's `Cancelled` outcome when the attempt was lost because the entry was closed
-        cancelled (a `queue cancel`, a deleted thread), else None (re-leased, shut down, gone)."""
+        """The entry's `Cancelled` outcome when the attempt was lost to it, else None."""
         if not isinstance(self.lost, EntryClosed):
             return None
         entry = self.lease.entry
@@ -336,30 +334,23 @@ class Attempt:
             now = self._call(self.store.run_queue.entry, entry.entry_id, entry.tenant)
         except StoreError:
             return None
-        outcome = None if now is None else now.outcome
-        return outcome if isinstance(outcome, Cancelled) else None
-
-    # --- renewing and settling the lease and the claim -------------------------------------
+        return now.outcome if now is not None and isinstance(now.outcome, Cancelled) else None
 
     def renew(self) -> bool:
-        """Renew the lease, and the claim once one is held (one call, SPEC §11); False once the
-        attempt is lost. A transient failure is only logged: both stay current until another
-        worker takes them."""
+        """Renew the lease, and the claim once held (SPEC §11); False once the attempt is lost. A
+        transient failure is only logged: both stay ours until another worker takes them."""
         claim = self.claim
         try:
             if claim is None:
                 self.lease = self._call(self.store.run_queue.renew, self.lease)
                 return True
             self.lease, renewed = self._call(self.store.renew_attempt, self.lease, claim)
-        except ClaimLost as exc:
-            self.lose(exc)
-            return False
-        except (LeaseLost, EntryClosed) as exc:
+        except (ClaimLost, LeaseLost, EntryClosed) as exc:
             self.lose(exc)
             # Prompt cancel (SPEC §13): the entry is closed or re-leased, so the claim goes
             # back now, and the handler's next store call under it raises `ClaimLost` even when
             # it bypasses its context.
-            lost_claim = self._take_claim()
+            lost_claim = None if isinstance(exc, ClaimLost) else self._take_claim()
             if lost_claim is not None:
                 self._release_claim(lost_claim)
             return False
@@ -372,17 +363,10 @@ class Attempt:
         return True
 
     def settle(self, outcome: Settlement, commit: Commit | None = None) -> QueueEntry | None:
-        """Give the claim and the lease back: with an `EntryOutcome`, one `finish_attempt`
-        (close, and release the claim, SPEC §11) committing ``commit`` first when given
-        (§18.1); with a `Deferred` outcome (a retry after its backoff, SPEC §13), release the
-        claim, then defer; with None, release the claim, then the lease. → the closed entry, or
-        None.
-
-        The claim goes first: while the lease is live no other worker can lease the thread, so
-        nobody meets a claim that is about to be released. A refused ``commit`` (the claim lost,
-        a stale parent, ...) writes nothing: claim and lease are given back, as after a crash,
-        so a later attempt resumes the run.
-        """
+        """Give the claim and the lease back: closed by one `finish_attempt` (committing
+        ``commit`` first, §18.1), deferred (a retry, SPEC §13) or released (None). The claim goes
+        first: while the lease is live nobody meets a claim about to be released. A refused
+        ``commit`` writes nothing: both are given back, as after a crash."""
         claim = self._take_claim()
         if claim is not None and outcome is not None and not isinstance(outcome, Deferred):
             try:
@@ -419,15 +403,12 @@ class Attempt:
             return None
 
     def _release_claim(self, claim: Claim) -> None:
-        """Give ``claim`` back; an error means it is gone already (else it expires with its
-        ttl)."""
+        """Give ``claim`` back; an error means it is gone already (or it expires)."""
         with contextlib.suppress(StoreError):
             self._call(self.store.release_claim, claim)
 
     def _call(self, method: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """``method(*args, **kwargs)`` — each store call of the attempt, its renewals and its
-        close — made again while the store is only busy (D69: `StoreBusy`, nothing done), so a
-        busy store costs no attempt its outcome."""
+        """``method(*args, **kwargs)``, made again while the store is only busy (D69)."""
         started = time.monotonic()
         while True:
             try:

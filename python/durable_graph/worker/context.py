@@ -1,5 +1,5 @@
-"""What a handler sees of its attempt: `RunContextBase` (the part of `RunContext` and
-`AsyncRunContext` both workers share) and `LostFlag` (how it learns the attempt was lost)."""
+"""What a handler sees of its attempt: `RunContextBase` (what both run contexts share) and
+`LostFlag` (how it learns the attempt was lost)."""
 
 from __future__ import annotations
 
@@ -8,39 +8,21 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Final, Generic, Protocol, Self, TypeVar
+from typing import Final, Generic, Protocol, TypeVar
 
-from durable_graph.core.errors import (
-    ClaimLost,
-    StoreBusy,
-    StoreError,
-    ValidationError,
-)
-from durable_graph.core.model import (
-    JSON,
-    AttemptPlan,
-    Checkpoint,
-    Claim,
-    Commit,
-    EventIn,
-    Lease,
-    QueueEntry,
-)
+from durable_graph.core.errors import ClaimLost, StoreBusy, StoreError, ValidationError
+from durable_graph.core.model import JSON, Checkpoint, Claim, Commit, EventIn, Lease
 from durable_graph.core.validation import DEFAULT_MAX_VALUE_BYTES, check_commit
 from durable_graph.worker.flow import HandlerCall
 
-BUSY_RETRY_SECONDS: Final = 0.05
-"""How long an attempt's store call waits after a `StoreBusy` before it tries again."""
-
+BUSY_RETRY_SECONDS: Final = 0.05  # an attempt's store call waits this after a `StoreBusy`
+# One DEBUG record per wait on a busy store (``tests/bench/sqlite_writers.py`` counts them).
 busy_log = logging.getLogger("durable_graph.worker.busy")
-"""One DEBUG record per wait on a busy store (``tests/bench/sqlite_writers.py`` counts them)."""
 
 
 def busy_pause(error: StoreBusy, started: float, lease: Lease, call: str) -> float:
-    """Issue 26 item 6 (D69): an attempt's store call ``call`` met a busy store (`StoreBusy`:
-    nothing was done). A busy store is not the attempt's failure: the seconds to wait before the
-    same call is made again, within one lease ttl of the call's start (the lease is renewed
-    meanwhile); past that, ``error`` is raised."""
+    """D69: the seconds to wait before a store call ``call`` that met a busy store (nothing done)
+    is made again, within one lease ttl of its start (the lease renewed meanwhile); then raise."""
     if time.monotonic() - started >= lease.ttl.total_seconds():
         raise error
     busy_log.debug(
@@ -57,17 +39,11 @@ class WorkerStopped(ClaimLost):
 
 
 class LostFlag(Protocol):
-    """What a context asks its attempt's keeper: the error that ended the attempt, if any, and
-    the event set when it did."""
+    """What a context asks its attempt: the error that ended it, if any, and the event then set."""
 
-    @property
-    def lost(self) -> StoreError | None: ...
-
-    @property
-    def lost_event(self) -> threading.Event: ...
-
-    @property
-    def lease(self) -> Lease: ...
+    lost: StoreError | None
+    lost_event: threading.Event
+    lease: Lease
 
 
 StoreT = TypeVar("StoreT")
@@ -99,47 +75,20 @@ def next_commit(
 
 
 class RunContextBase(Generic[StoreT]):
-    """What the sync and async run contexts share: the attempt's identity and its state.
+    """What the sync and async run contexts share: the attempt's identity and its state (the
+    writes are the subclasses' own, sync or awaited)."""
 
-    The writes (`commit`, `append_events`, `record_effect`) are the subclasses' own, sync or
-    awaited.
-    """
-
-    def __init__(
-        self,
-        *,
-        store: StoreT,
-        entry: QueueEntry,
-        plan: AttemptPlan,
-        run_id: str,
-        attempt: int,
-        head: Checkpoint | None,
-        keeper: LostFlag,
-        claim: Claim,
-    ) -> None:
+    def __init__(self, store: StoreT, call: HandlerCall, keeper: LostFlag) -> None:
+        """The context of the handler ``call``; ``keeper`` says whether the attempt was lost."""
         self.store = store
-        self.entry = entry
-        self.plan = plan
-        self.run_id = run_id
-        self.attempt = attempt
-        self._head = head
+        self.entry = call.entry
+        self.plan = call.plan
+        self.run_id = call.run_id
+        self.attempt = call.attempt
+        self._head = call.head
         self._keeper = keeper
-        self._claim = claim
+        self._claim = call.claim
         self._last: Commit | None = None
-
-    @classmethod
-    def starting(cls, store: StoreT, call: HandlerCall, keeper: LostFlag) -> Self:
-        """The context for the handler ``call``."""
-        return cls(
-            store=store,
-            entry=call.entry,
-            plan=call.plan,
-            run_id=call.run_id,
-            attempt=call.attempt,
-            head=call.head,
-            keeper=keeper,
-            claim=call.claim,
-        )
 
     @property
     def thread_id(self) -> str:
@@ -170,8 +119,7 @@ class RunContextBase(Generic[StoreT]):
             raise type(lost)(str(lost))
 
     def check_writable(self) -> None:
-        """`check`, then refuse a write after `commit_last` (the run's last checkpoint is held:
-        nothing may come after it)."""
+        """`check`, then refuse a write after `commit_last`."""
         self.check()
         if self._last is not None:
             raise ValidationError(
@@ -186,24 +134,13 @@ class RunContextBase(Generic[StoreT]):
     def commit_last(
         self, state: JSON, metadata: JSON = None, events: Sequence[EventIn] = ()
     ) -> None:
-        """The run's last checkpoint (``next=()``), committed with the entry's close in one
-        transaction when the handler returns (SPEC §18.1: a one-step job is then three durable
-        transactions: submit, begin, finish). Checked now (`ValidationError`, as `commit`
-        would); no write may follow it. Should the handler raise afterwards, or its output need
-        recording (a non-None output, or a later attempt), it is committed on its own first, so
-        the thread ends as if `commit` had been called here."""
+        """The run's last checkpoint (``next=()``), committed with the entry's close (SPEC §18.1);
+        checked now, and no write may follow it. Should the handler raise, or its output need
+        recording, it is committed on its own first, as if `commit` had been called here."""
         self.check_writable()
         last = next_commit(self.run_id, self._head, state, (), metadata, events)
         check_commit(last, DEFAULT_MAX_VALUE_BYTES)
         self._last = last
-
-    def busy_wait(self, error: StoreBusy, started: float) -> float:
-        """Issue 26 item 6: a write of the context met a busy store (`StoreBusy`: nothing was
-        written). A busy store is not the handler's failure: the seconds to wait before the
-        same call is made again, while the attempt lives (its lease is renewed meanwhile) and
-        within one lease ttl of the call's start; past that, ``error`` is raised."""
-        self.check()
-        return busy_pause(error, started, self._keeper.lease, "a context write")
 
 
 __all__ = ["LostFlag", "RunContextBase", "StoreT", "WorkerStopped", "new_id", "next_commit"]

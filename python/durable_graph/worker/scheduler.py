@@ -1,16 +1,10 @@
 """The scheduler loop (SPEC §15): submits the due slots of the store's cron schedules.
 
-Any number of schedulers may run against one store — ``durable-graph scheduler`` processes, or
-one inside each worker (``durable-graph worker --scheduler``): each pass reads the schedules,
-computes their due slots (`durable_graph.core.scheduling.due_slots`: by default only the latest
-missed slot, every one with ``catch_up``) and fires each with `RunQueue.fire_schedule`, which
-submits a slot at most once under the key ``schedule:<name>:<slot>`` and never a slot older than
-the newest submitted. So a slot runs once however many schedulers fire it, and a scheduler that
-dies mid-pass leaves nothing half done.
-
-A schedule whose slots cannot be computed (a cron expression or time zone this package refuses,
-stored by an older check or written into the table directly) is logged once and skipped: it
-never stops the pass, so every other schedule of every tenant still fires (issue 37 item 6).
+Any number of schedulers may run against one store (``durable-graph scheduler``, or ``worker
+--scheduler``): each pass fires each schedule's due slots (`core.scheduling.due_slots`) with
+`RunQueue.fire_schedule`, which submits a slot at most once, so a slot runs once however many
+schedulers fire it. A schedule whose slots cannot be computed (a cron or time zone this package
+refuses) is logged once and skipped: every other schedule still fires (issue 37 item 6).
 """
 
 from __future__ import annotations
@@ -32,8 +26,7 @@ log = logging.getLogger("durable_graph.scheduler")
 
 @dataclass(frozen=True, slots=True)
 class Fired:
-    """A slot this scheduler submitted: the schedule, the slot, the entry (``existing`` when the
-    slot's key was already held)."""
+    """A slot this scheduler submitted (``existing``: the slot's key was already held)."""
 
     name: str
     slot: datetime
@@ -88,10 +81,6 @@ class Scheduler:
 
     def stop(self) -> None:
         self._stop.set()
-
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
 
     def run(self) -> None:
         """Pass after pass until `stop`; a failed pass is logged and the next one tries again."""

@@ -23,13 +23,8 @@ from durable_graph.core.validation import (
     check_tenant_filter,
 )
 
-DEFAULT_BACKOFF: Final = BackoffPolicy()
-"""A worker's retry backoff unless given one: about 1 s, 2 s, 4 s ... capped at 5 min."""
-
-DEFAULT_HEARTBEAT_EVERY: Final = timedelta(seconds=5)
-"""How often a running worker beats (the registry lists it 30 s after its last beat)."""
-
-_CLAIM_RETRY_DELAY = 0.2
+DEFAULT_BACKOFF: Final = BackoffPolicy()  # about 1 s, 2 s, 4 s ... capped at 5 min
+DEFAULT_HEARTBEAT_EVERY: Final = timedelta(seconds=5)  # the registry lists a worker 30 s longer
 
 
 def _check_heartbeat_every(value: object) -> timedelta:
@@ -40,13 +35,7 @@ def _check_heartbeat_every(value: object) -> timedelta:
 
 
 class WorkerOptions(TypedDict, total=False):
-    """A worker's keyword options, the same for `Worker` and `AsyncWorker`.
-
-    Defaults (in `WorkerSettings.check`): ``holder`` host:pid:id, ``concurrency`` 1, ``lease_ttl``
-    30 s, ``claim_policy`` ``ClaimPolicy()``, ``tenant`` ANY, ``poll_interval`` 1 s,
-    ``shutdown_deadline`` 30 s, ``backoff`` `DEFAULT_BACKOFF` (the wait stored in a failed
-    attempt's entry before its next attempt, SPEC §13), ``heartbeat_every`` 5 s.
-    """
+    """A worker's keyword options (both workers'); their defaults are `WorkerSettings.check`'s."""
 
     holder: str | None
     concurrency: int
@@ -78,8 +67,7 @@ class WorkerSettings:
     kinds: tuple[str, ...] | None = None
     heartbeat_every: timedelta = DEFAULT_HEARTBEAT_EVERY
     max_attempts: int | None = None
-    """A cap on the attempts of the entries this worker runs (an `App` kind's option), below
-    each entry's own ``max_attempts``; None: the entry's alone."""
+    """An `App` kind's cap on attempts, below each entry's own ``max_attempts``."""
 
     @classmethod
     def check(
@@ -130,7 +118,7 @@ class WorkerSettings:
     @property
     def claim_retry_delay(self) -> float:
         """Seconds between claim tries while the thread is busy (D41)."""
-        return min(_CLAIM_RETRY_DELAY, self.poll_interval.total_seconds())
+        return min(0.2, self.poll_interval.total_seconds())
 
     def idle_delay(self, scale: float = 1.0) -> float:
         """Seconds to wait after an empty poll (``scale=2`` after a busy thread, D41), jittered."""

@@ -8,10 +8,8 @@ ignores every later SIGTERM. That is how a ``durable-graph scheduler`` once hung
 its handler set the Event its loop was waiting on, 0.1 s at a time.
 
 So the handler only appends the signal's number to a list (one C call, no lock), and the main
-thread takes the numbers between its waits, which last at most `POLL` seconds, and acts on them
-(logs, sets events) as ordinary code (`wait` does both for the sync `Worker`). The async worker
-needs none of this: asyncio's ``add_signal_handler`` already calls its handler from the event
-loop.
+thread takes the numbers between its waits of at most `POLL` seconds and acts on them (`wait`).
+asyncio's ``add_signal_handler`` already calls its handler from the event loop.
 """
 
 from __future__ import annotations
@@ -23,15 +21,13 @@ import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-POLL = 0.1
-"""The longest a main thread waits before it looks for a signal: a stop starts this late at most."""
+POLL = 0.1  # the longest a main thread waits before it looks for a signal
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class StopSignals:
-    """The stop signals received since the last `take`, noted while `installed` (unless
-    ``install`` is false), each given to ``on_signal`` by `wait`."""
+    """The stop signals noted while `installed` (if ``install``), given to ``on_signal`` by `wait`."""
 
     def __init__(
         self, on_signal: Callable[[int], None] = lambda signum: None, install: bool = True
@@ -44,7 +40,7 @@ class StopSignals:
         self._received.append(signum)  # no lock: see the module's docstring
 
     def take(self) -> list[int]:
-        """The signals received since the last call, oldest first; call it from the main thread."""
+        """The signals received since the last call, oldest first (from the main thread)."""
         taken: list[int] = []
         while self._received:
             taken.append(self._received.pop(0))  # one C call: a handler between two is kept
@@ -52,8 +48,7 @@ class StopSignals:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[StopSignals]:
-        """Note SIGTERM and SIGINT while inside, then put the previous handlers back; outside
-        the main thread (where Python runs no handler) nothing is installed."""
+        """Note SIGTERM and SIGINT while inside (in the main thread: Python runs no other's)."""
         if not self._install or threading.current_thread() is not threading.main_thread():
             yield self
             return
@@ -65,8 +60,7 @@ class StopSignals:
                 signal.signal(sig, handler)
 
     def wait(self, event: threading.Event, timeout: float | None = None) -> bool:
-        """Wait up to ``timeout`` seconds (None: for ever) for ``event``, `POLL` seconds at a
-        time, giving each signal taken meanwhile to ``on_signal``; whether ``event`` is set."""
+        """Wait for ``event`` `POLL` seconds at a time, each signal taken given to ``on_signal``."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not event.is_set():
             left = POLL if deadline is None else min(POLL, deadline - time.monotonic())

@@ -13,6 +13,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
+import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -32,7 +35,7 @@ from durable_graph.core.model import (
     QueueEntry,
 )
 from durable_graph.core.polling import Changes
-from durable_graph.core.workers import WorkerState
+from durable_graph.core.workers import WorkerBeat, WorkerState
 from durable_graph.worker._compat_sync import (
     SIGNALS_BY_DEFAULT,
     Interrupted,
@@ -51,6 +54,7 @@ from durable_graph.worker.context import (
     LostFlag,
     RunContextBase,
     WorkerStopped,
+    busy_pause,
     new_id,
     next_commit,
 )
@@ -65,12 +69,8 @@ from durable_graph.worker.flow import (
     exhausted_outcome,
     failure_outcome,
     invalid_output,
-    log_beat_failure,
-    log_failure,
-    log_stop_signal,
     output_effect_key,
     recorded_output,
-    worker_beat,
 )
 from durable_graph.worker.settings import WorkerOptions, WorkerSettings
 
@@ -78,13 +78,9 @@ log = logging.getLogger("durable_graph.worker")
 T = TypeVar("T")
 
 Handler = Callable[["RunContext"], Any]
-"""A user's run: ``handler(ctx)`` returns the run's output, a JSON value (awaited for an
-`AsyncWorker`: ``async def handler(ctx)``)."""
+"""A user's run: ``handler(ctx)`` returns the run's output, a JSON value."""
 
 Events = Sequence[EventIn]  # keeps `commit`'s signature short
-
-
-# --- an attempt run by the worker ----------------------------------------------------------
 
 
 class _Attempt(Attempt):
@@ -93,13 +89,9 @@ class _Attempt(Attempt):
     def __init__(self, worker: Worker, lease: Lease, settings: WorkerSettings) -> None:
         super().__init__(worker.store, lease, settings, log, lambda: worker.stopping)
         self._handler = worker.handler
-        self._renewer: Unit | None = None
         self._stop_renewing = Wake()
         self._in_flight = False  # a renewal is in flight
-
-    def start(self) -> None:
-        name = f"dg-renew-{self.lease.entry.entry_id}"
-        self._renewer = spawn(self._renewing, name)
+        self._renewer = spawn(self._renewing, f"dg-renew-{lease.entry.entry_id}")
 
     def _renewing(self) -> None:
         while not wait_event(self._stop_renewing, self.settings.renew_every):
@@ -111,12 +103,11 @@ class _Attempt(Attempt):
                 self._in_flight = False
 
     def stop_renewing(self) -> None:
-        """Stop the renewer, letting a renewal in flight finish (a cancelled PostgreSQL call
-        would cost its connection); if we are cancelled meanwhile, cancel it too. A renewer
-        between renewals is not waited for (issue 38: a job waits for no other thread)."""
+        """Stop the renewer, letting a renewal in flight finish (cancelling a PostgreSQL call costs
+        its connection); one between renewals is not waited for (issue 38)."""
         self._stop_renewing.set()
         renewer = self._renewer
-        if renewer is None or renewer.done() or not self._in_flight:
+        if renewer.done() or not self._in_flight:
             return
         try:
             wait_units({renewer})
@@ -125,8 +116,7 @@ class _Attempt(Attempt):
             raise
 
     def finish(self, outcome: Settlement, commit: Commit | None = None) -> QueueEntry | None:
-        """Stop renewing, then `settle` — once: a later call (shutdown's, or the attempt's
-        own after shutdown gave it back) does nothing and gets None."""
+        """Stop renewing, then `settle` — once: a later call does nothing and gets None."""
         if not self.start_finishing():
             return None
         self.stop_renewing()
@@ -134,24 +124,17 @@ class _Attempt(Attempt):
 
     def call_handler(self, call: HandlerCall) -> HandlerResult:
         """The handler, called in this thread."""
-        ctx = RunContext.starting(self.store, call, self)
+        ctx = RunContext(self.store, call, self)
         try:
             return HandlerResult(output=self._handler(ctx), head=ctx.head, last=ctx.last)
         except Exception as exc:  # D43: the attempt decides between retry and Failed
             return HandlerResult(error=exc, head=ctx.head, last=ctx.last)
 
 
-# --- what the handler sees ---------------------------------------------------------------
-
-
 class RunContext(RunContextBase[Checkpointer]):
-    """One attempt of one queue entry, as the handler sees it.
-
-    ``plan`` says what to do: `Fresh` (apply ``entry.input``) or `Resume` (continue from
-    ``plan.checkpoint``). `commit` chains checkpoints under the attempt's claim, one at a time
-    (each commit's parent is the head the previous one left); once the attempt has lost its
-    lease or claim (e.g. its entry was cancelled), ``cancelled`` is true and every write raises.
-    """
+    """One attempt of one queue entry, as the handler sees it: ``plan`` is `Fresh` (apply
+    ``entry.input``) or `Resume` (from ``plan.checkpoint``); `commit` chains checkpoints under the
+    attempt's claim; once the attempt is lost, ``cancelled`` is true and every write raises."""
 
     @property
     def cancel_event(self) -> threading.Event:
@@ -159,8 +142,7 @@ class RunContext(RunContextBase[Checkpointer]):
         return self._keeper.lost_event
 
     def wait_cancelled(self, timeout: float | None = None) -> bool:
-        """Wait up to ``timeout`` seconds (None: for ever) for the attempt to be lost (SPEC
-        §13): True when it was (stop and return), False when the time ran out first."""
+        """Wait up to ``timeout`` seconds (None: for ever): whether the attempt was lost."""
         return self.cancel_event.wait(timeout)
 
     def commit(
@@ -182,12 +164,8 @@ class RunContext(RunContextBase[Checkpointer]):
 
     def record_effect(self, key: str, fn: Callable[[], JSON]) -> JSON:
         """The value recorded under ``key``; ``fn`` (sync, or async for `AsyncWorker`) runs only
-        when none is recorded yet.
-
-        First write wins: if two attempts race, both return the first recorded value. The
-        thread needs a commit first (`NotFound` otherwise). ``fn`` may run more than once if an
-        attempt crashes between running it and recording its value.
-        """
+        when none is recorded yet. First write wins; the thread needs a commit first (`NotFound`
+        otherwise); ``fn`` runs again if an attempt crashes before its value is recorded."""
         self.check_writable()
         recorded = self.store.get_effect(self.thread_id, key)
         if recorded is not None:
@@ -200,16 +178,22 @@ class RunContext(RunContextBase[Checkpointer]):
         return record.value
 
     def _unless_busy(self, call: Callable[[], T]) -> T:
-        """``call``, made again while the store is only busy (`busy_wait`)."""
+        """``call``, made again while the store is only busy (D69) and the attempt lives."""
         started = time.monotonic()
         while True:
             try:
                 return call()
             except StoreBusy as exc:
-                time.sleep(self.busy_wait(exc, started))
+                self.check()
+                time.sleep(busy_pause(exc, started, self._keeper.lease, "a context write"))
 
 
-# --- the worker ----------------------------------------------------------------------------
+def log_failure(exc: Exception, where: str) -> None:
+    """A failure the worker survives: a `StoreError` as a warning, else with its traceback."""
+    if isinstance(exc, StoreError):
+        log.warning("store error: %s", exc)
+    else:
+        log.error("unexpected error in worker %s", where, exc_info=exc)
 
 
 class Worker:
@@ -223,10 +207,8 @@ class Worker:
         install_signal_handlers: bool = SIGNALS_BY_DEFAULT,
         **options: Unpack[WorkerOptions],
     ) -> None:
-        """``options``: `WorkerOptions` (holder, concurrency, lease_ttl, claim_policy, tenant,
-        poll_interval, shutdown_deadline, ...), each checked (`ValidationError` naming it).
-        ``install_signal_handlers``: stop on SIGTERM / SIGINT (by default for a `Worker`, in
-        the main thread only; on request for an `AsyncWorker`)."""
+        """``options``: `WorkerOptions`, each checked; ``install_signal_handlers``: stop on
+        SIGTERM / SIGINT (by default for a `Worker`, in the main thread only)."""
         check_handler(handler)
         if isinstance(handler, App):  # SPEC §15: several handlers by kind; only those leased
             if not handler.kinds:
@@ -251,8 +233,6 @@ class Worker:
         self._running: set[Unit] = set()
         self._attempts: set[_Attempt] = set()
 
-    # --- lifecycle --------------------------------------------------------------------------
-
     @property
     def stopping(self) -> bool:
         return self._stopping
@@ -263,10 +243,7 @@ class Worker:
         return len(self._attempts)
 
     def stop(self, *, force: bool = False) -> None:
-        """Stop leasing; `run` lets running attempts finish within ``shutdown_deadline``.
-
-        ``force=True`` (or a second signal) does not wait for them. Safe to call from any thread.
-        """
+        """Stop leasing; running attempts get ``shutdown_deadline`` unless ``force``. Thread-safe."""
         self._stopping = True
         self._forced = self._forced or force
         for wake in (self._stopped, self._freed):
@@ -274,22 +251,23 @@ class Worker:
                 wake.set()
 
     def run(self) -> None:
-        """Run attempts, up to ``concurrency`` at once, until `stop`; then shut down (D44: late
-        attempts are cancelled, their claim and lease released)."""
+        """Run attempts, up to ``concurrency`` at once, until `stop`; then shut down (D44)."""
         self._stopped = stopped = Wake()
-        self._freed = Wake()
+        self._freed = freed = Wake()
         beaten = Wake()  # set once the last beat before "stopped" may go
         if self._stopping:
             stopped.set()
         with Signals(self._on_signal, self.install_signal_handlers).installed() as signals:
             log.info("worker %s started (%d slot(s))", self.holder, self.concurrency)
             beats = spawn(functools.partial(self._beats, beaten), f"dg-heartbeat-{self.holder}")
-            dispatcher = spawn(self._dispatch, f"dg-dispatch-{self.holder}")
+            dispatcher = spawn(
+                functools.partial(self._dispatch, freed), f"dg-dispatch-{self.holder}"
+            )
             try:
                 signals.wait(stopped)
                 log.info("worker %s stopping", self.holder)
                 wait_units({dispatcher})
-                self._drain(signals)
+                self._drain(signals, freed)
             except Interrupted:
                 log.info("worker %s cancelled: releasing running attempts", self.holder)
                 self.stop()
@@ -306,19 +284,15 @@ class Worker:
             log.info("worker %s stopped", self.holder)
 
     def run_once(self) -> AttemptReport | None:
-        """Lease and process at most one entry in the calling task or thread; None if none was
-        ready."""
+        """Lease and process at most one entry here; None if none was ready."""
         run_id = new_id()
         begun = begin(self.store, self.settings, run_id)
         if begun is None:
             return None
         return self._process(begun, run_id)
 
-    # --- internals --------------------------------------------------------------------------
-
     def _beats(self, beaten: Wake) -> None:
-        """Issue 26 item 13: record in the store every ``heartbeat_every`` that this worker
-        lives, idle or busy, so a worker holding no lease is seen too."""
+        """Record every ``heartbeat_every`` that this worker lives, idle or busy (issue 26)."""
         every = self.settings.heartbeat_every.total_seconds()
         while True:
             self._beat("busy" if self._attempts else "idle")
@@ -327,15 +301,20 @@ class Worker:
 
     def _beat(self, state: WorkerState) -> None:
         try:
-            self.store.run_queue.worker_heartbeat(worker_beat(self.settings, state))
+            beat = WorkerBeat(
+                self.holder, socket.gethostname(), os.getpid(), self.settings.kinds, state
+            )
+            self.store.run_queue.worker_heartbeat(beat)
         except Exception as exc:  # the registry is for people; a failed beat stops nothing
-            log_beat_failure(log, self.holder, exc)
+            log.warning("worker %s: heartbeat not recorded: %s", self.holder, exc)
 
     def _on_signal(self, signum: int) -> None:
-        """SIGTERM / SIGINT: the first stops leasing, a second stops waiting for running
-        attempts."""
-        again = self._stopping
-        log_stop_signal(log, self.holder, signum, again)
+        """SIGTERM / SIGINT: the first stops leasing, a second stops waiting for attempts."""
+        again, name = self._stopping, signal.Signals(signum).name
+        if again:
+            log.info("worker %s: %s again: not waiting for running attempts", self.holder, name)
+        else:
+            log.info("worker %s: %s received: finishing running attempts", self.holder, name)
         self.stop(force=again)
 
     def _rest(self, seconds: float) -> None:
@@ -343,12 +322,10 @@ class Worker:
         assert self._stopped is not None
         wait_event(self._stopped, seconds)
 
-    def _dispatch(self) -> None:
-        """Lease while a unit is free, run each lease in a unit of its own; idle when nothing is
-        ready (woken by queue notifications where the store has them, SPEC §11)."""
+    def _dispatch(self, freed: Wake) -> None:
+        """Lease while a unit is free, each lease run in a unit of its own; when nothing is
+        ready, wait (woken by queue notifications where the store has them, SPEC §11)."""
         changes: Changes | None = getattr(self.store, "changes", None)
-        freed = self._freed
-        assert freed is not None
         with contextlib.ExitStack() as idle:
             watching = False  # registered for queue notifications: only while idle
             while not self._stopping:
@@ -361,7 +338,7 @@ class Worker:
                 try:
                     begun = begin(self.store, self.settings, run_id)
                 except Exception as exc:
-                    log_failure(log, exc, "loop")
+                    log_failure(exc, "loop")
                     self._rest(self.settings.idle_delay())
                     continue
                 if begun is None:
@@ -395,16 +372,14 @@ class Worker:
         try:
             report = self._process(begun, run_id)
         except Exception as exc:
-            log_failure(log, exc, "attempt")
+            log_failure(exc, "attempt")
             self._rest(self.settings.idle_delay())
             return
         if report.note == "busy":
             self._rest(self.settings.idle_delay(2.0))  # this unit backs off (D41)
 
-    def _drain(self, signals: Signals) -> None:
+    def _drain(self, signals: Signals, freed: Wake) -> None:
         """Give running attempts ``shutdown_deadline`` to finish (a forced stop cuts it short)."""
-        freed = self._freed
-        assert freed is not None
         deadline = time.monotonic() + self.shutdown_deadline.total_seconds()
         while True:
             freed.clear()  # then look: an attempt that ends from now on sets it
@@ -426,8 +401,12 @@ class Worker:
 
     def _process(self, begun: AttemptBegun, run_id: str) -> AttemptReport:
         """Everything after `begin_attempt`, with the lease renewed meanwhile."""
-        attempt = _Attempt(self, begun.lease, self._settings_of(begun.entry.kind))
-        attempt.start()
+        settings = self.settings
+        if isinstance(self.handler, App):  # an App kind's own backoff and attempt cap
+            options = self.handler.options(begun.entry.kind)
+            backoff = options.backoff or settings.backoff
+            settings = replace(settings, backoff=backoff, max_attempts=options.max_attempts)
+        attempt = _Attempt(self, begun.lease, settings)
         self._attempts.add(attempt)
         if self._abandoned:
             # Begun while shutdown gave up on running attempts: give it back (D44); `run` then
@@ -440,14 +419,6 @@ class Worker:
         finally:
             self._attempts.discard(attempt)
             attempt.stop_renewing()
-
-    def _settings_of(self, kind: str) -> WorkerSettings:
-        """The settings of an attempt of ``kind``: an `App` kind's backoff and attempt cap."""
-        if not isinstance(self.handler, App):
-            return self.settings
-        options = self.handler.options(kind)
-        backoff = options.backoff or self.settings.backoff
-        return replace(self.settings, backoff=backoff, max_attempts=options.max_attempts)
 
 
 __all__ = [
