@@ -9,15 +9,22 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg import sql
 from pytest_postgresql.janitor import DatabaseJanitor
 
+from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.memory.store import InMemoryCheckpointer
+from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.postgres.migrations import migrate
+from durable_graph.sqlite import SqliteCheckpointer
+from durable_graph.testkit.harness import ClockControl, ManualClock
 from durable_graph.testkit.postgres import server as pg_server
 from durable_graph.testkit.postgres.clock import PgClock
 from durable_graph.worker.signals import STOP_SIGNALS
@@ -86,6 +93,38 @@ def class_schema(pg_dsn: str) -> Iterator[tuple[str, PgClock]]:
     yield schema, clock
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def clocked_store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[Checkpointer, ClockControl]]:
+    """A store of each kind (memory, SQLite, PostgreSQL) and the clock that moves its time."""
+    store: Checkpointer
+    clock: ClockControl
+    if request.param == "postgres":
+        dsn: str = request.getfixturevalue("pg_dsn")
+        schema: str = request.getfixturevalue("pg_schema")
+        store = PostgresCheckpointer.open(dsn, PostgresConfig(schema=schema))
+        clock = PgClock(dsn, schema)
+    else:
+        manual = ManualClock(start=time.time())
+        clock = manual
+        if request.param == "memory":
+            store = InMemoryCheckpointer(clock=manual)
+        else:
+            store = SqliteCheckpointer.open(tmp_path / "lg.db", clock=manual)
+    yield store, clock
+    store.close()
+
+
+@pytest.fixture
+def second_schema(pg_dsn: str, pg_schema: str) -> Iterator[str]:
+    """A second schema name beside ``pg_schema`` (for a test to install), dropped afterwards."""
+    other = pg_schema + "_b"
+    yield other
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(other)))
 
 
 @pytest.fixture

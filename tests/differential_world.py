@@ -17,9 +17,7 @@ from hypothesis import strategies as st
 from psycopg import sql
 
 import durable_graph.core.errors
-from durable_graph import (
-    RetentionPolicy,
-)
+from durable_graph import EventIn, RetentionPolicy
 from durable_graph.core.model import JSON
 from durable_graph.memory.store import InMemoryCheckpointer
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
@@ -52,6 +50,13 @@ OUTCOMES: Counter[tuple[str, str]] = Counter()
 JSON_VALUES: st.SearchStrategy[JSON] = st.sampled_from(
     [None, 0, -7, 2.5, "", "x", "nul\u0000 é 😀", [], {}, [1, "two", None], {"k": {"n": [True]}}]
 )
+EVENTS_IN: st.SearchStrategy[EventIn] = st.builds(
+    EventIn,
+    kind=st.sampled_from(["k1", "k2"]),
+    payload=JSON_VALUES,
+    created_at=st.sampled_from([None, PRODUCER_TIME]),
+)
+"""An event as a producer hands it in: with a store-time or a producer's ``created_at``."""
 DAY = 86_400
 TTLS = st.sampled_from(
     [timedelta(seconds=s) for s in (60, 120, 300)] + [timedelta(days=1), timedelta(days=2)]

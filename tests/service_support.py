@@ -9,14 +9,24 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict, Unpack
+
+import pytest
 
 APP = Path(__file__).parent / "service_app"
 CONFIG = APP / "langgraph.json"
 BIN = Path(sys.executable).with_name("durable-graph")
+REFERENCE = os.environ.get("DURABLE_GRAPH_LANGGRAPH_DEV")
+"""The ``langgraph`` command of an environment with ``langgraph-cli[inmem]`` (LangGraph's own dev
+server; `make service-reference` sets it up): when set, the client tests also run against it, so
+our answers are checked against the reference's."""
+SERVED_KINDS = ["sqlite", "postgres", *(["reference"] if REFERENCE else [])]
+"""The params of a module's served fixture: our service on each store, and the reference."""
 
 
 @dataclass(frozen=True)
@@ -60,21 +70,20 @@ def process(
                 proc.wait()
 
 
+class ServeOptions(TypedDict, total=False):
+    """`serving_process`'s options of ``durable-graph serve``, for `serving` to pass on."""
+
+    workers: int
+    token: str | None
+    config: Path
+    extra: Sequence[str]
+
+
 @contextmanager
-def serving(
-    backend: Backend,
-    tmp: Path,
-    *,
-    workers: int = 1,
-    token: str | None = None,
-    config: Path = CONFIG,
-    extra: Sequence[str] = (),
-) -> Iterator[str]:
+def serving(backend: Backend, tmp: Path, **options: Unpack[ServeOptions]) -> Iterator[str]:
     """``durable-graph serve`` on ``backend`` (``config``, ``extra`` options); yields its URL
     once it answers ``/ok``."""
-    with serving_process(
-        backend, tmp, workers=workers, token=token, config=config, extra=extra
-    ) as (url, _):
+    with serving_process(backend, tmp, **options) as (url, _):
         yield url
 
 
@@ -153,3 +162,53 @@ def worker_argv(backend: Backend, *extra: str) -> list[str]:
         "100ms",
         *extra,
     ]
+
+
+def store_backend(
+    kind: str,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    schema_prefix: str = "svc",
+) -> Backend:
+    """A backend on a store of its own: with ``kind`` "postgres" a new schema
+    ``<schema_prefix>_…`` in the session's database, else a new SQLite file."""
+    if kind == "postgres":
+        dsn: str = request.getfixturevalue("pg_dsn")
+        schema = f"{schema_prefix}_{uuid.uuid4().hex[:12]}"
+        return Backend("postgres", ("--schema", schema), {"DURABLE_GRAPH_DSN": dsn})
+    db = tmp_path_factory.mktemp(schema_prefix) / "service.db"
+    return Backend("sqlite", ("--sqlite", str(db)), {})
+
+
+@contextmanager
+def served_url(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    config: Path = CONFIG,
+    schema_prefix: str = "svc",
+) -> Iterator[str]:
+    """The URL of ``config``'s graphs served on the store ``request.param`` names (one of
+    `SERVED_KINDS`: a `store_backend` of its own, or LangGraph's reference server)."""
+    logs = tmp_path_factory.mktemp("logs")
+    if request.param == "reference":
+        assert REFERENCE is not None
+        with reference_serving(REFERENCE, logs, config) as url:
+            yield url
+        return
+    backend = store_backend(request.param, request, tmp_path_factory, schema_prefix)
+    with serving(backend, logs, workers=1, config=config) as url:
+        yield url
+
+
+def sqlite_worker(db: str, app: str, cwd: Path, *options: str) -> subprocess.Popen[str]:
+    """``durable-graph --sqlite db worker --app app`` polling every 100 ms (then ``options``),
+    started in ``cwd`` without this environment's DURABLE_GRAPH_DSN; its output piped, as text."""
+    env = {k: v for k, v in os.environ.items() if k != "DURABLE_GRAPH_DSN"}
+    return subprocess.Popen(
+        [str(BIN), "--sqlite", db, "worker", "--app", app, "--poll-interval", "100ms", *options],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )

@@ -224,20 +224,26 @@ async def _cancel_at_random(
         tally.outcomes["stale parent"] += 1
 
 
+async def _sessions(dsn: str, counts: str) -> tuple[int, ...]:
+    """``counts``, a row of counts over pg_stat_activity for the store's sessions (their
+    application name is its ``%s``), read on a connection of its own."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute(counts, (APP,))
+        row = await cur.fetchone()
+    assert row is not None
+    return tuple(int(v) for v in row)
+
+
 async def _settle(store: AsyncPostgresCheckpointer, dsn: str, timeout: float = 15.0) -> None:
     """Wait until the pool holds all its connections idle and no orphan statement still runs."""
     pool = store.executor.pool
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         stats = pool.get_stats()
-        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-            cur = await conn.execute(
-                "SELECT count(*) FROM pg_stat_activity "
-                "WHERE application_name = %s AND state <> 'idle'",
-                (APP,),
-            )
-            row = await cur.fetchone()
-        busy = 0 if row is None else int(row[0])
+        (busy,) = await _sessions(
+            dsn,
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND state <> 'idle'",
+        )
         if busy == 0 and stats["pool_available"] == stats["pool_size"]:
             return
         await asyncio.sleep(0.1)
@@ -245,14 +251,11 @@ async def _settle(store: AsyncPostgresCheckpointer, dsn: str, timeout: float = 1
 
 async def _health(store: AsyncPostgresCheckpointer, dsn: str) -> dict[str, int]:
     stats = store.executor.pool.get_stats()
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        cur = await conn.execute(
-            "SELECT count(*) FILTER (WHERE state LIKE 'idle in transaction%%'), count(*) "
-            "FROM pg_stat_activity WHERE application_name = %s",
-            (APP,),
-        )
-        row = await cur.fetchone()
-    assert row is not None
+    row = await _sessions(
+        dsn,
+        "SELECT count(*) FILTER (WHERE state LIKE 'idle in transaction%%'), count(*) "
+        "FROM pg_stat_activity WHERE application_name = %s",
+    )
     return {
         "pool_size": stats["pool_size"],
         "pool_available": stats["pool_available"],

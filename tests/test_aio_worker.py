@@ -37,7 +37,6 @@ from durable_graph import (
     ValidationError,
 )
 from durable_graph.aio import AsyncCheckpointer, AsyncInMemoryCheckpointer, AsyncSqliteCheckpointer
-from durable_graph.core.model import BackoffPolicy
 from durable_graph.embedded.threaded import ThreadedCheckpointer
 from durable_graph.postgres import PostgresConfig
 from durable_graph.postgres.async_store import AsyncPostgresCheckpointer
@@ -46,15 +45,8 @@ from durable_graph.testkit.postgres.clock import PgClock
 from durable_graph.worker.aio import AsyncRunContext, AsyncWorker, WorkerStopped
 from durable_graph.worker.sync import output_effect_key
 from hooked_store import HookedStore
+from worker_support import FAST
 
-FAST: dict[str, Any] = {
-    "lease_ttl": timedelta(milliseconds=600),
-    "claim_policy": ClaimPolicy(
-        ttl=timedelta(milliseconds=600), renew_every=timedelta(milliseconds=150)
-    ),
-    "poll_interval": timedelta(milliseconds=50),
-    "backoff": BackoffPolicy(base=timedelta(0)),  # retries at once (backoff: test_operating_*)
-}
 SEC = timedelta(seconds=1)
 
 

@@ -63,24 +63,21 @@ class Cli:
     def json(self, *args: str, timeout: float = 60) -> Any:
         return json.loads(self.ok(*args, "--json", timeout=timeout))
 
-    def start_worker(self, *extra: str) -> subprocess.Popen[str]:
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """The command running in the background, its output piped (as text)."""
         env = {k: v for k, v in os.environ.items() if k != "DURABLE_GRAPH_DSN"}
         return subprocess.Popen(
-            [
-                str(BIN),
-                "worker",
-                "--app",
-                "cli_test_app:handler",
-                "--poll-interval",
-                "100ms",
-                *extra,
-                *self.store_args,
-            ],
+            [str(BIN), *args, *self.store_args],
             cwd=self.cwd,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+        )
+
+    def start_worker(self, *extra: str) -> subprocess.Popen[str]:
+        return self.start(
+            "worker", "--app", "cli_test_app:handler", "--poll-interval", "100ms", *extra
         )
 
 
@@ -238,15 +235,7 @@ def test_events_lists_a_thread_log_after_a_sequence_number(cli: Cli) -> None:
 
 def test_events_follow_prints_events_as_they_land(cli: Cli) -> None:
     _run_to_completion(cli, "t1", "x")
-    env = {k: v for k, v in os.environ.items() if k != "DURABLE_GRAPH_DSN"}
-    follower = subprocess.Popen(
-        [str(BIN), "events", "t1", "--follow", "--json", "--after", "2", *cli.store_args],
-        cwd=cli.cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    follower = cli.start("events", "t1", "--follow", "--json", "--after", "2")
     try:
         assert follower.stdout is not None
         lines = [json.loads(follower.stdout.readline()) for _ in range(2)]
@@ -270,15 +259,7 @@ def test_first_hour_outputs_say_what_they_show(cli: Cli) -> None:
     assert [e["thread_id"] for e in listed] == ["t1"]
     history = cli.run("thread", "history", "t1")
     assert history.returncode == 0 and "SEQ: the thread's event number" in history.stderr
-    env = {k: v for k, v in os.environ.items() if k != "DURABLE_GRAPH_DSN"}
-    follower = subprocess.Popen(
-        [str(BIN), "events", "t1", "--follow", "--poll-interval", "50ms", *cli.store_args],
-        cwd=cli.cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    follower = cli.start("events", "t1", "--follow", "--poll-interval", "50ms")
     try:
         assert follower.stdout is not None
         header = follower.stdout.readline()

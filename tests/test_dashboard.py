@@ -19,28 +19,22 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from playwright.sync_api import Browser, Dialog, Page, Request, expect, sync_playwright
+from playwright.sync_api import Browser, Dialog, Page, Request, expect
 
+from browser_support import headless_chromium
 from dashboard_support import CHILD, EFFECT_KEY, FAILURE, THREAD, add_event, fill, serving
 from durable_graph import Checkpointer
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.sqlite import SqliteCheckpointer
 from durable_graph.worker import Worker
 
-CHROMIUM = "/usr/bin/chromium"
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (.ci/run installs it)")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with headless_chromium() as browser:
+        yield browser
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

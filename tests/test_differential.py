@@ -65,6 +65,7 @@ from differential_world import (
     CHANNELS,
     CHECKPOINTS,
     EFFECT_KEYS,
+    EVENTS_IN,
     EXAMPLES,
     HOLDERS,
     JSON_VALUES,
@@ -211,12 +212,7 @@ class DifferentialMachine(RuleBasedStateMachine):
         metadata=JSON_VALUES,
         finished=st.booleans(),
         events=st.lists(
-            st.builds(
-                EventIn,
-                kind=st.sampled_from(["k1", "k2"]),
-                payload=JSON_VALUES,
-                created_at=st.sampled_from([None, PRODUCER_TIME]),
-            ),
+            EVENTS_IN,
             max_size=2,
         ),
         created_at=st.sampled_from([None, PRODUCER_TIME]),
@@ -280,12 +276,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(
         claim=claims,
         events=st.lists(
-            st.builds(
-                EventIn,
-                kind=st.sampled_from(["k1", "k2"]),
-                payload=JSON_VALUES,
-                created_at=st.sampled_from([None, PRODUCER_TIME]),
-            ),
+            EVENTS_IN,
             max_size=3,
         ),
         run_id=st.sampled_from([None, *RUNS]),

@@ -53,6 +53,16 @@ def store_config(schema: str, **kw: Any) -> PostgresConfig:
     )
 
 
+def print_fleet_report(result: Any, figures: Any) -> None:
+    """A fleet run's line, its failover figures, outcomes and first violations (``-s`` shows)."""
+    print()
+    print(result.line())
+    print(f"  failover: {figures.line()}")
+    print(f"  outcomes={dict(result.outcomes)} commits={result.commits} kills={result.kills}")
+    for violation in result.violations[:40]:
+        print("  VIOLATION", violation)
+
+
 def test_fleet_rides_through_a_primary_kill_and_promotion_losing_nothing_acknowledged(
     tmp_path: Path,
 ) -> None:
@@ -68,12 +78,7 @@ def test_fleet_rides_through_a_primary_kill_and_promotion_losing_nothing_acknowl
     finally:
         for ns in netns:
             ns.teardown()
-    print()
-    print(result.line())
-    print(f"  failover: {figures.line()}")
-    print(f"  outcomes={dict(result.outcomes)} commits={result.commits} kills={result.kills}")
-    for violation in result.violations[:40]:
-        print("  VIOLATION", violation)
+    print_fleet_report(result, figures)
     if reason is not None:
         message = f"failover: no namespaces, workers share the host network: {reason}"
         print(message)

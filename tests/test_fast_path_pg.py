@@ -60,6 +60,8 @@ def _last_handler(ctx: RunContext) -> None:
 
 
 def _sync_job(pg_dsn: str, pg_schema: str, admin: psycopg.Connection[Any], handler: Any) -> int:
+    """Commit records of one job run by ``handler`` (after one warm-up job, so that no first-use
+    work is counted), its head checked."""
     with PostgresCheckpointer.open(pg_dsn, PostgresConfig(schema=pg_schema)) as store:
         worker = Worker(store, handler)
         store.run_queue.submit(Submission("warm", {"q": 0}))
@@ -73,6 +75,34 @@ def _sync_job(pg_dsn: str, pg_schema: str, admin: psycopg.Connection[Any], handl
         return _commits_since(admin, start)
 
 
+async def _async_handler(ctx: Any) -> None:
+    await ctx.commit(STATE)
+
+
+async def _async_last_handler(ctx: Any) -> None:
+    ctx.commit_last(STATE)
+
+
+async def _async_job(
+    pg_dsn: str, pg_schema: str, admin: psycopg.Connection[Any], handler: Any
+) -> int:
+    """`_sync_job` on an async store and worker."""
+    store = await AsyncPostgresCheckpointer.open(pg_dsn, PostgresConfig(schema=pg_schema))
+    try:
+        worker = AsyncWorker(store, handler)
+        await store.run_queue.submit(Submission("warm", {"q": 0}))
+        assert await worker.run_once() is not None
+        start = _mark(admin)
+        await store.run_queue.submit(Submission("thread-1", {"q": 1}))
+        report = await worker.run_once()
+        assert report is not None and report.note == "completed"
+        head = await store.get("thread-1")
+        assert head is not None and head.state == STATE
+        return _commits_since(admin, start)
+    finally:
+        await store.close()
+
+
 def test_a_job_with_commit_last_is_three_durable_transactions(
     pg_dsn: str, pg_schema: str, admin: psycopg.Connection[Any]
 ) -> None:
@@ -82,63 +112,17 @@ def test_a_job_with_commit_last_is_three_durable_transactions(
 def test_an_async_job_with_commit_last_is_three_durable_transactions(
     pg_dsn: str, pg_schema: str, admin: psycopg.Connection[Any]
 ) -> None:
-    async def main() -> int:
-        store = await AsyncPostgresCheckpointer.open(pg_dsn, PostgresConfig(schema=pg_schema))
-        try:
-
-            async def handler(ctx: Any) -> None:
-                ctx.commit_last(STATE)
-
-            worker = AsyncWorker(store, handler)
-            await store.run_queue.submit(Submission("warm", {"q": 0}))
-            assert await worker.run_once() is not None
-            start = _mark(admin)
-            await store.run_queue.submit(Submission("thread-1", {"q": 1}))
-            report = await worker.run_once()
-            assert report is not None and report.note == "completed"
-            head = await store.get("thread-1")
-            assert head is not None and head.state == STATE
-            return _commits_since(admin, start)
-        finally:
-            await store.close()
-
-    assert asyncio.run(main()) == 3
+    assert asyncio.run(_async_job(pg_dsn, pg_schema, admin, _async_last_handler)) == 3
 
 
 def test_a_job_is_four_durable_transactions(
     pg_dsn: str, pg_schema: str, admin: psycopg.Connection[Any]
 ) -> None:
-    with PostgresCheckpointer.open(pg_dsn, PostgresConfig(schema=pg_schema)) as store:
-        worker = Worker(store, _handler)
-        # One job first, so that no first-use work (e.g. a thread row) is counted.
-        store.run_queue.submit(Submission("warm", {"q": 0}))
-        assert worker.run_once() is not None
-        start = _mark(admin)
-        store.run_queue.submit(Submission("thread-1", {"q": 1}))
-        report = worker.run_once()
-        assert report is not None and report.note == "completed"
-        assert _commits_since(admin, start) == 4  # submit, begin, commit, finish
+    # submit, begin, commit, finish
+    assert _sync_job(pg_dsn, pg_schema, admin, _handler) == 4
 
 
 def test_an_async_job_is_four_durable_transactions(
     pg_dsn: str, pg_schema: str, admin: psycopg.Connection[Any]
 ) -> None:
-    async def main() -> int:
-        store = await AsyncPostgresCheckpointer.open(pg_dsn, PostgresConfig(schema=pg_schema))
-        try:
-
-            async def handler(ctx: Any) -> None:
-                await ctx.commit(STATE)
-
-            worker = AsyncWorker(store, handler)
-            await store.run_queue.submit(Submission("warm", {"q": 0}))
-            assert await worker.run_once() is not None
-            start = _mark(admin)
-            await store.run_queue.submit(Submission("thread-1", {"q": 1}))
-            report = await worker.run_once()
-            assert report is not None and report.note == "completed"
-            return _commits_since(admin, start)
-        finally:
-            await store.close()
-
-    assert asyncio.run(main()) == 4
+    assert asyncio.run(_async_job(pg_dsn, pg_schema, admin, _async_handler)) == 4

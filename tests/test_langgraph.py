@@ -8,8 +8,7 @@ from __future__ import annotations
 import asyncio
 import io
 import operator
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -19,8 +18,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
-from durable_graph.aio import AsyncInMemoryCheckpointer, AsyncPostgresCheckpointer, AsyncWorker
-from durable_graph.core.async_protocols import AsyncCheckpointer
+from durable_graph.aio import AsyncWorker
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import ClaimLost, EntryClosed, ThreadBusy, ValidationError
 from durable_graph.core.model import ClaimPolicy, Completed, Submission
@@ -33,36 +31,12 @@ from durable_graph.langgraph import (
 )
 from durable_graph.langgraph.codec import NS_SEP
 from durable_graph.memory.store import InMemoryCheckpointer
-from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
-from durable_graph.sqlite import SqliteCheckpointer
-from durable_graph.testkit import ClockControl, ManualClock
-from durable_graph.testkit.postgres.clock import PgClock
+from durable_graph.testkit import ClockControl
 from durable_graph.worker.sync import Worker
+from store_support import open_async_store
 
 TTL = timedelta(seconds=5)
 POLICY = ClaimPolicy(ttl=TTL, renew_every=timedelta(seconds=1))
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def clocked(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[tuple[Checkpointer, ClockControl]]:
-    store: Checkpointer
-    clock: ClockControl
-    if request.param == "postgres":
-        dsn: str = request.getfixturevalue("pg_dsn")
-        schema: str = request.getfixturevalue("pg_schema")
-        store = PostgresCheckpointer.open(dsn, PostgresConfig(schema=schema))
-        clock = PgClock(dsn, schema)
-    else:
-        manual = ManualClock(start=time.time())
-        clock = manual
-        if request.param == "memory":
-            store = InMemoryCheckpointer(clock=manual)
-        else:
-            store = SqliteCheckpointer.open(tmp_path / "lg.db", clock=manual)
-    yield store, clock
-    store.close()
 
 
 def _worker(store: Checkpointer, handler: Callable[..., Any]) -> Worker:
@@ -119,9 +93,9 @@ def _asks(*questions: str) -> Any:
 
 
 def test_stale_worker_after_lease_expiry_is_refused_and_the_input_applied_once(
-    clocked: tuple[Checkpointer, ClockControl],
+    clocked_store: tuple[Checkpointer, ClockControl],
 ) -> None:
-    store, clock = clocked
+    store, clock = clocked_store
     saver = DurableSaver(store)
     graph = _three_nodes().compile(checkpointer=saver)
     store.run_queue.submit(Submission("t1", {"log": ["input"]}))
@@ -151,9 +125,9 @@ def test_stale_worker_after_lease_expiry_is_refused_and_the_input_applied_once(
 
 
 def test_stale_subgraph_writer_is_refused_by_the_parent_claim(
-    clocked: tuple[Checkpointer, ClockControl],
+    clocked_store: tuple[Checkpointer, ClockControl],
 ) -> None:
-    store, clock = clocked
+    store, clock = clocked_store
     saver = DurableSaver(store)
     inner = _asks("inner?").compile()
     builder = StateGraph(Chat)
@@ -200,9 +174,9 @@ def test_stale_subgraph_writer_is_refused_by_the_parent_claim(
 
 
 def test_interrupt_then_resume_through_a_new_submission(
-    clocked: tuple[Checkpointer, ClockControl],
+    clocked_store: tuple[Checkpointer, ClockControl],
 ) -> None:
-    store, _ = clocked
+    store, _ = clocked_store
     saver = DurableSaver(store)
     worker = _worker(store, graph_handler(_asks("name?").compile(checkpointer=saver), saver))
     store.run_queue.submit(Submission("t1", {"answers": []}))
@@ -218,9 +192,9 @@ def test_interrupt_then_resume_through_a_new_submission(
 
 
 def test_two_interrupts_in_one_node_show_the_second_question(
-    clocked: tuple[Checkpointer, ClockControl],
+    clocked_store: tuple[Checkpointer, ClockControl],
 ) -> None:
-    store, _ = clocked
+    store, _ = clocked_store
     saver = DurableSaver(store)
     graph = _asks("first?", "second?").compile(checkpointer=saver)
     worker = _worker(store, graph_handler(graph, saver))
@@ -239,9 +213,9 @@ def test_two_interrupts_in_one_node_show_the_second_question(
 
 
 def test_resumed_attempt_continues_the_graph_without_applying_the_input_again(
-    clocked: tuple[Checkpointer, ClockControl],
+    clocked_store: tuple[Checkpointer, ClockControl],
 ) -> None:
-    store, clock = clocked
+    store, clock = clocked_store
     saver = DurableSaver(store)
     graph = _three_nodes().compile(checkpointer=saver)
     store.run_queue.submit(Submission("t1", {"log": ["input"]}))
@@ -260,9 +234,9 @@ def test_resumed_attempt_continues_the_graph_without_applying_the_input_again(
 
 
 def test_update_state_from_outside_works_while_no_run_holds_the_thread(
-    clocked: tuple[Checkpointer, ClockControl],
+    clocked_store: tuple[Checkpointer, ClockControl],
 ) -> None:
-    store, _ = clocked
+    store, _ = clocked_store
     graph = _three_nodes().compile(checkpointer=DurableSaver(store))
     graph.invoke({"log": ["input"]}, _config("t1"))
     graph.update_state(_config("t1"), {"log": ["edited"]})
@@ -272,9 +246,9 @@ def test_update_state_from_outside_works_while_no_run_holds_the_thread(
 
 
 def test_update_state_from_outside_is_refused_while_a_run_holds_the_thread(
-    clocked: tuple[Checkpointer, ClockControl],
+    clocked_store: tuple[Checkpointer, ClockControl],
 ) -> None:
-    store, _ = clocked
+    store, _ = clocked_store
     graph = _three_nodes().compile(checkpointer=DurableSaver(store))
     graph.invoke({"log": ["input"]}, _config("t1"))
     before = store.history("t1")
@@ -285,9 +259,9 @@ def test_update_state_from_outside_is_refused_while_a_run_holds_the_thread(
 
 
 def test_forks_from_an_old_checkpoint_are_ordinary_commits(
-    clocked: tuple[Checkpointer, ClockControl],
+    clocked_store: tuple[Checkpointer, ClockControl],
 ) -> None:
-    store, _ = clocked
+    store, _ = clocked_store
     graph = _three_nodes().compile(checkpointer=DurableSaver(store))
     graph.invoke({"log": ["input"]}, _config("t1"))
     old = list(graph.get_state_history(_config("t1")))[-2]  # after the input, before "a"
@@ -305,9 +279,9 @@ def test_forks_from_an_old_checkpoint_are_ordinary_commits(
 
 
 def test_values_are_stored_as_json_and_never_pickled(
-    clocked: tuple[Checkpointer, ClockControl],
+    clocked_store: tuple[Checkpointer, ClockControl],
 ) -> None:
-    store, _ = clocked
+    store, _ = clocked_store
     saver = DurableSaver(store)
     config = saver.put(
         {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}},
@@ -337,8 +311,10 @@ def test_values_are_stored_as_json_and_never_pickled(
     }
 
 
-def test_a_stored_pickle_is_refused_on_load(clocked: tuple[Checkpointer, ClockControl]) -> None:
-    store, _ = clocked
+def test_a_stored_pickle_is_refused_on_load(
+    clocked_store: tuple[Checkpointer, ClockControl],
+) -> None:
+    store, _ = clocked_store
     claim = store.claim("t1", "h")
     from durable_graph.core.model import Commit
 
@@ -365,14 +341,7 @@ def test_async_handler_runs_interrupt_and_resume_through_the_queue(
     kind: str, request: pytest.FixtureRequest
 ) -> None:
     async def scenario() -> list[Any]:
-        store: AsyncCheckpointer
-        if kind == "memory":
-            store = AsyncInMemoryCheckpointer()
-        else:
-            store = await AsyncPostgresCheckpointer.open(
-                request.getfixturevalue("pg_dsn"),
-                PostgresConfig(schema=request.getfixturevalue("pg_schema")),
-            )
+        store = await open_async_store(kind, request)
         saver = AsyncDurableSaver(store)
         graph = _asks("name?").compile(checkpointer=saver)
         worker = AsyncWorker(store, async_graph_handler(graph, saver), lease_ttl=TTL)
@@ -401,9 +370,9 @@ def test_demo_fences_the_stalled_worker_and_answers_the_interrupt() -> None:
 
 
 def test_bound_saver_lands_each_steps_writes_with_the_next_checkpoint(
-    clocked: tuple[Checkpointer, ClockControl],
+    clocked_store: tuple[Checkpointer, ClockControl],
 ) -> None:
-    store, _ = clocked
+    store, _ = clocked_store
     saver = DurableSaver(store)
     claim = store.claim("bound", "run-1", POLICY)
     bound = _three_nodes().compile(checkpointer=saver.for_run(claim, "run-1"))

@@ -24,8 +24,7 @@ from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import interrupt
 
-from durable_graph.aio import AsyncInMemoryCheckpointer, AsyncPostgresCheckpointer, AsyncWorker
-from durable_graph.core.async_protocols import AsyncCheckpointer
+from durable_graph.aio import AsyncWorker
 from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import ValidationError
 from durable_graph.core.model import BackoffPolicy, Completed, Failed, Submission
@@ -44,6 +43,7 @@ from durable_graph.memory.store import InMemoryCheckpointer
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.sqlite import SqliteCheckpointer
 from durable_graph.worker.sync import Worker
+from store_support import open_async_store
 
 REPLY = "hello there, my friend; how are you today?"
 BIN = Path(sys.executable).with_name("durable-graph")
@@ -331,14 +331,7 @@ def test_the_async_handler_applies_the_run_config_and_streams(
     kind: str, request: pytest.FixtureRequest
 ) -> None:
     async def scenario() -> tuple[Any, list[Any]]:
-        store: AsyncCheckpointer
-        if kind == "memory":
-            store = AsyncInMemoryCheckpointer()
-        else:
-            store = await AsyncPostgresCheckpointer.open(
-                request.getfixturevalue("pg_dsn"),
-                PostgresConfig(schema=request.getfixturevalue("pg_schema")),
-            )
+        store = await open_async_store(kind, request)
         saver = AsyncDurableSaver(store)
         graph = _chat_graph(saver)
         worker = AsyncWorker(store, async_graph_handler(graph, saver))

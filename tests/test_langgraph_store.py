@@ -5,8 +5,6 @@ them in ``make langgraph-store-suite``; these are the parts of ours those do not
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -22,32 +20,8 @@ from durable_graph.core.checkpointer import Checkpointer
 from durable_graph.core.errors import ValidationError
 from durable_graph.langgraph.store import AsyncDurableStore, DurableStore
 from durable_graph.memory.store import InMemoryCheckpointer
-from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
-from durable_graph.sqlite import SqliteCheckpointer
-from durable_graph.testkit.harness import ClockControl, ManualClock
-from durable_graph.testkit.postgres.clock import PgClock
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def clocked(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[tuple[Checkpointer, ClockControl]]:
-    store: Checkpointer
-    clock: ClockControl
-    if request.param == "postgres":
-        dsn: str = request.getfixturevalue("pg_dsn")
-        schema: str = request.getfixturevalue("pg_schema")
-        store = PostgresCheckpointer.open(dsn, PostgresConfig(schema=schema))
-        clock = PgClock(dsn, schema)
-    else:
-        manual = ManualClock(start=time.time())
-        clock = manual
-        if request.param == "memory":
-            store = InMemoryCheckpointer(clock=manual)
-        else:
-            store = SqliteCheckpointer.open(tmp_path / "lg.db", clock=manual)
-    yield store, clock
-    store.close()
+from durable_graph.postgres import PostgresConfig
+from durable_graph.testkit.harness import ClockControl
 
 
 async def _opened(
@@ -71,9 +45,9 @@ def test_an_index_configuration_is_refused_saying_semantic_search_is_not_support
 
 
 def test_put_get_search_list_delete_and_tenants(
-    clocked: tuple[Checkpointer, ClockControl],
+    clocked_store: tuple[Checkpointer, ClockControl],
 ) -> None:
-    store, _ = clocked
+    store, _ = clocked_store
     mine = DurableStore(store.run_queue, tenant="me")
     theirs = DurableStore(store.run_queue, tenant="them")
     mine.put(("users", "u1"), "prefs", {"theme": "dark", "n": 3})
@@ -90,17 +64,17 @@ def test_put_get_search_list_delete_and_tenants(
 
 
 def test_a_batch_with_a_bad_namespace_runs_none_of_its_ops(
-    clocked: tuple[Checkpointer, ClockControl],
+    clocked_store: tuple[Checkpointer, ClockControl],
 ) -> None:
-    store, _ = clocked
+    store, _ = clocked_store
     items = DurableStore(store.run_queue)
     with pytest.raises(InvalidNamespaceError):
         items.batch([PutOp(("ok",), "k", {"v": 1}), GetOp(("a.b",), "k")])
     assert items.get(("ok",), "k") is None
 
 
-def test_ttl_expires_refreshes_and_sweeps(clocked: tuple[Checkpointer, ClockControl]) -> None:
-    store, clock = clocked
+def test_ttl_expires_refreshes_and_sweeps(clocked_store: tuple[Checkpointer, ClockControl]) -> None:
+    store, clock = clocked_store
     items = DurableStore(store.run_queue, ttl={"default_ttl": 1.0, "refresh_on_read": True})
     items.put(("t",), "default", {"v": 1})  # the config's default_ttl: 1 minute
     items.put(("t",), "forever", {"v": 2}, ttl=None)

@@ -25,6 +25,7 @@ from durable_graph.memory.store import InMemoryCheckpointer
 from durable_graph.observe.metrics import PrometheusObserver
 from durable_graph.observe.observer import observed
 from durable_graph.sqlite import SqliteCheckpointer
+from service_support import sqlite_worker
 
 BIN = Path(sys.executable).with_name("durable-graph")
 APP = textwrap.dedent(
@@ -93,18 +94,11 @@ def test_worker_metrics_show_attempts_calls_and_queue_depth(tmp_path: Path) -> N
         queue = store.run_queue
         ids = [queue.submit(Submission(f"t-{n}", f"job-{n}")).entry_id for n in range(2)]
         ids.append(queue.submit(Submission("t-bad", "fail", max_attempts=1)).entry_id)
-        env = {k: v for k, v in os.environ.items() if k != "DURABLE_GRAPH_DSN"}
-        worker = subprocess.Popen(
-            [
-                *(str(BIN), "--sqlite", db, "worker", "--app", "metrics_app:handler"),
-                *("--poll-interval", "100ms", "--metrics-port", str(port)),
-                *("--metrics-sample-interval", "100ms"),
-            ],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        worker = sqlite_worker(
+            db,
+            "metrics_app:handler",
+            tmp_path,
+            *("--metrics-port", str(port), "--metrics-sample-interval", "100ms"),
         )
         try:
             for entry_id in ids:

@@ -68,6 +68,18 @@ def _node(
     return result.stdout
 
 
+def _install_with_psql(env: dict[str, str], schema: str) -> None:
+    """Install ``schema`` with psql and sql/install.sql alone, as a non-Python caller would."""
+    psql = shutil.which("psql")
+    assert psql is not None, "psql is needed: apt-get install postgresql-client (.ci/run does)"
+    subprocess.run(
+        [psql, "-X", "-q", "-v", f"schema={schema}", "-f", str(INSTALL_SQL)],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+
+
 @pytest.fixture
 def node_schema(pg_dsn: str) -> str:
     schema = "node_h4"
@@ -80,14 +92,7 @@ def test_node_postgres_drives_a_cycle_and_meets_every_check_in_sql(
     pg_dsn: str, node_schema: str, tmp_path: Path
 ) -> None:
     env = _node_env(pg_dsn, node_schema)
-    psql = shutil.which("psql")
-    assert psql is not None, "psql is needed: apt-get install postgresql-client (.ci/run does)"
-    subprocess.run(
-        [psql, "-X", "-q", "-v", f"schema={node_schema}", "-f", str(INSTALL_SQL)],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
+    _install_with_psql(env, node_schema)
     out = _node([], env)
     assert "all checks passed" in out
     assert out.count("ok   bad input refused") == 22
@@ -114,14 +119,7 @@ def test_node_postgres_retries_and_resumes_never_applying_the_input_again(
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
     env = _node_env(pg_dsn, schema)
-    psql = shutil.which("psql")
-    assert psql is not None, "psql is needed: apt-get install postgresql-client (.ci/run does)"
-    subprocess.run(
-        [psql, "-X", "-q", "-v", f"schema={schema}", "-f", str(INSTALL_SQL)],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
+    _install_with_psql(env, schema)
     out = _node([], env, "retry.mjs")
     assert "all checks passed" in out and out.count("ok   ") == 3
     with psycopg.connect(pg_dsn, autocommit=True) as conn:

@@ -242,6 +242,28 @@ def test_cancel_cancels_an_async_handlers_task_and_logs_cancelled(
     )
 
 
+def _drop_versions_6_to_8(raw: sqlite3.Connection) -> None:
+    """Undo what versions 6 (scheduling), 7 (workers) and 8 (items) added to a SQLite file."""
+    for index in (
+        "queue_entries_leased_tenant_idx",
+        "queue_entries_leased_kind_idx",
+        "queue_threads_lease_idx",
+        "queue_threads_tenant_lease_idx",
+    ):
+        raw.execute(f"DROP INDEX {index}")
+    raw.execute("DROP TABLE queue_limits")
+    raw.execute("DROP TABLE schedules")
+    raw.execute("DROP TABLE workers")  # version 7's (migrate_v7.sql)
+    raw.execute("DROP TABLE items")  # version 8's (migrate_v8.sql)
+    for table, column in (
+        ("queue_entries", "priority"),
+        ("queue_entries", "kind"),
+        ("queue_threads", "head_priority_key"),
+        ("queue_threads", "head_kind"),
+    ):
+        raw.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+
+
 def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     store = SqliteCheckpointer.open(path)
@@ -255,25 +277,7 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
         raw.execute("ALTER TABLE queue_entries DROP COLUMN not_before")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN retry_of")
         raw.execute("ALTER TABLE queue_attempts DROP COLUMN error")
-        # ... nor the version-6 ones (SPEC §15, migrate_v5.sql)
-        for index in (
-            "queue_entries_leased_tenant_idx",
-            "queue_entries_leased_kind_idx",
-            "queue_threads_lease_idx",
-            "queue_threads_tenant_lease_idx",
-        ):
-            raw.execute(f"DROP INDEX {index}")
-        raw.execute("DROP TABLE queue_limits")
-        raw.execute("DROP TABLE schedules")
-        raw.execute("DROP TABLE workers")  # version 7's (migrate_v7.sql)
-        raw.execute("DROP TABLE items")  # version 8's (migrate_v8.sql)
-        for table, column in (
-            ("queue_entries", "priority"),
-            ("queue_entries", "kind"),
-            ("queue_threads", "head_priority_key"),
-            ("queue_threads", "head_kind"),
-        ):
-            raw.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+        _drop_versions_6_to_8(raw)  # ... nor the version-6 ones (SPEC §15, migrate_v5.sql)
         raw.execute("ALTER TABLE pending_writes DROP COLUMN task_path")  # version 5's
         raw.execute("PRAGMA user_version = 2")
     store = SqliteCheckpointer.open(path)
@@ -390,24 +394,7 @@ def test_a_version_5_sqlite_file_gains_fixed_listing_places(tmp_path: Path) -> N
         raw.execute("DROP INDEX queue_entries_retry_of_idx")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN open_since")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN list_after")
-        for index in (  # and what version 6 added (migrate_v6.sql, scheduling)
-            "queue_threads_lease_idx",
-            "queue_threads_tenant_lease_idx",
-            "queue_entries_leased_tenant_idx",
-            "queue_entries_leased_kind_idx",
-        ):
-            raw.execute(f"DROP INDEX {index}")
-        raw.execute("DROP TABLE queue_limits")
-        raw.execute("DROP TABLE schedules")
-        raw.execute("DROP TABLE workers")  # version 7's (migrate_v7.sql)
-        raw.execute("DROP TABLE items")  # version 8's (migrate_v8.sql)
-        for table, column in (
-            ("queue_entries", "priority"),
-            ("queue_entries", "kind"),
-            ("queue_threads", "head_priority_key"),
-            ("queue_threads", "head_kind"),
-        ):
-            raw.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+        _drop_versions_6_to_8(raw)  # and what version 6 added (migrate_v6.sql, scheduling)
         raw.execute("PRAGMA user_version = 5")
     store = SqliteCheckpointer.open(path)
     try:

@@ -20,7 +20,7 @@ from durable_graph.postgres import PostgresCheckpointer
 from durable_graph.testkit.postgres import partitioned
 from durable_graph.testkit.postgres import server as pg_server
 from failover.fleet import Fleet, FleetEnv, FleetPlan
-from test_failover import store_config
+from test_failover import print_fleet_report, store_config
 
 LONG = os.environ.get("DURABLE_GRAPH_FLEET") == "long"
 SEED = int(os.environ.get("DURABLE_GRAPH_CHAOS_SEED", "1"))
@@ -51,12 +51,7 @@ def test_fleet_on_partitions_rides_through_one_partition_servers_failover(tmp_pa
     finally:
         for server in plain:
             server.stop()
-    print()
-    print(result.line())
-    print(f"  failover: {figures.line()}")
-    print(f"  outcomes={dict(result.outcomes)} commits={result.commits} kills={result.kills}")
-    for violation in result.violations[:40]:
-        print("  VIOLATION", violation)
+    print_fleet_report(result, figures)
     assert not result.violations, f"{len(result.violations)} violations: {result.violations[:5]}"
     assert figures.after > 0.25 * figures.before, "throughput did not come back after the failover"
 

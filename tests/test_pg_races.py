@@ -143,16 +143,24 @@ def test_delete_thread_does_not_deadlock_with_a_child_that_appears_while_it_wait
     assert store.thread("p") is None
 
 
-def test_delete_thread_deletes_a_child_whose_first_commit_was_in_flight(
-    store: PostgresCheckpointer, raw: psycopg.Connection[Any]
+def _first_commit_in_flight(
+    store: PostgresCheckpointer, raw: psycopg.Connection[Any], child: str, parent: str
 ) -> None:
-    first_commit(store, "p")
-    claim = store.claim("m", "w")
+    """``parent`` committed; ``child``'s first commit (under ``parent``) made in ``raw``'s open
+    transaction, not yet landed."""
+    first_commit(store, parent)
+    claim = store.claim(child, "w")
     raw.execute(
         "SELECT * FROM dg_commit_v1(%s, %s, 'c1', NULL, 'r1', '{}', NULL, NULL,"
         " NULL, NULL, NULL, NULL, %s, NULL, NULL)",
-        ("m", claim.token, "p"),
+        (child, claim.token, parent),
     )
+
+
+def test_delete_thread_deletes_a_child_whose_first_commit_was_in_flight(
+    store: PostgresCheckpointer, raw: psycopg.Connection[Any]
+) -> None:
+    _first_commit_in_flight(store, raw, "m", parent="p")
     deleting = Background(lambda: store.delete_thread("p"))
     time.sleep(WAIT)
     assert not deleting.done(), "delete_thread went ahead of a child's first commit"
@@ -164,12 +172,8 @@ def test_delete_thread_deletes_a_child_whose_first_commit_was_in_flight(
 def test_children_are_listed_in_the_order_their_first_commits_landed(
     store: PostgresCheckpointer, raw: psycopg.Connection[Any]
 ) -> None:
-    first_commit(store, "p")
-    claim = store.claim("z", "w")
-    raw.execute(
-        "SELECT * FROM dg_commit_v1(%s, %s, 'c1', NULL, 'r1', '{}', NULL, NULL,"
-        " NULL, NULL, NULL, NULL, %s, NULL, NULL)",
-        ("z", claim.token, "p"),
+    _first_commit_in_flight(
+        store, raw, "z", parent="p"
     )  # "z" has its first_commit number but has not landed
     second = Background(lambda: first_commit(store, "b", parent="p"))
     time.sleep(WAIT)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import multiprocessing
 import subprocess
-from typing import Any
 
 import psycopg
 import pytest
@@ -16,6 +15,7 @@ from psycopg import sql
 
 from durable_graph.core.errors import ProcessingError
 from durable_graph.postgres import migrations
+from store_support import CATALOG_QUERIES, catalog
 
 PSQL = "/usr/bin/psql"
 
@@ -177,45 +177,13 @@ _CATALOG: dict[str, str] = {
           FROM information_schema.columns
          WHERE table_schema = %(ns)s AND table_name NOT LIKE '%%yoyo%%'
          ORDER BY table_name, ordinal_position""",
-    "indexes": """
-        SELECT indexname, indexdef FROM pg_indexes
-         WHERE schemaname = %(ns)s AND tablename NOT LIKE '%%yoyo%%' ORDER BY 1""",
-    "constraints": """
-        SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid)
-          FROM pg_constraint WHERE connamespace = %(ns)s::regnamespace
-           AND conrelid::regclass::text NOT LIKE '%%yoyo%%' ORDER BY 1, 2""",
     "functions": """
         SELECT p.proname, pg_get_function_identity_arguments(p.oid),
                pg_get_function_result(p.oid), p.provolatile::text, p.proconfig::text,
                p.prosrc
           FROM pg_proc p WHERE p.pronamespace = %(ns)s::regnamespace ORDER BY 1, 2""",
-    "sequences": """
-        SELECT sequencename, data_type::text, start_value, increment_by, cycle
-          FROM pg_sequences WHERE schemaname = %(ns)s ORDER BY 1""",
-    "meta": "SELECT key, value FROM {schema}.dg_schema_meta_v1() ORDER BY key",
+    **CATALOG_QUERIES,
 }
-
-
-def catalog(dsn: str, schema: str) -> dict[str, list[tuple[Any, ...]]]:
-    out: dict[str, list[tuple[Any, ...]]] = {}
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for name, query in _CATALOG.items():
-            text = query.replace("{schema}", '"' + schema + '"')
-            rows = conn.execute(text.encode(), {"ns": schema}).fetchall()
-            # The schema's own name appears in proconfig (search_path): compare without it.
-            out[name] = [
-                tuple(str(v).replace(schema, "<schema>") if isinstance(v, str) else v for v in r)
-                for r in rows
-            ]
-    return out
-
-
-@pytest.fixture
-def second_schema(pg_dsn: str, pg_schema: str) -> Any:
-    other = pg_schema + "_b"
-    yield other
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(other)))
 
 
 def test_install_script_builds_the_same_catalog_as_migrate(
@@ -223,8 +191,8 @@ def test_install_script_builds_the_same_catalog_as_migrate(
 ) -> None:
     migrations.migrate(pg_dsn, pg_schema)
     psql(pg_dsn, migrations.install_script(second_schema))
-    migrated = catalog(pg_dsn, pg_schema)
-    scripted = catalog(pg_dsn, second_schema)
+    migrated = catalog(_CATALOG, pg_dsn, pg_schema)
+    scripted = catalog(_CATALOG, pg_dsn, second_schema)
     assert migrated["functions"], "no functions were installed"
     for part in _CATALOG:
         assert scripted[part] == migrated[part], part
@@ -234,14 +202,14 @@ def test_migrate_sees_a_script_installed_schema_as_current(pg_dsn: str, pg_schem
     psql(pg_dsn, migrations.install_script(pg_schema))
     with psycopg.connect(pg_dsn) as conn:
         migrations.verify(conn, pg_schema)
-    before = catalog(pg_dsn, pg_schema)
+    before = catalog(_CATALOG, pg_dsn, pg_schema)
     assert migrations.migrate(pg_dsn, pg_schema) == migrations.required_version()
-    assert catalog(pg_dsn, pg_schema) == before
+    assert catalog(_CATALOG, pg_dsn, pg_schema) == before
 
 
 def test_migrate_twice_changes_nothing(pg_dsn: str, pg_schema: str) -> None:
     assert migrations.migrate(pg_dsn, pg_schema) == migrations.required_version()
-    before = catalog(pg_dsn, pg_schema)
+    before = catalog(_CATALOG, pg_dsn, pg_schema)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         xmin = conn.execute(
             "SELECT xmin::text FROM pg_proc WHERE proname = 'dg_claim_v1' "
@@ -249,7 +217,7 @@ def test_migrate_twice_changes_nothing(pg_dsn: str, pg_schema: str) -> None:
             (pg_schema,),
         ).fetchone()
     assert migrations.migrate(pg_dsn, pg_schema) == migrations.required_version()
-    assert catalog(pg_dsn, pg_schema) == before
+    assert catalog(_CATALOG, pg_dsn, pg_schema) == before
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         again = conn.execute(
             "SELECT xmin::text FROM pg_proc WHERE proname = 'dg_claim_v1' "

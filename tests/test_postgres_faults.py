@@ -29,6 +29,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from durable_graph import (
+    Claim,
     Commit,
     Completed,
     EventIn,
@@ -42,6 +43,7 @@ from durable_graph import (
 )
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig, calls
 from durable_graph.postgres.migrations import migrate
+from store_support import thread_row_locked
 
 MARGIN = 0.75
 """Seconds allowed beyond connection_timeout + call_timeout (a rollback, a reconnect, a busy CI)."""
@@ -100,20 +102,6 @@ def _committed(store: PostgresCheckpointer, thread_id: str = "t") -> Any:
     return claim
 
 
-@contextlib.contextmanager
-def _thread_row_locked(dsn: str, schema: str, thread_id: str) -> Iterator[psycopg.Connection[Any]]:
-    """Another session holding the thread's row lock (an open transaction), until the block ends."""
-    with psycopg.connect(dsn) as locker:
-        query = sql.SQL("SELECT 1 FROM {}.threads WHERE thread_id = %s FOR UPDATE").format(
-            sql.Identifier(schema)
-        )
-        assert locker.execute(query, (thread_id,)).fetchone() == (1,)
-        try:
-            yield locker
-        finally:
-            locker.rollback()
-
-
 # --- (a) a row lock held elsewhere ---------------------------------------------------------
 
 
@@ -122,7 +110,7 @@ def test_call_blocked_by_a_row_lock_fails_in_time_and_the_store_recovers(
 ) -> None:
     with PostgresCheckpointer.open(pg_dsn, _config(schema)) as store:
         claim = _committed(store)
-        with _thread_row_locked(pg_dsn, schema, "t"):
+        with thread_row_locked(pg_dsn, schema, "t"):
             error = _timed_failure(
                 "commit blocked by a row lock",
                 lambda: store.commit(claim, Commit("c2", "c1", "r1", {})),
@@ -138,13 +126,8 @@ def test_call_waiting_for_a_pooled_connection_fails_in_time(pg_dsn: str, schema:
     with PostgresCheckpointer.open(pg_dsn, config) as store:
         claim = _committed(store)
         errors: list[BaseException] = []
-        with _thread_row_locked(pg_dsn, schema, "t"):
-            blocked = threading.Thread(
-                target=lambda: _catch(
-                    errors, lambda: store.commit(claim, Commit("c2", "c1", "r1", {}))
-                )
-            )
-            blocked.start()
+        with thread_row_locked(pg_dsn, schema, "t"):
+            blocked = _commit_c2_in_a_thread(store, claim, errors)
             time.sleep(0.2)  # the only connection is now busy with the blocked commit
             started = time.monotonic()
             with pytest.raises(ProcessingError):
@@ -165,13 +148,8 @@ def test_call_waiting_for_a_connection_then_a_lock_stays_within_both_timeouts(
     with PostgresCheckpointer.open(pg_dsn, config) as store:
         claim = _committed(store)
         errors: list[BaseException] = []
-        with _thread_row_locked(pg_dsn, schema, "t"):
-            first = threading.Thread(
-                target=lambda: _catch(
-                    errors, lambda: store.commit(claim, Commit("c2", "c1", "r1", {}))
-                )
-            )
-            first.start()
+        with thread_row_locked(pg_dsn, schema, "t"):
+            first = _commit_c2_in_a_thread(store, claim, errors)
             time.sleep(0.1)  # the first commit holds the only connection, blocked on the lock
             started = time.monotonic()
             with pytest.raises(ProcessingError):
@@ -191,7 +169,7 @@ def test_client_watchdog_bounds_a_call_and_cancels_it_without_server_timeouts(
     with ConnectionPool(pg_dsn, min_size=1, max_size=2) as pool:
         store = PostgresCheckpointer.create(pool, config)
         claim = _committed(store)
-        with _thread_row_locked(pg_dsn, schema, "t"):
+        with thread_row_locked(pg_dsn, schema, "t"):
             _timed_failure(
                 "commit blocked, client watchdog only",
                 lambda: store.commit(claim, Commit("c2", "c1", "r1", {})),
@@ -218,6 +196,17 @@ def _catch(errors: list[BaseException], call: Callable[[], object]) -> None:
         call()
     except BaseException as exc:
         errors.append(exc)
+
+
+def _commit_c2_in_a_thread(
+    store: PostgresCheckpointer, claim: Claim, errors: list[BaseException]
+) -> threading.Thread:
+    """A started thread committing "c2" on "c1" under ``claim``, its error added to ``errors``."""
+    thread = threading.Thread(
+        target=lambda: _catch(errors, lambda: store.commit(claim, Commit("c2", "c1", "r1", {})))
+    )
+    thread.start()
+    return thread
 
 
 # --- (b) a network that stops forwarding ----------------------------------------------------
@@ -355,13 +344,8 @@ def test_terminated_backend_mid_call_raises_processing_error_and_the_store_recov
     with PostgresCheckpointer.open(pg_dsn, config) as store:
         claim = _committed(store)
         errors: list[BaseException] = []
-        with _thread_row_locked(pg_dsn, schema, "t"):
-            call = threading.Thread(
-                target=lambda: _catch(
-                    errors, lambda: store.commit(claim, Commit("c2", "c1", "r1", {}))
-                )
-            )
-            call.start()
+        with thread_row_locked(pg_dsn, schema, "t"):
+            call = _commit_c2_in_a_thread(store, claim, errors)
             pid = _backend_waiting_on_lock(pg_dsn, "dg_commit_v1")
             started = time.monotonic()
             with psycopg.connect(pg_dsn, autocommit=True) as admin:

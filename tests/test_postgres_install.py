@@ -20,6 +20,7 @@ from psycopg import sql
 
 from durable_graph.core.errors import ProcessingError
 from durable_graph.postgres import migrations
+from store_support import CATALOG_QUERIES, catalog
 
 PSQL = "/usr/bin/psql"
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,13 +59,6 @@ _CATALOG = {
           FROM information_schema.columns
          WHERE table_schema = %(ns)s AND table_name NOT LIKE '%%yoyo%%'
          ORDER BY table_name, ordinal_position""",
-    "indexes": """
-        SELECT indexname, indexdef FROM pg_indexes
-         WHERE schemaname = %(ns)s AND tablename NOT LIKE '%%yoyo%%' ORDER BY 1""",
-    "constraints": """
-        SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid)
-          FROM pg_constraint WHERE connamespace = %(ns)s::regnamespace
-           AND conrelid::regclass::text NOT LIKE '%%yoyo%%' ORDER BY 1, 2""",
     "relations": """
         SELECT relname, relkind::text, relacl::text FROM pg_class
          WHERE relnamespace = %(ns)s::regnamespace AND relname NOT LIKE '%%yoyo%%'
@@ -74,34 +68,9 @@ _CATALOG = {
                pg_get_function_result(p.oid), p.provolatile::text, p.prosecdef,
                p.proconfig::text, p.proacl::text, p.prosrc
           FROM pg_proc p WHERE p.pronamespace = %(ns)s::regnamespace ORDER BY 1, 2""",
-    "sequences": """
-        SELECT sequencename, data_type::text, start_value, increment_by, cycle
-          FROM pg_sequences WHERE schemaname = %(ns)s ORDER BY 1""",
     "schema": "SELECT nspacl::text FROM pg_namespace WHERE nspname = %(ns)s",
-    "meta": "SELECT key, value FROM {schema}.dg_schema_meta_v1() ORDER BY key",
+    **CATALOG_QUERIES,
 }
-
-
-def catalog(dsn: str, schema: str) -> dict[str, list[tuple[Any, ...]]]:
-    """The schema as the catalog describes it, with its own name replaced by ``<schema>``."""
-    out: dict[str, list[tuple[Any, ...]]] = {}
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for name, query in _CATALOG.items():
-            text = query.replace("{schema}", '"' + schema + '"')
-            rows = conn.execute(text.encode(), {"ns": schema}).fetchall()
-            out[name] = [
-                tuple(str(v).replace(schema, "<schema>") if isinstance(v, str) else v for v in r)
-                for r in rows
-            ]
-    return out
-
-
-@pytest.fixture
-def second_schema(pg_dsn: str, pg_schema: str) -> Any:
-    other = pg_schema + "_b"
-    yield other
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(other)))
 
 
 def test_install_sql_with_psql_builds_what_migrate_builds(
@@ -109,7 +78,10 @@ def test_install_sql_with_psql_builds_what_migrate_builds(
 ) -> None:
     install(pg_dsn, pg_schema)
     migrations.migrate(pg_dsn, second_schema)
-    scripted, migrated = catalog(pg_dsn, pg_schema), catalog(pg_dsn, second_schema)
+    scripted, migrated = (
+        catalog(_CATALOG, pg_dsn, pg_schema),
+        catalog(_CATALOG, pg_dsn, second_schema),
+    )
     assert scripted["functions"] and scripted["meta"]
     for part in _CATALOG:
         assert scripted[part] == migrated[part], part
@@ -119,12 +91,12 @@ def test_install_sql_with_psql_builds_what_migrate_builds(
 
 def test_install_sql_applied_twice_changes_nothing(pg_dsn: str, pg_schema: str) -> None:
     install(pg_dsn, pg_schema)
-    before = catalog(pg_dsn, pg_schema)
+    before = catalog(_CATALOG, pg_dsn, pg_schema)
     install(pg_dsn, pg_schema)
-    assert catalog(pg_dsn, pg_schema) == before
+    assert catalog(_CATALOG, pg_dsn, pg_schema) == before
     # and migrate sees the script-installed schema as current
     assert migrations.migrate(pg_dsn, pg_schema) == migrations.required_version()
-    assert catalog(pg_dsn, pg_schema) == before
+    assert catalog(_CATALOG, pg_dsn, pg_schema) == before
 
 
 def test_install_sql_upgrades_version_1_exactly_as_migrate(
@@ -141,7 +113,10 @@ def test_install_sql_upgrades_version_1_exactly_as_migrate(
             )
     install(pg_dsn, pg_schema)
     migrations.migrate(pg_dsn, second_schema)
-    scripted, migrated = catalog(pg_dsn, pg_schema), catalog(pg_dsn, second_schema)
+    scripted, migrated = (
+        catalog(_CATALOG, pg_dsn, pg_schema),
+        catalog(_CATALOG, pg_dsn, second_schema),
+    )
     for part in _CATALOG:
         assert scripted[part] == migrated[part], part
     with psycopg.connect(pg_dsn) as conn:
@@ -163,7 +138,7 @@ def test_the_printed_install_script_is_install_sql_with_its_files_inlined(
         done = psql(pg_dsn, stdin=script)
         assert done.returncode == 0, done.stderr
     install(pg_dsn, second_schema)
-    assert catalog(pg_dsn, pg_schema) == catalog(pg_dsn, second_schema)
+    assert catalog(_CATALOG, pg_dsn, pg_schema) == catalog(_CATALOG, pg_dsn, second_schema)
 
 
 def test_install_sql_includes_every_migration_and_function_file_in_order() -> None:

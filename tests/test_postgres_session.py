@@ -13,13 +13,11 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
 import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
 
 import psycopg
 import pytest
@@ -31,6 +29,7 @@ from durable_graph.cli import main
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.postgres.async_store import AsyncPostgresCheckpointer
 from durable_graph.postgres.migrations import lock_key, migrate
+from store_support import thread_row_locked
 
 MARGIN = 0.75
 """Seconds allowed beyond connection_timeout + call_timeout (a rollback, a busy CI)."""
@@ -94,20 +93,6 @@ def test_store_sessions_pin_durable_commits_utc_and_a_client_check_over_role_def
         store.close()
 
 
-@contextlib.contextmanager
-def _row_locked(dsn: str, schema: str, thread_id: str) -> Iterator[psycopg.Connection[Any]]:
-    """Another session holding the thread's row lock until the block ends."""
-    with psycopg.connect(dsn) as locker:
-        query = sql.SQL("SELECT 1 FROM {}.threads WHERE thread_id = %s FOR UPDATE").format(
-            sql.Identifier(schema)
-        )
-        assert locker.execute(query, (thread_id,)).fetchone() == (1,)
-        try:
-            yield locker
-        finally:
-            locker.rollback()
-
-
 def _checkpoints(dsn: str, schema: str) -> list[str]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         rows = conn.execute(
@@ -127,7 +112,7 @@ def test_a_timed_out_call_is_cancelled_on_the_server_and_never_lands_later(
         store = PostgresCheckpointer.create(pool, config)
         claim = store.claim("t", "me")
         store.commit(claim, Commit("c1", None, "r1", {}))
-        with _row_locked(pg_dsn, schema, "t"):
+        with thread_row_locked(pg_dsn, schema, "t"):
             started = time.monotonic()
             with pytest.raises(ProcessingError, match="call_timeout"):
                 store.commit(claim, Commit("c2", "c1", "r1", {}))
@@ -151,7 +136,7 @@ def test_a_cancelled_async_call_is_cancelled_on_the_server_and_never_lands_later
             store = await AsyncPostgresCheckpointer.create(pool, config)
             claim = await store.claim("t", "me")
             await store.commit(claim, Commit("c1", None, "r1", {}))
-            with _row_locked(pg_dsn, schema, "t"):
+            with thread_row_locked(pg_dsn, schema, "t"):
                 task = asyncio.ensure_future(store.commit(claim, Commit("c2", "c1", "r1", {})))
                 await asyncio.sleep(0.3)  # waiting for the row lock on the server
                 task.cancel()

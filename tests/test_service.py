@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import time
 import uuid
@@ -24,7 +23,16 @@ from langgraph_sdk import get_client, get_sync_client
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 from langgraph_sdk.schema import Command
 
-from service_support import Backend, process, reference_serving, serving, worker_argv
+from service_support import (
+    REFERENCE,
+    SERVED_KINDS,
+    Backend,
+    process,
+    reference_serving,
+    serving,
+    store_backend,
+    worker_argv,
+)
 
 REPLY = "I am a durable agent, streaming one token at a time"
 HI = {"messages": [{"role": "user", "content": "hi"}]}
@@ -34,25 +42,12 @@ def _say(text: str) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": text}]}
 
 
-REFERENCE = os.environ.get("DURABLE_GRAPH_LANGGRAPH_DEV")
-"""The ``langgraph`` command of an environment with ``langgraph-cli[inmem]`` (LangGraph's own dev
-server; `make service-reference` sets it up): when set, the client tests also run against it, so
-our answers are checked against the reference's."""
-
-
-@pytest.fixture(
-    scope="module", params=["sqlite", "postgres", *(["reference"] if REFERENCE else [])]
-)
+@pytest.fixture(scope="module", params=SERVED_KINDS)
 def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Backend:
     """One store per backend for the module (a server start costs seconds)."""
     if request.param == "reference":
         return Backend("reference", (), {})
-    if request.param == "postgres":
-        dsn: str = request.getfixturevalue("pg_dsn")
-        schema = f"svc_{uuid.uuid4().hex[:12]}"
-        return Backend("postgres", ("--schema", schema), {"DURABLE_GRAPH_DSN": dsn})
-    db = tmp_path_factory.mktemp("service") / "service.db"
-    return Backend("sqlite", ("--sqlite", str(db)), {})
+    return store_backend(request.param, request, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

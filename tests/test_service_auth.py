@@ -6,7 +6,6 @@ so what the handlers do not filter (stored assistants, crons) is the user's own 
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,33 +16,17 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import NotFoundError, PermissionDeniedError
 
-from service_support import Backend, reference_serving, serving
+from service_support import SERVED_KINDS, served_url
 
 CONFIG = Path(__file__).parent / "service_auth" / "langgraph.json"
-REFERENCE = os.environ.get("DURABLE_GRAPH_LANGGRAPH_DEV")
 HI = {"messages": [{"role": "user", "content": "hi"}]}
 
 
-@pytest.fixture(
-    scope="module", params=["sqlite", "postgres", *(["reference"] if REFERENCE else [])]
-)
+@pytest.fixture(scope="module", params=SERVED_KINDS)
 def served(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, str]]:
-    logs = tmp_path_factory.mktemp("logs")
-    if request.param == "reference":
-        assert REFERENCE is not None
-        with reference_serving(REFERENCE, logs, CONFIG) as url:
-            yield url, "reference"
-        return
-    if request.param == "postgres":
-        dsn: str = request.getfixturevalue("pg_dsn")
-        schema = f"svc_{uuid.uuid4().hex[:12]}"
-        backend = Backend("postgres", ("--schema", schema), {"DURABLE_GRAPH_DSN": dsn})
-    else:
-        db = tmp_path_factory.mktemp("service") / "service.db"
-        backend = Backend("sqlite", ("--sqlite", str(db)), {})
-    with serving(backend, logs, workers=1, config=CONFIG) as url:
+    with served_url(request, tmp_path_factory, CONFIG) as url:
         yield url, request.param
 
 

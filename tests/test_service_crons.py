@@ -4,7 +4,6 @@ cannot honour refused, and a cron's slots run as ordinary runs of its thread."""
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,30 +14,15 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 
-from service_support import Backend, reference_serving, serving
+from service_support import SERVED_KINDS, served_url
 
 HI = {"messages": [{"role": "user", "content": "hi"}]}
 YEARLY = "0 0 1 1 *"  # never due while a test runs
-REFERENCE = os.environ.get("DURABLE_GRAPH_LANGGRAPH_DEV")
 
 
-@pytest.fixture(
-    scope="module", params=["sqlite", "postgres", *(["reference"] if REFERENCE else [])]
-)
+@pytest.fixture(scope="module", params=SERVED_KINDS)
 def url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    logs = tmp_path_factory.mktemp("logs")
-    if request.param == "reference":
-        assert REFERENCE is not None
-        with reference_serving(REFERENCE, logs) as served:
-            yield served
-        return
-    if request.param == "postgres":
-        dsn: str = request.getfixturevalue("pg_dsn")
-        backend = Backend("postgres", ("--schema", f"cron_{uuid.uuid4().hex[:12]}"), {})
-        backend.env["DURABLE_GRAPH_DSN"] = dsn
-    else:
-        backend = Backend("sqlite", ("--sqlite", str(logs / "crons.db")), {})
-    with serving(backend, logs) as served:
+    with served_url(request, tmp_path_factory, schema_prefix="cron") as served:
         yield served
 
 

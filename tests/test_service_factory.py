@@ -5,8 +5,6 @@ Server calls it; the run's ``configurable`` reaches it."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,30 +12,14 @@ from typing import Any
 import pytest
 from langgraph_sdk import get_sync_client
 
-from service_support import Backend, reference_serving, serving
+from service_support import SERVED_KINDS, served_url
 
 CONFIG = Path(__file__).parent / "service_factory" / "langgraph.json"
-REFERENCE = os.environ.get("DURABLE_GRAPH_LANGGRAPH_DEV")
 
 
-@pytest.fixture(
-    scope="module", params=["sqlite", "postgres", *(["reference"] if REFERENCE else [])]
-)
+@pytest.fixture(scope="module", params=SERVED_KINDS)
 def url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    logs = tmp_path_factory.mktemp("logs")
-    if request.param == "reference":
-        assert REFERENCE is not None
-        with reference_serving(REFERENCE, logs, CONFIG) as served:
-            yield served
-        return
-    if request.param == "postgres":
-        dsn: str = request.getfixturevalue("pg_dsn")
-        schema = f"svc_{uuid.uuid4().hex[:12]}"
-        backend = Backend("postgres", ("--schema", schema), {"DURABLE_GRAPH_DSN": dsn})
-    else:
-        db = tmp_path_factory.mktemp("service") / "service.db"
-        backend = Backend("sqlite", ("--sqlite", str(db)), {})
-    with serving(backend, logs, workers=1, config=CONFIG) as served:
+    with served_url(request, tmp_path_factory, CONFIG) as served:
         yield served
 
 

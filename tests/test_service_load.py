@@ -19,14 +19,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from service_support import Backend, serving_process
+from service_support import Backend, serving_process, store_backend
 
 ANSWER_WITHIN = 2.0
 """Seconds an unrelated request may take while the waiters are held (generous: a loaded CI
@@ -39,12 +38,7 @@ RSS_PER_STREAM = 64 * 1024
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Backend:
-    if request.param == "postgres":
-        dsn: str = request.getfixturevalue("pg_dsn")
-        schema = f"load_{uuid.uuid4().hex[:12]}"
-        return Backend("postgres", ("--schema", schema), {"DURABLE_GRAPH_DSN": dsn})
-    db = tmp_path_factory.mktemp("load") / "service.db"
-    return Backend("sqlite", ("--sqlite", str(db)), {})
+    return store_backend(request.param, request, tmp_path_factory, schema_prefix="load")
 
 
 @pytest.fixture(scope="module")

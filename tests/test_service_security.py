@@ -25,13 +25,13 @@ import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import UnprocessableEntityError
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser
 
+from browser_support import headless_chromium
 from durable_graph.service.guard import MAX_BODY_DEPTH, Origins, check_origin
 from durable_graph.sqlite import SqliteCheckpointer
 from service_support import APP, BIN, Backend, env_of, free_port, serving
 
-CHROMIUM = "/usr/bin/chromium"
 LIMIT = 1 << 20
 """The test server's ``--max-body-bytes``."""
 HI = {"messages": [{"role": "user", "content": "hi"}]}
@@ -109,14 +109,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (.ci/run installs it)")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with headless_chromium() as browser:
+        yield browser
 
 
 def _thread_count(url: str) -> int:

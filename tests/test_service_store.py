@@ -5,7 +5,6 @@ items the client sees."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,29 +14,14 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import UnprocessableEntityError
 
-from service_support import Backend, reference_serving, serving
+from service_support import SERVED_KINDS, served_url
 
 CONFIG = Path(__file__).parent / "service_store" / "langgraph.json"
-REFERENCE = os.environ.get("DURABLE_GRAPH_LANGGRAPH_DEV")
 
 
-@pytest.fixture(
-    scope="module", params=["sqlite", "postgres", *(["reference"] if REFERENCE else [])]
-)
+@pytest.fixture(scope="module", params=SERVED_KINDS)
 def url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    logs = tmp_path_factory.mktemp("logs")
-    if request.param == "reference":
-        assert REFERENCE is not None
-        with reference_serving(REFERENCE, logs, CONFIG) as served:
-            yield served
-        return
-    if request.param == "postgres":
-        dsn: str = request.getfixturevalue("pg_dsn")
-        backend = Backend("postgres", ("--schema", f"items_{uuid.uuid4().hex[:12]}"), {})
-        backend.env["DURABLE_GRAPH_DSN"] = dsn
-    else:
-        backend = Backend("sqlite", ("--sqlite", str(logs / "items.db")), {})
-    with serving(backend, logs, config=CONFIG) as served:
+    with served_url(request, tmp_path_factory, CONFIG, schema_prefix="items") as served:
         yield served
 
 

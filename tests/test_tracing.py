@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -33,11 +30,10 @@ from durable_graph.postgres.async_store import AsyncPostgresCheckpointer
 from durable_graph.sqlite import SqliteCheckpointer
 from durable_graph.worker.aio import AsyncWorker
 from durable_graph.worker.sync import RunContext, Worker
+from service_support import sqlite_worker
 
 RETRY_AT_ONCE = BackoffPolicy(base=timedelta(0))
 """The flaky handler's retry runs in the same test, not after the default backoff."""
-
-BIN = Path(sys.executable).with_name("durable-graph")
 
 
 @dataclass
@@ -137,48 +133,42 @@ def pg_config(pg_dsn: str, pg_schema: str) -> Iterator[PostgresConfig]:
     yield PostgresConfig(schema=pg_schema)
 
 
+def _assert_one_trace_across_stores(
+    raw_a: PostgresCheckpointer | SqliteCheckpointer, raw_b: Checkpointer, thread: str
+) -> None:
+    """A job submitted through ``raw_a`` in a request and run twice by a worker on ``raw_b`` (two
+    stores on one database) is one trace: the stored context, the attempts and the close."""
+    submitter, runner = _tracing(), _tracing()
+    a = observed(raw_a, TracingObserver(raw_a, submitter.provider))
+    request = _submit_in_a_request(a, submitter, thread)
+    b = observed(raw_b, TracingObserver(raw_b, runner.provider))
+    worker = Worker(b, _Flaky(), holder="w", backoff=RETRY_AT_ONCE)
+    assert worker.run_once() is not None and worker.run_once() is not None
+    stored = raw_a.run_queue.trace_context(1)
+    submit = submitter.one("durable_graph.run_queue.submit")
+    assert _ids(submit)[0] == _ids(request)[0]
+    assert stored is not None and stored.traceparent.split("-")[1] == f"{_ids(submit)[0]:032x}"
+    attempts = runner.spans("durable_graph.attempt")
+    assert len(attempts) == 2
+    assert all(_parent(s) == _ids(submit) for s in attempts)
+    close = runner.one("durable_graph.finish_attempt")
+    assert _ids(close)[0] == _ids(submit)[0]
+
+
 def test_trace_context_travels_through_postgres_to_another_worker(
     pg_dsn: str, pg_config: PostgresConfig
 ) -> None:
-    submitter, runner = _tracing(), _tracing()
     with (
         PostgresCheckpointer.open(pg_dsn, pg_config) as raw_a,
         PostgresCheckpointer.open(pg_dsn, pg_config) as raw_b,
     ):
-        a = observed(raw_a, TracingObserver(raw_a, submitter.provider))
-        request = _submit_in_a_request(a, submitter, "t-pg")
-        b = observed(raw_b, TracingObserver(raw_b, runner.provider))
-        worker = Worker(b, _Flaky(), holder="w", backoff=RETRY_AT_ONCE)
-        assert worker.run_once() is not None and worker.run_once() is not None
-        stored = raw_a.run_queue.trace_context(1)
-    submit = submitter.one("durable_graph.run_queue.submit")
-    assert _ids(submit)[0] == _ids(request)[0]
-    assert stored is not None and stored.traceparent.split("-")[1] == f"{_ids(submit)[0]:032x}"
-    attempts = runner.spans("durable_graph.attempt")
-    assert len(attempts) == 2
-    assert all(_parent(s) == _ids(submit) for s in attempts)
-    close = runner.one("durable_graph.finish_attempt")
-    assert _ids(close)[0] == _ids(submit)[0]
+        _assert_one_trace_across_stores(raw_a, raw_b, "t-pg")
 
 
 def test_trace_context_travels_through_a_sqlite_file_to_another_worker(tmp_path: Path) -> None:
-    submitter, runner = _tracing(), _tracing()
     path = tmp_path / "t.db"
     with SqliteCheckpointer.open(path) as raw_a, SqliteCheckpointer.open(path) as raw_b:
-        a = observed(raw_a, TracingObserver(raw_a, submitter.provider))
-        request = _submit_in_a_request(a, submitter, "t-sqlite")
-        b = observed(raw_b, TracingObserver(raw_b, runner.provider))
-        worker = Worker(b, _Flaky(), holder="w", backoff=RETRY_AT_ONCE)
-        assert worker.run_once() is not None and worker.run_once() is not None
-        stored = raw_a.run_queue.trace_context(1)
-    submit = submitter.one("durable_graph.run_queue.submit")
-    assert _ids(submit)[0] == _ids(request)[0]
-    assert stored is not None and stored.traceparent.split("-")[1] == f"{_ids(submit)[0]:032x}"
-    attempts = runner.spans("durable_graph.attempt")
-    assert len(attempts) == 2
-    assert all(_parent(s) == _ids(submit) for s in attempts)
-    close = runner.one("durable_graph.finish_attempt")
-    assert _ids(close)[0] == _ids(submit)[0]
+        _assert_one_trace_across_stores(raw_a, raw_b, "t-sqlite")
 
 
 def test_async_postgres_store_links_attempts_to_the_submit(
@@ -238,18 +228,7 @@ def test_worker_command_exports_an_attempts_spans_to_the_console(tmp_path: Path)
     db = str(tmp_path / "store.db")
     with SqliteCheckpointer.open(db) as store:
         entry_id = store.run_queue.submit(Submission("t", "go")).entry_id
-        env = {k: v for k, v in os.environ.items() if k != "DURABLE_GRAPH_DSN"}
-        worker = subprocess.Popen(
-            [
-                *(str(BIN), "--sqlite", db, "worker", "--app", "traced_app:handler"),
-                *("--poll-interval", "100ms", "--traces", "console"),
-            ],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        worker = sqlite_worker(db, "traced_app:handler", tmp_path, "--traces", "console")
         try:
             assert store.run_queue.await_closed(entry_id, timedelta(seconds=30)) is not None
         finally:

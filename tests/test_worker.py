@@ -33,7 +33,6 @@ from durable_graph import (
     ValidationError,
 )
 from durable_graph.core.checkpointer import Checkpointer
-from durable_graph.core.model import BackoffPolicy
 from durable_graph.memory.store import InMemoryCheckpointer
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.sqlite import SqliteCheckpointer
@@ -42,15 +41,7 @@ from durable_graph.testkit.postgres.clock import PgClock
 from durable_graph.worker.signals import StopSignals
 from durable_graph.worker.sync import RunContext, Worker, output_effect_key
 from hooked_store import HookedStore
-
-FAST: dict[str, Any] = {
-    "lease_ttl": timedelta(milliseconds=600),
-    "claim_policy": ClaimPolicy(
-        ttl=timedelta(milliseconds=600), renew_every=timedelta(milliseconds=150)
-    ),
-    "poll_interval": timedelta(milliseconds=50),
-    "backoff": BackoffPolicy(base=timedelta(0)),  # retries at once (backoff: test_operating_*)
-}
+from worker_support import FAST
 
 
 class Backend:

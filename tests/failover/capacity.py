@@ -37,15 +37,8 @@ def cluster_cpu_seconds(postmaster: int) -> float:
     """utime + stime of the postmaster and its live children (backends persist: one pool)."""
     tick = os.sysconf("SC_CLK_TCK")
     total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(entry) == postmaster or int(fields[1]) == postmaster:
+    for pid, fields in pg_server.process_stats():
+        if pid == postmaster or int(fields[1]) == postmaster:
             total += int(fields[11]) + int(fields[12])
     return total / tick
 

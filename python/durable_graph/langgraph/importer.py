@@ -253,6 +253,29 @@ def _failure(step: _Step | None, exc: BaseException) -> str:
     return f"checkpoint {step.checkpoint_id}{ns}: {exc}"
 
 
+def _missing(
+    steps: list[_Step], held: dict[str, dict[str, set[str]]]
+) -> list[tuple[_Step, bool, list[tuple[str, str, list[tuple[str, Any]]]]]]:
+    """What the target lacks of each step, in order: whether its checkpoint (then every group of
+    its writes), else the groups of the tasks that have no writes there yet."""
+    out = []
+    for step in steps:
+        tasks = held[step.namespace].get(step.checkpoint_id)
+        groups = [g for g in step.groups if tasks is None or g[0] not in tasks]
+        out.append((step, tasks is None, groups))
+    return out
+
+
+def _settle(
+    result: ImportResult, thread_id: str, tuples: list[CheckpointTuple], before: tuple[int, int]
+) -> None:
+    """File a thread that did not fail: imported when it wrote, skipped when the target held it
+    whole already (neither when the source has no checkpoint of it)."""
+    if tuples:
+        wrote = (result.checkpoints, result.writes) != before
+        (result.imported if wrote else result.skipped).append(thread_id)
+
+
 def import_threads(
     source: BaseCheckpointSaver[Any],
     target: DurableSaver,
@@ -266,9 +289,9 @@ def import_threads(
     result = ImportResult()
     for thread_id in list(listed) if listed is not None else thread_ids or ():
         codec.store_thread(thread_id, "")  # ValidationError for an id the store cannot hold
-        step: _Step | None = None
         before = (result.checkpoints, result.writes)
         try:
+            step: _Step | None = None
             # The whole thread is read (and every value checked) before anything is written.
             tuples = (
                 listed[thread_id] if listed is not None else list(reader.list(_scope(thread_id)))
@@ -278,24 +301,20 @@ def import_threads(
             if _moved_on(steps, held):
                 result.skipped.append(thread_id)
                 continue
-            for step in steps:
-                tasks = held[step.namespace].get(step.checkpoint_id)
-                if tasks is None:
-                    versions = step.source.checkpoint["channel_versions"]
+            for step, whole, groups in _missing(steps, held):
+                if whole:
+                    checkpoint, metadata = step.source.checkpoint, step.source.metadata
                     target.put(
-                        step.put_config, step.source.checkpoint, step.source.metadata, versions
+                        step.put_config, checkpoint, metadata, checkpoint["channel_versions"]
                     )
-                    result.checkpoints, tasks = result.checkpoints + 1, set()
-                for task_id, path, writes in step.groups:
-                    if task_id not in tasks:
-                        target.put_writes(step.stored, writes, task_id, path)
-                        result.writes += len(writes)
+                    result.checkpoints += 1
+                for task_id, path, writes in groups:
+                    target.put_writes(step.stored, writes, task_id, path)
+                    result.writes += len(writes)
         except _FAILURES as exc:
             result.failed[thread_id] = _failure(step, exc)
             continue
-        if tuples:
-            wrote = (result.checkpoints, result.writes) != before
-            (result.imported if wrote else result.skipped).append(thread_id)
+        _settle(result, thread_id, tuples, before)
     return result
 
 
@@ -312,14 +331,13 @@ async def aimport_threads(
     result = ImportResult()
     for thread_id in list(listed) if listed is not None else thread_ids or ():
         codec.store_thread(thread_id, "")
-        step: _Step | None = None
         before = (result.checkpoints, result.writes)
         try:
-            tuples = (
-                listed[thread_id]
-                if listed is not None
-                else [t async for t in reader.alist(_scope(thread_id))]
-            )
+            step: _Step | None = None
+            if listed is None:
+                tuples = [t async for t in reader.alist(_scope(thread_id))]
+            else:
+                tuples = listed[thread_id]
             steps = _plan(thread_id, tuples, task_paths)
             held = {
                 ns: _held([t async for t in target.alist(_scope(thread_id, ns))])
@@ -328,24 +346,19 @@ async def aimport_threads(
             if _moved_on(steps, held):
                 result.skipped.append(thread_id)
                 continue
-            for step in steps:
-                tasks = held[step.namespace].get(step.checkpoint_id)
-                if tasks is None:
-                    versions = step.source.checkpoint["channel_versions"]
-                    await target.aput(
-                        step.put_config, step.source.checkpoint, step.source.metadata, versions
-                    )
-                    result.checkpoints, tasks = result.checkpoints + 1, set()
-                for task_id, path, writes in step.groups:
-                    if task_id not in tasks:
-                        await target.aput_writes(step.stored, writes, task_id, path)
-                        result.writes += len(writes)
+            for step, whole, groups in _missing(steps, held):
+                if whole:
+                    checkpoint, metadata = step.source.checkpoint, step.source.metadata
+                    versions = checkpoint["channel_versions"]
+                    await target.aput(step.put_config, checkpoint, metadata, versions)
+                    result.checkpoints += 1
+                for task_id, path, writes in groups:
+                    await target.aput_writes(step.stored, writes, task_id, path)
+                    result.writes += len(writes)
         except _FAILURES as exc:
             result.failed[thread_id] = _failure(step, exc)
             continue
-        if tuples:
-            wrote = (result.checkpoints, result.writes) != before
-            (result.imported if wrote else result.skipped).append(thread_id)
+        _settle(result, thread_id, tuples, before)
     return result
 
 

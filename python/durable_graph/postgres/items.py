@@ -6,19 +6,8 @@ from __future__ import annotations
 
 from datetime import UTC
 
-from durable_graph.core.items import (
-    StoredItem,
-    check_filter,
-    check_item_value,
-    check_key,
-    check_max_depth,
-    check_namespace,
-    check_optional_namespace,
-    check_page,
-    check_refresh,
-    check_sweep_batch,
-    check_ttl,
-)
+from durable_graph.core import items
+from durable_graph.core.items import StoredItem
 from durable_graph.core.scalars import check_optional_identifier, decode_json
 from durable_graph.postgres.calls import SqlCall, _call
 from durable_graph.postgres.config import PostgresConfig
@@ -47,10 +36,10 @@ def put_item(
     tenant: object,
 ) -> SqlCall[StoredItem]:
     args = [
-        ("text[]", list(check_namespace("namespace", namespace))),
-        ("text", check_key(key)),
-        ("text", check_item_value(value, config.max_value_bytes)),
-        ("double precision", check_ttl(ttl)),
+        ("text[]", list(items.check_namespace("namespace", namespace))),
+        ("text", items.check_key(key)),
+        ("text", items.check_item_value(value, config.max_value_bytes)),
+        ("double precision", items.check_ttl(ttl)),
         ("text", check_optional_identifier("tenant", tenant)),
     ]
     return _call(config, "put_item", "dg_put_item_v1", args, exactly_one(_item_of))
@@ -60,9 +49,9 @@ def get_item(
     config: PostgresConfig, namespace: object, key: object, refresh_ttl: object, tenant: object
 ) -> SqlCall[StoredItem | None]:
     args = [
-        ("text[]", list(check_namespace("namespace", namespace))),
-        ("text", check_key(key)),
-        ("boolean", check_refresh(refresh_ttl)),
+        ("text[]", list(items.check_namespace("namespace", namespace))),
+        ("text", items.check_key(key)),
+        ("boolean", items.check_refresh(refresh_ttl)),
         ("text", check_optional_identifier("tenant", tenant)),
     ]
     return _call(config, "get_item", "dg_get_item_v1", args, first_or_none(_item_of))
@@ -72,8 +61,8 @@ def delete_item(
     config: PostgresConfig, namespace: object, key: object, tenant: object
 ) -> SqlCall[bool]:
     args = [
-        ("text[]", list(check_namespace("namespace", namespace))),
-        ("text", check_key(key)),
+        ("text[]", list(items.check_namespace("namespace", namespace))),
+        ("text", items.check_key(key)),
         ("text", check_optional_identifier("tenant", tenant)),
     ]
     decode = exactly_one(lambda row: bool(row["removed"]))
@@ -89,13 +78,13 @@ def search_items(
     refresh_ttl: object,
     tenant: object,
 ) -> SqlCall[list[StoredItem]]:
-    lim, off = check_page(limit, offset)
+    lim, off = items.check_page(limit, offset)
     args = [
-        ("text[]", list(check_namespace("prefix", prefix, allow_empty=True))),
-        ("text", check_filter(filter, config.max_value_bytes)),
+        ("text[]", list(items.check_namespace("prefix", prefix, allow_empty=True))),
+        ("text", items.check_filter(filter, config.max_value_bytes)),
         ("integer", lim),
         ("integer", off),
-        ("boolean", check_refresh(refresh_ttl)),
+        ("boolean", items.check_refresh(refresh_ttl)),
         ("text", check_optional_identifier("tenant", tenant)),
     ]
     return _call(config, "search_items", "dg_search_items_v1", args, each(_item_of))
@@ -110,13 +99,13 @@ def item_namespaces(
     offset: object,
     tenant: object,
 ) -> SqlCall[list[tuple[str, ...]]]:
-    pre = check_optional_namespace("prefix", prefix)
-    suf = check_optional_namespace("suffix", suffix)
-    lim, off = check_page(limit, offset)
+    pre = items.check_optional_namespace("prefix", prefix)
+    suf = items.check_optional_namespace("suffix", suffix)
+    lim, off = items.check_page(limit, offset)
     args = [
         ("text[]", None if pre is None else list(pre)),
         ("text[]", None if suf is None else list(suf)),
-        ("integer", check_max_depth(max_depth)),
+        ("integer", items.check_max_depth(max_depth)),
         ("integer", lim),
         ("integer", off),
         ("text", check_optional_identifier("tenant", tenant)),
@@ -126,7 +115,7 @@ def item_namespaces(
 
 
 def sweep_items(config: PostgresConfig, batch: object) -> SqlCall[int]:
-    args = [("integer", check_sweep_batch(batch))]
+    args = [("integer", items.check_sweep_batch(batch))]
     decode = exactly_one(lambda row: int(row["swept"]))
     return _call(config, "sweep_items", "dg_sweep_items_v1", args, decode)
 

@@ -129,8 +129,9 @@ class PgServer:
                 os.kill(child, signal.SIGKILL)
 
 
-def _children_of(pid: int) -> list[int]:
-    found = []
+def process_stats() -> Iterator[tuple[int, list[str]]]:
+    """Each live process's pid and the fields of its ``/proc/PID/stat`` after its name (state,
+    ppid, ...; ``proc(5)`` numbers them from 3)."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -140,9 +141,11 @@ def _children_of(pid: int) -> list[int]:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[1]) == pid:
-            found.append(int(entry))
-    return found
+        yield int(entry), fields
+
+
+def _children_of(pid: int) -> list[int]:
+    return [child for child, fields in process_stats() if int(fields[1]) == pid]
 
 
 REPLICATION_SETTINGS: dict[str, str] = {
