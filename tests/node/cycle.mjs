@@ -8,21 +8,7 @@
 // Exit status 0 when every check passed; each failure is printed.
 
 import assert from "node:assert/strict";
-import pg from "pg";
-
-const schema = process.env.DG_SCHEMA;
-const client = new pg.Client(); // PGHOST, PGPORT, PGUSER, PGDATABASE from the environment
-const failures = [];
-
-async function check(name, body) {
-  try {
-    await body();
-    console.log(`ok   ${name}`);
-  } catch (err) {
-    failures.push(name);
-    console.log(`FAIL ${name}: ${err.stack || err}`);
-  }
-}
+import { check, client, finish, run, schema } from "./checks.mjs";
 
 const TABLES = ["threads", "checkpoints", "pending_writes", "events", "effects",
                 "queue_entries", "queue_attempts", "limits"];
@@ -199,16 +185,4 @@ async function main() {
   return finish();
 }
 
-async function finish() {
-  await client.end();
-  if (failures.length) {
-    console.log(`${failures.length} check(s) failed`);
-    process.exit(1);
-  }
-  console.log("all checks passed");
-}
-
-main().catch((err) => {
-  console.log(`FAIL ${err.stack || err}`);
-  process.exit(1);
-});
+run(main);

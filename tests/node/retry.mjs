@@ -8,21 +8,7 @@
 // Exit status 0 when every check passed; each failure is printed.
 
 import assert from "node:assert/strict";
-import pg from "pg";
-
-const schema = process.env.DG_SCHEMA;
-const client = new pg.Client(); // PGHOST, PGPORT, PGUSER, PGDATABASE from the environment
-const failures = [];
-
-async function check(name, body) {
-  try {
-    await body();
-    console.log(`ok   ${name}`);
-  } catch (err) {
-    failures.push(name);
-    console.log(`FAIL ${name}: ${err.stack || err}`);
-  }
-}
+import { check, client, finish, run, schema } from "./checks.mjs";
 
 const BEGIN = `SELECT entry_id, token, attempt_kind, attempt_number, claim_token, retry_of,
                       latest_checkpoint_id, latest_state, head_checkpoint_id, plan
@@ -125,15 +111,7 @@ async function main() {
     assert.deepEqual(got.rows[0].writes, []);
   });
 
-  await client.end();
-  if (failures.length) {
-    console.log(`${failures.length} check(s) failed`);
-    process.exit(1);
-  }
-  console.log("all checks passed");
+  await finish();
 }
 
-main().catch((err) => {
-  console.log(`FAIL ${err.stack || err}`);
-  process.exit(1);
-});
+run(main);
