@@ -91,48 +91,47 @@ def _postgres_harness(pg_dsn: str, migrated: tuple[str, PgClock]) -> Iterator[Ha
     yield from _adapted(factory, clock)
 
 
-class TestAsyncMemoryCheckpointer(CheckpointerContract):
+class _Memory:
     @pytest.fixture
     def harness(self) -> Iterator[Harness]:
         yield from _memory_harness()
 
 
-class TestAsyncSqliteCheckpointer(CheckpointerContract):
+class _Sqlite:
     @pytest.fixture
     def harness(self, tmp_path: Path) -> Iterator[Harness]:
         yield from _sqlite_harness(tmp_path)
 
 
-class TestAsyncPostgresCheckpointer(CheckpointerContract):
+class _Postgres:
     @pytest.fixture
-    def harness(
-        self,
-        pg_dsn: str,
-        class_schema: tuple[str, PgClock],
-    ) -> Iterator[Harness]:
+    def harness(self, pg_dsn: str, class_schema: tuple[str, PgClock]) -> Iterator[Harness]:
         yield from _postgres_harness(pg_dsn, class_schema)
 
 
-class TestAsyncMemoryRunQueue(RunQueueContract):
-    @pytest.fixture
-    def harness(self) -> Iterator[Harness]:
-        yield from _memory_harness()
+# Each contract on each async store: the store's harness, then the contract's tests.
+class TestAsyncMemoryCheckpointer(_Memory, CheckpointerContract):
+    pass
 
 
-class TestAsyncSqliteRunQueue(RunQueueContract):
-    @pytest.fixture
-    def harness(self, tmp_path: Path) -> Iterator[Harness]:
-        yield from _sqlite_harness(tmp_path)
+class TestAsyncSqliteCheckpointer(_Sqlite, CheckpointerContract):
+    pass
 
 
-class TestAsyncPostgresRunQueue(RunQueueContract):
-    @pytest.fixture
-    def harness(
-        self,
-        pg_dsn: str,
-        class_schema: tuple[str, PgClock],
-    ) -> Iterator[Harness]:
-        yield from _postgres_harness(pg_dsn, class_schema)
+class TestAsyncPostgresCheckpointer(_Postgres, CheckpointerContract):
+    pass
+
+
+class TestAsyncMemoryRunQueue(_Memory, RunQueueContract):
+    pass
+
+
+class TestAsyncSqliteRunQueue(_Sqlite, RunQueueContract):
+    pass
+
+
+class TestAsyncPostgresRunQueue(_Postgres, RunQueueContract):
+    pass
 
 
 # --- direct checks, on every async store ---------------------------------------------------
