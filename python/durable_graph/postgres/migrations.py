@@ -247,6 +247,13 @@ def _newer(schema: str, state: _Installed) -> str | None:
     )
 
 
+def _refuse_newer(schema: str, state: _Installed) -> None:
+    """`_newer`'s refusal, before anything is planned, locked or written."""
+    newer = _newer(schema, state)
+    if newer is not None:
+        raise ProcessingError(newer)
+
+
 def _problem(schema: str, state: _Installed) -> str | None:
     """Why ``state`` is not current (the rule-28 message, or `_newer`'s), or None."""
     needed = required_version()
@@ -263,10 +270,17 @@ def _problem(schema: str, state: _Installed) -> str | None:
     version = _stored_version(state.meta)
     if version != needed:
         return not_current_message(schema, version, needed, False)
+    differ = _function_differences(schema, state)
+    if differ:
+        return not_current_message(schema, version, needed, True, ": " + "; ".join(differ[:5]))
+    return None
+
+
+def _function_differences(schema: str, state: _Installed) -> list[str]:
+    """How the installed functions (and the release that recorded them) differ from this
+    package's: empty when they are current."""
     if state.meta.get("release") != release():
-        return not_current_message(
-            schema, version, needed, True, f": recorded by release {state.meta.get('release')}"
-        )
+        return [f"recorded by release {state.meta.get('release')}"]
     expected = dict(expected_functions())
     installed: dict[str, list[str]] = {}
     differ: list[str] = []
@@ -288,9 +302,7 @@ def _problem(schema: str, state: _Installed) -> str | None:
                 differ.append(f"{name} differs" if name in installed else f"{name} is missing")
     if state.meta.get("functions_digest") != functions_digest() and not differ:
         differ.append("the recorded digest differs")
-    if differ:
-        return not_current_message(schema, version, needed, True, ": " + "; ".join(differ[:5]))
-    return None
+    return differ
 
 
 def verify(conn: psycopg.Connection[Any], schema: str) -> None:
@@ -408,15 +420,13 @@ class Plan:
 
 
 def _plan(conn: psycopg.Connection[Any], schema: str, state: _Installed) -> Plan:
-    problem = _problem(schema, state)
     pending = [f.name for f in migration_files()[_applied(conn, schema, state) :]]
-    if problem is None:
+    if _problem(schema, state) is None:
         reason = None
     elif pending:
         reason = "every upgrade installs them with its migrations"
     else:  # the same version: the bodies, their privileges or the recorded release differ
-        reason = problem.partition(" (its SQL functions differ from this package's")[2]
-        reason = "they differ" + (reason.rstrip(")") or " from this package's")
+        reason = "they differ: " + "; ".join(_function_differences(schema, state)[:5])
     return Plan(
         schema,
         state.exists,
@@ -439,9 +449,7 @@ def plan(dsn: str, schema: str, config: PostgresConfig | None = None) -> Plan:
                 f"schema {schema} is a partition proxy: it is never migrated in place "
                 "(durable-graph partitions migrate)"
             )
-        newer = _newer(schema, state)
-        if newer is not None:
-            raise ProcessingError(newer)
+        _refuse_newer(schema, state)
         return _plan(conn, schema, state)
 
 
@@ -544,16 +552,14 @@ def _migrate(dsn: str, schema: str, config: PostgresConfig | None) -> tuple[int,
                 if problem is not None:
                     raise ProcessingError(problem)
                 return needed, True
-            newer = _newer(schema, state)
-            if newer is not None:
-                raise ProcessingError(newer)
+            _refuse_newer(schema, state)
             problem = _problem(schema, state)
             if problem is None:
                 return needed, False
             _refuse_foreign(schema, state, problem)
             _lock(conn, schema, (config.connection_timeout + config.call_timeout) / _SECOND)
             try:
-                applied = _migrate_locked(conn, schema)
+                migrated = _migrate_locked(conn, schema)
             finally:
                 with contextlib.suppress(psycopg.Error):
                     conn.execute("SELECT pg_catalog.pg_advisory_unlock(%s)", (lock_key(schema),))
@@ -564,21 +570,19 @@ def _migrate(dsn: str, schema: str, config: PostgresConfig | None) -> tuple[int,
                 f"could not migrate schema {schema}: {exc}. Nothing was changed: the schema is "
                 f"as it was before; fix the cause and run durable-graph migrate again"
             ) from exc
-    if applied:
-        _mark_yoyo(dsn, schema, config, applied)
+    if migrated:
+        _mark_yoyo(dsn, schema, config)
     return needed, False
 
 
-def _migrate_locked(conn: psycopg.Connection[Any], schema: str) -> list[str]:
-    """`migrate`'s work, under the migration lock, in one transaction: the migrations applied
-    (their names), for yoyo's bookkeeping after the commit."""
+def _migrate_locked(conn: psycopg.Connection[Any], schema: str) -> bool:
+    """`migrate`'s work, under the migration lock, in one transaction; whether it migrated
+    (another migrator may have done it meanwhile)."""
     state = _inspect(conn, schema)  # another migrator may have finished meanwhile
-    newer = _newer(schema, state)
-    if newer is not None:
-        raise ProcessingError(newer)
+    _refuse_newer(schema, state)
     problem = _problem(schema, state)
     if problem is None:
-        return []
+        return False
     _refuse_foreign(schema, state, problem)
     pending = migration_files()[_applied(conn, schema, state) :]
     with conn.transaction():
@@ -599,11 +603,12 @@ def _migrate_locked(conn: psycopg.Connection[Any], schema: str) -> list[str]:
             " WHERE schema_bookkeeping.value IS DISTINCT FROM EXCLUDED.value",
             (release(), str(required_version()), str(row[0])),
         )
-    return [f.name.removesuffix(".sql") for f in migration_files()]
+    return True
 
 
-def _mark_yoyo(dsn: str, schema: str, config: PostgresConfig, names: list[str]) -> None:
-    """Record in yoyo's tables the migrations the schema now holds, so `yoyo list` agrees.
+def _mark_yoyo(dsn: str, schema: str, config: PostgresConfig) -> None:
+    """Record in yoyo's tables the migrations the schema now holds (every one of this
+    package's, once it migrated), so `yoyo list` agrees.
     Bookkeeping only: `_applied` trusts ``schema_meta`` first, so a failure here (or a kill
     between the commit and this) loses nothing; it is logged and the next upgrade marks them."""
     from yoyo import get_backend, read_migrations
@@ -614,7 +619,7 @@ def _mark_yoyo(dsn: str, schema: str, config: PostgresConfig, names: list[str]) 
             backend.break_lock()  # ours serialised migrate; a crashed process's row must not block
             with backend.lock():
                 known = read_migrations(str(resources.files("durable_graph") / "_migrations"))
-                backend.mark_migrations([m for m in backend.to_apply(known) if m.id in set(names)])
+                backend.mark_migrations(backend.to_apply(known))
         finally:
             backend.connection.close()
     except Exception as exc:  # bookkeeping: the upgrade itself committed
