@@ -87,15 +87,16 @@ BEGIN
            AND NEW.value ~ '^[0-9]{1,9}$' AND NEW.value::integer < v_version::integer) THEN
         RAISE EXCEPTION 'schema % is at version % (durable-graph %), newer than durable-graph % '
             'that tried to %: older code never migrates a newer schema backwards, and nothing '
-            'was changed', TG_TABLE_SCHEMA, coalesce(v_version, '?'), v_release, v_installing,
-            v_tried
+            'was changed', TG_TABLE_SCHEMA, coalesce(v_version, '?'),
+            coalesce(v_release, 'before 0.2.0'), v_installing, v_tried
             USING ERRCODE = '55000',
                   HINT = pg_catalog.format('Run durable-graph %s or later against this schema.',
-                                           v_release);
+                                           coalesce(v_release, v_installing));
     END IF;
     RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
 END;
 $$;
 
-CREATE OR REPLACE TRIGGER schema_meta_guard BEFORE INSERT OR UPDATE OR DELETE ON schema_bookkeeping
+CREATE OR REPLACE TRIGGER schema_meta_guard
+    BEFORE INSERT OR UPDATE OR DELETE ON schema_bookkeeping
     FOR EACH ROW EXECUTE FUNCTION _dg_schema_meta_guard();

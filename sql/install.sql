@@ -269,8 +269,8 @@ SELECT :dg_version >= 19 AS dg_has_0019 \gset
 -- Functions: every file, every time, inside a savepoint that is rolled back when they left the
 -- schema's functions, triggers and privileges as they were (CREATE OR REPLACE writes a new row
 -- version even of an identical function: a run on a current schema must change nothing). The
--- fingerprint's query is kept in a setting so that it is written once.
-SELECT pg_catalog.set_config('durable_graph.fingerprint_sql', $dg$
+-- fingerprint's query is a psql variable, run before and after.
+SELECT $dg$
 SELECT pg_catalog.md5(pg_catalog.concat_ws(E'\x1e',
     (SELECT pg_catalog.string_agg(pg_catalog.concat_ws(E'\x1f', p.proname,
                 pg_catalog.pg_get_function_identity_arguments(p.oid),
@@ -279,25 +279,18 @@ SELECT pg_catalog.md5(pg_catalog.concat_ws(E'\x1e',
             E'\x1e' ORDER BY p.proname COLLATE "C",
                 pg_catalog.pg_get_function_identity_arguments(p.oid) COLLATE "C")
        FROM pg_catalog.pg_proc p WHERE p.pronamespace = n.oid),
-    (SELECT pg_catalog.string_agg(pg_catalog.pg_get_triggerdef(g.oid) || g.tgenabled::text, E'\x1e'
-                                  ORDER BY g.tgname COLLATE "C", g.tgrelid)
+    (SELECT pg_catalog.string_agg(pg_catalog.pg_get_triggerdef(g.oid) || g.tgenabled::text,
+                                  E'\x1e' ORDER BY g.tgname COLLATE "C", g.tgrelid)
        FROM pg_catalog.pg_trigger g JOIN pg_catalog.pg_class c ON c.oid = g.tgrelid
       WHERE c.relnamespace = n.oid AND NOT g.tgisinternal),
     (SELECT pg_catalog.string_agg(c.relname || coalesce(c.relacl::text, ''), E'\x1e'
                                   ORDER BY c.relname COLLATE "C")
        FROM pg_catalog.pg_class c WHERE c.relnamespace = n.oid),
-    n.nspacl::text))
-  FROM pg_catalog.pg_namespace n WHERE n.nspname = $1
-$dg$, true) AS dg_fingerprint_set \gset
-DO $$
-DECLARE
-    v_fingerprint text;
-BEGIN
-    EXECUTE pg_catalog.current_setting('durable_graph.fingerprint_sql') INTO v_fingerprint
-        USING pg_catalog.current_setting('durable_graph.schema');
-    PERFORM pg_catalog.set_config('durable_graph.fingerprint', v_fingerprint, true);
-END;
-$$;
+    n.nspacl::text)) AS fingerprint
+  FROM pg_catalog.pg_namespace n
+ WHERE n.nspname = pg_catalog.current_setting('durable_graph.schema')
+$dg$ AS dg_fingerprint_sql \gset
+:dg_fingerprint_sql \gset dg_before_
 SAVEPOINT dg_functions;
 \ir 00_clock.sql
 \ir 01_checks.sql
@@ -324,18 +317,8 @@ SAVEPOINT dg_functions;
 \ir 96_deprecated.sql
 \ir 98_meta.sql
 \ir 99_privileges.sql
-DO $$
-DECLARE
-    v_fingerprint text;
-BEGIN
-    EXECUTE pg_catalog.current_setting('durable_graph.fingerprint_sql') INTO v_fingerprint
-        USING pg_catalog.current_setting('durable_graph.schema');
-    PERFORM pg_catalog.set_config('durable_graph.functions_unchanged',
-        (v_fingerprint = pg_catalog.current_setting('durable_graph.fingerprint'))::text, true);
-END;
-$$;
-SELECT pg_catalog.current_setting('durable_graph.functions_unchanged')::boolean
-       AS dg_functions_unchanged \gset
+:dg_fingerprint_sql \gset dg_after_
+SELECT :'dg_before_fingerprint' = :'dg_after_fingerprint' AS dg_functions_unchanged \gset
 \if :dg_functions_unchanged
 ROLLBACK TO SAVEPOINT dg_functions;
 \else
