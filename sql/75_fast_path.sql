@@ -100,6 +100,21 @@ AS $$
            EXISTS (SELECT 1 FROM chain c WHERE c.admitted)
 $$;
 
+-- _dg_plan(latest_checkpoint_id, latest_next, admitted): plan_attempt's rules
+-- (python/durable_graph/core/run_queue.py) over a retry chain: 'fresh' when no checkpoint of its
+-- runs exists and none of it was admitted, 'finished' when admitted without one or when the
+-- latest has no next tasks, else 'resume'. An IMMUTABLE SQL function without SET: inlined into
+-- its callers' expressions, no statement of its own (SPEC §21).
+CREATE OR REPLACE FUNCTION _dg_plan(p_latest_checkpoint_id text, p_latest_next text[],
+                                    p_admitted boolean) RETURNS text
+LANGUAGE sql IMMUTABLE
+AS $$
+    SELECT CASE WHEN p_latest_checkpoint_id IS NULL THEN
+                    CASE WHEN p_admitted THEN 'finished' ELSE 'fresh' END
+                WHEN coalesce(pg_catalog.cardinality(p_latest_next), 0) = 0 THEN 'finished'
+                ELSE 'resume' END
+$$;
+
 -- dg_begin_attempt_v2 (SPEC §11, §19.3, §23.5): dg_begin_attempt_v1 that also plans, so a caller
 -- of the SQL API gets the plan our worker gets. latest_* is the newest checkpoint committed by
 -- any run of any attempt of the entry and, for a retry, of every entry of its retry chain
@@ -185,8 +200,8 @@ BEGIN
         not_before := x.not_before; retry_of := x.retry_of; priority := x.priority;
         kind := x.kind;
         -- No latest: fresh unless admitted (it cannot be, with no run of it known yet).
-        plan := CASE WHEN l.o_claim_token IS NULL THEN NULL
-                     WHEN x.admitted OR v_admitted THEN 'finished' ELSE 'fresh' END;
+        plan := CASE WHEN l.o_claim_token IS NOT NULL
+                     THEN _dg_plan(NULL, NULL, x.admitted OR v_admitted) END;
         RETURN NEXT;
         RETURN;
     END IF;
@@ -202,12 +217,8 @@ BEGIN
            k.committed_at, k.seq, k.writes, x.not_before, x.retry_of,
            g.checkpoint_id, g.parent_id, g.run_id, g.state, g.metadata, g.next, g.created_at,
            g.committed_at, g.seq, g.writes, x.priority, x.kind,
-           -- plan_attempt's rules (python/durable_graph/core/run_queue.py), the chain admitted.
-           CASE WHEN l.o_claim_token IS NULL THEN NULL
-                WHEN k.checkpoint_id IS NULL THEN
-                    CASE WHEN x.admitted OR v_admitted THEN 'finished' ELSE 'fresh' END
-                WHEN coalesce(pg_catalog.cardinality(k.next), 0) = 0 THEN 'finished'
-                ELSE 'resume' END
+           CASE WHEN l.o_claim_token IS NOT NULL
+                THEN _dg_plan(k.checkpoint_id, k.next, x.admitted OR v_admitted) END
       FROM (SELECT (l.o_entry).*) x
       LEFT JOIN LATERAL (SELECT * FROM dg_latest_of_runs_v1(x.thread_id, v_runs)
                           WHERE pg_catalog.cardinality(v_runs) > 0) k ON true
@@ -290,11 +301,7 @@ BEGIN
            k.committed_at, k.seq, k.writes, e.not_before, e.retry_of,
            g.checkpoint_id, g.parent_id, g.run_id, g.state, g.metadata, g.next, g.created_at,
            g.committed_at, g.seq, g.writes, e.priority, e.kind,
-           -- plan_attempt's rules (python/durable_graph/core/run_queue.py), the chain admitted.
-           CASE WHEN k.checkpoint_id IS NULL THEN
-                    CASE WHEN e.admitted OR v_admitted THEN 'finished' ELSE 'fresh' END
-                WHEN coalesce(pg_catalog.cardinality(k.next), 0) = 0 THEN 'finished'
-                ELSE 'resume' END
+           _dg_plan(k.checkpoint_id, k.next, e.admitted OR v_admitted)
       FROM _dg_entry(p_entry_id) e
       LEFT JOIN LATERAL (SELECT * FROM dg_latest_of_runs_v1(e.thread_id, v_runs)
                           WHERE pg_catalog.cardinality(v_runs) > 0) k ON true
