@@ -58,25 +58,6 @@ class BeginSteps(NamedTuple):
     entry: Callable[[int, str | None], QueueEntry | None]
 
 
-def retry_chain(
-    entry: QueueEntry, read: Callable[[int, str | None], QueueEntry | None]
-) -> tuple[list[str], bool]:
-    """SPEC §19.3: the run ids of every attempt of the entries ``entry`` retries (its
-    ``retry_of``, that one's, ...) and whether any of them was admitted; an entry reclaimed since
-    ends the walk (its runs are not known). The same walk as ``dg_begin_attempt_v2``'s."""
-    runs: list[str] = []
-    admitted = False
-    earlier = entry.retry_of
-    while earlier is not None:  # ids decrease along the chain: it ends
-        before = read(earlier, entry.tenant)
-        if before is None or before.thread_id != entry.thread_id:
-            break
-        runs += [a.run_id for a in before.attempts]
-        admitted = admitted or before.admitted
-        earlier = before.retry_of
-    return runs, admitted
-
-
 class ClaimSteps(NamedTuple):
     """A sync store's step methods, as `compose_claim` calls them (under the store's lock)."""
 
@@ -91,14 +72,20 @@ class ClaimSteps(NamedTuple):
 def chain_runs(
     entry: QueueEntry, read: Callable[[int, str | None], QueueEntry | None]
 ) -> tuple[list[str], bool]:
-    """The runs a plan of ``entry`` is made with: its attempts' and, for a retry, those of its
-    retry chain (`retry_chain`), and whether the entry or its chain was admitted."""
+    """The runs a plan of ``entry`` is made with, and whether any of them was admitted: its
+    attempts' and, for a retry, those of every entry it retries (its ``retry_of``, that one's,
+    ...; SPEC §19.3); an entry reclaimed since ends the walk (its runs are not known). The same
+    walk as ``_dg_retry_chain`` in SQL."""
     runs = [a.run_id for a in entry.attempts]
     admitted = entry.admitted
-    if entry.retry_of is not None:
-        earlier, chain_admitted = retry_chain(entry, read)
-        runs += earlier
-        admitted = admitted or chain_admitted
+    earlier = entry.retry_of
+    while earlier is not None:  # ids decrease along the chain: it ends
+        before = read(earlier, entry.tenant)
+        if before is None or before.thread_id != entry.thread_id:
+            break
+        runs += [a.run_id for a in before.attempts]
+        admitted = admitted or before.admitted
+        earlier = before.retry_of
     return runs, admitted
 
 
@@ -285,6 +272,5 @@ __all__ = [
     "compose_begin",
     "compose_claim",
     "holders_attempt",
-    "retry_chain",
     "submit_each",
 ]

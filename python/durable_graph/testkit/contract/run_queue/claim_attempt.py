@@ -31,7 +31,7 @@ from durable_graph.core.model import (
     Submission,
 )
 from durable_graph.core.run_queue import RunQueue
-from durable_graph.testkit.contract.run_queue.retry_chain import THREAD, _failed_entry, _step
+from durable_graph.testkit.contract.run_queue.retry_chain import THREAD, failed_entry, step
 from durable_graph.testkit.contract.run_queue.support import (
     PAST_TTL,
     TTL,
@@ -113,7 +113,7 @@ class ClaimAttemptTests:
     def test_claim_attempt_plans_a_retry_of_an_admitted_entry_resume(
         self, store: Checkpointer, queue: RunQueue
     ) -> None:
-        failed = _failed_entry(queue, store, _step("cp-1", None, "run-1"))
+        failed = failed_entry(queue, store, step("cp-1", None, "run-1"))
         retry = queue.retry(failed).entry_id
         claimed = _claim_after_busy(store, "run-2")
         assert claimed.entry.entry_id == retry
@@ -125,7 +125,7 @@ class ClaimAttemptTests:
     def test_claim_attempt_plans_a_retry_of_a_chain_that_finished_finished(
         self, store: Checkpointer, queue: RunQueue
     ) -> None:
-        failed = _failed_entry(queue, store, _step("cp-1", None, "run-1", done=True))
+        failed = failed_entry(queue, store, step("cp-1", None, "run-1", done=True))
         queue.retry(failed)
         plan = _claim_after_busy(store, "run-2").plan
         assert isinstance(plan, Finished) and plan.checkpoint is not None
@@ -134,7 +134,7 @@ class ClaimAttemptTests:
     def test_claim_attempt_plans_a_retry_of_a_chain_never_admitted_fresh(
         self, store: Checkpointer, queue: RunQueue
     ) -> None:
-        failed = _failed_entry(queue, store)  # failed before any commit
+        failed = failed_entry(queue, store)  # failed before any commit
         queue.retry(failed)
         claimed = _claim_after_busy(store, "run-2")
         assert claimed.plan == Fresh() and claimed.latest is None
@@ -147,7 +147,7 @@ class ClaimAttemptTests:
         queue.submit(Submission(THREAD, "go", max_attempts=1))
         first = store.begin_attempt("worker-1", TTL, run_id="run-1")
         assert first is not None and first.claim is not None
-        store.commit(first.claim, _step("cp-1", None, "run-1", done=True))
+        store.commit(first.claim, step("cp-1", None, "run-1", done=True))
         store.release_claim(first.claim)
         queue.release(first.lease)
         begun, other = _busy_begin(store, "run-2")

@@ -52,7 +52,7 @@ def _fail(store: Checkpointer, begun: AttemptBegun, *, commits: Sequence[Commit]
     store.finish_attempt(begun.lease, Failed("a tool failed"), _claim(begun))
 
 
-def _failed_entry(queue: RunQueue, store: Checkpointer, *commits: Commit) -> int:
+def failed_entry(queue: RunQueue, store: Checkpointer, *commits: Commit) -> int:
     """An entry whose first attempt, run-1, commits ``commits`` and fails (its worker closes it
     Failed: the last attempt, or a final error): its id."""
     entry_id = queue.submit(Submission(THREAD, "go", max_attempts=3)).entry_id
@@ -60,7 +60,7 @@ def _failed_entry(queue: RunQueue, store: Checkpointer, *commits: Commit) -> int
     return entry_id
 
 
-def _step(checkpoint_id: str, parent_id: str | None, run_id: str, *, done: bool = False) -> Commit:
+def step(checkpoint_id: str, parent_id: str | None, run_id: str, *, done: bool = False) -> Commit:
     """A checkpoint of ``run_id``; with next tasks to run unless ``done``."""
     state = {"at": checkpoint_id}
     return Commit(checkpoint_id, parent_id, run_id, state, next=() if done else ("more",))
@@ -72,7 +72,7 @@ class RetryChainTests:
     def test_a_retry_of_an_admitted_failed_entry_begins_with_resume(
         self, queue: RunQueue, store: Checkpointer
     ) -> None:
-        failed = _failed_entry(queue, store, _step("cp-1", None, "run-1"))
+        failed = failed_entry(queue, store, step("cp-1", None, "run-1"))
         retry = queue.retry(failed).entry_id
         begun = _begin(store, "run-2")
         assert begun.entry.entry_id == retry
@@ -83,7 +83,7 @@ class RetryChainTests:
     def test_a_retry_of_a_chain_that_finished_begins_finished(
         self, queue: RunQueue, store: Checkpointer
     ) -> None:
-        failed = _failed_entry(queue, store, _step("cp-1", None, "run-1", done=True))
+        failed = failed_entry(queue, store, step("cp-1", None, "run-1", done=True))
         queue.retry(failed)
         begun = _begin(store, "run-2")
         assert isinstance(begun.plan, Finished) and begun.plan.checkpoint is not None
@@ -95,7 +95,7 @@ class RetryChainTests:
         """The input was applied, then its checkpoints taken away: the admission mark says so."""
         queue.submit(Submission(THREAD, "go", max_attempts=1))
         begun = _begin(store, "run-1")
-        store.commit(_claim(begun), _step("cp-1", None, "run-1"))
+        store.commit(_claim(begun), step("cp-1", None, "run-1"))
         store.retract_turn(_claim(begun))
         _fail(store, begun)
         queue.retry(begun.entry.entry_id)
@@ -104,7 +104,7 @@ class RetryChainTests:
     def test_a_retry_of_a_chain_never_admitted_begins_fresh(
         self, queue: RunQueue, store: Checkpointer
     ) -> None:
-        failed = _failed_entry(queue, store)  # failed before any commit
+        failed = failed_entry(queue, store)  # failed before any commit
         queue.retry(failed)
         begun = _begin(store, "run-2")
         assert begun.plan == Fresh() and begun.latest is None
@@ -114,7 +114,7 @@ class RetryChainTests:
     ) -> None:
         entry_id = queue.submit(Submission(THREAD, "go", max_attempts=1)).entry_id
         begun = _begin(store, "run-1")
-        store.commit(_claim(begun), _step("cp-1", None, "run-1"))
+        store.commit(_claim(begun), step("cp-1", None, "run-1"))
         assert queue.cancel(entry_id).outcome == Cancelled("requested")
         queue.retry(entry_id)
         plan = _begin(store, "run-2").plan
@@ -125,7 +125,7 @@ class RetryChainTests:
     ) -> None:
         """The first retry fails before any commit of its own: the second still resumes from
         what the first entry committed, two links back."""
-        failed = _failed_entry(queue, store, _step("cp-1", None, "run-1"))
+        failed = failed_entry(queue, store, step("cp-1", None, "run-1"))
         first_retry = queue.retry(failed).entry_id
         begun = _begin(store, "run-2")
         assert isinstance(begun.plan, Resume)
@@ -138,9 +138,9 @@ class RetryChainTests:
     def test_a_retry_of_a_retry_resumes_from_the_newest_of_every_links_checkpoints(
         self, queue: RunQueue, store: Checkpointer
     ) -> None:
-        failed = _failed_entry(queue, store, _step("cp-1", None, "run-1"))
+        failed = failed_entry(queue, store, step("cp-1", None, "run-1"))
         first_retry = queue.retry(failed).entry_id
-        _fail(store, _begin(store, "run-2"), commits=[_step("cp-2", "cp-1", "run-2")])
+        _fail(store, _begin(store, "run-2"), commits=[step("cp-2", "cp-1", "run-2")])
         queue.retry(first_retry)
         plan = _begin(store, "run-3").plan
         assert isinstance(plan, Resume) and plan.checkpoint.checkpoint_id == "cp-2"
@@ -148,7 +148,7 @@ class RetryChainTests:
     def test_a_retry_of_a_retry_of_a_chain_never_admitted_begins_fresh(
         self, queue: RunQueue, store: Checkpointer
     ) -> None:
-        failed = _failed_entry(queue, store)
+        failed = failed_entry(queue, store)
         first_retry = queue.retry(failed).entry_id
         _fail(store, _begin(store, "run-2"))
         queue.retry(first_retry)
@@ -159,7 +159,7 @@ class RetryChainTests:
     ) -> None:
         """The retry's first attempt was lost before committing (its lease expired): its second
         attempt resumes from the chain's checkpoint as the first would have."""
-        failed = _failed_entry(queue, store, _step("cp-1", None, "run-1"))
+        failed = failed_entry(queue, store, step("cp-1", None, "run-1"))
         queue.retry(failed)
         first = _begin(store, "run-2")
         store.release_claim(_claim(first))
@@ -172,10 +172,10 @@ class RetryChainTests:
     def test_a_retrys_own_commits_are_newer_than_its_chains(
         self, queue: RunQueue, store: Checkpointer, clock: ClockControl
     ) -> None:
-        failed = _failed_entry(queue, store, _step("cp-1", None, "run-1"))
+        failed = failed_entry(queue, store, step("cp-1", None, "run-1"))
         queue.retry(failed)
         first = _begin(store, "run-2")
-        store.commit(_claim(first), _step("cp-2", "cp-1", "run-2"))
+        store.commit(_claim(first), step("cp-2", "cp-1", "run-2"))
         store.release_claim(_claim(first))
         clock.advance(PAST_TTL)
         plan = _begin(store, "run-3").plan
@@ -186,7 +186,7 @@ class RetryChainTests:
     ) -> None:
         """Retention removed the failed entry (and with it what its runs were): the retry is
         planned with the chain's runs still known — here none, so it applies its input."""
-        failed = _failed_entry(queue, store, _step("cp-1", None, "run-1"))
+        failed = failed_entry(queue, store, step("cp-1", None, "run-1"))
         retry = queue.retry(failed).entry_id
         clock.advance(PAST_TTL * 2)
         assert queue.reclaim(PAST_TTL) == 1
