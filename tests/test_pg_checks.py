@@ -238,6 +238,17 @@ def test_claimed_writes_refuse_bad_arguments(
         ("SELECT * FROM dg_entry_v1(%s, NULL)", (None,), "entry_id"),
         ("SELECT * FROM dg_admin_set_limit_v1(%s, 10)", ("max_rows",), "name"),
         ("SELECT * FROM dg_admin_set_limit_v1('max_value_bytes', %s)", (0,), "value"),
+        # SPEC §23.5's calls: the SQL API checks its own arguments for every language.
+        ("SELECT * FROM dg_begin_attempt_v2(%s, interval '1 min', interval '1 min', true, NULL, 'r')", ("",), "holder"),
+        ("SELECT * FROM dg_begin_attempt_v2('w', interval '1 min', interval '1 min', true, NULL, %s)", ("",), "run_id"),
+        ("SELECT * FROM dg_begin_attempt_v2('w', interval '1 min', %s, true, NULL, 'r')", (None,), "claim_ttl"),
+        ("SELECT * FROM dg_begin_attempt_v2('w', %s, interval '1 min', true, NULL, 'r')", ("-1 min",), "ttl"),
+        ("SELECT * FROM dg_claim_attempt_v1(%s, 1, 'h', interval '1 min', NULL)", (None,), "entry_id"),
+        ("SELECT * FROM dg_claim_attempt_v1(1, %s, 'h', interval '1 min', NULL)", (None,), "token"),
+        ("SELECT * FROM dg_claim_attempt_v1(1, 1, %s, interval '1 min', NULL)", ("",), "holder"),
+        ("SELECT * FROM dg_claim_attempt_v1(1, 1, 'h', %s, NULL)", (None,), "claim_ttl"),
+        ("SELECT * FROM dg_claim_attempt_v1(1, 1, 'h', %s, NULL)", ("-1 min",), "claim_ttl"),
+        ("SELECT * FROM dg_claim_attempt_v1(1, 1, 'h', interval '1 min', %s)", ("",), "tenant"),
     ],
 )  # fmt: skip
 def test_functions_refuse_bad_arguments_with_dg000_naming_them(
