@@ -95,6 +95,16 @@ def class_schema(pg_dsn: str) -> Iterator[tuple[str, PgClock]]:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
+@pytest.fixture(scope="module")
+def module_schema(pg_dsn: str) -> Iterator[str]:
+    """A schema migrated once for a whole test module (emptied with ``reset_store``)."""
+    schema = f"m_{uuid.uuid4().hex[:16]}"
+    migrate(pg_dsn, schema)
+    yield schema
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
 def clocked_store(
     request: pytest.FixtureRequest, tmp_path: Path

@@ -31,12 +31,8 @@ DEEP_100K = "[" * 100_000 + "]" * 100_000
 
 
 @pytest.fixture(scope="module")
-def schema(pg_dsn: str) -> Iterator[str]:
-    name = "checks_h4"
-    migrate(pg_dsn, name)
-    yield name
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
+def schema(module_schema: str) -> str:
+    return module_schema
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ bad argument as its successor does (SQLSTATE and parameter), writing nothing.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +16,6 @@ import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from durable_graph.postgres.migrations import migrate
 from durable_graph.testkit.postgres.schema import reset_store
 
 Conn = psycopg.Connection[dict[str, Any]]
@@ -25,12 +23,8 @@ TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 @pytest.fixture(scope="module")
-def schema(pg_dsn: str) -> Iterator[str]:
-    name = "deprecated_d233"
-    migrate(pg_dsn, name)
-    yield name
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
+def schema(module_schema: str) -> str:
+    return module_schema
 
 
 @pytest.fixture
@@ -320,7 +314,7 @@ def test_workers_v1_on_an_empty_registry_returns_no_row(conn: Conn) -> None:
     assert _rows(conn, "SELECT * FROM dg_workers_v1('1 day')") == []
 
 
-def test_every_deprecated_function_is_security_definer_and_private(conn: Conn) -> None:
+def test_every_deprecated_function_is_security_definer_and_private(conn: Conn, schema: str) -> None:
     names = [
         "dg_put_writes_v1",
         "dg_put_writes_fenced_v1",
@@ -342,7 +336,7 @@ def test_every_deprecated_function_is_security_definer_and_private(conn: Conn) -
     assert [r["proname"] for r in rows] == sorted(names)
     for r in rows:
         assert r["prosecdef"] and not r["public"], r
-        assert json.dumps(r["proconfig"]).startswith('["search_path=deprecated_d233, pg_temp"')
+        assert r["proconfig"][0] == f"search_path={schema}, pg_temp", r
 
 
 # dg_begin_attempt_v1 -> dg_begin_attempt_v2

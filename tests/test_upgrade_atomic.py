@@ -26,6 +26,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -127,14 +128,36 @@ def previous_version(dsn: str, schema: str) -> dict[str, Any]:
     return state
 
 
-def hold_events(dsn: str, schema: str) -> psycopg.Connection[Any]:
-    """A session holding ``events`` in ACCESS SHARE mode (a long read, as a report would), in an
-    open transaction; roll it back to release the lock."""
-    conn = psycopg.connect(dsn)
-    conn.execute(
-        sql.SQL("LOCK TABLE {} IN ACCESS SHARE MODE").format(sql.Identifier(schema, "events"))
-    )
-    return conn
+@contextmanager
+def upgrade_blocked(
+    path: str, dsn: str, schema: str, admin_dsn: str
+) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """The upgrade by ``path`` started as a subprocess and waiting mid-way, behind a session
+    holding ``events`` in ACCESS SHARE mode (a long read, as a report would); yields it and its
+    backend's pid. On leaving, a still running upgrade is killed and the lock released."""
+    blocker = psycopg.connect(admin_dsn)
+    try:
+        blocker.execute(
+            sql.SQL("LOCK TABLE {} IN ACCESS SHARE MODE").format(sql.Identifier(schema, "events"))
+        )
+        proc = subprocess.Popen(
+            upgrade_argv(path, dsn, schema),
+            env=env_of(dsn, None),
+            cwd="/",
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            backend, _ = wait_blocked(admin_dsn, blocker, proc)
+            yield proc, backend
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    finally:
+        blocker.rollback()
+        blocker.close()
 
 
 def wait_blocked(
@@ -199,28 +222,11 @@ def test_a_killed_upgrade_leaves_the_previous_version_whole_and_a_rerun_complete
 ) -> None:
     previous: OldPackage = request.getfixturevalue(state)
     before = install_previous(previous, pg_dsn, pg_schema, tmp_path)
-    blocker = hold_events(pg_dsn, pg_schema)
-    try:
-        proc = subprocess.Popen(
-            upgrade_argv(path, pg_dsn, pg_schema),
-            env=env_of(pg_dsn, None),
-            cwd="/",
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            backend, _ = wait_blocked(pg_dsn, blocker, proc)
-            # Meanwhile everybody else still sees the previous version (its bookkeeping is
-            # read after the kill: a reader of it waits for the upgrade's lock on its table).
-            during = catalog_state(pg_dsn, pg_schema, meta=False)
-            assert during == {k: v for k, v in before.items() if k != "yoyo"} | {"meta": None}
-        finally:
-            proc.kill()
-            proc.communicate()
-    finally:
-        blocker.rollback()
-        blocker.close()
+    with upgrade_blocked(path, pg_dsn, pg_schema, pg_dsn) as (_, backend):
+        # Meanwhile everybody else still sees the previous version (its bookkeeping is read
+        # after the kill: a reader of it waits for the upgrade's lock on its table).
+        during = catalog_state(pg_dsn, pg_schema, meta=False)
+        assert during == {k: v for k, v in before.items() if k != "yoyo"} | {"meta": None}
     wait_gone(pg_dsn, backend)
     assert_whole_and_usable(previous, pg_dsn, pg_schema, before, tmp_path)
 
@@ -264,26 +270,8 @@ def test_a_failed_upgrade_leaves_the_previous_version_whole_and_says_what_to_do(
         )
     dsn = as_role(pg_dsn, owner)
     before = install_previous(previous, dsn, pg_schema, tmp_path)
-    blocker = hold_events(pg_dsn, pg_schema)
-    try:
-        proc = subprocess.Popen(
-            upgrade_argv(path, dsn, pg_schema),
-            env=env_of(dsn, None),
-            cwd="/",
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            wait_blocked(pg_dsn, blocker, proc)
-            _, stderr = proc.communicate(timeout=WAIT)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    finally:
-        blocker.rollback()
-        blocker.close()
+    with upgrade_blocked(path, dsn, pg_schema, pg_dsn) as (proc, _):
+        _, stderr = proc.communicate(timeout=WAIT)
     assert proc.returncode != 0
     assert "lock timeout" in stderr, stderr
     if path == "migrate":  # psql prints the server's error; migrate says what to do
