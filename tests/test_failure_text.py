@@ -76,3 +76,31 @@ def test_a_fitted_traceback_still_shows_only_its_last_block() -> None:
     )
     assert fitted.startswith("…")
     assert client_error(fitted) == {"error": "KeyError", "message": "'missing'"}
+
+
+def test_a_message_with_indented_lines_is_shown_whole_and_no_frame_with_it() -> None:
+    """The leak of issue 48: a message whose lines are indented (a pretty-printed value, a
+    validation error's fields) made the last indented line fall inside the message, and the
+    client was shown the whole traceback with its file paths."""
+    exc = ValueError("Expected dict, got 'yes'\n  field: input\n    detail: not a mapping")
+    text = error_text(_raised(exc))
+    assert client_error(text) == {
+        "error": "ValueError",
+        "message": "Expected dict, got 'yes'\n  field: input\n    detail: not a mapping",
+    }
+
+
+@pytest.mark.parametrize(
+    "recorded",
+    [
+        'Traceback (most recent call last):\n  File "/srv/app/handler.py", line 3, in run\n'
+        "    go()\nnot an exception line",
+        'Traceback (most recent call last):\n  File "/srv/app/handler.py", line 3, in run',
+        "Traceback (most recent call last):",
+        '…  File "/srv/app/handler.py", line 3, in run\n    go()',
+    ],
+)
+def test_a_traceback_without_an_exception_line_shows_no_frame(recorded: str) -> None:
+    shown = client_error(recorded)
+    assert "File" not in shown["message"] and "Traceback" not in shown["message"], shown
+    assert "/srv/app" not in str(shown)

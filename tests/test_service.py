@@ -471,7 +471,8 @@ def test_interrupt_strategy_ends_the_first_run_keeping_its_input(url: str) -> No
     client.runs.join(thread_id, second["run_id"])
     assert client.runs.get(thread_id, first["run_id"])["status"] == "interrupted"
     time.sleep(2.5)  # past the first run's slow node: an interrupted run writes nothing more
-    contents = [m["content"] for m in client.threads.get_state(thread_id)["values"]["messages"]]
+    values = client.threads.get_state(thread_id)["values"]
+    contents = [m["content"] for m in values.get("messages", [])]
     assert contents == ["slow 2", "hi", REPLY]  # as the reference: no "slept 2", no "done"
 
 
@@ -504,6 +505,62 @@ def test_cancel_of_a_running_run_leaves_it_interrupted_and_the_thread_usable(url
     assert [m["content"] for m in values["messages"]] == ["slow 2", "hi", REPLY]
     with pytest.raises(NotFoundError):  # it has ended: nothing to cancel (as the reference)
         client.runs.cancel(thread_id, run["run_id"])
+
+
+# --- on_disconnect: "cancel" (SPEC §25.3) ------------------------------------------------------
+
+
+def _cancelled_by_leaving(client: Any, thread_id: str, run_id: str) -> None:
+    """The run its client left is cancelled (``interrupted``, as the reference), and writes no
+    more: its slow node's answer never lands."""
+    _wait_status(client, thread_id, run_id, "interrupted")
+    time.sleep(3.5)
+    values = client.threads.get_state(thread_id)["values"]
+    contents = [m["content"] for m in values.get("messages", [])]
+    assert not any(c.startswith("slept") for c in contents), contents
+
+
+def test_a_stream_whose_client_leaves_with_on_disconnect_cancel_cancels_its_run(url: str) -> None:
+    """LangGraph's React ``useStream`` sends ``on_disconnect: "cancel"`` by default."""
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    parts = client.runs.stream(thread_id, "agent", input=_say("slow 3"), on_disconnect="cancel")
+    first = next(parts)
+    assert first.event == "metadata"
+    parts.close()  # the client goes away mid-run
+    _cancelled_by_leaving(client, thread_id, first.data["run_id"])
+
+
+def test_a_wait_whose_client_leaves_with_on_disconnect_cancel_cancels_its_run(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    body = {"assistant_id": "agent", "input": _say("slow 3"), "on_disconnect": "cancel"}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{url}/threads/{thread_id}/runs/wait", json=body, timeout=1.0)
+    (run,) = client.runs.list(thread_id)
+    _cancelled_by_leaving(client, thread_id, run["run_id"])
+
+
+def test_a_join_stream_with_cancel_on_disconnect_cancels_the_run_its_client_leaves(
+    url: str,
+) -> None:
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    run = client.runs.create(thread_id, "agent", input=_say("slow 3"))
+    _wait_status(client, thread_id, run["run_id"], "running")
+    parts = client.runs.join_stream(thread_id, run["run_id"], cancel_on_disconnect=True)
+    next(parts)
+    parts.close()
+    _cancelled_by_leaving(client, thread_id, run["run_id"])
+
+
+def test_a_stream_whose_client_leaves_by_default_runs_on(url: str) -> None:
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    parts = client.runs.stream(thread_id, "agent", input=_say("slow 1"))
+    first = next(parts)
+    parts.close()
+    _wait_status(client, thread_id, first.data["run_id"], "success")
 
 
 # --- streams that break -----------------------------------------------------------------------

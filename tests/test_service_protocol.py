@@ -214,6 +214,16 @@ def test_a_cancelled_run_ends_its_stream_as_failed(url: str) -> None:
     assert events[-1]["params"]["data"]["error"] == "cancelled (requested)"
 
 
+def test_a_failed_run_ends_its_stream_with_the_error_and_never_a_traceback(url: str) -> None:
+    """SPEC §19.4, §25.4: the v3 stream's ``failed`` carries ``Type: message`` as the other
+    paths show it (it carried the attempt's whole traceback, file paths included)."""
+    thread_id = str(uuid.uuid4())
+    _command(url, thread_id, "run.start", {"assistant_id": "agent", "input": _say("weather X")})
+    events = _events(url, thread_id, {"channels": ["lifecycle"]}, "failed")
+    error = events[-1]["params"]["data"]["error"]
+    assert error == "ValueError: weather backend has no station for 'X'", error
+
+
 def test_what_is_not_served_is_refused_clearly(url: str) -> None:
     thread_id = str(uuid.uuid4())
     # No thread yet: its stream is 404 (run.start creates it).

@@ -345,10 +345,11 @@ def create_app(
     async def count_crons(request: Request) -> Response:
         return Json(await crons.count(await body_of(request)))
 
-    def stream_of(entry: Any, last_event_id: str | None) -> Response:
+    def stream_of(entry: Any, last_event_id: str | None, cancel_on_disconnect: bool) -> Response:
         where = run_path(entry.thread_id, entry.entry_id)
+        frames = runs.sse(entry, last_event_id)
         return StreamingResponse(
-            runs.sse(entry, last_event_id),
+            runs.cancelling(entry, frames) if cancel_on_disconnect else frames,
             media_type="text/event-stream",
             headers={
                 "Location": f"{where}/stream",
@@ -360,12 +361,17 @@ def create_app(
     async def stream_run(request: Request, thread_id: str | None = None) -> Response:
         body = await body_of(request)
         entry = await runs.create(thread_id, body)
-        return stream_of(entry, None)
+        return stream_of(entry, None, body.get("on_disconnect") == "cancel")
 
     async def wait_run(request: Request, thread_id: str | None = None) -> Response:
         body = await body_of(request)
         entry = await runs.create(thread_id, body)
-        values = await until_disconnect(request, runs.join(entry))
+        try:
+            values = await until_disconnect(request, runs.join(entry))
+        except ClientGone:
+            if body.get("on_disconnect") == "cancel":
+                await runs.cancel_unless_ended(entry)
+            raise
         return located(entry, Json(values))
 
     async def list_runs(request: Request, thread_id: str) -> Response:
@@ -391,7 +397,8 @@ def create_app(
 
     async def join_stream(request: Request, thread_id: str, run_id: str) -> Response:
         entry = await runs.entry(thread_id, run_id)
-        return stream_of(entry, request.headers.get("last-event-id"))
+        cancel = request.query_params.get("cancel_on_disconnect") in ("1", "true", "True")
+        return stream_of(entry, request.headers.get("last-event-id"), cancel)
 
     async def join_thread_stream(request: Request, thread_id: str) -> Response:
         q = request.query_params

@@ -38,6 +38,7 @@ from durable_graph.core.model import Cancelled, Completed, Event, Failed, QueueE
 from durable_graph.langgraph.run_request import RunRequest
 from durable_graph.langgraph.streaming import EVENT_PREFIX, MESSAGES_V2, TASKS
 from durable_graph.langgraph.values import message_dict
+from durable_graph.service.records import client_error
 
 CHANNELS: Final = frozenset(
     {"values", "updates", "messages", "tools", "lifecycle", "input", "checkpoints", "tasks"}
@@ -108,7 +109,10 @@ class Translator:
                 return out
             out.append(self._lifecycle("completed", graph))
         elif isinstance(outcome, Failed):
-            out.append(self._lifecycle("failed", graph, error=outcome.error))
+            shown = client_error(outcome.error)  # never the traceback (SPEC §19.4, §25.4)
+            out.append(
+                self._lifecycle("failed", graph, error=f"{shown['error']}: {shown['message']}")
+            )
         elif isinstance(outcome, Cancelled):
             out.append(self._lifecycle("failed", graph, error=f"cancelled ({outcome.reason})"))
         else:  # interrupted by a later run of the thread (multitask_strategy interrupt)

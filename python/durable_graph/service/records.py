@@ -127,16 +127,28 @@ def client_error(error: str) -> dict[str, str]:
     its last indented line, is ``Type: message`` with every line of the message — unwrapped
     once when it is the worker's `FinalFailure` ("Type: message") — or "Type: message" alone."""
     lines = error.rstrip().splitlines()
-    if error.startswith((_NOT_THE_EXCEPTION[0], "…")):  # a traceback, or its end (fitted)
-        indented = [i for i, line in enumerate(lines) if line[:1].isspace()]
-        lines = lines[indented[-1] + 1 :] if indented else lines[-1:]
+    traceback = error.startswith((_NOT_THE_EXCEPTION[0], "…"))  # or its end (fitted)
+    if traceback:
+        lines = _last_block(lines)
     kind, message = _exception(lines)
     if kind is None:
-        return {"error": "Error", "message": error.strip()}
+        # Never the traceback itself, whatever its shape (SPEC §19.4).
+        return {"error": "Error", "message": "the run failed" if traceback else error.strip()}
     if kind == "FinalFailure":
         inner, unwrapped = _exception(message.split("\n"))
         kind, message = (inner, unwrapped) if inner is not None else ("Error", message)
     return {"error": kind, "message": message}
+
+
+def _last_block(lines: list[str]) -> list[str]:
+    """A traceback's ``Type: message`` block: from the first unindented line after its last
+    frame (a frame's source and caret lines are indented), to the end — so a message's own
+    indented lines stay in it and no frame or path is ever part of it."""
+    frames = [i for i, line in enumerate(lines) if line.lstrip("…").startswith("  File ")]
+    start = frames[-1] + 1 if frames else 1
+    while start < len(lines) and lines[start][:1].isspace():
+        start += 1
+    return lines[start:]
 
 
 def _exception(lines: list[str]) -> tuple[str | None, str]:

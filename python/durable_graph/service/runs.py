@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
+import anyio
 from langchain_core.messages import BaseMessageChunk, message_chunk_to_message
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
@@ -256,6 +257,28 @@ class Runs:
             fresh = await self.store.run_queue.entry(entry.entry_id, entry.tenant) or entry
             await self.store.delete_runs([a.run_id for a in fresh.attempts])
 
+    async def cancel_unless_ended(self, entry: QueueEntry) -> None:
+        """``on_disconnect: "cancel"`` (``cancel_on_disconnect`` of a join): the client of the
+        run's stream or wait went away, so the run is cancelled as ``POST .../cancel`` would,
+        unless it ended meanwhile (SPEC §25.3)."""
+        with suppress(NotFound):
+            await self.cancel(entry, "interrupt")
+
+    async def cancelling(
+        self, entry: QueueEntry, frames: AsyncIterator[bytes]
+    ) -> AsyncIterator[bytes]:
+        """``frames`` of ``entry``'s stream, the run cancelled when they stop before its end:
+        Starlette cancels a stream whose client disconnected, so the cancel is shielded."""
+        ended = False
+        try:
+            async for frame in frames:
+                yield frame
+            ended = True
+        finally:
+            if not ended:
+                with anyio.CancelScope(shield=True):
+                    await self.cancel_unless_ended(entry)
+
     async def delete(self, entry: QueueEntry) -> None:
         if not entry.closed:
             raise Conflict_("a run that has not ended cannot be deleted; cancel it first")
@@ -406,14 +429,14 @@ class _Checked:
 UNHONOURED: Final[dict[str, tuple[object, ...]]] = {
     "after_seconds": (None, 0),
     "on_completion": (None, "keep"),
-    "on_disconnect": (None, "continue"),
+    "on_disconnect": (None, "continue", "cancel"),
     "feedback_keys": (None, []),
     "durability": (None, "sync", "async"),
 }
 """Run options the service does not honour, each with the values it does (issue 36: fail
-closed): a delayed start, deleting a run's thread when it ends, cancelling a run when
-its client leaves, feedback keys, and checkpointing only at exit (every step is durable here,
-which ``sync`` and ``async`` ask no less than)."""
+closed): a delayed start, deleting a run's thread when it ends, feedback keys, and
+checkpointing only at exit (every step is durable here, which ``sync`` and ``async`` ask no
+less than). ``on_disconnect: "cancel"`` is honoured by the stream and wait routes."""
 
 
 def _checked(
