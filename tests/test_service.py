@@ -430,11 +430,25 @@ def test_run_options_the_service_does_not_honour_are_refused_by_name(
         pytest.skip("ours only")
     client: Any = get_sync_client(url=url)
     thread_id = client.threads.create()["thread_id"]
-    for option in ({"webhook": "ftp://example.com/hook"}, {"after_seconds": 5}):
+    for option in ({"webhook": "ftp://example.com/hook"}, {"after_seconds": -1}):
         with pytest.raises(UnprocessableEntityError, match=next(iter(option))):
             client.runs.create(thread_id, "agent", input=HI, **option)
     assert client.runs.list(thread_id) == []
     client.runs.wait(thread_id, "agent", input=HI, durability="sync")  # honoured: every step is
+
+
+def test_after_seconds_delays_the_runs_start(url: str) -> None:
+    """SPEC §25.3: ``after_seconds`` (refused before) starts the run no earlier; meanwhile it is
+    ``pending``, as the reference shows it."""
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    asked = time.monotonic()
+    run = client.runs.create(thread_id, "agent", input=HI, after_seconds=2)
+    time.sleep(1)
+    assert client.runs.get(thread_id, run["run_id"])["status"] == "pending"
+    values = client.runs.join(thread_id, run["run_id"])
+    assert time.monotonic() - asked >= 2
+    assert [m["content"] for m in values["messages"]] == ["hi", REPLY]
 
 
 # --- double texting and cancel ----------------------------------------------------------------

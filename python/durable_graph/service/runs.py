@@ -133,9 +133,17 @@ class Runs:
                     cancelled.append(entry.entry_id)
         rollback = cancelled if strategy == "rollback" else []
         mode = Mode.REJECT if strategy == "reject" else Mode.ENQUEUE
+        # A delayed start is the entry's not_before (SPEC §13): no worker takes it earlier. The
+        # instant is this process's clock plus the delay (the store has no relative form).
+        delay = checked.after_seconds
+        not_before = datetime.now(UTC) + timedelta(seconds=delay) if delay else None
         ticket = await queue.submit(
             Submission(
-                thread_id, checked.request(after_seq, rollback), tenant=TENANT.get(), mode=mode
+                thread_id,
+                checked.request(after_seq, rollback),
+                tenant=TENANT.get(),
+                mode=mode,
+                not_before=not_before,
             )
         )
         created = await queue.entry(ticket.entry_id, tenant=TENANT.get())
@@ -418,6 +426,7 @@ class _Checked:
     fields: dict[str, Any]
     service: dict[str, Any]
     if_not_exists: str
+    after_seconds: float = 0.0
 
     def request(self, after_seq: int, rollback: builtins.list[int]) -> JSON:
         service = {**self.service, "after_seq": after_seq}
@@ -427,14 +436,13 @@ class _Checked:
 
 
 UNHONOURED: Final[dict[str, tuple[object, ...]]] = {
-    "after_seconds": (None, 0),
     "on_completion": (None, "keep"),
     "on_disconnect": (None, "continue", "cancel"),
     "feedback_keys": (None, []),
     "durability": (None, "sync", "async"),
 }
 """Run options the service does not honour, each with the values it does (issue 36: fail
-closed): a delayed start, deleting a run's thread when it ends, feedback keys, and
+closed): deleting a run's thread when it ends, feedback keys, and
 checkpointing only at exit (every step is durable here, which ``sync`` and ``async`` ask no
 less than). ``on_disconnect: "cancel"`` is honoured by the stream and wait routes."""
 
@@ -502,7 +510,21 @@ def _checked(
     if webhook is not None:
         service["webhook"] = webhook
     run_request(**fields, service=service)  # its own checks (config, command, nodes...)
-    return _Checked(fields, service, if_not_exists)
+    return _Checked(fields, service, if_not_exists, _after_seconds(body.get("after_seconds")))
+
+
+MAX_AFTER_SECONDS: Final = 366 * 24 * 3600
+
+
+def _after_seconds(value: object) -> float:
+    """``after_seconds``: a delayed start, 0 to a year of seconds."""
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:  # NaN
+        raise ValidationError("after_seconds: a number of seconds, 0 or more")
+    if value > MAX_AFTER_SECONDS:
+        raise ValidationError(f"after_seconds: at most {MAX_AFTER_SECONDS} (a year)")
+    return float(value)
 
 
 def _frame(event: str, data: Any, seq: int | None) -> bytes:
