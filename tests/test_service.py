@@ -451,6 +451,29 @@ def test_after_seconds_delays_the_runs_start(url: str) -> None:
     assert [m["content"] for m in values["messages"]] == ["hi", REPLY]
 
 
+def test_cancel_many_cancels_named_runs_or_every_pending_one(url: str) -> None:
+    """``POST /runs/cancel`` (SPEC §25.3), as the reference: by thread and run ids, or by
+    status; ended runs are left as they are; 404 when nothing matched; 422 for a mix."""
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    running = client.runs.create(thread_id, "agent", input=_say("slow 3"))
+    queued = client.runs.create(thread_id, "agent", input=HI)
+    _wait_status(client, thread_id, running["run_id"], "running")
+    client.runs.cancel_many(thread_id=thread_id, run_ids=[running["run_id"], queued["run_id"]])
+    for run in (running, queued):
+        _wait_status(client, thread_id, run["run_id"], "interrupted")
+    later = client.threads.create()["thread_id"]
+    delayed = client.runs.create(later, "agent", input=HI, after_seconds=60)
+    client.runs.cancel_many(status="pending")
+    _wait_status(client, later, delayed["run_id"], "interrupted")
+    with pytest.raises(NotFoundError):
+        client.runs.cancel_many(thread_id=str(uuid.uuid4()), run_ids=[str(uuid.uuid4())])
+    with pytest.raises(UnprocessableEntityError):
+        client.runs.cancel_many(thread_id=thread_id, run_ids=[running["run_id"]], status="all")
+    with pytest.raises(UnprocessableEntityError):
+        client.runs.cancel_many(status="finished")  # type: ignore[arg-type]
+
+
 # --- double texting and cancel ----------------------------------------------------------------
 
 

@@ -418,6 +418,11 @@ def create_app(
             headers={"Cache-Control": "no-store"},
         )
 
+    async def cancel_runs(request: Request) -> Response:
+        action = request.query_params.get("action", "interrupt")
+        await runs.cancel_many(await body_of(request), action)
+        return Response(status_code=204)
+
     async def cancel_run(request: Request, thread_id: str, run_id: str) -> Response:
         entry = await runs.entry(thread_id, run_id)
         action = request.query_params.get("action", "interrupt")
@@ -627,6 +632,7 @@ def create_app(
         WebSocketRoute("/threads/{thread_id}/stream/events", events_socket),
         Route("/runs", guarded(create_run, ("threads", "create_run")), methods=["POST"]),
         Route("/runs/batch", guarded(create_batch, ("threads", "create_run")), methods=["POST"]),
+        Route("/runs/cancel", guarded(cancel_runs, ("threads", "update")), methods=["POST"]),
         Route("/runs/stream", guarded(stream_run, ("threads", "create_run")), methods=["POST"]),
         Route("/runs/wait", guarded(wait_run, ("threads", "create_run")), methods=["POST"]),
         Route("/store/items", guarded(put_item, ("store", "put")), methods=["PUT"]),

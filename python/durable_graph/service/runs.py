@@ -40,6 +40,7 @@ from durable_graph.service.records import (
     object_field,
     run_id_of,
     run_json,
+    run_status,
     service_part,
 )
 from durable_graph.service.threads import Threads
@@ -265,12 +266,52 @@ class Runs:
             fresh = await self.store.run_queue.entry(entry.entry_id, entry.tenant) or entry
             await self.store.delete_runs([a.run_id for a in fresh.attempts])
 
-    async def cancel_unless_ended(self, entry: QueueEntry) -> None:
-        """``on_disconnect: "cancel"`` (``cancel_on_disconnect`` of a join): the client of the
-        run's stream or wait went away, so the run is cancelled as ``POST .../cancel`` would,
-        unless it ended meanwhile (SPEC §25.3)."""
+    async def cancel_unless_ended(self, entry: QueueEntry, action: str = "interrupt") -> None:
+        """Cancel the run as ``POST .../cancel`` would, unless it ended meanwhile: for
+        ``on_disconnect: "cancel"`` (its client went away) and ``POST /runs/cancel``."""
         with suppress(NotFound):
-            await self.cancel(entry, "interrupt")
+            await self.cancel(entry, action)
+
+    async def cancel_many(self, body: Mapping[str, Any], action: str) -> None:
+        """``POST /runs/cancel`` (SPEC §25.3), as the reference: the runs ``thread_id`` and
+        ``run_ids`` name, or every open run of this tenant with ``status`` (``pending``,
+        ``running`` or ``all``); ended ones are left as they are; 404 when none is found."""
+        if action not in ("interrupt", "rollback"):
+            raise ValidationError("action: 'interrupt' or 'rollback'")
+        status = body.get("status")
+        if status is not None:
+            if status not in ("pending", "running", "all"):
+                raise ValidationError("status: 'pending', 'running' or 'all'")
+            if body.get("thread_id") is not None or body.get("run_ids") is not None:
+                raise ValidationError("status: cancels by status alone; omit thread_id, run_ids")
+            found = await self._open_runs(status)
+        else:
+            thread_id, run_ids = body.get("thread_id"), body.get("run_ids")
+            if not isinstance(thread_id, str) or not isinstance(run_ids, builtins.list):
+                raise ValidationError("thread_id and run_ids: the runs to cancel (or a status)")
+            found = []
+            for run_id in run_ids:
+                if not isinstance(run_id, str):
+                    raise ValidationError("run_ids: a list of run ids")
+                with suppress(NotFound):
+                    found.append(await self.entry(check_thread_id(thread_id), run_id))
+        if not found:
+            raise NotFound("no runs found to cancel")
+        for entry in found:
+            if not entry.closed:
+                await self.cancel_unless_ended(entry, action)
+
+    async def _open_runs(self, status: str) -> builtins.list[QueueEntry]:
+        """This tenant's open runs of ``status`` on the threads this request may see."""
+        now, found, after = datetime.now(UTC), [], None
+        while page := await self.store.run_queue.open_entries(TENANT.get(), after=after):
+            after = page[-1].entry_id
+            for entry in page:
+                if entry.kind == "default" and status in ("all", run_status(entry, now)):
+                    with suppress(ValidationError):
+                        if await self.threads.exists(entry.thread_id):
+                            found.append(entry)
+        return found
 
     async def cancelling(
         self, entry: QueueEntry, frames: AsyncIterator[bytes]
