@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import time
 import uuid
@@ -472,6 +473,23 @@ def test_cancel_many_cancels_named_runs_or_every_pending_one(url: str) -> None:
         client.runs.cancel_many(thread_id=thread_id, run_ids=[running["run_id"]], status="all")
     with pytest.raises(UnprocessableEntityError):
         client.runs.cancel_many(status="finished")  # type: ignore[arg-type]
+
+
+def test_metrics_report_the_queue_depth(url: str, request: pytest.FixtureRequest) -> None:
+    """``GET /metrics`` (SPEC §25.3): the reference's JSON queue figures, and Prometheus text."""
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    delayed = client.runs.create(thread_id, "agent", input=HI, after_seconds=60)
+    queue = httpx.get(f"{url}/metrics", params={"format": "json"}).json()["queue"]
+    assert queue["n_pending"] >= 1 and queue["n_running"] >= 0, queue
+    assert isinstance(queue["pending_runs_wait_time_max_secs"], int | float), queue
+    text = httpx.get(f"{url}/metrics")
+    assert text.status_code == 200 and text.headers["content-type"].startswith("text/plain")
+    if request.node.callspec.params["backend"] != "reference":  # its names depend on its exporter
+        pending = re.search(r"^lg_api_num_pending_runs (\d+)$", text.text, re.MULTILINE)
+        assert pending is not None and int(pending.group(1)) >= 1, text.text
+        assert 'durable_graph_runs{state="open"}' in text.text
+    client.runs.cancel(thread_id, delayed["run_id"])
 
 
 # --- double texting and cancel ----------------------------------------------------------------

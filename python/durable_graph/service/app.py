@@ -47,6 +47,7 @@ from durable_graph.service.guard import (
     parse_json_body,
     parse_list_body,
 )
+from durable_graph.service.metrics import metrics
 from durable_graph.service.protocol_commands import Commands
 from durable_graph.service.protocol_socket import serve_socket
 from durable_graph.service.protocol_stream import request_filter, sse
@@ -174,6 +175,9 @@ def create_app(
 
     async def ok(request: Request) -> Response:
         return Json({"ok": True})
+
+    async def queue_metrics(request: Request) -> Response:
+        return await metrics(store, TENANT.get(), request.query_params.get("format", ""))
 
     async def info(request: Request) -> Response:
         return Json({"version": "durable-graph", "flags": {"assistants": True, "crons": True}})
@@ -473,6 +477,7 @@ def create_app(
     routes: list[BaseRoute] = [
         Route("/ok", guarded(ok, liveness=True), methods=["GET"]),
         Route("/info", guarded(info, liveness=True), methods=["GET"]),
+        Route("/metrics", guarded(queue_metrics), methods=["GET"]),
         Route("/assistants", guarded(create_assistant, ("assistants", "create")), methods=["POST"]),
         Route(
             "/assistants/search",
