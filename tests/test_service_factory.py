@@ -47,3 +47,17 @@ def test_a_factory_of_the_config_alone(url: str) -> None:
         client.assistants.search(graph_id="with_config")[0]["assistant_id"]
     )
     assert "text" in schemas["state_schema"]["properties"]
+
+
+def test_an_assistants_subgraphs_and_their_schemas(url: str) -> None:
+    """``/assistants/{id}/subgraphs`` (SPEC §25.3), as the reference answers it."""
+    client: Any = get_sync_client(url=url)
+    assistant_id = client.assistants.search(graph_id="nested")[0]["assistant_id"]
+    subgraphs = client.assistants.get_subgraphs(assistant_id)
+    assert list(subgraphs) == ["inner"], subgraphs
+    assert set(subgraphs["inner"]) >= {"input_schema", "output_schema", "state_schema"}
+    assert "seen" in subgraphs["inner"]["state_schema"]["properties"]
+    assert client.assistants.get_subgraphs(assistant_id, namespace="inner") == {
+        "inner": subgraphs["inner"]
+    }
+    assert client.assistants.get_subgraphs(assistant_id, namespace="nowhere") == {}

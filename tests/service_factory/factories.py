@@ -43,3 +43,25 @@ async def with_runtime(
 
 def with_config(config: RunnableConfig) -> Pregel[Any, Any, Any, Any]:
     return _echo(str((config.get("configurable") or {}).get("suffix", " plain")))
+
+
+class Inner(TypedDict, total=False):
+    text: str
+    seen: int
+
+
+def _inner_step(state: Inner) -> Inner:
+    return {"seen": (state.get("seen") or 0) + 1}
+
+
+_inner = StateGraph(Inner)
+_inner.add_node("count", _inner_step)
+_inner.set_entry_point("count")
+_inner.add_edge("count", END)
+
+_outer = StateGraph(Inner)
+_outer.add_node("inner", _inner.compile())
+_outer.set_entry_point("inner")
+_outer.add_edge("inner", END)
+nested = _outer.compile()
+"""A graph with a subgraph (``/assistants/{id}/subgraphs``)."""

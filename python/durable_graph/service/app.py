@@ -64,7 +64,7 @@ from durable_graph.service.requests import (
     until_disconnect,
 )
 from durable_graph.service.runs import THREAD_MODES, Conflict_, Runs
-from durable_graph.service.schemas import graph_schemas
+from durable_graph.service.schemas import graph_schemas, subgraph_schemas
 from durable_graph.service.store import StoreApi
 from durable_graph.service.threads import Conflict, Threads
 
@@ -222,6 +222,14 @@ def create_app(
         name = (await assistants.get(assistant_id))["graph_id"]
         # Off the loop: pydantic builds a schema in milliseconds to seconds.
         return Json(await asyncio.to_thread(graph_schemas, name, await threads.graph(name)))
+
+    async def assistant_subgraphs(
+        request: Request, assistant_id: str, namespace: str | None = None
+    ) -> Response:
+        name = (await assistants.get(assistant_id))["graph_id"]
+        recurse = request.query_params.get("recurse", "false").lower() in ("1", "true")
+        graph = await threads.graph(name)
+        return Json(await asyncio.to_thread(subgraph_schemas, name, graph, namespace, recurse))
 
     # --- threads ---------------------------------------------------------------------------
 
@@ -522,6 +530,16 @@ def create_app(
         Route(
             "/assistants/{assistant_id}/schemas",
             guarded(assistant_schemas, ("assistants", "read")),
+            methods=["GET"],
+        ),
+        Route(
+            "/assistants/{assistant_id}/subgraphs",
+            guarded(assistant_subgraphs, ("assistants", "read")),
+            methods=["GET"],
+        ),
+        Route(
+            "/assistants/{assistant_id}/subgraphs/{namespace}",
+            guarded(assistant_subgraphs, ("assistants", "read")),
             methods=["GET"],
         ),
         Route("/threads", guarded(create_thread, ("threads", "create")), methods=["POST"]),

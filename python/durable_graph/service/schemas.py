@@ -35,6 +35,18 @@ def graph_schemas(name: str, graph: Pregel[Any, Any, Any, Any]) -> dict[str, Any
     }
 
 
+def subgraph_schemas(
+    name: str, graph: Pregel[Any, Any, Any, Any], namespace: str | None, recurse: bool
+) -> dict[str, Any]:
+    """``/assistants/{id}/subgraphs[/{namespace}]``: each subgraph of ``graph`` (those under
+    ``namespace``; nested ones too with ``recurse``) by its namespace, with its schemas."""
+    return {
+        ns: {k: v for k, v in graph_schemas(f"{name}|{ns}", sub).items() if k != "graph_id"}
+        for ns, sub in graph.get_subgraphs(namespace=namespace, recurse=recurse)
+        if isinstance(sub, Pregel)  # a remote subgraph has no schemas to read here
+    }
+
+
 def state_schema(graph: Pregel[Any, Any, Any, Any]) -> dict[str, Any]:
     """An object with one optional property per streamed channel, of its update type (any value
     where pydantic has no schema for that type)."""
