@@ -490,3 +490,44 @@ def test_read_only_commands_never_create_a_postgres_schema(
             "SELECT 1 FROM pg_namespace WHERE nspname = %s", (pg_schema,)
         ).fetchone()
     assert found is None
+
+
+def test_thread_prune_keeps_each_threads_latest_state_or_deletes(tmp_path: Path) -> None:
+    """``durable-graph thread prune`` (SPEC §24.3): LangGraph's ``prune`` over the store, as
+    ``threads.prune`` of ``serve`` runs it."""
+    from typing import TypedDict
+
+    from langgraph.graph import END, StateGraph
+
+    from durable_graph.langgraph import DurableSaver
+
+    class State(TypedDict):
+        n: int
+
+    builder = StateGraph(State)
+    builder.add_node("add", lambda s: {"n": s["n"] + 1})
+    builder.set_entry_point("add")
+    builder.add_edge("add", END)
+    path = tmp_path / "store.db"
+
+    def config(thread_id: str) -> Any:
+        return {"configurable": {"thread_id": thread_id}}
+
+    with SqliteCheckpointer.open(path) as store:
+        graph = builder.compile(checkpointer=DurableSaver(store))
+        for thread_id in ("t1", "t2"):
+            for n in (1, 10):
+                graph.invoke({"n": n}, config(thread_id))
+        before = graph.get_state(config("t1"))
+        assert len(list(graph.get_state_history(config("t1")))) > 1
+    cli = Cli(["--sqlite", str(path)], tmp_path)
+    pruned = cli.json("thread", "prune", "t1", "missing")
+    assert pruned == {"pruned_count": 1, "strategy": "keep_latest", "thread_ids": ["t1"]}
+    assert cli.json("thread", "prune", "t2", "--strategy", "delete")["pruned_count"] == 1
+    with SqliteCheckpointer.open(path) as store:
+        graph = builder.compile(checkpointer=DurableSaver(store))
+        history = list(graph.get_state_history(config("t1")))
+        assert [h.config for h in history] == [before.config]
+        assert graph.get_state(config("t1")).values == before.values == {"n": 11}
+        assert graph.invoke({"n": 5}, config("t1")) == {"n": 6}  # it goes on from there
+        assert store.thread("t2") is None

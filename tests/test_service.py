@@ -492,6 +492,50 @@ def test_metrics_report_the_queue_depth(url: str, request: pytest.FixtureRequest
     client.runs.cancel(thread_id, delayed["run_id"])
 
 
+def test_prune_deletes_the_threads_it_names(url: str) -> None:
+    """``threads.prune`` (SPEC §24.3), as the reference: ``pruned_count`` counts the threads it
+    deleted; a missing id is skipped."""
+    client: Any = get_sync_client(url=url)
+    named = [client.threads.create()["thread_id"] for _ in range(2)]
+    for thread_id in named:
+        client.runs.wait(thread_id, "agent", input=HI)
+    answer = client.threads.prune([*named, str(uuid.uuid4())])
+    assert answer == {"pruned_count": 2}
+    for thread_id in named:
+        with pytest.raises(NotFoundError):
+            client.threads.get(thread_id)
+    assert client.threads.prune([]) == {"pruned_count": 0}
+    with pytest.raises(UnprocessableEntityError):
+        client.threads.prune(named, strategy="everything")  # type: ignore[arg-type]
+
+
+def test_prune_keep_latest_keeps_the_state_and_a_thread_that_resumes(
+    url: str, request: pytest.FixtureRequest
+) -> None:
+    if request.node.callspec.params["backend"] == "reference":
+        pytest.skip("langgraph dev refuses keep_latest (its in-memory runtime)")
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    for text in ("hi", "ask"):
+        client.runs.wait(thread_id, "agent", input=_say(text))
+    before = client.threads.get_state(thread_id)
+    assert len(client.threads.get_history(thread_id, limit=100)) > 2
+    assert client.threads.prune([thread_id], strategy="keep_latest") == {"pruned_count": 1}
+    history = client.threads.get_history(thread_id, limit=100)
+    assert [h["checkpoint"]["checkpoint_id"] for h in history] == [
+        before["checkpoint"]["checkpoint_id"]
+    ]
+    after = client.threads.get_state(thread_id)
+    assert after["values"] == before["values"] and after["next"] == before["next"]
+    values = client.runs.wait(thread_id, "agent", command={"resume": "Ada"})  # what it asked
+    assert values["messages"][-1]["content"] == "hello Ada"
+    slow = client.runs.create(thread_id, "agent", input=_say("slow 2"))
+    _wait_status(client, thread_id, slow["run_id"], "running")
+    with pytest.raises(ConflictError):  # a run going: nothing pruned
+        client.threads.prune([thread_id], strategy="keep_latest")
+    client.runs.join(thread_id, slow["run_id"])
+
+
 # --- double texting and cancel ----------------------------------------------------------------
 
 

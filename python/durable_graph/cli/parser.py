@@ -54,6 +54,7 @@ from durable_graph.cli.threads import (
     cmd_thread_delete,
     cmd_thread_history,
     cmd_thread_ls,
+    cmd_thread_prune,
     cmd_thread_show,
 )
 from durable_graph.cli.workers import cmd_workers
@@ -445,7 +446,9 @@ def build_parser() -> argparse.ArgumentParser:
         lambda name, func, help: command(name, func, help, [postgres_only]), _actions, postgres_only
     )
 
-    thread = command("thread", _no_subcommand, "threads: ls, show, history, children, delete")
+    thread = command(
+        "thread", _no_subcommand, "threads: ls, show, history, children, delete, prune"
+    )
     thread_action = _actions(thread, "thread_command", common)
 
     tls = thread_action("ls", cmd_thread_ls, "list threads in id order")
@@ -465,6 +468,17 @@ def build_parser() -> argparse.ArgumentParser:
     tchildren.add_argument("thread_id", metavar="ID", help="the thread id")
     tdelete = thread_action("delete", cmd_thread_delete, "delete a thread and its descendants")
     tdelete.add_argument("thread_id", metavar="ID", help="the thread id")
+    tprune = thread_action(
+        "prune", cmd_thread_prune, "LangGraph's prune: keep each thread's latest state, or delete"
+    )
+    tprune.add_argument("thread_ids", metavar="ID", nargs="+", help="thread ids")
+    _option(
+        tprune,
+        "--strategy",
+        choices=("keep_latest", "delete"),
+        default="keep_latest",
+        help="keep_latest: the latest checkpoint and what resuming needs (default); delete",
+    )
 
     events = command("events", cmd_events, "print a thread's events")
     events.add_argument("thread_id", metavar="THREAD", help="the thread id")

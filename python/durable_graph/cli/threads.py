@@ -1,4 +1,5 @@
-"""The ``thread`` commands (``ls``, ``show``, ``history``, ``children``, ``delete``), ``events``, ``prune``."""
+"""The ``thread`` commands (``ls``, ``show``, ``history``, ``children``, ``delete``,
+``prune``), ``events``, ``prune``."""
 
 from __future__ import annotations
 
@@ -183,6 +184,33 @@ def cmd_thread_delete(args: argparse.Namespace) -> int:
             f"marked its {plural(marked, 'open queue entry', 'open queue entries')} deleted: "
             f'{them} Cancelled("thread_deleted") when next leased'
         )
+    return 0
+
+
+def cmd_thread_prune(args: argparse.Namespace) -> int:
+    """LangGraph's ``prune`` over the store (SPEC §24.3): ``keep_latest`` keeps each namespace's
+    latest checkpoint and what resuming from it needs, as ``threads.prune`` of `serve` does."""
+    try:
+        from durable_graph.langgraph import DurableSaver
+    except ImportError as exc:
+        raise CliError(f"thread prune needs durable-graph[langgraph]: {exc}") from None
+    with store_of(args) as store:
+        found = [t for t in dict.fromkeys(args.thread_ids) if store.thread(t) is not None]
+        busy = [t for t in found if store.run_queue.open_entries(thread_id=t, tenant=ANY, limit=1)]
+        if busy and args.strategy == "keep_latest":
+            raise CliError(f"thread {busy[0]!r} has a run going: prune it once it ends")
+        try:
+            DurableSaver(store).prune(found, strategy=args.strategy)
+        except NotImplementedError as exc:
+            raise CliError(str(exc)) from None
+    out = output_of(args)
+    if out.as_json:
+        out.json({"pruned_count": len(found), "strategy": args.strategy, "thread_ids": found})
+        return 0
+    done = "deleted" if args.strategy == "delete" else "pruned to their latest checkpoint"
+    out.line(f"{plural(len(found), 'thread', 'threads')} {done}")
+    for missing in [t for t in args.thread_ids if t not in found]:
+        out.line(f"thread {missing!r} not found: skipped")
     return 0
 
 

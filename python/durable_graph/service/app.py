@@ -274,6 +274,11 @@ def create_app(
         )
         return Json(found)
 
+    async def prune_threads(request: Request) -> Response:
+        body = await body_of(request)
+        strategy = body.get("strategy", "delete")
+        return Json({"pruned_count": await threads.prune(body.get("thread_ids", []), strategy)})
+
     async def count_threads(request: Request) -> Response:
         body = await body_of(request)
         found = await threads.search(
@@ -545,6 +550,7 @@ def create_app(
         Route("/threads", guarded(create_thread, ("threads", "create")), methods=["POST"]),
         Route("/threads/search", guarded(search_threads, ("threads", "search")), methods=["POST"]),
         Route("/threads/count", guarded(count_threads, ("threads", "search")), methods=["POST"]),
+        Route("/threads/prune", guarded(prune_threads, ("threads", "delete")), methods=["POST"]),
         Route("/threads/{thread_id}", guarded(get_thread, ("threads", "read")), methods=["GET"]),
         Route(
             "/threads/{thread_id}", guarded(update_thread, ("threads", "update")), methods=["PATCH"]

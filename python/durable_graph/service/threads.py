@@ -44,6 +44,8 @@ from durable_graph.service.webhooks import PREFIX as WEBHOOK_PREFIX
 log = logging.getLogger("durable_graph.service")
 
 HOLDER: Final = "langgraph-api"
+MAX_PRUNE: Final = 1000
+"""Threads one ``POST /threads/prune`` names at most (each is a store call or more)."""
 SEARCH_SCAN: Final = 10_000
 """Threads a search reads at most (the store lists threads by id; filters apply here)."""
 
@@ -258,6 +260,38 @@ class Threads:
     async def delete(self, thread_id: str) -> None:
         if not await self.exists(thread_id) or not await self.store.delete_thread(thread_id):
             raise NotFound(f"thread {thread_id} not found")
+
+    async def prune(self, thread_ids: object, strategy: object) -> int:
+        """``POST /threads/prune`` (SPEC §24.3), as the reference answers it: how many of the
+        threads this request may see were pruned (the rest, another tenant's included, are
+        skipped as missing). ``delete`` deletes each as `delete` does; ``keep_latest`` keeps
+        each namespace's latest checkpoint and what resuming from it needs (the saver's
+        ``prune``, as LangGraph's ``PostgresSaver`` prunes), checked for every thread before
+        any is pruned: a thread with a run going is 409 (its run writes on), a thread whose
+        state needs older checkpoints (a ``DeltaChannel``) 422."""
+        if not isinstance(thread_ids, list) or not all(isinstance(t, str) for t in thread_ids):
+            raise ValidationError("thread_ids: a list of thread ids")
+        if len(thread_ids) > MAX_PRUNE:
+            raise ValidationError(f"thread_ids: at most {MAX_PRUNE} a request")
+        if strategy not in ("delete", "keep_latest"):
+            raise ValidationError("strategy: 'delete' or 'keep_latest'")
+        ids = [check_thread_id(t, "thread_ids[]") for t in dict.fromkeys(thread_ids)]
+        found = [t for t in ids if await self.exists(t)]
+        if strategy == "delete":
+            pruned = 0
+            for thread_id in found:
+                with suppress(NotFound):  # deleted meanwhile: not this request's doing
+                    await self.delete(thread_id)
+                    pruned += 1
+            return pruned
+        for thread_id in found:
+            if await self.store.run_queue.open_entries(thread_id=thread_id, tenant=ANY, limit=1):
+                raise Conflict(f"thread {thread_id} has a run going: prune it once it ends")
+        try:
+            await self.saver.aprune(found, strategy="keep_latest")
+        except NotImplementedError as exc:
+            raise ValidationError(f"strategy: {exc}") from None
+        return len(found)
 
     async def copy(self, thread_id: str) -> dict[str, Any]:
         target = str(uuid.uuid4())
