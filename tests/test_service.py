@@ -472,7 +472,7 @@ def test_cancel_many_cancels_named_runs_or_every_pending_one(url: str) -> None:
     with pytest.raises(UnprocessableEntityError):
         client.runs.cancel_many(thread_id=thread_id, run_ids=[running["run_id"]], status="all")
     with pytest.raises(UnprocessableEntityError):
-        client.runs.cancel_many(status="finished")  # type: ignore[arg-type]
+        client.runs.cancel_many(status="finished")
 
 
 def test_metrics_report_the_queue_depth(url: str, request: pytest.FixtureRequest) -> None:
@@ -506,7 +506,7 @@ def test_prune_deletes_the_threads_it_names(url: str) -> None:
             client.threads.get(thread_id)
     assert client.threads.prune([]) == {"pruned_count": 0}
     with pytest.raises(UnprocessableEntityError):
-        client.threads.prune(named, strategy="everything")  # type: ignore[arg-type]
+        client.threads.prune(named, strategy="everything")
 
 
 def test_prune_keep_latest_keeps_the_state_and_a_thread_that_resumes(
