@@ -536,6 +536,25 @@ def test_prune_keep_latest_keeps_the_state_and_a_thread_that_resumes(
     client.runs.join(thread_id, slow["run_id"])
 
 
+def test_openapi_json_describes_the_routes_served(url: str) -> None:
+    """``GET /openapi.json`` (SPEC §25.3): an OpenAPI 3 document naming the routes the SDK
+    calls, as the reference serves one."""
+    document = httpx.get(f"{url}/openapi.json").json()
+    assert document["openapi"].startswith("3.")
+    paths = document["paths"]
+    for path, method in (
+        ("/threads", "post"),
+        ("/threads/{thread_id}/runs", "post"),
+        ("/threads/{thread_id}/runs/{run_id}/join", "get"),
+        ("/runs/cancel", "post"),
+        ("/assistants/search", "post"),
+        ("/store/items", "put"),
+    ):
+        assert method in paths.get(path, {}), (path, method, sorted(paths))
+    ids = [op["operationId"] for ops in paths.values() for op in ops.values()]
+    assert len(ids) == len(set(ids))
+
+
 # --- double texting and cancel ----------------------------------------------------------------
 
 

@@ -48,6 +48,7 @@ from durable_graph.service.guard import (
     parse_list_body,
 )
 from durable_graph.service.metrics import metrics
+from durable_graph.service.openapi import openapi_document
 from durable_graph.service.protocol_commands import Commands
 from durable_graph.service.protocol_socket import serve_socket
 from durable_graph.service.protocol_stream import request_filter, sse
@@ -169,6 +170,7 @@ def create_app(
             except ClientGone:
                 return Response(status_code=499)  # never sent: the client has gone
 
+        endpoint.__name__, endpoint.__doc__ = fn.__name__, fn.__doc__  # /openapi.json's names
         return endpoint
 
     # --- assistants ------------------------------------------------------------------------
@@ -674,6 +676,12 @@ def create_app(
             methods=["POST"],
         ),
     ]
+    document = openapi_document(routes)
+
+    async def openapi(request: Request) -> Response:
+        return Json(document)
+
+    routes.append(Route("/openapi.json", guarded(openapi, liveness=True), methods=["GET"]))
     origins = origins or Origins()
     middleware = []
     if allowed_hosts:
