@@ -555,6 +555,26 @@ def test_openapi_json_describes_the_routes_served(url: str) -> None:
     assert len(ids) == len(set(ids))
 
 
+def test_stream_modes_checkpoints_and_tasks_as_the_reference(url: str) -> None:
+    """SPEC §25.3: ``checkpoints`` and ``tasks`` (refused before) stream LangGraph's chunks of
+    those modes: each step's checkpoint, each task's start and its result."""
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    parts = list(
+        client.runs.stream(thread_id, "agent", input=HI, stream_mode=["checkpoints", "tasks"])
+    )
+    kinds = [p.event for p in parts if p.event != "metadata"]
+    assert set(kinds) == {"checkpoints", "tasks"}, kinds
+    checkpoints = [p.data for p in parts if p.event == "checkpoints"]
+    assert {"config", "metadata", "values", "next", "tasks"} <= set(checkpoints[-1])
+    assert [m["content"] for m in checkpoints[-1]["values"]["messages"]] == ["hi", REPLY]
+    tasks = [p.data for p in parts if p.event == "tasks"]
+    started = [t for t in tasks if "input" in t]
+    ended = [t for t in tasks if "result" in t]
+    assert [t["name"] for t in started] == [t["name"] for t in ended] == ["chat"], tasks
+    assert started[0]["id"] == ended[0]["id"] and ended[0]["error"] is None
+
+
 # --- double texting and cancel ----------------------------------------------------------------
 
 

@@ -58,8 +58,11 @@ SDK_MODES: Final = {
     "messages-tuple": "messages",
     "custom": "custom",
     "debug": "debug",
+    "checkpoints": "debug",
+    "tasks": "debug",
 }
-"""The SDK's stream modes served, and the store mode each reads."""
+"""The SDK's stream modes served, and the store mode each reads (LangGraph's ``debug`` chunks
+are its ``checkpoints`` and ``tasks`` chunks, typed: each is read back out of them)."""
 
 NS_SEP: Final = "|"
 
@@ -601,6 +604,12 @@ class _Mapper:
             if "messages" in self.modes:
                 out.extend(self._partial(key, loaded, metadata))
             return out
+        if mode == "debug" and isinstance(data, dict):
+            typed = data.get("type")
+            if "checkpoints" in self.modes and typed == "checkpoint":
+                out.append((f"checkpoints{suffix}", message_dict(data.get("payload"))))
+            if "tasks" in self.modes and typed in ("task", "task_result"):
+                out.append((f"tasks{suffix}", message_dict(data.get("payload"))))
         if mode in self.modes:
             out.append((f"{mode}{suffix}", message_dict(data)))
         return out
