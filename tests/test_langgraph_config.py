@@ -35,3 +35,63 @@ def test_an_env_file_that_cannot_be_read_is_refused(tmp_path: Path) -> None:
     (tmp_path / "env_dir").mkdir()
     with pytest.raises(ValidationError, match="cannot read env file"):
         LangGraphConfig.read(_config(tmp_path, "env_dir"))
+
+
+def _with(tmp_path: Path, **keys: object) -> Path:
+    path = tmp_path / "langgraph.json"
+    path.write_text(json.dumps({"graphs": {"agent": "./agent.py:graph"}, **keys}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("keys", "named"),
+    [
+        ({"store": {"index": {"dims": 3, "embed": "openai:x"}}}, "'store.index'"),
+        ({"checkpointer": {"serde": {"pickle_fallback": True}}}, "'checkpointer.serde'"),
+        ({"encryption": {"path": "./enc.py:encryption"}}, "'encryption.path'"),
+        ({"webhooks": {"url": {"require_https": True}}}, "'webhooks.url'"),
+        ({"priority": {"path": "./p.py:priority"}}, "'priority.path'"),
+        ({"ui": {"agent": "./ui.tsx"}}, "'ui.agent'"),
+        ({"http": {"app": "./app.py:app"}}, "'http.app'"),
+        (
+            {"http": {"cors": {"allow_origins": ["*"]}, "mount_prefix": "/api"}},
+            "'http.mount_prefix'",
+        ),
+        ({"auth": {"path": "./auth.py:auth", "cache": {"ttl_seconds": 60}}}, "'auth.cache'"),
+        ({"grpahs": {"agent": "./agent.py:graph"}}, "unknown key 'grpahs'"),
+    ],
+)
+def test_a_key_the_service_would_not_honour_is_refused_by_name(
+    tmp_path: Path, keys: dict[str, object], named: str
+) -> None:
+    """Fail closed (SPEC §25.1, issue 48): a deployment moved from LangGraph's platform never
+    starts without what its file asks and without a word."""
+    with pytest.raises(ValidationError, match=named.replace(".", r"\.")):
+        LangGraphConfig.read(_with(tmp_path, **keys))
+
+
+def test_build_settings_and_empty_sections_are_read_without_refusal(tmp_path: Path) -> None:
+    path = _with(
+        tmp_path,
+        python_version="3.11",
+        dockerfile_lines=["RUN true"],
+        pip_installer="uv",
+        store={},
+        http={"cors": {"allow_origins": ["https://app.example.com"]}},
+        auth={"path": None},
+    )
+    assert LangGraphConfig.read(path).graphs == {"agent": "./agent.py:graph"}
+
+
+def test_serve_refuses_to_start_with_a_key_it_would_not_honour(tmp_path: Path) -> None:
+    import subprocess
+
+    from service_support import BIN
+
+    (tmp_path / "agent.py").write_text("graph = None\n")
+    config = _with(tmp_path, store={"ttl": {"default_ttl": 60}})
+    argv = [str(BIN), "--sqlite", str(tmp_path / "s.db"), "serve", "--config", str(config)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "'store.ttl' is not supported" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

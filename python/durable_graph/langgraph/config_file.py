@@ -6,9 +6,14 @@ factory, called per use as LangGraph Server calls it, see `factory`), ``dependen
 paths, ``"."`` above all, put on ``sys.path``; packages are the deployer's to install), ``env``
 (a ``.env`` file path — a missing one is logged and skipped, as ``langgraph dev`` does — or an
 object: set in the environment where not already set), ``auth.path`` (the users' ``Auth`` the
-service runs, `durable_graph.service.auth`). Other keys (``python_version``,
-``dockerfile_lines``...) are LangGraph Platform's build settings and are ignored. Graphs are
-compiled with no checkpointer of their own: the worker binds each run to the store's saver.
+service runs, `durable_graph.service.auth`), ``http.cors`` (`durable_graph.service.guard`).
+Graphs are compiled with no checkpointer of their own: the worker binds each run to the
+store's saver.
+
+Fail closed (SPEC §25.1): every other key of LangGraph's configuration schema is either a build
+setting of ``langgraph build`` (`BUILD_KEYS`: the image, not the server; logged, as they change
+nothing a run does) or refused when the file is read, naming it (`REFUSED`), as is a key the
+schema does not have: a deployment never starts believing it has what it does not.
 """
 
 from __future__ import annotations
@@ -21,11 +26,51 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from durable_graph.core.errors import ValidationError
 
 log = logging.getLogger("durable_graph.langgraph")
+
+BUILD_KEYS: Final = frozenset(
+    {
+        "$schema",
+        "python_version",
+        "node_version",
+        "api_version",
+        "_INTERNAL_docker_tag",
+        "base_image",
+        "image_distro",
+        "pip_config_file",
+        "pip_installer",
+        "source",
+        "dockerfile_lines",
+        "keep_pkg_tools",
+    }
+)
+"""LangGraph's build settings (the Docker image ``langgraph build`` makes), not the server's."""
+
+HONOURED: Final = {
+    "graphs": None,
+    "dependencies": None,
+    "env": None,
+    "auth": frozenset({"path"}),
+    "http": frozenset({"cors"}),
+}
+"""The keys read (None: the whole value; a set: those of its keys, the others refused)."""
+
+REFUSED: Final = {
+    "store": "the store's semantic index and TTL are not served yet",
+    "checkpointer": "a checkpointer path, TTL or serializer settings are not served yet",
+    "encryption": "encryption at rest of checkpoints and metadata is not served yet",
+    "priority": "a run priority function is not served",
+    "webhooks": "the webhook URL policy and headers are not served yet",
+    "ui": "generative UI components are not served",
+    "auth": "only auth.path is served",
+    "http": "only http.cors is served (a custom app, disable_* flags, headers, mount_prefix "
+    "are not yet)",
+}
+"""Why a key (or one of its keys) is refused: what serving it would take."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +91,7 @@ class LangGraphConfig:
             raise ValidationError(f"config: cannot read {p} as JSON ({exc})") from None
         if not isinstance(data, dict):
             raise ValidationError("config: langgraph.json must be an object")
+        _refuse_unserved(data)
         graphs = data.get("graphs")
         if not isinstance(graphs, dict) or not graphs:
             raise ValidationError("config: 'graphs' must name at least one graph")
@@ -82,6 +128,25 @@ class LangGraphConfig:
         """Each graph, compiled, or its `GraphFactory` (see the module docstring)."""
         self.apply_env()
         return {name: load_graph(self.path.parent, spec) for name, spec in self.graphs.items()}
+
+
+def _refuse_unserved(data: dict[str, Any]) -> None:
+    """`ValidationError` naming the first key the service would not honour (see the module)."""
+    build = sorted(k for k in data if k in BUILD_KEYS)
+    if build:
+        log.info("config: %s: build settings of langgraph build, not read here", ", ".join(build))
+    for key, value in data.items():
+        if key in BUILD_KEYS or value is None or value == {}:  # asks for nothing
+            continue
+        if key not in HONOURED and key not in REFUSED:
+            raise ValidationError(f"config: unknown key {key!r} (not in LangGraph's schema)")
+        served = HONOURED.get(key, frozenset())
+        if served is None:
+            continue
+        extra = sorted(set(value) - served) if isinstance(value, dict) else []
+        if key not in HONOURED or extra:
+            named = f"{key}.{extra[0]}" if extra else key
+            raise ValidationError(f"config: {named!r} is not supported: {REFUSED[key]}")
 
 
 def _read_dotenv(path: Path) -> dict[str, str]:
