@@ -220,6 +220,45 @@ def test_thread_join_stream_follows_the_threads_runs(url: str) -> None:
     assert seen[-1] == ("metadata", {"status": "run_done", "run_id": second})
 
 
+def test_thread_join_stream_state_update_shows_a_clients_update_state(url: str) -> None:
+    """``state_update`` (SPEC §25.3, refused before): the thread's state after each client's
+    ``update_state``, as the reference streams it; a run's own checkpoints are not updates."""
+
+    async def joined() -> tuple[list[tuple[str, Any]], str]:
+        client: Any = get_client(url=url)
+        thread_id = (await client.threads.create())["thread_id"]
+        await client.runs.wait(thread_id, "agent", input=HI)
+        seen: list[tuple[str, Any]] = []
+
+        async def listen() -> None:
+            # The SDK sends ``stream_mode``; the reference reads ``stream_modes``: both here.
+            both = {"stream_mode": "state_update", "params": {"stream_modes": "state_update"}}
+            async for part in await client.threads.join_stream(thread_id, **both):
+                seen.append((part.event, part.data))
+
+        listener = asyncio.create_task(listen())
+        await asyncio.sleep(1.0)
+        await client.runs.wait(thread_id, "agent", input=HI)  # a run: no state_update
+        update = {"messages": [{"role": "user", "content": "edited"}]}
+        await client.threads.update_state(thread_id, update, as_node="chat")
+        deadline = time.monotonic() + 10
+        while not any(e == "state_update" for e, _ in seen):
+            assert time.monotonic() < deadline, seen
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.5)
+        listener.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await listener
+        return seen, thread_id
+
+    seen, thread_id = asyncio.run(joined())
+    updates = [d for e, d in seen if e == "state_update"]
+    assert len(updates) == 1, seen
+    assert updates[0]["thread_id"] == thread_id
+    messages = updates[0]["state"]["values"]["messages"]
+    assert messages[-1]["content"] == "edited", messages
+
+
 def test_state_history_and_update_state(url: str) -> None:
     client: Any = get_sync_client(url=url)
     thread_id = client.threads.create()["thread_id"]
@@ -788,11 +827,11 @@ def test_bad_requests_get_4xx_with_a_message_and_change_nothing(url: str, backen
             response = http.post(f"/threads/{thread_id}/runs", json=bad_limit)
             assert response.status_code == 422 and "recursion_limit" in response.json()["detail"]
             # What this service does not keep is refused by name, never dropped (the reference
-            # keeps a thread's time-to-live, and streams ``state_update``s of a thread).
+            # keeps a thread's time-to-live).
             for method, path, body in [
                 ("POST", "/threads", {"ttl": 5}),
                 ("PATCH", f"/threads/{thread_id}", {"metadata": {"x": 1}, "ttl": 5}),
-                ("GET", f"/threads/{thread_id}/stream?stream_modes=state_update", None),
+                ("GET", f"/threads/{thread_id}/stream?stream_modes=tokens", None),
             ]:
                 response = http.request(method, path, json=body)
                 assert response.status_code == 422, (method, path, response.text)

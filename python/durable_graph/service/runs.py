@@ -25,7 +25,16 @@ from langchain_core.messages import BaseMessageChunk, message_chunk_to_message
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import EntryClosed, NotFound, ValidationError
-from durable_graph.core.model import ANY, JSON, Completed, Failed, Mode, QueueEntry, Submission
+from durable_graph.core.model import (
+    ANY,
+    JSON,
+    Completed,
+    Event,
+    Failed,
+    Mode,
+    QueueEntry,
+    Submission,
+)
 from durable_graph.core.validation import DEFAULT_MAX_VALUE_BYTES, check_submission
 from durable_graph.langgraph.follow import afollow, run_ended
 from durable_graph.langgraph.run_request import run_request
@@ -396,14 +405,18 @@ class Runs:
             events = await self.store.events_after(thread_id, seen, THREAD_PAGE)
             for event in events:
                 seen = event.seq
-                if not event.kind.startswith(EVENT_PREFIX):
+                checkpoint = event.kind == STORE_CHECKPOINT and "state_update" in modes
+                if not (event.kind.startswith(EVENT_PREFIX) or checkpoint):
                     continue
                 run_id = event.run_id or ""
                 if run_id not in by_run:  # a run this stream has not met yet
                     for known in await self.store.run_queue.entries(thread_id=thread_id, limit=20):
                         by_run.update({a.run_id: known for a in known.attempts})
                 entry = by_run.setdefault(run_id, None)  # None: no run of the queue's
-                if entry is None:
+                if checkpoint and entry is None:  # a client's update_state, perhaps
+                    for frame in await self._state_update(thread_id, event):
+                        yield frame
+                if entry is None or checkpoint:
                     continue
                 if entry.entry_id not in mappers:
                     # A thread's runs go one at a time: the ones before this have ended.
@@ -424,6 +437,21 @@ class Runs:
             wait = THREAD_ENTRY_CHECK if going else THREAD_IDLE_WAIT
             await self.store.await_events_after(thread_id, seen, wait)
 
+    async def _state_update(self, thread_id: str, event: Event) -> builtins.list[bytes]:
+        """``state_update`` (the reference's thread stream mode): a checkpoint a client's
+        ``update_state`` wrote (no run's: its source is ``update``), as the thread's state."""
+        payload = event.payload if isinstance(event.payload, dict) else {}
+        checkpoint_id = payload.get("checkpoint_id")
+        if not isinstance(checkpoint_id, str):
+            return []
+        try:
+            state = await self.threads.state(thread_id, checkpoint_id)
+        except (NotFound, ValidationError):  # gone since (deleted, pruned)
+            return []
+        if (state.get("metadata") or {}).get("source") != "update":
+            return []
+        return [_frame("state_update", {"state": state, "thread_id": thread_id}, event.seq)]
+
     async def _runs_done(self, going: set[int], seen: int) -> builtins.list[bytes]:
         """``run_done`` frames of the runs in ``going`` that have ended by ``seen`` (taken out)."""
         frames = []
@@ -439,9 +467,10 @@ class Runs:
 THREAD_PAGE: Final = 1000
 THREAD_ENTRY_CHECK: Final = timedelta(milliseconds=500)
 THREAD_IDLE_WAIT: Final = timedelta(seconds=5)
-THREAD_MODES: Final = ("run_modes", "lifecycle")
-"""``threads.join_stream``'s modes served; ``state_update`` (LangGraph Server's event for a
-client's ``update_state``) is not in this store's log: refused by name (D193)."""
+THREAD_MODES: Final = ("run_modes", "lifecycle", "state_update")
+"""``threads.join_stream``'s modes: ``state_update`` is read off the log's ``store.checkpoint``
+event of a checkpoint no run wrote whose source is ``update`` (a client's ``update_state``)."""
+STORE_CHECKPOINT: Final = "store.checkpoint"
 
 
 async def final_values(entry: QueueEntry, threads: Threads) -> Any:
