@@ -6,7 +6,8 @@ factory, called per use as LangGraph Server calls it, see `factory`), ``dependen
 paths, ``"."`` above all, put on ``sys.path``; packages are the deployer's to install), ``env``
 (a ``.env`` file path — a missing one is logged and skipped, as ``langgraph dev`` does — or an
 object: set in the environment where not already set), ``auth.path`` (the users' ``Auth`` the
-service runs, `durable_graph.service.auth`). Other keys (``python_version``,
+service runs, `durable_graph.service.auth`), ``webhooks`` (kept as written: the policy of the
+receivers a run's webhook may name, `durable_graph.service.webhooks.WebhookPolicy`). Other keys (``python_version``,
 ``dockerfile_lines``...) are LangGraph Platform's build settings and are ignored. Graphs are
 compiled with no checkpointer of their own: the worker binds each run to the store's saver.
 """
@@ -36,6 +37,8 @@ class LangGraphConfig:
     env: dict[str, str]
     auth: str | None = None
     """``auth.path``: the ``langgraph_sdk.Auth`` the service runs (``./auth.py:auth``)."""
+    webhooks: dict[str, Any] | None = None
+    """``webhooks`` as written (``url``: the receivers' policy, read by the service)."""
 
     @classmethod
     def read(cls, path: str | Path) -> LangGraphConfig:
@@ -71,8 +74,11 @@ class LangGraphConfig:
         auth = data.get("auth") or {}
         if not isinstance(auth, dict) or not isinstance(auth.get("path"), str | None):
             raise ValidationError("config: 'auth' must be an object with a 'path'")
+        webhooks = data.get("webhooks")
+        if webhooks is not None and not isinstance(webhooks, dict):
+            raise ValidationError("config: 'webhooks' must be an object")
         env_vars = {str(k): str(v) for k, v in env.items()}
-        return cls(p, dict(graphs), env_vars, auth.get("path"))
+        return cls(p, dict(graphs), env_vars, auth.get("path"), webhooks)
 
     def apply_env(self) -> None:
         for key, value in self.env.items():
