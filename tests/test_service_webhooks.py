@@ -38,6 +38,7 @@ from service_support import (
     Backend,
     env_of,
     free_port,
+    process,
     serving,
     store_backend,
 )
@@ -487,3 +488,33 @@ def _failed_deliveries(backend: Backend, seconds: float) -> list[dict[str, Any]]
             return failed
         assert time.monotonic() < deadline, "no delivery failed"
         time.sleep(0.5)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_worker_process_delivers_on_slots_of_its_own(
+    kind: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``durable-graph worker --langgraph-config`` with one slot for graphs: a stuck delivery
+    there holds no run back either."""
+    backend = _backend(kind, request, tmp_path_factory)
+    logs = tmp_path_factory.mktemp("logs")
+    receiver = _Raw(_trickle)
+    argv = [str(BIN), *backend.args, "worker", "--langgraph-config", str(LOOPBACK_POLICY)]
+    argv += ["--poll-interval", "100ms", "--concurrency", "1"]
+    try:
+        with (
+            serving(backend, logs, workers=0, config=LOOPBACK_POLICY) as url,
+            process(argv, backend, logs / "worker.log"),
+        ):
+            client: Any = get_sync_client(url=url)
+            thread_id = client.threads.create()["thread_id"]
+            run = client.runs.create(thread_id, "agent", input=HI, webhook=receiver.url)
+            client.runs.join(thread_id, run["run_id"])
+            _wait_for(lambda: receiver.open_now() > 0, 30)  # delivered by the worker, stuck
+            other = client.threads.create()["thread_id"]
+            started = time.monotonic()
+            assert client.runs.wait(other, "agent", input=HI)["messages"][-1]["type"] == "ai"
+            assert time.monotonic() - started < DEADLINE - 1
+            assert receiver.open_now() > 0
+    finally:
+        receiver.stop()

@@ -247,10 +247,11 @@ async def _run_graphs(
             return
         from durable_graph.service.webhooks import delivery_worker, run_kinds
 
+        policy, deadline = deliveries
         kinds, delivering = run_kinds(options.get("kinds"))
         workers = [AsyncWorker(store, handler, **{**options, "kinds": kinds})] if kinds else []
         if delivering:
-            workers.append(delivery_worker(store, *deliveries, options))
+            workers.append(delivery_worker(store, policy, deadline, options))
         if not workers:
             raise CliError("--kinds: no kind this worker runs")
         # The first takes SIGTERM and SIGINT; the others stop when it has stopped.
