@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import json
 import os
+import select
 import socket
 import socketserver
 import subprocess
@@ -367,16 +368,14 @@ def _read_request(sock: socket.socket) -> None:
 
 def _trickle(server: _Raw, sock: socket.socket) -> None:
     """A byte of the status line every half second, for 40 s at most (never a whole answer)."""
-    sock.settimeout(1)
+    opened = time.monotonic()
     for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 200:
         sock.sendall(bytes([byte]))
         time.sleep(0.5)
-        try:
-            if sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
-                return  # the client went away
-        except BlockingIOError:
-            pass
-        if time.monotonic() - (server.connections[-1][0] or 0) > 40:
+        readable, _, _ = select.select([sock], [], [], 0)
+        if readable and sock.recv(1, socket.MSG_PEEK) == b"":
+            return  # the client went away
+        if time.monotonic() - opened > 40:
             return
 
 
