@@ -208,9 +208,13 @@ def _graphs_of(args: argparse.Namespace) -> GraphHandlerOf | None:
             graphs = config.load_graphs()
             # A run's webhook is delivered by whichever worker takes its delivery, under this
             # file's policy, on slots of its own (D247, D248).
-            args.deliveries = (WebhookPolicy.of(config.webhooks), delivery_deadline())
+            policy = WebhookPolicy.of(config.webhooks)
         except ValidationError as exc:
             raise CliError(f"--langgraph-config: {exc}") from None
+        try:
+            args.deliveries = (policy, delivery_deadline())
+        except ValidationError as exc:
+            raise CliError(str(exc)) from None
         # The graphs' LangGraph ``store`` is the store's items (SPEC §20.3), as under ``serve``.
         return lambda saver: with_webhooks(
             async_graphs_handler(graphs, saver, store=AsyncDurableStore(saver.store.run_queue))

@@ -102,9 +102,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         user_auth = None if config.auth is None else UserAuth.load(config.path.parent, config.auth)
         configured, cors = cors_settings(args.config)
         webhook_policy = WebhookPolicy.of(config.webhooks)
-        deadline = delivery_deadline()
     except ValidationError as exc:
         raise CliError(f"--config: {exc}") from None
+    try:
+        deadline = delivery_deadline()
+    except ValidationError as exc:
+        raise CliError(str(exc)) from None
     use_policy(webhook_policy)  # what runs and crons may name as their webhook (422 else)
     origins = configured.union(given)
     # The HTTP layer and the in-process workers share one async store on uvicorn's loop (SPEC
