@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -14,7 +16,9 @@ from durable_graph.service.webhooks import (
     KIND,
     RUN_KINDS,
     Refused,
+    Target,
     WebhookPolicy,
+    _post,
     address_class,
     origin,
     run_kinds,
@@ -175,3 +179,51 @@ def test_graph_workers_lease_runs_and_deliveries_run_beside_them() -> None:
     assert run_kinds(["default"]) == (["default"], False)
     assert run_kinds([KIND]) == (None, True)
     assert run_kinds(["default", KIND, "other"]) == (["default", "other"], True)
+
+
+class _Pinned(WebhookPolicy):
+    """A policy whose resolver answers 127.0.0.1 for any host (as a rebinding DNS might, once)."""
+
+    async def addresses(self, target: Target) -> list[str]:
+        return ["127.0.0.1"]
+
+
+def test_the_post_goes_to_the_checked_address_with_the_hosts_name() -> None:
+    """``.invalid`` never resolves: the POST reaches the receiver only through the address the
+    policy checked, with the URL's host in ``Host``."""
+    got: list[tuple[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            got.append((self.headers["Host"], self.path))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        policy = _Pinned(allowed_domains=("hooks.invalid",))
+        target = policy.target(f"http://hooks.invalid:{port}/hook?k=v")
+        assert asyncio.run(_post(policy, target, b"{}", {})) == 204
+        assert got == [(f"hooks.invalid:{port}", "/hook?k=v")]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_one_internal_address_among_public_ones_refuses_the_receiver() -> None:
+    strict, loose = WebhookPolicy(), WebhookPolicy(disable_private_ips=False)
+    target = strict.target("https://hooks.example.com/")
+    public = ["93.184.216.34", "2606:2800:220:1::"]
+    assert strict.checked(target, [*public, public[0]]) == public
+    for internal in ("10.0.0.1", "169.254.169.254", "::1", "::ffff:192.168.0.1"):
+        with pytest.raises(Refused, match="resolves to a"):
+            strict.checked(target, [*public, internal])
+    assert loose.checked(target, [*public, "10.0.0.1"]) == [*public, "10.0.0.1"]
+    with pytest.raises(Refused, match="link-local"):
+        loose.checked(target, ["10.0.0.1", "169.254.169.254"])

@@ -307,11 +307,13 @@ class WebhookPolicy:
             )
         except OSError as exc:
             raise NotDelivered(f"{target.origin}: the host does not resolve ({exc})") from None
+        return self.checked(target, [str(info[4][0]) for info in infos])
+
+    def checked(self, target: Target, resolved: Sequence[str]) -> list[str]:
+        """``resolved`` (the addresses of ``target``'s host), each checked, without repeats."""
         found: list[str] = []
-        for info in infos:
-            text = str(info[4][0])
-            address = ipaddress.ip_address(text.split("%", 1)[0])
-            kind = address_class(address)
+        for text in resolved:
+            kind = address_class(ipaddress.ip_address(text.split("%", 1)[0]))
             if kind is not None and not self.allows(kind):
                 raise Refused(f"{target.origin} resolves to a {kind} address: {self.refusal(kind)}")
             if text not in found:
