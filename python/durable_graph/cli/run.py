@@ -196,15 +196,26 @@ def _graphs_of(args: argparse.Namespace) -> GraphHandlerOf | None:
             from durable_graph.langgraph.config_file import LangGraphConfig
             from durable_graph.langgraph.handler import async_graphs_handler
             from durable_graph.langgraph.store import AsyncDurableStore
-            from durable_graph.service.webhooks import with_webhooks
+            from durable_graph.service.webhooks import (
+                WebhookPolicy,
+                delivery_deadline,
+                with_webhooks,
+            )
         except ImportError as exc:
             raise UsageError(f"--langgraph-config needs durable-graph[langgraph] ({exc})") from None
         try:
-            graphs = LangGraphConfig.read(args.langgraph_config).load_graphs()
+            config = LangGraphConfig.read(args.langgraph_config)
+            graphs = config.load_graphs()
+            # A run's webhook is delivered by whichever worker takes its delivery, under this
+            # file's policy, on slots of its own (D247, D248).
+            policy = WebhookPolicy.of(config.webhooks)
         except ValidationError as exc:
             raise CliError(f"--langgraph-config: {exc}") from None
-        # The graphs' LangGraph ``store`` is the store's items (SPEC §20.3), as under ``serve``;
-        # a run's webhook is delivered by whichever worker takes its delivery.
+        try:
+            args.deliveries = (policy, delivery_deadline())
+        except ValidationError as exc:
+            raise CliError(str(exc)) from None
+        # The graphs' LangGraph ``store`` is the store's items (SPEC §20.3), as under ``serve``.
         return lambda saver: with_webhooks(
             async_graphs_handler(graphs, saver, store=AsyncDurableStore(saver.store.run_queue))
         )
@@ -225,14 +236,38 @@ async def _run_graphs(
     options: dict[str, Any],
 ) -> None:
     """An `AsyncWorker` running the graphs with ``astream`` on the async store, as LangGraph
-    Server runs graphs (so ``async def`` nodes and tools run); stopped by SIGTERM or SIGINT."""
+    Server runs graphs (so ``async def`` nodes and tools run); stopped by SIGTERM or SIGINT.
+    With ``--langgraph-config``, webhook deliveries run beside it on a worker of their own
+    (D247): the graph worker leases runs, unless ``--kinds`` says otherwise."""
     from durable_graph.langgraph import AsyncDurableSaver
     from durable_graph.worker.aio import AsyncWorker
 
     async with await open_async_store(args, must_exist=False) as opened:
         store = opened if observer is None else observed(opened, observer)
         handler = handler_of(AsyncDurableSaver(store))
-        await AsyncWorker(store, handler, install_signal_handlers=True, **options).run()
+        deliveries = getattr(args, "deliveries", None)
+        if deliveries is None:
+            await AsyncWorker(store, handler, install_signal_handlers=True, **options).run()
+            return
+        from durable_graph.service.webhooks import delivery_worker, run_kinds
+
+        policy, deadline = deliveries
+        kinds, delivering = run_kinds(options.get("kinds"))
+        workers = [AsyncWorker(store, handler, **{**options, "kinds": kinds})] if kinds else []
+        if delivering:
+            workers.append(delivery_worker(store, policy, deadline, options))
+        if not workers:
+            raise CliError("--kinds: no kind this worker runs")
+        # The first takes SIGTERM and SIGINT; the others stop when it has stopped.
+        first, *others = workers
+        first.install_signal_handlers = True
+        beside = [asyncio.create_task(w.run()) for w in others]
+        try:
+            await first.run()
+        finally:
+            for w in others:
+                w.stop()
+            await asyncio.gather(*beside, return_exceptions=True)
 
 
 def _installed(name: str, cwd: str) -> bool:

@@ -4,9 +4,11 @@ Binds 127.0.0.1 by default (and answers only loopback ``Host`` names there); ano
 needs ``--allow-remote``, a token (``--token`` or ``DURABLE_GRAPH_TOKEN``, 16+ characters), which
 clients send as their API key, and TLS (``--ssl-certfile``/``--ssl-keyfile``) unless
 ``--insecure``, as the dashboard. ``--workers N``
-runs N workers in this process, and a scheduler firing crons (0: runs wait for ``durable-graph
-worker --langgraph-config`` processes anywhere on the same store, crons for a ``durable-graph
-scheduler`` or ``worker --scheduler``). Browser pages of other origins are refused unless
+runs N workers of runs in this process, a worker of webhook deliveries with slots of its own
+(D247) and a scheduler firing crons (0: runs and deliveries wait for ``durable-graph worker
+--langgraph-config`` processes anywhere on the same store, crons for a ``durable-graph
+scheduler`` or ``worker --scheduler``). ``langgraph.json``'s ``webhooks.url`` says which
+receivers a webhook may name (D248). Browser pages of other origins are refused unless
 ``--allow-origin`` or ``langgraph.json``'s ``http.cors`` names them; bodies are at most
 ``--max-body-bytes`` (SPEC §20.5, D145).
 """
@@ -77,7 +79,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from durable_graph.service import create_app
         from durable_graph.service.auth import UserAuth
         from durable_graph.service.guard import DEFAULT_MAX_BODY_BYTES, Origins, cors_settings
-        from durable_graph.service.webhooks import with_webhooks
+        from durable_graph.service.webhooks import (
+            RUN_KINDS,
+            WebhookPolicy,
+            delivery_deadline,
+            delivery_worker,
+            use_policy,
+            with_webhooks,
+        )
         from durable_graph.worker.aio import AsyncWorker
         from durable_graph.worker.scheduler import Scheduler
     except ImportError as exc:
@@ -92,8 +101,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         graphs = config.load_graphs()
         user_auth = None if config.auth is None else UserAuth.load(config.path.parent, config.auth)
         configured, cors = cors_settings(args.config)
+        webhook_policy = WebhookPolicy.of(config.webhooks)
     except ValidationError as exc:
         raise CliError(f"--config: {exc}") from None
+    try:
+        deadline = delivery_deadline()
+    except ValidationError as exc:
+        raise CliError(str(exc)) from None
+    use_policy(webhook_policy)  # what runs and crons may name as their webhook (422 else)
     origins = configured.union(given)
     # The HTTP layer and the in-process workers share one async store on uvicorn's loop (SPEC
     # §20.1): no request, stream or join holds a thread, and graphs run with ``astream``, as
@@ -108,12 +123,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
             # The graphs' LangGraph ``store`` (long-term memory) and /store/* are the store's
             # items (SPEC §20.3), as LangGraph Server gives its graphs its own store.
             graph_store = AsyncDurableStore(store.run_queue)
+            # Graph workers lease runs only; deliveries have slots of their own (D247), so a
+            # slow receiver never holds a run back.
             workers = [
                 AsyncWorker(
-                    store, with_webhooks(async_graphs_handler(graphs, saver, store=graph_store))
+                    store,
+                    with_webhooks(async_graphs_handler(graphs, saver, store=graph_store)),
+                    kinds=RUN_KINDS,
                 )
                 for _ in range(args.workers)
             ]
+            if workers:
+                workers.append(delivery_worker(store, webhook_policy, deadline))
             running = [asyncio.create_task(w.run(), name=w.holder) for w in workers]
             server.config.app = create_app(  # uvicorn loads its app when it starts serving
                 store,
@@ -131,7 +152,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 args.host,
                 args.port,
                 len(graphs),
-                len(workers),
+                args.workers,
             )
             try:
                 await server.serve()

@@ -6,9 +6,10 @@ factory, called per use as LangGraph Server calls it, see `factory`), ``dependen
 paths, ``"."`` above all, put on ``sys.path``; packages are the deployer's to install), ``env``
 (a ``.env`` file path — a missing one is logged and skipped, as ``langgraph dev`` does — or an
 object: set in the environment where not already set), ``auth.path`` (the users' ``Auth`` the
-service runs, `durable_graph.service.auth`), ``http.cors`` (`durable_graph.service.guard`).
-Graphs are compiled with no checkpointer of their own: the worker binds each run to the
-store's saver.
+service runs, `durable_graph.service.auth`), ``http.cors`` (`durable_graph.service.guard`),
+``webhooks`` (kept as written: the policy of the receivers a run's webhook may name,
+`durable_graph.service.webhooks.WebhookPolicy`, which checks its keys). Graphs are compiled
+with no checkpointer of their own: the worker binds each run to the store's saver.
 
 Fail closed (SPEC §25.1): every other key of LangGraph's configuration schema is either a build
 setting of ``langgraph build`` (`BUILD_KEYS`: the image, not the server; logged, as they change
@@ -56,6 +57,7 @@ HONOURED: Final = {
     "env": None,
     "auth": frozenset({"path"}),
     "http": frozenset({"cors"}),
+    "webhooks": None,  # its keys are WebhookPolicy's to check
 }
 """The keys read (None: the whole value; a set: those of its keys, the others refused)."""
 
@@ -64,7 +66,6 @@ REFUSED: Final = {
     "checkpointer": "a checkpointer path, TTL or serializer settings are not served yet",
     "encryption": "encryption at rest of checkpoints and metadata is not served yet",
     "priority": "a run priority function is not served",
-    "webhooks": "the webhook URL policy and headers are not served yet",
     "ui": "generative UI components are not served",
     "auth": "only auth.path is served",
     "http": "only http.cors is served (a custom app, disable_* flags, headers, mount_prefix "
@@ -81,6 +82,8 @@ class LangGraphConfig:
     env: dict[str, str]
     auth: str | None = None
     """``auth.path``: the ``langgraph_sdk.Auth`` the service runs (``./auth.py:auth``)."""
+    webhooks: dict[str, Any] | None = None
+    """``webhooks`` as written (``url``: the receivers' policy, read by the service)."""
 
     @classmethod
     def read(cls, path: str | Path) -> LangGraphConfig:
@@ -117,8 +120,11 @@ class LangGraphConfig:
         auth = data.get("auth") or {}
         if not isinstance(auth, dict) or not isinstance(auth.get("path"), str | None):
             raise ValidationError("config: 'auth' must be an object with a 'path'")
+        webhooks = data.get("webhooks")
+        if webhooks is not None and not isinstance(webhooks, dict):
+            raise ValidationError("config: 'webhooks' must be an object")
         env_vars = {str(k): str(v) for k, v in env.items()}
-        return cls(p, dict(graphs), env_vars, auth.get("path"))
+        return cls(p, dict(graphs), env_vars, auth.get("path"), webhooks)
 
     def apply_env(self) -> None:
         for key, value in self.env.items():
