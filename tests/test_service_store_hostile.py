@@ -272,6 +272,22 @@ def test_bodies_the_sdk_cannot_send_are_refused(probe: Probe) -> None:
         f'{{"namespace": {ns}, "key": "k", "value": {{"a": 1, "a": 2}}}}'.encode(),
     ):
         assert probe.send("PUT", "/store/items", body) == 422, body
+    # Huge strings under the body cap (8 MiB; a larger body is 413 while it is read, by design).
+    huge = "x" * (4 * 2**20)
+    for path, sent, want in (
+        ("/store/items", {"namespace": probe.ns, "key": huge, "value": {}}, 422),
+        ("/store/items", {"namespace": [huge], "key": "k", "value": {}}, 422),
+        ("/store/items/search", {"namespace_prefix": [huge]}, 422),
+        ("/store/items/search", {"namespace_prefix": probe.ns, "filter": {huge: 1}}, 422),
+        ("/store/namespaces", {"prefix": [huge]}, 422),
+        ("/store/namespaces", {"suffix": ["a", huge]}, 422),
+        # A value (and a filter's value) may be this large: under the store's value limit.
+        ("/store/items", {"namespace": probe.ns, "key": "huge", "value": {"v": huge}}, 204),
+        ("/store/items/search", {"namespace_prefix": probe.ns, "filter": {"v": huge}}, 200),
+    ):
+        method = "PUT" if path == "/store/items" else "POST"
+        assert probe.json(method, path, sent) == want, (path, want)
+    probe.sdk.store.delete_item(probe.ns, "huge")
     # Query strings: NUL, a lone surrogate and a byte that is not UTF-8, escaped.
     for query in ("namespace=a%00b&key=k", "namespace=%ED%A0%80&key=k", "namespace=a&key=%FF"):
         response = probe.raw.get("/store/items?" + query)
