@@ -402,3 +402,132 @@ def test_async_import_reads_strictly_and_skips_on_a_rerun(tmp_path: Path) -> Non
     )
     assert again.skipped == ["a"] and again.imported == []
     assert roots == ["a"]
+
+
+# --- a source thread id the store cannot hold (issue 46 item 9) -------------------------------
+
+_TABLES_SQLITE = ("checkpoints", "writes")
+_TABLES_POSTGRES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+BAD_UTF8 = b"b\xff\xfe"
+"""A thread id's bytes that are not UTF-8."""
+
+
+def _copy_thread_sqlite(conn: sqlite3.Connection, to_sql: str) -> None:
+    """Thread 'b' copied, every row, to the id the SQL expression ``to_sql`` makes."""
+    with conn:
+        for table in _TABLES_SQLITE:
+            columns = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+            chosen = ", ".join(to_sql if c == "thread_id" else c for c in columns)
+            conn.execute(
+                f"INSERT INTO {table} ({', '.join(columns)})"
+                f" SELECT {chosen} FROM {table} WHERE thread_id = 'b'"
+            )
+
+
+def test_a_sqlite_source_thread_id_that_is_not_utf8_fails_alone(tmp_path: Path) -> None:
+    """A ``SqliteSaver`` file whose thread ids include bytes that are not UTF-8, one with NUL
+    and one with U+001F: those threads fail by name (their bytes written ``\\xNN``), the others
+    are imported, through ``langgraph import`` and `import_threads`."""
+    source = tmp_path / "lg.sqlite"
+    conn = sqlite3.connect(str(source), check_same_thread=False)
+    _write_threads(SqliteSaver(conn))
+    _copy_thread_sqlite(conn, f"CAST(X'{BAD_UTF8.hex()}' AS TEXT)")
+    _copy_thread_sqlite(conn, "CAST(X'6300' AS TEXT)")  # "c\x00"
+    _copy_thread_sqlite(conn, "'d' || char(31) || 'e'")
+    conn.close()
+    raw = sqlite3.connect(str(source))
+    with pytest.raises(sqlite3.OperationalError):  # what the listing met before
+        raw.execute("SELECT DISTINCT thread_id FROM checkpoints").fetchall()
+    raw.close()
+    store_path = tmp_path / "store.db"
+    args = ["langgraph", "import", "--from-sqlite", str(source), "--sqlite", str(store_path)]
+    done = _cli(*args, "--json")
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and "OperationalError" not in done.stderr
+    answer = json.loads(done.stdout)
+    assert sorted(answer["imported"]) == ["a", "b"]
+    failed = answer["failed"]
+    assert sorted(failed) == ["b\\xff\\xfe", "c\x00", "d\x1fe"], failed
+    assert "not valid UTF-8" in failed["b\\xff\\xfe"] and "b'b\\xff\\xfe'" in failed["b\\xff\\xfe"]
+    assert "error: thread 'b\\\\xff\\\\xfe' not imported: its id is not valid UTF-8" in done.stderr
+    assert "NUL" in failed["c\x00"] and "U+001F" in failed["d\x1fe"]
+    with SqliteCheckpointer.open(str(store_path)) as store:
+        assert _root_threads(store) == ["a", "b"]
+        finished = _graph(DurableSaver(store)).invoke(Command(resume="ok"), _config("b"))
+        assert finished["log"][-1] == "answer ok"
+    # The library call, given the listing: the same answer, into a fresh store.
+    conn = sqlite3.connect(f"file:{source}?mode=ro", uri=True, check_same_thread=False)
+    listed = threads_in_sqlite(conn)
+    assert listed == ["a", "b", BAD_UTF8.decode("utf-8", "surrogateescape"), "c\x00", "d\x1fe"]
+    with SqliteCheckpointer.open(str(tmp_path / "again.db")) as store:
+        result = import_threads(SqliteSaver(conn), DurableSaver(store), listed)
+    conn.close()
+    assert sorted(result.imported) == ["a", "b"] and sorted(result.failed) == sorted(failed)
+    # A --thread argument of such bytes (Python reads argv with surrogateescape): named too.
+    one = subprocess.run(
+        [sys.executable, "-m", "durable_graph.cli", *args, "--thread", BAD_UTF8],
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    assert one.returncode == 1 and b"not valid UTF-8" in one.stderr, one.stderr
+    assert b"Traceback" not in one.stderr
+
+
+def test_a_postgres_source_thread_id_that_is_not_utf8_fails_alone(tmp_path: Path) -> None:
+    """A ``PostgresSaver`` database in ``SQL_ASCII`` (the one PostgreSQL encoding that holds
+    bytes that are not UTF-8) with such a thread id: that thread fails by name, the others are
+    imported whole and resume."""
+    base = psycopg.conninfo.conninfo_to_dict(os.environ["DURABLE_GRAPH_TEST_DSN"])
+    name = f"lg_ascii_{uuid.uuid4().hex[:12]}"
+    admin = psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in base.items()})
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(
+            f"CREATE DATABASE {name} ENCODING 'SQL_ASCII' TEMPLATE template0"
+            " LC_COLLATE 'C' LC_CTYPE 'C'"
+        )
+    base["dbname"] = name
+    dsn = psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in base.items()})
+    store_path = tmp_path / "store.db"
+    try:
+        utf8 = psycopg.conninfo.make_conninfo(dsn, client_encoding="utf8")
+        with PostgresSaver.from_conn_string(utf8) as theirs:
+            theirs.setup()
+            _write_threads(theirs)
+        with psycopg.connect(utf8, autocommit=True) as conn:
+            for table in _TABLES_POSTGRES:
+                columns = [
+                    str(r[0])
+                    for r in conn.execute(
+                        "SELECT column_name FROM information_schema.columns"
+                        " WHERE table_name = %s ORDER BY ordinal_position",
+                        (table,),
+                    )
+                ]
+                chosen = ", ".join(
+                    f"convert_from('\\x{BAD_UTF8.hex()}'::bytea, 'SQL_ASCII')"
+                    if c == "thread_id"
+                    else c
+                    for c in columns
+                )
+                conn.execute(
+                    f"INSERT INTO {table} ({', '.join(columns)})"
+                    f" SELECT {chosen} FROM {table} WHERE thread_id = 'b'"
+                )
+        done = _cli(
+            "langgraph", "import", "--from-postgres", dsn, "--sqlite", str(store_path), "--json"
+        )
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    answer = json.loads(done.stdout)
+    assert sorted(answer["imported"]) == ["a", "b"]
+    assert list(answer["failed"]) == ["b\\xff\\xfe"]
+    assert "not valid UTF-8" in answer["failed"]["b\\xff\\xfe"]
+    with SqliteCheckpointer.open(str(store_path)) as store:
+        assert _root_threads(store) == ["a", "b"]
+        ours = _graph(DurableSaver(store))
+        assert ours.get_state(_config("a")).interrupts[0].value == "approve?"
+        assert store.children("a") and all(isinstance(c, str) for c in store.children("a"))

@@ -27,7 +27,9 @@ def _source(args: argparse.Namespace) -> Iterator[tuple[Any, Any, list[str]]]:
             from langgraph.checkpoint.postgres import PostgresSaver
         except ImportError:
             raise CliError("--from-postgres needs langgraph-checkpoint-postgres") from None
-        with PostgresSaver.from_conn_string(args.from_postgres) as saver:
+        # UTF-8 text as str on any source (a SQL_ASCII database's included), a bad row failing
+        # its thread alone.
+        with PostgresSaver.from_conn_string(importer.utf8_dsn(args.from_postgres)) as saver:
             threads = args.thread or importer.threads_in_postgres(args.from_postgres)
             reader = importer.strict_copy(saver)
             yield reader, importer.task_paths_from_postgres(args.from_postgres), threads

@@ -20,7 +20,8 @@ operator visits cannot rebind its own name to 127.0.0.1 and read the store (DNS 
 page's memory is bounded: a thread page shows `HISTORY_PAGE` checkpoints (older ones a link
 away) and every value cut to `render.SHOWN_CHARS` characters with its size and a link to the whole
 value (``/thread/value``). A live tail holds one of `MAX_TAILS` slots, given back by the response
-itself when the stream ends, the client gone included.
+itself when it ends, however it ends (the client gone before the first byte or mid-send, the
+request cancelled, a server-side error: `_TailResponse`).
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
-from starlette.concurrency import iterate_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -358,35 +359,87 @@ class Dashboard:
                 yield ": keep-alive\n\n"  # a gone client is noticed on the next write
 
 
+class _Slot:
+    """One of the dashboard's `MAX_TAILS` tail slots: taken when made (if one is free), given
+    back by `release` exactly once, whichever exit path calls it first."""
+
+    def __init__(self, slots: threading.BoundedSemaphore) -> None:
+        self._slots = slots
+        self._lock = threading.Lock()
+        self.taken = slots.acquire(blocking=False)
+
+    def release(self) -> None:
+        with self._lock:
+            taken, self.taken = self.taken, False
+        if taken:
+            self._slots.release()
+
+
+def _next_message(messages: Iterator[str]) -> str | None:
+    return next(messages, None)
+
+
+_BUSY = "retry: 30000\n: too many live tails open; try again later\n\n"
+
+
 class _TailResponse(StreamingResponse):
     """A live tail holding one of the dashboard's `MAX_TAILS` slots for exactly as long as the
-    response runs: taken when it starts, given back in ``finally`` when its send loop ends —
-    the stream done, the client gone (a closed connection ends the loop at once, or at the next
-    keep-alive) or the server stopping — never left to the garbage collector."""
+    response runs: taken when it starts, given back in ``finally`` when it ends, on every exit
+    path — the stream done, the server's error, the request's task cancelled (the server
+    stopping), the client gone before the first byte or mid-send — never left to the garbage
+    collector (issue 24) and never to how a server reports a gone client (issue 46 item 10).
+
+    It sends the stream itself rather than through `StreamingResponse.__call__`: that one
+    listens for the client's ``http.disconnect`` only under ASGI spec versions before 2.4 and
+    otherwise relies on ``send`` raising once the client is gone — a server whose ``send``
+    returns quietly then (uvicorn's does) would run a gone client's tail, slot and thread
+    forever. Here a watcher always reads ``receive`` until ``http.disconnect``, then stops the
+    tail (its thread returns within one ``tail_wait``) and ends the response; a ``send`` that
+    raises (``OSError``, a server of spec 2.4) ends it too."""
 
     def __init__(self, dashboard: Dashboard, thread_id: str, after: int) -> None:
         self._dashboard = dashboard
         self._stop = threading.Event()
         self._messages = dashboard.tail(thread_id, after, self._stop)
         super().__init__(
-            iterate_in_threadpool(self._messages),
+            iter(()),
             media_type="text/event-stream",
             headers={"x-accel-buffering": "no"},
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        slots = self._dashboard.tails
-        if not slots.acquire(blocking=False):
-            self._stop.set()
-            busy = "retry: 30000\n: too many live tails open; try again later\n\n"
-            self.body_iterator = iterate_in_threadpool(iter([busy]))
-            await super().__call__(scope, receive, send)
-            return
+        slot = _Slot(self._dashboard.tails)
         try:
-            await super().__call__(scope, receive, send)
+            if not slot.taken:
+                self._stop.set()
+                await self._send_all(send, iter([_BUSY]))
+                return
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._watch, receive, group.cancel_scope)
+                await self._send_all(send, self._messages)
+                group.cancel_scope.cancel()  # the tail ended (the store closed): stop watching
         finally:
             self._stop.set()
-            slots.release()
+            slot.release()
+
+    async def _watch(self, receive: Receive, scope: anyio.CancelScope) -> None:
+        """Until the client is gone, then end the response (its stream cancelled)."""
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self._stop.set()
+        scope.cancel()
+
+    async def _send_all(self, send: Send, messages: Iterator[str]) -> None:
+        """The response: headers, then each message as it comes (read in a worker thread: the
+        store's wait blocks), then the end; a ``send`` to a gone client ends it quietly."""
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            while (message := await anyio.to_thread.run_sync(_next_message, messages)) is not None:
+                body = message.encode("utf-8")
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError:
+            return  # the client went mid-send (a server of ASGI spec 2.4 raises it)
 
 
 def _static(body: str, media_type: str) -> Any:

@@ -30,6 +30,14 @@ keep LangGraph's order only where task ids sort as their paths. ``threads_in_sql
 ``threads_in_postgres`` list the source's threads from its tables, so a refused value is reported
 under its thread (`durable-graph langgraph import` passes them; without ``thread_ids`` the threads
 are found by listing the source, and a refusal there fails the whole import).
+
+A source's thread id the store cannot hold fails that thread alone, named, the others imported:
+one whose bytes are not UTF-8 (a SQLite file holds any bytes as TEXT; a PostgreSQL database in
+``SQL_ASCII`` does too), listed by ``threads_in_sqlite`` / ``threads_in_postgres`` with its
+undecodable bytes as lone surrogates (``surrogateescape``, as Python reads such a ``--thread``
+argument) and reported under its bytes written ``\\xNN`` (`shown_id`); one with NUL or U+001F
+(refused by the store). Decoding the listing with the ``sqlite3`` module's default raised a raw
+``OperationalError`` that ended the whole import (issue 46 item 9).
 """
 
 from __future__ import annotations
@@ -48,7 +56,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.serde import _msgpack as lg_msgpack
 from langgraph.checkpoint.serde.jsonplus import _is_safe_json_type
 
-from durable_graph.core.errors import GraphError
+from durable_graph.core.errors import GraphError, ValidationError
+from durable_graph.core.scalars import check_identifier
 from durable_graph.langgraph import codec
 from durable_graph.langgraph.async_saver import AsyncDurableSaver
 from durable_graph.langgraph.saver import DurableSaver
@@ -246,6 +255,28 @@ _FAILURES = (ValueError, TypeError, NotImplementedError, GraphError)
 refuses. Anything else (the store down) stops the import."""
 
 
+def shown_id(thread_id: str) -> str:
+    """A source thread id as it is reported: its undecodable bytes (lone surrogates, from
+    ``surrogateescape``) written ``\\xNN``, so the name prints and encodes as JSON."""
+    return thread_id.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _refused_id(thread_id: str) -> str | None:
+    """Why the store cannot hold a source's thread id (its bytes not UTF-8, a NUL, U+001F, more
+    than 512 bytes), else None."""
+    if shown_id(thread_id) != thread_id:
+        return (
+            "its id is not valid UTF-8 (bytes "
+            f"{thread_id.encode('utf-8', 'surrogateescape')!r}); the store holds UTF-8 thread "
+            "ids only: give the thread a UTF-8 id in the source to import it"
+        )
+    try:
+        codec.store_thread(check_identifier("thread_id", thread_id), "")
+    except ValidationError as exc:
+        return f"its id cannot be stored: {exc}"
+    return None
+
+
 def _failure(step: _Step | None, exc: BaseException) -> str:
     if step is None:
         return f"reading its checkpoints from the source: {exc}"
@@ -288,7 +319,10 @@ def import_threads(
     listed = None if thread_ids is not None else _by_thread(reader.list(None))
     result = ImportResult()
     for thread_id in list(listed) if listed is not None else thread_ids or ():
-        codec.store_thread(thread_id, "")  # ValidationError for an id the store cannot hold
+        refused = _refused_id(thread_id)  # fails this thread only, named
+        if refused is not None:
+            result.failed[shown_id(thread_id)] = refused
+            continue
         before = (result.checkpoints, result.writes)
         try:
             step: _Step | None = None
@@ -330,7 +364,10 @@ async def aimport_threads(
     listed = None if thread_ids is not None else _by_thread([t async for t in reader.alist(None)])
     result = ImportResult()
     for thread_id in list(listed) if listed is not None else thread_ids or ():
-        codec.store_thread(thread_id, "")
+        refused = _refused_id(thread_id)  # fails this thread only, named
+        if refused is not None:
+            result.failed[shown_id(thread_id)] = refused
+            continue
         before = (result.checkpoints, result.writes)
         try:
             step: _Step | None = None
@@ -362,28 +399,49 @@ async def aimport_threads(
     return result
 
 
+def _decoded(raw: object) -> str:
+    """A listed id: bytes as UTF-8, any undecodable byte kept as a lone surrogate."""
+    if isinstance(raw, bytes | bytearray | memoryview):
+        return bytes(raw).decode("utf-8", "surrogateescape")
+    return str(raw)
+
+
 def threads_in_sqlite(conn: sqlite3.Connection) -> list[str]:
-    """The thread ids of ``SqliteSaver``'s ``checkpoints`` table, read without decoding a value."""
-    rows = conn.execute("SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id").fetchall()
-    return [str(row[0]) for row in rows]
+    """The thread ids of ``SqliteSaver``'s ``checkpoints`` table, read without decoding a value;
+    an id whose bytes are not UTF-8 is listed too (see the module docstring)."""
+    rows = conn.execute(
+        "SELECT DISTINCT CAST(thread_id AS BLOB) AS t FROM checkpoints ORDER BY t"
+    ).fetchall()
+    return [_decoded(row[0]) for row in rows]
+
+
+def utf8_dsn(dsn: str) -> str:
+    """``dsn`` with ``client_encoding=utf8``: text of a ``SQL_ASCII`` source database reads as
+    str (psycopg gives bytes there), and a row that is not UTF-8 fails alone."""
+    import psycopg
+
+    return psycopg.conninfo.make_conninfo(dsn, client_encoding="utf8")
 
 
 def threads_in_postgres(dsn: str) -> list[str]:
-    """The thread ids of ``PostgresSaver``'s ``checkpoints`` table, read without decoding a value."""
+    """The thread ids of ``PostgresSaver``'s ``checkpoints`` table, read without decoding a value;
+    an id whose bytes are not UTF-8 (a ``SQL_ASCII`` database) is listed too (see the module
+    docstring). Read as raw bytes (``client_encoding`` ``SQL_ASCII``: no conversion)."""
     import psycopg
 
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    raw = psycopg.conninfo.make_conninfo(dsn, client_encoding="SQL_ASCII")
+    with psycopg.connect(raw, autocommit=True) as conn:
         rows = conn.execute(
             "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id"
         ).fetchall()
-    return [str(row[0]) for row in rows]
+    return [_decoded(row[0]) for row in rows]
 
 
 def task_paths_from_postgres(dsn: str) -> TaskPaths:
     """Task paths from ``PostgresSaver``'s ``checkpoint_writes`` (none before its 3.x column)."""
     import psycopg
 
-    conn = psycopg.connect(dsn, autocommit=True)
+    conn = psycopg.connect(utf8_dsn(dsn), autocommit=True)
 
     def paths(thread_id: str, ns: str, checkpoint_id: str) -> dict[str, str]:
         try:
@@ -422,9 +480,11 @@ __all__ = [
     "StrictReader",
     "aimport_threads",
     "import_threads",
+    "shown_id",
     "strict_copy",
     "task_paths_from_postgres",
     "task_paths_from_sqlite",
     "threads_in_postgres",
     "threads_in_sqlite",
+    "utf8_dsn",
 ]

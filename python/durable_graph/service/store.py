@@ -7,33 +7,48 @@ none), a search ``{"items": [...]}``, a listing ``{"namespaces": [...]}``. They 
 same `AsyncDurableStore` the graphs get as their ``store``, so a client sees what a node wrote
 and the other way round. Every field is checked before anything is written (422 naming it); a
 per-item ``index`` (semantic search) is refused by name, never dropped.
+
+A namespace (a prefix, a suffix) is checked here with the store's own rules
+(`durable_graph.core.items.check_namespace`: labels without NUL, lone surrogates or ``.``, at most
+20 of 512 bytes) before LangGraph's ``BaseStore`` methods see it, since those raise their own
+`InvalidNamespaceError`; any that still comes through is a 422 as well, never a 500 (issue 46
+item 7: a NUL in ``/store/namespaces``'s prefix was a 500 whose connection then closed).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 from langgraph.store.base import InvalidNamespaceError
 
 from durable_graph.core.errors import ValidationError
+from durable_graph.core.items import check_namespace
 from durable_graph.langgraph.store import SEMANTIC_SEARCH_REFUSED, AsyncDurableStore
 from durable_graph.service.auth import TENANT
 from durable_graph.service.records import count_field
 
 
-def _namespace(value: object, name: str, *, optional: bool = False) -> tuple[str, ...] | None:
-    """A namespace as a list of labels (non-empty strings without ``.``), else 422 naming it."""
+def _namespace(
+    value: object, name: str, *, optional: bool = False, empty: bool = False
+) -> tuple[str, ...] | None:
+    """A namespace as a list of labels (the store's identifiers without ``.``; none with
+    ``empty``), else 422 naming it and the label."""
     if value is None and optional:
         return None
     if not isinstance(value, list | tuple):
         raise ValidationError(f"{name}: must be a list of labels")
-    for label in value:
-        if not isinstance(label, str) or not label or "." in label:
-            raise ValidationError(
-                f"{name}: label {label!r} must be a non-empty string without periods"
-            )
-    return tuple(value)
+    return check_namespace(name, value, allow_empty=empty)
+
+
+@asynccontextmanager
+async def _refusing_namespaces() -> AsyncIterator[None]:
+    """LangGraph's own namespace refusals (the root label ``langgraph``, say) as a 422."""
+    try:
+        yield
+    except InvalidNamespaceError as exc:
+        raise ValidationError(f"namespace: {exc}") from None
 
 
 def _key(value: object) -> str:
@@ -89,10 +104,8 @@ class StoreApi:
         _refuse_index(body)
         ttl = _ttl(body.get("ttl"))
         assert namespace is not None
-        try:
+        async with _refusing_namespaces():
             await self.items.aput(namespace, key, value, ttl=ttl)
-        except InvalidNamespaceError as exc:
-            raise ValidationError(f"namespace: {exc}") from None
 
     async def get(self, params: Mapping[str, str]) -> dict[str, Any] | None:
         namespace = _namespace(params.get("namespace", "").split("."), "namespace")
@@ -101,33 +114,29 @@ class StoreApi:
         if refresh is not None and refresh.lower() not in ("true", "false"):
             raise ValidationError("refresh_ttl: must be true or false")
         assert namespace is not None
-        try:
+        async with _refusing_namespaces():
             found = await self.items.aget(
                 namespace, key, refresh_ttl=None if refresh is None else refresh.lower() == "true"
             )
-        except InvalidNamespaceError as exc:
-            raise ValidationError(f"namespace: {exc}") from None
         return None if found is None else found.dict()
 
     async def delete(self, body: Mapping[str, Any]) -> None:
         namespace = _namespace(body.get("namespace"), "namespace")
         key = _key(body.get("key"))
         assert namespace is not None
-        try:
+        async with _refusing_namespaces():
             await self.items.adelete(namespace, key)
-        except InvalidNamespaceError as exc:
-            raise ValidationError(f"namespace: {exc}") from None
 
     async def search(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        prefix = _namespace(body.get("namespace_prefix") or [], "namespace_prefix")
+        prefix = _namespace(body.get("namespace_prefix") or [], "namespace_prefix", empty=True)
         assert prefix is not None
-        found = await self.items.asearch(
-            prefix,
-            filter=_filter(body.get("filter")),
-            limit=count_field(body, "limit", 10, 1),
-            offset=count_field(body, "offset", 0, 0),
-            refresh_ttl=_bool(body.get("refresh_ttl"), "refresh_ttl"),
-        )
+        filter, limit = _filter(body.get("filter")), count_field(body, "limit", 10, 1)
+        offset = count_field(body, "offset", 0, 0)
+        refresh = _bool(body.get("refresh_ttl"), "refresh_ttl")
+        async with _refusing_namespaces():
+            found = await self.items.asearch(
+                prefix, filter=filter, limit=limit, offset=offset, refresh_ttl=refresh
+            )
         return {"items": [item.dict() for item in found]}
 
     async def namespaces(self, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -136,13 +145,11 @@ class StoreApi:
         depth = body.get("max_depth")
         if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int)):
             raise ValidationError("max_depth: must be an integer")
-        found = await self.items.alist_namespaces(
-            prefix=prefix,
-            suffix=suffix,
-            max_depth=depth,
-            limit=count_field(body, "limit", 100, 1),
-            offset=count_field(body, "offset", 0, 0),
-        )
+        limit, offset = count_field(body, "limit", 100, 1), count_field(body, "offset", 0, 0)
+        async with _refusing_namespaces():
+            found = await self.items.alist_namespaces(
+                prefix=prefix, suffix=suffix, max_depth=depth, limit=limit, offset=offset
+            )
         return {"namespaces": [list(ns) for ns in found]}
 
 
