@@ -199,6 +199,25 @@ def test_an_interrupt_is_an_input_request_and_respond_resumes_the_thread(url: st
     assert state["values"]["messages"][-1]["content"] == "hello Ada"
 
 
+def test_run_start_on_a_thread_waiting_at_an_interrupt_resumes_it(url: str) -> None:
+    """As the reference decides (issue 48): ``run.start``'s input to a thread waiting at an
+    interrupt is its answer. LangGraph's ``RemoteGraph`` (v3) resumes a thread so, sending a
+    ``Command(resume=...)``'s value as the input; it was taken as a new input and the run
+    failed (``Expected dict, got yes``)."""
+    from langgraph.pregel.remote import RemoteGraph
+    from langgraph.types import Command
+
+    thread_id = str(uuid.uuid4())
+    remote = RemoteGraph("agent", url=url)
+    config: Any = {"configurable": {"thread_id": thread_id}}
+    with remote.stream_events(_say("ask"), config, version="v3"):
+        _events(url, thread_id, {"channels": ["lifecycle"]}, "interrupted")
+    with remote.stream_events(Command(resume="Ada"), config, version="v3"):
+        _events(url, thread_id, {"channels": ["lifecycle"]}, "completed")
+    state = httpx.get(f"{url}/threads/{thread_id}/state").json()
+    assert [m["content"] for m in state["values"]["messages"]] == ["ask", "hello Ada"]
+
+
 def test_a_cancelled_run_ends_its_stream_as_failed(url: str) -> None:
     thread_id = str(uuid.uuid4())
     started = _command(

@@ -4,10 +4,12 @@ A command is ``{"id": int, "method": str, "params": {...}}``; the answer ``{"typ
 "id", "result"}`` or ``{"type": "error", "id", "error": code, "message"}`` (HTTP 200, as
 LangGraph Server answers: the SDK reads the envelope). Served:
 
-- ``run.start`` ``{assistant_id, input, config?, metadata?, multitaskStrategy?}`` -> ``{"run_id"}``:
-  a run of the thread (created if new) through `Runs.create`, as every run of the service, with
-  the store modes of the protocol (`PROTOCOL_MODES`) and its subgraphs' events; a fork's
-  checkpoint comes as ``config.configurable.checkpoint_id``.
+- ``run.start`` ``{assistant_id, input, config?, metadata?, multitaskStrategy?, force_resume?}``
+  -> ``{"run_id"}``: a run of the thread (created if new) through `Runs.create`, as every run
+  of the service, with the store modes of the protocol (`PROTOCOL_MODES`) and its subgraphs'
+  events; a fork's checkpoint comes as ``config.configurable.checkpoint_id``. On a thread
+  waiting at an interrupt (or with ``force_resume``), the input is the interrupt's answer: the
+  run resumes with ``Command(resume=input)``, as the reference decides.
 - ``input.respond`` ``{interrupt_id, response, namespace?}`` or ``{responses: [...]}``, with
   ``update`` / ``goto`` / ``config`` / ``metadata`` -> ``{}``: each interrupt must be one the
   thread waits at (``no_such_interrupt`` otherwise; while the thread is still busy finishing the
@@ -105,6 +107,12 @@ class Commands:
         body["assistant_id"] = assistant_id
         body["input"] = params.get("input")
         body["if_not_exists"] = "create"
+        # As the reference: an input to a thread waiting at an interrupt (or ``force_resume``)
+        # is the answer to it, resumed; RemoteGraph's v3 stream sends a resume so.
+        if body["input"] is not None and (
+            params.get("force_resume") or await self._waits_for_input(thread_id)
+        ):
+            body["command"], body["input"] = {"resume": body["input"]}, None
         config = body.get("config")
         configurable = config.get("configurable") if isinstance(config, dict) else None
         if isinstance(configurable, dict) and configurable.get("checkpoint_id") is not None:
@@ -131,6 +139,12 @@ class Commands:
         body["command"] = command
         await self.runs.create(thread_id, body, modes=PROTOCOL_MODES)
         return {}
+
+    async def _waits_for_input(self, thread_id: str) -> bool:
+        try:
+            return bool(await self._interrupts(thread_id))
+        except NotFound:  # a new thread: nothing waits
+            return False
 
     async def _interrupts(self, thread_id: str) -> set[str]:
         """The ids of the interrupts the thread waits at; while the run that asked is still
