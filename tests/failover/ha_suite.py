@@ -477,6 +477,10 @@ def test_partitions_fail_over_under_load_losing_nothing_acknowledged(tmp_path: P
     print(f"  wall time: {time.monotonic() - started:.0f}s (setup {setup:.0f}s)")
     v = fleet.result.violations
     assert len(fleet.kills) == KILLS
+    # A kill the keeper outran (PostgreSQL restarted before it was reported down) is crash
+    # recovery in place, not a failover; the suite must still show the proxy following one.
+    promoted = sum(1 for k in fleet.kills if k.new_primary != k.old_primary)
+    assert promoted >= 1, "no kill led to a promotion"
     assert not v, f"{len(v)} violations: {v[:8]}"
 
 
