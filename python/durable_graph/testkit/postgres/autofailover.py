@@ -350,19 +350,22 @@ class AutoFailover:
     # -- the end ----------------------------------------------------------------------------------
 
     def our_pids(self) -> list[int]:
-        """Every process started for this cluster: its command line names the directory."""
+        """Every process started for this cluster: its command line names the directory, or
+        its environment does (``XDG_CONFIG_HOME``: a keeper's workers rename themselves,
+        ``pg_autoctl: node active``, and outlive a keeper killed first)."""
         mine: list[int] = []
         needle = self.root.encode()
         for pid, _ in process_stats():
             if pid == os.getpid():
                 continue
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmdline = f.read()
-            except OSError:
-                continue
-            if needle in cmdline:
-                mine.append(pid)
+            for part in ("cmdline", "environ"):
+                try:
+                    with open(f"/proc/{pid}/{part}", "rb") as f:
+                        if needle in f.read():
+                            mine.append(pid)
+                            break
+                except OSError:
+                    continue
         return mine
 
     def stop(self) -> None:
