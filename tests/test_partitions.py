@@ -1082,7 +1082,8 @@ def test_verify_names_each_partitions_primary_across_a_promotion() -> None:
     """`partitions init` takes a multi-host partition DSN (a primary and its synchronous
     standby, ``target_session_attrs=read-write``) and `partitions verify` says per partition
     which server is the primary, which a standby, which does not answer, and how many
-    synchronous standbys the primary has: before a promotion, and after it (SPEC §27)."""
+    synchronous standbys the primary has: before a promotion, and after it (SPEC §27); two
+    primaries in one partition's DSN are a problem (split brain)."""
     plain = pg_server.start()
     try:
         with pg_server.running_replicated() as pair:
@@ -1109,8 +1110,12 @@ def test_verify_names_each_partitions_primary_across_a_promotion() -> None:
             assert f"partition 1: primary {c}; {c} primary (0 synchronous standby(s))" in (
                 done.stdout
             )
-            pair.primary.kill_hard()
+            # Promoted while the old primary still runs: two primaries, named as split brain.
             pair.promote()
+            done = _cli("partitions", "verify", *base)
+            assert done.returncode == 1
+            assert f"partition 0: 2 servers of its DSN are primaries ({a}, {b})" in done.stderr
+            pair.primary.kill_hard()
             done = _cli("partitions", "verify", *base, "--json")
             assert done.returncode == 0, done.stderr
             found = json.loads(done.stdout)["partitions"]

@@ -112,6 +112,14 @@ def cmd_partitions_verify(args: argparse.Namespace) -> int:
         # told whether or not all is current: the DBA's first question during an outage.
         found = layout.nodes(proxy, schema)
         lines = "\n".join(p.line() for p in found)
+        for p in found:
+            primaries = [n.address for n in p.nodes if n.role == "primary"]
+            if len(primaries) > 1:  # libpq writes to the first: the others' writes diverge
+                problems.append(
+                    f"partition {p.partition}: {len(primaries)} servers of its DSN are "
+                    f"primaries ({', '.join(primaries)}): split brain; demote or stop all but "
+                    "one (docs/failover.md)"
+                )
         if problems:
             raise CliError("; ".join(problems) + "\n" + lines)
         return {
