@@ -1138,3 +1138,36 @@ def test_verify_names_each_partitions_primary_across_a_promotion() -> None:
                 store.close()
     finally:
         plain.stop()
+
+
+def test_init_run_again_leaves_the_live_sequences_alone(
+    partitioned_store: partitioned.PartitionedStore,
+) -> None:
+    """`partitions init` run again on a store in use (docs/failover.md: to point the proxy at a
+    formation's new node) does not restart the entry id and fencing token sequences: a restart
+    computed from their last value would race the store's own nextval and could issue an id or
+    a token twice (the failover suite's procedure met it as "submission key names a different
+    submission", the insert's conflict on a reissued entry id)."""
+    ps = partitioned_store
+    ps.reset()
+    query = (
+        "SELECT c.relname, c.relfilenode FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+        " ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'S' ORDER BY 1"
+    )
+
+    def files() -> list[list[tuple[str, int]]]:
+        found = []
+        for dsn in ps.partitions:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                found.append([(str(a), int(b)) for a, b in conn.execute(query, (SCHEMA,))])
+        return found
+
+    store = PostgresCheckpointer.open(ps.proxy, PostgresConfig(schema=SCHEMA, auto_migrate=False))
+    try:
+        first = store.run_queue.submit(Submission("again", {"n": 1})).entry_id
+        before = files()
+        layout.init(ps.proxy, list(layout.read_layout(ps.proxy, SCHEMA).partitions), SCHEMA)
+        assert files() == before
+        assert store.run_queue.submit(Submission("again", {"n": 2})).entry_id > first
+    finally:
+        store.close()

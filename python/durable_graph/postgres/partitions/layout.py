@@ -141,13 +141,19 @@ def set_steps(conn: psycopg.Connection[Any], schema: str, part: int, n: int) -> 
         assert row is not None and row[0] is not None
         for seq in (str(row[0]), f'"{schema}".fencing_token_seq'):
             got = conn.execute(
-                "SELECT coalesce(last_value, 0) FROM pg_catalog.pg_sequences"
+                "SELECT coalesce(last_value, 0), increment_by, start_value"
+                " FROM pg_catalog.pg_sequences"
                 " WHERE (quote_ident(schemaname) || '.' || quote_ident(sequencename)) = %s"
                 "    OR (schemaname || '.' || sequencename) = %s",
                 (seq, seq.replace('"', "")),
             ).fetchone()
             last = int(got[0]) if got else 0
             start = n + part
+            if got is not None and (int(got[1]), int(got[2])) == (n, start):
+                # Already counting for this partition: left alone. A restart computed from
+                # last_value would race the live store's nextval (init run again on a store
+                # in use, e.g. to change its DSNs) and could hand out an id or token again.
+                continue
             nxt = start if last < start else last + ((part - last) % n or n)
             conn.execute(
                 sql.SQL("ALTER SEQUENCE {} INCREMENT BY {} START WITH {} RESTART WITH {}").format(
