@@ -52,7 +52,7 @@ from typing import Any
 import psycopg
 
 from chaos.supervisor import Env
-from durable_graph import ClaimPolicy, ProcessingError
+from durable_graph import ClaimPolicy, ProcessingError, StoreError
 from durable_graph.postgres import PostgresCheckpointer
 from durable_graph.postgres.partitions import partition_of_thread
 from durable_graph.testkit.postgres import autofailover
@@ -608,6 +608,7 @@ class Load:
         self.commits: list[tuple[str, str]] = []
         self.ok: list[float] = []
         self.failed: list[tuple[float, str]] = []
+        self.refused: list[str] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
 
@@ -631,6 +632,8 @@ class Load:
             except ProcessingError as exc:
                 self.failed.append((time.time(), str(exc)))
                 time.sleep(0.1)
+            except StoreError as exc:  # a refusal: no write here should ever get one
+                self.refused.append(f"{type(exc).__name__}: {exc}")
 
     def check(self) -> list[str]:
         """What an acknowledged write lost (nothing, on synchronous standbys)."""
@@ -740,6 +743,7 @@ def test_the_dba_procedure_runs_as_written(tmp_path: Path) -> None:
             f"{load.longest_gap(lost_at, done_at):.1f}s after the standby's loss"
         )
         assert not lost, lost
+        assert not load.refused, load.refused[:5]
         assert load.ok and max(load.ok) > done_at, "writes did not resume after the procedure"
     finally:
         if load is not None:
