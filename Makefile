@@ -148,7 +148,7 @@ ha-deps: pg-deps
 
 # Partitions failing over under load (SPEC §27): 3 pg_auto_failover formations (a primary and a
 # synchronous standby each, one monitor) behind a proxy, 5 primary kills, then the same on
-# asynchronous standbys, then docs/failover.md's DBA procedure as written. About 10 minutes on 2
+# asynchronous standbys, then docs/failover.md's DBA procedure as written. 7-10 minutes on 2
 # cores; not part of `make test`.
 failover-suite: venv ha-deps
 	$(VENV)/bin/pytest -s -p no:logging tests/failover/ha_suite.py $(PYTEST_ARGS)
