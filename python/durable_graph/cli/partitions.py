@@ -108,9 +108,33 @@ def cmd_partitions_verify(args: argparse.Namespace) -> int:
 
     def verify(proxy: str, schema: str) -> tuple[dict[str, Any], str]:
         problems = layout.verify(proxy, schema)
+        # Which server is each partition's primary now (after a failover or a switchover),
+        # told whether or not all is current: the DBA's first question during an outage.
+        found = layout.nodes(proxy, schema)
+        lines = "\n".join(p.line() for p in found)
+        for p in found:
+            primaries = [n.address for n in p.nodes if n.role == "primary"]
+            if len(primaries) > 1:  # libpq writes to the first: the others' writes diverge
+                problems.append(
+                    f"partition {p.partition}: {len(primaries)} servers of its DSN are "
+                    f"primaries ({', '.join(primaries)}): split brain; demote or stop all but "
+                    "one (docs/failover.md)"
+                )
         if problems:
-            raise CliError("; ".join(problems))
-        return {"current": True}, "partitions: every partition and the proxy current"
+            raise CliError("; ".join(problems) + "\n" + lines)
+        return {
+            "current": True,
+            "partitions": [
+                {
+                    "partition": p.partition,
+                    "primary": p.primary,
+                    "nodes": [
+                        {"address": n.address, "role": n.role, "detail": n.detail} for n in p.nodes
+                    ],
+                }
+                for p in found
+            ],
+        }, "partitions: every partition and the proxy current\n" + lines
 
     return _partitions_command(args, verify)
 

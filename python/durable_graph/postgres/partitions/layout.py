@@ -141,13 +141,19 @@ def set_steps(conn: psycopg.Connection[Any], schema: str, part: int, n: int) -> 
         assert row is not None and row[0] is not None
         for seq in (str(row[0]), f'"{schema}".fencing_token_seq'):
             got = conn.execute(
-                "SELECT coalesce(last_value, 0) FROM pg_catalog.pg_sequences"
+                "SELECT coalesce(last_value, 0), increment_by, start_value"
+                " FROM pg_catalog.pg_sequences"
                 " WHERE (quote_ident(schemaname) || '.' || quote_ident(sequencename)) = %s"
                 "    OR (schemaname || '.' || sequencename) = %s",
                 (seq, seq.replace('"', "")),
             ).fetchone()
             last = int(got[0]) if got else 0
             start = n + part
+            if got is not None and (int(got[1]), int(got[2])) == (n, start):
+                # Already counting for this partition: left alone. A restart computed from
+                # last_value would race the live store's nextval (init run again on a store
+                # in use, e.g. to change its DSNs) and could hand out an id or token again.
+                continue
             nxt = start if last < start else last + ((part - last) % n or n)
             conn.execute(
                 sql.SQL("ALTER SEQUENCE {} INCREMENT BY {} START WITH {} RESTART WITH {}").format(
@@ -378,6 +384,81 @@ def verify(proxy_dsn: str, schema: str) -> list[str]:
     return problems
 
 
+@dataclass(frozen=True, slots=True)
+class NodeRole:
+    """One server named by a partition's DSN, as it answered: ``role`` is ``primary``,
+    ``standby`` or ``unreachable``; ``detail`` says why (unreachable) or, of a primary, how many
+    standbys it streams to synchronously."""
+
+    address: str
+    role: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionNodes:
+    """The servers of a partition's DSN in its order (a multi-host DSN names several: the
+    primary and its standbys; libpq keeps the first that accepts writes)."""
+
+    partition: int
+    nodes: tuple[NodeRole, ...]
+
+    @property
+    def primary(self) -> str | None:
+        return next((n.address for n in self.nodes if n.role == "primary"), None)
+
+    def line(self) -> str:
+        roles = ", ".join(
+            f"{n.address} {n.role}" + (f" ({n.detail})" if n.detail else "") for n in self.nodes
+        )
+        return f"partition {self.partition}: primary {self.primary or 'none'}; {roles}"
+
+
+def _hosts(dsn: str) -> list[tuple[str, str]]:
+    """(host, port) of each server a DSN names, in order (libpq's rules: one port for every
+    host, or one port per host; ``hostaddr`` where no ``host`` is given)."""
+    params = _conninfo(dsn, "dsn")
+    hosts = str(params.get("host") or params.get("hostaddr") or "").split(",")
+    ports = str(params.get("port") or "").split(",")
+    if len(ports) == 1:
+        ports = ports * len(hosts)
+    return list(zip(hosts, ports, strict=False))
+
+
+def _node_role(dsn: str, host: str, port: str) -> NodeRole:
+    """What the server at ``host``:``port`` of ``dsn`` is now (``dsn``'s other settings kept,
+    ``target_session_attrs`` any: a standby answers too)."""
+    address = f"{host or 'localhost'}:{port or '5432'}"
+    params = {k: str(v) for k, v in _conninfo(dsn, "dsn").items()}
+    params.pop("hostaddr", None)
+    params.update(host=host, port=port, target_session_attrs="any")
+    params.setdefault("connect_timeout", "5")
+    try:
+        with psycopg.connect(psycopg.conninfo.make_conninfo(**params), autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT pg_catalog.pg_is_in_recovery(), (SELECT count(*) FROM"
+                " pg_catalog.pg_stat_replication WHERE sync_state IN ('sync', 'quorum'))"
+            ).fetchone()
+    except psycopg.Error as exc:
+        return NodeRole(address, "unreachable", " ".join(str(exc).split())[:200])
+    assert row is not None
+    if row[0]:
+        return NodeRole(address, "standby")
+    return NodeRole(address, "primary", f"{row[1]} synchronous standby(s)")
+
+
+def nodes(proxy_dsn: str, schema: str) -> list[PartitionNodes]:
+    """Per partition, each server its cluster DSN names and what it is now: which one is the
+    primary after a failover or a switchover, which are standbys, which do not answer (SPEC
+    §27). Each is asked directly, with the proxy DSN's login."""
+    layout = read_layout(proxy_dsn, schema)
+    found = []
+    for part, dsn in enumerate(layout.partitions):
+        full = with_credentials(dsn, proxy_dsn)
+        found.append(PartitionNodes(part, tuple(_node_role(full, h, p) for h, p in _hosts(full))))
+    return found
+
+
 def grant(proxy_dsn: str, schema: str, role: str) -> None:
     """Let ``role`` call the store: on every partition as on one store, and on the proxy USAGE
     on the schema and the cluster and EXECUTE on its functions (they route, nothing more)."""
@@ -403,6 +484,8 @@ __all__ = [
     "CREDENTIAL_KEYS",
     "PROXY_KIND",
     "Layout",
+    "NodeRole",
+    "PartitionNodes",
     "check_partition_dsn",
     "check_steps",
     "cluster_name",
@@ -410,6 +493,7 @@ __all__ = [
     "init",
     "install_proxy",
     "migrate",
+    "nodes",
     "read_layout",
     "set_steps",
     "verify",
