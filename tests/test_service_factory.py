@@ -61,3 +61,18 @@ def test_an_assistants_subgraphs_and_their_schemas(url: str) -> None:
         "inner": subgraphs["inner"]
     }
     assert client.assistants.get_subgraphs(assistant_id, namespace="nowhere") == {}
+
+
+def test_a_subgraphs_updates_stream_with_its_namespace_before_its_parents(url: str) -> None:
+    """``stream_subgraphs`` with ``updates`` (issue 48: under the async worker a subgraph's step
+    chunks never reached the log, since LangGraph's ``astream`` hands them to the caller's
+    queue only): the inner step's update under ``updates|inner:<task>``, then the parent's."""
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    parts = client.runs.stream(
+        thread_id, "nested", input={"text": "x"}, stream_mode="updates", stream_subgraphs=True
+    )
+    seen = [(p.event, p.data) for p in parts if p.event != "metadata"]
+    assert len(seen) == 2, seen
+    assert seen[0][0].startswith("updates|inner:") and seen[0][1] == {"count": {"seen": 1}}
+    assert seen[1] == ("updates", {"inner": {"text": "x", "seen": 1}})

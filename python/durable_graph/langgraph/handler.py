@@ -134,6 +134,7 @@ class _Attempt:
             self.request.stream_mode,
             self.request.stream_subgraphs,
             resumed=not self.fresh and _carried_its_values(ctx.head),
+            nested_from_stream=isinstance(saver, AsyncDurableSaver),  # astream's subgraphs
         )
         streams = bool(self.request.stream_mode)
         events_for = self.outbox.for_checkpoint if streams else None

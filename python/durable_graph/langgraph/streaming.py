@@ -133,6 +133,11 @@ class Outbox:
     """A retried attempt from a checkpoint whose values the stream already carried: LangGraph
     opens a resumed run's stream with that state, and that first root ``values`` chunk is not
     written again."""
+    nested_from_stream: bool = False
+    """A subgraph's step chunks come from the caller's iteration, not the loop: LangGraph's
+    ``astream`` gives a subgraph the caller's queue as its stream, where ``stream`` gives it the
+    loop's own (which carries them to the protocol the handler installs). They then ride with
+    the root checkpoint committed after they are read, in the order they were read."""
     _step: list[tuple[int, EventIn]] = field(default_factory=list)
     _marks: dict[str, int] = field(default_factory=dict)
     _live: list[tuple[int, EventIn | _Token]] = field(default_factory=list)
@@ -152,6 +157,8 @@ class Outbox:
         """What to ask of ``stream``/``astream`` for the live modes (the step modes come from
         the loop)."""
         asked = ["custom", *(m for m in ("messages", "tools", TASKS) if m in self.modes)]
+        if self.nested_from_stream and self.subgraphs:
+            asked += sorted(STEP_MODES & set(self.modes))
         if self.v2:
             return {"stream_mode": [*asked, "messages"], "version": "v2"}
         return {"stream_mode": asked}
@@ -171,7 +178,7 @@ class Outbox:
     def from_loop(self, chunk: tuple[tuple[str, ...], str, Any]) -> None:
         """LangGraph's stream protocol callback (called as the loop emits, in its threads)."""
         ns, mode, data = chunk
-        if ns and not self.subgraphs:
+        if ns and (not self.subgraphs or self.nested_from_stream):
             return
         with self._lock:
             if mode == "checkpoints":
@@ -224,6 +231,10 @@ class Outbox:
             protocol = isinstance(event, dict) and isinstance(event.get("event"), str)
             if protocol and (not ns or self.subgraphs):
                 self._live.append((self._next(), event_of(ns, MESSAGES_V2, [event, metadata])))
+            return
+        if ns and self.subgraphs and self.nested_from_stream and mode in STEP_MODES:
+            if mode in self.modes:
+                self._step.append((self._next(), event_of(ns, mode, data)))
             return
         if (ns and not self.subgraphs) or mode not in self.modes or mode not in LIVE_MODES:
             return
