@@ -146,14 +146,21 @@ def _signed(headers: dict[str, str], body: bytes) -> bool:
     )
 
 
+def _ended_run(url: str, webhook: str) -> dict[str, Any]:
+    """A run with ``webhook`` on a new thread of ``url``'s server, joined to its end."""
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    run: dict[str, Any] = client.runs.create(thread_id, "agent", input=HI, webhook=webhook)
+    client.runs.join(thread_id, run["run_id"])
+    return run
+
+
 def test_a_finished_run_is_posted_once_signed(url: str) -> None:
     receiver = Receiver(free_port())
     receiver.start()
     try:
-        client: Any = get_sync_client(url=url)
-        thread_id = client.threads.create()["thread_id"]
-        run = client.runs.create(thread_id, "agent", input=HI, webhook=receiver.url)
-        client.runs.join(thread_id, run["run_id"])
+        run = _ended_run(url, receiver.url)
+        thread_id = run["thread_id"]
         [posted] = receiver.wait(1, 30)
         time.sleep(1.0)
         assert len(receiver.got) == 1  # once
@@ -168,10 +175,7 @@ def test_a_finished_run_is_posted_once_signed(url: str) -> None:
 
 def test_a_receiver_that_was_down_gets_the_delivery_when_it_is_up(url: str) -> None:
     receiver = Receiver(free_port())  # nothing listens yet
-    client: Any = get_sync_client(url=url)
-    thread_id = client.threads.create()["thread_id"]
-    run = client.runs.create(thread_id, "agent", input=HI, webhook=receiver.url)
-    client.runs.join(thread_id, run["run_id"])
+    run = _ended_run(url, receiver.url)
     time.sleep(DOWN)  # the first attempts find no one
     receiver.start()
     try:
@@ -399,9 +403,7 @@ def test_a_stuck_delivery_holds_no_other_run_back(url: str) -> None:
     receiver = _Raw(_trickle)
     try:
         client: Any = get_sync_client(url=url)
-        thread_id = client.threads.create()["thread_id"]
-        run = client.runs.create(thread_id, "agent", input=HI, webhook=receiver.url)
-        client.runs.join(thread_id, run["run_id"])
+        _ended_run(url, receiver.url)
         _wait_for(lambda: receiver.open_now() > 0, 30)  # its delivery is stuck now
         # Another run (of another thread: another user's, say) runs on the one worker at once.
         other = client.threads.create()["thread_id"]
@@ -417,10 +419,7 @@ def test_a_stuck_delivery_holds_no_other_run_back(url: str) -> None:
 def test_a_delivery_is_cut_at_its_deadline_and_retried(url: str) -> None:
     receiver = _Raw(_trickle)
     try:
-        client: Any = get_sync_client(url=url)
-        thread_id = client.threads.create()["thread_id"]
-        run = client.runs.create(thread_id, "agent", input=HI, webhook=receiver.url)
-        client.runs.join(thread_id, run["run_id"])
+        _ended_run(url, receiver.url)
         _wait_for(lambda: len(receiver.connections) >= 2, DEADLINE + 30)  # retried
         opened, closed = receiver.connections[0]
         assert opened is not None and closed is not None
@@ -432,10 +431,7 @@ def test_a_delivery_is_cut_at_its_deadline_and_retried(url: str) -> None:
 def test_a_huge_answer_is_not_read(url: str) -> None:
     receiver = _Raw(_flood)
     try:
-        client: Any = get_sync_client(url=url)
-        thread_id = client.threads.create()["thread_id"]
-        run = client.runs.create(thread_id, "agent", input=HI, webhook=receiver.url)
-        client.runs.join(thread_id, run["run_id"])
+        _ended_run(url, receiver.url)
         _wait_for(lambda: receiver.connections and receiver.connections[0][1], 60)
         time.sleep(3)
         assert receiver.sent < 64 << 20  # the server stopped reading (socket buffers aside)
@@ -506,9 +502,7 @@ def test_a_worker_process_delivers_on_slots_of_its_own(
             process(argv, backend, logs / "worker.log"),
         ):
             client: Any = get_sync_client(url=url)
-            thread_id = client.threads.create()["thread_id"]
-            run = client.runs.create(thread_id, "agent", input=HI, webhook=receiver.url)
-            client.runs.join(thread_id, run["run_id"])
+            _ended_run(url, receiver.url)
             _wait_for(lambda: receiver.open_now() > 0, 30)  # delivered by the worker, stuck
             other = client.threads.create()["thread_id"]
             started = time.monotonic()
