@@ -384,7 +384,15 @@ BEGIN
        SET cron = EXCLUDED.cron, timezone = EXCLUDED.timezone, thread_id = EXCLUDED.thread_id,
            input = EXCLUDED.input, kind = EXCLUDED.kind, tenant = EXCLUDED.tenant,
            priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts,
-           catch_up = EXCLUDED.catch_up;
+           catch_up = EXCLUDED.catch_up
+     -- The check above read without a lock: another tenant's put of this name may have
+     -- committed since (issue 46 item 9). The conflict's row is locked and re-read here, so
+     -- the rule holds however the puts interleave.
+     WHERE s.tenant IS NOT DISTINCT FROM EXCLUDED.tenant;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'name % is taken by a schedule of another tenant',
+            pg_catalog.quote_literal(p_name) USING ERRCODE = 'DG000';
+    END IF;
     RETURN QUERY SELECT * FROM _dg_schedule_row(p_name);
 END;
 $$;
