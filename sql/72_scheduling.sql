@@ -456,7 +456,9 @@ $$;
 -- schedule row's lock: when the schedule is not paused, p_slot is after created_at, at or before
 -- store-now and after last_slot, submit (dg_submit_v1: ENQUEUE, the schedule's thread, input,
 -- tenant, max_attempts, priority and kind) under the key 'schedule:<name>:<slot as
--- YYYY-MM-DDTHH:MI:SSZ>' and set last_slot = p_slot: one row (entry_id, existing). Else no row.
+-- YYYY-MM-DDTHH:MI:SSZ>' and set last_slot = p_slot: one row (entry_id, existing). Else no row;
+-- also when the schedule's thread was deleted at or after the schedule was made (the slot is
+-- spent, nothing submitted: D241, issue 46).
 -- However many schedulers fire a slot, it is submitted at most once; and never after a newer
 -- slot was (last_slot only moves forward, so a reclaimed entry's slot never runs again). Raises
 -- DG404 for an unknown schedule, DG101 when another submission holds the slot's key, DG000.
@@ -480,6 +482,16 @@ BEGIN
     END IF;
     IF s.paused OR p_slot <= s.created_at OR p_slot > store_now()
        OR p_slot <= s.last_slot THEN
+        RETURN;
+    END IF;
+    -- A schedule belongs to its thread's incarnation (D241): once that thread is deleted, the
+    -- slot is spent and nothing submitted, so the schedule neither re-creates the thread nor
+    -- runs in the next thread of that id (whoever made it). The thread row's lock first (as
+    -- dg_submit_v1 takes it next), so a delete in flight has committed before the check reads.
+    PERFORM 1 FROM threads t WHERE t.thread_id = s.thread_id FOR UPDATE;
+    IF EXISTS (SELECT 1 FROM threads t WHERE t.thread_id = s.thread_id
+                                         AND t.deleted_at >= s.created_at) THEN
+        UPDATE schedules x SET last_slot = p_slot WHERE x.name = p_name;
         RETURN;
     END IF;
     v_key := 'schedule:' || s.name || ':'

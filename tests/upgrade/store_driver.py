@@ -212,6 +212,16 @@ def _fill_optional(store: Any, queue: Any, facts: dict[str, Any]) -> None:
         )
         queue.put_schedule(schedule(name="paused", cron="*/5 * * * *", thread_id="s2"))
         queue.pause_schedule("paused")
+        # A schedule of a thread deleted before the upgrade (migration 0020, D241): paused
+        # so that no scheduler of the old package fires it; the test resumes it after.
+        claim = store.claim("t-deleted", "run-d")
+        store.commit(claim, _commit("d1", None, "run-d", {"gone": True}))
+        store.release_claim(claim)
+        store.delete_thread("t-deleted")
+        queue.put_schedule(
+            schedule(name="on-deleted", cron="* * * * * *", thread_id="t-deleted", tenant="acme")
+        )
+        queue.pause_schedule("on-deleted")
     if hasattr(queue, "put_item"):
         features.append("items")
         queue.put_item(("users", "u1"), "prefs", {"theme": "dark", "n": [1, 2]})

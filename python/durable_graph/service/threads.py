@@ -22,7 +22,7 @@ from langgraph.store.base import BaseStore
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, StoreError, ValidationError
-from durable_graph.core.model import ANY, Commit, Failed
+from durable_graph.core.model import ANY, Commit, Failed, QueueEntry
 from durable_graph.langgraph import AsyncDurableSaver, codec
 from durable_graph.langgraph.core import LANGGRAPH_NEXT
 from durable_graph.langgraph.factory import GraphFactory, ServedGraph
@@ -204,12 +204,14 @@ class Threads:
         }
 
     async def status(self, thread_id: str, snapshot: dict[str, Any] | None) -> str:
-        if await self.store.run_queue.open_entries(thread_id=thread_id, tenant=ANY, limit=1):
+        # Only this incarnation's runs (D241): a deleted thread's do not make the next busy.
+        opened = await self.store.run_queue.open_entries(thread_id=thread_id, tenant=ANY, limit=1)
+        if opened and await self.is_current(opened[0]):
             return "busy"
         # A failed last run first (SPEC §19.4): the failed step is left pending in the state,
         # and such a thread is not waiting for input.
         last = await self.store.run_queue.entries(thread_id=thread_id, limit=1)
-        if last and isinstance(last[0].outcome, Failed):
+        if last and isinstance(last[0].outcome, Failed) and await self.is_current(last[0]):
             return "error"
         if snapshot is not None and (snapshot["next"] or snapshot["interrupts"]):
             return "interrupted"
@@ -256,8 +258,22 @@ class Threads:
         return found[offset : offset + limit]
 
     async def delete(self, thread_id: str) -> None:
+        """Delete the thread, ending its open runs (D241): the store marks them, and they are
+        cancelled here so that their joins and streams end now, not when a worker meets them."""
         if not await self.exists(thread_id) or not await self.store.delete_thread(thread_id):
             raise NotFound(f"thread {thread_id} not found")
+        for entry in await self.store.run_queue.open_entries(thread_id=thread_id, tenant=ANY):
+            if entry.thread_deleted:  # not one submitted since, to a thread of the id made again
+                with suppress(StoreError):
+                    await self.store.run_queue.cancel(entry.entry_id, entry.tenant)
+
+    async def is_current(self, entry: QueueEntry) -> bool:
+        """The entry was made for the thread that now has its id (D241): the thread is there and
+        the entry came after its first commit. The service makes a thread before it queues its
+        runs, so an entry of a deleted thread (or one made again since) is never current: its
+        run is as unknown as a missing one, and a join never reads the next thread's state."""
+        info = await self.store.thread(entry.thread_id)
+        return info is not None and entry.submitted_at >= info.created_at
 
     async def copy(self, thread_id: str) -> dict[str, Any]:
         target = str(uuid.uuid4())
