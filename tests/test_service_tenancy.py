@@ -14,10 +14,18 @@ from typing import Any
 
 import httpx
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import ConflictError, NotFoundError
 
-from service_support import served_url
+from durable_graph import Commit
+from durable_graph.langgraph import DurableSaver, codec
+from durable_graph.langgraph.core import LANGGRAPH_NEXT
+from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
+from durable_graph.service.records import THREAD_EFFECT, THREAD_SOURCE
+from durable_graph.service.threads import HOLDER, SEARCH_SCAN, _owner_namespace
+from durable_graph.sqlite import SqliteCheckpointer
+from service_support import Backend, served_url, serving, store_backend
 
 CONFIG = Path(__file__).parent / "service_auth" / "langgraph.json"
 CAP = 3
@@ -151,3 +159,51 @@ def test_a_users_crons_are_capped_and_the_refusal_names_the_cap(url: str) -> Non
     finally:
         for cron in made:
             ada.crons.delete(cron["cron_id"])
+
+
+def _threads_of_another_user(backend: Backend, count: int) -> None:
+    """``count`` threads of Bob's whose ids sort before any other, made straight in the store
+    as the service makes them (a hidden first checkpoint, the record naming their owner; then
+    copies of that thread, one store call each), and indexed under him as the service does."""
+    if backend.name == "sqlite":
+        opened: Any = SqliteCheckpointer.open(backend.args[1])
+    else:
+        config = PostgresConfig(schema=backend.args[1])
+        opened = PostgresCheckpointer.open(backend.env["DURABLE_GRAPH_DSN"], config)
+    with opened as store:
+        checkpoint = empty_checkpoint()
+        state = codec.encode_checkpoint(DurableSaver(store).serde, checkpoint, None)
+        first = {"source": THREAD_SOURCE, "step": -2, "parents": {}}
+        claim = store.claim("0-bob", HOLDER)
+        store.commit(
+            claim, Commit(checkpoint["id"], None, HOLDER, state, first, next=LANGGRAPH_NEXT)
+        )
+        store.record_effect(claim, THREAD_EFFECT, {"metadata": {"owner": "bob"}, "owner": "bob"})
+        store.release_claim(claim)
+        for n in range(count):
+            assert store.copy_thread("0-bob", f"0-bob-{n:06d}")
+        # Bob's index holds a few: enough for his search, which reads only his own.
+        store.run_queue.put_item(_owner_namespace("bob"), "0-bob", {})
+
+
+@pytest.mark.slow  # 10,001 threads of another user's, on each backend
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_users_search_is_exact_however_many_threads_another_user_has(
+    kind: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Item 8: Bob has more threads than a search reads (`SEARCH_SCAN`), all sorting before
+    Ada's; her search and count still find exactly hers (the store lists her threads only,
+    where it listed every user's in id order and the service filtered the first 10,000)."""
+    backend = store_backend(kind, request, tmp_path_factory, "srch")
+    logs = tmp_path_factory.mktemp("logs")
+    with serving(backend, logs, config=CONFIG) as served:
+        ada, bob = _client(served, "token-ada"), _client(served, "token-bob")
+        ada.threads.search()  # the store's threads of before the index, indexed once
+        _threads_of_another_user(backend, SEARCH_SCAN + 1)
+        mine = ada.threads.create(thread_id="z-ada", metadata={"k": 1})
+        assert [t["thread_id"] for t in ada.threads.search()] == ["z-ada"]
+        assert [t["thread_id"] for t in ada.threads.search(metadata={"k": 1})] == ["z-ada"]
+        assert ada.threads.count() == 1
+        assert mine["metadata"]["owner"] == "ada"
+        with pytest.raises(NotFoundError):
+            bob.threads.get("z-ada")
