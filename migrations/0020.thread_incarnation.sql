@@ -13,3 +13,22 @@ ALTER TABLE threads ADD COLUMN IF NOT EXISTS deleted_at timestamptz;
 -- upgrade never fires into them; one made after it does as for any deleted id.
 UPDATE threads SET deleted_at = pg_catalog.clock_timestamp()
  WHERE NOT live AND last_seq > 0 AND deleted_at IS NULL;
+
+-- The crons `serve` stored before this version kept their record beside the run request
+-- ({"langgraph": ..., "cron": ...}), which a worker read as a plain graph input (issue 46 item
+-- 5, D242): the record moves into the request's service part, so their next slots run the
+-- cron's input, config, context, interrupts and graph. Only schedules of that exact shape.
+UPDATE schedules
+   SET input = pg_catalog.jsonb_set(input::jsonb - 'cron', '{langgraph,service,cron}',
+                                    input::jsonb -> 'cron')::text
+ WHERE name LIKE 'cron:%'
+   -- jsonb refuses a NUL (its JSON text \u0000) that the text column holds: such an input is
+   -- left as it is (CASE: read before any cast).
+   AND CASE WHEN pg_catalog.strpos(input, '\u0000') > 0 THEN false
+            WHEN pg_catalog.jsonb_typeof(input::jsonb) <> 'object' THEN false
+            ELSE (SELECT pg_catalog.array_agg(k ORDER BY k)
+                    FROM pg_catalog.jsonb_object_keys(input::jsonb) k)
+                 = ARRAY['cron', 'langgraph']
+                 AND pg_catalog.jsonb_typeof(input::jsonb -> 'cron') = 'object'
+                 AND pg_catalog.jsonb_typeof(input::jsonb #> '{langgraph,service}') = 'object'
+       END;

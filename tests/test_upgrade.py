@@ -526,3 +526,22 @@ def test_a_thread_deleted_before_the_upgrade_gets_no_schedule_run(
         assert queue.fire_schedule("on-deleted", slot) is None
         assert queue.open_entries(thread_id="t-deleted", tenant=dg.ANY) == []
         assert store.thread("t-deleted") is None
+
+
+@pytest.mark.parametrize(("state", "path"), CASES)
+def test_a_cron_stored_before_0020_becomes_a_run_request(lab: Lab, state: State, path: str) -> None:
+    """Migration 0020 (D242): a cron `serve` stored with its record beside the run request
+    (which a worker ran as a plain input) has the record in the request's service part."""
+    done = lab.upgraded(state, path)
+    done.require()
+    if "schedules" not in done.facts["features"]:
+        return
+    config = PostgresConfig(schema=done.schema, auto_migrate=False)
+    with PostgresCheckpointer.open(lab.owner_dsn, config) as store:
+        (cron,) = [
+            s for s in store.run_queue.schedules() if s.schedule.name == store_driver.OLD_CRON
+        ]
+    request = store_driver.OLD_CRON_INPUT["langgraph"]
+    assert cron.schedule.input == {
+        "langgraph": {**request, "service": {"after_seq": 0, "cron": store_driver.OLD_CRON_RECORD}}
+    }

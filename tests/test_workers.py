@@ -27,6 +27,7 @@ from durable_graph.memory.store import InMemoryCheckpointer
 from durable_graph.sqlite import SCHEMA_VERSION, SqliteCheckpointer
 from durable_graph.worker.aio import AsyncRunContext, AsyncWorker
 from durable_graph.worker.sync import RunContext, Worker
+from upgrade.store_driver import OLD_CRON, OLD_CRON_INPUT, OLD_CRON_RECORD
 
 QUICK: dict[str, Any] = {
     "heartbeat_every": timedelta(milliseconds=50),
@@ -240,6 +241,7 @@ def test_a_version_9_sqlite_file_gains_thread_deletion_times(tmp_path: Path) -> 
             store.release_claim(claim)
         store.run_queue.put_schedule(Schedule("s", "* * * * * *", "gone", tenant="a"))
         store.delete_thread("gone")
+        store.run_queue.put_schedule(Schedule(OLD_CRON, "0 3 * * *", "c", OLD_CRON_INPUT))
     with sqlite3.connect(path) as raw:  # what version 9 had
         raw.execute("ALTER TABLE threads DROP COLUMN deleted_at")
         raw.execute("PRAGMA user_version = 9")
@@ -253,3 +255,9 @@ def test_a_version_9_sqlite_file_gains_thread_deletion_times(tmp_path: Path) -> 
         assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
         rows = dict(raw.execute("SELECT thread_id, deleted_at FROM threads").fetchall())
         assert rows["gone"] is not None and rows["kept"] is None
+    with SqliteCheckpointer.open(path) as store:  # a cron of before D242: a run request now
+        (cron,) = [s for s in store.run_queue.schedules() if s.schedule.name == OLD_CRON]
+        request = OLD_CRON_INPUT["langgraph"]
+        assert cron.schedule.input == {
+            "langgraph": {**request, "service": {"after_seq": 0, "cron": OLD_CRON_RECORD}}
+        }

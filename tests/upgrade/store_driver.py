@@ -97,6 +97,14 @@ def _commit(
     )
 
 
+OLD_CRON = "cron:6f1d5c3e-0c56-4d2e-9a51-3d9b8a0f4e21"
+OLD_CRON_RECORD = {"cron_id": "6f1d5c3e-0c56-4d2e-9a51-3d9b8a0f4e21", "metadata": {"m": 1}}
+OLD_CRON_INPUT = {
+    "langgraph": {"input": {"msg": "from-cron"}, "graph": "agent", "service": {"after_seq": 0}},
+    "cron": OLD_CRON_RECORD,
+}
+
+
 def fill(store: Any) -> dict[str, Any]:
     """Write the store's content; the facts a reader needs (entry ids, tenants, what was there)."""
     queue = store.run_queue
@@ -222,6 +230,10 @@ def _fill_optional(store: Any, queue: Any, facts: dict[str, Any]) -> None:
             schedule(name="on-deleted", cron="* * * * * *", thread_id="t-deleted", tenant="acme")
         )
         queue.pause_schedule("on-deleted")
+        # A cron as `serve` stored one before 0020 (its record beside the run request).
+        queue.put_schedule(
+            schedule(name=OLD_CRON, cron="0 3 * * *", thread_id="c", input=OLD_CRON_INPUT)
+        )
     if hasattr(queue, "put_item"):
         features.append("items")
         queue.put_item(("users", "u1"), "prefs", {"theme": "dark", "n": [1, 2]})
