@@ -267,7 +267,8 @@ def _record(stored: StoredSchedule) -> dict[str, Any]:
     value = _dict(stored.schedule.input)
     service = _dict(_dict(value.get(REQUEST_KEY)).get("service"))
     # A cron made before D242 kept its record beside the request (which the handler then read
-    # as a plain input): read there too, and an update stores it where it belongs.
+    # as a plain input; migration 0020 moves it): read there too, as an API process of the
+    # earlier release may still make one during a rolling upgrade.
     cron = service.get("cron", value.get("cron"))
     return cron if isinstance(cron, dict) else {}
 

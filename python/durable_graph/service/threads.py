@@ -215,10 +215,14 @@ class Threads:
         }
 
     async def status(self, thread_id: str, snapshot: dict[str, Any] | None) -> str:
-        # Only this incarnation's runs (D241): a deleted thread's do not make the next busy.
+        # Only this incarnation's runs (D241): a deleted thread's (delete-marked, first in the
+        # thread's order until cancelled) do not make the next busy.
         opened = await self.store.run_queue.open_entries(thread_id=thread_id, tenant=ANY, limit=1)
-        if opened and await self.is_current(opened[0]):
-            return "busy"
+        if opened and opened[0].thread_deleted:
+            opened = await self.store.run_queue.open_entries(thread_id=thread_id, tenant=ANY)
+        for entry in opened:
+            if await self.is_current(entry):
+                return "busy"
         # A failed last run first (SPEC §19.4): the failed step is left pending in the state,
         # and such a thread is not waiting for input.
         last = await self.store.run_queue.entries(thread_id=thread_id, limit=1)
