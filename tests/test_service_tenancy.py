@@ -139,6 +139,24 @@ def test_a_crons_run_applies_its_input_and_interrupts_as_runs_create_does(url: s
     assert state["next"] == ["chat"]  # interrupted before it, as asked
 
 
+def test_a_cron_runs_each_slot_once_on_its_thread(url: str) -> None:
+    """Every second (``--cron-seconds``: the store's six-field cron, SPEC §15; moved here from
+    tests/test_service_crons.py, whose server takes five fields): the slots become runs of the
+    thread that finish as any run does (each slot at most once: the schedule contract suite)."""
+    ada = _client(url, "token-ada")
+    thread_id = ada.threads.create()["thread_id"]
+    cron = ada.crons.create_for_thread(thread_id, "agent", schedule="* * * * * *", input=_say("hi"))
+    try:
+        _until(lambda: len(ada.runs.list(thread_id)) >= 2)
+    finally:
+        ada.crons.delete(cron["cron_id"])
+    runs = ada.runs.list(thread_id, limit=100)
+    for run in runs:
+        ada.runs.join(thread_id, run["run_id"])
+    statuses = {ada.runs.get(thread_id, r["run_id"])["status"] for r in runs}
+    assert statuses == {"success"}
+
+
 def test_a_users_crons_are_capped_and_the_refusal_names_the_cap(url: str) -> None:
     """Item 11: at most ``--max-crons-per-user`` crons a user; past it 409 naming the cap;
     another user's count is their own."""
