@@ -342,7 +342,9 @@ BEGIN
     UPDATE threads
        SET live = false, head_id = NULL, parent_thread_id = NULL, created_at = NULL,
            updated_at = NULL, first_commit_order = NULL, claim_token = NULL,
-           claim_holder = NULL, claim_expires_at = NULL, claim_ttl = NULL
+           claim_holder = NULL, claim_expires_at = NULL, claim_ttl = NULL,
+           -- The incarnation's end (migration 0020, D241): its schedules fire no more.
+           deleted_at = CASE WHEN threads.live THEN store_now() ELSE threads.deleted_at END
      WHERE threads.thread_id = ANY (v_ids);
     UPDATE queue_entries SET thread_deleted = true
      WHERE queue_entries.thread_id = ANY (v_ids) AND outcome_kind IS NULL;

@@ -384,7 +384,15 @@ BEGIN
        SET cron = EXCLUDED.cron, timezone = EXCLUDED.timezone, thread_id = EXCLUDED.thread_id,
            input = EXCLUDED.input, kind = EXCLUDED.kind, tenant = EXCLUDED.tenant,
            priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts,
-           catch_up = EXCLUDED.catch_up;
+           catch_up = EXCLUDED.catch_up
+     -- The check above read without a lock: another tenant's put of this name may have
+     -- committed since (issue 46 item 9). The conflict's row is locked and re-read here, so
+     -- the rule holds however the puts interleave.
+     WHERE s.tenant IS NOT DISTINCT FROM EXCLUDED.tenant;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'name % is taken by a schedule of another tenant',
+            pg_catalog.quote_literal(p_name) USING ERRCODE = 'DG000';
+    END IF;
     RETURN QUERY SELECT * FROM _dg_schedule_row(p_name);
 END;
 $$;
@@ -448,7 +456,9 @@ $$;
 -- schedule row's lock: when the schedule is not paused, p_slot is after created_at, at or before
 -- store-now and after last_slot, submit (dg_submit_v1: ENQUEUE, the schedule's thread, input,
 -- tenant, max_attempts, priority and kind) under the key 'schedule:<name>:<slot as
--- YYYY-MM-DDTHH:MI:SSZ>' and set last_slot = p_slot: one row (entry_id, existing). Else no row.
+-- YYYY-MM-DDTHH:MI:SSZ>' and set last_slot = p_slot: one row (entry_id, existing). Else no row;
+-- also when the schedule's thread was deleted at or after the schedule was made (the slot is
+-- spent, nothing submitted: D241, issue 46).
 -- However many schedulers fire a slot, it is submitted at most once; and never after a newer
 -- slot was (last_slot only moves forward, so a reclaimed entry's slot never runs again). Raises
 -- DG404 for an unknown schedule, DG101 when another submission holds the slot's key, DG000.
@@ -472,6 +482,16 @@ BEGIN
     END IF;
     IF s.paused OR p_slot <= s.created_at OR p_slot > store_now()
        OR p_slot <= s.last_slot THEN
+        RETURN;
+    END IF;
+    -- A schedule belongs to its thread's incarnation (D241): once that thread is deleted, the
+    -- slot is spent and nothing submitted, so the schedule neither re-creates the thread nor
+    -- runs in the next thread of that id (whoever made it). The thread row's lock first (as
+    -- dg_submit_v1 takes it next), so a delete in flight has committed before the check reads.
+    PERFORM 1 FROM threads t WHERE t.thread_id = s.thread_id FOR UPDATE;
+    IF EXISTS (SELECT 1 FROM threads t WHERE t.thread_id = s.thread_id
+                                         AND t.deleted_at >= s.created_at) THEN
+        UPDATE schedules x SET last_slot = p_slot WHERE x.name = p_name;
         RETURN;
     END IF;
     v_key := 'schedule:' || s.name || ':'

@@ -20,7 +20,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 19
+\set dg_required_version 20
 \set dg_release 0.2.0
 
 BEGIN;
@@ -264,6 +264,11 @@ SELECT :dg_version >= 19 AS dg_has_0019 \gset
 \if :dg_has_0019
 \else
 \ir ../migrations/0019.release.sql
+\endif
+SELECT :dg_version >= 20 AS dg_has_0020 \gset
+\if :dg_has_0020
+\else
+\ir ../migrations/0020.thread_incarnation.sql
 \endif
 
 -- Functions: every file, every time, inside a savepoint that is rolled back when they left the

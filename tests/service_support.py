@@ -186,9 +186,11 @@ def served_url(
     tmp_path_factory: pytest.TempPathFactory,
     config: Path = CONFIG,
     schema_prefix: str = "svc",
+    extra: Sequence[str] = (),
 ) -> Iterator[str]:
     """The URL of ``config``'s graphs served on the store ``request.param`` names (one of
-    `SERVED_KINDS`: a `store_backend` of its own, or LangGraph's reference server)."""
+    `SERVED_KINDS`: a `store_backend` of its own, or LangGraph's reference server); ``extra``:
+    more options of our ``serve``."""
     logs = tmp_path_factory.mktemp("logs")
     if request.param == "reference":
         assert REFERENCE is not None
@@ -196,7 +198,7 @@ def served_url(
             yield url
         return
     backend = store_backend(request.param, request, tmp_path_factory, schema_prefix)
-    with serving(backend, logs, workers=1, config=config) as url:
+    with serving(backend, logs, workers=1, config=config, extra=extra) as url:
         yield url
 
 

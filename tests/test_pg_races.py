@@ -31,9 +31,11 @@ from durable_graph import (
     DuplicateCheckpoint,
     Lease,
     RetentionPolicy,
+    Schedule,
     StaleParent,
     Submission,
     ThreadBusy,
+    ValidationError,
 )
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 
@@ -422,3 +424,28 @@ def test_prune_all_and_prune_through_the_api_remove_everything_past_the_row_budg
     assert (everything.checkpoints_removed, everything.events_removed) == (2 * 5_999, 0)
     one = store.prune("p-1", RetentionPolicy(max_age=timedelta(days=1)))
     assert one.events_removed == 6_000  # one call, several budgets inside it
+
+
+def test_a_concurrent_put_of_another_tenants_schedule_name_never_replaces_it(
+    store: PostgresCheckpointer, raw: psycopg.Connection[Any]
+) -> None:
+    """Issue 46 item 9: tenant b's put of "nightly" is in flight (inserted, not committed); a's
+    put of the same name waits on it, and once b's commits, a's must be refused (DG000 naming
+    the other tenant), not an update of b's row: the tenant rule holds under the row's lock,
+    not only in a check read before it."""
+    raw.execute(
+        "SELECT * FROM dg_put_schedule_v1('nightly', '0 3 * * *', 'UTC', 'tb', '\"b\"',"
+        " 'default', 'b', 0, 3, false)"
+    )
+    putting = Background(
+        lambda: store.run_queue.put_schedule(
+            Schedule("nightly", "0 4 * * *", "ta", "a", tenant="a")
+        )
+    )
+    time.sleep(WAIT)
+    assert not putting.done(), "a's put did not wait for b's"
+    raw.commit()
+    with pytest.raises(ValidationError, match="another tenant"):
+        putting.join()
+    (kept,) = store.run_queue.schedules()
+    assert (kept.schedule.tenant, kept.schedule.thread_id, kept.schedule.input) == ("b", "tb", "b")

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from langgraph_sdk import get_sync_client
-from langgraph_sdk.errors import NotFoundError, PermissionDeniedError
+from langgraph_sdk.errors import ConflictError, NotFoundError, PermissionDeniedError
 
 from service_support import SERVED_KINDS, served_url
 
@@ -109,3 +109,24 @@ def test_stored_assistants_crons_and_items_are_their_users_own(served: tuple[str
     with pytest.raises(NotFoundError):
         ada.crons.delete(cron["cron_id"])
     bob.crons.delete(cron["cron_id"])
+
+
+def test_another_users_thread_id_is_404_to_read_and_409_to_create_as_the_reference(
+    served: tuple[str, str],
+) -> None:
+    """Issue 46 item 8, D244: thread ids are the clients' and one namespace for every user, in
+    the reference as here: another user's thread is 404 to every read, and 409 to create
+    (``if_exists`` "raise" or "do_nothing" alike, never the other's thread); once its owner
+    deletes it, the id is anyone's, with nothing of the earlier thread."""
+    url, _ = served
+    ada, bob = _client(url, "token-ada"), _client(url, "token-bob")
+    thread_id = str(uuid.uuid4())
+    ada.threads.create(thread_id=thread_id, metadata={"secret": "ada's"})
+    with pytest.raises(NotFoundError):
+        bob.threads.get(thread_id)
+    for if_exists in ("raise", "do_nothing"):
+        with pytest.raises(ConflictError):
+            bob.threads.create(thread_id=thread_id, if_exists=if_exists)
+    ada.threads.delete(thread_id)
+    made = bob.threads.create(thread_id=thread_id)
+    assert "secret" not in made["metadata"] and made["metadata"]["owner"] == "bob"

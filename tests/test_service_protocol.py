@@ -243,6 +243,28 @@ def test_a_failed_run_ends_its_stream_with_the_error_and_never_a_traceback(url: 
     assert error == "ValueError: weather backend has no station for 'X'", error
 
 
+def test_a_deleted_threads_runs_are_not_in_the_stream_of_the_next_thread_of_its_id(
+    url: str,
+) -> None:
+    """Issue 46 item 4, D241: the thread's stream tells the runs of this thread, not those of a
+    deleted thread of the same id (whose log numbering it continues)."""
+    thread_id = str(uuid.uuid4())
+    started = _command(
+        url, thread_id, "run.start", {"assistant_id": "agent", "input": _say("slow 3")}
+    )
+    run_id = started.json()["result"]["run_id"]
+    deadline = time.monotonic() + 30
+    while httpx.get(f"{url}/threads/{thread_id}/runs/{run_id}").json()["status"] != "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert httpx.post(f"{url}/threads/{thread_id}/runs/{run_id}/cancel").status_code == 202
+    assert httpx.delete(f"{url}/threads/{thread_id}").status_code == 204
+    _command(url, thread_id, "run.start", {"assistant_id": "agent", "input": _say("hi")})
+    events = _events(url, thread_id, {"channels": ["lifecycle"]}, "completed")
+    told = [e["params"]["data"]["event"] for e in events if e["method"] == "lifecycle"]
+    assert "failed" not in told, told  # the deleted thread's cancelled run
+
+
 def test_what_is_not_served_is_refused_clearly(url: str) -> None:
     thread_id = str(uuid.uuid4())
     # No thread yet: its stream is 404 (run.start creates it).

@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -504,3 +504,44 @@ def test_old_code_refuses_the_upgraded_schema(lab: Lab, state: State, path: str)
                 f"{new_version}: {message}"
             )
     assert problems == []
+
+
+@pytest.mark.parametrize(("state", "path"), CASES)
+def test_a_thread_deleted_before_the_upgrade_gets_no_schedule_run(
+    lab: Lab, state: State, path: str
+) -> None:
+    """Migration 0020 (D241): a tombstone of before it counts as deleted at the upgrade, so a
+    schedule made for it before the upgrade fires nothing into it (nor re-creates it)."""
+    done = lab.upgraded(state, path)
+    done.require()
+    if "schedules" not in done.facts["features"]:
+        return  # a state before schedules: nothing to fire
+    config = PostgresConfig(schema=done.schema, auto_migrate=False)
+    with PostgresCheckpointer.open(lab.owner_dsn, config) as store:
+        queue = store.run_queue
+        queue.pause_schedule("on-deleted", False)
+        (made,) = [s for s in queue.schedules() if s.schedule.name == "on-deleted"]
+        slot = made.created_at.replace(microsecond=0) + timedelta(seconds=1)
+        time.sleep(max(0.0, (slot - datetime.now(UTC)).total_seconds()) + 0.05)
+        assert queue.fire_schedule("on-deleted", slot) is None
+        assert queue.open_entries(thread_id="t-deleted", tenant=dg.ANY) == []
+        assert store.thread("t-deleted") is None
+
+
+@pytest.mark.parametrize(("state", "path"), CASES)
+def test_a_cron_stored_before_0020_becomes_a_run_request(lab: Lab, state: State, path: str) -> None:
+    """Migration 0020 (D242): a cron `serve` stored with its record beside the run request
+    (which a worker ran as a plain input) has the record in the request's service part."""
+    done = lab.upgraded(state, path)
+    done.require()
+    if "schedules" not in done.facts["features"]:
+        return
+    config = PostgresConfig(schema=done.schema, auto_migrate=False)
+    with PostgresCheckpointer.open(lab.owner_dsn, config) as store:
+        (cron,) = [
+            s for s in store.run_queue.schedules() if s.schedule.name == store_driver.OLD_CRON
+        ]
+    request = store_driver.OLD_CRON_INPUT["langgraph"]
+    assert cron.schedule.input == {
+        "langgraph": {**request, "service": {"after_seq": 0, "cron": store_driver.OLD_CRON_RECORD}}
+    }

@@ -13,13 +13,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from durable_graph import Submission
+from durable_graph import ANY, Commit, Schedule, Submission
 from durable_graph.aio import AsyncInMemoryCheckpointer
 from durable_graph.core.errors import ValidationError
 from durable_graph.core.workers import WorkerBeat
@@ -27,6 +27,7 @@ from durable_graph.memory.store import InMemoryCheckpointer
 from durable_graph.sqlite import SCHEMA_VERSION, SqliteCheckpointer
 from durable_graph.worker.aio import AsyncRunContext, AsyncWorker
 from durable_graph.worker.sync import RunContext, Worker
+from upgrade.store_driver import OLD_CRON, OLD_CRON_INPUT, OLD_CRON_RECORD
 
 QUICK: dict[str, Any] = {
     "heartbeat_every": timedelta(milliseconds=50),
@@ -201,13 +202,14 @@ def test_a_version_7_sqlite_file_gains_the_worker_registry(tmp_path: Path) -> No
     with sqlite3.connect(path) as raw:  # what version 7 had
         raw.execute("DROP TABLE workers")
         raw.execute("DROP TABLE items")  # version 8's (migrate_v8.sql)
+        raw.execute("ALTER TABLE threads DROP COLUMN deleted_at")  # version 9's
         raw.execute("PRAGMA user_version = 7")
     with SqliteCheckpointer.open(path) as store:
         assert [e.entry_id for e in store.run_queue.open_entries()] == [entry_id]
         store.run_queue.worker_heartbeat(WorkerBeat("w-1", "h", 1, None, "idle"))
         assert [w.holder for w in store.run_queue.workers()] == ["w-1"]
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
 
 
 def test_a_version_8_sqlite_file_gains_the_item_store(tmp_path: Path) -> None:
@@ -217,6 +219,7 @@ def test_a_version_8_sqlite_file_gains_the_item_store(tmp_path: Path) -> None:
     store.close()
     with sqlite3.connect(path) as raw:  # what version 8 had
         raw.execute("DROP TABLE items")
+        raw.execute("ALTER TABLE threads DROP COLUMN deleted_at")  # version 9's
         raw.execute("PRAGMA user_version = 8")
     with SqliteCheckpointer.open(path) as store:
         assert [e.entry_id for e in store.run_queue.open_entries()] == [entry_id]
@@ -224,4 +227,37 @@ def test_a_version_8_sqlite_file_gains_the_item_store(tmp_path: Path) -> None:
         got = store.run_queue.get_item(("memories",), "k")
         assert got is not None and got.value == {"v": 1}
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+
+
+def test_a_version_9_sqlite_file_gains_thread_deletion_times(tmp_path: Path) -> None:
+    """Migration v9 -> v10 (D241): a tombstone of before it counts as deleted at the upgrade, so
+    a schedule made before the upgrade never fires into it; live threads were never deleted."""
+    path = tmp_path / "old.db"
+    with SqliteCheckpointer.open(path) as store:
+        for thread_id in ("gone", "kept"):
+            claim = store.claim(thread_id, "w")
+            store.commit(claim, Commit("c1", None, "r1", {}))
+            store.release_claim(claim)
+        store.run_queue.put_schedule(Schedule("s", "* * * * * *", "gone", tenant="a"))
+        store.delete_thread("gone")
+        store.run_queue.put_schedule(Schedule(OLD_CRON, "0 3 * * *", "c", OLD_CRON_INPUT))
+    with sqlite3.connect(path) as raw:  # what version 9 had
+        raw.execute("ALTER TABLE threads DROP COLUMN deleted_at")
+        raw.execute("PRAGMA user_version = 9")
+    with SqliteCheckpointer.open(path) as store:
+        schedule = store.run_queue.schedules()[0]
+        slot = schedule.created_at.replace(microsecond=0) + timedelta(seconds=1)
+        time.sleep(max(0.0, (slot - datetime.now(UTC)).total_seconds()) + 0.05)
+        assert store.run_queue.fire_schedule("s", slot) is None
+        assert store.run_queue.open_entries(tenant=ANY) == []
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+        rows = dict(raw.execute("SELECT thread_id, deleted_at FROM threads").fetchall())
+        assert rows["gone"] is not None and rows["kept"] is None
+    with SqliteCheckpointer.open(path) as store:  # a cron of before D242: a run request now
+        (cron,) = [s for s in store.run_queue.schedules() if s.schedule.name == OLD_CRON]
+        request = OLD_CRON_INPUT["langgraph"]
+        assert cron.schedule.input == {
+            "langgraph": {**request, "service": {"after_seq": 0, "cron": OLD_CRON_RECORD}}
+        }

@@ -97,6 +97,14 @@ def _commit(
     )
 
 
+OLD_CRON = "cron:6f1d5c3e-0c56-4d2e-9a51-3d9b8a0f4e21"
+OLD_CRON_RECORD = {"cron_id": "6f1d5c3e-0c56-4d2e-9a51-3d9b8a0f4e21", "metadata": {"m": 1}}
+OLD_CRON_INPUT = {
+    "langgraph": {"input": {"msg": "from-cron"}, "graph": "agent", "service": {"after_seq": 0}},
+    "cron": OLD_CRON_RECORD,
+}
+
+
 def fill(store: Any) -> dict[str, Any]:
     """Write the store's content; the facts a reader needs (entry ids, tenants, what was there)."""
     queue = store.run_queue
@@ -212,6 +220,20 @@ def _fill_optional(store: Any, queue: Any, facts: dict[str, Any]) -> None:
         )
         queue.put_schedule(schedule(name="paused", cron="*/5 * * * *", thread_id="s2"))
         queue.pause_schedule("paused")
+        # A schedule of a thread deleted before the upgrade (migration 0020, D241): paused
+        # so that no scheduler of the old package fires it; the test resumes it after.
+        claim = store.claim("t-deleted", "run-d")
+        store.commit(claim, _commit("d1", None, "run-d", {"gone": True}))
+        store.release_claim(claim)
+        store.delete_thread("t-deleted")
+        queue.put_schedule(
+            schedule(name="on-deleted", cron="* * * * * *", thread_id="t-deleted", tenant="acme")
+        )
+        queue.pause_schedule("on-deleted")
+        # A cron as `serve` stored one before 0020 (its record beside the run request).
+        queue.put_schedule(
+            schedule(name=OLD_CRON, cron="0 3 * * *", thread_id="c", input=OLD_CRON_INPUT)
+        )
     if hasattr(queue, "put_item"):
         features.append("items")
         queue.put_item(("users", "u1"), "prefs", {"theme": "dark", "n": [1, 2]})

@@ -60,6 +60,21 @@ def add_parser(
         help="the largest request body accepted, in bytes (413 above it, refused before it is "
         "read; default: 8 MiB)",
     )
+    option(
+        sub,
+        "--cron-seconds",
+        action="store_true",
+        help="accept six-field cron schedules (seconds first: a run as often as every second); "
+        "LangGraph Server takes five fields, and so does this server without this option",
+    )
+    option(
+        sub,
+        "--max-crons-per-user",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the most crons one user (tenant) may have; a create past it is 409 (default: 100)",
+    )
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -68,6 +83,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError("--workers must be >= 0")
     if args.max_body_bytes is not None and args.max_body_bytes < 1:
         raise UsageError("--max-body-bytes must be >= 1")
+    if args.max_crons_per_user is not None and args.max_crons_per_user < 0:
+        raise UsageError("--max-crons-per-user must be >= 0")
     try:
         import uvicorn  # noqa: F401  (checked here: the service extra)
 
@@ -78,6 +95,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from durable_graph.langgraph.store import AsyncDurableStore
         from durable_graph.service import create_app
         from durable_graph.service.auth import UserAuth
+        from durable_graph.service.crons import MAX_CRONS_PER_USER, CronSettings
         from durable_graph.service.guard import DEFAULT_MAX_BODY_BYTES, Origins, cors_settings
         from durable_graph.service.webhooks import (
             RUN_KINDS,
@@ -146,6 +164,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 origins=origins,
                 cors=cors,
                 max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
+                cron_settings=CronSettings(
+                    seconds=args.cron_seconds,
+                    max_per_user=(
+                        MAX_CRONS_PER_USER
+                        if args.max_crons_per_user is None
+                        else args.max_crons_per_user
+                    ),
+                ),
             )
             log.info(
                 "LangGraph API at http://%s:%d/ (%d graphs, %d workers in process)",

@@ -138,6 +138,13 @@ class EmbeddedScheduling:
                 or (row.last_slot is not None and at <= row.last_slot)
             ):
                 return None
+            # A schedule belongs to its thread's incarnation (D241): once that thread is
+            # deleted, the slot is spent and nothing submitted (no re-created thread, no run in
+            # the next thread of that id).
+            deleted = tx.deleted_at_of(row.thread_id)
+            if deleted is not None and deleted >= row.created_at:
+                tx.put_schedule_row(replace(row, last_slot=at))
+                return None
             key = slot_key(row.name, at)
             kept = tx.entry_by_key(row.tenant, key)
             if kept is None:

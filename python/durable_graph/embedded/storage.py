@@ -73,7 +73,12 @@ class Tx(Protocol):
     def set_head(self, thread_id: str, head_id: str | None) -> None: ...
 
     def remove_thread(self, thread_id: str) -> None:
-        """Delete the thread's data and claim; keep its ``last_seq`` (rule 26)."""
+        """Delete the thread's data and claim; keep its ``last_seq`` (rule 26); a live thread's
+        deletion time (``now``) is kept too (D241)."""
+        ...
+
+    def deleted_at_of(self, thread_id: str) -> datetime | None:
+        """When a live thread of this id was last deleted; None if never (D241)."""
         ...
 
     def descendants(self, thread_id: str) -> list[str]:

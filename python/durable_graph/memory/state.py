@@ -84,6 +84,8 @@ class State:
         self.claims: dict[str, ClaimRow] = {}
         self.tombstones: dict[str, int] = {}
         """``thread_id -> last_seq`` of a deleted thread: a new thread of the id continues it."""
+        self.deleted_at: dict[str, datetime] = {}
+        """``thread_id -> when a live thread of the id was last deleted`` (D241)."""
         self.tokens = itertools.count(1)  # one counter for claims and leases (D3)
         self.first_commits = itertools.count(1)
         self.entry_ids = itertools.count(1)

@@ -188,7 +188,11 @@ class MemoryTx(SchedulingTx, WorkersTx, ItemsTx):
         thread = self._s.threads.pop(thread_id, None)
         if thread is not None:
             self._s.tombstones[thread_id] = thread.row.last_seq
+            self._s.deleted_at[thread_id] = self.now
         self._s.claims.pop(thread_id, None)
+
+    def deleted_at_of(self, thread_id: str) -> datetime | None:
+        return self._s.deleted_at.get(thread_id)
 
     def descendants(self, thread_id: str) -> list[str]:
         found = [thread_id]

@@ -37,7 +37,7 @@ from durable_graph.langgraph.store import AsyncDurableStore
 from durable_graph.service.assistants import Assistants
 from durable_graph.service.assistants import Conflict as AssistantConflict
 from durable_graph.service.auth import FILTERS, TENANT, Denied, UserAuth
-from durable_graph.service.crons import Crons
+from durable_graph.service.crons import Crons, CronSettings
 from durable_graph.service.guard import (
     DEFAULT_MAX_BODY_BYTES,
     Guard,
@@ -111,6 +111,7 @@ def create_app(
     origins: Origins | None = None,
     cors: Mapping[str, Any] | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    cron_settings: CronSettings | None = None,
 ) -> Starlette:
     """The service's ASGI app over ``store`` for ``graphs`` (name -> compiled graph or its
     factory), which get ``graph_store`` as their LangGraph ``store``; with
@@ -125,7 +126,7 @@ def create_app(
     assistants = Assistants(store, list(graphs))
     runs = Runs(store, threads, assistants)
     commands = Commands(threads, runs)
-    crons = Crons(store, runs)
+    crons = Crons(store, runs, cron_settings or CronSettings())
     items = StoreApi(graph_store)
 
     def authorized(connection: HTTPConnection) -> bool:
@@ -255,6 +256,7 @@ def create_app(
 
     async def delete_thread(request: Request, thread_id: str) -> Response:
         await threads.delete(thread_id)
+        await crons.delete_of_thread(thread_id)  # a thread's crons end with it (D241)
         return Response(status_code=204)
 
     async def search_threads(request: Request) -> Response:

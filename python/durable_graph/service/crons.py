@@ -5,8 +5,14 @@ thread under the key ``schedule:<name>:<slot>``, so a slot runs at most once how
 processes and schedulers run, and the run is an ordinary run of its thread (listed, joined,
 cancelled as any). The schedule's input is the run request the service would queue for
 ``POST /threads/{id}/runs`` (checked the same way, before anything is stored), with the cron's
-own record beside it under ``"cron"`` (its metadata, payload, timestamps): the schedule is the
-whole cron, so nothing else needs to stay consistent with it.
+own record in the request's service part under ``"cron"`` (its metadata, payload, timestamps):
+the schedule is the whole cron, so nothing else needs to stay consistent with it, and a slot's
+run applies its input, config, context, interrupts and graph as ``runs.create``'s does (D242).
+
+A cron is its thread's incarnation's (D241): deleting the thread removes its crons here, and the
+store never fires a schedule into a thread deleted after the schedule was made. Over HTTP a
+schedule has five fields, as the reference's; six (per second) only when the operator allows
+them (``serve --cron-seconds``); a user has at most ``--max-crons-per-user`` crons (D245).
 
 A cron made for a thread runs there. A stateless cron (``POST /runs/crons``) runs on a thread of
 its own, made with it (``cron-<cron_id>``): its runs continue one another's state, where the
@@ -18,15 +24,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, ValidationError
 from durable_graph.core.scheduling import Schedule, StoredSchedule, check_timezone, next_slot
+from durable_graph.langgraph.run_request import REQUEST_KEY
 from durable_graph.service.auth import TENANT, visible
 from durable_graph.service.records import assistant_id_of, count_field, iso, object_field
 from durable_graph.service.runs import Runs
+from durable_graph.service.threads import Conflict
 
 PREFIX: Final = "cron:"
 """Names of the schedules that are crons (any other schedule is an operator's own)."""
@@ -49,14 +58,28 @@ REFUSED: Final = {
     "on_run_completed": "a cron's runs keep their thread here",
 }
 SORT_KEYS: Final = ("cron_id", "assistant_id", "thread_id", "created_at", "updated_at")
+MAX_CRONS_PER_USER: Final = 100
+"""A user's crons at most, unless ``serve --max-crons-per-user`` says otherwise (D245)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CronSettings:
+    """The operator's cron settings: six-field (per-second) schedules allowed over HTTP
+    (``seconds``; the reference takes five fields), and each user's cron count cap."""
+
+    seconds: bool = False
+    max_per_user: int = MAX_CRONS_PER_USER
 
 
 class Crons:
     """The cron endpoints' work over ``store`` (``runs`` checks a cron's run as a run's)."""
 
-    def __init__(self, store: AsyncCheckpointer, runs: Runs) -> None:
+    def __init__(
+        self, store: AsyncCheckpointer, runs: Runs, settings: CronSettings | None = None
+    ) -> None:
         self.store = store
         self.runs = runs
+        self.settings = settings or CronSettings()
 
     async def create(self, thread_id: str | None, body: Mapping[str, Any]) -> dict[str, Any]:
         """``POST /runs/crons`` (``thread_id`` None) or ``POST /threads/{id}/runs/crons``."""
@@ -64,11 +87,12 @@ class Crons:
         cron_id = str(uuid.uuid4())
         run = {k: body[k] for k in (*RUN_FIELDS, "assistant_id") if k in body}
         request = self.runs.submission_input(thread_id, run)  # checked, nothing written
-        schedule = _schedule_text(body)
+        schedule = _schedule_text(body, self.settings.seconds)
         timezone = check_timezone("timezone", body.get("timezone") or "UTC")
         enabled = _enabled(body, True)
         if thread_id is not None and not await self.runs.threads.exists(thread_id):
             raise NotFound(f"thread {thread_id} not found")
+        await self._under_cap()
         now = iso(datetime.now(UTC))
         record = {
             "cron_id": cron_id,
@@ -87,7 +111,7 @@ class Crons:
                 name=PREFIX + cron_id,
                 cron=schedule,
                 thread_id=target,
-                input={**_dict(request), "cron": record},
+                input=_with_record(request, record),
                 timezone=timezone,
                 tenant=TENANT.get(),  # its runs are the tenant's (SPEC §20.4)
             )
@@ -103,7 +127,11 @@ class Crons:
         record = dict(_record(stored))
         run = {**_dict(record.get("payload")), **{k: body[k] for k in RUN_FIELDS if k in body}}
         request = self.runs.submission_input(record.get("thread_id"), run)
-        schedule = _schedule_text(body) if "schedule" in body else stored.schedule.cron
+        schedule = (
+            _schedule_text(body, self.settings.seconds)
+            if "schedule" in body
+            else stored.schedule.cron
+        )
         timezone = check_timezone("timezone", body.get("timezone") or stored.schedule.timezone)
         enabled = _enabled(body, not stored.paused)
         record.update(payload=run, updated_at=iso(datetime.now(UTC)))
@@ -114,7 +142,7 @@ class Crons:
                 name=stored.schedule.name,
                 cron=schedule,
                 thread_id=stored.schedule.thread_id,
-                input={**_dict(request), "cron": record},
+                input=_with_record(request, record),
                 timezone=timezone,
                 tenant=stored.schedule.tenant,
             )
@@ -127,6 +155,30 @@ class Crons:
         await self._stored(cron_id)  # this tenant's
         if not await self.store.run_queue.remove_schedule(PREFIX + _cron_id(cron_id)):
             raise NotFound(f"cron {cron_id} not found")
+
+    async def delete_of_thread(self, thread_id: str) -> None:
+        """Remove the crons of ``thread_id`` (its owner's, whom the caller checked): a thread's
+        crons end with it (D241); a cron of its next incarnation is never one of these."""
+        for stored in await self.store.run_queue.schedules():
+            s = stored.schedule
+            if s.name.startswith(PREFIX) and s.thread_id == thread_id and s.tenant == TENANT.get():
+                await self.store.run_queue.remove_schedule(s.name)
+
+    async def _under_cap(self) -> None:
+        """409 naming the cap when this user has ``max_per_user`` crons already (counted over
+        all of the tenant's crons, whatever its auth filter shows; D245)."""
+        cap = self.settings.max_per_user
+        tenant = TENANT.get()
+        held = sum(
+            1
+            for stored in await self.store.run_queue.schedules()
+            if stored.schedule.name.startswith(PREFIX) and stored.schedule.tenant == tenant
+        )
+        if held >= cap:
+            raise Conflict(
+                f"max_crons_per_user: this user has {held} crons, the most this server allows "
+                f"(serve --max-crons-per-user {cap}); delete one first"
+            )
 
     async def search(self, body: Mapping[str, Any]) -> list[dict[str, Any]]:
         """``POST /runs/crons/search``: filtered, sorted, one page."""
@@ -212,9 +264,21 @@ def cron_json(stored: StoredSchedule) -> dict[str, Any]:
 
 
 def _record(stored: StoredSchedule) -> dict[str, Any]:
-    value = stored.schedule.input
-    cron = value.get("cron") if isinstance(value, dict) else None
+    value = _dict(stored.schedule.input)
+    service = _dict(_dict(value.get(REQUEST_KEY)).get("service"))
+    # A cron made before D242 kept its record beside the request (which the handler then read
+    # as a plain input; migration 0020 moves it): read there too, as an API process of the
+    # earlier release may still make one during a rolling upgrade.
+    cron = service.get("cron", value.get("cron"))
     return cron if isinstance(cron, dict) else {}
+
+
+def _with_record(request: Any, record: dict[str, Any]) -> dict[str, Any]:
+    """The schedule's input: the run request with the cron's record in its service part, so the
+    input stays a run request (``{"langgraph": ...}`` alone) and each slot's run is applied as
+    ``runs.create``'s (D242); the handler reads nothing else of the service part."""
+    body = _dict(_dict(request).get(REQUEST_KEY))
+    return {REQUEST_KEY: {**body, "service": {**_dict(body.get("service")), "cron": record}}}
 
 
 def _refuse_unhonoured(body: Mapping[str, Any]) -> None:
@@ -225,10 +289,17 @@ def _refuse_unhonoured(body: Mapping[str, Any]) -> None:
             raise ValidationError(f"{name}: not supported ({why})")
 
 
-def _schedule_text(body: Mapping[str, Any]) -> str:
+def _schedule_text(body: Mapping[str, Any], seconds: bool) -> str:
     schedule = body.get("schedule")
     if not isinstance(schedule, str) or not schedule.strip():
         raise ValidationError("schedule: required, a cron expression")
+    if len(schedule.split()) != 5 and not seconds:
+        # The reference's five fields; the store's six-field (per-second) form fires 60 times
+        # as often and is the operator's to allow (serve --cron-seconds, D245).
+        raise ValidationError(
+            "schedule: a cron expression of five fields (minute hour day-of-month month "
+            "day-of-week); six-field per-second schedules need serve --cron-seconds"
+        )
     return schedule.strip()  # the store checks the grammar (DG000 / ValidationError)
 
 

@@ -73,7 +73,10 @@ async def thread_events(store: AsyncCheckpointer, thread_id: str) -> AsyncIterat
     entries: dict[int, QueueEntry] = {}
 
     async def reread() -> None:
+        info = await store.thread(thread_id)
         for entry in await store.run_queue.entries(thread_id=thread_id, limit=RUNS_READ):
+            if info is None or entry.submitted_at < info.created_at:
+                continue  # a run of an earlier thread of this id is not this thread's (D241)
             entries[entry.entry_id] = entry
             for attempt in entry.attempts:
                 runs[attempt.run_id] = entry

@@ -237,6 +237,8 @@ class Runs:
         entry = None if entry_id is None else await self.store.run_queue.entry(entry_id, tenant)
         if entry is None or (thread_id is not None and entry.thread_id != thread_id):
             raise NotFound(f"run {run_id} not found")
+        if not await self.threads.is_current(entry):  # a deleted thread's run (D241)
+            raise NotFound(f"run {run_id} not found")
         if entry.entry_id in await self._rolled_back(entry.thread_id):
             raise NotFound(f"run {run_id} was rolled back")
         return entry
@@ -261,7 +263,14 @@ class Runs:
             raise NotFound(f"thread {thread_id} not found")
         entries = await self.store.run_queue.entries(thread_id=thread_id, limit=1000)
         gone = await self._rolled_back(thread_id, entries)
-        runs = [self.json(e) for e in entries if e.entry_id not in gone]
+        # This thread's runs: not those of a deleted thread of the same id (D241).
+        info = await self.store.thread(thread_id)
+        since = info.created_at if info is not None else None
+        runs = [
+            self.json(e)
+            for e in entries
+            if e.entry_id not in gone and since is not None and e.submitted_at >= since
+        ]
         if status is not None:
             runs = [r for r in runs if r["status"] == status]
         return runs[offset : offset + limit]
@@ -354,6 +363,10 @@ class Runs:
                 entry = await self.watch.until(entry, closed)
         except TimeoutError:
             pass
+        if not await self.threads.is_current(entry):
+            # Its thread was deleted meanwhile (and maybe made again by someone else): never
+            # another incarnation's state (D241).
+            raise NotFound(f"run {run_id_of(entry.entry_id)} not found")
         return await final_values(entry, self.threads)
 
     # --- streams -----------------------------------------------------------------------------

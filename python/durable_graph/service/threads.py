@@ -8,6 +8,7 @@ held while it waits; LangGraph's state is read and written through `AsyncDurable
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import uuid
 from collections.abc import Mapping
@@ -22,7 +23,8 @@ from langgraph.store.base import BaseStore
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, StoreError, ValidationError
-from durable_graph.core.model import ANY, Commit, Failed
+from durable_graph.core.items import MAX_ITEMS_PAGE
+from durable_graph.core.model import ANY, Commit, Failed, QueueEntry
 from durable_graph.langgraph import AsyncDurableSaver, codec
 from durable_graph.langgraph.core import LANGGRAPH_NEXT
 from durable_graph.langgraph.factory import GraphFactory, ServedGraph
@@ -47,7 +49,13 @@ HOLDER: Final = "langgraph-api"
 MAX_PRUNE: Final = 1000
 """Threads one ``POST /threads/prune`` names at most (each is a store call or more)."""
 SEARCH_SCAN: Final = 10_000
-"""Threads a search reads at most (the store lists threads by id; filters apply here)."""
+"""Threads a search reads at most: without ``auth`` the store's first threads by id (every
+thread is the one user's); with it, the user's own newest ones (D243)."""
+OWNERS: Final = "dg-thread-owners"
+"""The first label of the owners' thread index: items of no tenant, which no user of an
+``auth`` deployment reaches (every user is a tenant), one namespace per owner (D243)."""
+INDEXED: Final = "indexed"
+"""The key of the item marking that the threads made before the index were indexed."""
 
 
 class Threads:
@@ -128,6 +136,9 @@ class Threads:
                 ),
             )
             record = {"metadata": metadata, "created_at": iso(_now()), "owner": TENANT.get()}
+            # Indexed before its record: a thread whose create fails half-way is at worst an
+            # index entry that search reads past, never a thread that search cannot find.
+            await self._index(thread_id, TENANT.get())
             await self.store.record_effect(claim, THREAD_EFFECT, record)
         finally:
             with suppress(StoreError):
@@ -206,12 +217,18 @@ class Threads:
         }
 
     async def status(self, thread_id: str, snapshot: dict[str, Any] | None) -> str:
-        if await self.store.run_queue.open_entries(thread_id=thread_id, tenant=ANY, limit=1):
-            return "busy"
+        # Only this incarnation's runs (D241): a deleted thread's (delete-marked, first in the
+        # thread's order until cancelled) do not make the next busy.
+        opened = await self.store.run_queue.open_entries(thread_id=thread_id, tenant=ANY, limit=1)
+        if opened and opened[0].thread_deleted:
+            opened = await self.store.run_queue.open_entries(thread_id=thread_id, tenant=ANY)
+        for entry in opened:
+            if await self.is_current(entry):
+                return "busy"
         # A failed last run first (SPEC §19.4): the failed step is left pending in the state,
         # and such a thread is not waiting for input.
         last = await self.store.run_queue.entries(thread_id=thread_id, limit=1)
-        if last and isinstance(last[0].outcome, Failed):
+        if last and isinstance(last[0].outcome, Failed) and await self.is_current(last[0]):
             return "error"
         if snapshot is not None and (snapshot["next"] or snapshot["interrupts"]):
             return "interrupted"
@@ -226,8 +243,11 @@ class Threads:
         offset: int,
     ) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
+        tenant = TENANT.get()
         if ids is not None:
             candidates = [i for i in ids if await self.exists(check_thread_id(i, "ids[]"))]
+        elif tenant is not None:
+            candidates = await self._owned(tenant)
         else:
             candidates = []
             after: str | None = None
@@ -258,8 +278,25 @@ class Threads:
         return found[offset : offset + limit]
 
     async def delete(self, thread_id: str) -> None:
+        """Delete the thread, ending its open runs (D241): the store marks them, and they are
+        cancelled here so that their joins and streams end now, not when a worker meets them."""
         if not await self.exists(thread_id) or not await self.store.delete_thread(thread_id):
             raise NotFound(f"thread {thread_id} not found")
+        owner = TENANT.get()
+        if owner is not None:
+            await self.store.run_queue.delete_item(_owner_namespace(owner), thread_id)
+        for entry in await self.store.run_queue.open_entries(thread_id=thread_id, tenant=ANY):
+            if entry.thread_deleted:  # not one submitted since, to a thread of the id made again
+                with suppress(StoreError):
+                    await self.store.run_queue.cancel(entry.entry_id, entry.tenant)
+
+    async def is_current(self, entry: QueueEntry) -> bool:
+        """The entry was made for the thread that now has its id (D241): the thread is there and
+        the entry came after its first commit. The service makes a thread before it queues its
+        runs, so an entry of a deleted thread (or one made again since) is never current: its
+        run is as unknown as a missing one, and a join never reads the next thread's state."""
+        info = await self.store.thread(entry.thread_id)
+        return info is not None and entry.submitted_at >= info.created_at
 
     async def prune(self, thread_ids: object, strategy: object) -> int:
         """``POST /threads/prune`` (SPEC §24.3), as the reference answers it: how many of the
@@ -295,9 +332,55 @@ class Threads:
 
     async def copy(self, thread_id: str) -> dict[str, Any]:
         target = str(uuid.uuid4())
-        if not await self.exists(thread_id) or not await self.store.copy_thread(thread_id, target):
+        if not await self.exists(thread_id):
+            raise NotFound(f"thread {thread_id} not found")
+        await self._index(target, TENANT.get())  # the copy's record (owner) is the source's
+        if not await self.store.copy_thread(thread_id, target):
             raise NotFound(f"thread {thread_id} not found")
         return await self.get(target)
+
+    # --- the owners' index (D243) ----------------------------------------------------------
+
+    async def _index(self, thread_id: str, owner: str | None) -> None:
+        """List ``thread_id`` under its owner, so that a user's search reads their threads
+        only, however many another user has. Without ``auth`` (no owner) there is one user,
+        whose search reads every thread: nothing to index."""
+        if owner is not None:
+            await self.store.run_queue.put_item(_owner_namespace(owner), thread_id, {})
+
+    async def _owned(self, owner: str) -> list[str]:
+        """The ids of ``owner``'s threads, newest first, at most `SEARCH_SCAN` (an index entry
+        of a thread deleted by other means, e.g. a TTL sweep, is read past by `get`)."""
+        await self._index_earlier_threads()
+        queue = self.store.run_queue
+        ids: list[str] = []
+        while len(ids) < SEARCH_SCAN:
+            page = await queue.search_items(
+                _owner_namespace(owner), limit=MAX_ITEMS_PAGE, offset=len(ids)
+            )
+            ids.extend(item.key for item in page)
+            if len(page) < MAX_ITEMS_PAGE:
+                break
+        return list(dict.fromkeys(ids))[:SEARCH_SCAN]
+
+    async def _index_earlier_threads(self) -> None:
+        """Once per store: index the threads made before the index (their owner from their
+        record). Idempotent, so API processes doing it at once only repeat each other."""
+        queue = self.store.run_queue
+        if await queue.get_item((OWNERS,), INDEXED) is not None:
+            return
+        after: str | None = None
+        while page := await self.store.threads(after=after, limit=100):
+            for info in page:
+                if codec.NS_SEP in info.thread_id or info.thread_id.startswith(
+                    (ASSISTANT_PREFIX, WEBHOOK_PREFIX)
+                ):
+                    continue  # not threads a client made (D191)
+                owner = (await self._record(info.thread_id)).get("owner")
+                if isinstance(owner, str):
+                    await self._index(info.thread_id, owner)
+            after = page[-1].thread_id
+        await queue.put_item((OWNERS,), INDEXED, {"at": iso(_now())})
 
     # --- state -----------------------------------------------------------------------------
 
@@ -378,6 +461,12 @@ class Threads:
                 "checkpoint_map": {},
             }
         }
+
+
+def _owner_namespace(owner: str) -> tuple[str, str]:
+    """The index namespace of ``owner``'s threads: a label may not hold ``.`` and is at most
+    512 bytes, an identity may be anything, so the label is the identity's digest."""
+    return (OWNERS, hashlib.sha256(owner.encode("utf-8", "surrogatepass")).hexdigest())
 
 
 def _is_record(metadata: Any) -> bool:

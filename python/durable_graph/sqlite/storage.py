@@ -145,10 +145,15 @@ class SqliteTx(SchedulingTx, WorkersTx, ItemsTx):
         self._run(
             "UPDATE threads SET live = 0, parent_thread_id = NULL, head_id = NULL,"
             " created_at = NULL, updated_at = NULL, first_commit_order = NULL,"
-            " claim_token = NULL, claim_holder = NULL, claim_expires_at = NULL, claim_ttl = NULL"
-            " WHERE thread_id = ?",
-            (thread_id,),
+            " claim_token = NULL, claim_holder = NULL, claim_expires_at = NULL, claim_ttl = NULL,"
+            " deleted_at = CASE WHEN live THEN :now ELSE deleted_at END"
+            " WHERE thread_id = :t",
+            {"t": thread_id, "now": self._now_us},
         )
+
+    def deleted_at_of(self, thread_id: str) -> datetime | None:
+        row = self._one("SELECT deleted_at FROM threads WHERE thread_id = ?", (thread_id,))
+        return None if row is None or row[0] is None else at(int(row[0]))
 
     def descendants(self, thread_id: str) -> list[str]:
         rows = self._all(

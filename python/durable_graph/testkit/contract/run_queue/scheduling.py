@@ -15,6 +15,7 @@ from durable_graph.core.scheduling import ConcurrencyLimit, Schedule, slot_key
 from durable_graph.testkit.contract.run_queue.support import (
     PAST_TTL,
     TTL,
+    _commit,
     _entry,
     _refused,
 )
@@ -267,6 +268,38 @@ class SchedulingTests:
         assert queue.fire_schedule("nightly", slot) is None
         assert queue.fire_schedule("nightly", slot - timedelta(seconds=1)) is None
         assert queue.schedules()[0].last_slot == slot
+
+    def test_a_schedule_never_fires_into_its_deleted_thread_nor_the_next_of_that_id(
+        self, queue: RunQueue, store: Checkpointer, clock: ClockControl
+    ) -> None:
+        """D241 (issue 46 item 1): a schedule belongs to its thread's incarnation. Once the
+        thread it was made for is deleted, each slot is spent and nothing is submitted: the
+        schedule neither re-creates the thread nor runs in a thread made again with its id
+        (another tenant's, possibly). A schedule made after a delete fires as any."""
+        _commit(store, "report", "r1", "c1")
+        self._schedule(queue, tenant="acme")
+        created = queue.schedules()[0].created_at
+        clock.advance(timedelta(seconds=10))
+        first = _whole_second(created) + timedelta(seconds=2)
+        assert queue.fire_schedule("nightly", first) is not None
+        for entry in queue.open_entries(tenant=ANY):
+            queue.cancel(entry.entry_id, tenant=entry.tenant)
+        assert store.delete_thread("report") is True
+        clock.advance(timedelta(seconds=1))
+        gone = first + timedelta(seconds=1)
+        assert queue.fire_schedule("nightly", gone) is None  # deleted: nothing re-creates it
+        assert queue.schedules()[0].last_slot == gone  # the slot is spent, not retried
+        _commit(store, "report", "r2", "c2")  # the id made again (by anyone)
+        clock.advance(timedelta(seconds=1))
+        assert queue.fire_schedule("nightly", gone + timedelta(seconds=1)) is None
+        assert queue.open_entries(tenant=ANY) == []
+        # A schedule made for the new thread (after the delete) fires into it.
+        self._schedule(queue, name="fresh", tenant="acme")
+        clock.advance(timedelta(seconds=2))
+        fresh = _whole_second(queue.schedules()[0].created_at) + timedelta(seconds=1)
+        ticket = queue.fire_schedule("fresh", fresh)
+        assert ticket is not None
+        assert _entry(queue, ticket.entry_id, tenant="acme").thread_id == "report"
 
     def test_fire_schedule_refuses_future_and_paused_slots(
         self, queue: RunQueue, clock: ClockControl
