@@ -614,6 +614,22 @@ def test_stream_modes_checkpoints_and_tasks_as_the_reference(url: str) -> None:
     assert started[0]["id"] == ended[0]["id"] and ended[0]["error"] is None
 
 
+def test_join_of_a_run_that_had_ended_answers_the_threads_state_now(url: str) -> None:
+    """As the reference (issue 48, LangGraph's JS SDK check): a join of a run that ended before
+    the join answers the thread's current values (a later run's), not that run's own."""
+    client: Any = get_sync_client(url=url)
+    thread_id = client.threads.create()["thread_id"]
+    first = client.runs.create(thread_id, "agent", input=_say("lookup a"))
+    client.runs.join(thread_id, first["run_id"])  # joined while it ran: its own values
+    client.runs.wait(thread_id, "agent", input=_say("lookup b"))
+    values = client.runs.join(thread_id, first["run_id"])
+    assert [m["content"] for m in values["messages"]][-1] == "looked up b", values
+    asked = client.runs.create(thread_id, "agent", input=_say("ask"))
+    client.runs.join(thread_id, asked["run_id"])
+    again = client.runs.join(thread_id, first["run_id"])
+    assert [i["value"] for i in again["__interrupt__"]] == ["what is your name?"], again
+
+
 # --- double texting and cancel ----------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -265,11 +266,26 @@ def test_a_deleted_threads_runs_are_not_in_the_stream_of_the_next_thread_of_its_
     assert "failed" not in told, told  # the deleted thread's cancelled run
 
 
+def test_the_stream_of_a_thread_not_made_yet_waits_for_its_run_start(url: str) -> None:
+    """As the reference (issue 48: an earlier SDK subscribes before its ``run.start`` made the
+    thread, and was answered 404): the stream opens and carries the run once it starts."""
+    thread_id = str(uuid.uuid4())
+    got: list[dict[str, Any]] = []
+
+    def listen() -> None:
+        got.extend(_events(url, thread_id, {"channels": ["lifecycle"]}, "completed"))
+
+    listener = threading.Thread(target=listen)
+    listener.start()
+    time.sleep(1.0)  # subscribed before the thread exists
+    _command(url, thread_id, "run.start", {"assistant_id": "agent", "input": _say("hi")})
+    listener.join(60)
+    told = [e["params"]["data"]["event"] for e in got if e["method"] == "lifecycle"]
+    assert told == ["running", "completed"], told
+
+
 def test_what_is_not_served_is_refused_clearly(url: str) -> None:
     thread_id = str(uuid.uuid4())
-    # No thread yet: its stream is 404 (run.start creates it).
-    missing = httpx.post(f"{url}/threads/{thread_id}/stream/events", json={"channels": ["values"]})
-    assert missing.status_code == 404
     tree = _command(url, thread_id, "agent.getTree", {})
     assert tree.status_code == 501 and tree.json()["error"] == "not_supported"
     unknown = _command(url, thread_id, "run.fly", {})

@@ -19,6 +19,7 @@ import copy
 import hmac
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
+from functools import partial
 from typing import Any, TypeVar
 
 from starlette.applications import Starlette
@@ -51,7 +52,7 @@ from durable_graph.service.metrics import metrics
 from durable_graph.service.openapi import openapi_document
 from durable_graph.service.protocol_commands import Commands
 from durable_graph.service.protocol_socket import serve_socket
-from durable_graph.service.protocol_stream import request_filter, sse
+from durable_graph.service.protocol_stream import once_visible, request_filter, sse
 from durable_graph.service.records import assistant_id_of, check_thread_id, run_path
 from durable_graph.service.requests import (
     BadRequest,
@@ -480,10 +481,11 @@ def create_app(
 
     async def stream_events(request: Request, thread_id: str) -> Response:
         where = request_filter(await body_of(request))
-        if not await threads.exists(thread_id):
-            raise NotFound(f"thread {thread_id} not found")
+        frames = sse(store, thread_id, where)
+        if not await threads.exists(thread_id):  # not yet: waits for it, as the reference
+            frames = once_visible(store, thread_id, partial(threads.exists, thread_id), frames)
         return StreamingResponse(
-            sse(store, thread_id, where),
+            frames,
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store"},
         )

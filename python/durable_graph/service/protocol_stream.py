@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any, Final
 
@@ -134,4 +134,24 @@ async def sse(store: AsyncCheckpointer, thread_id: str, where: Filter) -> AsyncI
             yield b": keepalive\n\n"
 
 
-__all__ = ["frame", "request_filter", "sse", "thread_events"]
+async def once_visible(
+    store: AsyncCheckpointer,
+    thread_id: str,
+    visible: Callable[[], Awaitable[bool]],
+    frames: AsyncIterator[bytes],
+) -> AsyncIterator[bytes]:
+    """``frames`` once the thread is there for this request (``visible``), keepalives until
+    then: as the reference, the stream of a thread not made yet waits for it (a client may
+    subscribe before its ``run.start`` creates it). Woken by the thread's first event; a thread
+    another user makes never becomes visible, so its stream shows nothing."""
+    quiet_since = time.monotonic()
+    while not await visible():
+        await store.await_events_after(thread_id, 0, WAIT, WatchPolicy())
+        if time.monotonic() - quiet_since >= KEEPALIVE:
+            quiet_since = time.monotonic()
+            yield b": keepalive\n\n"
+    async for item in frames:
+        yield item
+
+
+__all__ = ["frame", "once_visible", "request_filter", "sse", "thread_events"]

@@ -357,7 +357,9 @@ class Runs:
     async def join(self, entry: QueueEntry, timeout: timedelta | None = None) -> Any:
         """The run's final values (with ``__interrupt__``), or ``{"__error__": ...}``; after
         ``timeout``, the thread's values then. Waits in `EntryWatch` (no thread, no store call of
-        its own while it waits)."""
+        its own while it waits). A run that had ended before the join: the thread's state now,
+        as the reference answers it (its error, its interrupts, else its values)."""
+        ended = entry.closed
         try:
             async with asyncio.timeout(None if timeout is None else timeout.total_seconds()):
                 entry = await self.watch.until(entry, closed)
@@ -367,7 +369,20 @@ class Runs:
             # Its thread was deleted meanwhile (and maybe made again by someone else): never
             # another incarnation's state (D241).
             raise NotFound(f"run {run_id_of(entry.entry_id)} not found")
+        if ended:
+            return await self._thread_now(entry.thread_id)
         return await final_values(entry, self.threads)
+
+    async def _thread_now(self, thread_id: str) -> Any:
+        thread = await self.threads.get(thread_id)
+        if thread["status"] == "error":
+            last = await self.store.run_queue.entries(thread_id=thread_id, limit=1)
+            if last and isinstance(last[0].outcome, Failed):
+                return {"__error__": client_error(last[0].outcome.error)}
+        interrupts = [i for pending in (thread["interrupts"] or {}).values() for i in pending]
+        if thread["status"] == "interrupted" and interrupts:
+            return {"__interrupt__": interrupts}
+        return thread["values"]
 
     # --- streams -----------------------------------------------------------------------------
 
