@@ -219,17 +219,20 @@ def test_run_start_on_a_thread_waiting_at_an_interrupt_resumes_it(url: str) -> N
     assert [m["content"] for m in state["values"]["messages"]] == ["ask", "hello Ada"]
 
 
-def test_a_cancelled_run_ends_its_stream_as_failed(url: str) -> None:
-    thread_id = str(uuid.uuid4())
-    started = _command(
-        url, thread_id, "run.start", {"assistant_id": "agent", "input": _say("slow 5")}
-    )
+def _cancel_once_running(url: str, thread_id: str, text: str) -> None:
+    """A run of ``text`` started on the thread, cancelled once it runs."""
+    started = _command(url, thread_id, "run.start", {"assistant_id": "agent", "input": _say(text)})
     run_id = started.json()["result"]["run_id"]
     deadline = time.monotonic() + 30
     while httpx.get(f"{url}/threads/{thread_id}/runs/{run_id}").json()["status"] != "running":
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert httpx.post(f"{url}/threads/{thread_id}/runs/{run_id}/cancel").status_code == 202
+
+
+def test_a_cancelled_run_ends_its_stream_as_failed(url: str) -> None:
+    thread_id = str(uuid.uuid4())
+    _cancel_once_running(url, thread_id, "slow 5")
     events = _events(url, thread_id, {"channels": ["lifecycle"]}, "failed")
     assert events[-1]["params"]["data"]["error"] == "cancelled (requested)"
 
@@ -250,15 +253,7 @@ def test_a_deleted_threads_runs_are_not_in_the_stream_of_the_next_thread_of_its_
     """Issue 46 item 4, D241: the thread's stream tells the runs of this thread, not those of a
     deleted thread of the same id (whose log numbering it continues)."""
     thread_id = str(uuid.uuid4())
-    started = _command(
-        url, thread_id, "run.start", {"assistant_id": "agent", "input": _say("slow 3")}
-    )
-    run_id = started.json()["result"]["run_id"]
-    deadline = time.monotonic() + 30
-    while httpx.get(f"{url}/threads/{thread_id}/runs/{run_id}").json()["status"] != "running":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    assert httpx.post(f"{url}/threads/{thread_id}/runs/{run_id}/cancel").status_code == 202
+    _cancel_once_running(url, thread_id, "slow 3")
     assert httpx.delete(f"{url}/threads/{thread_id}").status_code == 204
     _command(url, thread_id, "run.start", {"assistant_id": "agent", "input": _say("hi")})
     events = _events(url, thread_id, {"channels": ["lifecycle"]}, "completed")
