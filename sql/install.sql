@@ -20,7 +20,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 19
+\set dg_required_version 20
 \set dg_release 0.2.0
 
 BEGIN;
@@ -265,6 +265,13 @@ SELECT :dg_version >= 19 AS dg_has_0019 \gset
 \else
 \ir ../migrations/0019.release.sql
 \endif
+-- 0021 is idempotent (IF NOT EXISTS), so reading it again where the version counts fewer
+-- migrations changes nothing.
+SELECT :dg_version >= 21 AS dg_has_0021 \gset
+\if :dg_has_0021
+\else
+\ir ../migrations/0021.thread_ttl.sql
+\endif
 
 -- Functions: every file, every time, inside a savepoint that is rolled back when they left the
 -- schema's functions, triggers and privileges as they were (CREATE OR REPLACE writes a new row
@@ -299,6 +306,7 @@ SAVEPOINT dg_functions;
 \ir 30_writes_events_effects.sql
 \ir 40_retract_prune_delete.sql
 \ir 47_runs_copy.sql
+\ir 48_thread_ttl.sql
 \ir 50_reads.sql
 \ir 52_effects.sql
 \ir 55_queue_common.sql

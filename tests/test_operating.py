@@ -243,7 +243,8 @@ def test_cancel_cancels_an_async_handlers_task_and_logs_cancelled(
 
 
 def _drop_versions_6_to_8(raw: sqlite3.Connection) -> None:
-    """Undo what versions 6 (scheduling), 7 (workers) and 8 (items) added to a SQLite file."""
+    """Undo what versions 6 (scheduling), 7 (workers), 8 (items) and 9 (thread TTLs) added to
+    a SQLite file."""
     for index in (
         "queue_entries_leased_tenant_idx",
         "queue_entries_leased_kind_idx",
@@ -255,6 +256,7 @@ def _drop_versions_6_to_8(raw: sqlite3.Connection) -> None:
     raw.execute("DROP TABLE schedules")
     raw.execute("DROP TABLE workers")  # version 7's (migrate_v7.sql)
     raw.execute("DROP TABLE items")  # version 8's (migrate_v8.sql)
+    raw.execute("DROP TABLE thread_ttls")  # version 9's (migrate_v9.sql)
     for table, column in (
         ("queue_entries", "priority"),
         ("queue_entries", "kind"),
@@ -290,7 +292,7 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
     finally:
         store.close()
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
 
 
 def test_a_traceback_over_the_stores_value_limit_still_defers_the_entry(tmp_path: Path) -> None:

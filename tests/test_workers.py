@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from durable_graph import Submission
+from durable_graph import Commit, Submission
 from durable_graph.aio import AsyncInMemoryCheckpointer
 from durable_graph.core.errors import ValidationError
 from durable_graph.core.workers import WorkerBeat
@@ -201,13 +201,30 @@ def test_a_version_7_sqlite_file_gains_the_worker_registry(tmp_path: Path) -> No
     with sqlite3.connect(path) as raw:  # what version 7 had
         raw.execute("DROP TABLE workers")
         raw.execute("DROP TABLE items")  # version 8's (migrate_v8.sql)
+        raw.execute("DROP TABLE thread_ttls")  # version 9's (migrate_v9.sql)
         raw.execute("PRAGMA user_version = 7")
     with SqliteCheckpointer.open(path) as store:
         assert [e.entry_id for e in store.run_queue.open_entries()] == [entry_id]
         store.run_queue.worker_heartbeat(WorkerBeat("w-1", "h", 1, None, "idle"))
         assert [w.holder for w in store.run_queue.workers()] == ["w-1"]
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+
+
+def test_a_version_9_sqlite_file_gains_thread_ttls(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with SqliteCheckpointer.open(path) as store:
+        claim = store.claim("t-1", "h")
+        store.commit(claim, Commit("c1", None, "run-1", {}))
+        store.release_claim(claim)
+    with sqlite3.connect(path) as raw:  # what version 9 had
+        raw.execute("DROP TABLE thread_ttls")
+        raw.execute("PRAGMA user_version = 9")
+    with SqliteCheckpointer.open(path) as store:
+        ttl = store.set_thread_ttl("t-1", 30, "keep_latest")
+        assert ttl is not None and ttl == store.thread_ttl("t-1")
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
 
 
 def test_a_version_8_sqlite_file_gains_the_item_store(tmp_path: Path) -> None:
@@ -217,6 +234,7 @@ def test_a_version_8_sqlite_file_gains_the_item_store(tmp_path: Path) -> None:
     store.close()
     with sqlite3.connect(path) as raw:  # what version 8 had
         raw.execute("DROP TABLE items")
+        raw.execute("DROP TABLE thread_ttls")  # version 9's (migrate_v9.sql)
         raw.execute("PRAGMA user_version = 8")
     with SqliteCheckpointer.open(path) as store:
         assert [e.entry_id for e in store.run_queue.open_entries()] == [entry_id]
@@ -224,4 +242,4 @@ def test_a_version_8_sqlite_file_gains_the_item_store(tmp_path: Path) -> None:
         got = store.run_queue.get_item(("memories",), "k")
         assert got is not None and got.value == {"v": 1}
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
