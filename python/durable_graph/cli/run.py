@@ -196,17 +196,25 @@ def _graphs_of(args: argparse.Namespace) -> GraphHandlerOf | None:
             from durable_graph.langgraph.config_file import LangGraphConfig
             from durable_graph.langgraph.handler import async_graphs_handler
             from durable_graph.langgraph.store import AsyncDurableStore
+            from durable_graph.service.retention import item_ttl, store_ttl_config, with_retention
             from durable_graph.service.webhooks import with_webhooks
         except ImportError as exc:
             raise UsageError(f"--langgraph-config needs durable-graph[langgraph] ({exc})") from None
         try:
-            graphs = LangGraphConfig.read(args.langgraph_config).load_graphs()
+            config = LangGraphConfig.read(args.langgraph_config)
+            graphs = config.load_graphs()
+            ttl = item_ttl(store_ttl_config(config.store_ttl))
         except ValidationError as exc:
             raise CliError(f"--langgraph-config: {exc}") from None
         # The graphs' LangGraph ``store`` is the store's items (SPEC §20.3), as under ``serve``;
         # a run's webhook is delivered by whichever worker takes its delivery.
-        return lambda saver: with_webhooks(
-            async_graphs_handler(graphs, saver, store=AsyncDurableStore(saver.store.run_queue))
+        # The retention sweeps serve set up (SPEC §24) run on any such worker too.
+        return lambda saver: with_retention(
+            with_webhooks(
+                async_graphs_handler(
+                    graphs, saver, store=AsyncDurableStore(saver.store.run_queue, ttl=ttl)
+                )
+            )
         )
     if args.app is None:
         raise UsageError("worker needs --app module:handler (or --langgraph-config FILE)")

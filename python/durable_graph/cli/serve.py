@@ -77,6 +77,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from durable_graph.service import create_app
         from durable_graph.service.auth import UserAuth
         from durable_graph.service.guard import DEFAULT_MAX_BODY_BYTES, Origins, cors_settings
+        from durable_graph.service.retention import (
+            item_ttl,
+            set_up,
+            store_ttl_config,
+            thread_ttl_config,
+            with_retention,
+        )
         from durable_graph.service.webhooks import with_webhooks
         from durable_graph.worker.aio import AsyncWorker
         from durable_graph.worker.scheduler import Scheduler
@@ -92,6 +99,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         graphs = config.load_graphs()
         user_auth = None if config.auth is None else UserAuth.load(config.path.parent, config.auth)
         configured, cors = cors_settings(args.config)
+        # SPEC §24: checked before anything starts (a TTL read by nothing is no TTL).
+        thread_ttl = thread_ttl_config(config.checkpointer_ttl)
+        store_ttl = store_ttl_config(config.store_ttl)
     except ValidationError as exc:
         raise CliError(f"--config: {exc}") from None
     origins = configured.union(given)
@@ -107,11 +117,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             saver = AsyncDurableSaver(store)
             # The graphs' LangGraph ``store`` (long-term memory) and /store/* are the store's
             # items (SPEC §20.3), as LangGraph Server gives its graphs its own store.
-            graph_store = AsyncDurableStore(store.run_queue)
+            graph_store = AsyncDurableStore(store.run_queue, ttl=item_ttl(store_ttl))
+            # The retention sweeps are jobs of the queue (SPEC §24, D262): set up here, run by
+            # any worker of the langgraph.json (these, or worker --langgraph-config).
+            await set_up(store, thread_ttl, store_ttl)
+            handler = async_graphs_handler(graphs, saver, store=graph_store)
             workers = [
-                AsyncWorker(
-                    store, with_webhooks(async_graphs_handler(graphs, saver, store=graph_store))
-                )
+                AsyncWorker(store, with_retention(with_webhooks(handler)))
                 for _ in range(args.workers)
             ]
             running = [asyncio.create_task(w.run(), name=w.holder) for w in workers]
@@ -125,6 +137,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 origins=origins,
                 cors=cors,
                 max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
+                thread_ttl=thread_ttl,
             )
             log.info(
                 "LangGraph API at http://%s:%d/ (%d graphs, %d workers in process)",

@@ -6,7 +6,8 @@ factory, called per use as LangGraph Server calls it, see `factory`), ``dependen
 paths, ``"."`` above all, put on ``sys.path``; packages are the deployer's to install), ``env``
 (a ``.env`` file path — a missing one is logged and skipped, as ``langgraph dev`` does — or an
 object: set in the environment where not already set), ``auth.path`` (the users' ``Auth`` the
-service runs, `durable_graph.service.auth`). Other keys (``python_version``,
+service runs, `durable_graph.service.auth`), ``checkpointer.ttl`` and ``store.ttl`` (retention,
+`durable_graph.service.retention`). Other keys (``python_version``,
 ``dockerfile_lines``...) are LangGraph Platform's build settings and are ignored. Graphs are
 compiled with no checkpointer of their own: the worker binds each run to the store's saver.
 """
@@ -36,6 +37,11 @@ class LangGraphConfig:
     env: dict[str, str]
     auth: str | None = None
     """``auth.path``: the ``langgraph_sdk.Auth`` the service runs (``./auth.py:auth``)."""
+    checkpointer_ttl: Any = None
+    """``checkpointer.ttl`` as written (threads' TTL and its sweep: `durable_graph.service.retention`
+    checks it)."""
+    store_ttl: Any = None
+    """``store.ttl`` as written (the items' TTL and its sweep, checked there too)."""
 
     @classmethod
     def read(cls, path: str | Path) -> LangGraphConfig:
@@ -72,7 +78,13 @@ class LangGraphConfig:
         if not isinstance(auth, dict) or not isinstance(auth.get("path"), str | None):
             raise ValidationError("config: 'auth' must be an object with a 'path'")
         env_vars = {str(k): str(v) for k, v in env.items()}
-        return cls(p, dict(graphs), env_vars, auth.get("path"))
+        ttls = []
+        for key in ("checkpointer", "store"):
+            section = data.get(key) or {}
+            if not isinstance(section, dict):
+                raise ValidationError(f"config: '{key}' must be an object")
+            ttls.append(section.get("ttl"))
+        return cls(p, dict(graphs), env_vars, auth.get("path"), *ttls)
 
     def apply_env(self) -> None:
         for key, value in self.env.items():

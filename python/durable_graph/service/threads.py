@@ -65,6 +65,8 @@ class Threads:
         self.graph_store = graph_store
         self.default_graph = next(iter(graphs))
         self._read_graphs: dict[str, Pregel[Any, Any, Any, Any]] = {}
+        self.default_ttl: tuple[float, str] | None = None
+        """``checkpointer.ttl``'s default (minutes, strategy) for every thread made here."""
 
     async def graph(self, name: str) -> Pregel[Any, Any, Any, Any]:
         """The graph ``name`` for reading (state, history, schemas, drawing) over the store; a
@@ -129,6 +131,8 @@ class Threads:
             )
             record = {"metadata": metadata, "created_at": iso(_now()), "owner": TENANT.get()}
             await self.store.record_effect(claim, THREAD_EFFECT, record)
+            if self.default_ttl is not None:  # langgraph.json's checkpointer.ttl (SPEC §24.1)
+                await self.store.set_thread_ttl(thread_id, *self.default_ttl)
         finally:
             with suppress(StoreError):
                 await self.store.release_claim(claim)
