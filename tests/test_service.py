@@ -574,14 +574,19 @@ def test_a_bad_thread_ttl_is_422_naming_it_and_writes_nothing(
     client: Any = get_sync_client(url=url)
     mark = _mark()
     thread_id = client.threads.create(metadata={"test": mark})["thread_id"]
-    bad_ttls = (-1, {"ttl": 5, "strategy": "purge"}, {"strategy": "delete"}, 10**9)
+    bad_ttls: tuple[object, ...] = (
+        -1,
+        {"ttl": 5, "strategy": "purge"},
+        {"strategy": "delete"},
+        10**9,
+    )
     if request.node.callspec.params["backend"] == "reference":
         # langgraph dev refuses an unknown strategy (its request schema), and keeps no TTL
         # (its in-memory runtime ignores the field), so it takes the rest unchecked.
         with pytest.raises(UnprocessableEntityError):
             client.threads.create(metadata={"other": mark}, ttl={"ttl": 5, "strategy": "purge"})
-        for bad in (-1, {"strategy": "delete"}, 10**9):
-            assert "ttl" not in client.threads.create(metadata={"other": mark}, ttl=bad)
+        for unchecked in (-1, {"strategy": "delete"}, 10**9):
+            assert "ttl" not in client.threads.create(metadata={"other": mark}, ttl=unchecked)
         return
     for bad in bad_ttls:
         with pytest.raises(UnprocessableEntityError) as refused:
