@@ -113,7 +113,8 @@ $$;
 --   - 'keep_latest' already applied with no activity since is put off by its TTL;
 --   - otherwise it is swept: 'delete' as dg_delete_thread_v1 (its open entries marked, none are
 --     open), 'keep_latest' pruning the thread and each descendant to its head (dg_prune_v1 with
---     keep_last 1: the head, its pending writes, nothing else).
+--     keep_last 1 and a max_age of a microsecond: the head and its pending writes stay; older
+--     checkpoints and the event log go, the event numbering continuing).
 -- Returns deleted, kept_latest and checked (the due rows taken). Raises DG000 (p_limit must be
 -- 1..10000).
 CREATE OR REPLACE FUNCTION dg_sweep_threads_v1(p_limit integer)
@@ -189,7 +190,9 @@ BEGIN
             DELETE FROM thread_ttls WHERE thread_ttls.thread_id = r.thread_id;
             v_deleted := v_deleted + 1;
         ELSE
-            PERFORM dg_prune_v1(m.id, 1, NULL) FROM pg_catalog.unnest(v_tree) m(id);
+            -- keep_last 1 and every event: max_age of a microsecond is "older than now".
+            PERFORM dg_prune_v1(m.id, 1, interval '1 microsecond')
+               FROM pg_catalog.unnest(v_tree) m(id);
             UPDATE thread_ttls SET due_at = v_now + v_ttl, swept_at = v_now
              WHERE thread_ttls.thread_id = r.thread_id;
             v_kept := v_kept + 1;

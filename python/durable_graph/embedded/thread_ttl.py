@@ -16,7 +16,8 @@ from durable_graph.core.model import RetentionPolicy, ThreadSweep, ThreadTtl
 from durable_graph.embedded.rows import ThreadRow, TtlRow
 from durable_graph.embedded.storage import Tx
 
-KEEP_LATEST = RetentionPolicy(keep_last=1)
+KEEP_LATEST = RetentionPolicy(keep_last=1, max_age=timedelta(microseconds=1))
+"""The head with its pending writes; older checkpoints and every event go (SPEC §24.2)."""
 
 
 def _minutes(row: TtlRow) -> timedelta:

@@ -209,6 +209,9 @@ class ThreadTtlTests:
         assert [c.checkpoint_id for c in store.history(T)] == ["c3"]
         head = store.get(T)
         assert head is not None and head.writes == (PendingWrite("task", "ch", {"v": 1}),)
+        assert store.events_after(T, 0) == []  # the log goes too; its numbering continues
+        info = store.thread(T)
+        assert info is not None and info.last_seq == 3
         ttl = store.thread_ttl(T)
         assert ttl is not None and ttl.strategy == "keep_latest"
         # Nothing happened since: the next sweeps leave it alone.
