@@ -22,6 +22,7 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import NotFoundError
 
 from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.errors import ValidationError
 from durable_graph.core.model import Completed, Submission
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
 from durable_graph.service import retention
@@ -154,3 +155,28 @@ def test_a_bad_ttl_setting_stops_serve_naming_it(
     assert done.returncode != 0
     assert named in done.stderr, done.stderr
     assert not db.exists()  # refused before the store was opened
+
+
+@pytest.mark.parametrize(
+    ("minutes", "cron"),
+    [(1, "*/1 * * * *"), (5, "*/5 * * * *"), (59, "*/59 * * * *"), (60, "0 */1 * * *"),
+     (360, "0 */6 * * *"), (1440, "0 */24 * * *")],
+)  # fmt: skip
+def test_a_sweep_interval_is_its_schedules_cron(minutes: int, cron: str) -> None:
+    config = retention.thread_ttl_config({"sweep_interval_minutes": minutes})
+    assert config is not None and retention.cron_every(config.sweep_interval_minutes) == cron
+
+
+def test_a_request_ttl_reads_as_the_reference_maps_it() -> None:
+    keep = retention.thread_ttl_config({"strategy": "keep_latest", "default_ttl": 30})
+    assert retention.requested_ttl(None, keep) == (30.0, "keep_latest")  # the file's default
+    assert retention.requested_ttl(None, None) is None
+    assert retention.requested_ttl(7, keep) == (7.0, "keep_latest")
+    assert retention.requested_ttl({"ttl": 7, "strategy": "delete"}, keep) == (7.0, "delete")
+    assert retention.requested_ttl({"default_ttl": 3}, None) == (3.0, "delete")
+    for bad, named in [
+        ({"ttl": 5, "when": 1}, "ttl"),
+        ({"ttl": 5, "strategy": "x"}, "ttl.strategy"),
+    ]:
+        with pytest.raises(ValidationError, match=named):
+            retention.requested_ttl(bad, None)

@@ -169,11 +169,12 @@ def requested_ttl(value: object, default: ThreadTtlConfig | None) -> tuple[float
         return default.default_ttl, default.strategy
     strategy = default.strategy if default is not None else "delete"
     if isinstance(value, Mapping):
-        unknown = set(value) - {"ttl", "strategy"}
+        unknown = set(value) - {"ttl", "default_ttl", "strategy"}
         if unknown:
             raise ValidationError(f"ttl: unknown field(s) {sorted(unknown)}")
         strategy = value.get("strategy") or strategy
-        minutes = value.get("ttl")
+        # ``default_ttl`` read as ``ttl`` where ``ttl`` is absent, as the reference maps it.
+        minutes = value.get("ttl", value.get("default_ttl"))
         if minutes is None:
             raise ValidationError("ttl.ttl: the TTL in minutes is required")
     else:
