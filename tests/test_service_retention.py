@@ -180,3 +180,40 @@ def test_a_request_ttl_reads_as_the_reference_maps_it() -> None:
     ]:
         with pytest.raises(ValidationError, match=named):
             retention.requested_ttl(bad, None)
+
+
+def test_two_services_sweep_each_slot_once_between_them(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """Two API processes with their workers and schedulers on one PostgreSQL store: the sweep's
+    schedule fires each minute's slot once between them (its key), one worker runs it, and the
+    expired thread is gone — no test submits anything of the sweep's."""
+    backend = store_backend("postgres", request, tmp_path_factory, "ret2")
+    ttl = {"default_ttl": SHORT, "sweep_interval_minutes": 1, "sweep_limit": 5}
+    config = _config(tmp_path, checkpointer={"ttl": ttl})
+    with (
+        serving(backend, tmp_path, config=config) as url,
+        serving(backend, tmp_path, config=config),
+        _store(backend) as store,
+    ):
+        client: Any = get_sync_client(url=url)
+        gone = client.threads.create()["thread_id"]
+        deadline = time.monotonic() + 150  # the next minute's slot, then its run
+        swept: list[Any] = []
+        while time.monotonic() < deadline:
+            swept = store.run_queue.entries(thread_id=retention.THREADS, state="completed")
+            if any(_deleted(e.outcome) for e in swept):
+                break
+            time.sleep(1)
+        keys = [e.key for e in store.run_queue.entries(thread_id=retention.THREADS)]
+        assert swept and keys, "no sweep ran within a slot"
+        assert all(k is not None and k.startswith("schedule:retention:threads:") for k in keys)
+        assert len(keys) == len(set(keys))  # each slot once, however many fired it
+        with pytest.raises(NotFoundError):
+            client.threads.get(gone)
+
+
+def _deleted(outcome: object) -> int:
+    """How many threads a completed sweep job deleted (its output)."""
+    assert isinstance(outcome, Completed) and isinstance(outcome.output, dict)
+    return int(outcome.output["deleted"])
