@@ -107,6 +107,7 @@ bench: venv pg-deps
 	$(VENV)/bin/python -m tests.bench.operating --out bench-operating.md
 	$(VENV)/bin/python -m tests.bench.sqlite_writers --out bench-sqlite-writers.md
 	$(VENV)/bin/python -m tests.bench.streaming --out bench-streaming.md
+	$(VENV)/bin/python -m tests.bench.retention --out bench-retention.md
 	test -x $(REF_VENV)/bin/langgraph || (python3 -m venv $(REF_VENV) && $(REF_VENV)/bin/pip install -q 'langgraph-cli[inmem]')
 	$(VENV)/bin/pip install -q -e '.[service]'
 	$(VENV)/bin/python -m tests.bench.service_load --out bench-service-load.md

@@ -20,7 +20,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 20
+\set dg_required_version 21
 \set dg_release 0.2.0
 
 BEGIN;
@@ -270,6 +270,11 @@ SELECT :dg_version >= 20 AS dg_has_0020 \gset
 \else
 \ir ../migrations/0020.thread_incarnation.sql
 \endif
+SELECT :dg_version >= 21 AS dg_has_0021 \gset
+\if :dg_has_0021
+\else
+\ir ../migrations/0021.thread_ttl.sql
+\endif
 
 -- Functions: every file, every time, inside a savepoint that is rolled back when they left the
 -- schema's functions, triggers and privileges as they were (CREATE OR REPLACE writes a new row
@@ -304,6 +309,7 @@ SAVEPOINT dg_functions;
 \ir 30_writes_events_effects.sql
 \ir 40_retract_prune_delete.sql
 \ir 47_runs_copy.sql
+\ir 48_thread_ttl.sql
 \ir 50_reads.sql
 \ir 52_effects.sql
 \ir 55_queue_common.sql

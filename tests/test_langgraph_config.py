@@ -88,9 +88,9 @@ def test_serve_refuses_to_start_with_a_key_it_would_not_honour(tmp_path: Path) -
     from service_support import BIN
 
     (tmp_path / "agent.py").write_text("graph = None\n")
-    config = _with(tmp_path, store={"ttl": {"default_ttl": 60}})
+    config = _with(tmp_path, store={"index": {"dims": 3, "embed": "openai:x"}})
     argv = [str(BIN), "--sqlite", str(tmp_path / "s.db"), "serve", "--config", str(config)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
-    assert "'store.ttl' is not supported" in done.stderr, done.stderr
+    assert "'store.index' is not supported" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr

@@ -242,9 +242,9 @@ def test_cancel_cancels_an_async_handlers_task_and_logs_cancelled(
     )
 
 
-def _drop_versions_6_to_9(raw: sqlite3.Connection) -> None:
-    """Undo what versions 6 (scheduling), 7 (workers), 8 (items) and 9 (thread deletion
-    times) added to a SQLite file."""
+def _drop_versions_6_to_10(raw: sqlite3.Connection) -> None:
+    """Undo what versions 6 (scheduling), 7 (workers), 8 (items), 9 (thread deletion times)
+    and 10 (thread TTLs) added to a SQLite file."""
     for index in (
         "queue_entries_leased_tenant_idx",
         "queue_entries_leased_kind_idx",
@@ -256,6 +256,7 @@ def _drop_versions_6_to_9(raw: sqlite3.Connection) -> None:
     raw.execute("DROP TABLE schedules")
     raw.execute("DROP TABLE workers")  # version 7's (migrate_v7.sql)
     raw.execute("DROP TABLE items")  # version 8's (migrate_v8.sql)
+    raw.execute("DROP TABLE thread_ttls")  # version 10's (migrate_v10.sql)
     for table, column in (
         ("queue_entries", "priority"),
         ("queue_entries", "kind"),
@@ -279,7 +280,7 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
         raw.execute("ALTER TABLE queue_entries DROP COLUMN not_before")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN retry_of")
         raw.execute("ALTER TABLE queue_attempts DROP COLUMN error")
-        _drop_versions_6_to_9(raw)  # ... nor the version-6 ones (SPEC §15, migrate_v5.sql)
+        _drop_versions_6_to_10(raw)  # ... nor the version-6 ones (SPEC §15, migrate_v5.sql)
         raw.execute("ALTER TABLE pending_writes DROP COLUMN task_path")  # version 5's
         raw.execute("PRAGMA user_version = 2")
     store = SqliteCheckpointer.open(path)
@@ -292,7 +293,7 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
     finally:
         store.close()
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
 
 
 def test_a_traceback_over_the_stores_value_limit_still_defers_the_entry(tmp_path: Path) -> None:
@@ -396,7 +397,7 @@ def test_a_version_5_sqlite_file_gains_fixed_listing_places(tmp_path: Path) -> N
         raw.execute("DROP INDEX queue_entries_retry_of_idx")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN open_since")
         raw.execute("ALTER TABLE queue_entries DROP COLUMN list_after")
-        _drop_versions_6_to_9(raw)  # and what version 6 added (migrate_v6.sql, scheduling)
+        _drop_versions_6_to_10(raw)  # and what version 6 added (migrate_v6.sql, scheduling)
         raw.execute("PRAGMA user_version = 5")
     store = SqliteCheckpointer.open(path)
     try:

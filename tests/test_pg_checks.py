@@ -54,6 +54,7 @@ def _dump(conn: psycopg.Connection[Any]) -> dict[str, list[str]]:
         "queue_entries",
         "queue_attempts",
         "limits",
+        "thread_ttls",
     ]
     return {
         t: [
@@ -611,3 +612,48 @@ def test_put_schedule_accepts_what_python_accepts(conn: psycopg.Connection[Any],
     assert check_cron("cron", expr) == expr
     row = conn.execute(_PUT_SCHEDULE, (expr,)).fetchone()
     assert row is not None and row[1] == expr
+
+
+# --- issue 47: the thread TTL functions check their own arguments (sql/48_thread_ttl.sql) --------
+
+
+@pytest.mark.parametrize(
+    ("minutes", "strategy", "name"),
+    [
+        (-1.0, "delete", "ttl"),
+        (0.0, "delete", "ttl"),
+        (5_256_001.0, "delete", "ttl"),
+        (float("nan"), "delete", "ttl"),
+        (float("inf"), "delete", "ttl"),
+        (5.0, "purge", "strategy"),
+        (5.0, None, "strategy"),
+    ],
+)
+def test_set_thread_ttl_refuses_each_bad_argument_naming_it(
+    conn: psycopg.Connection[Any], minutes: float, strategy: str | None, name: str
+) -> None:
+    _claimed(conn)
+    conn.execute("SELECT * FROM dg_set_thread_ttl_v1('t', 5, 'delete')")
+    query = "SELECT * FROM dg_set_thread_ttl_v1(%s, %s::double precision, %s)"
+    _refused(conn, query, ("t", minutes, strategy), name)
+    _refused(conn, query, (None, 5.0, "delete"), "thread_id")
+    _refused(conn, "SELECT * FROM dg_thread_ttl_v1(%s)", (None,), "thread_id")
+
+
+@pytest.mark.parametrize("limit", [0, -1, 10_001, None])
+def test_sweep_threads_refuses_a_bad_limit(
+    conn: psycopg.Connection[Any], limit: int | None
+) -> None:
+    _claimed(conn)
+    conn.execute("SELECT * FROM dg_set_thread_ttl_v1('t', 0.0001, 'delete')")
+    _refused(conn, "SELECT * FROM dg_sweep_threads_v1(%s::integer)", (limit,), "limit")
+
+
+def test_set_thread_ttl_on_a_thread_without_a_commit_writes_nothing(
+    conn: psycopg.Connection[Any],
+) -> None:
+    before = _dump(conn)
+    assert (
+        conn.execute("SELECT * FROM dg_set_thread_ttl_v1('nobody', 5, 'delete')").fetchall() == []
+    )
+    assert _dump(conn) == before

@@ -147,7 +147,9 @@ def test_install_sql_includes_every_migration_and_function_file_in_order() -> No
     expected = [f"../migrations/{f.name}" for f in migrations.migration_files()]
     expected += [f.name for f in migrations.function_files()]
     assert included == expected
-    for number in range(1, migrations.required_version() + 1):
+    for migration in migrations.migration_files():
+        # Each by its own number (a branch may hold 0021 before 0020 lands).
+        number = int(migration.name[:4])
         assert f"SELECT :dg_version >= {number} AS dg_has_{number:04d} \\gset" in text
     assert f"\\set dg_required_version {migrations.required_version()}\n" in text
 
@@ -239,8 +241,8 @@ def _as_before_the_release(conn: psycopg.Connection[Any], schema: str) -> None:
     conn.execute("DELETE FROM schema_bookkeeping WHERE key = 'release'")
     conn.execute("ALTER TABLE schema_bookkeeping ENABLE TRIGGER schema_meta_guard")
     if conn.execute("SELECT to_regclass('_yoyo_migration')").fetchone() != (None,):
-        # 0019 and every later one: a pre-release state had none of them.
-        conn.execute("DELETE FROM _yoyo_migration WHERE migration_id >= '0019.'")
+        # 0019 and every later migration: the pre-release state had none of them.
+        conn.execute("DELETE FROM _yoyo_migration WHERE migration_id >= '0019'")
     for signature in _STALE:
         conn.execute(
             f"CREATE FUNCTION {signature} RETURNS integer LANGUAGE sql SECURITY DEFINER"
@@ -326,7 +328,7 @@ def _as_a_later_release(dsn: str, schema: str) -> None:
         conn.execute("SET LOCAL durable_graph.release = '0.3.0'")
         conn.execute(
             "UPDATE schema_bookkeeping SET value = %s WHERE key = 'version'",
-            (str(LATER),),
+            (str(migrations.required_version() + 1),),
         )
         conn.execute("UPDATE schema_bookkeeping SET value = '0.3.0' WHERE key = 'release'")
 
@@ -339,9 +341,10 @@ def test_code_older_than_the_schema_refuses_to_migrate_plan_or_open_it(
     migrations.migrate(pg_dsn, pg_schema)
     _as_a_later_release(pg_dsn, pg_schema)
     before = row_versions(pg_dsn, pg_schema)
+    ours = migrations.required_version()
     both = (
-        rf"schema {pg_schema} is at version {LATER} \(durable-graph 0\.3\.0\), newer than this "
-        rf"durable-graph 0\.2\.0 \(schema version {LATER - 1}\)"
+        rf"schema {pg_schema} is at version {ours + 1} \(durable-graph 0\.3\.0\), newer than "
+        rf"this durable-graph 0\.2\.0 \(schema version {ours}\)"
     )
     with pytest.raises(ProcessingError, match=both):
         migrations.migrate(pg_dsn, pg_schema)
@@ -357,8 +360,8 @@ def test_code_older_than_the_schema_refuses_to_migrate_plan_or_open_it(
     done = psql(pg_dsn, "-v", f"schema={pg_schema}", "-f", str(INSTALL))
     assert done.returncode != 0
     assert (
-        f"schema {pg_schema} is at version {LATER} (durable-graph 0.3.0), newer than this "
-        f"install script of durable-graph 0.2.0 (schema version {LATER - 1})" in done.stderr
+        f"schema {pg_schema} is at version {ours + 1} (durable-graph 0.3.0), newer than this "
+        f"install script of durable-graph 0.2.0 (schema version {ours})" in done.stderr
     )
     assert row_versions(pg_dsn, pg_schema) == before
 
@@ -377,8 +380,8 @@ def test_the_guard_refuses_bookkeeping_written_by_code_released_before_it(
                 " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
             )
     message = str(caught.value)
-    current = migrations.required_version()
-    assert f"schema {pg_schema} is at version {current} (durable-graph 0.2.0)" in message
+    version = migrations.required_version()
+    assert f"schema {pg_schema} is at version {version} (durable-graph 0.2.0)" in message
     assert "set version to 18" in message and "code released before 0.2.0" in message
     with psycopg.connect(pg_dsn) as conn:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))

@@ -14,6 +14,7 @@ import signal
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -630,6 +631,67 @@ def test_join_of_a_run_that_had_ended_answers_the_threads_state_now(url: str) ->
     assert [i["value"] for i in again["__interrupt__"]] == ["what is your name?"], again
 
 
+def test_a_thread_ttl_is_set_updated_and_read_as_the_reference(
+    url: str, request: pytest.FixtureRequest
+) -> None:
+    """``threads.create(ttl=...)`` / ``threads.update(ttl=...)`` (minutes, or ``{ttl,
+    strategy}`` as the SDK sends them) and ``threads.get(include=["ttl"])`` (SPEC §24.1): the
+    TTL as LangGraph's hosted server answers it. ``langgraph dev`` takes the same calls but
+    keeps no TTL (its in-memory runtime ignores one), so it answers without ``ttl``."""
+    reference = request.node.callspec.params["backend"] == "reference"
+    client: Any = get_sync_client(url=url)
+    made = client.threads.create(ttl=60, metadata={"ttl": "yes"})
+    thread_id = made["thread_id"]
+    assert "ttl" not in made and "ttl" not in client.threads.get(thread_id)
+    got = client.threads.get(thread_id, include=["ttl"])
+    if reference:
+        assert "ttl" not in got
+    else:
+        ttl = got["ttl"]
+        assert (ttl["strategy"], ttl["ttl_minutes"]) == ("delete", 60.0)
+        expires = datetime.fromisoformat(ttl["expires_at"])
+        assert timedelta(minutes=59) < expires - datetime.now(UTC) <= timedelta(minutes=60)
+    updated = client.threads.update(
+        thread_id, metadata={"more": 1}, ttl={"ttl": 5, "strategy": "keep_latest"}
+    )
+    assert updated["metadata"] == {"ttl": "yes", "more": 1}
+    if not reference:
+        ttl = client.threads.get(thread_id, include=["ttl"])["ttl"]
+        assert (ttl["strategy"], ttl["ttl_minutes"]) == ("keep_latest", 5.0)
+    plain = client.threads.create()["thread_id"]  # no ttl, no default: none included
+    assert "ttl" not in client.threads.get(plain, include=["ttl"])
+
+
+def test_a_bad_thread_ttl_is_422_naming_it_and_writes_nothing(
+    url: str, request: pytest.FixtureRequest
+) -> None:
+    client: Any = get_sync_client(url=url)
+    mark = _mark()
+    thread_id = client.threads.create(metadata={"test": mark})["thread_id"]
+    bad_ttls: tuple[object, ...] = (
+        -1,
+        {"ttl": 5, "strategy": "purge"},
+        {"strategy": "delete"},
+        10**9,
+    )
+    if request.node.callspec.params["backend"] == "reference":
+        # langgraph dev refuses an unknown strategy (its request schema), and keeps no TTL
+        # (its in-memory runtime ignores the field), so it takes the rest unchecked.
+        with pytest.raises(UnprocessableEntityError):
+            client.threads.create(metadata={"other": mark}, ttl={"ttl": 5, "strategy": "purge"})
+        for unchecked in (-1, {"strategy": "delete"}, 10**9):
+            assert "ttl" not in client.threads.create(metadata={"other": mark}, ttl=unchecked)
+        return
+    for bad in bad_ttls:
+        with pytest.raises(UnprocessableEntityError) as refused:
+            client.threads.create(metadata={"test": mark}, ttl=bad)
+        assert "ttl" in refused.value.response.json()["detail"]
+        with pytest.raises(UnprocessableEntityError):
+            client.threads.update(thread_id, metadata={"changed": True}, ttl=bad)
+    assert [t["thread_id"] for t in client.threads.search(metadata={"test": mark})] == [thread_id]
+    assert client.threads.get(thread_id)["metadata"] == {"test": mark}
+
+
 # --- double texting and cancel ----------------------------------------------------------------
 
 
@@ -842,11 +904,10 @@ def test_bad_requests_get_4xx_with_a_message_and_change_nothing(url: str, backen
             bad_limit = {"assistant_id": "agent", "config": {"recursion_limit": -1}}
             response = http.post(f"/threads/{thread_id}/runs", json=bad_limit)
             assert response.status_code == 422 and "recursion_limit" in response.json()["detail"]
-            # What this service does not keep is refused by name, never dropped (the reference
-            # keeps a thread's time-to-live).
+            # A bad ttl or an unknown stream mode is refused by name, writing nothing.
             for method, path, body in [
-                ("POST", "/threads", {"ttl": 5}),
-                ("PATCH", f"/threads/{thread_id}", {"metadata": {"x": 1}, "ttl": 5}),
+                ("POST", "/threads", {"ttl": -5}),
+                ("PATCH", f"/threads/{thread_id}", {"metadata": {"x": 1}, "ttl": 0}),
                 ("GET", f"/threads/{thread_id}/stream?stream_modes=tokens", None),
             ]:
                 response = http.request(method, path, json=body)

@@ -400,6 +400,34 @@ def test_keyed_submit_returns_the_old_ticket(lab: Lab, state: State, path: str) 
 
 
 @pytest.mark.parametrize(("state", "path"), CASES)
+def test_an_old_thread_takes_a_ttl_after_the_upgrade(lab: Lab, state: State, path: str) -> None:
+    # Migration 0021 (thread_ttls): a thread the old package wrote takes a TTL through the
+    # runtime role, reads it back, and a sweep runs (nothing is due yet); the old values stay.
+    done = lab.upgraded(state, path)
+    done.require()
+    config = PostgresConfig(schema=done.schema, auto_migrate=False)
+    with PostgresCheckpointer.open(lab.runtime_dsn, config) as store:
+        ttl = store.set_thread_ttl("t-main", 60, "keep_latest")
+        assert ttl is not None and (ttl.minutes, ttl.strategy) == (60.0, "keep_latest")
+        assert store.thread_ttl("t-main") == ttl
+        assert store.sweep_threads(10) == dg.ThreadSweep(0, 0, 0)
+        assert store.set_thread_ttl("t-main", None) is None
+        info = store.thread("t-main")
+        assert info is not None and info.head_id == "c3"
+
+
+@pytest.mark.parametrize("state", BY_STATE)
+def test_an_old_sqlite_file_takes_a_ttl_after_the_upgrade(lab: Lab, state: State) -> None:
+    prepared = lab.prepared(state)
+    copy = prepared.package.root / "old-ttl.db"
+    shutil.copyfile(prepared.package.root / "old.db", copy)
+    with SqliteCheckpointer.open(copy) as store:
+        ttl = store.set_thread_ttl("t-main", 60)
+        assert ttl is not None and ttl == store.thread_ttl("t-main")
+        assert store.sweep_threads(10) == dg.ThreadSweep(0, 0, 0)
+
+
+@pytest.mark.parametrize(("state", "path"), CASES)
 def test_grants_and_least_privilege_unchanged(lab: Lab, state: State, path: str) -> None:
     done = lab.upgraded(state, path)
     done.require()

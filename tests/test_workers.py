@@ -203,13 +203,30 @@ def test_a_version_7_sqlite_file_gains_the_worker_registry(tmp_path: Path) -> No
         raw.execute("DROP TABLE workers")
         raw.execute("DROP TABLE items")  # version 8's (migrate_v8.sql)
         raw.execute("ALTER TABLE threads DROP COLUMN deleted_at")  # version 9's
+        raw.execute("DROP TABLE thread_ttls")  # version 10's (migrate_v10.sql)
         raw.execute("PRAGMA user_version = 7")
     with SqliteCheckpointer.open(path) as store:
         assert [e.entry_id for e in store.run_queue.open_entries()] == [entry_id]
         store.run_queue.worker_heartbeat(WorkerBeat("w-1", "h", 1, None, "idle"))
         assert [w.holder for w in store.run_queue.workers()] == ["w-1"]
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
+
+
+def test_a_version_10_sqlite_file_gains_thread_ttls(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with SqliteCheckpointer.open(path) as store:
+        claim = store.claim("t-1", "h")
+        store.commit(claim, Commit("c1", None, "run-1", {}))
+        store.release_claim(claim)
+    with sqlite3.connect(path) as raw:  # what version 10 had
+        raw.execute("DROP TABLE thread_ttls")
+        raw.execute("PRAGMA user_version = 10")
+    with SqliteCheckpointer.open(path) as store:
+        ttl = store.set_thread_ttl("t-1", 30, "keep_latest")
+        assert ttl is not None and ttl == store.thread_ttl("t-1")
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
 
 
 def test_a_version_8_sqlite_file_gains_the_item_store(tmp_path: Path) -> None:
@@ -220,6 +237,7 @@ def test_a_version_8_sqlite_file_gains_the_item_store(tmp_path: Path) -> None:
     with sqlite3.connect(path) as raw:  # what version 8 had
         raw.execute("DROP TABLE items")
         raw.execute("ALTER TABLE threads DROP COLUMN deleted_at")  # version 9's
+        raw.execute("DROP TABLE thread_ttls")  # version 10's (migrate_v10.sql)
         raw.execute("PRAGMA user_version = 8")
     with SqliteCheckpointer.open(path) as store:
         assert [e.entry_id for e in store.run_queue.open_entries()] == [entry_id]
@@ -227,7 +245,7 @@ def test_a_version_8_sqlite_file_gains_the_item_store(tmp_path: Path) -> None:
         got = store.run_queue.get_item(("memories",), "k")
         assert got is not None and got.value == {"v": 1}
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
 
 
 def test_a_version_9_sqlite_file_gains_thread_deletion_times(tmp_path: Path) -> None:
@@ -244,6 +262,7 @@ def test_a_version_9_sqlite_file_gains_thread_deletion_times(tmp_path: Path) -> 
         store.run_queue.put_schedule(Schedule(OLD_CRON, "0 3 * * *", "c", OLD_CRON_INPUT))
     with sqlite3.connect(path) as raw:  # what version 9 had
         raw.execute("ALTER TABLE threads DROP COLUMN deleted_at")
+        raw.execute("DROP TABLE thread_ttls")  # version 10's
         raw.execute("PRAGMA user_version = 9")
     with SqliteCheckpointer.open(path) as store:
         schedule = store.run_queue.schedules()[0]
@@ -252,7 +271,7 @@ def test_a_version_9_sqlite_file_gains_thread_deletion_times(tmp_path: Path) -> 
         assert store.run_queue.fire_schedule("s", slot) is None
         assert store.run_queue.open_entries(tenant=ANY) == []
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
         rows = dict(raw.execute("SELECT thread_id, deleted_at FROM threads").fetchall())
         assert rows["gone"] is not None and rows["kept"] is None
     with SqliteCheckpointer.open(path) as store:  # a cron of before D242: a run request now

@@ -53,6 +53,8 @@ from durable_graph.core.model import (
     Submission,
     ThreadDeleted,
     ThreadInfo,
+    ThreadSweep,
+    ThreadTtl,
     Ticket,
     WatchPolicy,
 )
@@ -112,6 +114,8 @@ __all__ = [
     "ThreadBusy",
     "ThreadDeleted",
     "ThreadInfo",
+    "ThreadSweep",
+    "ThreadTtl",
     "Ticket",
     "ValidationError",
     "WatchPolicy",

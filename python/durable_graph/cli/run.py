@@ -196,6 +196,7 @@ def _graphs_of(args: argparse.Namespace) -> GraphHandlerOf | None:
             from durable_graph.langgraph.config_file import LangGraphConfig
             from durable_graph.langgraph.handler import async_graphs_handler
             from durable_graph.langgraph.store import AsyncDurableStore
+            from durable_graph.service.retention import item_ttl, store_ttl_config, with_retention
             from durable_graph.service.webhooks import (
                 WebhookPolicy,
                 delivery_deadline,
@@ -209,15 +210,21 @@ def _graphs_of(args: argparse.Namespace) -> GraphHandlerOf | None:
             # A run's webhook is delivered by whichever worker takes its delivery, under this
             # file's policy, on slots of its own (D247, D248).
             policy = WebhookPolicy.of(config.webhooks)
+            ttl = item_ttl(store_ttl_config(config.store_ttl))
         except ValidationError as exc:
             raise CliError(f"--langgraph-config: {exc}") from None
         try:
             args.deliveries = (policy, delivery_deadline())
         except ValidationError as exc:
             raise CliError(str(exc)) from None
-        # The graphs' LangGraph ``store`` is the store's items (SPEC §20.3), as under ``serve``.
-        return lambda saver: with_webhooks(
-            async_graphs_handler(graphs, saver, store=AsyncDurableStore(saver.store.run_queue))
+        # The graphs' LangGraph ``store`` is the store's items (SPEC §20.3), as under ``serve``;
+        # the retention sweeps serve set up (SPEC §24) run on any such worker too.
+        return lambda saver: with_retention(
+            with_webhooks(
+                async_graphs_handler(
+                    graphs, saver, store=AsyncDurableStore(saver.store.run_queue, ttl=ttl)
+                )
+            )
         )
     if args.app is None:
         raise UsageError("worker needs --app module:handler (or --langgraph-config FILE)")

@@ -97,6 +97,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from durable_graph.service.auth import UserAuth
         from durable_graph.service.crons import MAX_CRONS_PER_USER, CronSettings
         from durable_graph.service.guard import DEFAULT_MAX_BODY_BYTES, Origins, cors_settings
+        from durable_graph.service.retention import (
+            item_ttl,
+            set_up,
+            store_ttl_config,
+            thread_ttl_config,
+            with_retention,
+        )
         from durable_graph.service.webhooks import (
             RUN_KINDS,
             WebhookPolicy,
@@ -120,6 +127,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         user_auth = None if config.auth is None else UserAuth.load(config.path.parent, config.auth)
         configured, cors = cors_settings(args.config)
         webhook_policy = WebhookPolicy.of(config.webhooks)
+        # SPEC §24: checked before anything starts (a TTL read by nothing is no TTL).
+        thread_ttl = thread_ttl_config(config.checkpointer_ttl)
+        store_ttl = store_ttl_config(config.store_ttl)
     except ValidationError as exc:
         raise CliError(f"--config: {exc}") from None
     try:
@@ -140,13 +150,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
             saver = AsyncDurableSaver(store)
             # The graphs' LangGraph ``store`` (long-term memory) and /store/* are the store's
             # items (SPEC §20.3), as LangGraph Server gives its graphs its own store.
-            graph_store = AsyncDurableStore(store.run_queue)
-            # Graph workers lease runs only; deliveries have slots of their own (D247), so a
-            # slow receiver never holds a run back.
+            graph_store = AsyncDurableStore(store.run_queue, ttl=item_ttl(store_ttl))
+            # The retention sweeps are jobs of the queue (SPEC §24, D262): set up here, run by
+            # any worker of the langgraph.json (these, or worker --langgraph-config). Graph
+            # workers lease runs and sweeps only; deliveries have slots of their own (D247), so
+            # a slow receiver never holds a run back.
+            await set_up(store, thread_ttl, store_ttl)
+            handler = async_graphs_handler(graphs, saver, store=graph_store)
             workers = [
                 AsyncWorker(
                     store,
-                    with_webhooks(async_graphs_handler(graphs, saver, store=graph_store)),
+                    with_retention(with_webhooks(handler)),
                     kinds=RUN_KINDS,
                 )
                 for _ in range(args.workers)
@@ -172,6 +186,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                         else args.max_crons_per_user
                     ),
                 ),
+                thread_ttl=thread_ttl,
             )
             log.info(
                 "LangGraph API at http://%s:%d/ (%d graphs, %d workers in process)",

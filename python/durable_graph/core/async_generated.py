@@ -40,6 +40,8 @@ from durable_graph.core.model import (
     Submission,
     TenantFilter,
     ThreadInfo,
+    ThreadSweep,
+    ThreadTtl,
     Ticket,
     TraceContext,
     WatchPolicy,
@@ -101,6 +103,14 @@ class AsyncCheckpointerMethods(Protocol):
     async def prune_all(self, policy: RetentionPolicy, batch: int = 1000) -> PruneResult: ...
 
     async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool: ...
+
+    async def set_thread_ttl(
+        self, thread_id: str, minutes: float | None, strategy: str = "delete"
+    ) -> ThreadTtl | None: ...
+
+    async def thread_ttl(self, thread_id: str) -> ThreadTtl | None: ...
+
+    async def sweep_threads(self, limit: int = 100) -> ThreadSweep: ...
 
     async def put_writes_fenced(
         self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim

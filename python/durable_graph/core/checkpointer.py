@@ -30,6 +30,8 @@ from durable_graph.core.model import (
     RetentionPolicy,
     TenantFilter,
     ThreadInfo,
+    ThreadSweep,
+    ThreadTtl,
     WatchPolicy,
 )
 from durable_graph.core.run_queue import RunQueue
@@ -143,6 +145,24 @@ class Checkpointer(Protocol):
 
     def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         """Delete the thread and its descendants, leaving tombstones; mark their open entries."""
+        ...
+
+    def set_thread_ttl(
+        self, thread_id: str, minutes: float | None, strategy: str = "delete"
+    ) -> ThreadTtl | None:
+        """Give the thread a TTL (SPEC §24.1): ``strategy`` once ``minutes`` pass after its last
+        activity, setting it counting as activity; ``minutes=None`` removes it. The thread's
+        TTL as `thread_ttl` reads it, None when it has none or the thread does not exist."""
+        ...
+
+    def thread_ttl(self, thread_id: str) -> ThreadTtl | None:
+        """The thread's TTL and when it expires; None without one (or without the thread)."""
+        ...
+
+    def sweep_threads(self, limit: int = 100) -> ThreadSweep:
+        """One transaction of the TTL sweep: at most ``limit`` due threads, oldest due first,
+        each expired one deleted (as `delete_thread`) or pruned to its head (``keep_latest``);
+        never one with an open entry or a live claim (it is looked at again later)."""
         ...
 
     def put_writes_fenced(

@@ -196,6 +196,34 @@ class PruneResult:
     events_removed: int
 
 
+THREAD_TTL_STRATEGIES: Final = ("delete", "keep_latest")
+"""What a thread's TTL does once it expires (SPEC §24.1)."""
+MAX_THREAD_TTL_MINUTES: Final = 5_256_000.0
+"""A thread TTL's upper bound: ten years of minutes (more is a mistake, not a retention)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadTtl:
+    """A thread's time-to-live (SPEC §24.1, D259): ``strategy`` runs once ``minutes`` have
+    passed since the thread's last activity; ``expires_at`` is that moment as the store sees it
+    now (its last commit, run submitted or closed, or the TTL's own setting, plus ``minutes``)."""
+
+    thread_id: str
+    minutes: float
+    strategy: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadSweep:
+    """One `sweep_threads` transaction: threads deleted, threads pruned to their head, and due
+    threads looked at (those not yet expired, or busy, were put off to when they may be)."""
+
+    deleted: int
+    kept_latest: int
+    checked: int
+
+
 # --- run queue values ----------------------------------------------------------------------
 
 
@@ -471,6 +499,8 @@ class TraceContext:
 __all__ = [
     "ANY",
     "JSON",
+    "MAX_THREAD_TTL_MINUTES",
+    "THREAD_TTL_STRATEGIES",
     "AnyTenant",
     "Attempt",
     "AttemptBegun",
@@ -506,6 +536,8 @@ __all__ = [
     "TenantFilter",
     "ThreadDeleted",
     "ThreadInfo",
+    "ThreadSweep",
+    "ThreadTtl",
     "Ticket",
     "TraceContext",
     "WatchPolicy",

@@ -11,10 +11,11 @@ the worker's options', the paging limits.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import Any, Final, NamedTuple, TypeVar, cast
 
 from durable_graph.core import model as m
 from durable_graph.core.errors import ValidationError
@@ -510,6 +511,33 @@ def check_entry_id(value: object, name: str = "entry_id") -> int:
     return check_int(name, value, minimum=0)
 
 
+def check_thread_ttl(minutes: object, strategy: object) -> tuple[float | None, str]:
+    """`set_thread_ttl`'s TTL: minutes (a positive, finite number up to
+    `MAX_THREAD_TTL_MINUTES`; None clears it) and a strategy of `THREAD_TTL_STRATEGIES`."""
+    if strategy not in m.THREAD_TTL_STRATEGIES:
+        raise ValidationError(f"strategy must be 'delete' or 'keep_latest', got {strategy!r}")
+    if minutes is None:
+        return None, str(strategy)
+    if not isinstance(minutes, int | float) or isinstance(minutes, bool):
+        raise ValidationError(f"ttl must be a number of minutes, got {type(minutes).__name__}")
+    if not math.isfinite(minutes) or minutes <= 0 or minutes > m.MAX_THREAD_TTL_MINUTES:
+        raise ValidationError(
+            f"ttl must be more than 0 and at most {m.MAX_THREAD_TTL_MINUTES:g} minutes, "
+            f"got {minutes!r}"
+        )
+    return float(minutes), str(strategy)
+
+
+MAX_SWEEP_LIMIT: Final = 10_000
+"""Expired threads one `sweep_threads` transaction takes at most (the reference's default
+``sweep_limit``)."""
+
+
+def check_sweep_limit(value: object) -> int:
+    """`sweep_threads`' limit: an int in 1..`MAX_SWEEP_LIMIT` (a transaction stays short)."""
+    return check_int("limit", value, minimum=1, maximum=MAX_SWEEP_LIMIT)
+
+
 def check_prune_all(policy: object, batch: object) -> tuple[object, int]:
     check_retention(policy)
     """`prune_all`'s arguments: the policy, and the batch size (`check_limit`)."""
@@ -561,6 +589,7 @@ __all__ = [
     "MAX_JSON_NUMBER",
     "MAX_PAGE_ROWS",
     "MAX_SUBMISSIONS",
+    "MAX_SWEEP_LIMIT",
     "STORE_EVENT_PREFIX",
     "BeginArgs",
     "EncodedCommit",
@@ -600,7 +629,9 @@ __all__ = [
     "check_submission",
     "check_submissions",
     "check_subscribe",
+    "check_sweep_limit",
     "check_tenant_filter",
+    "check_thread_ttl",
     "check_timestamp",
     "check_trace_context",
     "check_watch",

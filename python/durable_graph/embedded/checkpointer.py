@@ -40,6 +40,8 @@ from durable_graph.core.model import (
     PruneResult,
     RetentionPolicy,
     ThreadInfo,
+    ThreadSweep,
+    ThreadTtl,
     WatchPolicy,
 )
 from durable_graph.core.validation import (
@@ -57,11 +59,14 @@ from durable_graph.core.validation import (
     check_optional_identifier,
     check_retention,
     check_run_ids,
+    check_sweep_limit,
+    check_thread_ttl,
     check_watch,
     check_writes,
     decode_json,
     encode_json,
 )
+from durable_graph.embedded import thread_ttl
 from durable_graph.embedded.common import (
     THREAD_BUSY_CLAIM,
     checkpoint_of,
@@ -321,6 +326,26 @@ class EmbeddedCheckpointer(EmbeddedFastPath, ClosedOnExit):
                 # Mark every entry open now; entries submitted later are not marked.
                 tx.mark_thread_deleted(victim)
             return existed
+
+    # --- thread TTLs (SPEC §24.1; sql/48_thread_ttl.sql, embedded/thread_ttl.py) -----------
+
+    def set_thread_ttl(
+        self, thread_id: str, minutes: float | None, strategy: str = "delete"
+    ) -> ThreadTtl | None:
+        check_identifier("thread_id", thread_id)
+        ttl, how = check_thread_ttl(minutes, strategy)
+        with self._storage.write() as tx:
+            return thread_ttl.set_ttl(tx, thread_id, ttl, how)
+
+    def thread_ttl(self, thread_id: str) -> ThreadTtl | None:
+        check_identifier("thread_id", thread_id)
+        with self._storage.read() as tx:
+            return thread_ttl.ttl_of(tx, thread_id)
+
+    def sweep_threads(self, limit: int = 100) -> ThreadSweep:
+        size = check_sweep_limit(limit)
+        with self._storage.write() as tx:
+            return thread_ttl.sweep(tx, size, _prune_thread)
 
     # --- for LangGraph's savers (SPEC §12; sql/47_runs_copy.sql) -----------------------
 

@@ -18,6 +18,22 @@ Place = tuple[int, int, int, int, int]
 
 
 @dataclass(slots=True)
+class TtlRow:
+    """A ``thread_ttls`` row (migration 0021, D260): a thread's TTL, for the incarnation of the
+    thread whose first commit was ``first_commit_order`` (a deleted and re-made thread has another,
+    so its old TTL is void without the delete touching it); ``due_at`` is when the sweep looks at
+    it next, never later than it can expire."""
+
+    thread_id: str
+    minutes: float
+    strategy: str
+    first_commit_order: int
+    set_at: datetime
+    due_at: datetime
+    swept_at: datetime | None
+
+
+@dataclass(slots=True)
 class ClaimRow:
     """The ``claim_*`` columns of a ``threads`` row: the current claim, live or expired."""
 

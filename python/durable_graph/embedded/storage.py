@@ -32,6 +32,7 @@ from durable_graph.embedded.rows import (
     Place,
     ScheduleRow,
     ThreadRow,
+    TtlRow,
 )
 
 
@@ -226,6 +227,22 @@ class Tx(Protocol):
 
     def sweep_item_rows(self, batch: int) -> int:
         """Delete up to ``batch`` items (of any tenant) expired at ``now``; how many."""
+        ...
+
+    # --- SPEC §24.1: thread TTLs (durable_graph.embedded.thread_ttl) ----------------------------
+
+    def ttl_row(self, thread_id: str) -> TtlRow | None: ...
+    def put_ttl_row(self, row: TtlRow) -> None:
+        """Insert or replace the row of ``row.thread_id``."""
+        ...
+
+    def drop_ttl_row(self, thread_id: str) -> None: ...
+    def due_ttl_rows(self, limit: int) -> list[TtlRow]:
+        """Up to ``limit`` rows due at ``now``, by ``due_at`` then thread id."""
+        ...
+
+    def entry_activity(self, thread_id: str) -> datetime | None:
+        """The latest time one of the thread's kept entries was submitted or closed."""
         ...
 
     # --- the worker registry (durable_graph.embedded.workers) ---------------------------------

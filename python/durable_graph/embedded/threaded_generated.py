@@ -36,6 +36,8 @@ from durable_graph.core.model import (
     Submission,
     TenantFilter,
     ThreadInfo,
+    ThreadSweep,
+    ThreadTtl,
     Ticket,
     TraceContext,
 )
@@ -123,6 +125,17 @@ class ThreadedCheckpointerCalls:
 
     async def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return await in_thread(self._sync.delete_thread, thread_id, fence)
+
+    async def set_thread_ttl(
+        self, thread_id: str, minutes: float | None, strategy: str = "delete"
+    ) -> ThreadTtl | None:
+        return await in_thread(self._sync.set_thread_ttl, thread_id, minutes, strategy)
+
+    async def thread_ttl(self, thread_id: str) -> ThreadTtl | None:
+        return await in_thread(self._sync.thread_ttl, thread_id)
+
+    async def sweep_threads(self, limit: int = 100) -> ThreadSweep:
+        return await in_thread(self._sync.sweep_threads, limit)
 
     async def put_writes_fenced(
         self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim

@@ -8,8 +8,9 @@ paths, ``"."`` above all, put on ``sys.path``; packages are the deployer's to in
 object: set in the environment where not already set), ``auth.path`` (the users' ``Auth`` the
 service runs, `durable_graph.service.auth`), ``http.cors`` (`durable_graph.service.guard`),
 ``webhooks`` (kept as written: the policy of the receivers a run's webhook may name,
-`durable_graph.service.webhooks.WebhookPolicy`, which checks its keys). Graphs are compiled
-with no checkpointer of their own: the worker binds each run to the store's saver.
+`durable_graph.service.webhooks.WebhookPolicy`, which checks its keys), ``checkpointer.ttl``
+and ``store.ttl`` (retention, `durable_graph.service.retention`, which checks them). Graphs are
+compiled with no checkpointer of their own: the worker binds each run to the store's saver.
 
 Fail closed (SPEC §25.1): every other key of LangGraph's configuration schema is either a build
 setting of ``langgraph build`` (`BUILD_KEYS`: the image, not the server; logged, as they change
@@ -57,13 +58,15 @@ HONOURED: Final = {
     "env": None,
     "auth": frozenset({"path"}),
     "http": frozenset({"cors"}),
+    "checkpointer": frozenset({"ttl"}),
+    "store": frozenset({"ttl"}),
     "webhooks": None,  # its keys are WebhookPolicy's to check
 }
 """The keys read (None: the whole value; a set: those of its keys, the others refused)."""
 
 REFUSED: Final = {
-    "store": "the store's semantic index and TTL are not served yet",
-    "checkpointer": "a checkpointer path, TTL or serializer settings are not served yet",
+    "store": "only store.ttl is served (a semantic index is not yet)",
+    "checkpointer": "only checkpointer.ttl is served (a path or serializer settings are not)",
     "encryption": "encryption at rest of checkpoints and metadata is not served yet",
     "priority": "a run priority function is not served",
     "ui": "generative UI components are not served",
@@ -84,6 +87,11 @@ class LangGraphConfig:
     """``auth.path``: the ``langgraph_sdk.Auth`` the service runs (``./auth.py:auth``)."""
     webhooks: dict[str, Any] | None = None
     """``webhooks`` as written (``url``: the receivers' policy, read by the service)."""
+    checkpointer_ttl: Any = None
+    """``checkpointer.ttl`` as written (threads' TTL and its sweep: `durable_graph.service.retention`
+    checks it)."""
+    store_ttl: Any = None
+    """``store.ttl`` as written (the items' TTL and its sweep, checked there too)."""
 
     @classmethod
     def read(cls, path: str | Path) -> LangGraphConfig:
@@ -124,7 +132,13 @@ class LangGraphConfig:
         if webhooks is not None and not isinstance(webhooks, dict):
             raise ValidationError("config: 'webhooks' must be an object")
         env_vars = {str(k): str(v) for k, v in env.items()}
-        return cls(p, dict(graphs), env_vars, auth.get("path"), webhooks)
+        ttls = []
+        for key in ("checkpointer", "store"):
+            section = data.get(key) or {}
+            if not isinstance(section, dict):
+                raise ValidationError(f"config: '{key}' must be an object")
+            ttls.append(section.get("ttl"))
+        return cls(p, dict(graphs), env_vars, auth.get("path"), webhooks, *ttls)
 
     def apply_env(self) -> None:
         for key, value in self.env.items():

@@ -23,6 +23,7 @@ from durable_graph.embedded.rows import (
     Place,
     ScheduleRow,
     ThreadRow,
+    TtlRow,
 )
 
 Head = tuple[int, str]
@@ -108,6 +109,7 @@ class State:
         self.schedules: dict[str, ScheduleRow] = {}
         self.workers: dict[str, WorkerSeen] = {}
         self.items: dict[tuple[str | None, tuple[str, ...], str], StoredItem] = {}
+        self.thread_ttls: dict[str, TtlRow] = {}
         """``(tenant, namespace, key) -> item`` (SPEC §20.3)."""
         """``holder -> row`` of the worker registry (durable_graph.core.workers)."""
 

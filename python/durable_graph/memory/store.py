@@ -48,6 +48,7 @@ from durable_graph.embedded.run_queue import EmbeddedRunQueue
 from durable_graph.memory.items import ItemsTx
 from durable_graph.memory.scheduling import SchedulingTx
 from durable_graph.memory.state import EventRow, QueueThread, State, ThreadData
+from durable_graph.memory.thread_ttl import ThreadTtlTx
 from durable_graph.memory.workers import WorkersTx
 
 LOCK_TIMEOUT_SECONDS = 5.0
@@ -136,7 +137,7 @@ class MemoryStorage:
             self._notify(s)
 
 
-class MemoryTx(SchedulingTx, WorkersTx, ItemsTx):
+class MemoryTx(SchedulingTx, WorkersTx, ItemsTx, ThreadTtlTx):
     """A transaction of `MemoryStorage`: the `Tx` operations over the dicts of `State` (the
     SPEC §15 ones in `durable_graph.memory.scheduling`)."""
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Generic, TypeVar
 
 from psycopg import sql
@@ -34,6 +35,8 @@ from durable_graph.core.model import (
     QueueEntry,
     QueueStats,
     ThreadInfo,
+    ThreadSweep,
+    ThreadTtl,
     Ticket,
     TraceContext,
 )
@@ -59,7 +62,9 @@ from durable_graph.core.validation import (
     check_retention,
     check_run_ids,
     check_submission,
+    check_sweep_limit,
     check_tenant_filter,
+    check_thread_ttl,
     check_trace_context,
     check_writes,
     encode_json,
@@ -83,6 +88,7 @@ from durable_graph.postgres.rows import (
     nothing,
     one,
     prune_result_of,
+    record,
     stats_of,
     thread_of,
     ticket_of,
@@ -389,6 +395,35 @@ def copy_thread(
     args = [("text", source), ("text", target)]
     decode = exactly_one(lambda row: bool(row["copied"]))
     return _call(config, "copy_thread", "dg_copy_thread_v1", args, decode)
+
+
+# --- thread TTLs (SPEC §24.1; sql/48_thread_ttl.sql) --------------------------------------
+
+_thread_ttl_of = record(ThreadTtl, expires_at=lambda v: v.astimezone(UTC))
+
+
+def set_thread_ttl(
+    config: PostgresConfig, thread_id: object, minutes: object, strategy: object
+) -> SqlCall[ThreadTtl | None]:
+    thread_id = check_identifier("thread_id", thread_id)
+    ttl, how = check_thread_ttl(minutes, strategy)
+    args = [("text", thread_id), ("double precision", ttl), ("text", how)]
+    return _call(
+        config, "set_thread_ttl", "dg_set_thread_ttl_v1", args, first_or_none(_thread_ttl_of)
+    )
+
+
+def thread_ttl(config: PostgresConfig, thread_id: object) -> SqlCall[ThreadTtl | None]:
+    args = [("text", check_identifier("thread_id", thread_id))]
+    return _call(config, "thread_ttl", "dg_thread_ttl_v1", args, first_or_none(_thread_ttl_of))
+
+
+def sweep_threads(config: PostgresConfig, limit: object) -> SqlCall[ThreadSweep]:
+    args: list[Arg] = [("integer", check_sweep_limit(limit))]
+    decode = exactly_one(
+        lambda row: ThreadSweep(row["deleted"], row["kept_latest"], row["checked"])
+    )
+    return _call(config, "sweep_threads", "dg_sweep_threads_v1", args, decode)
 
 
 # --- checkpointer: reads --------------------------------------------------------------------

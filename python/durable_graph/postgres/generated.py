@@ -37,6 +37,8 @@ from durable_graph.core.model import (
     Submission,
     TenantFilter,
     ThreadInfo,
+    ThreadSweep,
+    ThreadTtl,
     Ticket,
     TraceContext,
 )
@@ -113,6 +115,17 @@ class CheckpointerSql:
 
     def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return self._x.run(calls.delete_thread(self._config, thread_id, fence))
+
+    def set_thread_ttl(
+        self, thread_id: str, minutes: float | None, strategy: str = "delete"
+    ) -> ThreadTtl | None:
+        return self._x.run(calls.set_thread_ttl(self._config, thread_id, minutes, strategy))
+
+    def thread_ttl(self, thread_id: str) -> ThreadTtl | None:
+        return self._x.run(calls.thread_ttl(self._config, thread_id))
+
+    def sweep_threads(self, limit: int = 100) -> ThreadSweep:
+        return self._x.run(calls.sweep_threads(self._config, limit))
 
     def put_writes_fenced(
         self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim

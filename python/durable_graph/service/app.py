@@ -65,6 +65,7 @@ from durable_graph.service.requests import (
     str_field,
     until_disconnect,
 )
+from durable_graph.service.retention import ThreadTtlConfig, requested_ttl, ttl_json
 from durable_graph.service.runs import THREAD_MODES, Conflict_, Runs
 from durable_graph.service.schemas import graph_schemas, subgraph_schemas
 from durable_graph.service.store import StoreApi
@@ -72,12 +73,6 @@ from durable_graph.service.threads import Conflict, Threads
 
 Handler = Callable[[Request], Awaitable[Response]]
 T = TypeVar("T")
-
-
-def _no_ttl(body: dict[str, Any]) -> None:
-    """A thread's time-to-live is not kept here: refused by name, never dropped (issue 36)."""
-    if body.get("ttl") is not None:
-        raise BadRequest("ttl: a thread's time-to-live is not supported by this service")
 
 
 async def _authorize(
@@ -113,17 +108,21 @@ def create_app(
     cors: Mapping[str, Any] | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     cron_settings: CronSettings | None = None,
+    thread_ttl: ThreadTtlConfig | None = None,
 ) -> Starlette:
     """The service's ASGI app over ``store`` for ``graphs`` (name -> compiled graph or its
     factory), which get ``graph_store`` as their LangGraph ``store``; with
     ``allowed_hosts``, a request naming another ``Host`` is refused (400). Browser pages of
     ``origins`` (besides the server's own) may use it, with the CORS settings ``cors``
-    (LangGraph's ``http.cors`` keys but the origins); bodies are at most ``max_body_bytes``.
+    (LangGraph's ``http.cors`` keys but the origins); bodies are at most ``max_body_bytes``;
+    ``thread_ttl`` (``checkpointer.ttl``) gives new threads their default TTL (SPEC §24.1).
     With ``user_auth`` (``langgraph.json``'s ``auth``), its handlers authenticate and authorize
     every request and the user is the request's tenant (`auth`); else the single ``token``."""
     if graph_store is None:  # the graphs' store and /store/* are the store's items (SPEC §20.3)
         graph_store = AsyncDurableStore(store.run_queue)
     threads = Threads(store, graphs, graph_store)
+    if thread_ttl is not None and thread_ttl.default_ttl is not None:
+        threads.default_ttl = (thread_ttl.default_ttl, thread_ttl.strategy)
     assistants = Assistants(store, list(graphs))
     runs = Runs(store, threads, assistants)
     commands = Commands(threads, runs)
@@ -244,16 +243,21 @@ def create_app(
         if_exists = body.get("if_exists") or "raise"
         if if_exists not in ("raise", "do_nothing"):
             raise BadRequest("if_exists: 'raise' or 'do_nothing'")
-        _no_ttl(body)
-        return Json(await threads.create(thread_id, metadata, if_exists))
+        # SPEC §24.1: checked before anything is written; langgraph.json's default otherwise.
+        ttl = requested_ttl(body.get("ttl"), thread_ttl) if "ttl" in body else None
+        return Json(await threads.create(thread_id, metadata, if_exists, ttl))
 
     async def get_thread(request: Request, thread_id: str) -> Response:
-        return Json(await threads.get(thread_id))
+        found = await threads.get(thread_id)
+        include = [i.strip() for i in request.query_params.get("include", "").split(",")]
+        if "ttl" in include and (ttl := await store.thread_ttl(thread_id)) is not None:
+            found["ttl"] = ttl_json(ttl)  # as the reference: only when it has one
+        return Json(found)
 
     async def update_thread(request: Request, thread_id: str) -> Response:
         body = await body_of(request)
-        _no_ttl(body)
-        return Json(await threads.update(thread_id, dict_field(body, "metadata") or {}))
+        ttl = requested_ttl(body["ttl"], None) if body.get("ttl") is not None else None
+        return Json(await threads.update(thread_id, dict_field(body, "metadata") or {}, ttl))
 
     async def delete_thread(request: Request, thread_id: str) -> Response:
         await threads.delete(thread_id)

@@ -73,6 +73,8 @@ class Threads:
         self.graph_store = graph_store
         self.default_graph = next(iter(graphs))
         self._read_graphs: dict[str, Pregel[Any, Any, Any, Any]] = {}
+        self.default_ttl: tuple[float, str] | None = None
+        """``checkpointer.ttl``'s default (minutes, strategy) for every thread made here."""
 
     async def graph(self, name: str) -> Pregel[Any, Any, Any, Any]:
         """The graph ``name`` for reading (state, history, schemas, drawing) over the store; a
@@ -114,8 +116,14 @@ class Threads:
         return metadata
 
     async def create(
-        self, thread_id: str | None, metadata: dict[str, Any], if_exists: str = "raise"
+        self,
+        thread_id: str | None,
+        metadata: dict[str, Any],
+        if_exists: str = "raise",
+        ttl: tuple[float, str] | None = None,
     ) -> dict[str, Any]:
+        """A new thread (``if_exists="do_nothing"``: an existing one of this request's, as it
+        was); its TTL ``ttl``, else langgraph.json's default (SPEC §24.1)."""
         thread_id = check_thread_id(thread_id) if thread_id is not None else str(uuid.uuid4())
         if await self.store.thread(thread_id) is not None:
             if if_exists == "do_nothing" and await self.exists(thread_id):
@@ -140,13 +148,19 @@ class Threads:
             # index entry that search reads past, never a thread that search cannot find.
             await self._index(thread_id, TENANT.get())
             await self.store.record_effect(claim, THREAD_EFFECT, record)
+            ttl = ttl or self.default_ttl  # langgraph.json's checkpointer.ttl (SPEC §24.1)
+            if ttl is not None:
+                await self.store.set_thread_ttl(thread_id, *ttl)
         finally:
             with suppress(StoreError):
                 await self.store.release_claim(claim)
         return await self.get(thread_id)
 
-    async def update(self, thread_id: str, metadata: dict[str, Any]) -> dict[str, Any]:
-        """``threads.update``: ``metadata`` merged over the thread's, as the reference merges it.
+    async def update(
+        self, thread_id: str, metadata: dict[str, Any], ttl: tuple[float, str] | None = None
+    ) -> dict[str, Any]:
+        """``threads.update``: ``metadata`` merged over the thread's, as the reference merges it;
+        ``ttl``, if given, replaces the thread's TTL.
 
         Written under the thread's claim like every write, so a thread whose run is going is
         409 (`ThreadBusy`) until the run ends (D192)."""
@@ -159,6 +173,8 @@ class Threads:
         finally:
             with suppress(StoreError):
                 await self.store.release_claim(claim)
+        if ttl is not None:
+            await self.store.set_thread_ttl(thread_id, *ttl)
         return await self.get(thread_id)
 
     async def _metadata_updates(self, thread_id: str) -> list[dict[str, Any]]:

@@ -60,6 +60,7 @@ from durable_graph.core.model import JSON, Completed, Failed, QueueEntry, Submis
 from durable_graph.core.scheduling import DEFAULT_KIND
 from durable_graph.langgraph.values import message_dict
 from durable_graph.service.records import client_error, run_id_of, run_json, service_part
+from durable_graph.service.retention import KIND as RETENTION_KIND
 from durable_graph.worker.flow import FinalFailure
 
 if TYPE_CHECKING:
@@ -68,8 +69,9 @@ if TYPE_CHECKING:
 
 KIND: Final = "webhook"
 PREFIX: Final = "webhook:"
-RUN_KINDS: Final = (DEFAULT_KIND,)
-"""What the workers that run graphs lease: runs (the service submits them as ``default``)."""
+RUN_KINDS: Final = (DEFAULT_KIND, RETENTION_KIND)
+"""What the workers that run graphs lease: runs (the service submits them as ``default``) and
+the retention sweeps (SPEC §24, D262: short SQL jobs, never a receiver's wait)."""
 MAX_ATTEMPTS: Final = 10
 """With the default backoff (about 1 s, 2 s, 4 s ... doubling), the last attempt comes four to
 eight minutes after the first: a receiver down for a minute gets its delivery."""

@@ -45,13 +45,14 @@ from durable_graph.sqlite.storage import SqliteTx
 _BUSY: Final = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 """The error codes of a write lock that stayed taken past the busy timeout."""
 
-SCHEMA_VERSION: Final = 10
+SCHEMA_VERSION: Final = 11
 """``PRAGMA user_version`` of a file this code creates. Version 1 files (table names of before
 the embedded rule set), version 2 files (before delayed runs, retries and attempt errors),
 version 3 files (before stored trace contexts), version 4 files (before pending writes' task
 paths), version 5 files (before fixed listing places), version 6 files (before scheduling),
 version 7 files (before the worker registry), version 8 files (before the item store) and
-version 9 files (before thread deletion times) are migrated on open; `open` refuses a newer file."""
+version 9 files (before thread deletion times) and version 10 files (before thread TTLs) are
+migrated on open; `open` refuses a newer file."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +301,7 @@ _FROM_SCHEMA_SQL: Final = (
     "migrate_v7.sql",
     "migrate_v8.sql",
     "migrate_v9.sql",
+    "migrate_v10.sql",
 )
 """The steps from schema.sql's version (6) to `SCHEMA_VERSION`."""
 
@@ -347,7 +349,8 @@ def open_storage(path: str, config: SqliteConfig, clock: Callable[[], float]) ->
             _check_not_newer(path, version)
             # schema.sql is version 6; migrate_v6.sql (SPEC §15 scheduling) takes it to 7,
             # migrate_v7.sql (the worker registry) to 8, migrate_v8.sql (the item store) to 9,
-            # migrate_v9.sql (thread deletion times, D241) to 10.
+            # migrate_v9.sql (thread deletion times, D241) to 10, migrate_v10.sql (thread TTLs)
+            # to 11.
             if version == 0:
                 for statement in [
                     s for name in ("schema.sql", *_FROM_SCHEMA_SQL) for s in _script(name)

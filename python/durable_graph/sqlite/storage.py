@@ -34,6 +34,7 @@ from durable_graph.embedded.rows import (
 from durable_graph.sqlite.items import ItemsTx
 from durable_graph.sqlite.rows import at, checkpoint_of, effect_of, entry_of, event_of, thread_of
 from durable_graph.sqlite.scheduling import SchedulingTx
+from durable_graph.sqlite.thread_ttl import ThreadTtlTx
 from durable_graph.sqlite.workers import WorkersTx
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ def _us(value: timedelta) -> int:
     return value // timedelta(microseconds=1)
 
 
-class SqliteTx(SchedulingTx, WorkersTx, ItemsTx):
+class SqliteTx(SchedulingTx, WorkersTx, ItemsTx, ThreadTtlTx):
     """One transaction on one connection; ``now`` is store time read once (D4)."""
 
     __slots__ = ("_conn", "_now_us", "now")

@@ -37,6 +37,8 @@ from durable_graph.core.model import (
     Submission,
     TenantFilter,
     ThreadInfo,
+    ThreadSweep,
+    ThreadTtl,
     Ticket,
     TraceContext,
     WatchPolicy,
@@ -117,6 +119,17 @@ class SyncCheckpointerCalls:
 
     def delete_thread(self, thread_id: str, fence: Claim | None = None) -> bool:
         return self._runner.run(self.target.delete_thread(thread_id, fence))
+
+    def set_thread_ttl(
+        self, thread_id: str, minutes: float | None, strategy: str = "delete"
+    ) -> ThreadTtl | None:
+        return self._runner.run(self.target.set_thread_ttl(thread_id, minutes, strategy))
+
+    def thread_ttl(self, thread_id: str) -> ThreadTtl | None:
+        return self._runner.run(self.target.thread_ttl(thread_id))
+
+    def sweep_threads(self, limit: int = 100) -> ThreadSweep:
+        return self._runner.run(self.target.sweep_threads(limit))
 
     def put_writes_fenced(
         self, claim: Claim, checkpoint_id: str, writes: Sequence[PendingWrite], fence: Claim

@@ -31,6 +31,7 @@ from durable_graph.testkit.contract.checkpointer.lifecycle import LifecycleTests
 from durable_graph.testkit.contract.checkpointer.reads import ReadsTests
 from durable_graph.testkit.contract.checkpointer.retract_prune_delete import RetractPruneDeleteTests
 from durable_graph.testkit.contract.checkpointer.support import SLACK, CheckpointerFixtures
+from durable_graph.testkit.contract.checkpointer.thread_ttl import ThreadTtlTests
 from durable_graph.testkit.contract.checkpointer.validation import ValidationTests
 from durable_graph.testkit.contract.checkpointer.write_order import WriteOrderTests
 from durable_graph.testkit.contract.checkpointer.writes_events_effects import (
@@ -46,6 +47,7 @@ class CheckpointerContract(
     WritesEventsEffectsTests,
     WriteOrderTests,
     RetractPruneDeleteTests,
+    ThreadTtlTests,
     ReadsTests,
     ValidationTests,
     LifecycleTests,
