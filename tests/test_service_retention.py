@@ -102,7 +102,9 @@ def test_checkpointer_ttl_gives_the_default_and_its_sweep_is_a_queue_job(
             assert retention.ITEMS not in schedules
             time.sleep(SHORT * 60 + 0.5)
             output = _run_job(store, {"sweep": "threads", "limit": 10})
-        assert output["deleted"] >= 1 and output["kept_latest"] >= 1
+        # This job's counts, unless the schedule's own slot (each minute, run by serve's
+        # worker) swept them first: what the threads are now is the check either way.
+        assert {"deleted", "kept_latest"} <= set(output), output
         with pytest.raises(NotFoundError):
             client.threads.get(gone)
         after = client.threads.get_state(kept)
