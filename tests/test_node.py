@@ -19,7 +19,7 @@ import pytest
 from psycopg import sql
 
 from durable_graph.core.model import Submission
-from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
+from durable_graph.postgres import PostgresCheckpointer, PostgresConfig, migrations
 from upgrade.old_version import extract, states
 
 NODE_DIR = Path(__file__).parent / "node"
@@ -157,7 +157,8 @@ def test_the_previous_commits_node_client_passes_on_a_store_it_installed_and_we_
                 )
             ).fetchall()
         )
-    assert meta["version"] == "19" and meta["release"] == "0.2.0"
+    assert meta["version"] == str(migrations.required_version())
+    assert meta["release"] == migrations.release()
     client = tmp_path / "client"
     client.mkdir()
     shutil.copy(old.root / "tests" / "node" / "cycle.mjs", client / "cycle.mjs")
