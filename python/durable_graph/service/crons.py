@@ -17,7 +17,8 @@ them (``serve --cron-seconds``); a user has at most ``--max-crons-per-user`` cro
 A cron made for a thread runs there. A stateless cron (``POST /runs/crons``) runs on a thread of
 its own, made with it (``cron-<cron_id>``): its runs continue one another's state, where the
 reference gives each run a new thread. Options the store cannot honour are refused (422):
-``end_time``, ``webhook``, ``on_run_completed: "delete"``.
+``end_time``, ``on_run_completed: "delete"``. A ``webhook`` is each run's, checked by the
+deployment's webhook policy as a run's is (`durable_graph.service.webhooks`).
 """
 
 from __future__ import annotations
