@@ -104,13 +104,11 @@ def _assert_one_line_error(result: subprocess.CompletedProcess[str]) -> str:
 def _run_to_completion(cli: Cli, thread: str, value: Any) -> dict[str, Any]:
     """Submit and let a worker process run it; returns the submit --wait JSON."""
     worker = cli.start_worker()
-    try:
-        result: dict[str, Any] = cli.json(
-            "submit", thread, "--input", json.dumps(value), "--wait", "30s"
-        )
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        worker.communicate(timeout=30)
+    submitted = cli.run("submit", thread, "--input", json.dumps(value), "--wait", "30s", "--json")
+    worker.send_signal(signal.SIGTERM)
+    _, worker_stderr = worker.communicate(timeout=30)
+    assert submitted.returncode == 0, (submitted.stderr, worker_stderr)
+    result: dict[str, Any] = json.loads(submitted.stdout)
     return result
 
 

@@ -409,3 +409,27 @@ def test_overlap_check_finds_two_live_leases_on_one_thread() -> None:
     assert _overlaps([window(1, "t", 0, 10), window(2, "t", 10, 20), window(3, "u", 5, 8)]) == []
     found = _overlaps([window(1, "t", 0, 30), window(2, "t", 10, 20), window(3, "t", 25, 40)])
     assert len(found) == 2 and "lease 2" in found[0] and "lease 3" in found[1]
+
+
+def _open_and_close(path: str, start: Any, outcomes: Any) -> None:
+    start.wait()
+    try:
+        SqliteCheckpointer.open(path).close()
+        outcomes.put("opened")
+    except Exception as exc:  # reported to the test, which names it
+        outcomes.put(repr(exc))
+
+
+def test_processes_opening_a_new_file_together_all_open_it(tmp_path: Path) -> None:
+    # SQLite answers SQLITE_BUSY at once (no busy handler) when two connections race to switch a
+    # new file to WAL; a worker and a `submit` started together on a new file met it (CI, D265).
+    ctx = multiprocessing.get_context("spawn")
+    for round_ in range(20):
+        path = str(tmp_path / f"store-{round_}.db")
+        start, outcomes = ctx.Barrier(3), ctx.Queue()
+        openers = [ctx.Process(target=_open_and_close, args=(path, start, outcomes)) for _ in "abc"]
+        for p in openers:
+            p.start()
+        for p in openers:
+            p.join(60)
+        assert [outcomes.get(timeout=5) for _ in openers] == ["opened"] * 3, f"round {round_}"

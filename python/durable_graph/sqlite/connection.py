@@ -331,19 +331,37 @@ def open_storage(path: str, config: SqliteConfig, clock: Callable[[], float]) ->
         return storage
     try:
         _create_private(path)
-        conn = storage.connect()
-    except (OSError, sqlite3.Error) as exc:
+    except OSError as exc:
         raise ProcessingError(f"could not open {path}: {exc}") from exc
+    # Processes opening a new file together meet in SQLite's deadlock avoidance: switching to
+    # WAL or upgrading a read lock answers SQLITE_BUSY at once, without the busy handler. Each
+    # try rolls back whole, so it is tried again until the busy timeout has passed.
+    deadline = time.monotonic() + config.busy_timeout_ms / 1000
+    while True:
+        try:
+            _prepare(storage)
+            return storage
+        except sqlite3.OperationalError as exc:
+            busy = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in _BUSY
+            if not busy:
+                raise ProcessingError(f"could not open {path}: {exc}") from exc
+            if time.monotonic() >= deadline:
+                raise StoreBusy(f"could not open {path}: {exc}") from exc
+            time.sleep(0.01)
+        except sqlite3.Error as exc:
+            raise ProcessingError(f"could not open {path}: {exc}") from exc
+
+
+def _prepare(storage: SqliteStorage) -> None:
+    """One try at switching the file to WAL and creating or migrating its schema: one
+    transaction, rolled back whole on any error."""
+    path = storage.path
+    conn = storage.connect()
     try:
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise ProcessingError(f"could not switch {path} to WAL mode (it is in {mode!r})")
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in _BUSY:  # nothing done
-                raise StoreBusy(f"could not open {path}: {exc}") from exc
-            raise
+        conn.execute("BEGIN IMMEDIATE")
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             _check_not_newer(path, version)
@@ -375,11 +393,8 @@ def open_storage(path: str, config: SqliteConfig, clock: Callable[[], float]) ->
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-    except sqlite3.Error as exc:
-        raise ProcessingError(f"could not open {path}: {exc}") from exc
     finally:
         conn.close()
-    return storage
 
 
 def _check_not_newer(path: str, version: int) -> None:
