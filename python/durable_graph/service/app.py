@@ -14,7 +14,6 @@ existing thread id -> 409; never a 500 for a client's mistake. A token, when set
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import hmac
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -35,6 +34,7 @@ from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, ThreadBusy, ValidationError
 from durable_graph.langgraph.factory import ServedGraph
 from durable_graph.langgraph.store import AsyncDurableStore
+from durable_graph.service.assistant_routes import assistant_routes
 from durable_graph.service.assistants import Assistants
 from durable_graph.service.assistants import Conflict as AssistantConflict
 from durable_graph.service.auth import FILTERS, TENANT, Denied, UserAuth
@@ -53,7 +53,7 @@ from durable_graph.service.openapi import openapi_document
 from durable_graph.service.protocol_commands import Commands
 from durable_graph.service.protocol_socket import serve_socket
 from durable_graph.service.protocol_stream import once_visible, request_filter, sse
-from durable_graph.service.records import assistant_id_of, check_thread_id, run_path
+from durable_graph.service.records import check_thread_id, run_path
 from durable_graph.service.requests import (
     BadRequest,
     ClientGone,
@@ -67,7 +67,6 @@ from durable_graph.service.requests import (
 )
 from durable_graph.service.retention import ThreadTtlConfig, requested_ttl, ttl_json
 from durable_graph.service.runs import THREAD_MODES, Conflict_, Runs
-from durable_graph.service.schemas import graph_schemas, subgraph_schemas
 from durable_graph.service.store import StoreApi
 from durable_graph.service.threads import Conflict, Threads
 
@@ -184,55 +183,6 @@ def create_app(
 
     async def info(request: Request) -> Response:
         return Json({"version": "durable-graph", "flags": {"assistants": True, "crons": True}})
-
-    async def get_assistant(request: Request, assistant_id: str) -> Response:
-        return Json(await assistants.get(assistant_id))
-
-    async def create_assistant(request: Request) -> Response:
-        return Json(await assistants.create(await body_of(request)))
-
-    async def update_assistant(request: Request, assistant_id: str) -> Response:
-        return Json(await assistants.update(assistant_id, await body_of(request)))
-
-    async def delete_assistant(request: Request, assistant_id: str) -> Response:
-        await assistants.delete(assistant_id)
-        return Response(status_code=204)
-
-    async def assistant_versions(request: Request, assistant_id: str) -> Response:
-        return Json(await assistants.versions(assistant_id, await body_of(request)))
-
-    async def set_latest_assistant(request: Request, assistant_id: str) -> Response:
-        body = await body_of(request)
-        return Json(await assistants.set_latest(assistant_id, body.get("version")))
-
-    async def search_assistants(request: Request) -> Response:
-        return Json(await assistants.search(await body_of(request)))
-
-    async def count_assistants(request: Request) -> Response:
-        return Json(await assistants.count(await body_of(request)))
-
-    async def graph_of_assistant(assistant_id: str) -> Any:
-        return await threads.graph((await assistants.get(assistant_id))["graph_id"])
-
-    async def assistant_graph(request: Request, assistant_id: str) -> Response:
-        if assistant_id in threads.graphs:  # a graph's name too, here only, as the reference
-            assistant_id = assistant_id_of(assistant_id)
-        graph = await graph_of_assistant(assistant_id)
-        xray = request.query_params.get("xray", "false").lower() in ("1", "true")
-        return Json(graph.get_graph(xray=xray).to_json())
-
-    async def assistant_schemas(request: Request, assistant_id: str) -> Response:
-        name = (await assistants.get(assistant_id))["graph_id"]
-        # Off the loop: pydantic builds a schema in milliseconds to seconds.
-        return Json(await asyncio.to_thread(graph_schemas, name, await threads.graph(name)))
-
-    async def assistant_subgraphs(
-        request: Request, assistant_id: str, namespace: str | None = None
-    ) -> Response:
-        name = (await assistants.get(assistant_id))["graph_id"]
-        recurse = request.query_params.get("recurse", "false").lower() in ("1", "true")
-        graph = await threads.graph(name)
-        return Json(await asyncio.to_thread(subgraph_schemas, name, graph, namespace, recurse))
 
     # --- threads ---------------------------------------------------------------------------
 
@@ -464,25 +414,6 @@ def create_app(
         status, answer = await commands.handle(thread_id, parse_body(await request.body()))
         return Json(answer, status_code=status)
 
-    # --- the store (long-term memory) --------------------------------------------------------
-
-    async def put_item(request: Request) -> Response:
-        await items.put(await body_of(request))
-        return Response(status_code=204)
-
-    async def get_item(request: Request) -> Response:
-        return Json(await items.get(request.query_params))
-
-    async def delete_item(request: Request) -> Response:
-        await items.delete(await body_of(request))
-        return Response(status_code=204)
-
-    async def search_items(request: Request) -> Response:
-        return Json(await items.search(await body_of(request)))
-
-    async def list_namespaces(request: Request) -> Response:
-        return Json(await items.namespaces(await body_of(request)))
-
     async def stream_events(request: Request, thread_id: str) -> Response:
         where = request_filter(await body_of(request))
         frames = sse(store, thread_id, where)
@@ -501,62 +432,7 @@ def create_app(
         Route("/ok", guarded(ok, liveness=True), methods=["GET"]),
         Route("/info", guarded(info, liveness=True), methods=["GET"]),
         Route("/metrics", guarded(queue_metrics), methods=["GET"]),
-        Route("/assistants", guarded(create_assistant, ("assistants", "create")), methods=["POST"]),
-        Route(
-            "/assistants/search",
-            guarded(search_assistants, ("assistants", "search")),
-            methods=["POST"],
-        ),
-        Route(
-            "/assistants/count",
-            guarded(count_assistants, ("assistants", "search")),
-            methods=["POST"],
-        ),
-        Route(
-            "/assistants/{assistant_id}",
-            guarded(get_assistant, ("assistants", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/assistants/{assistant_id}",
-            guarded(update_assistant, ("assistants", "update")),
-            methods=["PATCH"],
-        ),
-        Route(
-            "/assistants/{assistant_id}",
-            guarded(delete_assistant, ("assistants", "delete")),
-            methods=["DELETE"],
-        ),
-        Route(
-            "/assistants/{assistant_id}/versions",
-            guarded(assistant_versions, ("assistants", "read")),
-            methods=["POST"],
-        ),
-        Route(
-            "/assistants/{assistant_id}/latest",
-            guarded(set_latest_assistant, ("assistants", "update")),
-            methods=["POST"],
-        ),
-        Route(
-            "/assistants/{assistant_id}/graph",
-            guarded(assistant_graph, ("assistants", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/assistants/{assistant_id}/schemas",
-            guarded(assistant_schemas, ("assistants", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/assistants/{assistant_id}/subgraphs",
-            guarded(assistant_subgraphs, ("assistants", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/assistants/{assistant_id}/subgraphs/{namespace}",
-            guarded(assistant_subgraphs, ("assistants", "read")),
-            methods=["GET"],
-        ),
+        *assistant_routes(assistants, threads, guarded),  # service/assistant_routes.py
         Route("/threads", guarded(create_thread, ("threads", "create")), methods=["POST"]),
         Route("/threads/search", guarded(search_threads, ("threads", "search")), methods=["POST"]),
         Route("/threads/count", guarded(count_threads, ("threads", "search")), methods=["POST"]),
@@ -674,15 +550,7 @@ def create_app(
         Route("/runs/cancel", guarded(cancel_runs, ("threads", "update")), methods=["POST"]),
         Route("/runs/stream", guarded(stream_run, ("threads", "create_run")), methods=["POST"]),
         Route("/runs/wait", guarded(wait_run, ("threads", "create_run")), methods=["POST"]),
-        Route("/store/items", guarded(put_item, ("store", "put")), methods=["PUT"]),
-        Route("/store/items", guarded(get_item, ("store", "get")), methods=["GET"]),
-        Route("/store/items", guarded(delete_item, ("store", "delete")), methods=["DELETE"]),
-        Route("/store/items/search", guarded(search_items, ("store", "search")), methods=["POST"]),
-        Route(
-            "/store/namespaces",
-            guarded(list_namespaces, ("store", "list_namespaces")),
-            methods=["POST"],
-        ),
+        *items.routes(guarded),  # the store (long-term memory): service/store.py
     ]
     document = openapi_document(routes)
 

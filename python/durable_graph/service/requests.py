@@ -8,16 +8,29 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextlib import suppress
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 from durable_graph.service.guard import parse_body
 
 T = TypeVar("T")
+
+
+class Guarded(Protocol):
+    """`create_app`'s ``guarded``: an endpoint behind the token or the user's ``auth`` (its
+    ``@auth.on`` handler asked for ``permission``), the store's refusals as 4xx answers."""
+
+    def __call__(
+        self,
+        fn: Callable[..., Awaitable[Response]],
+        permission: tuple[str, str] | None = None,
+        *,
+        liveness: bool = False,
+    ) -> Callable[[Request], Awaitable[Response]]: ...
 
 
 class BadRequest(Exception):
@@ -102,6 +115,7 @@ async def _disconnected(request: Request) -> None:
 __all__ = [
     "BadRequest",
     "ClientGone",
+    "Guarded",
     "Json",
     "body_of",
     "dict_field",
