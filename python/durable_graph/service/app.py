@@ -58,10 +58,12 @@ from durable_graph.service.requests import (
     BadRequest,
     ClientGone,
     Json,
+    RouteRow,
     body_of,
     dict_field,
     error,
     int_param,
+    route_table,
     str_field,
     until_disconnect,
 )
@@ -428,128 +430,53 @@ def create_app(
     async def events_socket(websocket: WebSocket) -> None:
         await serve_socket(websocket, store, commands, authorized)
 
+    # fmt: off
+    rows: list[RouteRow] = [  # (methods, path, endpoint, the `auth` permission it asks for)
+        ("POST", "/threads", create_thread, ("threads", "create")),
+        ("POST", "/threads/search", search_threads, ("threads", "search")),
+        ("POST", "/threads/count", count_threads, ("threads", "search")),
+        ("POST", "/threads/prune", prune_threads, ("threads", "delete")),
+        ("GET", "/threads/{thread_id}", get_thread, ("threads", "read")),
+        ("PATCH", "/threads/{thread_id}", update_thread, ("threads", "update")),
+        ("DELETE", "/threads/{thread_id}", delete_thread, ("threads", "delete")),
+        ("POST", "/threads/{thread_id}/copy", copy_thread, ("threads", "read")),
+        ("GET", "/threads/{thread_id}/stream", join_thread_stream, ("threads", "read")),
+        ("GET", "/threads/{thread_id}/state", get_state, ("threads", "read")),
+        ("POST", "/threads/{thread_id}/state", update_state, ("threads", "update")),
+        ("POST", "/threads/{thread_id}/state/checkpoint", get_state_at, ("threads", "read")),
+        ("GET", "/threads/{thread_id}/state/{checkpoint_id}", get_state, ("threads", "read")),
+        ("GET,POST", "/threads/{thread_id}/history", history, ("threads", "read")),
+        ("POST", "/threads/{thread_id}/runs", create_run, ("threads", "create_run")),
+        ("POST", "/threads/{thread_id}/runs/crons", create_cron, ("crons", "create")),
+        ("POST", "/runs/crons", create_cron, ("crons", "create")),
+        ("POST", "/runs/crons/search", search_crons, ("crons", "search")),
+        ("POST", "/runs/crons/count", count_crons, ("crons", "search")),
+        ("PATCH", "/runs/crons/{cron_id}", update_cron, ("crons", "update")),
+        ("DELETE", "/runs/crons/{cron_id}", delete_cron, ("crons", "delete")),
+        ("GET", "/threads/{thread_id}/runs", list_runs, ("threads", "read")),
+        ("POST", "/threads/{thread_id}/runs/stream", stream_run, ("threads", "create_run")),
+        ("POST", "/threads/{thread_id}/runs/wait", wait_run, ("threads", "create_run")),
+        ("GET", "/threads/{thread_id}/runs/{run_id}", get_run, ("threads", "read")),
+        ("DELETE", "/threads/{thread_id}/runs/{run_id}", delete_run, ("threads", "delete")),
+        ("GET", "/threads/{thread_id}/runs/{run_id}/join", join_run, ("threads", "read")),
+        ("GET", "/threads/{thread_id}/runs/{run_id}/stream", join_stream, ("threads", "read")),
+        ("POST", "/threads/{thread_id}/runs/{run_id}/cancel", cancel_run, ("threads", "update")),
+        ("POST", "/threads/{thread_id}/commands", command, ("threads", "create_run")),
+        ("POST", "/threads/{thread_id}/stream/events", stream_events, ("threads", "read")),
+        ("POST", "/runs", create_run, ("threads", "create_run")),
+        ("POST", "/runs/batch", create_batch, ("threads", "create_run")),
+        ("POST", "/runs/cancel", cancel_runs, ("threads", "update")),
+        ("POST", "/runs/stream", stream_run, ("threads", "create_run")),
+        ("POST", "/runs/wait", wait_run, ("threads", "create_run")),
+    ]
+    # fmt: on
     routes: list[BaseRoute] = [
         Route("/ok", guarded(ok, liveness=True), methods=["GET"]),
         Route("/info", guarded(info, liveness=True), methods=["GET"]),
         Route("/metrics", guarded(queue_metrics), methods=["GET"]),
         *assistant_routes(assistants, threads, guarded),  # service/assistant_routes.py
-        Route("/threads", guarded(create_thread, ("threads", "create")), methods=["POST"]),
-        Route("/threads/search", guarded(search_threads, ("threads", "search")), methods=["POST"]),
-        Route("/threads/count", guarded(count_threads, ("threads", "search")), methods=["POST"]),
-        Route("/threads/prune", guarded(prune_threads, ("threads", "delete")), methods=["POST"]),
-        Route("/threads/{thread_id}", guarded(get_thread, ("threads", "read")), methods=["GET"]),
-        Route(
-            "/threads/{thread_id}", guarded(update_thread, ("threads", "update")), methods=["PATCH"]
-        ),
-        Route(
-            "/threads/{thread_id}",
-            guarded(delete_thread, ("threads", "delete")),
-            methods=["DELETE"],
-        ),
-        Route(
-            "/threads/{thread_id}/copy", guarded(copy_thread, ("threads", "read")), methods=["POST"]
-        ),
-        Route(
-            "/threads/{thread_id}/stream",
-            guarded(join_thread_stream, ("threads", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/threads/{thread_id}/state", guarded(get_state, ("threads", "read")), methods=["GET"]
-        ),
-        Route(
-            "/threads/{thread_id}/state",
-            guarded(update_state, ("threads", "update")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/state/checkpoint",
-            guarded(get_state_at, ("threads", "read")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/state/{checkpoint_id}",
-            guarded(get_state, ("threads", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/threads/{thread_id}/history",
-            guarded(history, ("threads", "read")),
-            methods=["GET", "POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs",
-            guarded(create_run, ("threads", "create_run")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/crons",
-            guarded(create_cron, ("crons", "create")),
-            methods=["POST"],
-        ),
-        Route("/runs/crons", guarded(create_cron, ("crons", "create")), methods=["POST"]),
-        Route("/runs/crons/search", guarded(search_crons, ("crons", "search")), methods=["POST"]),
-        Route("/runs/crons/count", guarded(count_crons, ("crons", "search")), methods=["POST"]),
-        Route(
-            "/runs/crons/{cron_id}", guarded(update_cron, ("crons", "update")), methods=["PATCH"]
-        ),
-        Route(
-            "/runs/crons/{cron_id}", guarded(delete_cron, ("crons", "delete")), methods=["DELETE"]
-        ),
-        Route(
-            "/threads/{thread_id}/runs", guarded(list_runs, ("threads", "read")), methods=["GET"]
-        ),
-        Route(
-            "/threads/{thread_id}/runs/stream",
-            guarded(stream_run, ("threads", "create_run")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/wait",
-            guarded(wait_run, ("threads", "create_run")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/{run_id}",
-            guarded(get_run, ("threads", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/{run_id}",
-            guarded(delete_run, ("threads", "delete")),
-            methods=["DELETE"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/{run_id}/join",
-            guarded(join_run, ("threads", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/{run_id}/stream",
-            guarded(join_stream, ("threads", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/{run_id}/cancel",
-            guarded(cancel_run, ("threads", "update")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/commands",
-            guarded(command, ("threads", "create_run")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/stream/events",
-            guarded(stream_events, ("threads", "read")),
-            methods=["POST"],
-        ),
+        *route_table(guarded, rows),
         WebSocketRoute("/threads/{thread_id}/stream/events", events_socket),
-        Route("/runs", guarded(create_run, ("threads", "create_run")), methods=["POST"]),
-        Route("/runs/batch", guarded(create_batch, ("threads", "create_run")), methods=["POST"]),
-        Route("/runs/cancel", guarded(cancel_runs, ("threads", "update")), methods=["POST"]),
-        Route("/runs/stream", guarded(stream_run, ("threads", "create_run")), methods=["POST"]),
-        Route("/runs/wait", guarded(wait_run, ("threads", "create_run")), methods=["POST"]),
         *items.routes(guarded),  # the store (long-term memory): service/store.py
     ]
     document = openapi_document(routes)

@@ -9,11 +9,11 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute
 
 from durable_graph.service.assistants import Assistants
 from durable_graph.service.records import assistant_id_of
-from durable_graph.service.requests import Guarded, Json, body_of
+from durable_graph.service.requests import Guarded, Json, RouteRow, body_of, route_table
 from durable_graph.service.schemas import graph_schemas, subgraph_schemas
 from durable_graph.service.threads import Threads
 
@@ -70,64 +70,23 @@ def assistant_routes(assistants: Assistants, threads: Threads, guarded: Guarded)
         graph = await threads.graph(name)
         return Json(await asyncio.to_thread(subgraph_schemas, name, graph, namespace, recurse))
 
-    return [
-        Route("/assistants", guarded(create_assistant, ("assistants", "create")), methods=["POST"]),
-        Route(
-            "/assistants/search",
-            guarded(search_assistants, ("assistants", "search")),
-            methods=["POST"],
-        ),
-        Route(
-            "/assistants/count",
-            guarded(count_assistants, ("assistants", "search")),
-            methods=["POST"],
-        ),
-        Route(
-            "/assistants/{assistant_id}",
-            guarded(get_assistant, ("assistants", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/assistants/{assistant_id}",
-            guarded(update_assistant, ("assistants", "update")),
-            methods=["PATCH"],
-        ),
-        Route(
-            "/assistants/{assistant_id}",
-            guarded(delete_assistant, ("assistants", "delete")),
-            methods=["DELETE"],
-        ),
-        Route(
-            "/assistants/{assistant_id}/versions",
-            guarded(assistant_versions, ("assistants", "read")),
-            methods=["POST"],
-        ),
-        Route(
-            "/assistants/{assistant_id}/latest",
-            guarded(set_latest_assistant, ("assistants", "update")),
-            methods=["POST"],
-        ),
-        Route(
-            "/assistants/{assistant_id}/graph",
-            guarded(assistant_graph, ("assistants", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/assistants/{assistant_id}/schemas",
-            guarded(assistant_schemas, ("assistants", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/assistants/{assistant_id}/subgraphs",
-            guarded(assistant_subgraphs, ("assistants", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/assistants/{assistant_id}/subgraphs/{namespace}",
-            guarded(assistant_subgraphs, ("assistants", "read")),
-            methods=["GET"],
-        ),
+    # fmt: off
+    rows: list[RouteRow] = [  # (methods, path, endpoint, the `auth` permission it asks for)
+        ("POST", "/assistants", create_assistant, ("assistants", "create")),
+        ("POST", "/assistants/search", search_assistants, ("assistants", "search")),
+        ("POST", "/assistants/count", count_assistants, ("assistants", "search")),
+        ("GET", "/assistants/{assistant_id}", get_assistant, ("assistants", "read")),
+        ("PATCH", "/assistants/{assistant_id}", update_assistant, ("assistants", "update")),
+        ("DELETE", "/assistants/{assistant_id}", delete_assistant, ("assistants", "delete")),
+        ("POST", "/assistants/{assistant_id}/versions", assistant_versions, ("assistants", "read")),
+        ("POST", "/assistants/{assistant_id}/latest", set_latest_assistant, ("assistants", "update")),
+        ("GET", "/assistants/{assistant_id}/graph", assistant_graph, ("assistants", "read")),
+        ("GET", "/assistants/{assistant_id}/schemas", assistant_schemas, ("assistants", "read")),
+        ("GET", "/assistants/{assistant_id}/subgraphs", assistant_subgraphs, ("assistants", "read")),
+        ("GET", "/assistants/{assistant_id}/subgraphs/{namespace}", assistant_subgraphs, ("assistants", "read")),
     ]
+    # fmt: on
+    return route_table(guarded, rows)
 
 
 __all__ = ["assistant_routes"]

@@ -24,14 +24,14 @@ from typing import Any
 from langgraph.store.base import InvalidNamespaceError
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute
 
 from durable_graph.core.errors import ValidationError
 from durable_graph.core.items import check_namespace
 from durable_graph.langgraph.store import SEMANTIC_SEARCH_REFUSED, AsyncDurableStore
 from durable_graph.service.auth import TENANT
 from durable_graph.service.records import count_field
-from durable_graph.service.requests import Guarded, Json, body_of
+from durable_graph.service.requests import Guarded, Json, RouteRow, body_of, route_table
 
 
 def _namespace(
@@ -176,19 +176,16 @@ class StoreApi:
         async def list_namespaces(request: Request) -> Response:
             return Json(await self.namespaces(await body_of(request)))
 
-        return [
-            Route("/store/items", guarded(put_item, ("store", "put")), methods=["PUT"]),
-            Route("/store/items", guarded(get_item, ("store", "get")), methods=["GET"]),
-            Route("/store/items", guarded(delete_item, ("store", "delete")), methods=["DELETE"]),
-            Route(
-                "/store/items/search", guarded(search_items, ("store", "search")), methods=["POST"]
-            ),
-            Route(
-                "/store/namespaces",
-                guarded(list_namespaces, ("store", "list_namespaces")),
-                methods=["POST"],
-            ),
+        # fmt: off
+        rows: list[RouteRow] = [  # (methods, path, endpoint, the `auth` permission it asks for)
+            ("PUT", "/store/items", put_item, ("store", "put")),
+            ("GET", "/store/items", get_item, ("store", "get")),
+            ("DELETE", "/store/items", delete_item, ("store", "delete")),
+            ("POST", "/store/items/search", search_items, ("store", "search")),
+            ("POST", "/store/namespaces", list_namespaces, ("store", "list_namespaces")),
         ]
+        # fmt: on
+        return route_table(guarded, rows)
 
 
 __all__ = ["StoreApi"]
