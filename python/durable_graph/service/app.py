@@ -34,7 +34,7 @@ from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, ThreadBusy, ValidationError
 from durable_graph.langgraph.factory import ServedGraph
 from durable_graph.langgraph.store import AsyncDurableStore
-from durable_graph.service.assistant_routes import assistant_routes
+from durable_graph.service.assistant_endpoints import AssistantEndpoints
 from durable_graph.service.assistants import Assistants
 from durable_graph.service.assistants import Conflict as AssistantConflict
 from durable_graph.service.auth import FILTERS, TENANT, Denied, UserAuth
@@ -430,8 +430,21 @@ def create_app(
     async def events_socket(websocket: WebSocket) -> None:
         await serve_socket(websocket, store, commands, authorized)
 
+    assistant_api = AssistantEndpoints(assistants, threads)
     # fmt: off
     rows: list[RouteRow] = [  # (methods, path, endpoint, the `auth` permission it asks for)
+        ("POST", "/assistants", assistant_api.create_assistant, ("assistants", "create")),
+        ("POST", "/assistants/search", assistant_api.search_assistants, ("assistants", "search")),
+        ("POST", "/assistants/count", assistant_api.count_assistants, ("assistants", "search")),
+        ("GET", "/assistants/{assistant_id}", assistant_api.get_assistant, ("assistants", "read")),
+        ("PATCH", "/assistants/{assistant_id}", assistant_api.update_assistant, ("assistants", "update")),
+        ("DELETE", "/assistants/{assistant_id}", assistant_api.delete_assistant, ("assistants", "delete")),
+        ("POST", "/assistants/{assistant_id}/versions", assistant_api.assistant_versions, ("assistants", "read")),
+        ("POST", "/assistants/{assistant_id}/latest", assistant_api.set_latest_assistant, ("assistants", "update")),
+        ("GET", "/assistants/{assistant_id}/graph", assistant_api.assistant_graph, ("assistants", "read")),
+        ("GET", "/assistants/{assistant_id}/schemas", assistant_api.assistant_schemas, ("assistants", "read")),
+        ("GET", "/assistants/{assistant_id}/subgraphs", assistant_api.assistant_subgraphs, ("assistants", "read")),
+        ("GET", "/assistants/{assistant_id}/subgraphs/{namespace}", assistant_api.assistant_subgraphs, ("assistants", "read")),
         ("POST", "/threads", create_thread, ("threads", "create")),
         ("POST", "/threads/search", search_threads, ("threads", "search")),
         ("POST", "/threads/count", count_threads, ("threads", "search")),
@@ -468,16 +481,19 @@ def create_app(
         ("POST", "/runs/cancel", cancel_runs, ("threads", "update")),
         ("POST", "/runs/stream", stream_run, ("threads", "create_run")),
         ("POST", "/runs/wait", wait_run, ("threads", "create_run")),
+        ("PUT", "/store/items", items.put_item, ("store", "put")),
+        ("GET", "/store/items", items.get_item, ("store", "get")),
+        ("DELETE", "/store/items", items.delete_item, ("store", "delete")),
+        ("POST", "/store/items/search", items.search_items, ("store", "search")),
+        ("POST", "/store/namespaces", items.list_namespaces, ("store", "list_namespaces")),
     ]
     # fmt: on
     routes: list[BaseRoute] = [
         Route("/ok", guarded(ok, liveness=True), methods=["GET"]),
         Route("/info", guarded(info, liveness=True), methods=["GET"]),
         Route("/metrics", guarded(queue_metrics), methods=["GET"]),
-        *assistant_routes(assistants, threads, guarded),  # service/assistant_routes.py
         *route_table(guarded, rows),
         WebSocketRoute("/threads/{thread_id}/stream/events", events_socket),
-        *items.routes(guarded),  # the store (long-term memory): service/store.py
     ]
     document = openapi_document(routes)
 
