@@ -14,7 +14,7 @@ from starlette.routing import BaseRoute, Route
 from durable_graph.service.assistants import Assistants
 from durable_graph.service.records import assistant_id_of
 from durable_graph.service.requests import Guarded, Json, body_of
-from durable_graph.service.schemas import graph_schemas, subgraph_schemas
+from durable_graph.service.schemas import served_schemas, subgraph_schemas
 from durable_graph.service.threads import Threads
 
 
@@ -59,8 +59,7 @@ def assistant_routes(assistants: Assistants, threads: Threads, guarded: Guarded)
 
     async def assistant_schemas(request: Request, assistant_id: str) -> Response:
         name = (await assistants.get(assistant_id))["graph_id"]
-        # Off the loop: pydantic builds a schema in milliseconds to seconds.
-        return Json(await asyncio.to_thread(graph_schemas, name, await threads.graph(name)))
+        return Json(await served_schemas(threads, name))
 
     async def assistant_subgraphs(
         request: Request, assistant_id: str, namespace: str | None = None
