@@ -29,7 +29,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, Final
 
 from starlette.requests import Request
@@ -41,6 +41,15 @@ from durable_graph.core.errors import NotFound, StoreError, ThreadBusy, Validati
 from durable_graph.core.model import QueueEntry
 from durable_graph.service import a2a_messages as msgs
 from durable_graph.service.a2a_messages import PartsRefused, now, to_spec
+from durable_graph.service.a2a_tasks import (
+    SCOPE_HEADER,
+    Tasks,
+    a2a_of,
+    history_length,
+    history_scope,
+    task_id_of,
+    task_params,
+)
 from durable_graph.service.assistants import Assistants
 from durable_graph.service.auth import Denied, authorize_action
 from durable_graph.service.jsonrpc import (
@@ -58,7 +67,7 @@ from durable_graph.service.jsonrpc import (
 )
 from durable_graph.service.records import check_thread_id, run_id_of
 from durable_graph.service.requests import BadRequest, Guarded, Json, dumps, until_disconnect
-from durable_graph.service.runs import Runs, final_values
+from durable_graph.service.runs import Runs
 from durable_graph.service.schemas import served_schemas
 from durable_graph.service.threads import Threads
 
@@ -75,12 +84,7 @@ SLASH_NAMES: Final = {
     "tasks/cancel": "CancelTask",
 }
 METHODS: Final = frozenset({*SLASH_NAMES.values(), "ListTasks", "GetExtendedAgentCard"})
-MAX_HISTORY: Final = 10
-"""``historyLength`` at most, as the reference."""
-SCOPE_HEADER: Final = "LangGraph-A2A-History-Scope"
 SCOPE_EXTENSION: Final = "https://langchain.com/a2a/extensions/history-scope/v1"
-RUN_SCAN: Final = 1000
-"""A context's runs read to find a task's, and threads a ``ListTasks`` reads, at most."""
 MODES: Final = ["application/json", "text/plain"]
 
 
@@ -97,17 +101,6 @@ def a2a_routes(
         Route("/a2a/{assistant_id}/.well-known/agent.json", guarded(server.card)),
         Route("/.well-known/agent-card.json", guarded(server.card)),
     ]
-
-
-@dataclass(frozen=True, slots=True)
-class Task:
-    """A task found: its latest run (``run``, as ``GET .../runs/{id}`` answers it) and state."""
-
-    task_id: str
-    context_id: str
-    run: dict[str, Any]
-    state: str
-    task_ids: dict[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +122,7 @@ class A2aServer:
         self.assistants = assistants
         self.threads = threads
         self.runs = runs
+        self.tasks = Tasks(threads, runs)
 
     # --- HTTP --------------------------------------------------------------------------------
 
@@ -230,7 +224,7 @@ class A2aServer:
         if method == "CancelTask":
             return await self.cancel_task(params, assistant_id)
         if method == "ListTasks":
-            return await self.list_tasks(request, params, assistant_id)
+            return await self.tasks.list(request, params, assistant_id)
         return await self.agent_card(request, assistant_id)  # GetExtendedAgentCard
 
     async def card(self, request: Request, assistant_id: str | None = None) -> Response:
@@ -261,8 +255,8 @@ class A2aServer:
             configuration = {}
         if not isinstance(configuration, dict):
             raise RpcError(INVALID_PARAMS, "Invalid params: 'configuration' must be an object")
-        length = _history_length(configuration.get("historyLength"))
-        scope = _history_scope(configuration, request)
+        length = history_length(configuration.get("historyLength"))
+        scope = history_scope(configuration, request)
         message = params.get("message")
         if not isinstance(message, dict) or not message:
             raise RpcError(INVALID_PARAMS, "Missing 'message' in params")
@@ -289,7 +283,7 @@ class A2aServer:
             start_id = str(uuid.uuid4())
             mark = {"task_start_id": start_id}
         else:
-            task = await self.resolve(task_id, context_id, assistant_id)
+            task = await self.tasks.resolve(task_id, context_id, assistant_id)
             if task is None:
                 raise RpcError(TASK_NOT_FOUND, f"Task not found: {task_id}")
             if task.state in msgs.TERMINAL_STATES:
@@ -320,7 +314,7 @@ class A2aServer:
         entry = await self.create_run(body)
         if task_id is None:
             task_id = f"{entry.thread_id}:{run_id_of(entry.entry_id)}"
-            task_ids = await self.task_ids(entry.thread_id, assistant_id)
+            task_ids = await self.tasks.task_ids(entry.thread_id, assistant_id)
             task_ids.setdefault(str(start_id), task_id)
         return Sending(entry, task_id, message, length, scope, task_ids)
 
@@ -355,14 +349,14 @@ class A2aServer:
             if not context_id or not task_id:
                 refused = "contextId and taskId are required when resuming a task"
                 raise RpcError(INVALID_PARAMS, refused)
-            if not await self.waits_for_input(context_id):
+            if not await self.tasks.waits_for_input(context_id):
                 raise RpcError(INVALID_PARAMS, "Task is not awaiting input")
             run_input.pop("resume", None)
             return {"resume": value}
         text = msgs.text_of_parts(parts)
         if text is None or not context_id or not task_id:
             return None
-        if not await self.waits_for_input(context_id):
+        if not await self.tasks.waits_for_input(context_id):
             return None
         run_input.pop("messages", None)
         return {"resume": text}
@@ -421,18 +415,18 @@ class A2aServer:
     async def get_task(
         self, request: Request, params: dict[str, Any], assistant_id: str
     ) -> dict[str, Any]:
-        task_id, context_id = _task_ids(params)
-        task = await self.resolve(task_id, context_id, assistant_id)
+        task_id, context_id = task_params(params)
+        task = await self.tasks.resolve(task_id, context_id, assistant_id)
         if task is None:
             where = f" in context '{context_id}'" if context_id else ""
             raise RpcError(TASK_NOT_FOUND, f"Task not found: {task_id}{where}")
-        length = _history_length(params.get("historyLength"))
-        scope = _history_scope(params, request)
+        length = history_length(params.get("historyLength"))
+        scope = history_scope(params, request)
         status: dict[str, Any] = {"state": task.state, "timestamp": task.run["updated_at"]}
         found: dict[str, Any] = {"kind": "task", "id": task.task_id, "contextId": task.context_id}
         found["status"] = status
         if length != 0:
-            messages = await self.run_messages(task)
+            messages = await self.tasks.run_messages(task)
             found["history"] = msgs.history(
                 messages, task.task_id, task.context_id, length, scope, task.task_ids
             )
@@ -447,8 +441,8 @@ class A2aServer:
         """Cancel the task's run; a task waiting for input is ended (its interrupt answered by
         nothing, ``as_node`` ``__end__``) and marked by a cancelled run of its own, as the
         reference does."""
-        task_id, context_id = _task_ids(params)
-        task = await self.resolve(task_id, context_id, assistant_id)
+        task_id, context_id = task_params(params)
+        task = await self.tasks.resolve(task_id, context_id, assistant_id)
         if task is None:
             raise RpcError(TASK_NOT_FOUND, f"Task not found: {task_id}")
         if task.state in msgs.TERMINAL_STATES:
@@ -456,7 +450,7 @@ class A2aServer:
         ctx = task.context_id
         try:
             if task.state == "TASK_STATE_INPUT_REQUIRED":
-                mark = {**_a2a_of(task.run), "task_id": _task_id_of(ctx, task.run)}
+                mark = {**a2a_of(task.run), "task_id": task_id_of(ctx, task.run)}
                 marker = {"assistant_id": assistant_id, "metadata": {"a2a": mark}}
                 entry = await self.create_run({**marker, "thread_id": ctx, "after_seconds": 3600})
                 await self.runs.cancel_unless_ended(entry)
@@ -474,76 +468,6 @@ class A2aServer:
         said = msgs.agent_message("Task was canceled", task_id)
         status = {"state": "TASK_STATE_CANCELED", "timestamp": now(), "message": said}
         return {"kind": "task", "id": task_id, "contextId": ctx, "status": status}
-
-    async def list_tasks(
-        self, request: Request, params: dict[str, Any], assistant_id: str
-    ) -> dict[str, Any]:
-        """This agent's tasks, newest first, over the contexts the user may read (one with
-        ``contextId``): ``status``, ``statusTimestampAfter``, ``pageSize``, ``pageToken``."""
-        size = params.get("pageSize")
-        if size is not None and (
-            isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 100
-        ):
-            raise RpcError(INVALID_PARAMS, "pageSize must be an integer between 1 and 100.")
-        length = _history_length(params.get("historyLength"))
-        scope = _history_scope(params, request)
-        state = params.get("status")
-        state = msgs.STATES_SPEC_TO_V1.get(state, state) if isinstance(state, str) else state
-        if state is not None and state not in msgs.STATES_V1_TO_SPEC:
-            raise RpcError(INVALID_PARAMS, f"Invalid status value: '{state}'.")
-        after = params.get("statusTimestampAfter")
-        if after is not None and not _is_timestamp(after):
-            refused = "statusTimestampAfter must be a valid ISO 8601 timestamp."
-            raise RpcError(INVALID_PARAMS, refused)
-        token = params.get("pageToken")
-        if token is not None and not isinstance(token, str):
-            raise RpcError(INVALID_PARAMS, "pageToken must be a string.")
-        if token and not token.isdigit():
-            raise RpcError(INVALID_PARAMS, "Invalid pageToken.")
-        context_id = params.get("contextId")
-        if context_id is not None and not isinstance(context_id, str):
-            raise RpcError(INVALID_PARAMS, "contextId must be a string.")
-        if context_id is not None:
-            contexts = [context_id] if await self.readable(context_id) else []
-        else:
-            await authorize_action("threads", "search", {"limit": RUN_SCAN})
-            found = await self.threads.search(None, None, None, RUN_SCAN, 0)
-            contexts = [t["thread_id"] for t in found]
-        tasks: dict[str, tuple[dict[str, Any], str, dict[str, str]]] = {}
-        for ctx in contexts:
-            thread = await self.threads.get(ctx)
-            runs = _newest_first(await self.runs.list(ctx, RUN_SCAN, 0, None))
-            ids = _start_ids(runs, ctx, assistant_id)
-            for run in runs:
-                if run["assistant_id"] != assistant_id or _task_id_of(ctx, run) in tasks:
-                    continue
-                latest = run["run_id"] == runs[0]["run_id"]
-                task_state = _task_state(run, thread if latest else None)
-                if (state and task_state != state) or (after and run["updated_at"] < after):
-                    continue
-                task: dict[str, Any] = {"kind": "task", "id": _task_id_of(ctx, run)}
-                task["contextId"] = ctx
-                task["status"] = {"state": task_state, "timestamp": run["updated_at"]}
-                if not params.get("includeArtifacts", False):
-                    task["artifacts"] = []
-                tasks[task["id"]] = (task, run["run_id"], ids)
-        ordered = sorted(tasks.values(), key=lambda t: t[0]["status"]["timestamp"], reverse=True)
-        offset = int(token) if token else 0
-        page = ordered[offset : offset + (size or 50)]
-        if length != 0:
-            for task, run_id, ids in page:
-                entry = await self.runs.entry(task["contextId"], run_id)
-                messages = await self.messages_of(entry)
-                task["history"] = msgs.history(
-                    messages, task["id"], task["contextId"], length, scope, ids
-                )
-        following = offset + len(page)
-        return {
-            "tasks": [task for task, _, _ in page],
-            "totalSize": len(ordered),
-            "pageSize": len(page),
-            "nextPageToken": str(following) if following < len(ordered) else "",
-        }
 
     async def agent_card(self, request: Request, assistant_id: str) -> dict[str, Any]:
         """The assistant as an A2A agent: one skill (itself), JSON-RPC at ``/a2a/{id}``."""
@@ -657,65 +581,6 @@ class A2aServer:
                 INVALID_PARAMS, f"Failed to create run: {exc or 'thread busy'}"
             ) from None
 
-    async def readable(self, context_id: str) -> bool:
-        """The thread is there for this user (its ``threads`` ``read`` asked)."""
-        await authorize_action("threads", "read", {"thread_id": context_id})
-        try:
-            return await self.threads.exists(check_thread_id(context_id, "contextId"))
-        except ValidationError:
-            return False
-
-    async def resolve(self, task_id: str, context_id: str | None, assistant_id: str) -> Task | None:
-        """The task ``task_id`` names (its context ``context_id`` when the id has none), of this
-        agent and readable by this user; its latest run (a resume's, say); None otherwise."""
-        parsed, run_id = task_id.split(":", 1) if ":" in task_id else ("", task_id)
-        if parsed and context_id and parsed != context_id:
-            return None
-        ctx = context_id or parsed
-        if not ctx or not await self.readable(ctx):
-            return None
-        try:
-            anchor = self.runs.json(await self.runs.entry(ctx, run_id))
-        except (NotFound, ValidationError):
-            return None
-        stored = _a2a_of(anchor).get("task_id")
-        if anchor["assistant_id"] != assistant_id or (stored and stored != task_id):
-            return None
-        runs = _newest_first(await self.runs.list(ctx, RUN_SCAN, 0, None))
-        latest, thread = anchor, None
-        for run in runs:
-            if run["assistant_id"] == assistant_id and (
-                run["run_id"] == run_id or _a2a_of(run).get("task_id") == task_id
-            ):
-                latest = run
-                if run["run_id"] == runs[0]["run_id"]:  # the context's last: its thread tells
-                    thread = await self.threads.get(ctx)
-                break
-        state = _task_state(latest, thread)
-        return Task(task_id, ctx, latest, state, _start_ids(runs, ctx, assistant_id))
-
-    async def task_ids(self, context_id: str, assistant_id: str) -> dict[str, str]:
-        runs = await self.runs.list(context_id, RUN_SCAN, 0, None)
-        return _start_ids(runs, context_id, assistant_id)
-
-    async def waits_for_input(self, context_id: str) -> bool:
-        try:
-            thread = await self.threads.get(context_id)
-        except (NotFound, ValidationError):
-            return False
-        return bool(thread["status"] == "interrupted")
-
-    async def run_messages(self, task: Task) -> Any:
-        return await self.messages_of(await self.runs.entry(task.context_id, task.run["run_id"]))
-
-    async def messages_of(self, entry: QueueEntry) -> Any:
-        """The thread's messages as the run left them (as they are now, while it goes on)."""
-        if entry.closed:
-            values = await final_values(entry, self.threads)
-        else:
-            values = (await self.threads.get(entry.thread_id))["values"]
-        return values.get("messages") if isinstance(values, dict) else None
-
     def task_json(self, sending: Sending, values: Any, assistant_id: str) -> dict[str, Any]:
         """``SendMessage``'s task: its history, its state, its answer or its interrupts."""
         task_id, ctx = sending.task_id, sending.entry.thread_id
@@ -760,75 +625,6 @@ async def _guarded(call: Any) -> Any:
     except Exception:
         log.exception("a2a: a method failed")
         raise RpcError(INTERNAL_ERROR, "Internal server error") from None
-
-
-def _history_length(value: object) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise RpcError(INVALID_PARAMS, "historyLength must be a non-negative integer")
-    if value > MAX_HISTORY:
-        raise RpcError(INVALID_PARAMS, f"historyLength cannot exceed {MAX_HISTORY}")
-    return value
-
-
-def _history_scope(options: dict[str, Any], request: Request) -> str:
-    scope = options.get("historyScope")
-    if scope is None:
-        scope = request.headers.get(SCOPE_HEADER, "context")
-    if scope not in ("context", "task"):
-        raise RpcError(INVALID_PARAMS, "historyScope must be 'context' or 'task'")
-    return str(scope)
-
-
-def _task_ids(params: dict[str, Any]) -> tuple[str, str | None]:
-    task_id, context_id = params.get("id"), params.get("contextId")
-    if not task_id:
-        raise RpcError(INVALID_PARAMS, "Missing required parameter: id (task_id)")
-    if not isinstance(task_id, str) or (context_id is not None and not isinstance(context_id, str)):
-        raise RpcError(INVALID_PARAMS, "Task id and contextId must be strings")
-    return task_id, context_id
-
-
-def _a2a_of(run: dict[str, Any]) -> dict[str, Any]:
-    metadata = run.get("metadata")
-    found = metadata.get("a2a") if isinstance(metadata, dict) else None
-    return found if isinstance(found, dict) else {}
-
-
-def _task_id_of(context_id: str, run: dict[str, Any]) -> str:
-    stored = _a2a_of(run).get("task_id")
-    return stored if isinstance(stored, str) and stored else f"{context_id}:{run['run_id']}"
-
-
-def _start_ids(runs: list[dict[str, Any]], context_id: str, assistant_id: str) -> dict[str, str]:
-    """The context's tasks by the ``task_start_id`` of their first message."""
-    return {
-        _a2a_of(run)["task_start_id"]: _task_id_of(context_id, run)
-        for run in runs
-        if run["assistant_id"] == assistant_id
-        and isinstance(_a2a_of(run).get("task_start_id"), str)
-    }
-
-
-def _newest_first(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(runs, key=lambda r: (str(r["created_at"]), str(r["run_id"])), reverse=True)
-
-
-def _task_state(run: dict[str, Any], thread: dict[str, Any] | None) -> str:
-    """A run's task state; a finished run whose thread waits for input (the context's last
-    run) is ``INPUT_REQUIRED``."""
-    if run["status"] == "success" and thread is not None and thread["status"] == "interrupted":
-        return "TASK_STATE_INPUT_REQUIRED"
-    return msgs.RUN_STATES.get(run["status"], "TASK_STATE_SUBMITTED")
-
-
-def _is_timestamp(value: object) -> bool:
-    try:
-        datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    return isinstance(value, str)
 
 
 def _modes(assistant: dict[str, Any]) -> tuple[list[str], list[str]]:
