@@ -144,7 +144,12 @@ def test_mcp_bad_input_is_a_jsonrpc_error_never_a_500(served: tuple[str, str]) -
     assert httpx.post(mcp, json={"id": 1, "method": "ping"}, headers=JSON).status_code == 400
     assert httpx.post(mcp, json=[], headers=JSON).status_code == 400
     plain = {"accept": "text/plain"}
-    assert httpx.post(mcp, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=plain).status_code == 400
+    assert (
+        httpx.post(
+            mcp, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=plain
+        ).status_code
+        == 400
+    )
     if target == "reference":
         return  # below, the reference answers 500 (its own bug) or a string where we say why
     assert broken.json()["error"]["code"] == -32700 and broken.json()["id"] is None
