@@ -96,7 +96,12 @@ def a2a_routes(
     methods = ["GET", "POST", "DELETE"]
     return [
         Route("/a2a/{assistant_id}", guarded(server.endpoint), methods=methods),
-        Route("/a2a/{assistant_id}/", guarded(server.endpoint), methods=methods),
+        Route(
+            "/a2a/{assistant_id}/",
+            guarded(server.endpoint),
+            methods=methods,
+            include_in_schema=False,  # the same path with its slash, as the reference
+        ),
         Route("/a2a/{assistant_id}/.well-known/agent-card.json", guarded(server.card)),
         Route("/a2a/{assistant_id}/.well-known/agent.json", guarded(server.card)),
         Route("/.well-known/agent-card.json", guarded(server.card)),
