@@ -156,7 +156,7 @@ def text_of_parts(parts: list[Any]) -> str | None:
 
 
 def resume_of_parts(parts: list[Any]) -> tuple[bool, Any]:
-    """(found, value) of a data part's ``resume``; `PartsRefused`-free: two are ``ValueError``."""
+    """(found, value) of a data part's ``resume``; ``ValueError`` when two parts carry one."""
     values = [
         p["data"]["resume"]
         for p in parts
