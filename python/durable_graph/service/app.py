@@ -34,10 +34,11 @@ from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, ThreadBusy, ValidationError
 from durable_graph.langgraph.factory import ServedGraph
 from durable_graph.langgraph.store import AsyncDurableStore
+from durable_graph.service.a2a import a2a_routes
 from durable_graph.service.assistant_endpoints import AssistantEndpoints
 from durable_graph.service.assistants import Assistants
 from durable_graph.service.assistants import Conflict as AssistantConflict
-from durable_graph.service.auth import FILTERS, TENANT, Denied, UserAuth
+from durable_graph.service.auth import FILTERS, TENANT, USER, Denied, UserAuth
 from durable_graph.service.crons import Crons, CronSettings
 from durable_graph.service.guard import (
     DEFAULT_MAX_BODY_BYTES,
@@ -48,6 +49,7 @@ from durable_graph.service.guard import (
     parse_json_body,
     parse_list_body,
 )
+from durable_graph.service.mcp import mcp_routes
 from durable_graph.service.metrics import metrics
 from durable_graph.service.openapi import openapi_document
 from durable_graph.service.protocol_commands import Commands
@@ -85,6 +87,7 @@ async def _authorize(
     leaves is the body's (`body_of`). `Denied` when refused."""
     user = await user_auth.authenticate(request)
     TENANT.set(user.identity)
+    USER.set((user_auth, user))  # for the routes that authorize their own actions (/mcp, /a2a)
     if permission is None:
         return
     parsed = parse_json_body(await request.body(), {}) if request.method != "GET" else {}
@@ -494,6 +497,8 @@ def create_app(
         Route("/metrics", guarded(queue_metrics), methods=["GET"]),
         *route_table(guarded, rows),
         WebSocketRoute("/threads/{thread_id}/stream/events", events_socket),
+        *mcp_routes(assistants, threads, runs, guarded),  # /mcp: service/mcp.py
+        *a2a_routes(assistants, threads, runs, guarded),  # /a2a/{assistant_id}: service/a2a.py
     ]
     document = openapi_document(routes)
 

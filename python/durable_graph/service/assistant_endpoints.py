@@ -13,7 +13,7 @@ from starlette.responses import Response
 from durable_graph.service.assistants import Assistants
 from durable_graph.service.records import assistant_id_of
 from durable_graph.service.requests import Json, body_of
-from durable_graph.service.schemas import graph_schemas, subgraph_schemas
+from durable_graph.service.schemas import served_schemas, subgraph_schemas
 from durable_graph.service.threads import Threads
 
 
@@ -63,8 +63,7 @@ class AssistantEndpoints:
 
     async def assistant_schemas(self, request: Request, assistant_id: str) -> Response:
         name = (await self.assistants.get(assistant_id))["graph_id"]
-        # Off the loop: pydantic builds a schema in milliseconds to seconds.
-        return Json(await asyncio.to_thread(graph_schemas, name, await self.threads.graph(name)))
+        return Json(await served_schemas(self.threads, name))
 
     async def assistant_subgraphs(
         self, request: Request, assistant_id: str, namespace: str | None = None
