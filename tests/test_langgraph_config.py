@@ -48,7 +48,7 @@ def _with(tmp_path: Path, **keys: object) -> Path:
     [
         ({"store": {"index": {"dims": 3, "embed": "openai:x"}}}, "'store.index'"),
         ({"checkpointer": {"serde": {"pickle_fallback": True}}}, "'checkpointer.serde'"),
-        ({"encryption": {"path": "./enc.py:encryption"}}, "'encryption.path'"),
+        ({"encryption": {"path": "./enc.py:encryption", "aes": True}}, "'encryption.aes'"),
         ({"priority": {"path": "./p.py:priority"}}, "'priority.path'"),
         ({"ui": {"agent": "./ui.tsx"}}, "'ui.agent'"),
         ({"http": {"app": "./app.py:app"}}, "'http.app'"),

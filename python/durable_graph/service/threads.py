@@ -66,9 +66,10 @@ class Threads:
         store: AsyncCheckpointer,
         graphs: Mapping[str, ServedGraph],
         graph_store: BaseStore | None = None,
+        saver: AsyncDurableSaver | None = None,
     ) -> None:
         self.store = store
-        self.saver = AsyncDurableSaver(store)
+        self.saver = saver or AsyncDurableSaver(store)
         self.graphs = dict(graphs)
         self.graph_store = graph_store
         self.default_graph = next(iter(graphs))
