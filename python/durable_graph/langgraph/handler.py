@@ -167,12 +167,15 @@ class _Attempt:
         return self.request.graph_input() if self.fresh else None
 
     def stream_kwargs(self) -> dict[str, Any]:
-        return {
+        kwargs = {
             **self.outbox.stream_kwargs(),
             "subgraphs": True,
             "interrupt_before": self.request.interrupt_before,
             "interrupt_after": self.request.interrupt_after,
         }
+        if self.request.durability is not None:  # else LangGraph's default ("async")
+            kwargs["durability"] = self.request.durability
+        return kwargs
 
     def live(self, item: Any) -> list[EventIn]:
         """One stream item into the outbox; the live events due to be appended now, if any."""

@@ -37,7 +37,7 @@ from durable_graph.core.model import (
 )
 from durable_graph.core.validation import DEFAULT_MAX_VALUE_BYTES, check_submission
 from durable_graph.langgraph.follow import afollow, run_ended
-from durable_graph.langgraph.run_request import run_request
+from durable_graph.langgraph.run_request import DURABILITIES, run_request
 from durable_graph.langgraph.streaming import EVENT_PREFIX, listed_modes
 from durable_graph.langgraph.values import from_json, message_dict, to_json
 from durable_graph.service.auth import TENANT
@@ -540,12 +540,21 @@ UNHONOURED: Final[dict[str, tuple[object, ...]]] = {
     "on_completion": (None, "keep"),
     "on_disconnect": (None, "continue", "cancel"),
     "feedback_keys": (None, []),
-    "durability": (None, "sync", "async"),
 }
 """Run options the service does not honour, each with the values it does (issue 36: fail
-closed): deleting a run's thread when it ends, feedback keys, and
-checkpointing only at exit (every step is durable here, which ``sync`` and ``async`` ask no
-less than). ``on_disconnect: "cancel"`` is honoured by the stream and wait routes."""
+closed): deleting a run's thread when it ends, feedback keys. ``on_disconnect: "cancel"`` is
+honoured by the stream and wait routes."""
+
+
+def _durability(body: Mapping[str, Any]) -> str | None:
+    """The run's LangGraph ``durability``: as given, else ``"exit"`` for the older
+    ``checkpoint_during: false``, as the reference reads them; None for LangGraph's default."""
+    durability, during = body.get("durability"), body.get("checkpoint_during")
+    if durability is not None and durability not in DURABILITIES:
+        raise ValidationError(f"durability: one of {', '.join(DURABILITIES)}")
+    if during is not None and not isinstance(during, bool):
+        raise ValidationError("checkpoint_during: must be true or false")
+    return durability or (None if during is not False else "exit")
 
 
 def _checked(
@@ -600,6 +609,7 @@ def _checked(
         "interrupt_after": body.get("interrupt_after"),
         "stream_mode": list(store_modes) or sorted({SDK_MODES[m] for m in modes}),
         "stream_subgraphs": bool(body.get("stream_subgraphs")),
+        "durability": _durability(body),
         "graph": graph,
     }
     service: dict[str, Any] = {
