@@ -30,6 +30,13 @@ SPEC §20.2): the graph is streamed with ``version="v2"`` and each event is kept
 event each (still appended at most once per interval); LangGraph's whole-message tuples of that
 stream are left out, as LangGraph Server leaves them out of the protocol.
 
+``events`` is LangChain's ``astream_events`` (version ``"v2"``), as LangGraph Server streams it:
+the graph is run with ``astream_events`` instead of ``astream``; the root run's
+``on_chain_stream`` events carry ``astream``'s own items (handled as above), and every other
+event (``on_chain_start``, ``on_chat_model_stream``, ... but those tagged ``langsmith:hidden``)
+is a live event of its own, kind ``lg.events``. The sync handler cannot run it (LangGraph has
+no sync ``stream_events``): there ``events`` fails the run.
+
 The run's end is the entry's close: `QueueEntry.closed_at_seq` is the thread's last event number
 then, so a reader that has seen that number has seen the whole stream.
 """
@@ -60,7 +67,9 @@ MESSAGES_V2: Final = "messages-v2"
 """The store mode of LangGraph's protocol-shaped message events (see the module)."""
 TASKS: Final = "tasks"
 """LangGraph's task events: written live, each reduced to `task_identity`."""
-LIVE_MODES: Final = frozenset({"messages", "custom", "tools", TASKS, MESSAGES_V2})
+EVENTS: Final = "events"
+"""``astream_events``' events (see the module)."""
+LIVE_MODES: Final = frozenset({"messages", "custom", "tools", TASKS, MESSAGES_V2, EVENTS})
 STREAM_MODES: Final = STEP_MODES | LIVE_MODES
 
 
@@ -153,6 +162,11 @@ class Outbox:
     def v2(self) -> bool:
         return MESSAGES_V2 in self.modes
 
+    @property
+    def events(self) -> bool:
+        """Whether the graph runs with ``astream_events`` (`from_event` takes its items)."""
+        return EVENTS in self.modes
+
     def stream_kwargs(self) -> dict[str, Any]:
         """What to ask of ``stream``/``astream`` for the live modes (the step modes come from
         the loop)."""
@@ -224,6 +238,22 @@ class Outbox:
         ns = tuple(ns)
         with self._lock:  # the sync handler's checkpoints take live events in another thread
             self._from_stream(ns, mode, data)
+
+    def from_event(self, event: Any) -> None:
+        """One event of ``graph.astream_events(..., version="v2")``: the root run's
+        ``on_chain_stream`` is an item of ``astream`` (`from_stream`); any other, an ``events``
+        event as it is, but those LangChain hides from tracing (a conditional edge's)."""
+        if not isinstance(event, dict):
+            return
+        if event.get("event") == "on_chain_stream" and not event.get("parent_ids"):
+            chunk = (event.get("data") or {}).get("chunk")
+            if isinstance(chunk, tuple | dict):
+                self.from_stream(chunk)
+            return
+        if "langsmith:hidden" in (event.get("tags") or ()):
+            return
+        with self._lock:
+            self._live.append((self._next(), event_of((), EVENTS, event)))
 
     def _from_stream(self, ns: tuple[str, ...], mode: Any, data: Any) -> None:
         if mode == "messages" and self.v2:

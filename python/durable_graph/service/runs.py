@@ -69,6 +69,7 @@ SDK_MODES: Final = {
     "debug": "debug",
     "checkpoints": "debug",
     "tasks": "debug",
+    "events": "events",
 }
 """The SDK's stream modes served, and the store mode each reads (LangGraph's ``debug`` chunks
 are its ``checkpoints`` and ``tasks`` chunks, typed: each is read back out of them)."""
