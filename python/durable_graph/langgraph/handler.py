@@ -50,6 +50,7 @@ from langgraph.types import StateSnapshot
 
 from durable_graph.core.errors import NotFound, ValidationError
 from durable_graph.core.model import JSON, EventIn, Fresh
+from durable_graph.langgraph import codec
 from durable_graph.langgraph.async_saver import AsyncDurableSaver
 from durable_graph.langgraph.factory import GraphFactory, ServedGraph
 from durable_graph.langgraph.run_request import RESUME_KEY, RunRequest
@@ -107,12 +108,15 @@ def _fields(request: RunRequest) -> dict[str, Any]:
     return {name: getattr(request, name) for name in request.__slots__}
 
 
-def _carried_its_values(head: Any) -> bool:
+def _carried_its_values(head: Any, serde: Any) -> bool:
     """Whether the stream already holds the values of the checkpoint a retried attempt resumes
     from: every checkpoint's commit carries them, except the input's (its values chunk comes
-    after it, with the next checkpoint)."""
+    after it, with the next checkpoint). Its metadata read with the saver's ``serde`` (it may
+    be encrypted, D286)."""
     metadata = getattr(head, "metadata", None)
-    return isinstance(metadata, dict) and metadata.get("source") != "input"
+    if not isinstance(metadata, dict):
+        return False
+    return codec.decode_metadata(serde, metadata).get("source") != "input"
 
 
 class _Attempt:
@@ -133,7 +137,7 @@ class _Attempt:
         self.outbox = Outbox(
             self.request.stream_mode,
             self.request.stream_subgraphs,
-            resumed=not self.fresh and _carried_its_values(ctx.head),
+            resumed=not self.fresh and _carried_its_values(ctx.head, saver.serde),
             nested_from_stream=isinstance(saver, AsyncDurableSaver),  # astream's subgraphs
         )
         streams = bool(self.request.stream_mode)
