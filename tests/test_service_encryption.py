@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 from langgraph_sdk import get_sync_client
@@ -69,17 +70,20 @@ def _config(tmp: Path, **sections: Any) -> Path:
 
 
 def _stored(backend: Backend) -> list[str]:
-    """Every checkpoint's state and metadata and every pending write's value, as stored."""
+    """Every checkpoint's state and metadata, every pending write's value and every event's
+    payload (the runs' streams), as stored."""
     queries = [
         "SELECT state, metadata FROM checkpoints",
         "SELECT value, '' FROM pending_writes",
+        "SELECT payload, '' FROM events",
     ]
     rows: list[tuple[Any, ...]] = []
     if backend.name == "postgres":
         with psycopg.connect(backend.env["DURABLE_GRAPH_DSN"]) as conn:
             conn.execute(f'SET search_path TO "{backend.args[1]}"')
             for q in queries:
-                rows += conn.execute(q.replace("state, metadata", "state::text, metadata::text"))
+                q = q.replace("state, metadata", "state::text, metadata::text")
+                rows += conn.execute(q.replace("SELECT value,", "SELECT value::text,"))
                 rows = [tuple(str(v) for v in r) for r in rows]
     else:
         with sqlite3.connect(backend.args[1]) as conn:
@@ -125,6 +129,37 @@ def test_checkpoints_are_stored_encrypted_and_read_back_plain(
     assert not [s for s in stored if MARKER in s]
     assert any("msgpack+sdk" in s for s in stored)  # the blob handler's ciphertext
     assert any('"note": "enc:' in s or '"note":"enc:' in s for s in stored)  # the JSON handler's
+
+
+def test_streams_are_stored_encrypted_and_streamed_plain(backend: Backend, tmp_path: Path) -> None:
+    """The run's stream in the thread's log is sealed too (D289): each reader opens it —
+    ``runs.stream`` in every mode, ``threads.join_stream``, the protocol's thread stream."""
+    (tmp_path / "enc.py").write_text(ENCRYPTION, encoding="utf-8")
+    config = _config(tmp_path, encryption={"path": f"{tmp_path}/enc.py:encryption"})
+    with serving(backend, tmp_path, config=config) as url:
+        client: Any = get_sync_client(url=url)
+        thread = client.threads.create()["thread_id"]
+        said = {"messages": [{"role": "user", "content": f"hi {MARKER}"}]}
+        modes = ["values", "updates", "messages-tuple", "custom", "events"]
+        parts = list(client.runs.stream(thread, "agent", input=said, stream_mode=modes))
+        shown = {p.event: json.dumps(p.data) for p in parts}
+        assert MARKER in shown["values"] and MARKER in shown["events"]
+        assert REPLY in shown["updates"] and "messages" in shown
+        body = {"channels": ["values", "lifecycle"]}
+        with httpx.stream(
+            "POST", f"{url}/threads/{thread}/stream/events", json=body, timeout=30
+        ) as response:
+            seen = []
+            for line in response.iter_lines():
+                if line.startswith("data:"):
+                    seen.append(json.loads(line.removeprefix("data:")))
+                    if seen[-1]["method"] == "lifecycle" and "completed" in line:
+                        break
+        values = [e["params"]["data"] for e in seen if e["method"] == "values"]
+        assert values and values[-1]["messages"][0]["content"] == f"hi {MARKER}"
+    stored = _stored(backend)
+    assert not [s for s in stored if MARKER in s or REPLY in s]
+    assert any('"sealed": true' in s or '"sealed":true' in s for s in stored)
 
 
 def test_a_worker_of_the_same_file_stores_encrypted_too(

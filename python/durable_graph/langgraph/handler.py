@@ -139,6 +139,7 @@ class _Attempt:
             self.request.stream_subgraphs,
             resumed=not self.fresh and _carried_its_values(ctx.head, saver.serde),
             nested_from_stream=isinstance(saver, AsyncDurableSaver),  # astream's subgraphs
+            serde=saver.serde,  # under encryption, events are sealed too (D289)
         )
         streams = bool(self.request.stream_mode)
         events_for = self.outbox.for_checkpoint if streams else None

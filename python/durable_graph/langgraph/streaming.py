@@ -37,6 +37,11 @@ event (``on_chain_start``, ``on_chat_model_stream``, ... but those tagged ``lang
 is a live event of its own, kind ``lg.events``. The sync handler cannot run it (LangGraph has
 no sync ``stream_events``): there ``events`` fails the run.
 
+Under ``langgraph.json``'s ``encryption`` (D289) each event's ``data`` leaves the outbox sealed
+by the saver's serializer (`seal_event`: ``{"data": {"t": "msgpack+sdk", "b": ...}, "sealed":
+true}``, its ``ns`` plain), and readers open it with the same (`open_payload`): the log holds no
+plaintext of the run either.
+
 The run's end is the entry's close: `QueueEntry.closed_at_seq` is the thread's last event number
 then, so a reader that has seen that number has seen the whole stream.
 """
@@ -54,6 +59,8 @@ from langgraph._internal._constants import CONFIG_KEY_STREAM_MESSAGES_V2
 
 from durable_graph.core.errors import ValidationError
 from durable_graph.core.model import JSON, EventIn
+from durable_graph.langgraph import codec
+from durable_graph.langgraph.encryption import SealingSerializer
 from durable_graph.langgraph.values import to_json
 
 STREAM_INTERVAL: Final = 0.1
@@ -99,6 +106,34 @@ def event_of(ns: Sequence[str], mode: str, data: Any) -> EventIn:
     if ns:
         payload["ns"] = list(ns)
     return EventIn(f"{EVENT_PREFIX}{mode}", payload)
+
+
+SEALED: Final = "sealed"
+"""Payload key of an event whose ``data`` is sealed (see the module)."""
+
+
+def seal_event(serde: Any, event: EventIn) -> EventIn:
+    """``event`` with its ``data`` sealed by ``serde`` when that is ``encryption``'s serializer
+    with blob handlers (else, or when sealed already, as it is)."""
+    payload = event.payload
+    if not (isinstance(serde, SealingSerializer) and serde.seals_blobs):
+        return event
+    if not isinstance(payload, dict) or payload.get(SEALED):
+        return event
+    sealed: dict[str, JSON] = {**payload, "data": codec.encode(serde, payload.get("data"))}
+    sealed[SEALED] = True
+    return EventIn(event.kind, sealed, event.created_at)
+
+
+def open_payload(serde: Any, payload: JSON) -> JSON:
+    """An event's payload as it was written: a sealed ``data`` opened with ``serde``."""
+    if not (isinstance(payload, dict) and payload.get(SEALED)):
+        return payload
+    stored = payload.get("data")
+    if not isinstance(stored, dict):
+        raise ValidationError("stored event: sealed data is not a sealed value")
+    data: JSON = codec.decode(serde, stored)
+    return {**{k: v for k, v in payload.items() if k != SEALED}, "data": data}
 
 
 def task_identity(data: Any) -> Any:
@@ -147,6 +182,8 @@ class Outbox:
     ``astream`` gives a subgraph the caller's queue as its stream, where ``stream`` gives it the
     loop's own (which carries them to the protocol the handler installs). They then ride with
     the root checkpoint committed after they are read, in the order they were read."""
+    serde: Any = None
+    """The saver's serializer: events leave sealed by it under ``encryption`` (`seal_event`)."""
     _step: list[tuple[int, EventIn]] = field(default_factory=list)
     _marks: dict[str, int] = field(default_factory=dict)
     _live: list[tuple[int, EventIn | _Token]] = field(default_factory=list)
@@ -222,7 +259,8 @@ class Outbox:
             self._marks = {k: max(0, v - upto) for k, v in self._marks.items()}
             if checkpoint_id not in self._marks:
                 self._marks[checkpoint_id] = 0  # its mark, if it comes later, marks nothing
-            return [e for _, e in sorted(taken + self._take_live(), key=lambda n: n[0])]
+            out = [e for _, e in sorted(taken + self._take_live(), key=lambda n: n[0])]
+            return [seal_event(self.serde, e) for e in out]
 
     # --- live modes: from the caller's iteration, coalesced ----------------------------------
 
@@ -291,7 +329,7 @@ class Outbox:
         """The live events that may be appended now: those that came before every step event
         still waiting for its checkpoint (a later one waits for that commit)."""
         with self._lock:
-            return [e for _, e in self._take_live()]
+            return [seal_event(self.serde, e) for _, e in self._take_live()]
 
     def _held_from(self) -> float:
         return self._step[0][0] if self._step else math.inf
@@ -320,6 +358,9 @@ class Outbox:
             self._step, self._live = [], []
         out = sorted(rest, key=lambda n: n[0])
         return [
-            event_of(e.ns, "messages", [e.chunk, e.metadata]) if isinstance(e, _Token) else e
+            seal_event(
+                self.serde,
+                event_of(e.ns, "messages", [e.chunk, e.metadata]) if isinstance(e, _Token) else e,
+            )
             for _, e in out
         ]

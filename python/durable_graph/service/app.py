@@ -419,7 +419,7 @@ def create_app(
 
     async def stream_events(request: Request, thread_id: str) -> Response:
         where = request_filter(await body_of(request))
-        frames = sse(store, thread_id, where)
+        frames = sse(store, thread_id, where, threads.saver.serde)
         if not await threads.exists(thread_id):  # not yet: waits for it, as the reference
             frames = once_visible(store, thread_id, partial(threads.exists, thread_id), frames)
         return StreamingResponse(

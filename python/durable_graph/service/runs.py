@@ -38,7 +38,7 @@ from durable_graph.core.model import (
 from durable_graph.core.validation import DEFAULT_MAX_VALUE_BYTES, check_submission
 from durable_graph.langgraph.follow import afollow, run_ended
 from durable_graph.langgraph.run_request import DURABILITIES, run_request
-from durable_graph.langgraph.streaming import EVENT_PREFIX, listed_modes
+from durable_graph.langgraph.streaming import EVENT_PREFIX, listed_modes, open_payload
 from durable_graph.langgraph.values import from_json, message_dict, to_json
 from durable_graph.service.auth import TENANT
 from durable_graph.service.records import (
@@ -403,10 +403,11 @@ class Runs:
             with suppress(ValueError):
                 after = max(after, int(last_event_id))
         mapper = _Mapper(modes)
+        serde = self.threads.saver.serde  # the log is sealed under encryption (D289)
         # A queued run has no events yet: wait for its start with the other waiters.
         await self.watch.until(entry, started)
         async for event in afollow(self.store, entry.entry_id, after, tenant=entry.tenant):
-            for name, data in mapper.frames(event.kind, event.payload):
+            for name, data in mapper.frames(event.kind, open_payload(serde, event.payload)):
                 yield _frame(name, data, event.seq)
         ended = await self.store.run_queue.entry(entry.entry_id, entry.tenant)
         if ended is not None and isinstance(ended.outcome, Failed):
@@ -429,6 +430,7 @@ class Runs:
                 seen = int(last_event_id)
         by_run: dict[str, QueueEntry | None] = {}  # an attempt's run id -> its entry
         mappers: dict[int, _Mapper] = {}  # entry id -> its frames
+        serde = self.threads.saver.serde  # the log is sealed under encryption (D289)
         going: set[int] = set()  # started here, not yet reported done
         while True:
             events = await self.store.events_after(thread_id, seen, THREAD_PAGE)
@@ -456,7 +458,8 @@ class Runs:
                     meta = {"run_id": run_id_of(entry.entry_id), "attempt": 1}
                     yield _frame("metadata", meta, None)
                 if "run_modes" in modes:
-                    for name, data in mappers[entry.entry_id].frames(event.kind, event.payload):
+                    opened = open_payload(serde, event.payload)  # sealed under encryption
+                    for name, data in mappers[entry.entry_id].frames(event.kind, opened):
                         yield _frame(name, data, event.seq)
             if events:
                 continue
@@ -548,8 +551,7 @@ honoured by the stream and wait routes."""
 
 
 def _durability(body: Mapping[str, Any]) -> str | None:
-    """The run's LangGraph ``durability``: as given, else ``"exit"`` for the older
-    ``checkpoint_during: false``, as the reference reads them; None for LangGraph's default."""
+    """The run's ``durability``; the older ``checkpoint_during: false`` is ``"exit"`` (D287)."""
     durability, during = body.get("durability"), body.get("checkpoint_during")
     if durability is not None and durability not in DURABILITIES:
         raise ValidationError(f"durability: one of {', '.join(DURABILITIES)}")
