@@ -101,6 +101,8 @@ class _BlobCipher(CipherProtocol):
 
         if ciphername != CIPHER:
             raise ValidationError(f"stored value: unknown cipher {ciphername!r}")
+        if self._encryption._blob_decryptor is None:
+            raise ValidationError("stored value is encrypted and no blob decryptor is configured")
         ctx = EncryptionContext(model="checkpoint", field="blob")
         out = _plaintext(self._loop.run(self._encryption._blob_decryptor(ctx, ciphertext)))
         if not isinstance(out, bytes):
