@@ -48,7 +48,7 @@ def _with(tmp_path: Path, **keys: object) -> Path:
     [
         ({"store": {"index": {"dims": 3, "embed": "openai:x"}}}, "'store.index'"),
         ({"checkpointer": {"serde": {"pickle_fallback": True}}}, "'checkpointer.serde'"),
-        ({"encryption": {"path": "./enc.py:encryption"}}, "'encryption.path'"),
+        ({"encryption": {"path": "./enc.py:encryption", "aes": True}}, "'encryption.aes'"),
         ({"priority": {"path": "./p.py:priority"}}, "'priority.path'"),
         ({"ui": {"agent": "./ui.tsx"}}, "'ui.agent'"),
         ({"http": {"app": "./app.py:app"}}, "'http.app'"),
@@ -94,3 +94,54 @@ def test_serve_refuses_to_start_with_a_key_it_would_not_honour(tmp_path: Path) -
     assert done.returncode != 0
     assert "'store.index' is not supported" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+_HANDLERS = """
+from langgraph_sdk import Encryption
+
+encryption = Encryption()
+
+
+async def same(ctx, data):
+    return data
+"""
+
+
+@pytest.mark.filterwarnings("ignore:The Encryption API is in beta")
+@pytest.mark.parametrize(
+    ("registered", "named"),
+    [
+        ("encryption.encrypt.blob(same)", "each encrypt handler needs its decrypt handler"),
+        ("", "has no handlers"),
+        (
+            "encryption.encrypt.json(same); encryption.decrypt.json(same)\n"
+            "encryption.context(same)",
+            "@encryption.context",
+        ),
+    ],
+)
+def test_an_encryption_the_savers_cannot_honour_is_refused_naming_it(
+    tmp_path: Path, registered: str, named: str
+) -> None:
+    """``encryption.path`` (D286): handlers without their pair, none, or keys chosen per user
+    (a context handler) stop the service at start, naming ``encryption``."""
+    (tmp_path / "enc.py").write_text(_HANDLERS + registered + "\n")
+    config = LangGraphConfig.read(_with(tmp_path, encryption={"path": "./enc.py:encryption"}))
+    with pytest.raises(ValidationError, match="config: encryption") as refused:
+        config.saver_serializer()
+    assert named in str(refused.value)
+
+
+@pytest.mark.filterwarnings("ignore:The Encryption API is in beta")
+def test_a_json_encryptor_that_changes_the_keys_fails_the_write(tmp_path: Path) -> None:
+    """As the reference enforces: the JSON handler transforms values, never the key set."""
+    (tmp_path / "enc.py").write_text(
+        _HANDLERS
+        + "async def dropped(ctx, data):\n    return {}\n"
+        + "encryption.encrypt.json(dropped); encryption.decrypt.json(same)\n"
+    )
+    config = LangGraphConfig.read(_with(tmp_path, encryption={"path": "./enc.py:encryption"}))
+    serde = config.saver_serializer()
+    with pytest.raises(ValidationError, match="keys it was given"):
+        serde.seal_json({"source": "loop", "step": 1})
+    assert serde.seal_json({"run_id": "r"}) == {"run_id": "r", "__encryption_context__": {}}

@@ -257,6 +257,19 @@ def test_every_stream_mode_lands_in_the_event_log(stores: tuple[Checkpointer, An
     assert all(e.seq < last_checkpoint for e in events if e.kind == "lg.updates")
 
 
+def test_the_events_mode_fails_a_run_of_the_sync_handler_by_name() -> None:
+    """``events`` is ``astream_events``: LangGraph has no sync spelling, so the sync handler
+    fails the run at once, naming the mode, before the graph runs."""
+    store = InMemoryCheckpointer()
+    saver = DurableSaver(store)
+    hi = {"messages": [{"role": "user", "content": "hi"}]}
+    outcome = _run(
+        store, _chat_graph(saver), saver, graph_submission("t", hi, stream_mode="events")
+    )
+    assert isinstance(outcome, Failed) and "'events'" in outcome.error, outcome
+    assert store.get("t") is None
+
+
 def test_tokens_are_coalesced_to_one_transaction_per_interval() -> None:
     now = [0.0]
     outbox = Outbox(("messages",), interval=0.1, clock=lambda: now[0])

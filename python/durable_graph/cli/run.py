@@ -211,6 +211,7 @@ def _graphs_of(args: argparse.Namespace) -> GraphHandlerOf | None:
             # file's policy, on slots of its own (D247, D248).
             policy = WebhookPolicy.of(config.webhooks)
             ttl = item_ttl(store_ttl_config(config.store_ttl))
+            args.saver_serde = config.saver_serializer()  # encryption (D286)
         except ValidationError as exc:
             raise CliError(f"--langgraph-config: {exc}") from None
         try:
@@ -251,7 +252,7 @@ async def _run_graphs(
 
     async with await open_async_store(args, must_exist=False) as opened:
         store = opened if observer is None else observed(opened, observer)
-        handler = handler_of(AsyncDurableSaver(store))
+        handler = handler_of(AsyncDurableSaver(store, serde=getattr(args, "saver_serde", None)))
         deliveries = getattr(args, "deliveries", None)
         if deliveries is None:
             await AsyncWorker(store, handler, install_signal_handlers=True, **options).run()

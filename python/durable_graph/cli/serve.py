@@ -130,6 +130,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # SPEC §24: checked before anything starts (a TTL read by nothing is no TTL).
         thread_ttl = thread_ttl_config(config.checkpointer_ttl)
         store_ttl = store_ttl_config(config.store_ttl)
+        serde = config.saver_serializer()  # encryption's handlers, loaded and checked (D286)
     except ValidationError as exc:
         raise CliError(f"--config: {exc}") from None
     try:
@@ -147,7 +148,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     async def serve() -> None:
         async with await open_async_store(args) as store:
-            saver = AsyncDurableSaver(store)
+            saver = AsyncDurableSaver(store, serde=serde)
             # The graphs' LangGraph ``store`` (long-term memory) and /store/* are the store's
             # items (SPEC §20.3), as LangGraph Server gives its graphs its own store.
             graph_store = AsyncDurableStore(store.run_queue, ttl=item_ttl(store_ttl))
@@ -171,6 +172,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             server.config.app = create_app(  # uvicorn loads its app when it starts serving
                 store,
                 graphs,
+                saver=saver,
                 user_auth=user_auth,
                 graph_store=graph_store,
                 token=args.token,

@@ -36,6 +36,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from durable_graph.core.errors import ValidationError
 from durable_graph.core.model import Checkpoint, PendingWrite
+from durable_graph.langgraph.encryption import SealingSerializer
 
 NS_SEP = "\x1f"
 """Separates a thread id from a subgraph namespace in a child thread's id (ASCII unit separator)."""
@@ -107,8 +108,9 @@ def is_json(value: Any, depth: int = 0) -> bool:
 
 
 def encode(serde: SerializerProtocol, value: object) -> dict[str, Any]:
-    """``{"j": value}`` for plain JSON, else ``{"t": type, "b": base64}`` from the typed serializer."""
-    if is_json(value):
+    """``{"j": value}`` for plain JSON, else ``{"t": type, "b": base64}`` from the typed serializer
+    (always that under ``encryption``'s blob handlers: plain JSON would be plaintext at rest)."""
+    if is_json(value) and not (isinstance(serde, SealingSerializer) and serde.seals_blobs):
         return {"j": value}
     type_, data = serde.dumps_typed(value)
     if type_ == "pickle":
@@ -120,7 +122,7 @@ def decode(serde: SerializerProtocol, stored: Mapping[str, Any]) -> Any:
     if "j" in stored:
         return stored["j"]
     type_ = stored["t"]
-    if type_ == "pickle":
+    if type_.partition("+")[0] == "pickle":
         raise ValidationError("stored value: pickle is never loaded")
     return serde.loads_typed((type_, base64.b64decode(stored["b"])))
 
@@ -150,12 +152,14 @@ def encode_metadata(serde: SerializerProtocol, metadata: Mapping[str, Any]) -> d
             typed[key] = encode(serde, value)
     if typed:
         plain[TYPED_KEY] = typed
-    return plain
+    return serde.seal_json(plain) if isinstance(serde, SealingSerializer) else plain
 
 
 def decode_metadata(serde: SerializerProtocol, stored: object) -> CheckpointMetadata:
     if not isinstance(stored, dict):
         return cast(CheckpointMetadata, {})
+    if isinstance(serde, SealingSerializer):
+        stored = serde.open_json(stored)
     out = {k: v for k, v in stored.items() if k != TYPED_KEY}
     for key, value in (stored.get(TYPED_KEY) or {}).items():
         out[key] = decode(serde, value)

@@ -9,7 +9,8 @@ object: set in the environment where not already set), ``auth.path`` (the users'
 service runs, `durable_graph.service.auth`), ``http.cors`` (`durable_graph.service.guard`),
 ``webhooks`` (kept as written: the policy of the receivers a run's webhook may name,
 `durable_graph.service.webhooks.WebhookPolicy`, which checks its keys), ``checkpointer.ttl``
-and ``store.ttl`` (retention, `durable_graph.service.retention`, which checks them). Graphs are
+and ``store.ttl`` (retention, `durable_graph.service.retention`, which checks them), ``encryption.path``
+(the SDK's ``Encryption`` over what the savers store, `durable_graph.langgraph.encryption`). Graphs are
 compiled with no checkpointer of their own: the worker binds each run to the store's saver.
 
 Fail closed (SPEC §25.1): every other key of LangGraph's configuration schema is either a build
@@ -61,13 +62,14 @@ HONOURED: Final = {
     "checkpointer": frozenset({"ttl"}),
     "store": frozenset({"ttl"}),
     "webhooks": None,  # its keys are WebhookPolicy's to check
+    "encryption": frozenset({"path"}),
 }
 """The keys read (None: the whole value; a set: those of its keys, the others refused)."""
 
 REFUSED: Final = {
     "store": "only store.ttl is served (a semantic index is not yet)",
     "checkpointer": "only checkpointer.ttl is served (a path or serializer settings are not)",
-    "encryption": "encryption at rest of checkpoints and metadata is not served yet",
+    "encryption": "only encryption.path is read",
     "priority": "a run priority function is not served",
     "ui": "generative UI components are not served",
     "auth": "only auth.path is served",
@@ -92,6 +94,9 @@ class LangGraphConfig:
     checks it)."""
     store_ttl: Any = None
     """``store.ttl`` as written (the items' TTL and its sweep, checked there too)."""
+    encryption: str | None = None
+    """``encryption.path``: the SDK's ``Encryption`` the savers seal with
+    (`durable_graph.langgraph.encryption`)."""
 
     @classmethod
     def read(cls, path: str | Path) -> LangGraphConfig:
@@ -138,11 +143,33 @@ class LangGraphConfig:
             if not isinstance(section, dict):
                 raise ValidationError(f"config: '{key}' must be an object")
             ttls.append(section.get("ttl"))
-        return cls(p, dict(graphs), env_vars, auth.get("path"), webhooks, *ttls)
+        encryption = data.get("encryption") or {}
+        if not isinstance(encryption, dict) or not isinstance(encryption.get("path"), str | None):
+            raise ValidationError("config: 'encryption' must be an object with a 'path'")
+        return cls(
+            p,
+            dict(graphs),
+            env_vars,
+            auth.get("path"),
+            webhooks,
+            checkpointer_ttl=ttls[0],
+            store_ttl=ttls[1],
+            encryption=encryption.get("path"),
+        )
 
     def apply_env(self) -> None:
         for key, value in self.env.items():
             os.environ.setdefault(key, value)
+
+    def saver_serializer(self) -> Any:
+        """The savers' serializer under ``encryption`` (its handlers loaded and checked), or
+        None for the default one."""
+        from durable_graph.langgraph.encryption import load_encryption, saver_serializer
+
+        if self.encryption is None:
+            return None
+        self.apply_env()  # the handlers may read their keys from the environment
+        return saver_serializer(load_encryption(self.path.parent, self.encryption))
 
     def load_graphs(self) -> dict[str, Any]:
         """Each graph, compiled, or its `GraphFactory` (see the module docstring)."""

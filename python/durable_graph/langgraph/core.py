@@ -33,11 +33,12 @@ LangGraph thread, so the heads and the held writes are only touched under it.
 
 from __future__ import annotations
 
+import copy
 import random
 import threading
 import weakref
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Self, TypeVar, cast
 
@@ -53,6 +54,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from durable_graph.core.errors import ValidationError
 from durable_graph.core.model import Checkpoint, Claim, ClaimPolicy, Commit, EventIn, PendingWrite
 from durable_graph.langgraph import allowlist, codec
+from durable_graph.langgraph.encryption import SealingSerializer
 
 # Graphs compiled from here on hand their schema types to their saver (see `allowlist`).
 allowlist.enable()
@@ -136,9 +138,13 @@ def list_scope(
     return str(thread_id), (None if ns is None else str(ns)), conf.get("checkpoint_id"), before_id
 
 
-def store_filter(filter: dict[str, Any] | None) -> dict[str, object] | None:
-    """The filter for `Checkpointer.search`, or None to filter here (none, or not plain JSON)."""
-    if filter and codec.is_json(filter):
+def store_filter(
+    filter: dict[str, Any] | None, serde: SerializerProtocol
+) -> dict[str, object] | None:
+    """The filter for `Checkpointer.search`, or None to filter here (none, not plain JSON, or
+    metadata the store holds encrypted)."""
+    sealed = isinstance(serde, SealingSerializer) and serde.seals_json
+    if filter and codec.is_json(filter) and not sealed:
         return dict(filter)
     return None
 
@@ -239,6 +245,16 @@ class SaverCore(BaseCheckpointSaver[int], Generic[StoreT]):
         )
         bound._inherit(self)
         return bound
+
+    def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> Self:
+        """A shallow clone whose serializer also loads ``extra_allowlist`` (a compiled graph's
+        types, `allowlist`); LangGraph's own would drop `encryption`'s serializer for its
+        plain ``EncryptedSerializer``, so that one is derived here."""
+        if not isinstance(self.serde, SealingSerializer):
+            return cast(Self, super().with_allowlist(extra_allowlist))
+        clone = copy.copy(self)
+        clone.serde = self.serde.with_msgpack_allowlist(extra_allowlist)
+        return clone
 
     def _inherit(self, parent: Self) -> None:
         """What a bound saver takes over from the saver it was bound from, beyond its

@@ -272,7 +272,7 @@ class DurableSaver(SaverCore[Checkpointer]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         thread_id, ns, exact, before_id = list_scope(config, before)
-        wanted = store_filter(filter)  # a JSON metadata filter is applied by the store
+        wanted = store_filter(filter, self.serde)  # a JSON metadata filter is applied by the store
         left = limit
         after = None
         while threads := self._threads_to_list(thread_id, ns, after):

@@ -37,7 +37,7 @@ store it opened, so the module never opens a store of its own. Several graphs:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -50,6 +50,7 @@ from langgraph.types import StateSnapshot
 
 from durable_graph.core.errors import NotFound, ValidationError
 from durable_graph.core.model import JSON, EventIn, Fresh
+from durable_graph.langgraph import codec
 from durable_graph.langgraph.async_saver import AsyncDurableSaver
 from durable_graph.langgraph.factory import GraphFactory, ServedGraph
 from durable_graph.langgraph.run_request import RESUME_KEY, RunRequest
@@ -107,12 +108,15 @@ def _fields(request: RunRequest) -> dict[str, Any]:
     return {name: getattr(request, name) for name in request.__slots__}
 
 
-def _carried_its_values(head: Any) -> bool:
+def _carried_its_values(head: Any, serde: Any) -> bool:
     """Whether the stream already holds the values of the checkpoint a retried attempt resumes
     from: every checkpoint's commit carries them, except the input's (its values chunk comes
-    after it, with the next checkpoint)."""
+    after it, with the next checkpoint). Its metadata read with the saver's ``serde`` (it may
+    be encrypted, D286)."""
     metadata = getattr(head, "metadata", None)
-    return isinstance(metadata, dict) and metadata.get("source") != "input"
+    if not isinstance(metadata, dict):
+        return False
+    return codec.decode_metadata(serde, metadata).get("source") != "input"
 
 
 class _Attempt:
@@ -133,8 +137,9 @@ class _Attempt:
         self.outbox = Outbox(
             self.request.stream_mode,
             self.request.stream_subgraphs,
-            resumed=not self.fresh and _carried_its_values(ctx.head),
+            resumed=not self.fresh and _carried_its_values(ctx.head, saver.serde),
             nested_from_stream=isinstance(saver, AsyncDurableSaver),  # astream's subgraphs
+            serde=saver.serde,  # under encryption, events are sealed too (D289)
         )
         streams = bool(self.request.stream_mode)
         events_for = self.outbox.for_checkpoint if streams else None
@@ -167,16 +172,34 @@ class _Attempt:
         return self.request.graph_input() if self.fresh else None
 
     def stream_kwargs(self) -> dict[str, Any]:
-        return {
+        kwargs = {
             **self.outbox.stream_kwargs(),
             "subgraphs": True,
             "interrupt_before": self.request.interrupt_before,
             "interrupt_after": self.request.interrupt_after,
         }
+        if self.request.durability is not None:  # else LangGraph's default ("async")
+            kwargs["durability"] = self.request.durability
+        if self.outbox.events:  # astream_events' own version (its v2 events), not astream's
+            kwargs["version"] = "v2"
+        return kwargs
+
+    def stream(self) -> AsyncIterator[Any]:
+        """The graph's run as the async handler iterates it: ``astream``, or with the
+        ``events`` mode ``astream_events`` (`streaming`)."""
+        if self.outbox.events:
+            events: AsyncIterator[Any] = self.graph.astream_events(
+                self.todo, self.config, **self.stream_kwargs()
+            )
+            return events
+        return self.graph.astream(self.todo, self.config, **self.stream_kwargs())
 
     def live(self, item: Any) -> list[EventIn]:
         """One stream item into the outbox; the live events due to be appended now, if any."""
-        self.outbox.from_stream(item)
+        if self.outbox.events:
+            self.outbox.from_event(item)
+        else:
+            self.outbox.from_stream(item)
         return self.outbox.take_live() if self.outbox.live_due() else []
 
     @contextmanager
@@ -222,6 +245,8 @@ def graph_handler(
 
     def handler(ctx: RunContext) -> JSON:
         at = _Attempt(ctx, config, graph, saver)
+        if at.outbox.events:  # LangGraph has no sync stream_events
+            raise FinalFailure("stream_mode: 'events' needs the async worker (astream_events)")
         if at.rollback:
             entries = {i: ctx.store.run_queue.entry(i) for i in at.rollback}
             ctx.store.delete_runs(at.rollback_runs(entries))
@@ -260,7 +285,7 @@ def async_graph_handler(
         if at.fresh or _should_continue(await at.graph.aget_state(at.head_config)):
             ctx.check()
             with _graph_errors():
-                async for item in at.graph.astream(at.todo, at.config, **at.stream_kwargs()):
+                async for item in at.stream():
                     if batch := at.live(item):
                         with at.held_back(batch):
                             await ctx.append_events(batch)
@@ -284,7 +309,7 @@ def graphs_handler(
     factory makes the run's graph for each attempt (`factory`); ``store`` is the graphs' own
     LangGraph store (their ``store`` argument), if any."""
     handlers = {
-        n: graph_handler(g.copy(update={"store": store}), saver, config=config)
+        n: graph_handler(_served(g, n, store), saver, config=config)
         for n, g in graphs.items()
         if not isinstance(g, GraphFactory)
     }
@@ -296,7 +321,7 @@ def graphs_handler(
         made = graphs[name]
         if isinstance(made, GraphFactory):  # in the worker's thread, with no loop running
             graph = asyncio.run(made.make(RUN_ACCESS, _run_config(ctx, config), store))
-            return graph_handler(graph.copy(update={"store": store}), saver, config=config)(ctx)
+            return graph_handler(_served(graph, name, store), saver, config=config)(ctx)
         return handlers[name](ctx)
 
     return handler
@@ -312,7 +337,7 @@ def async_graphs_handler(
     """`graphs_handler` for an `AsyncWorker`: each graph run with ``astream``, so ``async def``
     nodes and tools run, as LangGraph Server runs every graph."""
     handlers = {
-        n: async_graph_handler(g.copy(update={"store": store}), saver, config=config)
+        n: async_graph_handler(_served(g, n, store), saver, config=config)
         for n, g in graphs.items()
         if not isinstance(g, GraphFactory)
     }
@@ -329,10 +354,22 @@ def async_graphs_handler(
             graph = made
         else:
             return await handlers[name](ctx)
-        run = async_graph_handler(graph.copy(update={"store": run_store}), saver, config=config)
+        run = async_graph_handler(_served(graph, name, run_store), saver, config=config)
         return await run(ctx)
 
     return handler
+
+
+def _served(
+    graph: Pregel[Any, Any, Any, Any], name: str, store: BaseStore | None
+) -> Pregel[Any, Any, Any, Any]:
+    """``graph`` as a run of the file's graph ``name`` runs it: with ``store``, and named
+    ``name`` unless its author named it (as LangGraph Server names it: the root run of an
+    ``events`` stream, traces)."""
+    update: dict[str, Any] = {"store": store}
+    if graph.name == "LangGraph":  # LangGraph's default name
+        update["name"] = name
+    return graph.copy(update=update)
 
 
 def _store_for(store: BaseStore | None, tenant: str | None) -> BaseStore | None:

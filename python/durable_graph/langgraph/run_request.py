@@ -13,6 +13,8 @@ optional:
   from it, so later history stays;
 - ``interrupt_before`` / ``interrupt_after``: node names or ``"*"``;
 - ``stream_mode``: modes to write into the event log (see `streaming`), ``stream_subgraphs``;
+- ``durability``: LangGraph's ``"sync"``, ``"async"`` (its default) or ``"exit"`` (checkpoints
+  written only when the run stops: done, interrupted or failed);
 - ``graph``: which graph of a worker that serves several (`durable-graph worker
   --langgraph-config`);
 - ``service``: the API's own record of the run (`durable_graph.service`); the handler reads only
@@ -52,10 +54,13 @@ _FIELDS: Final = frozenset(
         "interrupt_after",
         "stream_mode",
         "stream_subgraphs",
+        "durability",
         "graph",
         "service",
     }
 )
+DURABILITIES: Final = ("sync", "async", "exit")
+"""LangGraph's ``durability`` values (``Durability`` in ``langgraph.types``)."""
 _OWN_CONFIGURABLE: Final = frozenset({"thread_id", "checkpoint_ns", "checkpoint_id"})
 
 
@@ -71,6 +76,7 @@ class RunRequest:
     interrupt_after: list[str] | str | None = None
     stream_mode: tuple[str, ...] = ()
     stream_subgraphs: bool = False
+    durability: str | None = None
     graph: str | None = None
     service: dict[str, JSON] = field(default_factory=dict)
 
@@ -104,6 +110,11 @@ class RunRequest:
         service = body.get("service") or {}
         if not isinstance(service, dict):
             raise ValidationError("input['langgraph']['service']: must be an object")
+        durability = body.get("durability")
+        if durability is not None and durability not in DURABILITIES:
+            raise ValidationError(
+                f"input['langgraph']['durability']: one of {', '.join(DURABILITIES)}"
+            )
         return cls(
             input=body.get("input"),
             command=command,
@@ -113,6 +124,7 @@ class RunRequest:
             interrupt_after=_check_nodes("interrupt_after", body.get("interrupt_after")),
             stream_mode=check_stream_modes(body.get("stream_mode")),
             stream_subgraphs=bool(body.get("stream_subgraphs", False)),
+            durability=durability,
             graph=graph,
             service=service,
         )
@@ -188,6 +200,7 @@ def run_request(
     interrupt_after: Sequence[str] | str | None = None,
     stream_mode: Sequence[str] | str | None = None,
     stream_subgraphs: bool = False,
+    durability: str | None = None,
     graph: str | None = None,
     service: Mapping[str, JSON] | None = None,
 ) -> JSON:
@@ -202,6 +215,7 @@ def run_request(
         ("interrupt_after", _listed(interrupt_after)),
         ("stream_mode", _listed(stream_mode)),
         ("stream_subgraphs", stream_subgraphs or None),
+        ("durability", durability),
         ("graph", graph),
         ("service", dict(service) if service is not None else None),
     ):

@@ -30,6 +30,18 @@ SPEC §20.2): the graph is streamed with ``version="v2"`` and each event is kept
 event each (still appended at most once per interval); LangGraph's whole-message tuples of that
 stream are left out, as LangGraph Server leaves them out of the protocol.
 
+``events`` is LangChain's ``astream_events`` (version ``"v2"``), as LangGraph Server streams it:
+the graph is run with ``astream_events`` instead of ``astream``; the root run's
+``on_chain_stream`` events carry ``astream``'s own items (handled as above), and every other
+event (``on_chain_start``, ``on_chat_model_stream``, ... but those tagged ``langsmith:hidden``)
+is a live event of its own, kind ``lg.events``. The sync handler cannot run it (LangGraph has
+no sync ``stream_events``): there ``events`` fails the run.
+
+Under ``langgraph.json``'s ``encryption`` (D289) each event's ``data`` leaves the outbox sealed
+by the saver's serializer (`seal_event`: ``{"data": {"t": "msgpack+sdk", "b": ...}, "sealed":
+true}``, its ``ns`` plain), and readers open it with the same (`open_payload`): the log holds no
+plaintext of the run either.
+
 The run's end is the entry's close: `QueueEntry.closed_at_seq` is the thread's last event number
 then, so a reader that has seen that number has seen the whole stream.
 """
@@ -47,6 +59,8 @@ from langgraph._internal._constants import CONFIG_KEY_STREAM_MESSAGES_V2
 
 from durable_graph.core.errors import ValidationError
 from durable_graph.core.model import JSON, EventIn
+from durable_graph.langgraph import codec
+from durable_graph.langgraph.encryption import SealingSerializer
 from durable_graph.langgraph.values import to_json
 
 STREAM_INTERVAL: Final = 0.1
@@ -60,7 +74,9 @@ MESSAGES_V2: Final = "messages-v2"
 """The store mode of LangGraph's protocol-shaped message events (see the module)."""
 TASKS: Final = "tasks"
 """LangGraph's task events: written live, each reduced to `task_identity`."""
-LIVE_MODES: Final = frozenset({"messages", "custom", "tools", TASKS, MESSAGES_V2})
+EVENTS: Final = "events"
+"""``astream_events``' events (see the module)."""
+LIVE_MODES: Final = frozenset({"messages", "custom", "tools", TASKS, MESSAGES_V2, EVENTS})
 STREAM_MODES: Final = STEP_MODES | LIVE_MODES
 
 
@@ -90,6 +106,34 @@ def event_of(ns: Sequence[str], mode: str, data: Any) -> EventIn:
     if ns:
         payload["ns"] = list(ns)
     return EventIn(f"{EVENT_PREFIX}{mode}", payload)
+
+
+SEALED: Final = "sealed"
+"""Payload key of an event whose ``data`` is sealed (see the module)."""
+
+
+def seal_event(serde: Any, event: EventIn) -> EventIn:
+    """``event`` with its ``data`` sealed by ``serde`` when that is ``encryption``'s serializer
+    with blob handlers (else, or when sealed already, as it is)."""
+    payload = event.payload
+    if not (isinstance(serde, SealingSerializer) and serde.seals_blobs):
+        return event
+    if not isinstance(payload, dict) or payload.get(SEALED):
+        return event
+    sealed: dict[str, JSON] = {**payload, "data": codec.encode(serde, payload.get("data"))}
+    sealed[SEALED] = True
+    return EventIn(event.kind, sealed, event.created_at)
+
+
+def open_payload(serde: Any, payload: JSON) -> JSON:
+    """An event's payload as it was written: a sealed ``data`` opened with ``serde``."""
+    if not (isinstance(payload, dict) and payload.get(SEALED)):
+        return payload
+    stored = payload.get("data")
+    if not isinstance(stored, dict):
+        raise ValidationError("stored event: sealed data is not a sealed value")
+    data: JSON = codec.decode(serde, stored)
+    return {**{k: v for k, v in payload.items() if k != SEALED}, "data": data}
 
 
 def task_identity(data: Any) -> Any:
@@ -138,6 +182,8 @@ class Outbox:
     ``astream`` gives a subgraph the caller's queue as its stream, where ``stream`` gives it the
     loop's own (which carries them to the protocol the handler installs). They then ride with
     the root checkpoint committed after they are read, in the order they were read."""
+    serde: Any = None
+    """The saver's serializer: events leave sealed by it under ``encryption`` (`seal_event`)."""
     _step: list[tuple[int, EventIn]] = field(default_factory=list)
     _marks: dict[str, int] = field(default_factory=dict)
     _live: list[tuple[int, EventIn | _Token]] = field(default_factory=list)
@@ -152,6 +198,11 @@ class Outbox:
     @property
     def v2(self) -> bool:
         return MESSAGES_V2 in self.modes
+
+    @property
+    def events(self) -> bool:
+        """Whether the graph runs with ``astream_events`` (`from_event` takes its items)."""
+        return EVENTS in self.modes
 
     def stream_kwargs(self) -> dict[str, Any]:
         """What to ask of ``stream``/``astream`` for the live modes (the step modes come from
@@ -208,7 +259,8 @@ class Outbox:
             self._marks = {k: max(0, v - upto) for k, v in self._marks.items()}
             if checkpoint_id not in self._marks:
                 self._marks[checkpoint_id] = 0  # its mark, if it comes later, marks nothing
-            return [e for _, e in sorted(taken + self._take_live(), key=lambda n: n[0])]
+            out = [e for _, e in sorted(taken + self._take_live(), key=lambda n: n[0])]
+            return [seal_event(self.serde, e) for e in out]
 
     # --- live modes: from the caller's iteration, coalesced ----------------------------------
 
@@ -224,6 +276,22 @@ class Outbox:
         ns = tuple(ns)
         with self._lock:  # the sync handler's checkpoints take live events in another thread
             self._from_stream(ns, mode, data)
+
+    def from_event(self, event: Any) -> None:
+        """One event of ``graph.astream_events(..., version="v2")``: the root run's
+        ``on_chain_stream`` is an item of ``astream`` (`from_stream`); any other, an ``events``
+        event as it is, but those LangChain hides from tracing (a conditional edge's)."""
+        if not isinstance(event, dict):
+            return
+        if event.get("event") == "on_chain_stream" and not event.get("parent_ids"):
+            chunk = (event.get("data") or {}).get("chunk")
+            if isinstance(chunk, tuple | dict):
+                self.from_stream(chunk)
+            return
+        if "langsmith:hidden" in (event.get("tags") or ()):
+            return
+        with self._lock:
+            self._live.append((self._next(), event_of((), EVENTS, event)))
 
     def _from_stream(self, ns: tuple[str, ...], mode: Any, data: Any) -> None:
         if mode == "messages" and self.v2:
@@ -261,7 +329,7 @@ class Outbox:
         """The live events that may be appended now: those that came before every step event
         still waiting for its checkpoint (a later one waits for that commit)."""
         with self._lock:
-            return [e for _, e in self._take_live()]
+            return [seal_event(self.serde, e) for _, e in self._take_live()]
 
     def _held_from(self) -> float:
         return self._step[0][0] if self._step else math.inf
@@ -290,6 +358,9 @@ class Outbox:
             self._step, self._live = [], []
         out = sorted(rest, key=lambda n: n[0])
         return [
-            event_of(e.ns, "messages", [e.chunk, e.metadata]) if isinstance(e, _Token) else e
+            seal_event(
+                self.serde,
+                event_of(e.ns, "messages", [e.chunk, e.metadata]) if isinstance(e, _Token) else e,
+            )
             for _, e in out
         ]

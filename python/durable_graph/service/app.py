@@ -32,6 +32,7 @@ from starlette.websockets import WebSocket
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, ThreadBusy, ValidationError
+from durable_graph.langgraph.async_saver import AsyncDurableSaver
 from durable_graph.langgraph.factory import ServedGraph
 from durable_graph.langgraph.store import AsyncDurableStore
 from durable_graph.service.a2a import a2a_routes
@@ -104,6 +105,7 @@ def create_app(
     store: AsyncCheckpointer,
     graphs: Mapping[str, ServedGraph],
     *,
+    saver: AsyncDurableSaver | None = None,
     graph_store: AsyncDurableStore | None = None,
     user_auth: UserAuth | None = None,
     token: str | None = None,
@@ -115,7 +117,8 @@ def create_app(
     thread_ttl: ThreadTtlConfig | None = None,
 ) -> Starlette:
     """The service's ASGI app over ``store`` for ``graphs`` (name -> compiled graph or its
-    factory), which get ``graph_store`` as their LangGraph ``store``; with
+    factory), which get ``graph_store`` as their LangGraph ``store`` and are read through
+    ``saver`` (the workers' own, with langgraph.json's ``encryption``); with
     ``allowed_hosts``, a request naming another ``Host`` is refused (400). Browser pages of
     ``origins`` (besides the server's own) may use it, with the CORS settings ``cors``
     (LangGraph's ``http.cors`` keys but the origins); bodies are at most ``max_body_bytes``;
@@ -124,7 +127,7 @@ def create_app(
     every request and the user is the request's tenant (`auth`); else the single ``token``."""
     if graph_store is None:  # the graphs' store and /store/* are the store's items (SPEC §20.3)
         graph_store = AsyncDurableStore(store.run_queue)
-    threads = Threads(store, graphs, graph_store)
+    threads = Threads(store, graphs, graph_store, saver)
     if thread_ttl is not None and thread_ttl.default_ttl is not None:
         threads.default_ttl = (thread_ttl.default_ttl, thread_ttl.strategy)
     assistants = Assistants(store, list(graphs))
@@ -421,7 +424,7 @@ def create_app(
 
     async def stream_events(request: Request, thread_id: str) -> Response:
         where = request_filter(await body_of(request))
-        frames = sse(store, thread_id, where)
+        frames = sse(store, thread_id, where, threads.saver.serde)
         if not await threads.exists(thread_id):  # not yet: waits for it, as the reference
             frames = once_visible(store, thread_id, partial(threads.exists, thread_id), frames)
         return StreamingResponse(

@@ -36,7 +36,7 @@ from langgraph.stream.transformers import LifecycleTransformer
 
 from durable_graph.core.model import Cancelled, Completed, Event, Failed, QueueEntry
 from durable_graph.langgraph.run_request import RunRequest
-from durable_graph.langgraph.streaming import EVENT_PREFIX, MESSAGES_V2, TASKS
+from durable_graph.langgraph.streaming import EVENT_PREFIX, MESSAGES_V2, TASKS, open_payload
 from durable_graph.langgraph.values import message_dict
 from durable_graph.service.records import client_error
 
@@ -69,7 +69,8 @@ def graph_of(entry: QueueEntry) -> str:
 class Translator:
     """One connection's numbering and state over a thread's log (see the module)."""
 
-    def __init__(self) -> None:
+    def __init__(self, serde: Any = None) -> None:
+        self.serde = serde  # the savers': the log's events are sealed by it under encryption
         self.seq = 0
         self.started: set[int] = set()
         self.ended: set[int] = set()
@@ -125,7 +126,8 @@ class Translator:
         """The protocol events of one ``lg.*`` event of ``entry``'s run."""
         out = self.start(entry)
         mode = event.kind.removeprefix(EVENT_PREFIX)
-        payload = event.payload if isinstance(event.payload, dict) else {}
+        opened = open_payload(self.serde, event.payload)  # sealed under encryption (D289)
+        payload = opened if isinstance(opened, dict) else {}
         data = payload.get("data")
         raw_ns = payload.get("ns")
         ns = [str(s) for s in raw_ns] if isinstance(raw_ns, list) else []

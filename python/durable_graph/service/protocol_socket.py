@@ -50,7 +50,8 @@ class Socket:
             await self.websocket.send_text(json.dumps(message, separators=(",", ":"), default=str))
 
     async def pump(self, thread_id: str) -> None:
-        async for event in thread_events(self.store, thread_id):
+        serde = self.commands.threads.saver.serde  # opens the log under encryption (D289)
+        async for event in thread_events(self.store, thread_id, serde):
             if event is not None and any(f.matches(event) for f in self.filters.values()):
                 await self.send(event)
 

@@ -65,10 +65,13 @@ def _count(body: Mapping[str, Any], name: str) -> int | None:
     return value
 
 
-async def thread_events(store: AsyncCheckpointer, thread_id: str) -> AsyncIterator[Any]:
+async def thread_events(
+    store: AsyncCheckpointer, thread_id: str, serde: Any = None
+) -> AsyncIterator[Any]:
     """The thread's protocol events, from its first, without end; ``None`` after each wait in
-    which nothing arrived (the caller's chance to send a keepalive)."""
-    translator = Translator()
+    which nothing arrived (the caller's chance to send a keepalive). ``serde``: the savers'
+    serializer, which opens the log's events under ``encryption``."""
+    translator = Translator(serde)
     runs: dict[str, QueueEntry] = {}  # attempt run id -> entry
     entries: dict[int, QueueEntry] = {}
 
@@ -121,10 +124,12 @@ def frame(event: Mapping[str, Any]) -> bytes:
     return f"event: {event['method']}\ndata: {data}\nid: {event['seq']}\n\n".encode()
 
 
-async def sse(store: AsyncCheckpointer, thread_id: str, where: Filter) -> AsyncIterator[bytes]:
-    """The SSE body of a thread's stream through ``where``."""
+async def sse(
+    store: AsyncCheckpointer, thread_id: str, where: Filter, serde: Any = None
+) -> AsyncIterator[bytes]:
+    """The SSE body of a thread's stream through ``where`` (``serde``: `thread_events`')."""
     quiet_since = time.monotonic()
-    async for event in thread_events(store, thread_id):
+    async for event in thread_events(store, thread_id, serde):
         if event is not None:
             if where.matches(event):
                 quiet_since = time.monotonic()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import json
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import suppress
@@ -21,7 +20,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
-from langchain_core.messages import BaseMessageChunk, message_chunk_to_message
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import EntryClosed, NotFound, ValidationError
@@ -37,9 +35,9 @@ from durable_graph.core.model import (
 )
 from durable_graph.core.validation import DEFAULT_MAX_VALUE_BYTES, check_submission
 from durable_graph.langgraph.follow import afollow, run_ended
-from durable_graph.langgraph.run_request import run_request
-from durable_graph.langgraph.streaming import EVENT_PREFIX, listed_modes
-from durable_graph.langgraph.values import from_json, message_dict, to_json
+from durable_graph.langgraph.run_request import DURABILITIES, run_request
+from durable_graph.langgraph.streaming import EVENT_PREFIX, listed_modes, open_payload
+from durable_graph.langgraph.values import message_dict
 from durable_graph.service.auth import TENANT
 from durable_graph.service.records import (
     assistant_id_of,
@@ -52,6 +50,7 @@ from durable_graph.service.records import (
     run_status,
     service_part,
 )
+from durable_graph.service.stream_frames import FrameMapper, frame
 from durable_graph.service.threads import Threads
 from durable_graph.service.webhooks import check_webhook, submit_delivery
 
@@ -69,11 +68,10 @@ SDK_MODES: Final = {
     "debug": "debug",
     "checkpoints": "debug",
     "tasks": "debug",
+    "events": "events",
 }
 """The SDK's stream modes served, and the store mode each reads (LangGraph's ``debug`` chunks
 are its ``checkpoints`` and ``tasks`` chunks, typed: each is read back out of them)."""
-
-NS_SEP: Final = "|"
 
 
 class Runs:
@@ -341,8 +339,8 @@ class Runs:
         Starlette cancels a stream whose client disconnected, so the cancel is shielded."""
         ended = False
         try:
-            async for frame in frames:
-                yield frame
+            async for chunk in frames:
+                yield chunk
             ended = True
         finally:
             if not ended:
@@ -397,12 +395,12 @@ class Runs:
             if entry.closed:
                 return  # as the reference: joining an ended run's stream sends nothing
             meta = {"run_id": run_id_of(entry.entry_id), "attempt": 1}
-            yield _frame("metadata", meta, None)
+            yield frame("metadata", meta, None)
         else:
             with suppress(ValueError):
                 after = max(after, int(last_event_id))
         async for name, data, seq in self.events(entry, modes, after):
-            yield _frame(name, data, seq)
+            yield frame(name, data, seq)
         # No closing event: the reference ends the response (the SDK reads that as the end).
 
     async def events(
@@ -413,11 +411,12 @@ class Runs:
         frames, unencoded."""
         if after is None:
             after = int(service_part(entry).get("after_seq") or 0)
-        mapper = _Mapper(modes)
+        mapper = FrameMapper(modes)
+        serde = self.threads.saver.serde  # the log is sealed under encryption (D289)
         # A queued run has no events yet: wait for its start with the other waiters.
         await self.watch.until(entry, started)
         async for event in afollow(self.store, entry.entry_id, after, tenant=entry.tenant):
-            for name, data in mapper.frames(event.kind, event.payload):
+            for name, data in mapper.frames(event.kind, open_payload(serde, event.payload)):
                 yield name, data, event.seq
         ended = await self.store.run_queue.entry(entry.entry_id, entry.tenant)
         if ended is not None and isinstance(ended.outcome, Failed):
@@ -438,7 +437,8 @@ class Runs:
             with suppress(ValueError):
                 seen = int(last_event_id)
         by_run: dict[str, QueueEntry | None] = {}  # an attempt's run id -> its entry
-        mappers: dict[int, _Mapper] = {}  # entry id -> its frames
+        mappers: dict[int, FrameMapper] = {}  # entry id -> its frames
+        serde = self.threads.saver.serde  # the log is sealed under encryption (D289)
         going: set[int] = set()  # started here, not yet reported done
         while True:
             events = await self.store.events_after(thread_id, seen, THREAD_PAGE)
@@ -453,25 +453,28 @@ class Runs:
                         by_run.update({a.run_id: known for a in known.attempts})
                 entry = by_run.setdefault(run_id, None)  # None: no run of the queue's
                 if checkpoint and entry is None:  # a client's update_state, perhaps
-                    for frame in await self._state_update(thread_id, event):
-                        yield frame
+                    for update in await self._state_update(thread_id, event):
+                        yield update
                 if entry is None or checkpoint:
                     continue
                 if entry.entry_id not in mappers:
                     # A thread's runs go one at a time: the ones before this have ended.
-                    for frame in await self._runs_done(going, seen):
-                        yield frame
-                    mappers[entry.entry_id] = _Mapper(service_part(entry).get("sse_modes") or [])
+                    for done in await self._runs_done(going, seen):
+                        yield done
+                    mappers[entry.entry_id] = FrameMapper(
+                        service_part(entry).get("sse_modes") or []
+                    )
                     going.add(entry.entry_id)
                     meta = {"run_id": run_id_of(entry.entry_id), "attempt": 1}
-                    yield _frame("metadata", meta, None)
+                    yield frame("metadata", meta, None)
                 if "run_modes" in modes:
-                    for name, data in mappers[entry.entry_id].frames(event.kind, event.payload):
-                        yield _frame(name, data, event.seq)
+                    opened = open_payload(serde, event.payload)  # sealed under encryption
+                    for name, data in mappers[entry.entry_id].frames(event.kind, opened):
+                        yield frame(name, data, event.seq)
             if events:
                 continue
-            for frame in await self._runs_done(going, seen):
-                yield frame
+            for done in await self._runs_done(going, seen):
+                yield done
             # Woken by the next event at once; the wait bounds how late a run's end is seen.
             wait = THREAD_ENTRY_CHECK if going else THREAD_IDLE_WAIT
             await self.store.await_events_after(thread_id, seen, wait)
@@ -489,7 +492,7 @@ class Runs:
             return []
         if (state.get("metadata") or {}).get("source") != "update":
             return []
-        return [_frame("state_update", {"state": state, "thread_id": thread_id}, event.seq)]
+        return [frame("state_update", {"state": state, "thread_id": thread_id}, event.seq)]
 
     async def _runs_done(self, going: set[int], seen: int) -> builtins.list[bytes]:
         """``run_done`` frames of the runs in ``going`` that have ended by ``seen`` (taken out)."""
@@ -499,7 +502,7 @@ class Runs:
             if ended is None or run_ended(ended, seen):
                 going.discard(entry_id)
                 done = {"status": "run_done", "run_id": run_id_of(entry_id)}
-                frames.append(_frame("metadata", done, None))
+                frames.append(frame("metadata", done, None))
         return frames
 
 
@@ -551,12 +554,20 @@ UNHONOURED: Final[dict[str, tuple[object, ...]]] = {
     "on_completion": (None, "keep"),
     "on_disconnect": (None, "continue", "cancel"),
     "feedback_keys": (None, []),
-    "durability": (None, "sync", "async"),
 }
 """Run options the service does not honour, each with the values it does (issue 36: fail
-closed): deleting a run's thread when it ends, feedback keys, and
-checkpointing only at exit (every step is durable here, which ``sync`` and ``async`` ask no
-less than). ``on_disconnect: "cancel"`` is honoured by the stream and wait routes."""
+closed): deleting a run's thread when it ends, feedback keys. ``on_disconnect: "cancel"`` is
+honoured by the stream and wait routes."""
+
+
+def _durability(body: Mapping[str, Any]) -> str | None:
+    """The run's ``durability``; the older ``checkpoint_during: false`` is ``"exit"`` (D287)."""
+    durability, during = body.get("durability"), body.get("checkpoint_during")
+    if durability is not None and durability not in DURABILITIES:
+        raise ValidationError(f"durability: one of {', '.join(DURABILITIES)}")
+    if during is not None and not isinstance(during, bool):
+        raise ValidationError("checkpoint_during: must be true or false")
+    return durability or (None if during is not False else "exit")
 
 
 def _checked(
@@ -611,6 +622,7 @@ def _checked(
         "interrupt_after": body.get("interrupt_after"),
         "stream_mode": list(store_modes) or sorted({SDK_MODES[m] for m in modes}),
         "stream_subgraphs": bool(body.get("stream_subgraphs")),
+        "durability": _durability(body),
         "graph": graph,
     }
     service: dict[str, Any] = {
@@ -637,62 +649,3 @@ def _after_seconds(value: object) -> float:
     if value > MAX_AFTER_SECONDS:
         raise ValidationError(f"after_seconds: at most {MAX_AFTER_SECONDS} (a year)")
     return float(value)
-
-
-def _frame(event: str, data: Any, seq: int | None) -> bytes:
-    text = f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n"
-    if seq is not None:
-        text += f"id: {seq}\n"
-    return (text + "\n").encode()
-
-
-class _Mapper:
-    """Store events -> the SSE frames of the requested SDK modes."""
-
-    def __init__(self, modes: list[str]) -> None:
-        self.modes = modes
-        self.messages: dict[str, Any] = {}  # id -> accumulated chunk ("messages" mode)
-        self.metadata: dict[str, Any] = {}  # id -> its metadata (on a message's first token)
-
-    def frames(self, kind: str, payload: Any) -> list[tuple[str, Any]]:
-        mode = kind.removeprefix("lg.")
-        data = payload.get("data") if isinstance(payload, dict) else None
-        ns = payload.get("ns") if isinstance(payload, dict) else None
-        suffix = "".join(f"{NS_SEP}{n}" for n in ns) if ns else ""
-        out: list[tuple[str, Any]] = []
-        if mode == "messages":
-            if not isinstance(data, list) or len(data) != 2:
-                return out
-            chunk, metadata = data
-            loaded = from_json(chunk)
-            key = getattr(loaded, "id", None) or ""
-            metadata = self.metadata.setdefault(key, metadata)
-            if "messages-tuple" in self.modes:
-                out.append((f"messages{suffix}", [message_dict(chunk), metadata]))
-            if "messages" in self.modes:
-                out.extend(self._partial(key, loaded, metadata))
-            return out
-        if mode == "debug" and isinstance(data, dict):
-            typed = data.get("type")
-            if "checkpoints" in self.modes and typed == "checkpoint":
-                out.append((f"checkpoints{suffix}", message_dict(data.get("payload"))))
-            if "tasks" in self.modes and typed in ("task", "task_result"):
-                out.append((f"tasks{suffix}", message_dict(data.get("payload"))))
-        if mode in self.modes:
-            out.append((f"{mode}{suffix}", message_dict(data)))
-        return out
-
-    def _partial(self, key: str, loaded: Any, metadata: Any) -> list[tuple[str, Any]]:
-        """``messages`` mode, as the reference: a message's metadata first, then each token as
-        the message so far (``messages/partial``), or a whole message a node returned without
-        streaming it (``messages/complete``)."""
-        out: list[tuple[str, Any]] = []
-        if key not in self.messages:
-            out.append(("messages/metadata", {key: {"metadata": metadata}}))
-        if not isinstance(loaded, BaseMessageChunk):
-            self.messages[key] = loaded
-            return [*out, ("messages/complete", [message_dict(to_json(loaded, lenient=True))])]
-        so_far = loaded if key not in self.messages else self.messages[key] + loaded
-        self.messages[key] = so_far
-        whole = message_chunk_to_message(so_far)  # "ai", as the reference sends a partial
-        return [*out, ("messages/partial", [message_dict(to_json(whole, lenient=True))])]

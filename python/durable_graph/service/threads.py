@@ -66,9 +66,10 @@ class Threads:
         store: AsyncCheckpointer,
         graphs: Mapping[str, ServedGraph],
         graph_store: BaseStore | None = None,
+        saver: AsyncDurableSaver | None = None,
     ) -> None:
         self.store = store
-        self.saver = AsyncDurableSaver(store)
+        self.saver = saver or AsyncDurableSaver(store)
         self.graphs = dict(graphs)
         self.graph_store = graph_store
         self.default_graph = next(iter(graphs))
@@ -416,7 +417,7 @@ class Threads:
             if checkpoint_id is not None and snap.config is None:
                 raise NotFound(f"checkpoint {checkpoint_id} not found")
             return None
-        return state_json(snap)
+        return (await self._without_record_parent(thread_id, [state_json(snap)]))[0]
 
     async def state(
         self, thread_id: str, checkpoint_id: str | None, subgraphs: bool = False
@@ -446,7 +447,23 @@ class Threads:
             if _is_record(snap.metadata):
                 continue
             out.append(state_json(snap))
-        return out[:limit]
+        return await self._without_record_parent(thread_id, out[:limit])
+
+    async def _without_record_parent(
+        self, thread_id: str, states: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """``states`` with no parent that is the thread's record (`create`'s checkpoint, which
+        a run that checkpoints only at exit has as its LangGraph parent, D287): the reference
+        has no such checkpoint, so its first checkpoint has none."""
+        listed = {(s["checkpoint"] or {}).get("checkpoint_id") for s in states}
+        for state in states:
+            parent = state["parent_checkpoint"]
+            if parent is None or parent["checkpoint_id"] in listed or parent["checkpoint_ns"]:
+                continue
+            cp = await self.store.get(thread_id, parent["checkpoint_id"])
+            if cp is not None and _is_record(cp.metadata):
+                state["parent_checkpoint"] = None
+        return states
 
     async def update_state(
         self,
