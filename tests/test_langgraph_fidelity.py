@@ -36,6 +36,8 @@ from durable_graph.aio import (
     AsyncSqliteCheckpointer,
 )
 from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.errors import ThreadBusy
+from durable_graph.core.model import Submission
 from durable_graph.langgraph import AsyncDurableSaver, DurableSaver
 from durable_graph.memory.store import InMemoryCheckpointer
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
@@ -278,6 +280,23 @@ def test_prune_refuses_a_batch_with_a_delta_channel_thread_and_keeps_its_state(
     assert delta.get_state(_config("delta")) == state
     saver.prune(["plain"])
     assert len(_ids(saver, "plain")) == 1
+
+
+def test_prune_refuses_a_batch_with_a_thread_whose_run_is_open(store: Checkpointer) -> None:
+    # The run writes on from the checkpoints keep_latest would drop (issue 47 review): the
+    # saver refuses, so serve's threads.prune (409) and `thread prune` share the one check.
+    saver = DurableSaver(store)
+    graph = _chat(saver)
+    for thread_id in ("idle", "running"):
+        graph.invoke(_say(0), _config(thread_id))
+        graph.invoke(_say(1), _config(thread_id))
+    store.run_queue.submit(Submission(thread_id="running", input=None))
+    before = {t: _ids(saver, t) for t in ("idle", "running")}
+    with pytest.raises(ThreadBusy, match="running has a run going"):
+        saver.prune(["idle", "running"])
+    assert {t: _ids(saver, t) for t in before} == before
+    saver.prune(["running"], strategy="delete")  # deleting ends the run: it is the user's call
+    assert _ids(saver, "running") == []
 
 
 def test_prune_keeps_the_latest_with_no_parent_and_the_thread_runs_on(

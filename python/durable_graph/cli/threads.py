@@ -23,6 +23,7 @@ from durable_graph.cli.common import (
     when,
 )
 from durable_graph.core.checkpointer import Checkpointer
+from durable_graph.core.errors import ThreadBusy
 from durable_graph.core.model import (
     ANY,
     Checkpoint,
@@ -196,12 +197,9 @@ def cmd_thread_prune(args: argparse.Namespace) -> int:
         raise CliError(f"thread prune needs durable-graph[langgraph]: {exc}") from None
     with store_of(args) as store:
         found = [t for t in dict.fromkeys(args.thread_ids) if store.thread(t) is not None]
-        busy = [t for t in found if store.run_queue.open_entries(thread_id=t, tenant=ANY, limit=1)]
-        if busy and args.strategy == "keep_latest":
-            raise CliError(f"thread {busy[0]!r} has a run going: prune it once it ends")
         try:
             DurableSaver(store).prune(found, strategy=args.strategy)
-        except NotImplementedError as exc:
+        except (NotImplementedError, ThreadBusy) as exc:  # nothing pruned
             raise CliError(str(exc)) from None
     out = output_of(args)
     if out.as_json:

@@ -22,8 +22,8 @@ from langgraph.checkpoint.base import ChannelVersions, CheckpointMetadata, Check
 from langgraph.checkpoint.base import Checkpoint as LGCheckpoint
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
-from durable_graph.core.errors import NotFound, StaleParent
-from durable_graph.core.model import Checkpoint, Claim, PendingWrite, RetentionPolicy
+from durable_graph.core.errors import NotFound, StaleParent, ThreadBusy
+from durable_graph.core.model import ANY, Checkpoint, Claim, PendingWrite, RetentionPolicy
 from durable_graph.langgraph import codec
 from durable_graph.langgraph.core import (
     PAGE,
@@ -190,13 +190,17 @@ class AsyncDurableSaver(SaverCore[AsyncCheckpointer]):
         than the kept one; a ``checkpointer=True`` subgraph's namespace keeps its latest. It
         refuses (`NotImplementedError`, nothing pruned) a batch in which a thread uses a
         ``DeltaChannel``: such a state is rebuilt from older checkpoints' writes, which a prune
-        to one checkpoint would lose.
+        to one checkpoint would lose; and (`ThreadBusy`, nothing pruned) one in which a thread
+        has a run open in the queue.
         """
         ids = check_prune(thread_ids, strategy)
         if strategy == "delete":
             for thread_id in ids:
                 await self.adelete_thread(thread_id)
             return
+        for thread_id in ids:  # its run writes on from the checkpoints a prune would drop
+            if await self.store.run_queue.open_entries(thread_id=thread_id, tenant=ANY, limit=1):
+                raise ThreadBusy(f"thread {thread_id} has a run going: prune it once it ends")
         namespaces = {t: [t, *await self._children(t)] for t in ids}
         refuse_deltas([t for t in ids if await self._uses_delta(namespaces[t])])
         for thread_id in ids:
