@@ -22,6 +22,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from starlette.applications import Starlette
+from starlette.authentication import AuthCredentials
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -37,7 +38,7 @@ from durable_graph.langgraph.store import AsyncDurableStore
 from durable_graph.service.assistant_routes import assistant_routes
 from durable_graph.service.assistants import Assistants
 from durable_graph.service.assistants import Conflict as AssistantConflict
-from durable_graph.service.auth import FILTERS, TENANT, Denied, UserAuth
+from durable_graph.service.auth import FILTERS, SCOPE_USER, TENANT, Denied, User, UserAuth
 from durable_graph.service.crons import Crons, CronSettings
 from durable_graph.service.guard import (
     DEFAULT_MAX_BODY_BYTES,
@@ -48,6 +49,8 @@ from durable_graph.service.guard import (
     parse_json_body,
     parse_list_body,
 )
+from durable_graph.service.http_app import assemble
+from durable_graph.service.http_config import RUN_HEADERS, HttpConfig
 from durable_graph.service.metrics import metrics
 from durable_graph.service.openapi import openapi_document
 from durable_graph.service.protocol_commands import Commands
@@ -71,7 +74,20 @@ from durable_graph.service.store import StoreApi
 from durable_graph.service.threads import Conflict, Threads
 
 Handler = Callable[[Request], Awaitable[Response]]
+TOKEN_REQUIRED = "a valid token is required (x-api-key)"
 T = TypeVar("T")
+
+
+async def _authenticate(connection: HTTPConnection, user_auth: UserAuth) -> User:
+    """The request's user (once a request: kept in its scope, as ``request.user`` too), made
+    its `TENANT`. `Denied` when refused."""
+    user = connection.scope.get(SCOPE_USER)
+    if not isinstance(user, User):
+        user = await user_auth.authenticate(connection)
+        connection.scope[SCOPE_USER] = connection.scope["user"] = user
+        connection.scope["auth"] = AuthCredentials(list(user.permissions))
+    TENANT.set(user.identity)
+    return user
 
 
 async def _authorize(
@@ -81,8 +97,7 @@ async def _authorize(
     its ``@auth.on`` handler for ``permission`` sees the request's path ids and body (as the
     reference's ``value``); the filter it returns is the request's `FILTERS`, the metadata it
     leaves is the body's (`body_of`). `Denied` when refused."""
-    user = await user_auth.authenticate(request)
-    TENANT.set(user.identity)
+    user = await _authenticate(request, user_auth)
     if permission is None:
         return
     parsed = parse_json_body(await request.body(), {}) if request.method != "GET" else {}
@@ -108,6 +123,8 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     cron_settings: CronSettings | None = None,
     thread_ttl: ThreadTtlConfig | None = None,
+    http: HttpConfig | None = None,
+    user_app: Starlette | None = None,
 ) -> Starlette:
     """The service's ASGI app over ``store`` for ``graphs`` (name -> compiled graph or its
     factory), which get ``graph_store`` as their LangGraph ``store``; with
@@ -116,7 +133,10 @@ def create_app(
     (LangGraph's ``http.cors`` keys but the origins); bodies are at most ``max_body_bytes``;
     ``thread_ttl`` (``checkpointer.ttl``) gives new threads their default TTL (SPEC §24.1).
     With ``user_auth`` (``langgraph.json``'s ``auth``), its handlers authenticate and authorize
-    every request and the user is the request's tenant (`auth`); else the single ``token``."""
+    every request and the user is the request's tenant (`auth`); else the single ``token``.
+    ``http`` (the rest of ``langgraph.json``'s ``http``) and the user's ``user_app``
+    (``http.app``) are served as `durable_graph.service.http_app` says."""
+    http = http or HttpConfig()
     if graph_store is None:  # the graphs' store and /store/* are the store's items (SPEC §20.3)
         graph_store = AsyncDurableStore(store.run_queue)
     threads = Threads(store, graphs, graph_store)
@@ -150,7 +170,8 @@ def create_app(
 
         async def endpoint(request: Request) -> Response:
             if user_auth is None and not authorized(request):
-                return error(401, "a valid token is required (x-api-key)")
+                return error(401, TOKEN_REQUIRED)
+            RUN_HEADERS.set(http.headers.configurable(request.headers))
             try:
                 if user_auth is not None and not liveness:
                     await _authorize(request, user_auth, permission)
@@ -172,6 +193,17 @@ def create_app(
 
         endpoint.__name__, endpoint.__doc__ = fn.__name__, fn.__doc__  # /openapi.json's names
         return endpoint
+
+    async def authenticate(connection: HTTPConnection) -> Response | None:
+        """The token or the user's ``authenticate`` ahead of the routes (`http_app`), as
+        ``guarded`` asks it: None when the request may go on, else the refusal."""
+        if user_auth is None:
+            return None if authorized(connection) else error(401, TOKEN_REQUIRED)
+        try:
+            await _authenticate(connection, user_auth)
+        except Denied as exc:
+            return error(exc.status, exc.detail)
+        return None
 
     # --- assistants ------------------------------------------------------------------------
 
@@ -426,143 +458,182 @@ def create_app(
         )
 
     async def events_socket(websocket: WebSocket) -> None:
+        RUN_HEADERS.set(http.headers.configurable(websocket.headers))
         await serve_socket(websocket, store, commands, authorized)
 
-    routes: list[BaseRoute] = [
-        Route("/ok", guarded(ok, liveness=True), methods=["GET"]),
-        Route("/info", guarded(info, liveness=True), methods=["GET"]),
-        Route("/metrics", guarded(queue_metrics), methods=["GET"]),
-        *assistant_routes(assistants, threads, guarded),  # service/assistant_routes.py
-        Route("/threads", guarded(create_thread, ("threads", "create")), methods=["POST"]),
-        Route("/threads/search", guarded(search_threads, ("threads", "search")), methods=["POST"]),
-        Route("/threads/count", guarded(count_threads, ("threads", "search")), methods=["POST"]),
-        Route("/threads/prune", guarded(prune_threads, ("threads", "delete")), methods=["POST"]),
-        Route("/threads/{thread_id}", guarded(get_thread, ("threads", "read")), methods=["GET"]),
-        Route(
-            "/threads/{thread_id}", guarded(update_thread, ("threads", "update")), methods=["PATCH"]
-        ),
-        Route(
-            "/threads/{thread_id}",
-            guarded(delete_thread, ("threads", "delete")),
-            methods=["DELETE"],
-        ),
-        Route(
-            "/threads/{thread_id}/copy", guarded(copy_thread, ("threads", "read")), methods=["POST"]
-        ),
-        Route(
-            "/threads/{thread_id}/stream",
-            guarded(join_thread_stream, ("threads", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/threads/{thread_id}/state", guarded(get_state, ("threads", "read")), methods=["GET"]
-        ),
-        Route(
-            "/threads/{thread_id}/state",
-            guarded(update_state, ("threads", "update")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/state/checkpoint",
-            guarded(get_state_at, ("threads", "read")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/state/{checkpoint_id}",
-            guarded(get_state, ("threads", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/threads/{thread_id}/history",
-            guarded(history, ("threads", "read")),
-            methods=["GET", "POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs",
-            guarded(create_run, ("threads", "create_run")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/crons",
-            guarded(create_cron, ("crons", "create")),
-            methods=["POST"],
-        ),
-        Route("/runs/crons", guarded(create_cron, ("crons", "create")), methods=["POST"]),
-        Route("/runs/crons/search", guarded(search_crons, ("crons", "search")), methods=["POST"]),
-        Route("/runs/crons/count", guarded(count_crons, ("crons", "search")), methods=["POST"]),
-        Route(
-            "/runs/crons/{cron_id}", guarded(update_cron, ("crons", "update")), methods=["PATCH"]
-        ),
-        Route(
-            "/runs/crons/{cron_id}", guarded(delete_cron, ("crons", "delete")), methods=["DELETE"]
-        ),
-        Route(
-            "/threads/{thread_id}/runs", guarded(list_runs, ("threads", "read")), methods=["GET"]
-        ),
-        Route(
-            "/threads/{thread_id}/runs/stream",
-            guarded(stream_run, ("threads", "create_run")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/wait",
-            guarded(wait_run, ("threads", "create_run")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/{run_id}",
-            guarded(get_run, ("threads", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/{run_id}",
-            guarded(delete_run, ("threads", "delete")),
-            methods=["DELETE"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/{run_id}/join",
-            guarded(join_run, ("threads", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/{run_id}/stream",
-            guarded(join_stream, ("threads", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/{run_id}/cancel",
-            guarded(cancel_run, ("threads", "update")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/commands",
-            guarded(command, ("threads", "create_run")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/stream/events",
-            guarded(stream_events, ("threads", "read")),
-            methods=["POST"],
-        ),
-        WebSocketRoute("/threads/{thread_id}/stream/events", events_socket),
-        Route("/runs", guarded(create_run, ("threads", "create_run")), methods=["POST"]),
-        Route("/runs/batch", guarded(create_batch, ("threads", "create_run")), methods=["POST"]),
-        Route("/runs/cancel", guarded(cancel_runs, ("threads", "update")), methods=["POST"]),
-        Route("/runs/stream", guarded(stream_run, ("threads", "create_run")), methods=["POST"]),
-        Route("/runs/wait", guarded(wait_run, ("threads", "create_run")), methods=["POST"]),
-        *items.routes(guarded),  # the store (long-term memory): service/store.py
-    ]
-    document = openapi_document(routes)
-
+    # The route table, by group: a ``disable_<group>`` flag of langgraph.json's ``http`` drops a
+    # group (404), and `http_app.assemble` puts the groups, the user's ``http.app`` and the
+    # middleware together as the reference does. A new group's routes go under its name.
     async def openapi(request: Request) -> Response:
-        return Json(document)
+        """The routes served (the user's ``http.app`` ones too), as OpenAPI."""
+        return Json(openapi_document(request.app.routes))
 
-    routes.append(Route("/openapi.json", guarded(openapi, liveness=True), methods=["GET"]))
+    groups: dict[str, list[BaseRoute]] = {
+        "meta": [
+            Route("/", guarded(ok, liveness=True), methods=["GET"]),
+            Route("/info", guarded(info, liveness=True), methods=["GET"]),
+            Route("/metrics", guarded(queue_metrics), methods=["GET"]),
+            Route("/openapi.json", guarded(openapi, liveness=True), methods=["GET"]),
+        ],
+        "assistants": assistant_routes(assistants, threads, guarded),  # assistant_routes.py
+        "threads": [
+            Route("/threads", guarded(create_thread, ("threads", "create")), methods=["POST"]),
+            Route(
+                "/threads/search", guarded(search_threads, ("threads", "search")), methods=["POST"]
+            ),
+            Route(
+                "/threads/count", guarded(count_threads, ("threads", "search")), methods=["POST"]
+            ),
+            Route(
+                "/threads/prune", guarded(prune_threads, ("threads", "delete")), methods=["POST"]
+            ),
+            Route(
+                "/threads/{thread_id}", guarded(get_thread, ("threads", "read")), methods=["GET"]
+            ),
+            Route(
+                "/threads/{thread_id}",
+                guarded(update_thread, ("threads", "update")),
+                methods=["PATCH"],
+            ),
+            Route(
+                "/threads/{thread_id}",
+                guarded(delete_thread, ("threads", "delete")),
+                methods=["DELETE"],
+            ),
+            Route(
+                "/threads/{thread_id}/copy",
+                guarded(copy_thread, ("threads", "read")),
+                methods=["POST"],
+            ),
+            Route(
+                "/threads/{thread_id}/stream",
+                guarded(join_thread_stream, ("threads", "read")),
+                methods=["GET"],
+            ),
+            Route(
+                "/threads/{thread_id}/state",
+                guarded(get_state, ("threads", "read")),
+                methods=["GET"],
+            ),
+            Route(
+                "/threads/{thread_id}/state",
+                guarded(update_state, ("threads", "update")),
+                methods=["POST"],
+            ),
+            Route(
+                "/threads/{thread_id}/state/checkpoint",
+                guarded(get_state_at, ("threads", "read")),
+                methods=["POST"],
+            ),
+            Route(
+                "/threads/{thread_id}/state/{checkpoint_id}",
+                guarded(get_state, ("threads", "read")),
+                methods=["GET"],
+            ),
+            Route(
+                "/threads/{thread_id}/history",
+                guarded(history, ("threads", "read")),
+                methods=["GET", "POST"],
+            ),
+        ],
+        # Runs, crons and the streaming protocol (which starts runs too, as the reference
+        # gates it with disable_runs).
+        "runs": [
+            Route(
+                "/threads/{thread_id}/runs",
+                guarded(create_run, ("threads", "create_run")),
+                methods=["POST"],
+            ),
+            Route(
+                "/threads/{thread_id}/runs/crons",
+                guarded(create_cron, ("crons", "create")),
+                methods=["POST"],
+            ),
+            Route("/runs/crons", guarded(create_cron, ("crons", "create")), methods=["POST"]),
+            Route(
+                "/runs/crons/search", guarded(search_crons, ("crons", "search")), methods=["POST"]
+            ),
+            Route("/runs/crons/count", guarded(count_crons, ("crons", "search")), methods=["POST"]),
+            Route(
+                "/runs/crons/{cron_id}",
+                guarded(update_cron, ("crons", "update")),
+                methods=["PATCH"],
+            ),
+            Route(
+                "/runs/crons/{cron_id}",
+                guarded(delete_cron, ("crons", "delete")),
+                methods=["DELETE"],
+            ),
+            Route(
+                "/threads/{thread_id}/runs",
+                guarded(list_runs, ("threads", "read")),
+                methods=["GET"],
+            ),
+            Route(
+                "/threads/{thread_id}/runs/stream",
+                guarded(stream_run, ("threads", "create_run")),
+                methods=["POST"],
+            ),
+            Route(
+                "/threads/{thread_id}/runs/wait",
+                guarded(wait_run, ("threads", "create_run")),
+                methods=["POST"],
+            ),
+            Route(
+                "/threads/{thread_id}/runs/{run_id}",
+                guarded(get_run, ("threads", "read")),
+                methods=["GET"],
+            ),
+            Route(
+                "/threads/{thread_id}/runs/{run_id}",
+                guarded(delete_run, ("threads", "delete")),
+                methods=["DELETE"],
+            ),
+            Route(
+                "/threads/{thread_id}/runs/{run_id}/join",
+                guarded(join_run, ("threads", "read")),
+                methods=["GET"],
+            ),
+            Route(
+                "/threads/{thread_id}/runs/{run_id}/stream",
+                guarded(join_stream, ("threads", "read")),
+                methods=["GET"],
+            ),
+            Route(
+                "/threads/{thread_id}/runs/{run_id}/cancel",
+                guarded(cancel_run, ("threads", "update")),
+                methods=["POST"],
+            ),
+            Route(
+                "/threads/{thread_id}/commands",
+                guarded(command, ("threads", "create_run")),
+                methods=["POST"],
+            ),
+            Route(
+                "/threads/{thread_id}/stream/events",
+                guarded(stream_events, ("threads", "read")),
+                methods=["POST"],
+            ),
+            WebSocketRoute("/threads/{thread_id}/stream/events", events_socket),
+            Route("/runs", guarded(create_run, ("threads", "create_run")), methods=["POST"]),
+            Route(
+                "/runs/batch", guarded(create_batch, ("threads", "create_run")), methods=["POST"]
+            ),
+            Route("/runs/cancel", guarded(cancel_runs, ("threads", "update")), methods=["POST"]),
+            Route("/runs/stream", guarded(stream_run, ("threads", "create_run")), methods=["POST"]),
+            Route("/runs/wait", guarded(wait_run, ("threads", "create_run")), methods=["POST"]),
+        ],
+        "store": items.routes(guarded),  # the store (long-term memory): service/store.py
+        "ui": [],  # generative UI is not served (langgraph.json's "ui" is refused)
+        "mcp": [],
+        "a2a": [],
+    }
     origins = origins or Origins()
-    middleware = []
+    guard = []
     if allowed_hosts:
-        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)))
+        guard.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)))
     if origins.configured:  # outside the guard, so that its refusals reach an allowed page too
-        middleware.append(Middleware(CORSMiddleware, **cors_options(origins, cors or {})))
-    middleware.append(Middleware(Guard, origins=origins, max_body_bytes=max_body_bytes))
-    return Starlette(routes=routes, middleware=middleware)
+        guard.append(Middleware(CORSMiddleware, **cors_options(origins, cors or {})))
+    guard.append(Middleware(Guard, origins=origins, max_body_bytes=max_body_bytes))
+    liveness = [Route("/ok", guarded(ok, liveness=True), methods=["GET"])]
+    return assemble(liveness, groups, http, guard=guard, check=authenticate, user_app=user_app)
