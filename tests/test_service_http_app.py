@@ -278,6 +278,10 @@ def test_the_mount_prefix_holds_every_route_but_the_health_checks(prefixed: Serv
             answer = http.post(f"{prefixed.url}{path}", json={})
             assert answer.status_code == 404, path
         assert http.get(f"{prefixed.url}/custom/hello").status_code == 404
+        if prefixed.kind != "reference":  # a thread id it cannot answer for, named (D146)
+            body = {"assistant_id": "echo", "input": {}, "if_not_exists": "create"}
+            refused = http.post(f"{prefixed.url}/api/threads/a%0Ab/runs", json=body)
+            assert refused.status_code == 422 and "thread_id" in refused.json()["detail"]
 
 
 def test_a_disabled_group_answers_404(prefixed: Served) -> None:
