@@ -175,6 +175,12 @@ AUTHENTICATED = {
 }
 
 
+MIDDLEWARE_FIRST = {
+    **AUTHENTICATED,
+    "http": {"app": "./app.py:hello_only", "enable_custom_route_auth": True},
+}
+
+
 @pytest.fixture(scope="module")
 def app_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The team's files, written here: the graph, the app, the auth and both langgraph.json."""
@@ -184,6 +190,7 @@ def app_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (where / "auth.py").write_text(AUTH)
     (where / "prefixed.json").write_text(json.dumps(PREFIXED))
     (where / "authenticated.json").write_text(json.dumps(AUTHENTICATED))
+    (where / "middleware_first.json").write_text(json.dumps(MIDDLEWARE_FIRST))
     return where
 
 
@@ -444,3 +451,25 @@ def test_auth_cache_keeps_a_user_for_its_ttl(authenticated: Served) -> None:
         assert len({s[0] for s in scopes}) == 3
     else:
         assert scopes[0] == scopes[1] == scopes[2]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", *(["reference"] if REFERENCE else [])])
+def test_by_default_their_middleware_runs_before_authentication(
+    kind: str,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    app_dir: Path,
+) -> None:
+    """``middleware_order`` "middleware_first" (the default) with ``enable_custom_route_auth``:
+    their middleware sees every request, refused ones too, and no user yet."""
+    config = app_dir / "middleware_first.json"
+    with (
+        _serve(kind, config, request, tmp_path_factory) as served,
+        httpx.Client(base_url=served.url, timeout=30) as http,
+    ):
+        for refused in (http.get("/custom/hello"), http.post("/threads/search", json={})):
+            assert refused.status_code == 401
+            assert refused.headers["x-stamp"] == "stamped"
+        hello = http.get("/custom/hello", headers={"Authorization": "Bearer token-ada"})
+        assert hello.status_code == 200 and hello.json()["identity"] == "ada"
+        assert hello.headers["x-saw-user"] == "false"
