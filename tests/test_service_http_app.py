@@ -10,7 +10,6 @@ user's ``Auth``, whose users ``auth.cache`` keeps."""
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,14 +28,13 @@ from service_support import (
     REFERENCE,
     SERVED_KINDS,
     Backend,
-    env_of,
     free_port,
     process,
     reference_serving_process,
     serving_process,
     store_backend,
 )
-from test_service_webhooks import Receiver
+from test_service_webhooks import Receiver, deliveries
 
 ECHO = '''
 """A graph answering the keys of its run's configurable."""
@@ -341,29 +339,13 @@ def test_disable_webhooks_runs_the_run_and_sends_nothing(prefixed: Served) -> No
         client.runs.join(thread_id, run["run_id"])
         assert client.runs.get(thread_id, run["run_id"])["status"] == "success"
         if prefixed.backend is not None:  # its delivery ended unsent
-            assert "http.disable_webhooks" in json.dumps(_webhook_entries(prefixed.backend, 30))
+            ended = deliveries(prefixed.backend, "completed", 30)
+            assert "http.disable_webhooks" in json.dumps(ended)
         else:
             time.sleep(2)
         assert receiver.got == []
     finally:
         receiver.stop()
-
-
-def _webhook_entries(backend: Backend, seconds: float) -> list[dict[str, Any]]:
-    """The store's completed webhook deliveries, once there is one (``queue ls``)."""
-    deadline = time.monotonic() + seconds
-    while True:
-        listed = subprocess.run(
-            [str(BIN), *backend.args, "queue", "ls", "--state", "completed", "--json"],
-            env=env_of(backend),
-            capture_output=True,
-            check=True,
-        )
-        found = [e for e in json.loads(listed.stdout) if e["kind"] == "webhook"]
-        if found:
-            return found
-        assert time.monotonic() < deadline, "no delivery ended"
-        time.sleep(0.5)
 
 
 def test_the_apps_lifespan_has_started_before_serve_answers(
