@@ -51,12 +51,9 @@ def _with(tmp_path: Path, **keys: object) -> Path:
         ({"encryption": {"path": "./enc.py:encryption", "aes": True}}, "'encryption.aes'"),
         ({"priority": {"path": "./p.py:priority"}}, "'priority.path'"),
         ({"ui": {"agent": "./ui.tsx"}}, "'ui.agent'"),
-        ({"http": {"app": "./app.py:app"}}, "'http.app'"),
-        (
-            {"http": {"cors": {"allow_origins": ["*"]}, "mount_prefix": "/api"}},
-            "'http.mount_prefix'",
-        ),
-        ({"auth": {"path": "./auth.py:auth", "cache": {"ttl_seconds": 60}}}, "'auth.cache'"),
+        ({"http": {"disable_event_streaming": True}}, "'http.disable_event_streaming'"),
+        ({"auth": {"path": "./auth.py:auth", "openapi": {}}}, "'auth.openapi'"),
+        ({"auth": {"cache": {"ttl_seconds": 60}}}, "'auth.cache'"),
         ({"grpahs": {"agent": "./agent.py:graph"}}, "unknown key 'grpahs'"),
     ],
 )
@@ -80,6 +77,88 @@ def test_build_settings_and_empty_sections_are_read_without_refusal(tmp_path: Pa
         auth={"path": None},
     )
     assert LangGraphConfig.read(path).graphs == {"agent": "./agent.py:graph"}
+
+
+@pytest.mark.parametrize(
+    ("http", "named"),
+    [
+        ({"mount_prefix": "api"}, "http.mount_prefix"),
+        ({"mount_prefix": "/a/{b}"}, "http.mount_prefix"),
+        ({"mount_prefix": "/a/../b"}, "http.mount_prefix"),
+        ({"disable_runs": "yes"}, "http.disable_runs"),
+        ({"disable_webhooks": 1}, "http.disable_webhooks"),
+        ({"enable_custom_route_auth": "true"}, "http.enable_custom_route_auth"),
+        ({"middleware_order": "auth_last"}, "http.middleware_order"),
+        ({"configurable_headers": {"includes": "x-*"}}, "http.configurable_headers.includes"),
+        ({"configurable_headers": {"only": ["x-*"]}}, "http.configurable_headers.only"),
+        ({"configurable_headers": ["x-*"]}, "http.configurable_headers"),
+        ({"logging_headers": {"includes": ["user-agent"]}}, "http.logging_headers.includes"),
+        ({"app": "./app.py"}, "http.app"),
+        ({"app": "./app.js:app"}, "http.app"),
+        ({"app": 3}, "http.app"),
+    ],
+)
+def test_a_bad_http_value_is_refused_naming_it(http: dict[str, object], named: str) -> None:
+    from durable_graph.service.http_config import HttpConfig
+
+    with pytest.raises(ValidationError, match=named.replace(".", r"\.")):
+        HttpConfig.of(http)
+
+
+def test_http_values_are_read_as_the_reference_reads_them() -> None:
+    from durable_graph.service.http_config import HttpConfig
+
+    http = HttpConfig.of(
+        {
+            "mount_prefix": "/my-api/v1/",
+            "disable_store": True,
+            "disable_mcp": False,
+            "middleware_order": "auth_first",
+            "logging_headers": {"excludes": ["authorization"]},
+            "configurable_headers": {"include": ["x-*", "User-Agent"], "exclude": ["x-secret"]},
+        }
+    )
+    assert http.mount_prefix == "/my-api/v1"  # a trailing slash dropped
+    assert http.disabled == {"store"} and http.auth_first and not http.custom_route_auth
+    headers = {
+        "x-team": "a",
+        "x-secret": "b",
+        "user-agent": "c",
+        "accept": "d",
+        "x-api-key": "e",
+        "authorization": "f",
+        "langsmith-trace": "g",
+        "baggage": "langsmith-project=p%201,langsmith-tags=a%2Cb,langsmith-metadata=%7B%22k%22%3A1%7D",
+    }
+    assert http.headers.configurable(headers) == {
+        "x-team": "a",
+        "user-agent": "c",
+        "langsmith-trace": "g",
+        "langsmith-project": "p 1",
+        "langsmith-tags": ["a", "b"],
+        "langsmith-metadata": {"k": 1},
+    }
+    assert HttpConfig.of(None).headers.configurable(headers) == {
+        k: v for k, v in http.headers.configurable(headers).items() if k.startswith("langsmith")
+    }  # none without includes, as the reference
+
+
+@pytest.mark.parametrize(
+    ("cache", "named"),
+    [
+        ({"ttl_seconds": 0}, "auth.cache.ttl_seconds"),
+        ({"ttl_seconds": "60"}, "auth.cache.ttl_seconds"),
+        ({"max_size": 0}, "auth.cache.max_size"),
+        ({"cache_keys": "authorization"}, "auth.cache.cache_keys"),
+        ({"cache_key": ["authorization"]}, "auth.cache.cache_key"),
+        ([], "auth.cache"),
+    ],
+)
+def test_a_bad_auth_cache_is_refused_naming_it(cache: object, named: str) -> None:
+    from durable_graph.service.auth import AuthCache
+
+    with pytest.raises(ValidationError, match=named.replace(".", r"\.")):
+        AuthCache.of(cache)
 
 
 def test_serve_refuses_to_start_with_a_key_it_would_not_honour(tmp_path: Path) -> None:
@@ -145,3 +224,46 @@ def test_a_json_encryptor_that_changes_the_keys_fails_the_write(tmp_path: Path) 
     with pytest.raises(ValidationError, match="keys it was given"):
         serde.seal_json({"source": "loop", "step": 1})
     assert serde.seal_json({"run_id": "r"}) == {"run_id": "r", "__encryption_context__": {}}
+
+
+GRAPH = """
+from langgraph.graph import START, StateGraph
+from typing_extensions import TypedDict
+
+
+class State(TypedDict):
+    x: int
+
+
+builder = StateGraph(State)
+builder.add_node("n", lambda state: state)
+builder.add_edge(START, "n")
+graph = builder.compile()
+not_an_app = 42
+"""
+
+
+@pytest.mark.parametrize(
+    ("keys", "said"),
+    [
+        ({"http": {"disable_threads": "no"}}, "http.disable_threads must be true or false"),
+        ({"http": {"app": "./agent.py:not_an_app"}}, "http.app: ./agent.py:not_an_app is a int"),
+        ({"http": {"app": "./missing.py:app"}}, "http.app: cannot load"),
+        ({"auth": {"path": "./agent.py:graph", "cache": {"max_size": -1}}}, "auth.cache.max_size"),
+    ],
+)
+def test_serve_stops_at_start_on_a_bad_http_or_auth_cache_value(
+    tmp_path: Path, keys: dict[str, object], said: str
+) -> None:
+    import subprocess
+
+    from service_support import BIN
+
+    (tmp_path / "agent.py").write_text(GRAPH)
+    argv = [str(BIN), "--sqlite", str(tmp_path / "s.db"), "serve", "--config"]
+    argv.append(str(_with(tmp_path, **keys)))
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert said in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "s.db").exists()  # stopped before the store is opened

@@ -458,7 +458,7 @@ def test_a_receiver_is_checked_again_at_delivery(
         with serving(backend, logs, workers=1, config=CONFIG) as strict:
             client = get_sync_client(url=strict)
             client.runs.join(thread_id, run["run_id"])
-            failed = _failed_deliveries(backend, 30)
+            failed = deliveries(backend, "failed", 30)
         assert receiver.got == []
         [delivery] = failed
         assert "loopback" in json.dumps(delivery)  # why, in its attempt's error
@@ -467,21 +467,22 @@ def test_a_receiver_is_checked_again_at_delivery(
         receiver.stop()
 
 
-def _failed_deliveries(backend: Backend, seconds: float) -> list[dict[str, Any]]:
-    """The store's failed webhook deliveries, once there is one (``durable-graph queue ls``)."""
+def deliveries(backend: Backend, state: str, seconds: float) -> list[dict[str, Any]]:
+    """The store's webhook deliveries in ``state`` (``failed``, ``completed``...), once there is
+    one within ``seconds`` (``durable-graph queue ls``)."""
     deadline = time.monotonic() + seconds
     while True:
         listed = subprocess.run(
-            [str(BIN), *backend.args, "queue", "ls", "--state", "failed", "--json"],
+            [str(BIN), *backend.args, "queue", "ls", "--state", state, "--json"],
             env=env_of(backend),
             cwd=APP,
             capture_output=True,
             check=True,
         )
-        failed = [e for e in json.loads(listed.stdout) if e["kind"] == "webhook"]
-        if failed:
-            return failed
-        assert time.monotonic() < deadline, "no delivery failed"
+        found = [e for e in json.loads(listed.stdout) if e["kind"] == "webhook"]
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"no delivery {state}"
         time.sleep(0.5)
 
 

@@ -12,6 +12,7 @@ import os
 import shlex
 import sys
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -196,6 +197,8 @@ def _graphs_of(args: argparse.Namespace) -> GraphHandlerOf | None:
             from durable_graph.langgraph.config_file import LangGraphConfig
             from durable_graph.langgraph.handler import async_graphs_handler
             from durable_graph.langgraph.store import AsyncDurableStore
+            from durable_graph.service.http_app import load_user_app
+            from durable_graph.service.http_config import HttpConfig
             from durable_graph.service.retention import item_ttl, store_ttl_config, with_retention
             from durable_graph.service.webhooks import (
                 WebhookPolicy,
@@ -212,10 +215,16 @@ def _graphs_of(args: argparse.Namespace) -> GraphHandlerOf | None:
             policy = WebhookPolicy.of(config.webhooks)
             ttl = item_ttl(store_ttl_config(config.store_ttl))
             args.saver_serde = config.saver_serializer()  # encryption (D286)
+            # http.app's lifespan runs around the worker too, as around the reference's queue
+            # workers (D279): what it sets up, the graphs may use.
+            http = HttpConfig.of(config.http)
+            args.http_app = (
+                None if http.app is None else load_user_app(config.path.parent, http.app)
+            )
         except ValidationError as exc:
             raise CliError(f"--langgraph-config: {exc}") from None
         try:
-            args.deliveries = (policy, delivery_deadline())
+            args.deliveries = (policy, delivery_deadline(), not http.disable_webhooks)
         except ValidationError as exc:
             raise CliError(str(exc)) from None
         # The graphs' LangGraph ``store`` is the store's items (SPEC §20.3), as under ``serve``;
@@ -246,7 +255,22 @@ async def _run_graphs(
     """An `AsyncWorker` running the graphs with ``astream`` on the async store, as LangGraph
     Server runs graphs (so ``async def`` nodes and tools run); stopped by SIGTERM or SIGINT.
     With ``--langgraph-config``, webhook deliveries run beside it on a worker of their own
-    (D247): the graph worker leases runs, unless ``--kinds`` says otherwise."""
+    (D247): the graph worker leases runs, unless ``--kinds`` says otherwise; and ``http.app``'s
+    lifespan runs around them."""
+    app = getattr(args, "http_app", None)
+    async with AsyncExitStack() as stack:
+        if app is not None:
+            await stack.enter_async_context(app.router.lifespan_context(app))
+        await _run_workers(args, handler_of, observer, options)
+
+
+async def _run_workers(
+    args: argparse.Namespace,
+    handler_of: GraphHandlerOf,
+    observer: Observer | None,
+    options: dict[str, Any],
+) -> None:
+    """`_run_graphs`'s workers."""
     from durable_graph.langgraph import AsyncDurableSaver
     from durable_graph.worker.aio import AsyncWorker
 
@@ -259,11 +283,11 @@ async def _run_graphs(
             return
         from durable_graph.service.webhooks import delivery_worker, run_kinds
 
-        policy, deadline = deliveries
+        policy, deadline, sends = deliveries
         kinds, delivering = run_kinds(options.get("kinds"))
         workers = [AsyncWorker(store, handler, **{**options, "kinds": kinds})] if kinds else []
         if delivering:
-            workers.append(delivery_worker(store, policy, deadline, options))
+            workers.append(delivery_worker(store, policy, deadline, options, send=sends))
         if not workers:
             raise CliError("--kinds: no kind this worker runs")
         # The first takes SIGTERM and SIGINT; the others stop when it has stopped.

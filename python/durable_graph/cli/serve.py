@@ -10,7 +10,9 @@ runs N workers of runs in this process, a worker of webhook deliveries with slot
 scheduler`` or ``worker --scheduler``). ``langgraph.json``'s ``webhooks.url`` says which
 receivers a webhook may name (D248). Browser pages of other origins are refused unless
 ``--allow-origin`` or ``langgraph.json``'s ``http.cors`` names them; bodies are at most
-``--max-body-bytes`` (SPEC §20.5, D145).
+``--max-body-bytes`` (SPEC §20.5, D145). The rest of ``http`` (the user's ``http.app``,
+``mount_prefix``, ``disable_*``, ``configurable_headers``...) is served as
+`durable_graph.service.http_app` says; every key is checked before the store is opened.
 """
 
 from __future__ import annotations
@@ -94,9 +96,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from durable_graph.langgraph.handler import async_graphs_handler
         from durable_graph.langgraph.store import AsyncDurableStore
         from durable_graph.service import create_app
-        from durable_graph.service.auth import UserAuth
+        from durable_graph.service.auth import AuthCache, UserAuth
         from durable_graph.service.crons import MAX_CRONS_PER_USER, CronSettings
         from durable_graph.service.guard import DEFAULT_MAX_BODY_BYTES, Origins, cors_settings
+        from durable_graph.service.http_app import load_user_app
+        from durable_graph.service.http_config import HttpConfig
         from durable_graph.service.retention import (
             item_ttl,
             set_up,
@@ -123,8 +127,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO)
     try:
         config = LangGraphConfig.read(args.config)
+        http = HttpConfig.of(config.http)
+        cache = AuthCache.of(config.auth_cache)
         graphs = config.load_graphs()
-        user_auth = None if config.auth is None else UserAuth.load(config.path.parent, config.auth)
+        base = config.path.parent
+        user_auth = None if config.auth is None else UserAuth.load(base, config.auth, cache)
+        user_app = None if http.app is None else load_user_app(base, http.app)
         configured, cors = cors_settings(args.config)
         webhook_policy = WebhookPolicy.of(config.webhooks)
         # SPEC §24: checked before anything starts (a TTL read by nothing is no TTL).
@@ -138,6 +146,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         raise CliError(str(exc)) from None
     use_policy(webhook_policy)  # what runs and crons may name as their webhook (422 else)
+    if user_app is not None and (user_auth or args.token) and not http.custom_route_auth:
+        log.warning(
+            "http.app: its routes are served without the token or auth, as LangGraph Server "
+            "serves them; http.enable_custom_route_auth: true requires it there too"
+        )
     origins = configured.union(given)
     # The HTTP layer and the in-process workers share one async store on uvicorn's loop (SPEC
     # §20.1): no request, stream or join holds a thread, and graphs run with ``astream``, as
@@ -167,7 +180,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 for _ in range(args.workers)
             ]
             if workers:
-                workers.append(delivery_worker(store, webhook_policy, deadline))
+                sends = not http.disable_webhooks
+                workers.append(delivery_worker(store, webhook_policy, deadline, send=sends))
             running = [asyncio.create_task(w.run(), name=w.holder) for w in workers]
             server.config.app = create_app(  # uvicorn loads its app when it starts serving
                 store,
@@ -189,11 +203,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     ),
                 ),
                 thread_ttl=thread_ttl,
+                http=http,
+                user_app=user_app,
             )
             log.info(
-                "LangGraph API at http://%s:%d/ (%d graphs, %d workers in process)",
+                "LangGraph API at http://%s:%d%s/ (%d graphs, %d workers in process)",
                 args.host,
                 args.port,
+                http.mount_prefix,
                 len(graphs),
                 args.workers,
             )

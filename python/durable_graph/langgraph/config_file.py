@@ -6,8 +6,10 @@ factory, called per use as LangGraph Server calls it, see `factory`), ``dependen
 paths, ``"."`` above all, put on ``sys.path``; packages are the deployer's to install), ``env``
 (a ``.env`` file path — a missing one is logged and skipped, as ``langgraph dev`` does — or an
 object: set in the environment where not already set), ``auth.path`` (the users' ``Auth`` the
-service runs, `durable_graph.service.auth`), ``http.cors`` (`durable_graph.service.guard`),
-``webhooks`` (kept as written: the policy of the receivers a run's webhook may name,
+service runs, `durable_graph.service.auth`) and ``auth.cache`` (kept as written, checked there),
+``http`` (kept as written: ``http.cors`` is `durable_graph.service.guard`'s, the other keys
+`durable_graph.service.http_config`'s), ``webhooks`` (kept as written: the policy of the
+receivers a run's webhook may name,
 `durable_graph.service.webhooks.WebhookPolicy`, which checks its keys), ``checkpointer.ttl``
 and ``store.ttl`` (retention, `durable_graph.service.retention`, which checks them), ``encryption.path``
 (the SDK's ``Encryption`` over what the savers store, `durable_graph.langgraph.encryption`). Graphs are
@@ -53,12 +55,34 @@ BUILD_KEYS: Final = frozenset(
 )
 """LangGraph's build settings (the Docker image ``langgraph build`` makes), not the server's."""
 
+HTTP_KEYS: Final = frozenset(
+    {
+        "app",
+        "cors",
+        "mount_prefix",
+        "configurable_headers",
+        "logging_headers",
+        "middleware_order",
+        "enable_custom_route_auth",
+        "disable_assistants",
+        "disable_threads",
+        "disable_runs",
+        "disable_store",
+        "disable_meta",
+        "disable_ui",
+        "disable_mcp",
+        "disable_a2a",
+        "disable_webhooks",
+    }
+)
+"""The keys of LangGraph's ``http`` settings (its ``HttpConfig``), each honoured."""
+
 HONOURED: Final = {
     "graphs": None,
     "dependencies": None,
     "env": None,
-    "auth": frozenset({"path"}),
-    "http": frozenset({"cors"}),
+    "auth": frozenset({"path", "cache"}),
+    "http": HTTP_KEYS,
     "checkpointer": frozenset({"ttl"}),
     "store": frozenset({"ttl"}),
     "webhooks": None,  # its keys are WebhookPolicy's to check
@@ -72,9 +96,9 @@ REFUSED: Final = {
     "encryption": "only encryption.path is read",
     "priority": "a run priority function is not served",
     "ui": "generative UI components are not served",
-    "auth": "only auth.path is served",
-    "http": "only http.cors is served (a custom app, disable_* flags, headers, mount_prefix "
-    "are not yet)",
+    "auth": "only auth.path and auth.cache are served (LangSmith's Studio auth and API keys, "
+    "and the OpenAPI security settings, are not)",
+    "http": "not one of LangGraph's http keys",
 }
 """Why a key (or one of its keys) is refused: what serving it would take."""
 
@@ -87,6 +111,10 @@ class LangGraphConfig:
     env: dict[str, str]
     auth: str | None = None
     """``auth.path``: the ``langgraph_sdk.Auth`` the service runs (``./auth.py:auth``)."""
+    auth_cache: Any = None
+    """``auth.cache`` as written (`durable_graph.service.auth.AuthCache` checks it)."""
+    http: dict[str, Any] | None = None
+    """``http`` as written (`durable_graph.service.http_config.HttpConfig` checks it)."""
     webhooks: dict[str, Any] | None = None
     """``webhooks`` as written (``url``: the receivers' policy, read by the service)."""
     checkpointer_ttl: Any = None
@@ -133,9 +161,14 @@ class LangGraphConfig:
         auth = data.get("auth") or {}
         if not isinstance(auth, dict) or not isinstance(auth.get("path"), str | None):
             raise ValidationError("config: 'auth' must be an object with a 'path'")
+        if auth.get("cache") is not None and auth.get("path") is None:
+            raise ValidationError("config: 'auth.cache' caches auth.path's users: name a path")
         webhooks = data.get("webhooks")
         if webhooks is not None and not isinstance(webhooks, dict):
             raise ValidationError("config: 'webhooks' must be an object")
+        http = data.get("http")
+        if http is not None and not isinstance(http, dict):
+            raise ValidationError("config: 'http' must be an object")
         env_vars = {str(k): str(v) for k, v in env.items()}
         ttls = []
         for key in ("checkpointer", "store"):
@@ -151,6 +184,8 @@ class LangGraphConfig:
             dict(graphs),
             env_vars,
             auth.get("path"),
+            auth.get("cache"),
+            http,
             webhooks,
             checkpointer_ttl=ttls[0],
             store_ttl=ttls[1],

@@ -22,6 +22,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from starlette.applications import Starlette
+from starlette.authentication import AuthCredentials
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -39,7 +40,7 @@ from durable_graph.service.a2a import a2a_routes
 from durable_graph.service.assistant_endpoints import AssistantEndpoints
 from durable_graph.service.assistants import Assistants
 from durable_graph.service.assistants import Conflict as AssistantConflict
-from durable_graph.service.auth import FILTERS, TENANT, USER, Denied, UserAuth
+from durable_graph.service.auth import FILTERS, SCOPE_USER, TENANT, USER, Denied, User, UserAuth
 from durable_graph.service.crons import Crons, CronSettings
 from durable_graph.service.guard import (
     DEFAULT_MAX_BODY_BYTES,
@@ -50,6 +51,8 @@ from durable_graph.service.guard import (
     parse_json_body,
     parse_list_body,
 )
+from durable_graph.service.http_app import assemble
+from durable_graph.service.http_config import RUN_HEADERS, HttpConfig
 from durable_graph.service.mcp import mcp_routes
 from durable_graph.service.metrics import metrics
 from durable_graph.service.openapi import openapi_document
@@ -76,7 +79,20 @@ from durable_graph.service.store import StoreApi
 from durable_graph.service.threads import Conflict, Threads
 
 Handler = Callable[[Request], Awaitable[Response]]
+TOKEN_REQUIRED = "a valid token is required (x-api-key)"
 T = TypeVar("T")
+
+
+async def _authenticate(connection: HTTPConnection, user_auth: UserAuth) -> User:
+    """The request's user (once a request: kept in its scope, as ``request.user`` too), made
+    its `TENANT`. `Denied` when refused."""
+    user = connection.scope.get(SCOPE_USER)
+    if not isinstance(user, User):
+        user = await user_auth.authenticate(connection)
+        connection.scope[SCOPE_USER] = connection.scope["user"] = user
+        connection.scope["auth"] = AuthCredentials(list(user.permissions))
+    TENANT.set(user.identity)
+    return user
 
 
 async def _authorize(
@@ -86,8 +102,7 @@ async def _authorize(
     its ``@auth.on`` handler for ``permission`` sees the request's path ids and body (as the
     reference's ``value``); the filter it returns is the request's `FILTERS`, the metadata it
     leaves is the body's (`body_of`). `Denied` when refused."""
-    user = await user_auth.authenticate(request)
-    TENANT.set(user.identity)
+    user = await _authenticate(request, user_auth)
     USER.set((user_auth, user))  # for the routes that authorize their own actions (/mcp, /a2a)
     if permission is None:
         return
@@ -115,6 +130,8 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     cron_settings: CronSettings | None = None,
     thread_ttl: ThreadTtlConfig | None = None,
+    http: HttpConfig | None = None,
+    user_app: Starlette | None = None,
 ) -> Starlette:
     """The service's ASGI app over ``store`` for ``graphs`` (name -> compiled graph or its
     factory), which get ``graph_store`` as their LangGraph ``store`` and are read through
@@ -124,7 +141,10 @@ def create_app(
     (LangGraph's ``http.cors`` keys but the origins); bodies are at most ``max_body_bytes``;
     ``thread_ttl`` (``checkpointer.ttl``) gives new threads their default TTL (SPEC §24.1).
     With ``user_auth`` (``langgraph.json``'s ``auth``), its handlers authenticate and authorize
-    every request and the user is the request's tenant (`auth`); else the single ``token``."""
+    every request and the user is the request's tenant (`auth`); else the single ``token``.
+    ``http`` (the rest of ``langgraph.json``'s ``http``) and the user's ``user_app``
+    (``http.app``) are served as `durable_graph.service.http_app` says."""
+    http = http or HttpConfig()
     if graph_store is None:  # the graphs' store and /store/* are the store's items (SPEC §20.3)
         graph_store = AsyncDurableStore(store.run_queue)
     threads = Threads(store, graphs, graph_store, saver)
@@ -158,7 +178,8 @@ def create_app(
 
         async def endpoint(request: Request) -> Response:
             if user_auth is None and not authorized(request):
-                return error(401, "a valid token is required (x-api-key)")
+                return error(401, TOKEN_REQUIRED)
+            RUN_HEADERS.set(http.headers.configurable(request.headers))
             try:
                 if user_auth is not None and not liveness:
                     await _authorize(request, user_auth, permission)
@@ -180,6 +201,17 @@ def create_app(
 
         endpoint.__name__, endpoint.__doc__ = fn.__name__, fn.__doc__  # /openapi.json's names
         return endpoint
+
+    async def authenticate(connection: HTTPConnection) -> Response | None:
+        """The token or the user's ``authenticate`` ahead of the routes (`http_app`), as
+        ``guarded`` asks it: None when the request may go on, else the refusal."""
+        if user_auth is None:
+            return None if authorized(connection) else error(401, TOKEN_REQUIRED)
+        try:
+            await _authenticate(connection, user_auth)
+        except Denied as exc:
+            return error(exc.status, exc.detail)
+        return None
 
     # --- assistants ------------------------------------------------------------------------
 
@@ -434,86 +466,104 @@ def create_app(
         )
 
     async def events_socket(websocket: WebSocket) -> None:
+        RUN_HEADERS.set(http.headers.configurable(websocket.headers))
         await serve_socket(websocket, store, commands, authorized)
 
+    # The route table, by group: a ``disable_<group>`` flag of langgraph.json's ``http`` drops a
+    # group (404), and `http_app.assemble` puts the groups, the user's ``http.app`` and the
+    # middleware together as the reference does. A new group's routes go under its name; runs,
+    # crons and the streaming protocol (which starts runs too) are "runs", as the reference
+    # gates them with disable_runs.
     assistant_api = AssistantEndpoints(assistants, threads)
     # fmt: off
-    rows: list[RouteRow] = [  # (methods, path, endpoint, the `auth` permission it asks for)
-        ("POST", "/assistants", assistant_api.create_assistant, ("assistants", "create")),
-        ("POST", "/assistants/search", assistant_api.search_assistants, ("assistants", "search")),
-        ("POST", "/assistants/count", assistant_api.count_assistants, ("assistants", "search")),
-        ("GET", "/assistants/{assistant_id}", assistant_api.get_assistant, ("assistants", "read")),
-        ("PATCH", "/assistants/{assistant_id}", assistant_api.update_assistant, ("assistants", "update")),
-        ("DELETE", "/assistants/{assistant_id}", assistant_api.delete_assistant, ("assistants", "delete")),
-        ("POST", "/assistants/{assistant_id}/versions", assistant_api.assistant_versions, ("assistants", "read")),
-        ("POST", "/assistants/{assistant_id}/latest", assistant_api.set_latest_assistant, ("assistants", "update")),
-        ("GET", "/assistants/{assistant_id}/graph", assistant_api.assistant_graph, ("assistants", "read")),
-        ("GET", "/assistants/{assistant_id}/schemas", assistant_api.assistant_schemas, ("assistants", "read")),
-        ("GET", "/assistants/{assistant_id}/subgraphs", assistant_api.assistant_subgraphs, ("assistants", "read")),
-        ("GET", "/assistants/{assistant_id}/subgraphs/{namespace}", assistant_api.assistant_subgraphs, ("assistants", "read")),
-        ("POST", "/threads", create_thread, ("threads", "create")),
-        ("POST", "/threads/search", search_threads, ("threads", "search")),
-        ("POST", "/threads/count", count_threads, ("threads", "search")),
-        ("POST", "/threads/prune", prune_threads, ("threads", "delete")),
-        ("GET", "/threads/{thread_id}", get_thread, ("threads", "read")),
-        ("PATCH", "/threads/{thread_id}", update_thread, ("threads", "update")),
-        ("DELETE", "/threads/{thread_id}", delete_thread, ("threads", "delete")),
-        ("POST", "/threads/{thread_id}/copy", copy_thread, ("threads", "read")),
-        ("GET", "/threads/{thread_id}/stream", join_thread_stream, ("threads", "read")),
-        ("GET", "/threads/{thread_id}/state", get_state, ("threads", "read")),
-        ("POST", "/threads/{thread_id}/state", update_state, ("threads", "update")),
-        ("POST", "/threads/{thread_id}/state/checkpoint", get_state_at, ("threads", "read")),
-        ("GET", "/threads/{thread_id}/state/{checkpoint_id}", get_state, ("threads", "read")),
-        ("GET,POST", "/threads/{thread_id}/history", history, ("threads", "read")),
-        ("POST", "/threads/{thread_id}/runs", create_run, ("threads", "create_run")),
-        ("POST", "/threads/{thread_id}/runs/crons", create_cron, ("crons", "create")),
-        ("POST", "/runs/crons", create_cron, ("crons", "create")),
-        ("POST", "/runs/crons/search", search_crons, ("crons", "search")),
-        ("POST", "/runs/crons/count", count_crons, ("crons", "search")),
-        ("PATCH", "/runs/crons/{cron_id}", update_cron, ("crons", "update")),
-        ("DELETE", "/runs/crons/{cron_id}", delete_cron, ("crons", "delete")),
-        ("GET", "/threads/{thread_id}/runs", list_runs, ("threads", "read")),
-        ("POST", "/threads/{thread_id}/runs/stream", stream_run, ("threads", "create_run")),
-        ("POST", "/threads/{thread_id}/runs/wait", wait_run, ("threads", "create_run")),
-        ("GET", "/threads/{thread_id}/runs/{run_id}", get_run, ("threads", "read")),
-        ("DELETE", "/threads/{thread_id}/runs/{run_id}", delete_run, ("threads", "delete")),
-        ("GET", "/threads/{thread_id}/runs/{run_id}/join", join_run, ("threads", "read")),
-        ("GET", "/threads/{thread_id}/runs/{run_id}/stream", join_stream, ("threads", "read")),
-        ("POST", "/threads/{thread_id}/runs/{run_id}/cancel", cancel_run, ("threads", "update")),
-        ("POST", "/threads/{thread_id}/commands", command, ("threads", "create_run")),
-        ("POST", "/threads/{thread_id}/stream/events", stream_events, ("threads", "read")),
-        ("POST", "/runs", create_run, ("threads", "create_run")),
-        ("POST", "/runs/batch", create_batch, ("threads", "create_run")),
-        ("POST", "/runs/cancel", cancel_runs, ("threads", "update")),
-        ("POST", "/runs/stream", stream_run, ("threads", "create_run")),
-        ("POST", "/runs/wait", wait_run, ("threads", "create_run")),
-        ("PUT", "/store/items", items.put_item, ("store", "put")),
-        ("GET", "/store/items", items.get_item, ("store", "get")),
-        ("DELETE", "/store/items", items.delete_item, ("store", "delete")),
-        ("POST", "/store/items/search", items.search_items, ("store", "search")),
-        ("POST", "/store/namespaces", items.list_namespaces, ("store", "list_namespaces")),
-    ]
+    tables: dict[str, list[RouteRow]] = {  # (methods, path, endpoint, the `auth` permission)
+        "assistants": [
+            ("POST", "/assistants", assistant_api.create_assistant, ("assistants", "create")),
+            ("POST", "/assistants/search", assistant_api.search_assistants, ("assistants", "search")),
+            ("POST", "/assistants/count", assistant_api.count_assistants, ("assistants", "search")),
+            ("GET", "/assistants/{assistant_id}", assistant_api.get_assistant, ("assistants", "read")),
+            ("PATCH", "/assistants/{assistant_id}", assistant_api.update_assistant, ("assistants", "update")),
+            ("DELETE", "/assistants/{assistant_id}", assistant_api.delete_assistant, ("assistants", "delete")),
+            ("POST", "/assistants/{assistant_id}/versions", assistant_api.assistant_versions, ("assistants", "read")),
+            ("POST", "/assistants/{assistant_id}/latest", assistant_api.set_latest_assistant, ("assistants", "update")),
+            ("GET", "/assistants/{assistant_id}/graph", assistant_api.assistant_graph, ("assistants", "read")),
+            ("GET", "/assistants/{assistant_id}/schemas", assistant_api.assistant_schemas, ("assistants", "read")),
+            ("GET", "/assistants/{assistant_id}/subgraphs", assistant_api.assistant_subgraphs, ("assistants", "read")),
+            ("GET", "/assistants/{assistant_id}/subgraphs/{namespace}", assistant_api.assistant_subgraphs, ("assistants", "read")),
+        ],
+        "threads": [
+            ("POST", "/threads", create_thread, ("threads", "create")),
+            ("POST", "/threads/search", search_threads, ("threads", "search")),
+            ("POST", "/threads/count", count_threads, ("threads", "search")),
+            ("POST", "/threads/prune", prune_threads, ("threads", "delete")),
+            ("GET", "/threads/{thread_id}", get_thread, ("threads", "read")),
+            ("PATCH", "/threads/{thread_id}", update_thread, ("threads", "update")),
+            ("DELETE", "/threads/{thread_id}", delete_thread, ("threads", "delete")),
+            ("POST", "/threads/{thread_id}/copy", copy_thread, ("threads", "read")),
+            ("GET", "/threads/{thread_id}/stream", join_thread_stream, ("threads", "read")),
+            ("GET", "/threads/{thread_id}/state", get_state, ("threads", "read")),
+            ("POST", "/threads/{thread_id}/state", update_state, ("threads", "update")),
+            ("POST", "/threads/{thread_id}/state/checkpoint", get_state_at, ("threads", "read")),
+            ("GET", "/threads/{thread_id}/state/{checkpoint_id}", get_state, ("threads", "read")),
+            ("GET,POST", "/threads/{thread_id}/history", history, ("threads", "read")),
+        ],
+        "runs": [
+            ("POST", "/threads/{thread_id}/runs", create_run, ("threads", "create_run")),
+            ("POST", "/threads/{thread_id}/runs/crons", create_cron, ("crons", "create")),
+            ("POST", "/runs/crons", create_cron, ("crons", "create")),
+            ("POST", "/runs/crons/search", search_crons, ("crons", "search")),
+            ("POST", "/runs/crons/count", count_crons, ("crons", "search")),
+            ("PATCH", "/runs/crons/{cron_id}", update_cron, ("crons", "update")),
+            ("DELETE", "/runs/crons/{cron_id}", delete_cron, ("crons", "delete")),
+            ("GET", "/threads/{thread_id}/runs", list_runs, ("threads", "read")),
+            ("POST", "/threads/{thread_id}/runs/stream", stream_run, ("threads", "create_run")),
+            ("POST", "/threads/{thread_id}/runs/wait", wait_run, ("threads", "create_run")),
+            ("GET", "/threads/{thread_id}/runs/{run_id}", get_run, ("threads", "read")),
+            ("DELETE", "/threads/{thread_id}/runs/{run_id}", delete_run, ("threads", "delete")),
+            ("GET", "/threads/{thread_id}/runs/{run_id}/join", join_run, ("threads", "read")),
+            ("GET", "/threads/{thread_id}/runs/{run_id}/stream", join_stream, ("threads", "read")),
+            ("POST", "/threads/{thread_id}/runs/{run_id}/cancel", cancel_run, ("threads", "update")),
+            ("POST", "/threads/{thread_id}/commands", command, ("threads", "create_run")),
+            ("POST", "/threads/{thread_id}/stream/events", stream_events, ("threads", "read")),
+            ("POST", "/runs", create_run, ("threads", "create_run")),
+            ("POST", "/runs/batch", create_batch, ("threads", "create_run")),
+            ("POST", "/runs/cancel", cancel_runs, ("threads", "update")),
+            ("POST", "/runs/stream", stream_run, ("threads", "create_run")),
+            ("POST", "/runs/wait", wait_run, ("threads", "create_run")),
+        ],
+        "store": [
+            ("PUT", "/store/items", items.put_item, ("store", "put")),
+            ("GET", "/store/items", items.get_item, ("store", "get")),
+            ("DELETE", "/store/items", items.delete_item, ("store", "delete")),
+            ("POST", "/store/items/search", items.search_items, ("store", "search")),
+            ("POST", "/store/namespaces", items.list_namespaces, ("store", "list_namespaces")),
+        ],
+    }
     # fmt: on
-    routes: list[BaseRoute] = [
-        Route("/ok", guarded(ok, liveness=True), methods=["GET"]),
-        Route("/info", guarded(info, liveness=True), methods=["GET"]),
-        Route("/metrics", guarded(queue_metrics), methods=["GET"]),
-        *route_table(guarded, rows),
-        WebSocketRoute("/threads/{thread_id}/stream/events", events_socket),
-        *mcp_routes(assistants, threads, runs, guarded),  # /mcp: service/mcp.py
-        *a2a_routes(assistants, threads, runs, guarded),  # /a2a/{assistant_id}: service/a2a.py
-    ]
-    document = openapi_document(routes)
 
     async def openapi(request: Request) -> Response:
-        return Json(document)
+        """The routes served (the user's ``http.app`` ones too), as OpenAPI."""
+        return Json(openapi_document(request.app.routes))
 
-    routes.append(Route("/openapi.json", guarded(openapi, liveness=True), methods=["GET"]))
+    groups: dict[str, list[BaseRoute]] = {
+        "meta": [
+            Route("/", guarded(ok, liveness=True), methods=["GET"]),
+            Route("/info", guarded(info, liveness=True), methods=["GET"]),
+            Route("/metrics", guarded(queue_metrics), methods=["GET"]),
+            Route("/openapi.json", guarded(openapi, liveness=True), methods=["GET"]),
+        ],
+        **{name: route_table(guarded, table) for name, table in tables.items()},
+        "ui": [],  # generative UI is not served (langgraph.json's "ui" is refused)
+        "mcp": mcp_routes(assistants, threads, runs, guarded),  # /mcp: service/mcp.py
+        "a2a": a2a_routes(assistants, threads, runs, guarded),  # /a2a/{assistant_id}: a2a.py
+    }
+    groups["runs"].append(WebSocketRoute("/threads/{thread_id}/stream/events", events_socket))
     origins = origins or Origins()
-    middleware = []
+    guard = []
     if allowed_hosts:
-        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)))
+        guard.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)))
     if origins.configured:  # outside the guard, so that its refusals reach an allowed page too
-        middleware.append(Middleware(CORSMiddleware, **cors_options(origins, cors or {})))
-    middleware.append(Middleware(Guard, origins=origins, max_body_bytes=max_body_bytes))
-    return Starlette(routes=routes, middleware=middleware)
+        guard.append(Middleware(CORSMiddleware, **cors_options(origins, cors or {})))
+    guard.append(Middleware(Guard, origins=origins, max_body_bytes=max_body_bytes))
+    liveness = [Route("/ok", guarded(ok, liveness=True), methods=["GET"])]
+    return assemble(liveness, groups, http, guard=guard, check=authenticate, user_app=user_app)

@@ -15,6 +15,12 @@ and ``value`` (what the request asks, as the reference passes it; a handler may 
 ``metadata``): ``None`` or ``True`` allow, ``False`` (or a failed ``assert``) is 403, a dict is a
 filter on the resource's metadata (``{"key": v}``, ``{"key": {"$eq": v}}``,
 ``{"key": {"$contains": v}}``) that what the request reads or changes must match (404 otherwise).
+
+``auth.cache`` (`AuthCache`: ``cache_keys``, ``ttl_seconds``, ``max_size``) keeps a user the
+handler returned for ``ttl_seconds``, keyed by the values of the ``cache_keys`` request headers
+a request carries (a request carrying none of them is not cached), as LangGraph Server caches
+its JavaScript ``authenticate``'s answers; a refusal is never kept. Each API process keeps its
+own, at most ``max_size`` users, the least recently used dropped first.
 """
 
 from __future__ import annotations
@@ -22,8 +28,12 @@ from __future__ import annotations
 import copy
 import inspect
 import logging
+import math
+import time
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -51,9 +61,16 @@ USER: ContextVar[tuple[UserAuth, User] | None] = ContextVar(
 """The request's ``auth`` and user (None without ``auth``): set by the app's guard, for the routes
 that ask the user's handlers for an action of their own choosing (`authorize_action`)."""
 
+SCOPE_USER: Final = "durable_graph.user"
+"""Where a request's scope keeps its authenticated `User` (it is authenticated once, ahead of
+the user's middleware with ``http.middleware_order: "auth_first"``, else in its endpoint)."""
+
 AUTHENTICATE_ARGS: Final = frozenset(
     {"request", "authorization", "headers", "path", "method", "query_params", "path_params"}
 )
+CACHE_TTL_SECONDS: Final = 60
+CACHE_MAX_SIZE: Final = 1000
+"""``auth.cache``'s defaults, the reference's."""
 
 
 class Denied(Exception):
@@ -114,10 +131,79 @@ def _user(found: Any) -> User:
     raise Denied(500, "the auth handler returned no identity")
 
 
-class UserAuth:
-    """A ``langgraph_sdk.Auth``'s handlers, called for the service's requests."""
+@dataclass(frozen=True, slots=True)
+class AuthCache:
+    """``auth.cache``: which request headers key a user, and how long and how many are kept."""
 
-    def __init__(self, auth: Auth) -> None:
+    cache_keys: tuple[str, ...] = ()
+    """Header names, in lower case."""
+    ttl_seconds: float = CACHE_TTL_SECONDS
+    max_size: int = CACHE_MAX_SIZE
+
+    @classmethod
+    def of(cls, value: object) -> AuthCache | None:
+        """``auth.cache`` as written (None: no cache), checked; `ValidationError` naming the
+        wrong key."""
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise ValidationError("config: auth.cache must be an object")
+        unknown = sorted(set(value) - {"cache_keys", "ttl_seconds", "max_size"})
+        if unknown:
+            raise ValidationError(f"config: auth.cache.{unknown[0]} is not a key of auth.cache")
+        keys = value.get("cache_keys") or []
+        if not isinstance(keys, list) or not all(isinstance(k, str) and k for k in keys):
+            raise ValidationError("config: auth.cache.cache_keys must be a list of header names")
+        ttl = value.get("ttl_seconds", CACHE_TTL_SECONDS)
+        if (
+            not isinstance(ttl, int | float)
+            or isinstance(ttl, bool)
+            or not math.isfinite(ttl)
+            or ttl <= 0
+        ):
+            raise ValidationError("config: auth.cache.ttl_seconds must be a number of seconds > 0")
+        size = value.get("max_size", CACHE_MAX_SIZE)
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            raise ValidationError("config: auth.cache.max_size must be a whole number >= 1")
+        if not keys:
+            log.warning("auth.cache: no cache_keys, so no user is cached")
+        return cls(tuple(k.lower() for k in keys), float(ttl), size)
+
+
+class _Users:
+    """`AuthCache`'s users: key -> (user, when kept), least recently used first."""
+
+    def __init__(self, settings: AuthCache) -> None:
+        self.settings = settings
+        self.kept: OrderedDict[tuple[tuple[str, str], ...], tuple[User, float]] = OrderedDict()
+
+    def key(self, headers: Mapping[bytes, bytes]) -> tuple[tuple[str, str], ...]:
+        """The request's values of the cache's headers (empty: the request is not cached)."""
+        found = ((k, headers.get(k.encode("latin-1"))) for k in self.settings.cache_keys)
+        return tuple((k, v.decode("latin-1")) for k, v in found if v is not None)
+
+    def get(self, key: tuple[tuple[str, str], ...]) -> User | None:
+        kept = self.kept.get(key)
+        if kept is None:
+            return None
+        if time.monotonic() - kept[1] >= self.settings.ttl_seconds:
+            del self.kept[key]
+            return None
+        self.kept.move_to_end(key)
+        return kept[0]
+
+    def put(self, key: tuple[tuple[str, str], ...], user: User) -> None:
+        self.kept.pop(key, None)
+        while len(self.kept) >= self.settings.max_size:
+            self.kept.popitem(last=False)
+        self.kept[key] = (user, time.monotonic())
+
+
+class UserAuth:
+    """A ``langgraph_sdk.Auth``'s handlers, called for the service's requests (its users kept
+    as ``cache`` says)."""
+
+    def __init__(self, auth: Auth, cache: AuthCache | None = None) -> None:
         if auth._authenticate_handler is None:
             raise ValidationError("auth: the Auth object has no @auth.authenticate handler")
         self.auth = auth
@@ -132,23 +218,35 @@ class UserAuth:
                 f"{', '.join(sorted(AUTHENTICATE_ARGS))}"
             )
         self.authenticate_args = [n for n in params if n in AUTHENTICATE_ARGS]
+        self.users = None if cache is None else _Users(cache)
 
     @classmethod
-    def load(cls, base: Path, spec: str) -> UserAuth:
+    def load(cls, base: Path, spec: str, cache: AuthCache | None = None) -> UserAuth:
         """The ``Auth`` object ``spec`` names (``./auth.py:auth`` from ``base``, or
-        ``module:attr``)."""
+        ``module:attr``), its users kept as ``cache`` says."""
         where, _, attr = spec.rpartition(":")
         if not where or not attr:
             raise ValidationError(f"auth.path: {spec!r} is not './file.py:name' or 'module:name'")
         auth = load_object(base, spec, "auth.path")
         if not isinstance(auth, Auth):
             raise ValidationError(f"auth.path: {spec} is not a langgraph_sdk.Auth")
-        return cls(auth)
+        return cls(auth, cache)
 
     async def authenticate(self, connection: HTTPConnection) -> User:
-        """The request's user, or `Denied` (401 unless the handler says otherwise)."""
+        """The request's user (kept, or the handler's), or `Denied` (401 unless the handler
+        says otherwise)."""
+        headers = dict(connection.scope.get("headers") or [])
+        key = () if self.users is None else self.users.key(headers)
+        if key and self.users is not None and (kept := self.users.get(key)) is not None:
+            return kept
+        user = await self._authenticate(connection, headers)
+        if key and self.users is not None:
+            self.users.put(key, user)
+        return user
+
+    async def _authenticate(self, connection: HTTPConnection, headers: dict[bytes, bytes]) -> User:
+        """What the ``@auth.authenticate`` handler says of the request."""
         scope = connection.scope
-        headers = dict(scope.get("headers") or [])
         authorization = headers.get(b"authorization")
         offered: dict[str, Any] = {
             "request": connection,

@@ -9,7 +9,8 @@ browser page of another origin, bodies that are not JSON, bodies over the size l
   ``<img>``, ``<script>`` or link) is refused too. Clients that are not browsers send neither.
   A WebSocket upgrade from another origin is refused before it (403: a page may open a socket
   anywhere, CORS does not apply to sockets).
-- **Content type.** A body (or a ``POST``/``PUT``/``PATCH`` declaring a type) must be
+- **Content type** (`JsonBodies`, around the service's own routes: a user's ``http.app``
+  routes take what they take). A body (or a ``POST``/``PUT``/``PATCH`` declaring a type) must be
   ``application/json`` (UTF-8): 415 otherwise, so the types a page may send anywhere without a
   CORS preflight (``text/plain``, forms) never reach a route. A body without a ``Content-Type``
   is read as JSON, as non-browser clients send it (a browser sending one also sends ``Origin``).
@@ -206,7 +207,7 @@ def _is_json(content_type: str) -> bool:
 
 
 class Guard:
-    """The ASGI middleware of the module docstring, around the service's routes."""
+    """The ASGI middleware of the module docstring (origins and size), around every route."""
 
     def __init__(self, app: ASGIApp, *, origins: Origins, max_body_bytes: int) -> None:
         self.app = app
@@ -246,16 +247,7 @@ class Guard:
                 return _refusal(403, f"requests from origin {origin!r} are not allowed")
         elif headers.get("sec-fetch-site", "").lower() in ("cross-site", "same-site"):
             return _refusal(403, "requests from another site's page are not allowed")
-        length = headers.get("content-length")
-        declared = int(length) if length is not None and length.strip().isdigit() else 0
-        has_body = declared > 0 or "chunked" in headers.get("transfer-encoding", "").lower()
-        content_type = headers.get("content-type")
-        if (
-            content_type is not None
-            and (has_body or scope["method"] in _BODY_METHODS)
-            and not _is_json(content_type)
-        ):
-            return _refusal(415, f"bodies must be application/json (UTF-8), not {content_type!r}")
+        declared = _declared_length(headers)
         if declared > self.max_body_bytes:
             return _refusal(413, f"the body is over {self.max_body_bytes} bytes", close=True)
         return None
@@ -276,6 +268,37 @@ class Guard:
             if not message.get("more_body", False):
                 break
         return b"".join(chunks)
+
+
+def _declared_length(headers: Headers) -> int:
+    length = headers.get("content-length")
+    return int(length) if length is not None and length.strip().isdigit() else 0
+
+
+class JsonBodies:
+    """The content type of the module docstring: a request to the service's own routes with a
+    body (or a ``POST``/``PUT``/``PATCH``) that declares a type other than JSON is 415."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = Headers(scope=scope)
+            content_type = headers.get("content-type")
+            has_body = (
+                _declared_length(headers) > 0
+                or "chunked" in headers.get("transfer-encoding", "").lower()
+            )
+            if (
+                content_type is not None
+                and (has_body or scope["method"] in _BODY_METHODS)
+                and not _is_json(content_type)
+            ):
+                refused = f"bodies must be application/json (UTF-8), not {content_type!r}"
+                await _refusal(415, refused)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -1,7 +1,8 @@
 """``GET /openapi.json`` (SPEC §25.3): the routes `serve` answers, as an OpenAPI 3.1 document.
 
-Made from the route table itself (path, methods, path parameters, the handler's name and
-docstring), so it never lists a route that is not served or misses one that is. It describes
+Made from the routes served (path, methods, path parameters, the handler's name and
+docstring: the service's and those of the user's ``http.app``, but a disabled group's), so it
+never lists a route that is not served or misses one that is. It describes
 the API's shape, not its bodies: those are LangGraph Server's (its SDKs and docs), which
 `serve` answers as the reference does.
 """
@@ -12,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Mount, Route
 
 from durable_graph._version import __version__
 
@@ -25,20 +26,30 @@ ANSWERS = {
 }
 
 
+def _routes(routes: Sequence[BaseRoute], prefix: str = "") -> list[tuple[str, Route]]:
+    """Each HTTP route of ``routes`` with its whole path, a mount's routes included."""
+    out: list[tuple[str, Route]] = []
+    for route in routes:
+        if isinstance(route, Mount):
+            out += _routes(route.routes, prefix + route.path)
+        elif isinstance(route, Route) and route.methods and route.include_in_schema:
+            out.append((prefix + route.path, route))
+    return out
+
+
 def openapi_document(routes: Sequence[BaseRoute]) -> dict[str, Any]:
     """The document for ``routes`` (HTTP routes only; the WebSocket transport is not OpenAPI's;
     nor a route marked ``include_in_schema=False``, a spelling of another's path)."""
     paths: dict[str, dict[str, Any]] = {}
-    for route in routes:
-        if not isinstance(route, Route) or not route.methods or not route.include_in_schema:
-            continue
+    for path, route in _routes(routes):
+        assert route.methods is not None
         parameters = [
             {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
             for name in route.param_convertors
         ]
         for method in sorted(route.methods - {"HEAD"}):
             operation: dict[str, Any] = {
-                "operationId": method.lower() + re.sub(r"\W+", "_", route.path).rstrip("_"),
+                "operationId": method.lower() + re.sub(r"\W+", "_", path).rstrip("_"),
                 "summary": route.name.replace("_", " "),
                 "responses": ANSWERS,
             }
@@ -47,7 +58,7 @@ def openapi_document(routes: Sequence[BaseRoute]) -> dict[str, Any]:
                 operation["description"] = " ".join(doc.split())
             if parameters:
                 operation["parameters"] = parameters
-            paths.setdefault(route.path, {})[method.lower()] = operation
+            paths.setdefault(path, {}).setdefault(method.lower(), operation)  # the first wins
     return {
         "openapi": "3.1.0",
         "info": {"title": "durable-graph serve: LangGraph Server's API", "version": __version__},

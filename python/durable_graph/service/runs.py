@@ -39,6 +39,7 @@ from durable_graph.langgraph.run_request import DURABILITIES, run_request
 from durable_graph.langgraph.streaming import EVENT_PREFIX, listed_modes, open_payload
 from durable_graph.langgraph.values import message_dict
 from durable_graph.service.auth import TENANT
+from durable_graph.service.http_config import RUN_HEADERS
 from durable_graph.service.records import (
     assistant_id_of,
     check_thread_id,
@@ -115,7 +116,8 @@ class Runs:
         request leaves no thread, cancels no run and queues nothing. ``modes``: the store's
         stream modes instead of those of the SDK's ``stream_mode`` (the protocol's runs)."""
         body, assistant_id = await self._of_assistant(body)
-        checked = self._check(thread_id, body, modes, assistant_id)
+        # The request's headers langgraph.json's http.configurable_headers names (D281).
+        checked = self._check(thread_id, body, modes, assistant_id, RUN_HEADERS.get())
         strategy = checked.service["multitask_strategy"]
         if (
             thread_id is not None
@@ -192,12 +194,15 @@ class Runs:
         body: Mapping[str, Any],
         modes: Sequence[str] = (),
         assistant_id: str | None = None,
+        headers: Mapping[str, Any] | None = None,
     ) -> _Checked:
-        """Every argument of the run request ``body`` on ``thread_id``, as the store will check
-        the submission (`ValidationError` naming the first wrong one); nothing read or written."""
+        """Every argument of the run request ``body`` on ``thread_id`` (``headers``: what its
+        ``configurable`` gets of the request's headers), as the store will check the submission
+        (`ValidationError` naming the first wrong one); nothing read or written."""
         if thread_id is not None:
             check_thread_id(thread_id)
-        checked = _checked(self.graph_of(body.get("assistant_id")), body, modes, assistant_id)
+        graph = self.graph_of(body.get("assistant_id"))
+        checked = _checked(graph, body, modes, assistant_id, headers or {})
         check_submission(
             Submission(thread_id or "new", checked.request(0, [])), DEFAULT_MAX_VALUE_BYTES
         )
@@ -575,9 +580,11 @@ def _checked(
     body: Mapping[str, Any],
     store_modes: Sequence[str] = (),
     assistant_id: str | None = None,
+    headers: Mapping[str, Any] | None = None,
 ) -> _Checked:
     """Every argument of a run request checked (`ValidationError` naming the first wrong one),
-    nothing read or written."""
+    nothing read or written; ``headers`` go into its ``configurable``, over the body's, as the
+    reference puts them."""
     for name, honoured in UNHONOURED.items():
         if body.get(name) not in honoured:
             raise ValidationError(f"{name}: {body.get(name)!r} is not supported by this service")
@@ -592,11 +599,11 @@ def _checked(
     webhook = check_webhook(body.get("webhook"))
     config = object_field(body, "config")
     context = object_field(body, "context")
-    if context:
+    if context or headers:
         configurable = config.get("configurable") or {}
         if not isinstance(configurable, dict):
             raise ValidationError("config.configurable: must be an object")
-        config = {**config, "configurable": {**configurable, **context}}
+        config = {**config, "configurable": {**configurable, **context, **(headers or {})}}
     command = body.get("command")
     if command is not None and not isinstance(command, dict):
         raise ValidationError("command: must be an object (resume, update, goto)")

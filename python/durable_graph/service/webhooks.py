@@ -40,6 +40,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import logging
 import os
 import re
 import socket
@@ -66,6 +67,8 @@ from durable_graph.worker.flow import FinalFailure
 if TYPE_CHECKING:
     from durable_graph.aio import AsyncRunContext
     from durable_graph.worker.aio import AsyncWorker
+
+log = logging.getLogger("durable_graph.service")
 
 KIND: Final = "webhook"
 PREFIX: Final = "webhook:"
@@ -395,10 +398,17 @@ def with_webhooks(graphs: AsyncHandler) -> AsyncHandler:
     return handler
 
 
-def delivering(policy: WebhookPolicy, deadline: float) -> AsyncHandler:
-    """The delivery worker's handler: `deliver` under ``policy``, each within ``deadline``."""
+def delivering(policy: WebhookPolicy, deadline: float, *, send: bool = True) -> AsyncHandler:
+    """The delivery worker's handler: `deliver` under ``policy``, each within ``deadline``;
+    without ``send`` (``langgraph.json``'s ``http.disable_webhooks``), each delivery ends at
+    once unsent, as the reference skips the call (D282)."""
 
     async def handler(ctx: AsyncRunContext) -> JSON:
+        if not send:
+            url = ctx.input.get("webhook") if isinstance(ctx.input, dict) else None
+            shown = origin(url) if isinstance(url, str) else "?"
+            log.info("webhooks are disabled (http.disable_webhooks): %s not sent", shown)
+            return {"delivered": False, "reason": "http.disable_webhooks"}
         return await deliver(ctx, policy, deadline)
 
     return handler
@@ -409,9 +419,12 @@ def delivery_worker(
     policy: WebhookPolicy,
     deadline: float,
     options: Mapping[str, Any] | None = None,
+    *,
+    send: bool = True,
 ) -> AsyncWorker:
     """The worker of this process's deliveries: kind ``webhook`` only, `SLOTS` at once, beside
-    the graph workers (``options``: theirs, but its own kinds, slots and holder name)."""
+    the graph workers (``options``: theirs, but its own kinds, slots and holder name); ``send``:
+    `delivering`'s."""
     from durable_graph.worker.aio import AsyncWorker
 
     given = dict(options or {})
@@ -421,7 +434,7 @@ def delivery_worker(
     if holder is not None:
         given["holder"] = f"{holder}:webhooks"
     return AsyncWorker(
-        store, delivering(policy, deadline), kinds=[KIND], concurrency=SLOTS, **given
+        store, delivering(policy, deadline, send=send), kinds=[KIND], concurrency=SLOTS, **given
     )
 
 
