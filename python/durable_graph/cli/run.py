@@ -211,6 +211,7 @@ def _graphs_of(args: argparse.Namespace) -> GraphHandlerOf | None:
             # file's policy, on slots of its own (D247, D248).
             policy = WebhookPolicy.of(config.webhooks)
             ttl = item_ttl(store_ttl_config(config.store_ttl))
+            index = config.store_index()
         except ValidationError as exc:
             raise CliError(f"--langgraph-config: {exc}") from None
         try:
@@ -222,7 +223,9 @@ def _graphs_of(args: argparse.Namespace) -> GraphHandlerOf | None:
         return lambda saver: with_retention(
             with_webhooks(
                 async_graphs_handler(
-                    graphs, saver, store=AsyncDurableStore(saver.store.run_queue, ttl=ttl)
+                    graphs,
+                    saver,
+                    store=AsyncDurableStore(saver.store.run_queue, ttl=ttl, index=index),
                 )
             )
         )
