@@ -1,5 +1,5 @@
 """The user's embeddings named by ``store.index.embed`` (``./embed.py:embed``): each text's letter
-counts, a–z. Deterministic and local, so ours and the reference rank alike."""
+counts, a to z. Deterministic and local, so ours and the reference rank alike."""
 
 from __future__ import annotations
 
