@@ -428,6 +428,37 @@ def test_an_old_sqlite_file_takes_a_ttl_after_the_upgrade(lab: Lab, state: State
 
 
 @pytest.mark.parametrize(("state", "path"), CASES)
+def test_old_items_are_searched_by_vector_after_the_upgrade(
+    lab: Lab, state: State, path: str
+) -> None:
+    # Migration 0022 (item_vectors, D296-D298): the runtime role puts an item with vectors and
+    # searches by vector; the items the old package wrote have none, so they follow, unscored.
+    done = lab.upgraded(state, path)
+    done.require()
+    config = PostgresConfig(schema=done.schema, auto_migrate=False)
+    with PostgresCheckpointer.open(lab.runtime_dsn, config) as store:
+        queue = store.run_queue
+        queue.put_indexed_item(("users", "u3"), "new", {"text": "y"}, {"$": [1.0, 0.0]})
+        found = queue.search_items_by_vector(("users",), [1.0, 0.0])
+        assert (found[0].item.key, found[0].score) == ("new", 1.0)
+        assert [(s.item.key, s.score) for s in found[1:]] == [("prefs", None)] * 2
+        got = queue.get_item(("users", "u1"), "prefs")
+        assert got is not None and got.value == {"theme": "dark", "n": [1, 2]}
+
+
+@pytest.mark.parametrize("state", BY_STATE)
+def test_an_old_sqlite_file_searches_by_vector_after_the_upgrade(lab: Lab, state: State) -> None:
+    prepared = lab.prepared(state)
+    copy = prepared.package.root / "old-vectors.db"
+    shutil.copyfile(prepared.package.root / "old.db", copy)
+    with SqliteCheckpointer.open(copy) as store:
+        queue = store.run_queue
+        queue.put_indexed_item(("users", "u3"), "new", {"text": "y"}, {"$": [1.0, 0.0]})
+        found = queue.search_items_by_vector(("users",), [1.0, 0.0])
+        assert [(s.item.key, s.score) for s in found] == [("new", 1.0), *[("prefs", None)] * 2]
+
+
+@pytest.mark.parametrize(("state", "path"), CASES)
 def test_grants_and_least_privilege_unchanged(lab: Lab, state: State, path: str) -> None:
     done = lab.upgraded(state, path)
     done.require()

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from typing import Any
 
 import pytest
-from langgraph.store.base import TTLConfig
+from langgraph.store.base import Op, Result, TTLConfig
+from langgraph.store.base.batch import AsyncBatchedBaseStore
 from tests._durable_graph_savers import _pg_schema  # type: ignore[import-not-found]
 
 from durable_graph.aio import (
@@ -112,15 +113,43 @@ async def astore(request: pytest.FixtureRequest) -> AsyncIterator[AsyncDurableSt
 
 _BACKEND: list[str] = []
 """The backend `dg_backend` chose for the running test (its `_create_vector_store` reads it)."""
+_OPEN: list[ExitStack] = []
+"""What the running test opened with `InMemoryStore`, closed when it ends."""
 
 
 @pytest.fixture(params=BACKENDS)
 def dg_backend(request: pytest.FixtureRequest) -> Iterator[str]:
     """Each backend in turn, for LangGraph's tests that make their store themselves
-    (``_create_vector_store``; the store suite marks them to use this fixture)."""
+    (``_create_vector_store``, ``InMemoryStore(...)``; the store suite marks them to use this
+    fixture)."""
     _BACKEND[:] = [request.param]
-    yield request.param
+    with ExitStack() as stack:
+        _OPEN[:] = [stack]
+        yield request.param
+    _OPEN.clear()
     _BACKEND.clear()
+
+
+def InMemoryStore(*, index: Any = None, ttl: TTLConfig | None = None) -> DurableStore:
+    """LangGraph's ``InMemoryStore(...)`` in langgraph-checkpoint's store tests, ours: a
+    `DurableStore` of the backend `dg_backend` chose, open until the test ends."""
+    opened = _OPEN[0].enter_context(_opened(_BACKEND[0]))
+    return DurableStore(opened.run_queue, index=index, ttl=ttl)
+
+
+class MockAsyncBatchedStore(AsyncBatchedBaseStore):
+    """The batched store of langgraph-checkpoint's store tests (its ``MockAsyncBatchedStore``:
+    LangGraph's `AsyncBatchedBaseStore` over a store), over ours."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__()
+        self._store = InMemoryStore(**kwargs)
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        return self._store.batch(ops)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return self._store.batch(ops)
 
 
 def _index(
@@ -178,6 +207,8 @@ async def avector_store(
 
 
 __all__ = [
+    "InMemoryStore",
+    "MockAsyncBatchedStore",
     "_acreate_vector_store",
     "_create_vector_store",
     "astore",
