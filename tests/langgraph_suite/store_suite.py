@@ -269,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.out is not None:
         args.out.write_text(
-            "# LangGraph's store tests (langgraph-checkpoint-postgres) on DurableStore\n\n"
+            "# LangGraph's store tests (langgraph-checkpoint-postgres, langgraph-checkpoint) on "
+            "DurableStore\n\n"
             + text
             + "\n",
             encoding="utf-8",
