@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all venv pg-deps ha-deps node-deps lint format generate api-manifest test langgraph-suite langgraph-store-suite service-suite demo bench soak chaos failover-suite clean service-reference
+.PHONY: all venv pg-deps ha-deps node-deps plprofiler-deps lint format generate api-manifest test langgraph-suite langgraph-store-suite service-suite demo bench soak chaos failover-suite clean service-reference
 
 all: test
 
@@ -37,6 +37,15 @@ pg-deps:
 		echo "installing postgresql-$$ver-plproxy"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql-$$ver-plproxy >/dev/null; \
+	fi
+
+# plprofiler for `make bench`'s PL/pgSQL profile (tests/bench/plprofile.py, issue 49).
+plprofiler-deps: pg-deps
+	@if ! ls /usr/share/postgresql/*/extension/plprofiler.control >/dev/null 2>&1; then \
+		ver=$$(ls /usr/lib/postgresql | sort -n | tail -1); \
+		echo "installing postgresql-$$ver-plprofiler"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql-$$ver-plprofiler >/dev/null; \
 	fi
 
 # node-postgres for tests/test_node.py (the SQL API driven from Node.js), from package-lock.json.
@@ -98,10 +107,11 @@ demo: $(VENV)/.demo-installed
 	$(VENV)/bin/durable-graph demo --sqlite "$$(mktemp -d)/demo.db"
 
 # Benchmarks against the anchors on one throwaway PostgreSQL (durable: fsync on).
-bench: venv pg-deps
+bench: venv pg-deps plprofiler-deps
 	$(VENV)/bin/pip install -q -e '.[test,bench,langgraph]'
 	$(VENV)/bin/python -m tests.bench.run --out bench-results.md
 	$(VENV)/bin/python -m tests.bench.fast_path --out bench-fast-path.md
+	$(VENV)/bin/python -m tests.bench.plprofile --out bench-plprofile.md
 	$(VENV)/bin/python -m tests.bench.job_setups --out bench-job-setups.md
 	$(VENV)/bin/python -m tests.bench.job_profile --out bench-job-profile.md
 	$(VENV)/bin/python -m tests.bench.operating --out bench-operating.md

@@ -103,6 +103,10 @@ class Result:
     foreign_cores: float | None = None
     """CPU (cores) the machine spent on other work while this row was measured; None: not
     measured."""
+    rounds: list[Round] = field(default_factory=list)
+    """Each alternating round's figures (`measure_interleaved`); empty when not interleaved."""
+    server_ms_per_op: float | None = None
+    """The server's CPU milliseconds per operation over the rounds (/proc), None: not read."""
 
     @property
     def comparable(self) -> bool:
@@ -428,11 +432,62 @@ class Group:
 
 
 @dataclass
+class Round:
+    """One workload's figures in one round of `measure_interleaved`."""
+
+    ops_per_s: float
+    server_cpu_s: float | None
+    """CPU seconds of the PostgreSQL server's process tree (postmaster, backends, WAL writer,
+    checkpointer) during the round, from /proc; None when the server is not local."""
+    ops: int
+
+    @property
+    def server_ms_per_op(self) -> float | None:
+        if self.server_cpu_s is None or not self.ops:
+            return None
+        return 1000.0 * self.server_cpu_s / self.ops
+
+
+@dataclass
 class Measured:
-    """One workload's samples pooled over its rounds, and the foreign CPU beside them."""
+    """One workload's samples pooled over its rounds, each round's figures, and the foreign CPU
+    beside them."""
 
     samples: list[Sample]
     foreign_cores: float
+    rounds: list[Round] = field(default_factory=list)
+
+    @property
+    def server_ms_per_op(self) -> float | None:
+        """The server's CPU per operation over every round (sum of CPU ÷ sum of operations)."""
+        if not self.rounds or any(r.server_cpu_s is None for r in self.rounds):
+            return None
+        ops = sum(r.ops for r in self.rounds)
+        return 1000.0 * sum(r.server_cpu_s or 0.0 for r in self.rounds) / ops if ops else None
+
+
+def _round_rate(samples: list[Sample], concurrency: int) -> tuple[float, int]:
+    """(ops/s, ops) of one round's samples, as `summarize` computes the pooled rate."""
+    busy = sum(s.busy_ns for s in samples)
+    ops = sum(s.cycles for s in samples)
+    return (concurrency * ops / (busy / 1e9) if busy else 0.0), ops
+
+
+def round_ratios(ours: list[Round], other: list[Round]) -> tuple[float, float, float] | None:
+    """(median, min, max) of ``ours[i].ops_per_s / other[i].ops_per_s`` over the rounds both
+    measured: stacks measured in the same round saw the same machine, so a round's ratio is
+    fair even when the machine's speed drifts between rounds (SPEC §26, issue 49)."""
+    ratios = [a.ops_per_s / b.ops_per_s for a, b in zip(ours, other, strict=False) if b.ops_per_s]
+    if not ratios:
+        return None
+    return statistics.median(ratios), min(ratios), max(ratios)
+
+
+def _server_cpu(server_pid: int | None) -> float | None:
+    """CPU seconds of the server's process tree so far (its ended backends in the postmaster's
+    ``cutime``); None without a local server. A round's window holds its warm-up as well, so
+    the caller counts the measured seconds' share of it."""
+    return None if server_pid is None else cpu_seconds(process_tree(server_pid))
 
 
 def measure_interleaved(
@@ -461,6 +516,7 @@ def measure_interleaved(
         for group in groups:
             group.wait_ready()
         pooled: list[list[Sample]] = [[] for _ in workloads]
+        per_round: list[list[Round]] = [[] for _ in workloads]
         foreign = [0.0 for _ in workloads]
         wall = [0.0 for _ in workloads]
         for r in range(rounds):
@@ -469,15 +525,24 @@ def measure_interleaved(
                 order.reverse()
             for i in order:
                 watch.start()
-                pooled[i].extend(
-                    groups[i].round(warmup if r == 0 else warmup / 3, duration / rounds)
-                )
+                before = _server_cpu(server_pid)
+                samples = groups[i].round(warmup if r == 0 else warmup / 3, duration / rounds)
+                after = _server_cpu(server_pid)
                 spent, seconds = watch.stop()
+                pooled[i].extend(samples)
+                rate, ops = _round_rate(samples, concurrency)
+                server = None
+                if before is not None and after is not None and seconds:
+                    # The window holds the warm-up too; the measured share of it is counted.
+                    server = (after - before) * min(1.0, duration / rounds / seconds)
+                per_round[i].append(Round(rate, server, ops))
                 foreign[i] += spent
                 wall[i] += seconds
         return [
-            Measured(samples, spent / seconds if seconds else 0.0)
-            for samples, spent, seconds in zip(pooled, foreign, wall, strict=True)
+            Measured(samples, spent / seconds if seconds else 0.0, figures)
+            for samples, spent, seconds, figures in zip(
+                pooled, foreign, wall, per_round, strict=True
+            )
         ]
     finally:
         for group in groups:

@@ -39,6 +39,7 @@ from .common import (
     measure_interleaved,
     postmaster_pid,
     ratio_cell,
+    round_ratios,
     settled,
     summarize,
 )
@@ -74,9 +75,12 @@ def compare(
             result = summarize(
                 family, system, cycle, c, measured.samples, "", measured.foreign_cores
             )
+            result.rounds, result.server_ms_per_op = measured.rounds, measured.server_ms_per_op
             out.append(result)
+            server = measured.server_ms_per_op
             log(
                 f"  {family} | {system} | c={c}: {result.ops_per_s:.0f} ops/s, "
+                f"server CPU {'n/a' if server is None else f'{server:.3f} ms/op'}, "
                 f"foreign CPU {measured.foreign_cores:.2f}"
             )
     return out
@@ -198,8 +202,9 @@ TARGETS: dict[str, tuple[float, float]] = {
 
 def _ratios(results: list[Result]) -> list[str]:
     lines = [
-        "| family | c | durable_graph ÷ the fastest anchor | fastest anchor | target | met |",
-        "|---|---:|---|---|---:|:---:|",
+        "| family | c | durable_graph ÷ the fastest anchor (pooled) | median of the rounds' "
+        "ratios (min-max) | fastest anchor | server CPU ms/op, ours / anchor | target | met |",
+        "|---|---:|---|---|---|---|---:|:---:|",
     ]
     for (family, c), group in _by_family(results).items():
         ours = [r for r in group if r.system == "durable_graph"]
@@ -208,18 +213,30 @@ def _ratios(results: list[Result]) -> list[str]:
             continue
         best = max(anchors, key=lambda r: r.ops_per_s)
         goal = TARGETS.get(family, (0.0, 0.0))[0 if c == 1 else 1]
-        ratio = ours[0].ops_per_s / best.ops_per_s if best.ops_per_s else 0.0
+        spread = round_ratios(ours[0].rounds, best.rounds)
+        # SPEC §26: the target is judged on the median of the per-round ratios when rounds
+        # were measured (the pooled ratio is kept beside it for continuity).
+        ratio = (
+            spread[0] if spread else (ours[0].ops_per_s / best.ops_per_s if best.ops_per_s else 0.0)
+        )
         if not goal:
             met = ""
         elif not (ours[0].comparable and best.comparable):
             met = "not comparable"
         else:
             met = "yes" if ratio >= goal else "**no**"
+        rounds = f"{spread[0]:.2f}x ({spread[1]:.2f}-{spread[2]:.2f})" if spread else "—"
         lines.append(
-            f"| {family} | {c} | {ratio_cell(ours[0], best)} | {best.system} | "
-            f"{f'≥ {goal:g}x' if goal else ''} | {met} |"
+            f"| {family} | {c} | {ratio_cell(ours[0], best)} | {rounds} | {best.system} | "
+            f"{_server_cell(ours[0], best)} | {f'≥ {goal:g}x' if goal else ''} | {met} |"
         )
     return lines
+
+
+def _server_cell(ours: Result, anchor: Result) -> str:
+    if ours.server_ms_per_op is None or anchor.server_ms_per_op is None:
+        return "—"
+    return f"{ours.server_ms_per_op:.3f} / {anchor.server_ms_per_op:.3f}"
 
 
 def _ceiling(results: list[Result]) -> list[str]:
@@ -257,15 +274,22 @@ def render(
         f"synchronous_commit={facts.get('synchronous_commit')}; {args.rounds} alternating rounds "
         f"of {args.duration:g} s per system and concurrency (c = client processes). Foreign "
         "CPU: cores the machine spent on anything but these clients and this server while the "
-        f"row was measured; a ratio beside more than {FOREIGN_LIMIT:g} core is not comparable.",
+        f"row was measured; a ratio beside more than {FOREIGN_LIMIT:g} core is not comparable. "
+        "Server CPU: the PostgreSQL server's process tree's CPU time (/proc: postmaster, "
+        "backends, WAL writer, checkpointer) during each round's measured seconds, over the "
+        "operations of that round. Ratios: the pooled one (every round's operations together) "
+        "and the median of the per-round ratios with their spread (SPEC §26); the target is "
+        "judged on the median.",
         "",
-        "| family | system | cycle | c | ops/s | p50 ms | p99 ms | foreign CPU |",
-        "|---|---|---|---:|---:|---:|---:|---:|",
+        "| family | system | cycle | c | ops/s | p50 ms | p99 ms | server CPU ms/op | "
+        "foreign CPU |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
+        server = "—" if r.server_ms_per_op is None else f"{r.server_ms_per_op:.3f}"
         lines.append(
             f"| {r.family} | {r.system} | {r.cycle} | {r.concurrency} | {r.ops_per_s:.0f} | "
-            f"{r.p50_ms:.2f} | {r.p99_ms:.2f} | {foreign_cell(r)} |"
+            f"{r.p50_ms:.2f} | {r.p99_ms:.2f} | {server} | {foreign_cell(r)} |"
         )
     lines += ["", *_ratios(results)]
     if any(r.family == "job" and r.system == "pgbench" for r in results):
@@ -288,9 +312,9 @@ def render(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", default="bench-fast-path.md")
-    parser.add_argument("--duration", type=float, default=5.0)
+    parser.add_argument("--duration", type=float, default=30.0)
     parser.add_argument("--warmup", type=float, default=1.0)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--wake-jobs", type=int, default=50)
     parser.add_argument("--txn-jobs", type=int, default=200)

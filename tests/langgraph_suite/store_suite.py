@@ -270,9 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None:
         args.out.write_text(
             "# LangGraph's store tests (langgraph-checkpoint-postgres, langgraph-checkpoint) on "
-            "DurableStore\n\n"
-            + text
-            + "\n",
+            "DurableStore\n\n" + text + "\n",
             encoding="utf-8",
         )
     return 1 if missed or not outcomes else 0

@@ -46,7 +46,7 @@ import copy
 import json
 import sqlite3
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -307,6 +307,75 @@ def _settle(
         (result.imported if wrote else result.skipped).append(thread_id)
 
 
+@dataclass(frozen=True)
+class _Call:
+    """One saver call the import of a thread asks its driver for: ``source.list`` or
+    ``target.list`` (answered with the tuples), ``target.put`` or ``target.put_writes``."""
+
+    name: str
+    args: tuple[Any, ...]
+
+
+_Thread = Generator[_Call, Any, None]
+"""The import of one thread, written once (`_import_thread`): it yields the saver calls it
+needs, and `import_threads` makes them on a sync saver, `aimport_threads` on an async one."""
+
+
+def _import_thread(
+    thread_id: str,
+    listed: dict[str, list[CheckpointTuple]] | None,
+    task_paths: TaskPaths | None,
+    result: ImportResult,
+) -> _Thread:
+    refused = _refused_id(thread_id)  # fails this thread only, named
+    if refused is not None:
+        result.failed[shown_id(thread_id)] = refused
+        return
+    before = (result.checkpoints, result.writes)
+    step: _Step | None = None
+    try:
+        # The whole thread is read (and every value checked) before anything is written.
+        if listed is not None:
+            tuples = listed[thread_id]
+        else:
+            tuples = yield _Call("source.list", (_scope(thread_id),))
+        steps = _plan(thread_id, tuples, task_paths)
+        held = {}
+        for ns in _namespaces(steps):
+            held[ns] = _held((yield _Call("target.list", (_scope(thread_id, ns),))))
+        if _moved_on(steps, held):
+            result.skipped.append(thread_id)
+            return
+        for step, whole, groups in _missing(steps, held):
+            if whole:
+                checkpoint, metadata = step.source.checkpoint, step.source.metadata
+                versions = checkpoint["channel_versions"]
+                yield _Call("target.put", (step.put_config, checkpoint, metadata, versions))
+                result.checkpoints += 1
+            for task_id, path, writes in groups:
+                yield _Call("target.put_writes", (step.stored, writes, task_id, path))
+                result.writes += len(writes)
+    except _FAILURES as exc:
+        result.failed[thread_id] = _failure(step, exc)
+        return
+    _settle(result, thread_id, tuples, before)
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """A call's failure, thrown into the thread's import where it is reported."""
+
+    exc: BaseException
+
+
+def _next_call(thread: _Thread, answer: Any) -> _Call | None:
+    """The thread's next call, given the last one's answer (or failure); None once it is done."""
+    try:
+        return thread.throw(answer.exc) if isinstance(answer, _Failed) else thread.send(answer)
+    except StopIteration:
+        return None
+
+
 def import_threads(
     source: BaseCheckpointSaver[Any],
     target: DurableSaver,
@@ -316,39 +385,22 @@ def import_threads(
 ) -> ImportResult:
     """Copy ``source``'s threads (all, or ``thread_ids``) into ``target``'s store."""
     reader = strict_copy(source)
+    calls: dict[str, Callable[..., Any]] = {
+        "source.list": lambda config: list(reader.list(config)),
+        "target.list": lambda config: list(target.list(config)),
+        "target.put": target.put,
+        "target.put_writes": target.put_writes,
+    }
     listed = None if thread_ids is not None else _by_thread(reader.list(None))
     result = ImportResult()
     for thread_id in list(listed) if listed is not None else thread_ids or ():
-        refused = _refused_id(thread_id)  # fails this thread only, named
-        if refused is not None:
-            result.failed[shown_id(thread_id)] = refused
-            continue
-        before = (result.checkpoints, result.writes)
-        try:
-            step: _Step | None = None
-            # The whole thread is read (and every value checked) before anything is written.
-            tuples = (
-                listed[thread_id] if listed is not None else list(reader.list(_scope(thread_id)))
-            )
-            steps = _plan(thread_id, tuples, task_paths)
-            held = {ns: _held(target.list(_scope(thread_id, ns))) for ns in _namespaces(steps)}
-            if _moved_on(steps, held):
-                result.skipped.append(thread_id)
-                continue
-            for step, whole, groups in _missing(steps, held):
-                if whole:
-                    checkpoint, metadata = step.source.checkpoint, step.source.metadata
-                    target.put(
-                        step.put_config, checkpoint, metadata, checkpoint["channel_versions"]
-                    )
-                    result.checkpoints += 1
-                for task_id, path, writes in groups:
-                    target.put_writes(step.stored, writes, task_id, path)
-                    result.writes += len(writes)
-        except _FAILURES as exc:
-            result.failed[thread_id] = _failure(step, exc)
-            continue
-        _settle(result, thread_id, tuples, before)
+        thread = _import_thread(thread_id, listed, task_paths, result)
+        answer: Any = None
+        while (call := _next_call(thread, answer)) is not None:
+            try:
+                answer = calls[call.name](*call.args)
+            except _FAILURES as exc:  # the thread's own handler reports it
+                answer = _Failed(exc)
     return result
 
 
@@ -361,41 +413,29 @@ async def aimport_threads(
 ) -> ImportResult:
     """`import_threads` into an async store (``source`` read with its async API)."""
     reader = strict_copy(source)
-    listed = None if thread_ids is not None else _by_thread([t async for t in reader.alist(None)])
+
+    async def source_list(config: RunnableConfig | None) -> list[CheckpointTuple]:
+        return [t async for t in reader.alist(config)]
+
+    async def target_list(config: RunnableConfig) -> list[CheckpointTuple]:
+        return [t async for t in target.alist(config)]
+
+    calls: dict[str, Callable[..., Awaitable[Any]]] = {
+        "source.list": source_list,
+        "target.list": target_list,
+        "target.put": target.aput,
+        "target.put_writes": target.aput_writes,
+    }
+    listed = None if thread_ids is not None else _by_thread(await source_list(None))
     result = ImportResult()
     for thread_id in list(listed) if listed is not None else thread_ids or ():
-        refused = _refused_id(thread_id)  # fails this thread only, named
-        if refused is not None:
-            result.failed[shown_id(thread_id)] = refused
-            continue
-        before = (result.checkpoints, result.writes)
-        try:
-            step: _Step | None = None
-            if listed is None:
-                tuples = [t async for t in reader.alist(_scope(thread_id))]
-            else:
-                tuples = listed[thread_id]
-            steps = _plan(thread_id, tuples, task_paths)
-            held = {
-                ns: _held([t async for t in target.alist(_scope(thread_id, ns))])
-                for ns in _namespaces(steps)
-            }
-            if _moved_on(steps, held):
-                result.skipped.append(thread_id)
-                continue
-            for step, whole, groups in _missing(steps, held):
-                if whole:
-                    checkpoint, metadata = step.source.checkpoint, step.source.metadata
-                    versions = checkpoint["channel_versions"]
-                    await target.aput(step.put_config, checkpoint, metadata, versions)
-                    result.checkpoints += 1
-                for task_id, path, writes in groups:
-                    await target.aput_writes(step.stored, writes, task_id, path)
-                    result.writes += len(writes)
-        except _FAILURES as exc:
-            result.failed[thread_id] = _failure(step, exc)
-            continue
-        _settle(result, thread_id, tuples, before)
+        thread = _import_thread(thread_id, listed, task_paths, result)
+        answer: Any = None
+        while (call := _next_call(thread, answer)) is not None:
+            try:
+                answer = await calls[call.name](*call.args)
+            except _FAILURES as exc:  # the thread's own handler reports it
+                answer = _Failed(exc)
     return result
 
 

@@ -34,10 +34,11 @@ from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import NotFound, ThreadBusy, ValidationError
 from durable_graph.langgraph.factory import ServedGraph
 from durable_graph.langgraph.store import AsyncDurableStore
-from durable_graph.service.assistant_routes import assistant_routes
+from durable_graph.service.a2a import a2a_routes
+from durable_graph.service.assistant_endpoints import AssistantEndpoints
 from durable_graph.service.assistants import Assistants
 from durable_graph.service.assistants import Conflict as AssistantConflict
-from durable_graph.service.auth import FILTERS, TENANT, Denied, UserAuth
+from durable_graph.service.auth import FILTERS, TENANT, USER, Denied, UserAuth
 from durable_graph.service.crons import Crons, CronSettings
 from durable_graph.service.guard import (
     DEFAULT_MAX_BODY_BYTES,
@@ -48,6 +49,7 @@ from durable_graph.service.guard import (
     parse_json_body,
     parse_list_body,
 )
+from durable_graph.service.mcp import mcp_routes
 from durable_graph.service.metrics import metrics
 from durable_graph.service.openapi import openapi_document
 from durable_graph.service.protocol_commands import Commands
@@ -58,10 +60,12 @@ from durable_graph.service.requests import (
     BadRequest,
     ClientGone,
     Json,
+    RouteRow,
     body_of,
     dict_field,
     error,
     int_param,
+    route_table,
     str_field,
     until_disconnect,
 )
@@ -83,6 +87,7 @@ async def _authorize(
     leaves is the body's (`body_of`). `Denied` when refused."""
     user = await user_auth.authenticate(request)
     TENANT.set(user.identity)
+    USER.set((user_auth, user))  # for the routes that authorize their own actions (/mcp, /a2a)
     if permission is None:
         return
     parsed = parse_json_body(await request.body(), {}) if request.method != "GET" else {}
@@ -428,129 +433,72 @@ def create_app(
     async def events_socket(websocket: WebSocket) -> None:
         await serve_socket(websocket, store, commands, authorized)
 
+    assistant_api = AssistantEndpoints(assistants, threads)
+    # fmt: off
+    rows: list[RouteRow] = [  # (methods, path, endpoint, the `auth` permission it asks for)
+        ("POST", "/assistants", assistant_api.create_assistant, ("assistants", "create")),
+        ("POST", "/assistants/search", assistant_api.search_assistants, ("assistants", "search")),
+        ("POST", "/assistants/count", assistant_api.count_assistants, ("assistants", "search")),
+        ("GET", "/assistants/{assistant_id}", assistant_api.get_assistant, ("assistants", "read")),
+        ("PATCH", "/assistants/{assistant_id}", assistant_api.update_assistant, ("assistants", "update")),
+        ("DELETE", "/assistants/{assistant_id}", assistant_api.delete_assistant, ("assistants", "delete")),
+        ("POST", "/assistants/{assistant_id}/versions", assistant_api.assistant_versions, ("assistants", "read")),
+        ("POST", "/assistants/{assistant_id}/latest", assistant_api.set_latest_assistant, ("assistants", "update")),
+        ("GET", "/assistants/{assistant_id}/graph", assistant_api.assistant_graph, ("assistants", "read")),
+        ("GET", "/assistants/{assistant_id}/schemas", assistant_api.assistant_schemas, ("assistants", "read")),
+        ("GET", "/assistants/{assistant_id}/subgraphs", assistant_api.assistant_subgraphs, ("assistants", "read")),
+        ("GET", "/assistants/{assistant_id}/subgraphs/{namespace}", assistant_api.assistant_subgraphs, ("assistants", "read")),
+        ("POST", "/threads", create_thread, ("threads", "create")),
+        ("POST", "/threads/search", search_threads, ("threads", "search")),
+        ("POST", "/threads/count", count_threads, ("threads", "search")),
+        ("POST", "/threads/prune", prune_threads, ("threads", "delete")),
+        ("GET", "/threads/{thread_id}", get_thread, ("threads", "read")),
+        ("PATCH", "/threads/{thread_id}", update_thread, ("threads", "update")),
+        ("DELETE", "/threads/{thread_id}", delete_thread, ("threads", "delete")),
+        ("POST", "/threads/{thread_id}/copy", copy_thread, ("threads", "read")),
+        ("GET", "/threads/{thread_id}/stream", join_thread_stream, ("threads", "read")),
+        ("GET", "/threads/{thread_id}/state", get_state, ("threads", "read")),
+        ("POST", "/threads/{thread_id}/state", update_state, ("threads", "update")),
+        ("POST", "/threads/{thread_id}/state/checkpoint", get_state_at, ("threads", "read")),
+        ("GET", "/threads/{thread_id}/state/{checkpoint_id}", get_state, ("threads", "read")),
+        ("GET,POST", "/threads/{thread_id}/history", history, ("threads", "read")),
+        ("POST", "/threads/{thread_id}/runs", create_run, ("threads", "create_run")),
+        ("POST", "/threads/{thread_id}/runs/crons", create_cron, ("crons", "create")),
+        ("POST", "/runs/crons", create_cron, ("crons", "create")),
+        ("POST", "/runs/crons/search", search_crons, ("crons", "search")),
+        ("POST", "/runs/crons/count", count_crons, ("crons", "search")),
+        ("PATCH", "/runs/crons/{cron_id}", update_cron, ("crons", "update")),
+        ("DELETE", "/runs/crons/{cron_id}", delete_cron, ("crons", "delete")),
+        ("GET", "/threads/{thread_id}/runs", list_runs, ("threads", "read")),
+        ("POST", "/threads/{thread_id}/runs/stream", stream_run, ("threads", "create_run")),
+        ("POST", "/threads/{thread_id}/runs/wait", wait_run, ("threads", "create_run")),
+        ("GET", "/threads/{thread_id}/runs/{run_id}", get_run, ("threads", "read")),
+        ("DELETE", "/threads/{thread_id}/runs/{run_id}", delete_run, ("threads", "delete")),
+        ("GET", "/threads/{thread_id}/runs/{run_id}/join", join_run, ("threads", "read")),
+        ("GET", "/threads/{thread_id}/runs/{run_id}/stream", join_stream, ("threads", "read")),
+        ("POST", "/threads/{thread_id}/runs/{run_id}/cancel", cancel_run, ("threads", "update")),
+        ("POST", "/threads/{thread_id}/commands", command, ("threads", "create_run")),
+        ("POST", "/threads/{thread_id}/stream/events", stream_events, ("threads", "read")),
+        ("POST", "/runs", create_run, ("threads", "create_run")),
+        ("POST", "/runs/batch", create_batch, ("threads", "create_run")),
+        ("POST", "/runs/cancel", cancel_runs, ("threads", "update")),
+        ("POST", "/runs/stream", stream_run, ("threads", "create_run")),
+        ("POST", "/runs/wait", wait_run, ("threads", "create_run")),
+        ("PUT", "/store/items", items.put_item, ("store", "put")),
+        ("GET", "/store/items", items.get_item, ("store", "get")),
+        ("DELETE", "/store/items", items.delete_item, ("store", "delete")),
+        ("POST", "/store/items/search", items.search_items, ("store", "search")),
+        ("POST", "/store/namespaces", items.list_namespaces, ("store", "list_namespaces")),
+    ]
+    # fmt: on
     routes: list[BaseRoute] = [
         Route("/ok", guarded(ok, liveness=True), methods=["GET"]),
         Route("/info", guarded(info, liveness=True), methods=["GET"]),
         Route("/metrics", guarded(queue_metrics), methods=["GET"]),
-        *assistant_routes(assistants, threads, guarded),  # service/assistant_routes.py
-        Route("/threads", guarded(create_thread, ("threads", "create")), methods=["POST"]),
-        Route("/threads/search", guarded(search_threads, ("threads", "search")), methods=["POST"]),
-        Route("/threads/count", guarded(count_threads, ("threads", "search")), methods=["POST"]),
-        Route("/threads/prune", guarded(prune_threads, ("threads", "delete")), methods=["POST"]),
-        Route("/threads/{thread_id}", guarded(get_thread, ("threads", "read")), methods=["GET"]),
-        Route(
-            "/threads/{thread_id}", guarded(update_thread, ("threads", "update")), methods=["PATCH"]
-        ),
-        Route(
-            "/threads/{thread_id}",
-            guarded(delete_thread, ("threads", "delete")),
-            methods=["DELETE"],
-        ),
-        Route(
-            "/threads/{thread_id}/copy", guarded(copy_thread, ("threads", "read")), methods=["POST"]
-        ),
-        Route(
-            "/threads/{thread_id}/stream",
-            guarded(join_thread_stream, ("threads", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/threads/{thread_id}/state", guarded(get_state, ("threads", "read")), methods=["GET"]
-        ),
-        Route(
-            "/threads/{thread_id}/state",
-            guarded(update_state, ("threads", "update")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/state/checkpoint",
-            guarded(get_state_at, ("threads", "read")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/state/{checkpoint_id}",
-            guarded(get_state, ("threads", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/threads/{thread_id}/history",
-            guarded(history, ("threads", "read")),
-            methods=["GET", "POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs",
-            guarded(create_run, ("threads", "create_run")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/crons",
-            guarded(create_cron, ("crons", "create")),
-            methods=["POST"],
-        ),
-        Route("/runs/crons", guarded(create_cron, ("crons", "create")), methods=["POST"]),
-        Route("/runs/crons/search", guarded(search_crons, ("crons", "search")), methods=["POST"]),
-        Route("/runs/crons/count", guarded(count_crons, ("crons", "search")), methods=["POST"]),
-        Route(
-            "/runs/crons/{cron_id}", guarded(update_cron, ("crons", "update")), methods=["PATCH"]
-        ),
-        Route(
-            "/runs/crons/{cron_id}", guarded(delete_cron, ("crons", "delete")), methods=["DELETE"]
-        ),
-        Route(
-            "/threads/{thread_id}/runs", guarded(list_runs, ("threads", "read")), methods=["GET"]
-        ),
-        Route(
-            "/threads/{thread_id}/runs/stream",
-            guarded(stream_run, ("threads", "create_run")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/wait",
-            guarded(wait_run, ("threads", "create_run")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/{run_id}",
-            guarded(get_run, ("threads", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/{run_id}",
-            guarded(delete_run, ("threads", "delete")),
-            methods=["DELETE"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/{run_id}/join",
-            guarded(join_run, ("threads", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/{run_id}/stream",
-            guarded(join_stream, ("threads", "read")),
-            methods=["GET"],
-        ),
-        Route(
-            "/threads/{thread_id}/runs/{run_id}/cancel",
-            guarded(cancel_run, ("threads", "update")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/commands",
-            guarded(command, ("threads", "create_run")),
-            methods=["POST"],
-        ),
-        Route(
-            "/threads/{thread_id}/stream/events",
-            guarded(stream_events, ("threads", "read")),
-            methods=["POST"],
-        ),
+        *route_table(guarded, rows),
         WebSocketRoute("/threads/{thread_id}/stream/events", events_socket),
-        Route("/runs", guarded(create_run, ("threads", "create_run")), methods=["POST"]),
-        Route("/runs/batch", guarded(create_batch, ("threads", "create_run")), methods=["POST"]),
-        Route("/runs/cancel", guarded(cancel_runs, ("threads", "update")), methods=["POST"]),
-        Route("/runs/stream", guarded(stream_run, ("threads", "create_run")), methods=["POST"]),
-        Route("/runs/wait", guarded(wait_run, ("threads", "create_run")), methods=["POST"]),
-        *items.routes(guarded),  # the store (long-term memory): service/store.py
+        *mcp_routes(assistants, threads, runs, guarded),  # /mcp: service/mcp.py
+        *a2a_routes(assistants, threads, runs, guarded),  # /a2a/{assistant_id}: service/a2a.py
     ]
     document = openapi_document(routes)
 

@@ -19,6 +19,7 @@ filter on the resource's metadata (``{"key": v}``, ``{"key": {"$eq": v}}``,
 
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
 from collections.abc import Iterator, Mapping, Sequence
@@ -43,6 +44,12 @@ FILTERS: ContextVar[dict[str, Any] | None] = ContextVar(
     "durable_graph_service_filters", default=None
 )
 """The metadata filter the request's ``@auth.on`` handler returned, if any."""
+
+USER: ContextVar[tuple[UserAuth, User] | None] = ContextVar(
+    "durable_graph_service_user", default=None
+)
+"""The request's ``auth`` and user (None without ``auth``): set by the app's guard, for the routes
+that ask the user's handlers for an action of their own choosing (`authorize_action`)."""
 
 AUTHENTICATE_ARGS: Final = frozenset(
     {"request", "authorization", "headers", "path", "method", "query_params", "path_params"}
@@ -202,6 +209,22 @@ class UserAuth:
             if handlers:
                 return handlers[-1]
         return self.auth._global_handlers[-1] if self.auth._global_handlers else None
+
+
+async def authorize_action(resource: str, action: str, value: dict[str, Any]) -> dict[str, Any]:
+    """For a route whose one request does several things (``/mcp``, ``/a2a``: a JSON-RPC method
+    names them), what the reference's own calls for them would ask: the user's ``@auth.on``
+    handler for ``resource``/``action`` is given a copy of ``value`` (what the REST route
+    would be given), its filter is the request's `FILTERS` from now on, and the copy is returned
+    as the handler left it (its ``metadata`` the request's). Without ``auth``, ``value``.
+    `Denied` when refused."""
+    found = USER.get()
+    if found is None:
+        return value
+    user_auth, user = found
+    value = copy.deepcopy(value)
+    FILTERS.set(await user_auth.authorize(user, resource, action, value))
+    return value
 
 
 def matches(metadata: Mapping[str, Any], filters: Mapping[str, Any] | None) -> bool:

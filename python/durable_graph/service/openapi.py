@@ -26,10 +26,11 @@ ANSWERS = {
 
 
 def openapi_document(routes: Sequence[BaseRoute]) -> dict[str, Any]:
-    """The document for ``routes`` (HTTP routes only; the WebSocket transport is not OpenAPI's)."""
+    """The document for ``routes`` (HTTP routes only; the WebSocket transport is not OpenAPI's;
+    nor a route marked ``include_in_schema=False``, a spelling of another's path)."""
     paths: dict[str, dict[str, Any]] = {}
     for route in routes:
-        if not isinstance(route, Route) or not route.methods:
+        if not isinstance(route, Route) or not route.methods or not route.include_in_schema:
             continue
         parameters = [
             {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}

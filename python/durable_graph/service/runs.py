@@ -401,16 +401,27 @@ class Runs:
         else:
             with suppress(ValueError):
                 after = max(after, int(last_event_id))
+        async for name, data, seq in self.events(entry, modes, after):
+            yield _frame(name, data, seq)
+        # No closing event: the reference ends the response (the SDK reads that as the end).
+
+    async def events(
+        self, entry: QueueEntry, modes: builtins.list[str], after: int | None = None
+    ) -> AsyncIterator[tuple[str, Any, int | None]]:
+        """The run's events in the SDK's ``modes`` (event name, data, seq) after ``after`` (by
+        default, from its start) until it ends, then its ``error`` if it failed: its stream's
+        frames, unencoded."""
+        if after is None:
+            after = int(service_part(entry).get("after_seq") or 0)
         mapper = _Mapper(modes)
         # A queued run has no events yet: wait for its start with the other waiters.
         await self.watch.until(entry, started)
         async for event in afollow(self.store, entry.entry_id, after, tenant=entry.tenant):
             for name, data in mapper.frames(event.kind, event.payload):
-                yield _frame(name, data, event.seq)
+                yield name, data, event.seq
         ended = await self.store.run_queue.entry(entry.entry_id, entry.tenant)
         if ended is not None and isinstance(ended.outcome, Failed):
-            yield _frame("error", client_error(ended.outcome.error), None)
-        # No closing event: the reference ends the response (the SDK reads that as the end).
+            yield "error", client_error(ended.outcome.error), None
 
     async def thread_sse(
         self, thread_id: str, last_event_id: str | None, modes: Sequence[str]

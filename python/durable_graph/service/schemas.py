@@ -10,14 +10,18 @@ logged, never a 500: a client asks for schemas to draw a form, not to fail.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.pregel import Pregel
 from pydantic import TypeAdapter, create_model
 
 log = logging.getLogger("durable_graph.service")
+
+if TYPE_CHECKING:
+    from durable_graph.service.threads import Threads
 
 HIDDEN_CONFIGURABLE = ("thread_id", "checkpoint_id", "checkpoint_ns")
 """Keys of ``configurable`` the service sets itself: not a client's to give."""
@@ -33,6 +37,12 @@ def graph_schemas(name: str, graph: Pregel[Any, Any, Any, Any]) -> dict[str, Any
         "config_schema": _or_none(name, "config", lambda: configurable_schema(graph)),
         "context_schema": _or_none(name, "context", graph.get_context_jsonschema),
     }
+
+
+async def served_schemas(threads: Threads, name: str) -> dict[str, Any]:
+    """`graph_schemas` of the served graph ``name``, built off the loop (pydantic takes
+    milliseconds to seconds)."""
+    return await asyncio.to_thread(graph_schemas, name, await threads.graph(name))
 
 
 def subgraph_schemas(

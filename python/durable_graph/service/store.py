@@ -28,14 +28,13 @@ from typing import Any, Literal
 from langgraph.store.base import InvalidNamespaceError
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
 
 from durable_graph.core.errors import ValidationError
 from durable_graph.core.items import check_namespace
 from durable_graph.langgraph.store import AsyncDurableStore
 from durable_graph.service.auth import TENANT
 from durable_graph.service.records import count_field
-from durable_graph.service.requests import Guarded, Json, body_of
+from durable_graph.service.requests import Json, body_of
 
 
 def _namespace(
@@ -185,39 +184,24 @@ class StoreApi:
             )
         return {"namespaces": [list(ns) for ns in found]}
 
-    def routes(self, guarded: Guarded) -> list[BaseRoute]:
-        """The store's paths, each asking the user's ``auth`` for its ``("store", action)``."""
+    # --- the endpoints (``create_app``'s route table names them) ----------------------------
 
-        async def put_item(request: Request) -> Response:
-            await self.put(await body_of(request))
-            return Response(status_code=204)
+    async def put_item(self, request: Request) -> Response:
+        await self.put(await body_of(request))
+        return Response(status_code=204)
 
-        async def get_item(request: Request) -> Response:
-            return Json(await self.get(request.query_params))
+    async def get_item(self, request: Request) -> Response:
+        return Json(await self.get(request.query_params))
 
-        async def delete_item(request: Request) -> Response:
-            await self.delete(await body_of(request))
-            return Response(status_code=204)
+    async def delete_item(self, request: Request) -> Response:
+        await self.delete(await body_of(request))
+        return Response(status_code=204)
 
-        async def search_items(request: Request) -> Response:
-            return Json(await self.search(await body_of(request)))
+    async def search_items(self, request: Request) -> Response:
+        return Json(await self.search(await body_of(request)))
 
-        async def list_namespaces(request: Request) -> Response:
-            return Json(await self.namespaces(await body_of(request)))
-
-        return [
-            Route("/store/items", guarded(put_item, ("store", "put")), methods=["PUT"]),
-            Route("/store/items", guarded(get_item, ("store", "get")), methods=["GET"]),
-            Route("/store/items", guarded(delete_item, ("store", "delete")), methods=["DELETE"]),
-            Route(
-                "/store/items/search", guarded(search_items, ("store", "search")), methods=["POST"]
-            ),
-            Route(
-                "/store/namespaces",
-                guarded(list_namespaces, ("store", "list_namespaces")),
-                methods=["POST"],
-            ),
-        ]
+    async def list_namespaces(self, request: Request) -> Response:
+        return Json(await self.namespaces(await body_of(request)))
 
 
 __all__ = ["StoreApi"]
