@@ -432,18 +432,19 @@ def test_old_items_are_searched_by_vector_after_the_upgrade(
     lab: Lab, state: State, path: str
 ) -> None:
     # Migration 0022 (item_vectors, D296-D298): the runtime role puts an item with vectors and
-    # searches by vector; the items the old package wrote have none, so they follow, unscored.
+    # searches by vector; the items the old package wrote (where it had items) have none, so
+    # they follow, unscored, in the order a plain search gives them.
     done = lab.upgraded(state, path)
     done.require()
     config = PostgresConfig(schema=done.schema, auto_migrate=False)
     with PostgresCheckpointer.open(lab.runtime_dsn, config) as store:
         queue = store.run_queue
+        old = [(i.namespace, i.key) for i in queue.search_items((), limit=1000)]
         queue.put_indexed_item(("users", "u3"), "new", {"text": "y"}, {"$": [1.0, 0.0]})
-        found = queue.search_items_by_vector(("users",), [1.0, 0.0])
+        found = queue.search_items_by_vector((), [1.0, 0.0], limit=1000)
         assert (found[0].item.key, found[0].score) == ("new", 1.0)
-        assert [(s.item.key, s.score) for s in found[1:]] == [("prefs", None)] * 2
-        got = queue.get_item(("users", "u1"), "prefs")
-        assert got is not None and got.value == {"theme": "dark", "n": [1, 2]}
+        assert [(s.item.namespace, s.item.key) for s in found[1:]] == old
+        assert all(s.score is None for s in found[1:])
 
 
 @pytest.mark.parametrize("state", BY_STATE)
@@ -453,9 +454,12 @@ def test_an_old_sqlite_file_searches_by_vector_after_the_upgrade(lab: Lab, state
     shutil.copyfile(prepared.package.root / "old.db", copy)
     with SqliteCheckpointer.open(copy) as store:
         queue = store.run_queue
+        old = [(i.namespace, i.key) for i in queue.search_items((), limit=1000)]
         queue.put_indexed_item(("users", "u3"), "new", {"text": "y"}, {"$": [1.0, 0.0]})
-        found = queue.search_items_by_vector(("users",), [1.0, 0.0])
-        assert [(s.item.key, s.score) for s in found] == [("new", 1.0), *[("prefs", None)] * 2]
+        found = queue.search_items_by_vector((), [1.0, 0.0], limit=1000)
+        assert (found[0].item.key, found[0].score) == ("new", 1.0)
+        assert [(s.item.namespace, s.item.key) for s in found[1:]] == old
+        assert all(s.score is None for s in found[1:])
 
 
 @pytest.mark.parametrize(("state", "path"), CASES)
