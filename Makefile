@@ -89,7 +89,9 @@ langgraph-suite: venv pg-deps langgraph-store-suite
 
 # langgraph-checkpoint-postgres's store tests (test_store, test_async_store of its pinned sdist,
 # downloaded from PyPI) on DurableStore over memory, SQLite and PostgreSQL, beside PostgresStore
-# itself; counts in langgraph-store-suite.md, exit 1 for a test PostgresStore passes and ours not.
+# itself, their semantic search tests (an index) included, and langgraph-checkpoint's
+# InMemoryStore semantic search tests on ours; counts in langgraph-store-suite.md, exit 1 for a
+# test LangGraph's store passes and ours not, or a semantic search test ours fails.
 langgraph-store-suite: venv pg-deps
 	$(PY) -m tests.langgraph_suite.store_suite --out langgraph-store-suite.md \
 		--keep build/langgraph-suite/last-run $(PYTEST_ARGS)

@@ -20,7 +20,7 @@
 \else
 \set schema ''
 \endif
-\set dg_required_version 21
+\set dg_required_version 22
 \set dg_release 0.2.0
 
 BEGIN;
@@ -275,6 +275,11 @@ SELECT :dg_version >= 21 AS dg_has_0021 \gset
 \else
 \ir ../migrations/0021.thread_ttl.sql
 \endif
+SELECT :dg_version >= 22 AS dg_has_0022 \gset
+\if :dg_has_0022
+\else
+\ir ../migrations/0022.item_vectors.sql
+\endif
 
 -- Functions: every file, every time, inside a savepoint that is rolled back when they left the
 -- schema's functions, triggers and privileges as they were (CREATE OR REPLACE writes a new row
@@ -318,6 +323,7 @@ SAVEPOINT dg_functions;
 \ir 72_scheduling.sql
 \ir 74_items.sql
 \ir 75_fast_path.sql
+\ir 76_item_vectors.sql
 \ir 77_notify.sql
 \ir 80_attempts_close.sql
 \ir 85_operating.sql

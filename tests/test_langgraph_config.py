@@ -46,7 +46,7 @@ def _with(tmp_path: Path, **keys: object) -> Path:
 @pytest.mark.parametrize(
     ("keys", "named"),
     [
-        ({"store": {"index": {"dims": 3, "embed": "openai:x"}}}, "'store.index'"),
+        ({"store": {"index": {"dims": 3, "embed": "openai:x"}, "other": 1}}, "'store.other'"),
         ({"checkpointer": {"serde": {"pickle_fallback": True}}}, "'checkpointer.serde'"),
         ({"encryption": {"path": "./enc.py:encryption", "aes": True}}, "'encryption.aes'"),
         ({"priority": {"path": "./p.py:priority"}}, "'priority.path'"),
@@ -167,11 +167,11 @@ def test_serve_refuses_to_start_with_a_key_it_would_not_honour(tmp_path: Path) -
     from service_support import BIN
 
     (tmp_path / "agent.py").write_text("graph = None\n")
-    config = _with(tmp_path, store={"index": {"dims": 3, "embed": "openai:x"}})
+    config = _with(tmp_path, store={"index": {"dims": 3, "embed": "openai:x"}, "other": 1})
     argv = [str(BIN), "--sqlite", str(tmp_path / "s.db"), "serve", "--config", str(config)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
-    assert "'store.index' is not supported" in done.stderr, done.stderr
+    assert "'store.other' is not supported" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
 
 
@@ -267,3 +267,37 @@ def test_serve_stops_at_start_on_a_bad_http_or_auth_cache_value(
     assert said in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "s.db").exists()  # stopped before the store is opened
+
+
+def test_store_index_loads_the_users_embeddings_as_the_reference_server_does(
+    tmp_path: Path,
+) -> None:
+    """SPEC §25.1: ``store.index.embed`` as ``./file.py:attr`` is the user's function (loaded
+    relative to the file, as graphs are); the whole is checked as the store checks it."""
+    (tmp_path / "embed.py").write_text(
+        "def embed(texts):\n    return [[float(len(t)), 1.0] for t in texts]\n"
+    )
+    index = {"dims": 2, "embed": "./embed.py:embed", "fields": ["text"]}
+    loaded = LangGraphConfig.read(_with(tmp_path, store={"index": index})).store_index()
+    assert loaded is not None and loaded["dims"] == 2 and loaded["fields"] == ["text"]
+    assert loaded["embed"](["abc"]) == [[3.0, 1.0]]
+    assert LangGraphConfig.read(_with(tmp_path, store={"ttl": None})).store_index() is None
+
+
+@pytest.mark.parametrize(
+    ("index", "named"),
+    [
+        ({"dims": 0, "embed": "./embed.py:embed"}, "store.index.dims"),
+        ({"dims": 2, "embed": "./missing.py:embed"}, "store.index.embed"),
+        ({"dims": 2, "embed": "./embed.py:nothing"}, "store.index.embed"),
+        ({"dims": 2, "embed": 7}, "store.index.embed"),
+        ({"dims": 2, "embed": "./embed.py:embed", "distance_type": "l2"}, "distance_type"),
+        ([2], "store.index"),
+    ],
+)
+def test_a_bad_store_index_is_refused_naming_it(tmp_path: Path, index: object, named: str) -> None:
+    (tmp_path / "embed.py").write_text(
+        "def embed(texts):\n    return [[1.0, 0.0] for _ in texts]\n"
+    )
+    with pytest.raises(ValidationError, match=named.replace(".", r"\.")):
+        LangGraphConfig.read(_with(tmp_path, store={"index": index})).store_index()

@@ -17,9 +17,7 @@ from durable_graph.aio import (
     AsyncSqliteCheckpointer,
 )
 from durable_graph.core.checkpointer import Checkpointer
-from durable_graph.core.errors import ValidationError
 from durable_graph.langgraph.store import AsyncDurableStore, DurableStore
-from durable_graph.memory.store import InMemoryCheckpointer
 from durable_graph.postgres import PostgresConfig
 from durable_graph.testkit.harness import ClockControl
 
@@ -34,14 +32,6 @@ async def _opened(
     if backend == "sqlite":
         return await AsyncSqliteCheckpointer.open(tmp_path / "lg.db")
     return AsyncInMemoryCheckpointer()
-
-
-def test_an_index_configuration_is_refused_saying_semantic_search_is_not_supported() -> None:
-    with (
-        InMemoryCheckpointer() as store,
-        pytest.raises(ValidationError, match="semantic search is not supported"),
-    ):
-        DurableStore(store.run_queue, index={"dims": 3, "embed": "fake"})
 
 
 def test_put_get_search_list_delete_and_tenants(

@@ -256,6 +256,7 @@ def _drop_versions_6_to_10(raw: sqlite3.Connection) -> None:
     raw.execute("DROP TABLE schedules")
     raw.execute("DROP TABLE workers")  # version 7's (migrate_v7.sql)
     raw.execute("DROP TABLE items")  # version 8's (migrate_v8.sql)
+    raw.execute("DROP TABLE item_vectors")  # version 11's (migrate_v11.sql)
     raw.execute("DROP TABLE thread_ttls")  # version 10's (migrate_v10.sql)
     for table, column in (
         ("queue_entries", "priority"),
@@ -293,7 +294,7 @@ def test_a_version_2_sqlite_file_gains_the_operating_columns(tmp_path: Path) -> 
     finally:
         store.close()
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
 
 
 def test_a_traceback_over_the_stores_value_limit_still_defers_the_entry(tmp_path: Path) -> None:

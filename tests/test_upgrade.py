@@ -428,6 +428,41 @@ def test_an_old_sqlite_file_takes_a_ttl_after_the_upgrade(lab: Lab, state: State
 
 
 @pytest.mark.parametrize(("state", "path"), CASES)
+def test_old_items_are_searched_by_vector_after_the_upgrade(
+    lab: Lab, state: State, path: str
+) -> None:
+    # Migration 0022 (item_vectors, D296-D298): the runtime role puts an item with vectors and
+    # searches by vector; the items the old package wrote (where it had items) have none, so
+    # they follow, unscored, in the order a plain search gives them.
+    done = lab.upgraded(state, path)
+    done.require()
+    config = PostgresConfig(schema=done.schema, auto_migrate=False)
+    with PostgresCheckpointer.open(lab.runtime_dsn, config) as store:
+        queue = store.run_queue
+        old = [(i.namespace, i.key) for i in queue.search_items((), limit=1000)]
+        queue.put_indexed_item(("users", "u3"), "new", {"text": "y"}, {"$": [1.0, 0.0]})
+        found = queue.search_items_by_vector((), [1.0, 0.0], limit=1000)
+        assert (found[0].item.key, found[0].score) == ("new", 1.0)
+        assert [(s.item.namespace, s.item.key) for s in found[1:]] == old
+        assert all(s.score is None for s in found[1:])
+
+
+@pytest.mark.parametrize("state", BY_STATE)
+def test_an_old_sqlite_file_searches_by_vector_after_the_upgrade(lab: Lab, state: State) -> None:
+    prepared = lab.prepared(state)
+    copy = prepared.package.root / "old-vectors.db"
+    shutil.copyfile(prepared.package.root / "old.db", copy)
+    with SqliteCheckpointer.open(copy) as store:
+        queue = store.run_queue
+        old = [(i.namespace, i.key) for i in queue.search_items((), limit=1000)]
+        queue.put_indexed_item(("users", "u3"), "new", {"text": "y"}, {"$": [1.0, 0.0]})
+        found = queue.search_items_by_vector((), [1.0, 0.0], limit=1000)
+        assert (found[0].item.key, found[0].score) == ("new", 1.0)
+        assert [(s.item.namespace, s.item.key) for s in found[1:]] == old
+        assert all(s.score is None for s in found[1:])
+
+
+@pytest.mark.parametrize(("state", "path"), CASES)
 def test_grants_and_least_privilege_unchanged(lab: Lab, state: State, path: str) -> None:
     done = lab.upgraded(state, path)
     done.require()

@@ -203,6 +203,7 @@ def test_a_version_7_sqlite_file_gains_the_worker_registry(tmp_path: Path) -> No
         raw.execute("DROP TABLE workers")
         raw.execute("DROP TABLE items")  # version 8's (migrate_v8.sql)
         raw.execute("ALTER TABLE threads DROP COLUMN deleted_at")  # version 9's
+        raw.execute("DROP TABLE item_vectors")  # version 11's (migrate_v11.sql)
         raw.execute("DROP TABLE thread_ttls")  # version 10's (migrate_v10.sql)
         raw.execute("PRAGMA user_version = 7")
     with SqliteCheckpointer.open(path) as store:
@@ -210,7 +211,7 @@ def test_a_version_7_sqlite_file_gains_the_worker_registry(tmp_path: Path) -> No
         store.run_queue.worker_heartbeat(WorkerBeat("w-1", "h", 1, None, "idle"))
         assert [w.holder for w in store.run_queue.workers()] == ["w-1"]
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
 
 
 def test_a_version_10_sqlite_file_gains_thread_ttls(tmp_path: Path) -> None:
@@ -220,13 +221,29 @@ def test_a_version_10_sqlite_file_gains_thread_ttls(tmp_path: Path) -> None:
         store.commit(claim, Commit("c1", None, "run-1", {}))
         store.release_claim(claim)
     with sqlite3.connect(path) as raw:  # what version 10 had
+        raw.execute("DROP TABLE item_vectors")  # version 11's (migrate_v11.sql)
         raw.execute("DROP TABLE thread_ttls")
         raw.execute("PRAGMA user_version = 10")
     with SqliteCheckpointer.open(path) as store:
         ttl = store.set_thread_ttl("t-1", 30, "keep_latest")
         assert ttl is not None and ttl == store.thread_ttl("t-1")
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
+
+
+def test_a_version_11_sqlite_file_gains_item_vectors(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with SqliteCheckpointer.open(path) as store:
+        store.run_queue.put_item(("memories",), "old", {"v": 1})
+    with sqlite3.connect(path) as raw:  # what version 11 had
+        raw.execute("DROP TABLE item_vectors")
+        raw.execute("PRAGMA user_version = 11")
+    with SqliteCheckpointer.open(path) as store:
+        store.run_queue.put_indexed_item(("memories",), "new", {"v": 2}, {"$": [1.0, 0.0]})
+        found = store.run_queue.search_items_by_vector(("memories",), [1.0, 0.0])
+        assert [(s.item.key, s.score) for s in found] == [("new", 1.0), ("old", None)]
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
 
 
 def test_a_version_8_sqlite_file_gains_the_item_store(tmp_path: Path) -> None:
@@ -237,6 +254,7 @@ def test_a_version_8_sqlite_file_gains_the_item_store(tmp_path: Path) -> None:
     with sqlite3.connect(path) as raw:  # what version 8 had
         raw.execute("DROP TABLE items")
         raw.execute("ALTER TABLE threads DROP COLUMN deleted_at")  # version 9's
+        raw.execute("DROP TABLE item_vectors")  # version 11's (migrate_v11.sql)
         raw.execute("DROP TABLE thread_ttls")  # version 10's (migrate_v10.sql)
         raw.execute("PRAGMA user_version = 8")
     with SqliteCheckpointer.open(path) as store:
@@ -245,7 +263,7 @@ def test_a_version_8_sqlite_file_gains_the_item_store(tmp_path: Path) -> None:
         got = store.run_queue.get_item(("memories",), "k")
         assert got is not None and got.value == {"v": 1}
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
 
 
 def test_a_version_9_sqlite_file_gains_thread_deletion_times(tmp_path: Path) -> None:
@@ -262,6 +280,7 @@ def test_a_version_9_sqlite_file_gains_thread_deletion_times(tmp_path: Path) -> 
         store.run_queue.put_schedule(Schedule(OLD_CRON, "0 3 * * *", "c", OLD_CRON_INPUT))
     with sqlite3.connect(path) as raw:  # what version 9 had
         raw.execute("ALTER TABLE threads DROP COLUMN deleted_at")
+        raw.execute("DROP TABLE item_vectors")  # version 11's (migrate_v11.sql)
         raw.execute("DROP TABLE thread_ttls")  # version 10's
         raw.execute("PRAGMA user_version = 9")
     with SqliteCheckpointer.open(path) as store:
@@ -271,7 +290,7 @@ def test_a_version_9_sqlite_file_gains_thread_deletion_times(tmp_path: Path) -> 
         assert store.run_queue.fire_schedule("s", slot) is None
         assert store.run_queue.open_entries(tenant=ANY) == []
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
         rows = dict(raw.execute("SELECT thread_id, deleted_at FROM threads").fetchall())
         assert rows["gone"] is not None and rows["kept"] is None
     with SqliteCheckpointer.open(path) as store:  # a cron of before D242: a run request now

@@ -76,3 +76,35 @@ BEGIN
     RETURN QUERY SELECT * FROM _dg_on_sweep_items_v1(0, p_batch);
 END;
 $$;
+
+-- dg_put_indexed_item_v1 on a proxy: on partition 0.
+CREATE OR REPLACE FUNCTION dg_put_indexed_item_v1(p_namespace text[], p_key text, p_value text,
+                                                  p_fields text[],
+                                                  p_vectors double precision[],
+                                                  p_ttl double precision, p_tenant text)
+RETURNS TABLE (namespace text[], key text, value text, created_at timestamptz,
+               updated_at timestamptz, expires_at timestamptz, ttl double precision)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM _dg_on_put_indexed_item_v1(0, p_namespace, p_key, p_value, p_fields, p_vectors, p_ttl, p_tenant);
+END;
+$$;
+
+-- dg_search_items_by_vector_v1 on a proxy: on partition 0.
+CREATE OR REPLACE FUNCTION dg_search_items_by_vector_v1(p_prefix text[],
+                                                        p_vector double precision[],
+                                                        p_filter text, p_limit integer,
+                                                        p_offset integer, p_refresh boolean,
+                                                        p_tenant text)
+RETURNS TABLE (namespace text[], key text, value text, created_at timestamptz,
+               updated_at timestamptz, expires_at timestamptz, ttl double precision,
+               score double precision)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM _dg_on_search_items_by_vector_v1(0, p_prefix, p_vector, p_filter, p_limit, p_offset, p_refresh, p_tenant);
+END;
+$$;

@@ -221,6 +221,7 @@ def _graphs_of(args: argparse.Namespace) -> GraphHandlerOf | None:
             args.http_app = (
                 None if http.app is None else load_user_app(config.path.parent, http.app)
             )
+            index = config.store_index()
         except ValidationError as exc:
             raise CliError(f"--langgraph-config: {exc}") from None
         try:
@@ -232,7 +233,9 @@ def _graphs_of(args: argparse.Namespace) -> GraphHandlerOf | None:
         return lambda saver: with_retention(
             with_webhooks(
                 async_graphs_handler(
-                    graphs, saver, store=AsyncDurableStore(saver.store.run_queue, ttl=ttl)
+                    graphs,
+                    saver,
+                    store=AsyncDurableStore(saver.store.run_queue, ttl=ttl, index=index),
                 )
             )
         )

@@ -139,6 +139,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         thread_ttl = thread_ttl_config(config.checkpointer_ttl)
         store_ttl = store_ttl_config(config.store_ttl)
         serde = config.saver_serializer()  # encryption's handlers, loaded and checked (D286)
+        # SPEC §25.1: store.index, its embed loaded and the whole checked before anything starts.
+        store_index = config.store_index()
     except ValidationError as exc:
         raise CliError(f"--config: {exc}") from None
     try:
@@ -164,7 +166,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             saver = AsyncDurableSaver(store, serde=serde)
             # The graphs' LangGraph ``store`` (long-term memory) and /store/* are the store's
             # items (SPEC §20.3), as LangGraph Server gives its graphs its own store.
-            graph_store = AsyncDurableStore(store.run_queue, ttl=item_ttl(store_ttl))
+            graph_store = AsyncDurableStore(
+                store.run_queue, ttl=item_ttl(store_ttl), index=store_index
+            )
             # The retention sweeps are jobs of the queue (SPEC §24, D262): set up here, run by
             # any worker of the langgraph.json (these, or worker --langgraph-config). Graph
             # workers lease runs and sweeps only; deliveries have slots of their own (D247), so

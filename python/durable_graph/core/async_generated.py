@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from durable_graph.core.checkpointer import JSONValue
-from durable_graph.core.items import StoredItem
+from durable_graph.core.items import ScoredItem, StoredItem
 from durable_graph.core.listing import EntryState
 from durable_graph.core.model import (
     ANY,
@@ -272,6 +272,27 @@ class AsyncRunQueueMethods(Protocol):
         refresh_ttl: bool = False,
         tenant: str | None = None,
     ) -> list[StoredItem]: ...
+
+    async def put_indexed_item(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, JSON],
+        vectors: Mapping[str, Sequence[float]],
+        ttl: float | None = None,
+        tenant: str | None = None,
+    ) -> StoredItem: ...
+
+    async def search_items_by_vector(
+        self,
+        prefix: Sequence[str],
+        vector: Sequence[float],
+        filter: Mapping[str, JSON] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = False,
+        tenant: str | None = None,
+    ) -> list[ScoredItem]: ...
 
     async def item_namespaces(
         self,

@@ -19,7 +19,13 @@ on the embedded stores), as LangGraph's ``PostgresStore`` behaves:
   ``true != 1``); the order operators compare two numbers or two strings (code point order) and
   are false otherwise, as is every operator on a missing key (D201);
 - a search returns items newest ``updated_at`` first (then namespace, key), ``offset`` skipped,
-  ``limit`` at most; `item_namespaces` the distinct namespaces (cut to ``max_depth`` labels)
+  ``limit`` at most;
+- an item put with vectors (`put_indexed_item`: one embedding per indexed field, the
+  ``store.index`` of LangGraph) keeps them until it is put again or deleted (a plain `put_item`
+  leaves them stale: they no longer count, D296); a search by vector (`search_items_by_vector`)
+  ranks the live items that have current vectors of the query's length by their best field's
+  cosine similarity to it (a zero vector scores 0), highest first, then the other items with no
+  score (D298), each run as a search orders; `item_namespaces` the distinct namespaces (cut to ``max_depth`` labels)
   matching ``prefix`` and ``suffix`` (a label ``*`` matches any label), in label order.
 """
 
@@ -49,6 +55,10 @@ MAX_OFFSET: Final = 1_000_000
 MAX_TTL_MINUTES: Final = 36500 * 24 * 60
 """A century, as every duration of the store (SPEC §8 rule 1)."""
 MAX_FILTER_KEYS: Final = 100
+MAX_DIMS: Final = 16000
+"""The most dimensions a vector has (pgvector's limit)."""
+MAX_FIELDS: Final = 1000
+"""The most vectors (indexed fields) one item has."""
 OPERATORS: Final = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 
 
@@ -81,6 +91,58 @@ def check_namespace(name: str, value: object, *, allow_empty: bool = False) -> t
         if "." in label:
             raise ValidationError(f"{name}[{i}] must not contain '.'")
     return labels
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredItem:
+    """An item a search by vector found, with its cosine similarity to the query vector (None:
+    the item has no current vectors of the query's length)."""
+
+    item: StoredItem
+    score: float | None
+
+
+def check_vector(name: str, value: object) -> tuple[float, ...]:
+    """1..16000 numbers, each 0 or of magnitude 1e-150..1e150 (so no product or sum of a
+    cosine overflows or underflows, in SQL as here): an embedding."""
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
+        raise ValidationError(f"{name} must be a list of numbers, got {type(value).__name__}")
+    if not 1 <= len(value) <= MAX_DIMS:
+        raise ValidationError(f"{name} must have 1..{MAX_DIMS} numbers, got {len(value)}")
+    out: list[float] = []
+    for x in value:
+        if isinstance(x, bool) or not isinstance(x, int | float):
+            raise ValidationError(f"{name} must hold numbers only, got {x!r}")
+        if not (x == 0 or 1e-150 <= abs(x) <= 1e150):
+            raise ValidationError(
+                f"{name} must hold numbers that are 0 or of magnitude 1e-150..1e150, got {x!r}"
+            )
+        out.append(float(x))
+    return tuple(out)
+
+
+def check_vectors(value: object) -> dict[str, tuple[float, ...]]:
+    """An item's vectors: at most 1000 fields (each an identifier, LangGraph's field path) to a
+    vector (`check_vector`), all of one length; ``{}``: the item has none."""
+    if not isinstance(value, Mapping):
+        raise ValidationError(f"vectors must be a dict, got {type(value).__name__}")
+    if len(value) > MAX_FIELDS:
+        raise ValidationError(f"vectors must have at most {MAX_FIELDS} fields")
+    checked = {
+        check_identifier("vectors field", field): check_vector(f"vectors[{field!r}]", vector)
+        for field, vector in value.items()
+    }
+    if len({len(v) for v in checked.values()}) > 1:
+        raise ValidationError("vectors must all have one length")
+    return checked
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """The cosine similarity of two vectors of one length; 0 when either is zero (as
+    ``_dg_cosine`` in ``sql/74_item_vectors.sql``)."""
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norms = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norms if norms > 0 else 0.0
 
 
 def check_optional_namespace(name: str, value: object) -> tuple[str, ...] | None:
@@ -242,6 +304,7 @@ def search_order(item: StoredItem) -> tuple[int, tuple[str, ...], str]:
 __all__ = [
     "MAX_ITEMS_PAGE",
     "OPERATORS",
+    "ScoredItem",
     "StoredItem",
     "check_filter",
     "check_item_value",
@@ -253,6 +316,9 @@ __all__ = [
     "check_refresh",
     "check_sweep_batch",
     "check_ttl",
+    "check_vector",
+    "check_vectors",
+    "cosine",
     "json_equal",
     "matches",
     "namespace_matches",

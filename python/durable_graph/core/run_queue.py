@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
-from durable_graph.core.items import StoredItem
+from durable_graph.core.items import ScoredItem, StoredItem
 from durable_graph.core.listing import EntryState
 from durable_graph.core.model import (
     ANY,
@@ -215,6 +215,33 @@ class RunQueue(Protocol):
         tenant: str | None = None,
     ) -> list[StoredItem]:
         """The live items under ``prefix`` (``()``: all) that pass ``filter``, newest first."""
+        ...
+
+    def put_indexed_item(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, JSON],
+        vectors: Mapping[str, Sequence[float]],
+        ttl: float | None = None,
+        tenant: str | None = None,
+    ) -> StoredItem:
+        """`put_item`, and the item's vectors (field path to embedding) become ``vectors``
+        (``{}``: none) in the same transaction (D296)."""
+        ...
+
+    def search_items_by_vector(
+        self,
+        prefix: Sequence[str],
+        vector: Sequence[float],
+        filter: Mapping[str, JSON] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = False,
+        tenant: str | None = None,
+    ) -> list[ScoredItem]:
+        """The live items under ``prefix`` that pass ``filter`` and have vectors of
+        ``vector``'s length, by their best vector's cosine similarity to it, highest first."""
         ...
 
     def item_namespaces(

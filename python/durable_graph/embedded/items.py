@@ -10,6 +10,7 @@ from datetime import datetime
 from itertools import groupby
 
 from durable_graph.core.items import (
+    ScoredItem,
     StoredItem,
     check_filter,
     check_item_value,
@@ -21,6 +22,9 @@ from durable_graph.core.items import (
     check_refresh,
     check_sweep_batch,
     check_ttl,
+    check_vector,
+    check_vectors,
+    cosine,
     matches,
     namespace_matches,
     search_order,
@@ -41,6 +45,13 @@ def _refreshed(tx: Tx, tenant: str | None, item: StoredItem) -> StoredItem:
     item = replace(item, expires_at=tx.now + ttl_delta(item.ttl))
     tx.put_item_row(tenant, item)
     return item
+
+
+def _rank(found: ScoredItem) -> tuple[bool, float, int, tuple[str, ...], str]:
+    """Scored items first, highest score first; then the unscored (D298); each run in search
+    order."""
+    unscored = found.score is None
+    return (unscored, 0.0 if found.score is None else -found.score, *search_order(found.item))
 
 
 def _page(newest_first: Generator[StoredItem], count: int) -> list[StoredItem]:
@@ -70,9 +81,32 @@ class EmbeddedItems:
         ttl: float | None = None,
         tenant: str | None = None,
     ) -> StoredItem:
+        return self._put(namespace, key, value, None, ttl, tenant)
+
+    def put_indexed_item(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, JSON],
+        vectors: Mapping[str, Sequence[float]],
+        ttl: float | None = None,
+        tenant: str | None = None,
+    ) -> StoredItem:
+        return self._put(namespace, key, value, vectors, ttl, tenant)
+
+    def _put(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, JSON],
+        vectors: Mapping[str, Sequence[float]] | None,
+        ttl: float | None,
+        tenant: str | None,
+    ) -> StoredItem:
         ns = check_namespace("namespace", namespace)
         k = check_key(key)
         text = check_item_value(value, self._max)
+        checked = None if vectors is None else check_vectors(vectors)
         minutes = check_ttl(ttl)
         t = check_optional_identifier("tenant", tenant)
         with self._storage.write() as tx:
@@ -81,6 +115,8 @@ class EmbeddedItems:
             expires = None if minutes is None else tx.now + ttl_delta(minutes)
             item = StoredItem(ns, k, decode_json(text), created, tx.now, expires, minutes)
             tx.put_item_row(t, item)
+            if checked is not None:
+                tx.put_item_vectors(t, ns, k, tx.now, checked)
             return item
 
     def get_item(
@@ -128,6 +164,38 @@ class EmbeddedItems:
                 off + lim,
             )[off:]
             return [_refreshed(tx, t, i) for i in page] if refresh else page
+
+    def search_items_by_vector(
+        self,
+        prefix: Sequence[str],
+        vector: Sequence[float],
+        filter: Mapping[str, JSON] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = False,
+        tenant: str | None = None,
+    ) -> list[ScoredItem]:
+        pre = check_namespace("prefix", prefix, allow_empty=True)
+        query = check_vector("vector", vector)
+        text = check_filter(filter, self._max)
+        lim, off = check_page(limit, offset)
+        refresh = check_refresh(refresh_ttl)
+        t = check_optional_identifier("tenant", tenant)
+        wanted = None if text is None else decode_json(text)
+        with self._storage.write() if refresh else self._storage.read() as tx:
+            scored: list[ScoredItem] = []
+            for item in tx.item_rows(t, pre):
+                if not (_live(item, tx.now) and matches(item.value, wanted)):
+                    continue
+                found = tx.item_vectors(t, item.namespace, item.key)
+                current = {} if found is None or found[0] != item.updated_at else found[1]
+                scores = [cosine(query, v) for v in current.values() if len(v) == len(query)]
+                scored.append(ScoredItem(item, max(scores) if scores else None))
+            scored.sort(key=_rank)
+            page = scored[off : off + lim]
+            if not refresh:
+                return page
+            return [ScoredItem(_refreshed(tx, t, s.item), s.score) for s in page]
 
     def item_namespaces(
         self,

@@ -13,7 +13,7 @@ write, so the in-memory storage needs no undo log.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -218,7 +218,10 @@ class Tx(Protocol):
         """Insert or replace the item of ``tenant`` at its namespace and key."""
         ...
 
-    def drop_item(self, tenant: str | None, namespace: tuple[str, ...], key: str) -> bool: ...
+    def drop_item(self, tenant: str | None, namespace: tuple[str, ...], key: str) -> bool:
+        """Delete the item and its vectors; whether there was one."""
+        ...
+
     def item_rows(self, tenant: str | None, prefix: tuple[str, ...]) -> Generator[StoredItem]:
         """Every item of ``tenant`` whose namespace starts with ``prefix``, expired or not,
         newest ``updated_at`` first (items of one ``updated_at`` in any order), read as they
@@ -226,7 +229,26 @@ class Tx(Protocol):
         ...
 
     def sweep_item_rows(self, batch: int) -> int:
-        """Delete up to ``batch`` items (of any tenant) expired at ``now``; how many."""
+        """Delete up to ``batch`` items (of any tenant) expired at ``now``, and their vectors;
+        how many."""
+        ...
+
+    def put_item_vectors(
+        self,
+        tenant: str | None,
+        namespace: tuple[str, ...],
+        key: str,
+        updated_at: datetime,
+        vectors: Mapping[str, tuple[float, ...]],
+    ) -> None:
+        """Replace the item's vectors with ``vectors`` (field to embedding), written with the
+        item's ``updated_at`` (a later plain put makes them stale, D296)."""
+        ...
+
+    def item_vectors(
+        self, tenant: str | None, namespace: tuple[str, ...], key: str
+    ) -> tuple[datetime, dict[str, tuple[float, ...]]] | None:
+        """The item's vectors and the ``updated_at`` they were written with; None: none."""
         ...
 
     # --- SPEC §24.1: thread TTLs (durable_graph.embedded.thread_ttl) ----------------------------

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from durable_graph.core.checkpointer import Checkpointer, JSONValue
-from durable_graph.core.items import StoredItem
+from durable_graph.core.items import ScoredItem, StoredItem
 from durable_graph.core.listing import EntryState
 from durable_graph.core.model import (
     ANY,
@@ -328,6 +328,40 @@ class ThreadedRunQueueCalls:
     ) -> list[StoredItem]:
         return await in_thread(
             self._sync.search_items, prefix, filter, limit, offset, refresh_ttl, tenant
+        )
+
+    async def put_indexed_item(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, JSON],
+        vectors: Mapping[str, Sequence[float]],
+        ttl: float | None = None,
+        tenant: str | None = None,
+    ) -> StoredItem:
+        return await in_thread(
+            self._sync.put_indexed_item, namespace, key, value, vectors, ttl, tenant
+        )
+
+    async def search_items_by_vector(
+        self,
+        prefix: Sequence[str],
+        vector: Sequence[float],
+        filter: Mapping[str, JSON] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = False,
+        tenant: str | None = None,
+    ) -> list[ScoredItem]:
+        return await in_thread(
+            self._sync.search_items_by_vector,
+            prefix,
+            vector,
+            filter,
+            limit,
+            offset,
+            refresh_ttl,
+            tenant,
         )
 
     async def item_namespaces(

@@ -11,9 +11,14 @@ service runs, `durable_graph.service.auth`) and ``auth.cache`` (kept as written,
 `durable_graph.service.http_config`'s), ``webhooks`` (kept as written: the policy of the
 receivers a run's webhook may name,
 `durable_graph.service.webhooks.WebhookPolicy`, which checks its keys), ``checkpointer.ttl``
-and ``store.ttl`` (retention, `durable_graph.service.retention`, which checks them), ``encryption.path``
-(the SDK's ``Encryption`` over what the savers store, `durable_graph.langgraph.encryption`). Graphs are
-compiled with no checkpointer of their own: the worker binds each run to the store's saver.
+and ``store.ttl`` (retention, `durable_graph.service.retention`, which checks them),
+``encryption.path`` (the SDK's ``Encryption`` over what the savers store,
+`durable_graph.langgraph.encryption`),
+``store.index`` (the graphs' store's semantic index: `store_index` loads its ``embed`` as the
+reference server does, a ``./file.py:attr`` the user's embeddings, any other string a
+``provider:model`` for LangChain's ``init_embeddings``; the store checks the rest,
+`durable_graph.langgraph.store_index`). Graphs are compiled with no checkpointer of their own:
+the worker binds each run to the store's saver.
 
 Fail closed (SPEC §25.1): every other key of LangGraph's configuration schema is either a build
 setting of ``langgraph build`` (`BUILD_KEYS`: the image, not the server; logged, as they change
@@ -84,14 +89,14 @@ HONOURED: Final = {
     "auth": frozenset({"path", "cache"}),
     "http": HTTP_KEYS,
     "checkpointer": frozenset({"ttl"}),
-    "store": frozenset({"ttl"}),
+    "store": frozenset({"ttl", "index"}),
     "webhooks": None,  # its keys are WebhookPolicy's to check
     "encryption": frozenset({"path"}),
 }
 """The keys read (None: the whole value; a set: those of its keys, the others refused)."""
 
 REFUSED: Final = {
-    "store": "only store.ttl is served (a semantic index is not yet)",
+    "store": "only store.ttl and store.index are served",
     "checkpointer": "only checkpointer.ttl is served (a path or serializer settings are not)",
     "encryption": "only encryption.path is read",
     "priority": "a run priority function is not served",
@@ -125,6 +130,8 @@ class LangGraphConfig:
     encryption: str | None = None
     """``encryption.path``: the SDK's ``Encryption`` the savers seal with
     (`durable_graph.langgraph.encryption`)."""
+    store_index_config: Any = None
+    """``store.index`` as written (LangGraph's ``IndexConfig``; `store_index` loads it)."""
 
     @classmethod
     def read(cls, path: str | Path) -> LangGraphConfig:
@@ -170,12 +177,15 @@ class LangGraphConfig:
         if http is not None and not isinstance(http, dict):
             raise ValidationError("config: 'http' must be an object")
         env_vars = {str(k): str(v) for k, v in env.items()}
-        ttls = []
+        sections = {}
         for key in ("checkpointer", "store"):
             section = data.get(key) or {}
             if not isinstance(section, dict):
                 raise ValidationError(f"config: '{key}' must be an object")
-            ttls.append(section.get("ttl"))
+            sections[key] = section
+        index = sections["store"].get("index")
+        if index is not None and not isinstance(index, dict):
+            raise ValidationError("config: 'store.index' must be an object")
         encryption = data.get("encryption") or {}
         if not isinstance(encryption, dict) or not isinstance(encryption.get("path"), str | None):
             raise ValidationError("config: 'encryption' must be an object with a 'path'")
@@ -187,9 +197,10 @@ class LangGraphConfig:
             auth.get("cache"),
             http,
             webhooks,
-            checkpointer_ttl=ttls[0],
-            store_ttl=ttls[1],
+            checkpointer_ttl=sections["checkpointer"].get("ttl"),
+            store_ttl=sections["store"].get("ttl"),
             encryption=encryption.get("path"),
+            store_index_config=index,
         )
 
     def apply_env(self) -> None:
@@ -205,6 +216,30 @@ class LangGraphConfig:
             return None
         self.apply_env()  # the handlers may read their keys from the environment
         return saver_serializer(load_encryption(self.path.parent, self.encryption))
+
+    def store_index(self) -> dict[str, Any] | None:
+        """``store.index`` with its ``embed`` loaded (None without one): a ``./file.py:attr``
+        (relative to this file) is the object it names (the user's embeddings: an
+        ``Embeddings`` or a function of a list of texts), as the reference server loads it;
+        another string is kept (a ``provider:model`` for LangChain's ``init_embeddings``); the
+        whole checked as the store checks it (`durable_graph.langgraph.store_index`), so a
+        service refuses a bad one at start."""
+        if not self.store_index_config:
+            return None
+        index = dict(self.store_index_config)
+        embed = index.get("embed")
+        if not isinstance(embed, str) or not embed:
+            raise ValidationError("config: 'store.index.embed' must be a string")
+        if ".py:" in embed:
+            self.apply_env()
+            index["embed"] = load_object(self.path.parent, embed, "config: store.index.embed")
+        from durable_graph.langgraph.store_index import check_index
+
+        try:
+            check_index(index)
+        except ValidationError as exc:
+            raise ValidationError(f"config: store.{exc}") from None
+        return index
 
     def load_graphs(self) -> dict[str, Any]:
         """Each graph, compiled, or its `GraphFactory` (see the module docstring)."""

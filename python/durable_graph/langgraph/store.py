@@ -10,8 +10,13 @@ ours: expired items are never returned, swept or not (D200, ``PostgresStore``'s
 ``omit_expired=True``), and the order operators of a filter compare numbers as numbers (D201).
 
 ``ttl`` is LangGraph's ``TTLConfig`` (``default_ttl`` and ``sweep_interval_minutes`` in minutes,
-``refresh_on_read``); `start_ttl_sweeper` deletes expired items every so often. Semantic search
-(an ``index`` configuration) is refused: it needs pgvector, which this store does not use.
+``refresh_on_read``); `start_ttl_sweeper` deletes expired items every so often. ``index`` is
+LangGraph's ``IndexConfig`` (`durable_graph.langgraph.store_index`): with one, a put embeds the
+value's indexed fields with the configured ``embed`` and the store keeps the vectors
+(`RunQueue.put_indexed_item`), and a search with a ``query`` ranks items by cosine similarity to
+the query's embedding, computed by the store (in SQL on PostgreSQL), with each item's ``score``
+(`RunQueue.search_items_by_vector`). Without one, a put's ``index`` and a search's ``query`` are
+ignored, as LangGraph's stores ignore them.
 """
 
 from __future__ import annotations
@@ -37,9 +42,16 @@ from langgraph.store.base import (
 
 from durable_graph.core.async_protocols import AsyncRunQueue
 from durable_graph.core.errors import ValidationError
-from durable_graph.core.items import StoredItem
+from durable_graph.core.items import ScoredItem, StoredItem
 from durable_graph.core.run_queue import RunQueue
 from durable_graph.core.scalars import check_optional_identifier
+from durable_graph.langgraph.store_index import (
+    StoreIndex,
+    check_index,
+    query_vector,
+    texts,
+    vectors,
+)
 
 SWEEP_BATCH: Final = 1000
 """Items one sweep call deletes; `sweep_ttl` calls again until fewer come back."""
@@ -49,20 +61,13 @@ CALLS_IN_FLIGHT: Final = 4
 ``aput`` calls wait their turn here, not for a pool connection (whose wait is bounded: thousands
 of gathered calls would otherwise time out waiting for one)."""
 
-SEMANTIC_SEARCH_REFUSED: Final = (
-    "index: semantic search is not supported by DurableStore (it needs pgvector, which "
-    "durable_graph does not use); search filters by namespace and value instead"
-)
-
 
 def _checked(
     tenant: object, ttl: TTLConfig | None, index: object
-) -> tuple[str | None, TTLConfig | None]:
-    if index is not None:
-        raise ValidationError(SEMANTIC_SEARCH_REFUSED)
+) -> tuple[str | None, TTLConfig | None, StoreIndex | None]:
     if ttl is not None and not isinstance(ttl, dict):
         raise ValidationError(f"ttl must be a TTLConfig dict or None, got {type(ttl).__name__}")
-    return check_optional_identifier("tenant", tenant), ttl
+    return check_optional_identifier("tenant", tenant), ttl, check_index(index)
 
 
 def _item(found: StoredItem) -> Item:
@@ -75,15 +80,19 @@ def _item(found: StoredItem) -> Item:
     )
 
 
-def _search_item(found: StoredItem) -> SearchItem:
+def _search_item(found: StoredItem, score: float | None = None) -> SearchItem:
     return SearchItem(
         namespace=found.namespace,
         key=found.key,
         value=found.value,
         created_at=found.created_at,
         updated_at=found.updated_at,
-        score=None,
+        score=score,
     )
+
+
+def _scored(found: list[ScoredItem]) -> list[SearchItem]:
+    return [_search_item(s.item, s.score) for s in found]
 
 
 def _validated(ops: Iterable[Op]) -> list[Op]:
@@ -128,7 +137,8 @@ class DurableStore(BaseStore):
         ttl: TTLConfig | None = None,
         index: object = None,
     ) -> None:
-        self.tenant, self.ttl_config = _checked(tenant, ttl, index)
+        self.tenant, self.ttl_config, self._index = _checked(tenant, ttl, index)
+        self.index_config = None if self._index is None else self._index.config
         self._queue = run_queue
         self._stop: threading.Event | None = None
         self._sweeper: threading.Thread | None = None
@@ -147,10 +157,25 @@ class DurableStore(BaseStore):
         if isinstance(op, PutOp):
             if op.value is None:
                 q.delete_item(op.namespace, op.key, t)
-            else:
+            elif self._index is None:
                 q.put_item(op.namespace, op.key, op.value, op.ttl, t)
+            else:
+                pairs = texts(self._index, op.value, op.index)
+                embedded = (
+                    self._index.embeddings.embed_documents([x for _, x in pairs]) if pairs else []
+                )
+                fields = vectors(self._index, pairs, embedded)
+                q.put_indexed_item(op.namespace, op.key, op.value, fields, op.ttl, t)
             return None
         if isinstance(op, SearchOp):
+            if op.query and self._index is not None:
+                vector = query_vector(self._index, self._index.embeddings.embed_query(op.query))
+                return _scored(
+                    q.search_items_by_vector(
+                        op.namespace_prefix, vector, op.filter, op.limit, op.offset,
+                        op.refresh_ttl, t,
+                    )
+                )  # fmt: skip
             found_items = q.search_items(
                 op.namespace_prefix, op.filter, op.limit, op.offset, op.refresh_ttl, t
             )
@@ -220,7 +245,8 @@ class AsyncDurableStore(BaseStore):
         ttl: TTLConfig | None = None,
         index: object = None,
     ) -> None:
-        self.tenant, self.ttl_config = _checked(tenant, ttl, index)
+        self.tenant, self.ttl_config, self._index = _checked(tenant, ttl, index)
+        self.index_config = None if self._index is None else self._index.config
         self._queue = run_queue
         self._sweeper: asyncio.Task[None] | None = None
         self._slots: asyncio.Semaphore | None = None
@@ -235,6 +261,7 @@ class AsyncDurableStore(BaseStore):
         if tenant == self.tenant:
             return self
         other = AsyncDurableStore(self._queue, tenant=tenant, ttl=self.ttl_config)
+        other._index, other.index_config = self._index, self.index_config
         other._loop = self._loop
         return other
 
@@ -268,10 +295,28 @@ class AsyncDurableStore(BaseStore):
         if isinstance(op, PutOp):
             if op.value is None:
                 await q.delete_item(op.namespace, op.key, t)
-            else:
+            elif self._index is None:
                 await q.put_item(op.namespace, op.key, op.value, op.ttl, t)
+            else:
+                pairs = texts(self._index, op.value, op.index)
+                embedded = (
+                    await self._index.embeddings.aembed_documents([x for _, x in pairs])
+                    if pairs
+                    else []
+                )
+                fields = vectors(self._index, pairs, embedded)
+                await q.put_indexed_item(op.namespace, op.key, op.value, fields, op.ttl, t)
             return None
         if isinstance(op, SearchOp):
+            if op.query and self._index is not None:
+                embedded_query = await self._index.embeddings.aembed_query(op.query)
+                vector = query_vector(self._index, embedded_query)
+                return _scored(
+                    await q.search_items_by_vector(
+                        op.namespace_prefix, vector, op.filter, op.limit, op.offset,
+                        op.refresh_ttl, t,
+                    )
+                )  # fmt: skip
             found_items = await q.search_items(
                 op.namespace_prefix, op.filter, op.limit, op.offset, op.refresh_ttl, t
             )
@@ -322,4 +367,4 @@ class AsyncDurableStore(BaseStore):
         return bool(done)
 
 
-__all__ = ["SEMANTIC_SEARCH_REFUSED", "AsyncDurableStore", "DurableStore"]
+__all__ = ["AsyncDurableStore", "DurableStore"]

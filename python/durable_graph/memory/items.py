@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from dataclasses import replace
 from datetime import datetime
 
@@ -33,6 +33,7 @@ class ItemsTx:
         self._s.items[(tenant, item.namespace, item.key)] = _copy(item)
 
     def drop_item(self, tenant: str | None, namespace: tuple[str, ...], key: str) -> bool:
+        self._s.item_vectors.pop((tenant, namespace, key), None)
         return self._s.items.pop((tenant, namespace, key), None) is not None
 
     def item_rows(self, tenant: str | None, prefix: tuple[str, ...]) -> Generator[StoredItem]:
@@ -51,7 +52,24 @@ class ItemsTx:
         ][:batch]
         for k in gone:
             del self._s.items[k]
+            self._s.item_vectors.pop(k, None)
         return len(gone)
+
+    def put_item_vectors(
+        self,
+        tenant: str | None,
+        namespace: tuple[str, ...],
+        key: str,
+        updated_at: datetime,
+        vectors: Mapping[str, tuple[float, ...]],
+    ) -> None:
+        self._s.item_vectors[(tenant, namespace, key)] = (updated_at, dict(vectors))
+
+    def item_vectors(
+        self, tenant: str | None, namespace: tuple[str, ...], key: str
+    ) -> tuple[datetime, dict[str, tuple[float, ...]]] | None:
+        found = self._s.item_vectors.get((tenant, namespace, key))
+        return None if found is None else (found[0], dict(found[1]))
 
 
 __all__ = ["ItemsTx"]

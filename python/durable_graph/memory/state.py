@@ -109,6 +109,11 @@ class State:
         self.schedules: dict[str, ScheduleRow] = {}
         self.workers: dict[str, WorkerSeen] = {}
         self.items: dict[tuple[str | None, tuple[str, ...], str], StoredItem] = {}
+        self.item_vectors: dict[
+            tuple[str | None, tuple[str, ...], str],
+            tuple[datetime, dict[str, tuple[float, ...]]],
+        ] = {}
+        """``(tenant, namespace, key) -> (updated_at, field -> vector)`` (D296)."""
         self.thread_ttls: dict[str, TtlRow] = {}
         """``(tenant, namespace, key) -> item`` (SPEC §20.3)."""
         """``holder -> row`` of the worker registry (durable_graph.core.workers)."""

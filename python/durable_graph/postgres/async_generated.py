@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from durable_graph.core.checkpointer import JSONValue
-from durable_graph.core.items import StoredItem
+from durable_graph.core.items import ScoredItem, StoredItem
 from durable_graph.core.listing import EntryState
 from durable_graph.core.model import (
     ANY,
@@ -327,6 +327,35 @@ class AsyncRunQueueSql:
     ) -> list[StoredItem]:
         return await self._x.run(
             items.search_items(self._config, prefix, filter, limit, offset, refresh_ttl, tenant)
+        )
+
+    async def put_indexed_item(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, JSON],
+        vectors: Mapping[str, Sequence[float]],
+        ttl: float | None = None,
+        tenant: str | None = None,
+    ) -> StoredItem:
+        return await self._x.run(
+            items.put_indexed_item(self._config, namespace, key, value, vectors, ttl, tenant)
+        )
+
+    async def search_items_by_vector(
+        self,
+        prefix: Sequence[str],
+        vector: Sequence[float],
+        filter: Mapping[str, JSON] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = False,
+        tenant: str | None = None,
+    ) -> list[ScoredItem]:
+        return await self._x.run(
+            items.search_items_by_vector(
+                self._config, prefix, vector, filter, limit, offset, refresh_ttl, tenant
+            )
         )
 
     async def item_namespaces(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC
 
 from durable_graph.core import items
-from durable_graph.core.items import StoredItem
+from durable_graph.core.items import ScoredItem, StoredItem
 from durable_graph.core.scalars import check_optional_identifier, decode_json
 from durable_graph.postgres.calls import SqlCall, _call
 from durable_graph.postgres.config import PostgresConfig
@@ -43,6 +43,31 @@ def put_item(
         ("text", check_optional_identifier("tenant", tenant)),
     ]
     return _call(config, "put_item", "dg_put_item_v1", args, exactly_one(_item_of))
+
+
+def put_indexed_item(
+    config: PostgresConfig,
+    namespace: object,
+    key: object,
+    value: object,
+    vectors: object,
+    ttl: object,
+    tenant: object,
+) -> SqlCall[StoredItem]:
+    ns = items.check_namespace("namespace", namespace)
+    k = items.check_key(key)
+    text = items.check_item_value(value, config.max_value_bytes)
+    checked = items.check_vectors(vectors)
+    args = [
+        ("text[]", list(ns)),
+        ("text", k),
+        ("text", text),
+        ("text[]", list(checked)),
+        ("double precision[]", [list(v) for v in checked.values()]),
+        ("double precision", items.check_ttl(ttl)),
+        ("text", check_optional_identifier("tenant", tenant)),
+    ]
+    return _call(config, "put_indexed_item", "dg_put_indexed_item_v1", args, exactly_one(_item_of))
 
 
 def get_item(
@@ -90,6 +115,34 @@ def search_items(
     return _call(config, "search_items", "dg_search_items_v1", args, each(_item_of))
 
 
+def search_items_by_vector(
+    config: PostgresConfig,
+    prefix: object,
+    vector: object,
+    filter: object,
+    limit: object,
+    offset: object,
+    refresh_ttl: object,
+    tenant: object,
+) -> SqlCall[list[ScoredItem]]:
+    pre = items.check_namespace("prefix", prefix, allow_empty=True)
+    query = items.check_vector("vector", vector)
+    lim, off = items.check_page(limit, offset)
+    args = [
+        ("text[]", list(pre)),
+        ("double precision[]", list(query)),
+        ("text", items.check_filter(filter, config.max_value_bytes)),
+        ("integer", lim),
+        ("integer", off),
+        ("boolean", items.check_refresh(refresh_ttl)),
+        ("text", check_optional_identifier("tenant", tenant)),
+    ]
+    decode = each(
+        lambda row: ScoredItem(_item_of(row), None if row["score"] is None else float(row["score"]))
+    )
+    return _call(config, "search_items_by_vector", "dg_search_items_by_vector_v1", args, decode)
+
+
 def item_namespaces(
     config: PostgresConfig,
     prefix: object,
@@ -124,7 +177,9 @@ __all__ = [
     "delete_item",
     "get_item",
     "item_namespaces",
+    "put_indexed_item",
     "put_item",
     "search_items",
+    "search_items_by_vector",
     "sweep_items",
 ]

@@ -5,8 +5,12 @@ and ``POST /store/namespaces``, as ``langgraph-sdk``'s ``client.store`` calls th
 ``langgraph dev`` answers them: a put or a delete is 204, a get the item (``null`` when there is
 none), a search ``{"items": [...]}``, a listing ``{"namespaces": [...]}``. They go through the
 same `AsyncDurableStore` the graphs get as their ``store``, so a client sees what a node wrote
-and the other way round. Every field is checked before anything is written (422 naming it); a
-per-item ``index`` (semantic search) is refused by name, never dropped.
+and the other way round. Every field is checked before anything is written (422 naming it).
+Semantic search (SPEC §25.1): with ``langgraph.json``'s ``store.index``, a put's ``index``
+(``false``: not embedded; a list of field paths: those instead of the configured ``fields``) is
+the store's, and a search's ``query`` ranks the items by cosine similarity, each with its
+``score`` (D299); without one, a put's ``index`` is refused by name (nothing would be embedded)
+and a search's ``query`` is ignored, as the reference ignores it.
 
 A namespace (a prefix, a suffix) is checked here with the store's own rules
 (`durable_graph.core.items.check_namespace`: labels without NUL, lone surrogates or ``.``, at most
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 from langgraph.store.base import InvalidNamespaceError
 from starlette.requests import Request
@@ -27,7 +31,7 @@ from starlette.responses import Response
 
 from durable_graph.core.errors import ValidationError
 from durable_graph.core.items import check_namespace
-from durable_graph.langgraph.store import SEMANTIC_SEARCH_REFUSED, AsyncDurableStore
+from durable_graph.langgraph.store import AsyncDurableStore
 from durable_graph.service.auth import TENANT
 from durable_graph.service.records import count_field
 from durable_graph.service.requests import Json, body_of
@@ -82,9 +86,28 @@ def _filter(value: object) -> dict[str, Any] | None:
     return value
 
 
-def _refuse_index(body: Mapping[str, Any]) -> None:
-    if body.get("index") not in (None, False):
-        raise ValidationError(SEMANTIC_SEARCH_REFUSED)
+NO_INDEX = (
+    "index: semantic search needs langgraph.json's store.index (the embeddings to index with); "
+    "this service has none"
+)
+
+
+def _index(body: Mapping[str, Any], store: AsyncDurableStore) -> Literal[False] | list[str] | None:
+    """A put's ``index``: None (the configured fields), False, or a list of field paths."""
+    value = body.get("index")
+    if value is None or value is False:
+        return value
+    if store.index_config is None:
+        raise ValidationError(NO_INDEX)
+    if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
+        raise ValidationError("index: must be false or a list of field paths (strings)")
+    return value
+
+
+def _query(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ValidationError("query: must be a string or null")
 
 
 class StoreApi:
@@ -104,11 +127,11 @@ class StoreApi:
         value = body.get("value")
         if not isinstance(value, dict):
             raise ValidationError("value: must be an object")
-        _refuse_index(body)
+        index = _index(body, self.store)
         ttl = _ttl(body.get("ttl"))
         assert namespace is not None
         async with _refusing_namespaces():
-            await self.items.aput(namespace, key, value, ttl=ttl)
+            await self.items.aput(namespace, key, value, index=index, ttl=ttl)
 
     async def get(self, params: Mapping[str, str]) -> dict[str, Any] | None:
         namespace = _namespace(params.get("namespace", "").split("."), "namespace")
@@ -136,9 +159,15 @@ class StoreApi:
         filter, limit = _filter(body.get("filter")), count_field(body, "limit", 10, 1)
         offset = count_field(body, "offset", 0, 0)
         refresh = _bool(body.get("refresh_ttl"), "refresh_ttl")
+        query = _query(body.get("query"))
         async with _refusing_namespaces():
             found = await self.items.asearch(
-                prefix, filter=filter, limit=limit, offset=offset, refresh_ttl=refresh
+                prefix,
+                query=query,
+                filter=filter,
+                limit=limit,
+                offset=offset,
+                refresh_ttl=refresh,
             )
         return {"items": [item.dict() for item in found]}
 

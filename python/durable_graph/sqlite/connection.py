@@ -45,7 +45,7 @@ from durable_graph.sqlite.storage import SqliteTx
 _BUSY: Final = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 """The error codes of a write lock that stayed taken past the busy timeout."""
 
-SCHEMA_VERSION: Final = 11
+SCHEMA_VERSION: Final = 12
 """``PRAGMA user_version`` of a file this code creates. Version 1 files (table names of before
 the embedded rule set), version 2 files (before delayed runs, retries and attempt errors),
 version 3 files (before stored trace contexts), version 4 files (before pending writes' task
@@ -302,6 +302,7 @@ _FROM_SCHEMA_SQL: Final = (
     "migrate_v8.sql",
     "migrate_v9.sql",
     "migrate_v10.sql",
+    "migrate_v11.sql",
 )
 """The steps from schema.sql's version (6) to `SCHEMA_VERSION`."""
 
@@ -368,7 +369,7 @@ def _prepare(storage: SqliteStorage) -> None:
             # schema.sql is version 6; migrate_v6.sql (SPEC §15 scheduling) takes it to 7,
             # migrate_v7.sql (the worker registry) to 8, migrate_v8.sql (the item store) to 9,
             # migrate_v9.sql (thread deletion times, D241) to 10, migrate_v10.sql (thread TTLs)
-            # to 11.
+            # to 11, migrate_v11.sql (item vectors) to 12.
             if version == 0:
                 for statement in [
                     s for name in ("schema.sql", *_FROM_SCHEMA_SQL) for s in _script(name)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
+from datetime import datetime
 
 from durable_graph.core.items import StoredItem
 from durable_graph.core.scalars import decode_json, to_micros
@@ -60,6 +61,10 @@ class ItemsTx(Queries):
         )  # fmt: skip
 
     def drop_item(self, tenant: str | None, namespace: tuple[str, ...], key: str) -> bool:
+        self._run(
+            "DELETE FROM item_vectors WHERE tenant = ? AND namespace = ? AND key = ?",
+            (tenant or "", _ns(namespace), key),
+        )
         return (
             self._run(
                 "DELETE FROM items WHERE tenant = ? AND namespace = ? AND key = ?",
@@ -90,11 +95,48 @@ class ItemsTx(Queries):
             rows.close()
 
     def sweep_item_rows(self, batch: int) -> int:
-        return self._run(
-            "DELETE FROM items WHERE (tenant, namespace, key) IN (SELECT tenant, namespace, key FROM items"
-            " WHERE expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at LIMIT ?)",
+        gone = self._all(
+            "SELECT tenant, namespace, key FROM items WHERE expires_at IS NOT NULL"
+            " AND expires_at <= ? ORDER BY expires_at LIMIT ?",
             (self._now_us, batch),
         )
+        for row in gone:
+            keys = (row["tenant"], row["namespace"], row["key"])
+            where = "WHERE tenant = ? AND namespace = ? AND key = ?"
+            self._run(f"DELETE FROM item_vectors {where}", keys)
+            self._run(f"DELETE FROM items {where}", keys)
+        return len(gone)
+
+    def put_item_vectors(
+        self,
+        tenant: str | None,
+        namespace: tuple[str, ...],
+        key: str,
+        updated_at: datetime,
+        vectors: Mapping[str, tuple[float, ...]],
+    ) -> None:
+        keys = (tenant or "", _ns(namespace), key)
+        self._run("DELETE FROM item_vectors WHERE tenant = ? AND namespace = ? AND key = ?", keys)
+        at_us = to_micros(updated_at)
+        for field, vector in vectors.items():
+            self._run(
+                "INSERT INTO item_vectors (tenant, namespace, key, field, updated_at, embedding)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (*keys, field, at_us, json.dumps(list(vector), separators=(",", ":"))),
+            )
+
+    def item_vectors(
+        self, tenant: str | None, namespace: tuple[str, ...], key: str
+    ) -> tuple[datetime, dict[str, tuple[float, ...]]] | None:
+        rows = self._all(
+            "SELECT field, updated_at, embedding FROM item_vectors"
+            " WHERE tenant = ? AND namespace = ? AND key = ?",
+            (tenant or "", _ns(namespace), key),
+        )
+        if not rows:
+            return None
+        vectors = {r["field"]: tuple(float(x) for x in json.loads(r["embedding"])) for r in rows}
+        return at(rows[0]["updated_at"]), vectors
 
 
 __all__ = ["ItemsTx"]

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from durable_graph.core.async_protocols import AsyncCheckpointer, AsyncRunQueue, AsyncTraceContexts
 from durable_graph.core.checkpointer import JSONValue
-from durable_graph.core.items import StoredItem
+from durable_graph.core.items import ScoredItem, StoredItem
 from durable_graph.core.listing import EntryState
 from durable_graph.core.model import (
     ANY,
@@ -331,6 +331,35 @@ class SyncRunQueueCalls:
     ) -> list[StoredItem]:
         return self._runner.run(
             self.target.search_items(prefix, filter, limit, offset, refresh_ttl, tenant)
+        )
+
+    def put_indexed_item(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, JSON],
+        vectors: Mapping[str, Sequence[float]],
+        ttl: float | None = None,
+        tenant: str | None = None,
+    ) -> StoredItem:
+        return self._runner.run(
+            self.target.put_indexed_item(namespace, key, value, vectors, ttl, tenant)
+        )
+
+    def search_items_by_vector(
+        self,
+        prefix: Sequence[str],
+        vector: Sequence[float],
+        filter: Mapping[str, JSON] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = False,
+        tenant: str | None = None,
+    ) -> list[ScoredItem]:
+        return self._runner.run(
+            self.target.search_items_by_vector(
+                prefix, vector, filter, limit, offset, refresh_ttl, tenant
+            )
         )
 
     def item_namespaces(

@@ -18,6 +18,7 @@ from durable_graph.testkit.contract.run_queue.attempts_close import AttemptsClos
 from durable_graph.testkit.contract.run_queue.claim_attempt import ClaimAttemptTests
 from durable_graph.testkit.contract.run_queue.closed_runs import ClosedRunsTests
 from durable_graph.testkit.contract.run_queue.fast_path import FastPathTests
+from durable_graph.testkit.contract.run_queue.item_vectors import ItemVectorTests
 from durable_graph.testkit.contract.run_queue.items import ItemStoreTests
 from durable_graph.testkit.contract.run_queue.lease import LeaseTests
 from durable_graph.testkit.contract.run_queue.lifecycle import QueueLifecycleTests
@@ -67,6 +68,7 @@ class RunQueueContract(
     SchedulingTests,
     WorkerRegistryTests,
     ItemStoreTests,
+    ItemVectorTests,
     RunQueueFixtures,
 ):
     """SPEC §5 as tests. Subclass it and override ``harness`` (see module docstring)."""
