@@ -116,6 +116,14 @@ async def _authorize(
         request.state.metadata = value["metadata"]
 
 
+def _by_group(rows: Sequence[tuple[str, *RouteRow]]) -> dict[str, list[RouteRow]]:
+    """The route table's rows, group by group (``http.disable_<group>`` drops one)."""
+    groups: dict[str, list[RouteRow]] = {}
+    for group, methods, path, endpoint, permission in rows:
+        groups.setdefault(group, []).append((methods, path, endpoint, permission))
+    return groups
+
+
 def create_app(
     store: AsyncCheckpointer,
     graphs: Mapping[str, ServedGraph],
@@ -476,69 +484,61 @@ def create_app(
     # gates them with disable_runs.
     assistant_api = AssistantEndpoints(assistants, threads)
     # fmt: off
-    tables: dict[str, list[RouteRow]] = {  # (methods, path, endpoint, the `auth` permission)
-        "assistants": [
-            ("POST", "/assistants", assistant_api.create_assistant, ("assistants", "create")),
-            ("POST", "/assistants/search", assistant_api.search_assistants, ("assistants", "search")),
-            ("POST", "/assistants/count", assistant_api.count_assistants, ("assistants", "search")),
-            ("GET", "/assistants/{assistant_id}", assistant_api.get_assistant, ("assistants", "read")),
-            ("PATCH", "/assistants/{assistant_id}", assistant_api.update_assistant, ("assistants", "update")),
-            ("DELETE", "/assistants/{assistant_id}", assistant_api.delete_assistant, ("assistants", "delete")),
-            ("POST", "/assistants/{assistant_id}/versions", assistant_api.assistant_versions, ("assistants", "read")),
-            ("POST", "/assistants/{assistant_id}/latest", assistant_api.set_latest_assistant, ("assistants", "update")),
-            ("GET", "/assistants/{assistant_id}/graph", assistant_api.assistant_graph, ("assistants", "read")),
-            ("GET", "/assistants/{assistant_id}/schemas", assistant_api.assistant_schemas, ("assistants", "read")),
-            ("GET", "/assistants/{assistant_id}/subgraphs", assistant_api.assistant_subgraphs, ("assistants", "read")),
-            ("GET", "/assistants/{assistant_id}/subgraphs/{namespace}", assistant_api.assistant_subgraphs, ("assistants", "read")),
-        ],
-        "threads": [
-            ("POST", "/threads", create_thread, ("threads", "create")),
-            ("POST", "/threads/search", search_threads, ("threads", "search")),
-            ("POST", "/threads/count", count_threads, ("threads", "search")),
-            ("POST", "/threads/prune", prune_threads, ("threads", "delete")),
-            ("GET", "/threads/{thread_id}", get_thread, ("threads", "read")),
-            ("PATCH", "/threads/{thread_id}", update_thread, ("threads", "update")),
-            ("DELETE", "/threads/{thread_id}", delete_thread, ("threads", "delete")),
-            ("POST", "/threads/{thread_id}/copy", copy_thread, ("threads", "read")),
-            ("GET", "/threads/{thread_id}/stream", join_thread_stream, ("threads", "read")),
-            ("GET", "/threads/{thread_id}/state", get_state, ("threads", "read")),
-            ("POST", "/threads/{thread_id}/state", update_state, ("threads", "update")),
-            ("POST", "/threads/{thread_id}/state/checkpoint", get_state_at, ("threads", "read")),
-            ("GET", "/threads/{thread_id}/state/{checkpoint_id}", get_state, ("threads", "read")),
-            ("GET,POST", "/threads/{thread_id}/history", history, ("threads", "read")),
-        ],
-        "runs": [
-            ("POST", "/threads/{thread_id}/runs", create_run, ("threads", "create_run")),
-            ("POST", "/threads/{thread_id}/runs/crons", create_cron, ("crons", "create")),
-            ("POST", "/runs/crons", create_cron, ("crons", "create")),
-            ("POST", "/runs/crons/search", search_crons, ("crons", "search")),
-            ("POST", "/runs/crons/count", count_crons, ("crons", "search")),
-            ("PATCH", "/runs/crons/{cron_id}", update_cron, ("crons", "update")),
-            ("DELETE", "/runs/crons/{cron_id}", delete_cron, ("crons", "delete")),
-            ("GET", "/threads/{thread_id}/runs", list_runs, ("threads", "read")),
-            ("POST", "/threads/{thread_id}/runs/stream", stream_run, ("threads", "create_run")),
-            ("POST", "/threads/{thread_id}/runs/wait", wait_run, ("threads", "create_run")),
-            ("GET", "/threads/{thread_id}/runs/{run_id}", get_run, ("threads", "read")),
-            ("DELETE", "/threads/{thread_id}/runs/{run_id}", delete_run, ("threads", "delete")),
-            ("GET", "/threads/{thread_id}/runs/{run_id}/join", join_run, ("threads", "read")),
-            ("GET", "/threads/{thread_id}/runs/{run_id}/stream", join_stream, ("threads", "read")),
-            ("POST", "/threads/{thread_id}/runs/{run_id}/cancel", cancel_run, ("threads", "update")),
-            ("POST", "/threads/{thread_id}/commands", command, ("threads", "create_run")),
-            ("POST", "/threads/{thread_id}/stream/events", stream_events, ("threads", "read")),
-            ("POST", "/runs", create_run, ("threads", "create_run")),
-            ("POST", "/runs/batch", create_batch, ("threads", "create_run")),
-            ("POST", "/runs/cancel", cancel_runs, ("threads", "update")),
-            ("POST", "/runs/stream", stream_run, ("threads", "create_run")),
-            ("POST", "/runs/wait", wait_run, ("threads", "create_run")),
-        ],
-        "store": [
-            ("PUT", "/store/items", items.put_item, ("store", "put")),
-            ("GET", "/store/items", items.get_item, ("store", "get")),
-            ("DELETE", "/store/items", items.delete_item, ("store", "delete")),
-            ("POST", "/store/items/search", items.search_items, ("store", "search")),
-            ("POST", "/store/namespaces", items.list_namespaces, ("store", "list_namespaces")),
-        ],
-    }
+    rows: list[tuple[str, *RouteRow]] = [  # (group, methods, path, endpoint, `auth` permission)
+        ("assistants", "POST", "/assistants", assistant_api.create_assistant, ("assistants", "create")),
+        ("assistants", "POST", "/assistants/search", assistant_api.search_assistants, ("assistants", "search")),
+        ("assistants", "POST", "/assistants/count", assistant_api.count_assistants, ("assistants", "search")),
+        ("assistants", "GET", "/assistants/{assistant_id}", assistant_api.get_assistant, ("assistants", "read")),
+        ("assistants", "PATCH", "/assistants/{assistant_id}", assistant_api.update_assistant, ("assistants", "update")),
+        ("assistants", "DELETE", "/assistants/{assistant_id}", assistant_api.delete_assistant, ("assistants", "delete")),
+        ("assistants", "POST", "/assistants/{assistant_id}/versions", assistant_api.assistant_versions, ("assistants", "read")),
+        ("assistants", "POST", "/assistants/{assistant_id}/latest", assistant_api.set_latest_assistant, ("assistants", "update")),
+        ("assistants", "GET", "/assistants/{assistant_id}/graph", assistant_api.assistant_graph, ("assistants", "read")),
+        ("assistants", "GET", "/assistants/{assistant_id}/schemas", assistant_api.assistant_schemas, ("assistants", "read")),
+        ("assistants", "GET", "/assistants/{assistant_id}/subgraphs", assistant_api.assistant_subgraphs, ("assistants", "read")),
+        ("assistants", "GET", "/assistants/{assistant_id}/subgraphs/{namespace}", assistant_api.assistant_subgraphs, ("assistants", "read")),
+        ("threads", "POST", "/threads", create_thread, ("threads", "create")),
+        ("threads", "POST", "/threads/search", search_threads, ("threads", "search")),
+        ("threads", "POST", "/threads/count", count_threads, ("threads", "search")),
+        ("threads", "POST", "/threads/prune", prune_threads, ("threads", "delete")),
+        ("threads", "GET", "/threads/{thread_id}", get_thread, ("threads", "read")),
+        ("threads", "PATCH", "/threads/{thread_id}", update_thread, ("threads", "update")),
+        ("threads", "DELETE", "/threads/{thread_id}", delete_thread, ("threads", "delete")),
+        ("threads", "POST", "/threads/{thread_id}/copy", copy_thread, ("threads", "read")),
+        ("threads", "GET", "/threads/{thread_id}/stream", join_thread_stream, ("threads", "read")),
+        ("threads", "GET", "/threads/{thread_id}/state", get_state, ("threads", "read")),
+        ("threads", "POST", "/threads/{thread_id}/state", update_state, ("threads", "update")),
+        ("threads", "POST", "/threads/{thread_id}/state/checkpoint", get_state_at, ("threads", "read")),
+        ("threads", "GET", "/threads/{thread_id}/state/{checkpoint_id}", get_state, ("threads", "read")),
+        ("threads", "GET,POST", "/threads/{thread_id}/history", history, ("threads", "read")),
+        ("runs", "POST", "/threads/{thread_id}/runs", create_run, ("threads", "create_run")),
+        ("runs", "POST", "/threads/{thread_id}/runs/crons", create_cron, ("crons", "create")),
+        ("runs", "POST", "/runs/crons", create_cron, ("crons", "create")),
+        ("runs", "POST", "/runs/crons/search", search_crons, ("crons", "search")),
+        ("runs", "POST", "/runs/crons/count", count_crons, ("crons", "search")),
+        ("runs", "PATCH", "/runs/crons/{cron_id}", update_cron, ("crons", "update")),
+        ("runs", "DELETE", "/runs/crons/{cron_id}", delete_cron, ("crons", "delete")),
+        ("runs", "GET", "/threads/{thread_id}/runs", list_runs, ("threads", "read")),
+        ("runs", "POST", "/threads/{thread_id}/runs/stream", stream_run, ("threads", "create_run")),
+        ("runs", "POST", "/threads/{thread_id}/runs/wait", wait_run, ("threads", "create_run")),
+        ("runs", "GET", "/threads/{thread_id}/runs/{run_id}", get_run, ("threads", "read")),
+        ("runs", "DELETE", "/threads/{thread_id}/runs/{run_id}", delete_run, ("threads", "delete")),
+        ("runs", "GET", "/threads/{thread_id}/runs/{run_id}/join", join_run, ("threads", "read")),
+        ("runs", "GET", "/threads/{thread_id}/runs/{run_id}/stream", join_stream, ("threads", "read")),
+        ("runs", "POST", "/threads/{thread_id}/runs/{run_id}/cancel", cancel_run, ("threads", "update")),
+        ("runs", "POST", "/threads/{thread_id}/commands", command, ("threads", "create_run")),
+        ("runs", "POST", "/threads/{thread_id}/stream/events", stream_events, ("threads", "read")),
+        ("runs", "POST", "/runs", create_run, ("threads", "create_run")),
+        ("runs", "POST", "/runs/batch", create_batch, ("threads", "create_run")),
+        ("runs", "POST", "/runs/cancel", cancel_runs, ("threads", "update")),
+        ("runs", "POST", "/runs/stream", stream_run, ("threads", "create_run")),
+        ("runs", "POST", "/runs/wait", wait_run, ("threads", "create_run")),
+        ("store", "PUT", "/store/items", items.put_item, ("store", "put")),
+        ("store", "GET", "/store/items", items.get_item, ("store", "get")),
+        ("store", "DELETE", "/store/items", items.delete_item, ("store", "delete")),
+        ("store", "POST", "/store/items/search", items.search_items, ("store", "search")),
+        ("store", "POST", "/store/namespaces", items.list_namespaces, ("store", "list_namespaces")),
+    ]
     # fmt: on
 
     async def openapi(request: Request) -> Response:
@@ -552,7 +552,7 @@ def create_app(
             Route("/metrics", guarded(queue_metrics), methods=["GET"]),
             Route("/openapi.json", guarded(openapi, liveness=True), methods=["GET"]),
         ],
-        **{name: route_table(guarded, table) for name, table in tables.items()},
+        **{name: route_table(guarded, table) for name, table in _by_group(rows).items()},
         "ui": [],  # generative UI is not served (langgraph.json's "ui" is refused)
         "mcp": mcp_routes(assistants, threads, runs, guarded),  # /mcp: service/mcp.py
         "a2a": a2a_routes(assistants, threads, runs, guarded),  # /a2a/{assistant_id}: a2a.py
