@@ -138,6 +138,32 @@ def test_an_open_stream_hears_each_event_as_it_is_written(url: str) -> None:
     asyncio.run(scenario())
 
 
+def test_every_connection_has_sent_a_runs_events_before_another_sends_its_pause(url: str) -> None:
+    """A node that interrupts at once: the step's values are written a moment before the
+    interrupt, and the SDK's subscription (one connection) must hear them before its lifecycle
+    watcher (another) hears the ask, or the SDK ends the subscription without them (LangGraph's
+    SDK suite's ``test_extensions`` lost the custom event written just before ``ask_human`` on
+    PostgreSQL; its ``_sync`` tests with 0.4.3 waited for values that never came). A live stream
+    holds an event that pauses or ends a run for `HOLD` seconds (`protocol_stream.sse`)."""
+
+    async def collect(events: AsyncIterator[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [e async for e in events]
+
+    async def scenario() -> None:
+        client: Any = get_client(url=url)
+        for _ in range(10):
+            created = await client.threads.create()
+            async with client.threads.stream(created["thread_id"], assistant_id="agent") as thread:
+                heard = asyncio.create_task(collect(thread.subscribe(["values"])))
+                await asyncio.sleep(0.5)  # both connections open and waiting
+                await thread.run.start(input=_say("ask"))
+                values = await asyncio.wait_for(heard, 30)
+                assert thread.interrupted
+                assert values, "the subscription heard nothing before the watcher heard the ask"
+
+    asyncio.run(scenario())
+
+
 # --- the wire ----------------------------------------------------------------------------------
 
 
