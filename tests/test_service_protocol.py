@@ -151,7 +151,7 @@ def test_every_connection_has_sent_a_runs_events_before_another_sends_its_pause(
 
     async def scenario() -> None:
         client: Any = get_client(url=url)
-        for _ in range(10):
+        for _ in range(5):
             created = await client.threads.create()
             async with client.threads.stream(created["thread_id"], assistant_id="agent") as thread:
                 heard = asyncio.create_task(collect(thread.subscribe(["values"])))
