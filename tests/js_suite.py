@@ -7,8 +7,9 @@ in Node.js against ``serve`` on SQLite and PostgreSQL and, with ``DURABLE_GRAPH_
 set, against LangGraph's own ``langgraph dev`` serving the same graphs
 (tests/service_js/langgraph.json): streaming tokens and values, ``runs.wait``, an interrupt
 resumed, ``streamSubgraphs`` with ``updates``, ``runs.join`` of an ended run after a second one,
-``joinStream``, cancel, a branch from history, ``updateState``, stateless runs and the store. Each
-check is a test of its own (the check's name in the id).
+``joinStream``, cancel, a branch from history, ``updateState``, stateless runs, a failed run's
+error (never a traceback) and the store. Each check is a test of its own (the check's name in
+the id).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ NAMES = [
     "history, then a run from an earlier checkpoint (a branch)",
     "threads.updateState, then getState",
     "stateless runs.wait (no thread)",
+    "a failed run streams its error, never a traceback or a path",
     "store put, get, search, delete",
 ]
 """checks.mjs's checks, in its order."""

@@ -154,6 +154,20 @@ check("stateless runs.wait (no thread)", async () => {
   assert(lastText(values) === "looked up s", JSON.stringify(values));
 });
 
+check("a failed run streams its error, never a traceback or a path", async () => {
+  const thread = await client.threads.create();
+  const events = await collect(
+    client.runs.stream(thread.thread_id, "agent", { input: human("weather Mars") }),
+  );
+  const error = events.find((e) => e.event === "error");
+  assert(error, `events: ${JSON.stringify(events.map((e) => e.event))}`);
+  const text = JSON.stringify(error.data);
+  assert(text.includes("ValueError") && text.includes("no station"), text);
+  assert(!text.includes("Traceback") && !/\.py\b/.test(text), text);
+  const run = (await client.runs.list(thread.thread_id))[0];
+  assert(run.status === "error", `status: ${run.status}`);
+});
+
 check("store put, get, search, delete", async () => {
   const ns = ["js", String(Date.now())];
   await client.store.putItem(ns, "k", { v: 1 });
