@@ -2,7 +2,8 @@
 (SPEC §20.2).
 
     python -m tests.langgraph_suite.service [--targets reference sqlite postgres] [--out FILE]
-                                      [--keep DIR] [--timeout S] [-- PYTEST_ARGS...]
+                                      [--sdk VERSION...] [--keep DIR] [--timeout S]
+                                      [-- PYTEST_ARGS...]
 
 For each ``langgraph-sdk`` release of ``--sdk`` (the installed, pinned one and the earlier ones
 users still run, `EARLIER_SDKS`), downloads its sdist from PyPI (as `tests.langgraph_suite.run`
