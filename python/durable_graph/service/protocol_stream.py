@@ -132,6 +132,13 @@ async def timed_events(
         yield None
 
 
+async def hold(event: Mapping[str, Any], at: datetime) -> None:
+    """Wait `HOLD` before sending ``event`` when it pauses or ends a run and what it tells was
+    committed within `LIVE` of now (see `sse`)."""
+    if pauses(event) and datetime.now(UTC) - at < LIVE:
+        await asyncio.sleep(HOLD)
+
+
 def pauses(event: Mapping[str, Any]) -> bool:
     """``event`` pauses or ends a run: an ``input.requested``, the root's terminal lifecycle."""
     if event["method"] == "input.requested":
@@ -164,8 +171,7 @@ async def sse(store: AsyncCheckpointer, thread_id: str, where: Filter) -> AsyncI
         if item is not None:
             event, at = item
             if where.matches(event):
-                if pauses(event) and datetime.now(UTC) - at < LIVE:
-                    await asyncio.sleep(HOLD)
+                await hold(event, at)
                 quiet_since = time.monotonic()
                 yield frame(event)
         elif time.monotonic() - quiet_since >= KEEPALIVE:
