@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all venv pg-deps ha-deps node-deps plprofiler-deps lint format generate api-manifest test langgraph-suite langgraph-store-suite service-suite demo bench soak chaos failover-suite clean service-reference
+.PHONY: all venv pg-deps ha-deps node-deps plprofiler-deps browser-deps js-suite browser-suite lint format generate api-manifest test langgraph-suite langgraph-store-suite service-suite demo bench soak chaos failover-suite clean service-reference
 
 all: test
 
@@ -124,10 +124,12 @@ bench: venv pg-deps plprofiler-deps
 	$(VENV)/bin/pip install -q -e '.[service]'
 	$(VENV)/bin/python -m tests.bench.service_load --out bench-service-load.md
 
-# LangGraph's SDK integration suite (the pinned langgraph-sdk's sdist, downloaded from PyPI) with
-# its own graphs against `langgraph dev` (the reference, in REF_VENV) and `durable-graph serve` on
-# SQLite and PostgreSQL; every test per target in service-suite.md, and each the reference passes
-# and we do not (exit 1 while there is one). Junit files and server logs in build/service-suite/last-run.
+# LangGraph's SDK integration suite (the sdists of the pinned langgraph-sdk and of 0.4.3, an
+# earlier release users still run, downloaded from PyPI; 0.4.3's client in a virtualenv made at
+# test time) with its own graphs against `langgraph dev` (the reference, in REF_VENV) and
+# `durable-graph serve` on SQLite and PostgreSQL; every test per release and target in
+# service-suite.md, and each the reference passes and we do not (exit 1 while there is one).
+# Junit files and server logs in build/service-suite/last-run/sdk-<version>.
 service-suite: venv pg-deps
 	$(VENV)/bin/pip install -q -e '.[test,langgraph,langgraph-suite,service-suite]'
 	test -x $(REF_VENV)/bin/langgraph || python3 -m venv $(REF_VENV)
@@ -141,6 +143,28 @@ REF_VENV ?= .venv-reference
 service-reference: venv pg-deps
 	test -x $(REF_VENV)/bin/langgraph || (python3 -m venv $(REF_VENV) && $(REF_VENV)/bin/pip install -q 'langgraph-cli[inmem]')
 	DURABLE_GRAPH_LANGGRAPH_DEV=$(CURDIR)/$(REF_VENV)/bin/langgraph $(VENV)/bin/pytest tests/test_service.py $(PYTEST_ARGS)
+
+# LangGraph's JavaScript SDK (@langchain/langgraph-sdk: the pinned release and the previous
+# major's last, installed from npm at test time under build/js) in Node.js, and its React hook
+# useStream in headless Chromium (a page bundled at test time with esbuild), against `serve` on
+# SQLite and PostgreSQL and against `langgraph dev` (REF_VENV): tests/js_suite.py and
+# tests/browser_suite.py, each test per target in the test id.
+js-suite: venv pg-deps browser-deps
+	test -x $(REF_VENV)/bin/langgraph || (python3 -m venv $(REF_VENV) && $(REF_VENV)/bin/pip install -q 'langgraph-cli[inmem]')
+	DURABLE_GRAPH_LANGGRAPH_DEV=$(abspath $(REF_VENV))/bin/langgraph $(VENV)/bin/pytest tests/js_suite.py $(PYTEST_ARGS)
+
+browser-suite: venv pg-deps browser-deps
+	test -x $(REF_VENV)/bin/langgraph || (python3 -m venv $(REF_VENV) && $(REF_VENV)/bin/pip install -q 'langgraph-cli[inmem]')
+	DURABLE_GRAPH_LANGGRAPH_DEV=$(abspath $(REF_VENV))/bin/langgraph $(VENV)/bin/pytest tests/browser_suite.py $(PYTEST_ARGS)
+
+# Node.js with npm, and Debian's chromium (Playwright drives it; its own browsers are not fetched).
+browser-deps:
+	@command -v node >/dev/null && command -v npm >/dev/null || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm >/dev/null; }
+	@test -x /usr/bin/chromium || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
 # Long randomized differential runs, the 60 s parent/child race workload, and 11 minutes of a
 # fleet through a failover, on one store and on 8 partitions (one partition server failing over).

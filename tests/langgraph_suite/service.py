@@ -2,12 +2,18 @@
 (SPEC §20.2).
 
     python -m tests.langgraph_suite.service [--targets reference sqlite postgres] [--out FILE]
-                                      [--keep DIR] [--timeout S] [-- PYTEST_ARGS...]
+                                      [--sdk VERSION...] [--keep DIR] [--timeout S]
+                                      [-- PYTEST_ARGS...]
 
-Downloads the sdist of the installed ``langgraph-sdk`` from PyPI (as `tests.langgraph_suite.run`
+For each ``langgraph-sdk`` release of ``--sdk`` (the installed, pinned one and the earlier ones
+users still run, `EARLIER_SDKS`), downloads its sdist from PyPI (as `tests.langgraph_suite.run`
 downloads langgraph's: nothing of it is kept in this repository), and for each target serves the
 sdist's own graphs (``integration/langgraph.json``: scripted fake chat models, no API key) and
-runs its ``tests/integration`` against that server:
+runs its ``tests/integration`` against that server, with that release's client: an earlier one
+runs from a virtualenv of its own made at test time (``langgraph-sdk==X``, pytest and langgraph,
+under ``build/service-suite``), so the client under test is the release's own code. The one URL
+the suite hard-codes (``test_remote_graph_v3``'s ``localhost:2024``) is pointed at the server
+under test in the unpacked copy (port 2024 is ``langgraph dev``'s, shared on a machine).
 
 - ``reference``: LangGraph's own ``langgraph dev`` (in-memory), from the virtualenv
   ``--reference-venv`` (``langgraph-cli[inmem]`` and the graphs' dependencies; ``make
@@ -44,6 +50,10 @@ from .run import sdist
 ROOT = Path(__file__).resolve().parent.parent.parent
 WORK = Path(os.environ.get("DG_SERVICE_SUITE_DIR", ROOT / "build" / "service-suite"))
 TARGETS = ("reference", "sqlite", "postgres")
+EARLIER_SDKS = ("0.4.3",)
+"""Earlier ``langgraph-sdk`` releases whose suite runs beside the pinned one's (SPEC §25)."""
+SUITE_TOOLS = ("pytest", "pytest-asyncio", "pytest-timeout", "pytest-mock", "langgraph")
+"""What an earlier release's virtualenv holds beside the client: its tests' own imports."""
 NOT_UP = "(the server)"
 """The row of a target whose server did not come up, with its last log line."""
 BIN = Path(sys.executable).with_name("durable-graph")
@@ -108,6 +118,41 @@ def outcomes(junit: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
+def sdk_python(version: str) -> str:
+    """The interpreter whose ``langgraph_sdk`` is ``version``: ours for the installed release,
+    else a virtualenv made (once) under `WORK` with the client at that release."""
+    if version == importlib.metadata.version("langgraph-sdk"):
+        return sys.executable
+    venv = WORK / f"sdk-{version}"
+    python = venv / "bin" / "python"
+    if not (venv / ".installed").exists():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", f"langgraph-sdk=={version}", *SUITE_TOOLS],
+            check=True,
+        )
+        (venv / ".installed").touch()
+    return str(python)
+
+
+def prepare(tree: Path) -> None:
+    """The unpacked suite made to run against any URL with the client of the interpreter that
+    runs it: ``test_remote_graph_v3`` reads ``LANGGRAPH_INTEGRATION_URL`` as the rest does, and
+    the sdist's own ``langgraph_sdk`` is moved aside (the installed release is the one tested)."""
+    remote = tree / "tests" / "integration" / "test_remote_graph_v3.py"
+    if remote.exists():
+        text = remote.read_text(encoding="utf-8")
+        fixed = text.replace(
+            'URL = "http://localhost:2024"',
+            'URL = __import__("os").environ.get("LANGGRAPH_INTEGRATION_URL", "http://localhost:2024")',
+        )
+        if fixed != text:
+            remote.write_text(fixed, encoding="utf-8")
+    source = tree / "langgraph_sdk"
+    if source.is_dir():
+        source.rename(tree / "langgraph_sdk.sdist")
+
+
 def config_of(integration: Path, graphs: list[str] | None) -> str:
     """The suite's ``langgraph.json``, or a copy beside it naming only ``graphs``."""
     config = integration / "langgraph.json"
@@ -128,6 +173,7 @@ def run_target(
     timeout: int,
     extra: list[str],
     graphs: list[str] | None = None,
+    python: str = sys.executable,
 ) -> dict[str, tuple[str, str]]:
     """Serve the sdist's graphs (ours: only ``graphs`` when given) as ``target`` and run its
     integration tests against them; every test failed with the server's last words when it
@@ -135,6 +181,7 @@ def run_target(
     integration = tree / "integration"
     config = config_of(integration, None if target == "reference" else graphs)
     log = keep / f"server-{target}.log"
+    prepare(tree)
     log.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DURABLE_GRAPH_")}
     env["PYTHONUNBUFFERED"] = "1"
@@ -161,11 +208,11 @@ def run_target(
             last = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
             print(f"{target}: the server did not come up; see {log}", file=sys.stderr)
             return {NOT_UP: ("failed", last[-1][:200] if last else "no output")}
-        cmd = [sys.executable, "-m", "pytest", "tests/integration", "-q", "-m", "integration",
+        cmd = [python, "-m", "pytest", "tests/integration", "-q", "-m", "integration",
                "-p", "no:cacheprovider", "-o", "addopts=", "-p", "asyncio",
                "-o", "asyncio_mode=auto", f"--timeout={timeout}", f"--junitxml={junit}",
                *extra]  # fmt: skip
-        test_env = {**env, "LANGGRAPH_INTEGRATION_URL": url, "PYTHONPATH": str(tree)}
+        test_env = {**env, "LANGGRAPH_INTEGRATION_URL": url}
         subprocess.run(cmd, cwd=tree, env=test_env, check=False)
     return outcomes(junit) if junit.exists() else {}
 
@@ -207,6 +254,12 @@ def report(results: dict[str, dict[str, tuple[str, str]]]) -> tuple[str, int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", nargs="+", choices=TARGETS, default=list(TARGETS))
+    pinned = importlib.metadata.version("langgraph-sdk")
+    parser.add_argument(
+        "--sdk", nargs="+", default=[pinned, *EARLIER_SDKS], metavar="VERSION",
+        help=f"the langgraph-sdk releases whose suite and client run (default: {pinned} and "
+        + ", ".join(EARLIER_SDKS) + ")",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, help="write the markdown report here too")
     parser.add_argument("--keep", type=Path, help="keep junit files and server logs here")
     parser.add_argument("--timeout", type=int, default=60, help="seconds a test may take")
@@ -220,24 +273,36 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args(argv)
-    tree = sdist("langgraph-sdk", importlib.metadata.version("langgraph-sdk"), WORK)
+    sections: list[str] = []
+    missed = 0
     with contextlib.ExitStack() as stack:
-        keep = (args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory()))).resolve()
-        keep.mkdir(parents=True, exist_ok=True)
-        results = {}
-        for target in args.targets:
-            started = time.monotonic()
-            results[target] = run_target(
-                target,
-                tree,
-                keep,
-                args.reference_venv.resolve(),
-                args.timeout,
-                args.pytest_args,
-                args.graphs,
-            )
-            print(f"{target}: {time.monotonic() - started:.0f} s", file=sys.stderr)
-    text, missed = report(results)
+        keep_root = (
+            args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        ).resolve()
+        for version in args.sdk:
+            tree = sdist("langgraph-sdk", version, WORK)
+            python = sdk_python(version)
+            keep = keep_root / f"sdk-{version}"
+            keep.mkdir(parents=True, exist_ok=True)
+            results = {}
+            for target in args.targets:
+                started = time.monotonic()
+                results[target] = run_target(
+                    target,
+                    tree,
+                    keep,
+                    args.reference_venv.resolve(),
+                    args.timeout,
+                    args.pytest_args,
+                    args.graphs,
+                    python,
+                )
+                took = time.monotonic() - started
+                print(f"langgraph-sdk {version}, {target}: {took:.0f} s", file=sys.stderr)
+            text, count = report(results)
+            missed += count
+            sections.append(f"## langgraph-sdk {version}\n\n{text}")
+    text = "\n\n".join(sections)
     print(text)
     if args.out is not None:
         args.out.write_text(text + "\n", encoding="utf-8")

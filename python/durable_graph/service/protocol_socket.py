@@ -4,15 +4,18 @@
 Every frame the client sends is a command (`protocol_commands`), answered by a frame: the SDK
 opens with ``subscription.subscribe`` (its params the filter of an HTTP stream: ``channels``,
 ``namespaces``, ``depth``, ``since``), answered ``{"subscription_id"}``; more subscriptions may
-follow, and ``subscription.unsubscribe`` drops one. The socket then carries the thread's
-protocol events (`protocol_stream.thread_events`, the same translation and numbering as the
-HTTP stream) that any of its subscriptions lets through, until either side closes. ``run.start``
-and ``input.respond`` are served on the socket as on ``/commands``.
+follow, and ``subscription.unsubscribe`` drops one. Each subscription reads the thread's
+protocol events from the first (`protocol_stream.timed_events`, the same translation, numbering
+and holds as the HTTP stream), from when it is made: what it lets through (after its ``since``)
+is sent, the events written before it came included, as the reference replays them; an event
+two subscriptions let through is sent once. The socket carries them until either side closes.
+``run.start`` and ``input.respond`` are served on the socket as on ``/commands``.
 
 Refusals, after the upgrade (a browser cannot read a refused upgrade's status): close code 4000
-plus the HTTP status the SDK reads as final — 4401 without the token, 4404 for an unknown
-thread, 4422 for a thread id the service cannot answer for; a frame that is not a command is
-answered ``invalid_argument``. A foreign page's upgrade is refused before it (`guard`).
+plus the HTTP status the SDK reads as final — 4401 without the token, 4422 for a thread id the
+service cannot answer for; a frame that is not a command is answered ``invalid_argument``. A
+thread not made yet is waited for, as the reference and the HTTP stream do (the SDK opens its
+sockets before its ``run.start`` makes the thread: closing them 4404 ended its stream for good). A foreign page's upgrade is refused before it (`guard`).
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
 from durable_graph.core.errors import ValidationError
+from durable_graph.core.model import WatchPolicy
 from durable_graph.service.guard import parse_body
 from durable_graph.service.protocol_commands import Commands
 from durable_graph.service.protocol_events import Filter
-from durable_graph.service.protocol_stream import request_filter, thread_events
+from durable_graph.service.protocol_stream import WAIT, hold, request_filter, timed_events
 from durable_graph.service.records import check_thread_id
 
 
@@ -41,7 +45,9 @@ class Socket:
         self.websocket = websocket
         self.store = store
         self.commands = commands
-        self.filters: dict[str, Filter] = {}
+        self.pumps: dict[str, asyncio.Task[None]] = {}  # subscription id -> its reader
+        self.sent: set[int] = set()  # the events' seqs sent (once each, whichever matched)
+        self.failed = asyncio.Event()  # a subscription's read failed on the store's side
         self.next_id = 1
         self.lock = asyncio.Lock()  # one frame at a time: answers and events interleave
 
@@ -49,11 +55,28 @@ class Socket:
         async with self.lock:
             await self.websocket.send_text(json.dumps(message, separators=(",", ":"), default=str))
 
-    async def pump(self, thread_id: str) -> None:
-        serde = self.commands.threads.saver.serde  # opens the log under encryption (D289)
-        async for event in thread_events(self.store, thread_id, serde):
-            if event is not None and any(f.matches(event) for f in self.filters.values()):
-                await self.send(event)
+    async def pump(self, thread_id: str, where: Filter) -> None:
+        """A subscription's events, from the thread's first (the events written before it was
+        made are its too: a client subscribes after it starts a run, on a new socket)."""
+        try:
+            while await self.store.thread(thread_id) is None:  # not made yet: waits for it
+                await self.store.await_events_after(thread_id, 0, WAIT, WatchPolicy())
+            serde = self.commands.threads.saver.serde  # opens the log under encryption (D289)
+            async for item in timed_events(self.store, thread_id, serde):
+                if item is None:
+                    continue
+                event, at = item
+                if event["seq"] not in self.sent and where.matches(event):
+                    self.sent.add(event["seq"])
+                    await hold(event, at)  # as the HTTP stream (each SDK stream is a socket)
+                    await self.send(event)
+        except Exception:
+            self.failed.set()
+            raise
+
+    def close(self) -> None:
+        for task in self.pumps.values():
+            task.cancel()
 
     async def command(self, thread_id: str, raw: str) -> None:
         try:
@@ -72,12 +95,14 @@ class Socket:
                 return
             subscription_id = str(self.next_id)
             self.next_id += 1
-            self.filters[subscription_id] = where
             await self.send(_success(cid, {"subscription_id": subscription_id}))
+            self.pumps[subscription_id] = asyncio.create_task(self.pump(thread_id, where))
         elif method == "subscription.unsubscribe" and cid is not None:
-            if self.filters.pop(str(params.get("subscription_id")), None) is None:
+            pump = self.pumps.pop(str(params.get("subscription_id")), None)
+            if pump is None:
                 await self.send(_error(cid, "no_such_subscription", "unknown subscription"))
             else:
+                pump.cancel()
                 await self.send(_success(cid, {}))
         else:
             _, answer = await self.commands.handle(thread_id, command)
@@ -100,15 +125,12 @@ async def serve_socket(
     except ValidationError as exc:
         await websocket.close(code=4422, reason=str(exc)[:120])
         return
-    if await store.thread(thread_id) is None:
-        await websocket.close(code=4404, reason=f"thread {thread_id} not found"[:120])
-        return
     socket = Socket(websocket, store, commands)
     reader = asyncio.create_task(_read(socket, thread_id))
-    pump = asyncio.create_task(socket.pump(thread_id))
+    failing = asyncio.create_task(socket.failed.wait())
     try:
-        await asyncio.wait({reader, pump}, return_when=asyncio.FIRST_COMPLETED)
-        failed = pump.done() and not pump.cancelled() and pump.exception() is not None
+        await asyncio.wait({reader, failing}, return_when=asyncio.FIRST_COMPLETED)
+        failed = socket.failed.is_set()
         if failed or (reader.done() and not reader.cancelled() and reader.exception()):
             # The stream or a command failed on the store's side: say so, then close (the
             # SDK reads an unsolicited error frame as the reason its stream ended).
@@ -116,7 +138,8 @@ async def serve_socket(
                 await socket.send(_error(None, "unknown_error", "the thread's stream failed"))
                 await websocket.close(code=1011)
     finally:
-        for task in (reader, pump):
+        socket.close()
+        for task in (reader, failing, *socket.pumps.values()):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task

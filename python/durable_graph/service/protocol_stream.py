@@ -12,10 +12,11 @@ clients' read timeouts keep an idle stream open.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from durable_graph.core.async_protocols import AsyncCheckpointer
@@ -31,6 +32,11 @@ KEEPALIVE: Final = 10.0
 """Seconds of silence after which an SSE comment is sent."""
 RUNS_READ: Final = 1000
 """Runs of a thread a stream knows (the most recent)."""
+HOLD: Final = 0.2
+"""Seconds a live stream holds an event that pauses or ends a run (`sse`)."""
+LIVE: Final = timedelta(seconds=5)
+"""How recent an event is for its stream to be live (clocks of the store and the service may
+differ a little; a replay of older events holds none)."""
 
 
 def request_filter(body: Mapping[str, Any]) -> Filter:
@@ -71,6 +77,15 @@ async def thread_events(
     """The thread's protocol events, from its first, without end; ``None`` after each wait in
     which nothing arrived (the caller's chance to send a keepalive). ``serde``: the savers'
     serializer, which opens the log's events under ``encryption``."""
+    async for item in timed_events(store, thread_id, serde):
+        yield None if item is None else item[0]
+
+
+async def timed_events(
+    store: AsyncCheckpointer, thread_id: str, serde: Any = None
+) -> AsyncIterator[tuple[dict[str, Any], datetime] | None]:
+    """`thread_events`, each with the store time of what it tells (the log event's commit, a
+    run's close)."""
     translator = Translator(serde)
     runs: dict[str, QueueEntry] = {}  # attempt run id -> entry
     entries: dict[int, QueueEntry] = {}
@@ -84,13 +99,14 @@ async def thread_events(
             for attempt in entry.attempts:
                 runs[attempt.run_id] = entry
 
-    def ends(upto: int) -> list[dict[str, Any]]:
+    def ends(upto: int) -> list[tuple[dict[str, Any], datetime]]:
         """Terminal lifecycles of the runs closed at or before the log's event ``upto``."""
-        out: list[dict[str, Any]] = []
+        out: list[tuple[dict[str, Any], datetime]] = []
         for entry_id in sorted(entries):
             entry = entries[entry_id]
             if entry.closed and (entry.closed_at_seq or 0) <= upto:
-                out += translator.end(entry)
+                at = entry.closed_at or datetime.now(UTC)
+                out += [(item, at) for item in translator.end(entry)]
         return out
 
     await reread()
@@ -98,25 +114,46 @@ async def thread_events(
     while True:
         events = await store.events_after(thread_id, seen, PAGE)
         for event in events:
-            for item in ends(event.seq - 1):
-                yield item
+            for ended in ends(event.seq - 1):
+                yield ended
             if event.kind.startswith(EVENT_PREFIX) and event.run_id is not None:
                 if event.run_id not in runs:  # a run begun since the last read
                     await reread()
-                    for item in ends(event.seq - 1):
-                        yield item
+                    for ended in ends(event.seq - 1):
+                        yield ended
                 entry = runs.get(event.run_id)
                 if entry is not None:
                     for item in translator.event(entry, event):
-                        yield item
+                        yield item, event.committed_at
             seen = event.seq
         if events:
             continue
         await reread()
-        for item in ends(seen):
-            yield item
+        for ended in ends(seen):
+            yield ended
         await store.await_events_after(thread_id, seen, WAIT, WatchPolicy())
         yield None
+
+
+async def hold(event: Mapping[str, Any], at: datetime) -> None:
+    """Wait `HOLD` before sending ``event`` when it pauses or ends a run and what it tells was
+    committed within `LIVE` of now (see `sse`)."""
+    if pauses(event) and datetime.now(UTC) - at < LIVE:
+        await asyncio.sleep(HOLD)
+
+
+def pauses(event: Mapping[str, Any]) -> bool:
+    """``event`` pauses or ends a run: an ``input.requested``, the root's terminal lifecycle."""
+    if event["method"] == "input.requested":
+        return True
+    params = event["params"]
+    data = params.get("data")
+    return (
+        event["method"] == "lifecycle"
+        and not params.get("namespace")
+        and isinstance(data, dict)
+        and data.get("event") in ("interrupted", "completed", "failed")
+    )
 
 
 def frame(event: Mapping[str, Any]) -> bytes:
@@ -127,11 +164,19 @@ def frame(event: Mapping[str, Any]) -> bytes:
 async def sse(
     store: AsyncCheckpointer, thread_id: str, where: Filter, serde: Any = None
 ) -> AsyncIterator[bytes]:
-    """The SSE body of a thread's stream through ``where`` (``serde``: `thread_events`')."""
+    """The SSE body of a thread's stream through ``where`` (``serde``: `thread_events`').
+
+    An event that pauses or ends a run (`pauses`) told within `LIVE` of now is sent `HOLD`
+    seconds late: a client reads a thread on several connections (the SDK: a subscription and a
+    lifecycle watcher, which ends the subscription when it hears the pause), each waking for the
+    same write on its own, so the others have sent the run's earlier events by then. A stream
+    replaying older events holds none."""
     quiet_since = time.monotonic()
-    async for event in thread_events(store, thread_id, serde):
-        if event is not None:
+    async for item in timed_events(store, thread_id, serde):
+        if item is not None:
+            event, at = item
             if where.matches(event):
+                await hold(event, at)
                 quiet_since = time.monotonic()
                 yield frame(event)
         elif time.monotonic() - quiet_since >= KEEPALIVE:
@@ -159,4 +204,12 @@ async def once_visible(
         yield item
 
 
-__all__ = ["frame", "once_visible", "request_filter", "sse", "thread_events"]
+__all__ = [
+    "frame",
+    "once_visible",
+    "pauses",
+    "request_filter",
+    "sse",
+    "thread_events",
+    "timed_events",
+]
