@@ -45,7 +45,9 @@ import bisect
 import contextlib
 import multiprocessing
 import os
+import signal
 import statistics
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -73,6 +75,9 @@ SWEPT = ("checkpoints", "pending_writes", "events")
 """The tables a ``keep_latest`` sweep deletes from (its rows a second are theirs)."""
 VACUUMED = (*SWEPT, "queue_entries", "queue_attempts", "thread_ttls", "threads")
 """The tables the sweep, the reclaim and the runs leave dead rows in."""
+STOP = threading.Event()
+"""Set by SIGUSR1: the soak stops at its next mark and the report is written with the marks so
+far (a long run cut short keeps what it measured)."""
 
 
 def log(line: str) -> None:
@@ -373,6 +378,9 @@ def soak(args: argparse.Namespace, dsn: str, variant: str) -> Soak:
                     f"  {variant} {done:,} runs: {total / 2**20:.1f} MiB ({parts});"
                     f" {time.monotonic() - began:.0f} s"
                 )
+                if STOP.is_set():
+                    log(f"  {variant}: stopped at {done:,} runs (SIGUSR1)")
+                    break
     finally:
         stop.set()
         if sweeper is not None:
@@ -532,10 +540,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.ttl_minutes >= args.thread_gap_minutes:
         parser.error("--ttl-minutes must be below --thread-gap-minutes, or nothing is swept")
     soaks: list[Soak] = []
+    signal.signal(signal.SIGUSR1, lambda *_: STOP.set())
     with postgres_dsn() as dsn:
         for variant in args.only or ("ttl", "none", "saver"):
             log(f"{variant}: {args.runs:,} runs over {args.threads:,} threads")
             soaks.append(soak(args, dsn, variant))
+            if STOP.is_set():
+                break
     lines = [
         f"# Retention growth: {args.runs:,} runs over {args.threads:,} threads",
         "",
