@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all venv pg-deps ha-deps node-deps plprofiler-deps browser-deps js-suite browser-suite lint format generate api-manifest test langgraph-suite langgraph-store-suite service-suite demo bench soak chaos failover-suite clean service-reference
+.PHONY: all venv pg-deps ha-deps node-deps plprofiler-deps browser-deps js-suite browser-suite lint format generate api-manifest test langgraph-suite langgraph-store-suite service-suite demo bench bench-retention soak chaos failover-suite clean service-reference
 
 all: test
 
@@ -119,10 +119,16 @@ bench: venv pg-deps plprofiler-deps
 	$(VENV)/bin/python -m tests.bench.operating --out bench-operating.md
 	$(VENV)/bin/python -m tests.bench.sqlite_writers --out bench-sqlite-writers.md
 	$(VENV)/bin/python -m tests.bench.streaming --out bench-streaming.md
-	$(VENV)/bin/python -m tests.bench.retention --out bench-retention.md
 	test -x $(REF_VENV)/bin/langgraph || (python3 -m venv $(REF_VENV) && $(REF_VENV)/bin/pip install -q 'langgraph-cli[inmem]')
 	$(VENV)/bin/pip install -q -e '.[service]'
+	$(VENV)/bin/python -m tests.bench.retention --out bench-retention.md $(RETENTION_ARGS)
 	$(VENV)/bin/python -m tests.bench.service_load --out bench-service-load.md
+
+# Store growth over many runs with a keep_latest thread TTL, without, and PostgresSaver (issue 47;
+# docs/retention.md). RETENTION_ARGS: e.g. --runs 20000 --mark 4000 for a shorter run.
+bench-retention: venv pg-deps
+	$(VENV)/bin/pip install -q -e '.[test,bench,langgraph,service]'
+	$(VENV)/bin/python -m tests.bench.retention --out bench-retention.md $(RETENTION_ARGS)
 
 # LangGraph's SDK integration suite (the sdists of the pinned langgraph-sdk and of 0.4.3, an
 # earlier release users still run, downloaded from PyPI; 0.4.3's client in a virtualenv made at
