@@ -27,6 +27,12 @@ from durable_graph.sqlite import SqliteCheckpointer
 from durable_graph.testkit.harness import ClockControl, ManualClock
 from durable_graph.testkit.postgres import server as pg_server
 from durable_graph.testkit.postgres.clock import PgClock
+
+# A shell starts a background job (`make test &`) with SIGINT ignored, and every process the
+# tests start would inherit that: the tests that stop a command with Ctrl-C (SIGINT) would then
+# wait on it forever. The suite runs as a foreground one would.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 from durable_graph.worker.signals import STOP_SIGNALS
 
 _SERVER: pg_server.PgServer | None = None

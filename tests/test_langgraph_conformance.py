@@ -23,6 +23,7 @@ from durable_graph.aio import (
     AsyncSqliteCheckpointer,
 )
 from durable_graph.langgraph import AsyncDurableSaver, DurableSaver
+from durable_graph.langgraph.codec import safe_serializer
 from durable_graph.langgraph.encryption import SealingSerializer
 from durable_graph.memory.store import InMemoryCheckpointer
 from durable_graph.postgres import PostgresCheckpointer, PostgresConfig
@@ -131,7 +132,7 @@ def _encryption() -> Any:
 def test_savers_sealed_by_an_encryption_pass_conformance(tmp_path: Path) -> None:
     """langgraph.json's ``encryption`` (D286) changes what is stored, never what a saver
     answers: every capability, the sync saver on SQLite and the async one in memory."""
-    sealed = SealingSerializer(_encryption())
+    sealed = SealingSerializer(_encryption(), safe_serializer())
 
     async def sync_factory() -> AsyncGenerator[BaseCheckpointSaver[int], None]:
         with SqliteCheckpointer.open(str(tmp_path / f"{uuid.uuid4().hex}.db")) as store:

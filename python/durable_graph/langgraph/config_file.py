@@ -210,12 +210,22 @@ class LangGraphConfig:
     def saver_serializer(self) -> Any:
         """The savers' serializer under ``encryption`` (its handlers loaded and checked), or
         None for the default one."""
-        from durable_graph.langgraph.encryption import load_encryption, saver_serializer
+        from durable_graph.langgraph.codec import safe_serializer
+        from durable_graph.langgraph.encryption import SealingSerializer, check_encryption
 
-        if self.encryption is None:
+        spec = self.encryption
+        if spec is None:
             return None
+        if not isinstance(spec, str) or ":" not in spec:
+            raise ValidationError("config: 'encryption.path' must look like './encryption.py:name'")
         self.apply_env()  # the handlers may read their keys from the environment
-        return saver_serializer(load_encryption(self.path.parent, self.encryption))
+        try:
+            found = load_object(self.path.parent, spec, "config: encryption.path")
+        except ValidationError:
+            raise
+        except Exception as exc:  # the user's module failed to import
+            raise ValidationError(f"config: encryption.path: cannot load {spec} ({exc})") from None
+        return SealingSerializer(check_encryption(found, spec), safe_serializer())
 
     def store_index(self) -> dict[str, Any] | None:
         """``store.index`` with its ``embed`` loaded (None without one): a ``./file.py:attr``

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
-from pathlib import Path
 from typing import Any, Final
 
 from langgraph.checkpoint.serde.base import CipherProtocol, SerializerProtocol
@@ -114,12 +113,12 @@ class SealingSerializer(EncryptedSerializer):
     """The savers' serializer with a deployment's `Encryption`: blobs through its blob handlers
     (when it has them), metadata through its JSON handlers (when it has them)."""
 
-    def __init__(self, encryption: Any, inner: SerializerProtocol | None = None) -> None:
-        from durable_graph.langgraph.codec import safe_serializer
-
+    def __init__(self, encryption: Any, inner: SerializerProtocol) -> None:
+        """``inner``: the savers' own serializer (`codec.safe_serializer`), which the blob
+        handlers' plaintext is."""
         self.encryption = encryption
         self._loop = _HandlerLoop()
-        super().__init__(_BlobCipher(encryption, self._loop), inner or safe_serializer())
+        super().__init__(_BlobCipher(encryption, self._loop), inner)
 
     @property
     def seals_blobs(self) -> bool:
@@ -181,21 +180,12 @@ class SealingSerializer(EncryptedSerializer):
         return {**opened, **kept}
 
 
-def load_encryption(base: Path, spec: str) -> Any:
-    """The ``Encryption`` that ``encryption.path`` names, checked: each handler with its pair,
-    at least one pair, no context handler; `ValidationError` naming ``encryption`` else."""
+def check_encryption(found: Any, spec: str) -> Any:
+    """``found``, the object ``encryption.path`` (``spec``) names, checked: an SDK
+    ``Encryption``, each handler with its pair, at least one pair, no context handler;
+    `ValidationError` naming ``encryption`` else."""
     from langgraph_sdk import Encryption
 
-    from durable_graph.langgraph.config_file import load_object
-
-    if not isinstance(spec, str) or ":" not in spec:
-        raise ValidationError("config: 'encryption.path' must look like './encryption.py:name'")
-    try:
-        found = load_object(base, spec, "config: encryption.path")
-    except ValidationError:
-        raise
-    except Exception as exc:  # the user's module failed to import
-        raise ValidationError(f"config: encryption.path: cannot load {spec} ({exc})") from None
     if not isinstance(found, Encryption):
         raise ValidationError(
             f"config: encryption.path: {spec} is a {type(found).__name__}, not an Encryption"
@@ -216,9 +206,4 @@ def load_encryption(base: Path, spec: str) -> Any:
     return found
 
 
-def saver_serializer(encryption: Any | None) -> SerializerProtocol | None:
-    """The savers' serializer for ``encryption`` (None: the default one)."""
-    return None if encryption is None else SealingSerializer(encryption)
-
-
-__all__ = ["CONTEXT_KEY", "SealingSerializer", "load_encryption", "saver_serializer"]
+__all__ = ["CONTEXT_KEY", "SealingSerializer", "check_encryption"]
