@@ -80,6 +80,7 @@ from durable_graph.embedded.common import (
     wait_until,
     write_run,
 )
+from durable_graph.embedded.retention import prune_thread
 from durable_graph.embedded.rows import CheckpointRow, ClaimRow, EffectRow, ThreadRow
 from durable_graph.embedded.run_queue import EmbeddedRunQueue
 from durable_graph.embedded.storage import Signal, Storage, Tx
@@ -293,7 +294,7 @@ class EmbeddedCheckpointer(EmbeddedFastPath, ClosedOnExit):
         check_identifier("thread_id", thread_id)
         check_retention(policy)
         with self._storage.write() as tx:
-            return _prune_thread(tx, thread_id, policy)
+            return prune_thread(tx, thread_id, policy)
 
     def prune_all(self, policy: RetentionPolicy, batch: int = 1000) -> PruneResult:
         check_retention(policy)
@@ -305,7 +306,7 @@ class EmbeddedCheckpointer(EmbeddedFastPath, ClosedOnExit):
             with self._storage.write() as tx:
                 ids = [t.thread_id for t in tx.thread_page(after, batch)]
                 for thread_id in ids:
-                    result = _prune_thread(tx, thread_id, policy)
+                    result = prune_thread(tx, thread_id, policy)
                     checkpoints += result.checkpoints_removed
                     events += result.events_removed
             if len(ids) < batch:
@@ -345,7 +346,7 @@ class EmbeddedCheckpointer(EmbeddedFastPath, ClosedOnExit):
     def sweep_threads(self, limit: int = 100) -> ThreadSweep:
         size = check_sweep_limit(limit)
         with self._storage.write() as tx:
-            return thread_ttl.sweep(tx, size, _prune_thread)
+            return thread_ttl.sweep(tx, size, prune_thread)
 
     # --- for LangGraph's savers (SPEC §12; sql/47_runs_copy.sql) -----------------------
 
@@ -621,37 +622,6 @@ def _claimed_thread(tx: Tx, claim: Claim) -> ThreadRow:
 
 def _effect_of(row: EffectRow, existing: bool) -> EffectRecord:
     return value_of(EffectRecord, row, value=decode_json(row.value), existing=existing)
-
-
-def _prune_thread(tx: Tx, thread_id: str, policy: RetentionPolicy) -> PruneResult:
-    """D13 (keep the head, evidence, keep_last and the young) on one thread, in the caller's
-    transaction."""
-    thread = tx.thread(thread_id)
-    if thread is None:
-        return PruneResult(0, 0)
-    cutoff = None if policy.max_age is None else tx.now - policy.max_age
-    newest_first = tx.checkpoints_newest_first(thread_id)
-    keep = {thread.head_id}
-    if policy.keep_last is not None:
-        keep.update(r.checkpoint_id for r in newest_first[: policy.keep_last])
-    # Evidence: for each run id an open entry of the thread recorded, that run's newest checkpoint.
-    runs = tx.open_attempt_runs(thread_id)
-    evidence: dict[str, str] = {}
-    for row in newest_first:
-        if row.run_id in runs and row.run_id not in evidence:
-            evidence[row.run_id] = row.checkpoint_id
-    keep.update(evidence.values())
-    removed = [
-        r
-        for r in newest_first
-        if r.checkpoint_id not in keep and (cutoff is None or r.committed_at < cutoff)
-    ]
-    for row in removed:
-        tx.remove_checkpoint(thread_id, row.checkpoint_id)
-    if removed:  # a kept checkpoint whose parent was removed has none (SPEC §14.1)
-        tx.orphan(thread_id, [r.checkpoint_id for r in removed])
-    events_removed = 0 if cutoff is None else tx.drop_events_before(thread_id, cutoff)
-    return PruneResult(len(removed), events_removed)
 
 
 __all__ = ["EmbeddedCheckpointer"]
