@@ -54,7 +54,6 @@ def test_no_hand_written_module_is_over_700_lines() -> None:
     long = {
         p.relative_to(package).as_posix(): lines
         for p in package.rglob("*.py")
-        if not (text := p.read_text()).startswith(header)
-        and (lines := text.count("\n")) > 700
+        if not (text := p.read_text()).startswith(header) and (lines := text.count("\n")) > 700
     }
     assert long == {}
