@@ -102,7 +102,11 @@ class Served:
 
 def _backend(kind: str, request: pytest.FixtureRequest, tmp: pytest.TempPathFactory) -> Backend:
     base = store_backend(kind, request, tmp, "wh")
-    env = {"DURABLE_GRAPH_WEBHOOK_SECRET": SECRET, "DURABLE_GRAPH_WEBHOOK_TIMEOUT": str(DEADLINE)}
+    env = {
+        "DURABLE_GRAPH_WEBHOOK_SECRET": SECRET,
+        "DURABLE_GRAPH_WEBHOOK_TIMEOUT": str(DEADLINE),
+        "LG_WEBHOOK_TEAM": "blue",  # `LOOPBACK_POLICY`'s webhooks.headers template reads it
+    }
     return Backend(base.name, base.args, {**base.env, **env})
 
 
@@ -169,6 +173,7 @@ def test_a_finished_run_is_posted_once_signed(url: str) -> None:
         assert [m["type"] for m in posted["values"]["messages"]] == ["human", "ai"]
         headers, body = receiver.got[0]
         assert headers["content-type"] == "application/json" and _signed(headers, body)
+        assert headers["x-team"] == "team-blue"  # webhooks.headers, its template resolved
     finally:
         receiver.stop()
 

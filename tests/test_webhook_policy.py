@@ -136,8 +136,18 @@ def test_each_policy_key() -> None:
     [
         ([], "webhooks must be an object"),
         ({"url": []}, "webhooks.url must be an object"),
-        ({"headers": {"x": "y"}}, "webhooks.headers is not supported"),
-        ({"allowed_fields": ["run_id"]}, "webhooks.allowed_fields is not supported"),
+        ({"headers": ["x"]}, "webhooks.headers must be an object"),
+        ({"headers": {"x y": "1"}}, "webhooks.headers.x y: not a header name"),
+        ({"headers": {"Content-Type": "text/plain"}}, "sets this header itself"),
+        ({"headers": {"x": 1}}, "webhooks.headers.x must be a string"),
+        ({"headers": {"x": "${{ env.HOME }}"}}, "env.HOME does not start with LG_WEBHOOK_"),
+        (
+            {"headers": {"x": "${{ env.LG_WEBHOOK_UNSET_HERE }}"}},
+            "LG_WEBHOOK_UNSET_HERE is not set",
+        ),
+        ({"env_prefix": ""}, "webhooks.env_prefix must be a non-empty string"),
+        ({"allowed_fields": "run_id"}, "allowed_fields must be a list of field names"),
+        ({"allowed_fields": ["run_id", "secrets"]}, "'secrets' is not a field"),
         ({"urls": {}}, "webhooks.urls is not a webhooks setting"),
         ({"url": {"disable_loopbak": False}}, "disable_loopbak is not a URL policy key"),
         ({"url": {"disable_loopback": "false"}}, "disable_loopback must be true or false"),
@@ -151,6 +161,35 @@ def test_each_policy_key() -> None:
 def test_a_bad_policy_is_named(webhooks: object, says: str) -> None:
     with pytest.raises(ValidationError, match=says):
         WebhookPolicy.of(webhooks)
+
+
+def test_static_headers_resolve_their_templates_from_allowed_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``webhooks.headers`` as LangGraph Server reads them (D311): ``${{ env.VAR }}`` replaced at
+    start, ``VAR`` only under ``env_prefix``; mixed literals and several templates allowed."""
+    monkeypatch.setenv("LG_WEBHOOK_TOKEN", "s3cret")
+    monkeypatch.setenv("TEAM_HOOK_ID", "7")
+    policy = WebhookPolicy.of(
+        {"headers": {"Authorization": "Bearer ${{ env.LG_WEBHOOK_TOKEN }}", "X-Plain": "a"}}
+    )
+    assert policy.headers == (("Authorization", "Bearer s3cret"), ("X-Plain", "a"))
+    prefixed = WebhookPolicy.of(
+        {
+            "env_prefix": "TEAM_",
+            "headers": {"X-Id": "${{env.TEAM_HOOK_ID}}-${{ env.TEAM_HOOK_ID }}"},
+        }
+    )
+    assert prefixed.headers == (("X-Id", "7-7"),)
+    with pytest.raises(ValidationError, match="does not start with TEAM_"):
+        WebhookPolicy.of({"env_prefix": "TEAM_", "headers": {"x": "${{ env.LG_WEBHOOK_TOKEN }}"}})
+
+
+def test_allowed_fields_keep_only_those_of_the_payload() -> None:
+    policy = WebhookPolicy.of({"allowed_fields": ["run_id", "status"]})
+    sent = policy.sent({"run_id": "r", "status": "success", "values": {"secret": 1}})
+    assert sent == {"run_id": "r", "status": "success"}
+    assert WebhookPolicy().sent({"values": 1}) == {"values": 1}
 
 
 def test_every_resolved_address_is_checked() -> None:

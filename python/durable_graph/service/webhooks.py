@@ -174,6 +174,67 @@ class Target:
         return f"{self.scheme}://{host}{port}"
 
 
+PAYLOAD_FIELDS: Final = frozenset(
+    {
+        "run_id", "thread_id", "assistant_id", "created_at", "updated_at", "metadata", "kwargs",
+        "multitask_strategy", "status", "run_started_at", "run_ended_at", "webhook_sent_at",
+        "values", "error",
+    }
+)  # fmt: skip
+"""The fields ``webhooks.allowed_fields`` may name: LangGraph Server's payload's."""
+ENV_PREFIX: Final = "LG_WEBHOOK_"
+"""``webhooks.env_prefix``'s default: the variables a header template may read."""
+_TEMPLATE: Final = re.compile(r"\$\{\{\s*env\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_TOKEN: Final = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+"""An HTTP header name (RFC 9110's token)."""
+
+
+def _static_headers(headers: object, prefix: object) -> tuple[tuple[str, str], ...]:
+    """``webhooks.headers`` with each ``${{ env.VAR }}`` replaced by the variable, which must
+    start with ``env_prefix`` (the allow-list of what a header may carry out) and be set."""
+    prefix = ENV_PREFIX if prefix is None else prefix
+    if not isinstance(prefix, str) or not prefix:
+        raise ValidationError("config: webhooks.env_prefix must be a non-empty string")
+    if headers is None:
+        return ()
+    if not isinstance(headers, dict):
+        raise ValidationError("config: webhooks.headers must be an object of strings")
+    out = []
+    for name, value in headers.items():
+        where = f"config: webhooks.headers.{name}"
+        if not isinstance(name, str) or not _TOKEN.match(name):
+            raise ValidationError(f"{where}: not a header name")
+        if name.lower() in ("content-type", "content-length", "host", SIGNATURE_HEADER.lower()):
+            raise ValidationError(f"{where}: the service sets this header itself")
+        if not isinstance(value, str):
+            raise ValidationError(f"{where} must be a string")
+
+        def variable(match: re.Match[str], where: str = where) -> str:
+            var = match.group(1)
+            if not var.startswith(prefix):
+                raise ValidationError(f"{where}: env.{var} does not start with {prefix}")
+            if var not in os.environ:
+                raise ValidationError(f"{where}: env.{var} is not set")
+            return os.environ[var]
+
+        resolved = _TEMPLATE.sub(variable, value)
+        if any(c in resolved for c in "\r\n\0"):
+            raise ValidationError(f"{where}: a header value holds no line break")
+        out.append((name, resolved))
+    return tuple(out)
+
+
+def _allowed_fields(fields: object) -> frozenset[str] | None:
+    if fields is None:
+        return None
+    if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
+        raise ValidationError("config: webhooks.allowed_fields must be a list of field names")
+    unknown = sorted(set(fields) - PAYLOAD_FIELDS)
+    if unknown:
+        raise ValidationError(f"config: webhooks.allowed_fields: {unknown[0]!r} is not a field")
+    return frozenset(fields)
+
+
 @dataclass(frozen=True, slots=True)
 class WebhookPolicy:
     """Which receivers a webhook may name: ``langgraph.json``'s ``webhooks.url`` (D248), with
@@ -190,6 +251,10 @@ class WebhookPolicy:
     """False: loopback receivers (``localhost``, 127.0.0.0/8, ::1) are allowed."""
     disable_private_ips: bool = True
     """False: private receivers (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) are allowed."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """``webhooks.headers``, their ``${{ env.VAR }}`` templates resolved at start (D311)."""
+    allowed_fields: frozenset[str] | None = None
+    """``webhooks.allowed_fields``: the payload's only keys (None: all of them)."""
 
     @classmethod
     def of(cls, webhooks: object) -> WebhookPolicy:
@@ -199,18 +264,17 @@ class WebhookPolicy:
             return cls()
         if not isinstance(webhooks, dict):
             raise ValidationError("config: webhooks must be an object")
-        unserved = sorted(set(webhooks) & {"headers", "allowed_fields"})
-        if unserved:  # fail closed: an operator relying on them would be misled
-            raise ValidationError(f"config: webhooks.{unserved[0]} is not supported here")
-        unknown = sorted(set(webhooks) - {"url", "env_prefix"})
+        unknown = sorted(set(webhooks) - {"url", "env_prefix", "headers", "allowed_fields"})
         if unknown:
             raise ValidationError(f"config: webhooks.{unknown[0]} is not a webhooks setting")
+        headers = _static_headers(webhooks.get("headers"), webhooks.get("env_prefix"))
+        fields = _allowed_fields(webhooks.get("allowed_fields"))
         url = webhooks.get("url")
         if url is None:
-            return cls()
+            return cls(headers=headers, allowed_fields=fields)
         if not isinstance(url, dict):
             raise ValidationError("config: webhooks.url must be an object")
-        known = {f for f in cls.__dataclass_fields__}
+        known = {f for f in cls.__dataclass_fields__} - {"headers", "allowed_fields"}
         unknown = sorted(set(url) - known)
         if unknown:
             raise ValidationError(f"config: webhooks.url.{unknown[0]} is not a URL policy key")
@@ -237,8 +301,16 @@ class WebhookPolicy:
             allowed_domains=tuple(d.strip().lower().rstrip(".").strip("[]") for d in domains),
             allowed_ports=tuple(ports),
             max_url_length=length,
+            headers=headers,
+            allowed_fields=fields,
             **flags,
         )
+
+    def sent(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The payload ``body`` as posted: only ``allowed_fields`` when they are set."""
+        if self.allowed_fields is None:
+            return body
+        return {k: v for k, v in body.items() if k in self.allowed_fields}
 
     def allows(self, kind: AddressClass) -> bool:
         if kind == "loopback":
@@ -470,8 +542,8 @@ async def deliver(
         return {"delivered": False, "reason": "the run is gone"}
     if not run.closed:
         raise NotDelivered(f"run {run_id_of(entry_id)} has not ended yet")
-    body = json.dumps(payload(run), separators=(",", ":"), default=str).encode()
-    headers = {"Content-Type": "application/json", **signature(body)}
+    body = json.dumps(policy.sent(payload(run)), separators=(",", ":"), default=str).encode()
+    headers = {**dict(policy.headers), "Content-Type": "application/json", **signature(body)}
     try:
         async with asyncio.timeout(deadline):
             status = await _post(policy, target, body, headers)
