@@ -28,5 +28,6 @@ def test_a_busy_sqlite_file_uses_up_no_attempt_across_writer_processes(tmp_path:
     (result,) = json.loads(out.read_text())
     assert result["completed"] == 40 and result["not_completed"] == 0, result
     assert result["attempts_used"] == 40 and result["entries_retried"] == 0, result
-    # The path was taken: the handlers' commits (and the closing calls) waited on the busy file.
-    assert result["busy_calls"].get("a context write", 0) > 0, result
+    # The path was taken: the handlers' commits or the closing calls waited on the busy file
+    # (which of them meets the hog is timing: a quiet machine's run met it closing only).
+    assert sum(result["busy_calls"].values()) > 0, result
