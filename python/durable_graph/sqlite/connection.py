@@ -45,6 +45,12 @@ from durable_graph.sqlite.storage import SqliteTx
 _BUSY: Final = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 """The error codes of a write lock that stayed taken past the busy timeout."""
 
+
+def _busy(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` is SQLite's busy or locked answer (its primary code, `_BUSY`)."""
+    return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in _BUSY
+
+
 SCHEMA_VERSION: Final = 12
 """``PRAGMA user_version`` of a file this code creates. Version 1 files (table names of before
 the embedded rule set), version 2 files (before delayed runs, retries and attempt errors),
@@ -263,7 +269,7 @@ class SqliteStorage:
             try:
                 conn.execute(begin)
             except sqlite3.OperationalError as exc:
-                if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in _BUSY:  # nothing done
+                if _busy(exc):  # nothing done
                     raise StoreBusy(f"could not begin a transaction: {exc}") from exc
                 raise ProcessingError(f"could not begin a transaction: {exc}") from exc
             except sqlite3.Error as exc:
@@ -343,8 +349,7 @@ def open_storage(path: str, config: SqliteConfig, clock: Callable[[], float]) ->
             _prepare(storage)
             return storage
         except sqlite3.OperationalError as exc:
-            busy = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in _BUSY
-            if not busy:
+            if not _busy(exc):
                 raise ProcessingError(f"could not open {path}: {exc}") from exc
             if time.monotonic() >= deadline:
                 raise StoreBusy(f"could not open {path}: {exc}") from exc
